@@ -1,0 +1,190 @@
+package keying
+
+import (
+	"bytes"
+	"encoding/json"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// Fields reads a request's body as JSON, form or XML on first use and keeps
+// the parsed form. It is safe for concurrent use.
+type Fields struct {
+	r *Request
+
+	jsonOnce sync.Once
+	jsonVal  any
+	jsonErr  error
+
+	formOnce sync.Once
+	formVal  url.Values
+	formErr  error
+
+	xmlOnce sync.Once
+	xmlVal  map[string]string
+	xmlErr  error
+}
+
+// NewFields returns lazy field access to r.
+func NewFields(r *Request) *Fields { return &Fields{r: r} }
+
+// JSON returns the value at a dot path ("data.object.id", "items.0.id").
+// Strings come back unquoted, numbers as written, objects and arrays as
+// compact JSON, null as "". ok is false when the path does not exist; err
+// wraps ErrMalformed when the body is not JSON.
+func (f *Fields) JSON(path string) (val string, ok bool, err error) {
+	f.jsonOnce.Do(func() {
+		dec := json.NewDecoder(bytes.NewReader(f.r.Body))
+		dec.UseNumber()
+		if err := dec.Decode(&f.jsonVal); err != nil {
+			f.jsonErr = fmt.Errorf("%w: body is not JSON: %v", ErrMalformed, err)
+			return
+		}
+		if _, err := dec.Token(); err != io.EOF {
+			f.jsonErr = fmt.Errorf("%w: body is not JSON: trailing data", ErrMalformed)
+		}
+	})
+	if f.jsonErr != nil {
+		return "", false, f.jsonErr
+	}
+	v, ok := JSONPath(f.jsonVal, path)
+	if !ok {
+		return "", false, nil
+	}
+	return JSONString(v), true, nil
+}
+
+// JSONPath walks a decoded JSON value (decoded with UseNumber) along a dot path.
+func JSONPath(v any, path string) (any, bool) {
+	if path == "" {
+		return v, true
+	}
+	for _, part := range strings.Split(path, ".") {
+		switch node := v.(type) {
+		case map[string]any:
+			next, ok := node[part]
+			if !ok {
+				return nil, false
+			}
+			v = next
+		case []any:
+			i, err := strconv.Atoi(part)
+			if err != nil || i < 0 || i >= len(node) {
+				return nil, false
+			}
+			v = node[i]
+		default:
+			return nil, false
+		}
+	}
+	return v, true
+}
+
+// JSONString renders a decoded JSON value as a key part.
+func JSONString(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return x
+	case json.Number:
+		return x.String()
+	case bool:
+		return strconv.FormatBool(x)
+	default:
+		b, _ := json.Marshal(x)
+		return string(b)
+	}
+}
+
+// Form returns a field of a form-encoded body, or of the query string on
+// GET (Alipay's browser return). Values are URL-decoded once. err wraps
+// ErrMalformed when the form cannot be parsed.
+func (f *Fields) Form(field string) (val string, ok bool, err error) {
+	f.formOnce.Do(func() {
+		raw := string(f.r.Body)
+		if f.r.Method == http.MethodGet || f.r.Method == http.MethodHead {
+			raw = ""
+			if f.r.URL != nil {
+				raw = f.r.URL.RawQuery
+			}
+		}
+		f.formVal, f.formErr = url.ParseQuery(raw)
+		if f.formErr != nil {
+			f.formErr = fmt.Errorf("%w: body is not a form: %v", ErrMalformed, f.formErr)
+		}
+	})
+	if f.formErr != nil {
+		return "", false, f.formErr
+	}
+	vs, ok := f.formVal[field]
+	if !ok || len(vs) == 0 {
+		return "", false, nil
+	}
+	return vs[0], true, nil
+}
+
+// XML returns the text of a direct child of the body's root element (the
+// WeChat Pay v2 layout: <xml><transaction_id><![CDATA[…]]></transaction_id>…).
+// err wraps ErrMalformed when the body is not XML.
+func (f *Fields) XML(elem string) (val string, ok bool, err error) {
+	f.xmlOnce.Do(func() { f.xmlVal, f.xmlErr = ParseFlatXML(f.r.Body) })
+	if f.xmlErr != nil {
+		return "", false, f.xmlErr
+	}
+	v, ok := f.xmlVal[elem]
+	return v, ok, nil
+}
+
+// ParseFlatXML reads the direct children of the root element as name → text.
+// Deeper elements are skipped; a repeated name keeps its first value.
+func ParseFlatXML(body []byte) (map[string]string, error) {
+	dec := xml.NewDecoder(bytes.NewReader(body))
+	out := map[string]string{}
+	depth := 0
+	var name string
+	var text strings.Builder
+	sawRoot := false
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: body is not XML: %v", ErrMalformed, err)
+		}
+		switch t := tok.(type) {
+		case xml.StartElement:
+			depth++
+			if depth == 1 {
+				sawRoot = true
+			}
+			if depth == 2 {
+				name = t.Name.Local
+				text.Reset()
+			}
+		case xml.CharData:
+			if depth == 2 {
+				text.Write(t)
+			}
+		case xml.EndElement:
+			if depth == 2 {
+				if _, dup := out[name]; !dup {
+					out[name] = text.String()
+				}
+			}
+			depth--
+		}
+	}
+	if !sawRoot {
+		return nil, fmt.Errorf("%w: body is not XML: no root element", ErrMalformed)
+	}
+	return out, nil
+}

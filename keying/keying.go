@@ -1,0 +1,160 @@
+// Package keying turns a payment notification into what idemgate needs to
+// deduplicate it: a verified signature, an idempotency key, a fingerprint of
+// what must not change between copies of one key, and the platform's rule for
+// what counts as a successful answer.
+//
+// A [Platform] (a preset such as "stripe", or "generic") verifies the raw bytes
+// of a [Request] first and only then parses it, so a key is never taken from
+// content the platform did not sign. [Fields] gives lazy, read-only access to
+// a body as JSON, form or XML for key templates.
+//
+// This package must not import Caddy: the Caddy adapter maps its placeholders
+// onto [Fields] and [Notification].
+package keying
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Errors a Platform returns; callers branch on them with errors.Is.
+var (
+	// ErrSignature: the signature is missing or wrong, or the timestamp is
+	// outside the tolerance. The gateway answers 401 and claims nothing.
+	ErrSignature = errors.New("signature verification failed")
+	// ErrMalformed: the notification cannot be parsed or lacks a field the
+	// key needs. The gateway answers 400 with the reason.
+	ErrMalformed = errors.New("malformed notification")
+)
+
+// Request is a notification as received. Body holds the raw bytes, already
+// bounded by the gateway's max_body; nothing here may modify them, because the
+// same bytes go on to the backend.
+type Request struct {
+	Method string
+	URL    *url.URL
+	Header http.Header
+	Body   []byte
+	// Now is the time to judge timestamps against.
+	Now time.Time
+}
+
+// Notification is what a verified request yields.
+type Notification struct {
+	// Fields reads the body (JSON, form or XML) for key templates.
+	Fields *Fields
+	// Key is the preset's default idempotency key, built from signed
+	// content; "" for generic, where the key template is required.
+	Key string
+	// Fingerprint is the material (not yet hashed) that must be equal
+	// between copies of one key; "" means no check.
+	Fingerprint string
+	// Extra resolves platform fields that are not in the raw body, such as
+	// WeChat Pay's decrypted resource: {idempotency.<platform>.<path>}.
+	// Nil when the platform has none.
+	Extra func(path string) (string, bool)
+}
+
+// Platform is one notification format: a preset or generic.
+type Platform interface {
+	// Name is the preset's name as written after `platform`.
+	Name() string
+	// Verify checks r's signature on its raw bytes and parses it.
+	// Errors wrap ErrSignature or ErrMalformed.
+	Verify(r *Request) (*Notification, error)
+	// Success tells whether the backend's answer means "handled": such an
+	// answer is remembered, any other releases the key for a retry.
+	Success(status int, header http.Header, body []byte) bool
+	// RetryWindow is how long the platform keeps retrying one
+	// notification; the answer TTL should be at least that.
+	RetryWindow() time.Duration
+}
+
+// Config carries a preset's secrets and settings. Files are read by the
+// caller; PEM blocks arrive as bytes.
+type Config struct {
+	// Secret is the Stripe / Standard Webhooks signing secret, the WeChat
+	// Pay APIv3 key or v2 API key.
+	Secret string
+	// PublicKey is a PEM public key (Alipay's, or WeChat Pay's platform
+	// public key, which answers to PublicKeyID).
+	PublicKey   []byte
+	PublicKeyID string
+	// Certificates are PEM certificates (WeChat Pay platform certificates,
+	// PayPal's signing certificate).
+	Certificates [][]byte
+	// WebhookID is PayPal's webhook subscription id.
+	WebhookID string
+	// NoVerify runs the preset without signature checks (`verify off`).
+	NoVerify bool
+	// Tolerance for signed timestamps; 0 means 5 minutes.
+	Tolerance time.Duration
+	// HTTPClient fetches PayPal certificates; nil means a client with a
+	// short timeout.
+	HTTPClient *http.Client
+}
+
+// ErrNeedsSecret is wrapped by New when a preset's secret or key is missing
+// and NoVerify is not set.
+var ErrNeedsSecret = errors.New("needs its secret or key (or `verify off`)")
+
+var presets = map[string]func(Config) (Platform, error){
+	"generic": func(Config) (Platform, error) { return Generic{}, nil },
+}
+
+// register adds a preset constructor; presets call it from init.
+func register(name string, ctor func(Config) (Platform, error)) {
+	if _, dup := presets[name]; dup {
+		panic("keying: preset registered twice: " + name)
+	}
+	presets[name] = ctor
+}
+
+// New returns the named platform configured with cfg.
+func New(name string, cfg Config) (Platform, error) {
+	ctor, ok := presets[name]
+	if !ok {
+		return nil, fmt.Errorf("unknown platform %q (have %s)", name, strings.Join(Names(), ", "))
+	}
+	return ctor(cfg)
+}
+
+// Names lists the platforms New knows, sorted.
+func Names() []string {
+	names := make([]string, 0, len(presets))
+	for n := range presets {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Generic is the platform without signature checks: the key template is
+// required, the fingerprint is a digest of the body, success is any 2xx.
+type Generic struct{}
+
+func (Generic) Name() string { return "generic" }
+
+func (Generic) Verify(r *Request) (*Notification, error) {
+	return &Notification{Fields: NewFields(r), Fingerprint: Digest(r.Body)}, nil
+}
+
+func (Generic) Success(status int, _ http.Header, _ []byte) bool { return Is2xx(status) }
+
+func (Generic) RetryWindow() time.Duration { return 0 }
+
+// Is2xx is the success rule of most webhook senders.
+func Is2xx(status int) bool { return status >= 200 && status < 300 }
+
+// Digest is a hex SHA-256, the form fingerprints and hashed keys take.
+func Digest(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
