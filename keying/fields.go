@@ -144,7 +144,8 @@ func (f *Fields) XML(elem string) (val string, ok bool, err error) {
 }
 
 // ParseFlatXML reads the direct children of the root element as name → text.
-// Deeper elements are skipped; a repeated name keeps its first value.
+// Deeper elements are skipped; a repeated name keeps its first value; a
+// second root element is malformed.
 func ParseFlatXML(body []byte) (map[string]string, error) {
 	dec := xml.NewDecoder(bytes.NewReader(body))
 	out := map[string]string{}
@@ -164,6 +165,11 @@ func ParseFlatXML(body []byte) (map[string]string, error) {
 		case xml.StartElement:
 			depth++
 			if depth == 1 {
+				if sawRoot {
+					// A second root could carry a second, unsigned
+					// copy of a field: refuse it.
+					return nil, fmt.Errorf("%w: body is not XML: more than one root element", ErrMalformed)
+				}
 				sawRoot = true
 			}
 			if depth == 2 {

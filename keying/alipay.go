@@ -1,0 +1,175 @@
+package keying
+
+import (
+	"bytes"
+	"crypto"
+	"crypto/rsa"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+)
+
+func init() { register("alipay", newAlipay) }
+
+// Alipay verifies Alipay's asynchronous notify (a form POST) and the
+// browser's synchronous return (a signed GET query).
+//
+// Signature: RSA2 (SHA256withRSA) or RSA (SHA1withRSA) as sign_type says
+// (RSA2 when absent) with Config.PublicKey, over the parameters other than
+// sign and sign_type and other than empty ones, sorted by name, as k=v
+// joined by "&", values URL-decoded once. For a non-UTF-8 charset (GBK) the
+// decoded bytes are verified as they are: Alipay signs the charset's bytes.
+// A parameter given twice is malformed: the signature and the key must read
+// the same value.
+//
+// Key: alipay:{app_id}:{trade_no}:{trade_status}:{out_biz_no}; app_id and
+// trade_no are required. The return query carries no trade_status, so its
+// key differs from the notify's: give both routes one key template (see the
+// design's "two channels, one order").
+//
+// Fingerprint: total_amount, refund_fee. Success: 200 with body "success".
+// Extra: every verified parameter by name ({idempotency.alipay.out_trade_no}).
+type Alipay struct {
+	key      *rsa.PublicKey
+	noVerify bool
+}
+
+func newAlipay(cfg Config) (Platform, error) {
+	a := &Alipay{noVerify: cfg.NoVerify}
+	if len(bytes.TrimSpace(cfg.PublicKey)) == 0 {
+		if cfg.NoVerify {
+			return a, nil
+		}
+		return nil, needsSecret("alipay", "public_key (Alipay's public key)")
+	}
+	k, err := ParseRSAPublicKey(cfg.PublicKey)
+	if err != nil {
+		return nil, err
+	}
+	a.key = k
+	return a, nil
+}
+
+func (*Alipay) Name() string { return "alipay" }
+
+// maxAlipayParams bounds the number of parameters read from one request.
+const maxAlipayParams = 256
+
+func (a *Alipay) Verify(r *Request) (*Notification, error) {
+	raw := string(r.Body)
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		raw = ""
+		if r.URL != nil {
+			raw = r.URL.RawQuery
+		}
+	}
+	params, err := parseAlipayForm(raw)
+	if err != nil {
+		return nil, err
+	}
+	if !a.noVerify {
+		if err := a.verify(params); err != nil {
+			return nil, err
+		}
+	}
+	appID, tradeNo := params.Get("app_id"), params.Get("trade_no")
+	if appID == "" || tradeNo == "" {
+		return nil, malformed("alipay", "app_id and trade_no are required")
+	}
+	key := "alipay:" + appID + ":" + tradeNo + ":" + params.Get("trade_status") + ":" + params.Get("out_biz_no")
+	return &Notification{
+		Fields:      NewFields(r),
+		Key:         key,
+		Fingerprint: Material(params.Get("total_amount"), params.Get("refund_fee")),
+		Extra: func(path string) (string, bool) {
+			vs, ok := params[path]
+			if !ok || len(vs) == 0 {
+				return "", false
+			}
+			return vs[0], true
+		},
+	}, nil
+}
+
+// parseAlipayForm parses a form or query as Fields.Form does, refusing
+// repeated names and absurd parameter counts.
+func parseAlipayForm(raw string) (url.Values, error) {
+	if strings.Count(raw, "&") >= maxAlipayParams {
+		return nil, malformed("alipay", "more than %d parameters", maxAlipayParams)
+	}
+	params, err := url.ParseQuery(raw)
+	if err != nil {
+		return nil, malformed("alipay", "body is not a form: %v", err)
+	}
+	if len(params) == 0 {
+		return nil, malformed("alipay", "no parameters")
+	}
+	for k, vs := range params {
+		if len(vs) > 1 {
+			return nil, malformed("alipay", "parameter %s given %d times", clip(k), len(vs))
+		}
+	}
+	return params, nil
+}
+
+func (a *Alipay) verify(params url.Values) error {
+	signB64 := params.Get("sign")
+	if signB64 == "" {
+		return sigErr("alipay", "no sign")
+	}
+	// Base64 has no spaces: a space is a "+" that reached us unencoded
+	// (a GET query copied by hand or re-encoded by a browser) and was
+	// decoded as form encoding says.
+	signB64 = strings.ReplaceAll(signB64, " ", "+")
+	sig, ok := decodeB64Sig(strings.Join(strings.Fields(signB64), ""))
+	if !ok {
+		return sigErr("alipay", "sign is not base64")
+	}
+	var h crypto.Hash
+	switch st := strings.ToUpper(strings.TrimSpace(params.Get("sign_type"))); st {
+	case "RSA2", "":
+		h = crypto.SHA256
+	case "RSA":
+		h = crypto.SHA1
+	default:
+		return sigErr("alipay", "unsupported sign_type %s", clip(st))
+	}
+	if !verifyPKCS1(a.key, h, AlipaySignContent(params), sig) {
+		return sigErr("alipay", "sign does not match")
+	}
+	return nil
+}
+
+// AlipaySignContent is the string Alipay signs: parameters other than sign,
+// sign_type and empty ones, sorted by name, k=v joined by "&", values as
+// decoded (raw charset bytes, no re-encoding).
+func AlipaySignContent(params url.Values) []byte {
+	names := make([]string, 0, len(params))
+	for k, vs := range params {
+		if k == "sign" || k == "sign_type" || len(vs) == 0 || vs[0] == "" {
+			continue
+		}
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	var b bytes.Buffer
+	for i, k := range names {
+		if i > 0 {
+			b.WriteByte('&')
+		}
+		b.WriteString(k)
+		b.WriteByte('=')
+		b.WriteString(params[k][0])
+	}
+	return b.Bytes()
+}
+
+// Success: Alipay stops retrying only on a 200 whose body is "success".
+func (*Alipay) Success(status int, _ http.Header, body []byte) bool {
+	return status == http.StatusOK && string(bytes.TrimSpace(body)) == "success"
+}
+
+// RetryWindow: 8 notifications over 4m, 10m, 10m, 1h, 2h, 6h, 15h (~25h).
+func (*Alipay) RetryWindow() time.Duration { return 25 * time.Hour }

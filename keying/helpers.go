@@ -1,0 +1,128 @@
+package keying
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Helpers shared by the presets.
+
+// DefaultTolerance is how far a signed timestamp may be from Request.Now when
+// Config.Tolerance is 0.
+const DefaultTolerance = 5 * time.Minute
+
+// maxHeaderLen bounds every signature-related header a preset reads; real
+// ones are far shorter, and a longer one is rejected before any work.
+const maxHeaderLen = 8 << 10
+
+// Material joins fingerprint field values so that different value lists
+// never give the same material: it is the JSON array of the values, e.g.
+// ["100.00",""]. The handler hashes it.
+func Material(values ...string) string {
+	if values == nil {
+		values = []string{}
+	}
+	b, _ := json.Marshal(values) // []string always marshals
+	return string(b)
+}
+
+// tolerance returns cfg's timestamp tolerance or the default.
+func (cfg Config) tolerance() time.Duration {
+	if cfg.Tolerance > 0 {
+		return cfg.Tolerance
+	}
+	return DefaultTolerance
+}
+
+// needsSecret is the error a preset's constructor returns when what it
+// needs is missing and NoVerify is off.
+func needsSecret(preset, what string) error {
+	return fmt.Errorf("platform %s %w: configure %s", preset, ErrNeedsSecret, what)
+}
+
+// sigErr and malformed build errors that wrap the two sentinels. Messages
+// carry no secret and no attacker-controlled bytes beyond what is quoted
+// and truncated by clip.
+func sigErr(preset, format string, args ...any) error {
+	return fmt.Errorf("%s: %w: %s", preset, ErrSignature, fmt.Sprintf(format, args...))
+}
+
+func malformed(preset, format string, args ...any) error {
+	return fmt.Errorf("%w: %s: %s", ErrMalformed, preset, fmt.Sprintf(format, args...))
+}
+
+// clip quotes s for an error message, cut to a few dozen bytes.
+func clip(s string) string {
+	const max = 40
+	if len(s) > max {
+		s = s[:max] + "…"
+	}
+	return strconv.Quote(s)
+}
+
+// header returns the single value of a signature header, rejecting
+// oversized ones.
+func header(preset string, r *Request, name string) (string, error) {
+	v := strings.TrimSpace(r.Header.Get(name))
+	if v == "" {
+		return "", sigErr(preset, "missing %s header", name)
+	}
+	if len(v) > maxHeaderLen {
+		return "", sigErr(preset, "%s header too long", name)
+	}
+	return v, nil
+}
+
+// unixTimestamp parses a decimal Unix-seconds header and checks it against
+// now. olderOnly accepts timestamps from the future (Stripe's rule).
+func unixTimestamp(preset, name, v string, now time.Time, tol time.Duration, olderOnly bool) (time.Time, error) {
+	if len(v) > 19 {
+		return time.Time{}, sigErr(preset, "bad %s", name)
+	}
+	sec, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || sec < 0 {
+		return time.Time{}, sigErr(preset, "bad %s", name)
+	}
+	ts := time.Unix(sec, 0)
+	if now.IsZero() {
+		now = time.Now()
+	}
+	age := now.Sub(ts)
+	if age > tol {
+		return ts, sigErr(preset, "%s is %s old, beyond the tolerance of %s", name, age.Truncate(time.Second), tol)
+	}
+	if !olderOnly && -age > tol {
+		return ts, sigErr(preset, "%s is %s in the future, beyond the tolerance of %s", name, (-age).Truncate(time.Second), tol)
+	}
+	return ts, nil
+}
+
+// jsonFields returns the values at the given dot paths of a verified JSON
+// body (absent paths give ""), or ErrMalformed.
+func jsonFields(preset string, f *Fields, paths ...string) ([]string, error) {
+	out := make([]string, len(paths))
+	for i, p := range paths {
+		v, _, err := f.JSON(p)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", preset, err)
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
+// requireJSON returns the value at path, or ErrMalformed when it is absent
+// or empty.
+func requireJSON(preset string, f *Fields, path string) (string, error) {
+	v, ok, err := f.JSON(path)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", preset, err)
+	}
+	if !ok || v == "" {
+		return "", malformed(preset, "no %s in the body", path)
+	}
+	return v, nil
+}

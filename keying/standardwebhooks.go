@@ -1,0 +1,122 @@
+package keying
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+)
+
+func init() { register("standard_webhooks", newStandardWebhooks) }
+
+// StandardWebhooks verifies webhooks signed by the Standard Webhooks
+// specification.
+//
+// Signature: webhook-signature is a space-separated list of "v1,<base64>";
+// each is the HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<body>" keyed
+// by the base64-decoded secret after its whsec_ prefix, and any may match.
+// Other versions (v1a, asymmetric) are ignored. webhook-timestamp must be
+// within the tolerance (±5 min).
+//
+// Key: the webhook-id header as it is (it is signed). Fingerprint: the body
+// digest. Success: 2xx. No Extra.
+type StandardWebhooks struct {
+	key      []byte
+	noVerify bool
+	tol      time.Duration
+}
+
+func newStandardWebhooks(cfg Config) (Platform, error) {
+	s := &StandardWebhooks{noVerify: cfg.NoVerify, tol: cfg.tolerance()}
+	if cfg.Secret == "" {
+		if cfg.NoVerify {
+			return s, nil
+		}
+		return nil, needsSecret("standard_webhooks", "secret (whsec_…)")
+	}
+	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(cfg.Secret, "whsec_"))
+	if err != nil || len(key) == 0 {
+		return nil, fmt.Errorf("standard_webhooks: the secret must be whsec_ followed by base64")
+	}
+	s.key = key
+	return s, nil
+}
+
+func (*StandardWebhooks) Name() string { return "standard_webhooks" }
+
+// maxStandardSignatures bounds the signatures checked in one header.
+const maxStandardSignatures = 8
+
+// maxWebhookIDLen bounds the webhook-id that becomes the key.
+const maxWebhookIDLen = 256
+
+func (s *StandardWebhooks) Verify(r *Request) (*Notification, error) {
+	const p = "standard_webhooks"
+	id := strings.TrimSpace(r.Header.Get("webhook-id"))
+	if !s.noVerify {
+		if err := s.verify(r, id); err != nil {
+			return nil, err
+		}
+	}
+	if id == "" {
+		return nil, malformed(p, "no webhook-id header")
+	}
+	if len(id) > maxWebhookIDLen {
+		return nil, malformed(p, "webhook-id longer than %d bytes", maxWebhookIDLen)
+	}
+	return &Notification{Fields: NewFields(r), Key: id, Fingerprint: Digest(r.Body)}, nil
+}
+
+func (s *StandardWebhooks) verify(r *Request, id string) error {
+	const p = "standard_webhooks"
+	if id == "" {
+		return sigErr(p, "missing webhook-id header")
+	}
+	ts, err := header(p, r, "webhook-timestamp")
+	if err != nil {
+		return err
+	}
+	sigHeader, err := header(p, r, "webhook-signature")
+	if err != nil {
+		return err
+	}
+	if _, err := unixTimestamp(p, "webhook-timestamp", ts, r.Now, s.tol, false); err != nil {
+		return err
+	}
+	mac := hmac.New(sha256.New, s.key)
+	mac.Write([]byte(id))
+	mac.Write([]byte{'.'})
+	mac.Write([]byte(ts))
+	mac.Write([]byte{'.'})
+	mac.Write(r.Body)
+	want := mac.Sum(nil)
+	n := 0
+	for _, item := range strings.Fields(sigHeader) {
+		version, sigB64, ok := strings.Cut(item, ",")
+		if !ok || version != "v1" {
+			continue
+		}
+		if n++; n > maxStandardSignatures {
+			return sigErr(p, "webhook-signature has too many signatures")
+		}
+		sig, err := base64.StdEncoding.DecodeString(sigB64)
+		if err != nil {
+			continue
+		}
+		if hmac.Equal(sig, want) {
+			return nil
+		}
+	}
+	return sigErr(p, "no v1 signature matches")
+}
+
+// Success: any 2xx.
+func (*StandardWebhooks) Success(status int, _ http.Header, _ []byte) bool { return Is2xx(status) }
+
+// RetryWindow: senders choose their own schedule (Svix's ends after about
+// 28h: 5s, 5m, 30m, 2h, 5h, 10h, 10h); 3 days leaves room for slower ones
+// and manual resends.
+func (*StandardWebhooks) RetryWindow() time.Duration { return 72 * time.Hour }

@@ -1,0 +1,116 @@
+package keying
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http"
+	"strings"
+	"time"
+)
+
+func init() { register("stripe", newStripe) }
+
+// Stripe verifies Stripe webhook events.
+//
+// Signature: Stripe-Signature "t=<unix>,v1=<hex>[,v1=<hex>…]"; each v1 is
+// the HMAC-SHA256 of "<t>.<body>" keyed by the whole whsec_… secret, and any
+// one may match (Stripe sends two while a secret is being rolled). A t older
+// than the tolerance (5 min) is rejected; v0 and unknown schemes are ignored.
+//
+// Key: stripe:{id} (the event id, the same on every retry). Fingerprint:
+// type, data.object.id. Success: 2xx. No Extra: {idempotency.json.*} reads
+// the event.
+type Stripe struct {
+	secret   []byte
+	noVerify bool
+	tol      time.Duration
+}
+
+func newStripe(cfg Config) (Platform, error) {
+	if cfg.Secret == "" && !cfg.NoVerify {
+		return nil, needsSecret("stripe", "secret (the endpoint's whsec_… signing secret)")
+	}
+	return &Stripe{secret: []byte(cfg.Secret), noVerify: cfg.NoVerify, tol: cfg.tolerance()}, nil
+}
+
+func (*Stripe) Name() string { return "stripe" }
+
+// maxStripeSignatures bounds the v1 entries checked in one header.
+const maxStripeSignatures = 8
+
+func (s *Stripe) Verify(r *Request) (*Notification, error) {
+	if !s.noVerify {
+		if err := s.verify(r); err != nil {
+			return nil, err
+		}
+	}
+	f := NewFields(r)
+	id, err := requireJSON("stripe", f, "id")
+	if err != nil {
+		return nil, err
+	}
+	fp, err := jsonFields("stripe", f, "type", "data.object.id")
+	if err != nil {
+		return nil, err
+	}
+	return &Notification{Fields: f, Key: "stripe:" + id, Fingerprint: Material(fp...)}, nil
+}
+
+func (s *Stripe) verify(r *Request) error {
+	const p = "stripe"
+	h, err := header(p, r, "Stripe-Signature")
+	if err != nil {
+		return err
+	}
+	var ts string
+	var sigs [][]byte
+	for _, item := range strings.Split(h, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(item), "=")
+		if !ok {
+			continue
+		}
+		switch k {
+		case "t":
+			if ts != "" {
+				return sigErr(p, "Stripe-Signature has two timestamps")
+			}
+			ts = v
+		case "v1":
+			if len(sigs) >= maxStripeSignatures {
+				return sigErr(p, "Stripe-Signature has too many signatures")
+			}
+			b, err := hex.DecodeString(v)
+			if err != nil || len(b) != sha256.Size {
+				continue
+			}
+			sigs = append(sigs, b)
+		}
+	}
+	if ts == "" {
+		return sigErr(p, "Stripe-Signature has no timestamp")
+	}
+	if len(sigs) == 0 {
+		return sigErr(p, "Stripe-Signature has no v1 signature")
+	}
+	if _, err := unixTimestamp(p, "Stripe-Signature timestamp", ts, r.Now, s.tol, true); err != nil {
+		return err
+	}
+	mac := hmac.New(sha256.New, s.secret)
+	mac.Write([]byte(ts))
+	mac.Write([]byte{'.'})
+	mac.Write(r.Body)
+	want := mac.Sum(nil)
+	for _, sig := range sigs {
+		if hmac.Equal(sig, want) {
+			return nil
+		}
+	}
+	return sigErr(p, "no v1 signature matches")
+}
+
+// Success: any 2xx.
+func (*Stripe) Success(status int, _ http.Header, _ []byte) bool { return Is2xx(status) }
+
+// RetryWindow: Stripe retries live-mode events for up to 3 days.
+func (*Stripe) RetryWindow() time.Duration { return 72 * time.Hour }

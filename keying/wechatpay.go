@@ -1,0 +1,239 @@
+package keying
+
+import (
+	"bytes"
+	"crypto"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rsa"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+)
+
+func init() { register("wechatpay", newWechatPay) }
+
+// WechatPay verifies WeChat Pay API v3 notifications.
+//
+// Signature: Wechatpay-Signature is SHA256withRSA over
+// "<Wechatpay-Timestamp>\n<Wechatpay-Nonce>\n<body>\n" with the key that
+// Wechatpay-Serial names: Config.PublicKey answering to Config.PublicKeyID
+// (WeChat Pay's platform public key), or one of Config.Certificates (platform
+// certificates, named by their serial number in hex). An unknown serial, a
+// timestamp outside the tolerance (5 min) or a WECHATPAY/SIGNTEST/ probe
+// fails like any bad signature.
+//
+// With Config.Secret (the 32-byte APIv3 key) the resource is decrypted
+// (AEAD_AES_256_GCM) and:
+//   - Key: wechatpay:{event_type}:{refund_id} when the resource has a
+//     refund_id (refund events), else wechatpay:{event_type}:{transaction_id};
+//     a resource with neither falls back to wechatpay:{id}.
+//   - Fingerprint: amount.refund and refund_status for refunds, else
+//     amount.total and trade_state.
+//   - Extra: dot paths into the decrypted resource
+//     ({idempotency.wechatpay.transaction_id}, …amount.total).
+//
+// Without Secret: Key wechatpay:{id} (the notification id, the same on every
+// retry), fingerprint event_type, no Extra.
+//
+// Success: 200 or 204.
+type WechatPay struct {
+	// keys maps a normalised serial (normSerial) to its verification key.
+	keys     map[string]*rsa.PublicKey
+	aead     cipher.AEAD
+	noVerify bool
+	tol      time.Duration
+}
+
+func newWechatPay(cfg Config) (Platform, error) {
+	w := &WechatPay{keys: map[string]*rsa.PublicKey{}, noVerify: cfg.NoVerify, tol: cfg.tolerance()}
+	if len(bytes.TrimSpace(cfg.PublicKey)) > 0 {
+		if strings.TrimSpace(cfg.PublicKeyID) == "" {
+			return nil, errors.New("wechatpay: public_key needs public_key_id (the Wechatpay-Serial it answers to, PUB_KEY_ID_…)")
+		}
+		k, err := ParseRSAPublicKey(cfg.PublicKey)
+		if err != nil {
+			return nil, fmt.Errorf("wechatpay public_key: %v", err)
+		}
+		w.keys[normSerial(cfg.PublicKeyID)] = k
+	}
+	for _, pemData := range cfg.Certificates {
+		certs, err := ParseCertificates(pemData)
+		if err != nil {
+			return nil, fmt.Errorf("wechatpay certificate: %v", err)
+		}
+		for _, c := range certs {
+			k, err := certRSAKey(c)
+			if err != nil {
+				return nil, fmt.Errorf("wechatpay certificate: %v", err)
+			}
+			w.keys[normSerial(CertSerial(c))] = k
+		}
+	}
+	if len(w.keys) == 0 && !cfg.NoVerify {
+		return nil, needsSecret("wechatpay", "public_key with public_key_id, or the platform certificate(s)")
+	}
+	if cfg.Secret != "" {
+		if len(cfg.Secret) != 32 {
+			return nil, fmt.Errorf("wechatpay: the APIv3 key (secret) must be 32 bytes, got %d", len(cfg.Secret))
+		}
+		block, err := aes.NewCipher([]byte(cfg.Secret))
+		if err != nil {
+			return nil, fmt.Errorf("wechatpay: %v", err)
+		}
+		if w.aead, err = cipher.NewGCM(block); err != nil {
+			return nil, fmt.Errorf("wechatpay: %v", err)
+		}
+	}
+	return w, nil
+}
+
+func (*WechatPay) Name() string { return "wechatpay" }
+
+// wechatSigntestPrefix marks WeChat Pay's probes that check whether a
+// merchant verifies signatures at all.
+const wechatSigntestPrefix = "WECHATPAY/SIGNTEST/"
+
+func (w *WechatPay) Verify(r *Request) (*Notification, error) {
+	if !w.noVerify {
+		if err := w.verify(r); err != nil {
+			return nil, err
+		}
+	}
+	var env struct {
+		ID        string `json:"id"`
+		EventType string `json:"event_type"`
+		Resource  *struct {
+			Algorithm      string `json:"algorithm"`
+			Ciphertext     string `json:"ciphertext"`
+			AssociatedData string `json:"associated_data"`
+			Nonce          string `json:"nonce"`
+		} `json:"resource"`
+	}
+	if err := json.Unmarshal(r.Body, &env); err != nil {
+		return nil, malformed("wechatpay", "body is not a notification: %v", err)
+	}
+	n := &Notification{Fields: NewFields(r)}
+	if w.aead == nil {
+		if env.ID == "" {
+			return nil, malformed("wechatpay", "no id in the notification")
+		}
+		n.Key = "wechatpay:" + env.ID
+		n.Fingerprint = Material(env.EventType)
+		return n, nil
+	}
+	if env.Resource == nil {
+		return nil, malformed("wechatpay", "no resource to decrypt")
+	}
+	res := env.Resource
+	if res.Algorithm != "" && res.Algorithm != "AEAD_AES_256_GCM" {
+		return nil, malformed("wechatpay", "unsupported resource algorithm %s", clip(res.Algorithm))
+	}
+	if len(res.Nonce) != w.aead.NonceSize() {
+		return nil, malformed("wechatpay", "resource nonce must be %d bytes", w.aead.NonceSize())
+	}
+	ct, err := base64.StdEncoding.DecodeString(res.Ciphertext)
+	if err != nil {
+		return nil, malformed("wechatpay", "resource ciphertext is not base64")
+	}
+	plain, err := w.aead.Open(nil, []byte(res.Nonce), ct, []byte(res.AssociatedData))
+	if err != nil {
+		return nil, malformed("wechatpay", "resource does not decrypt (wrong APIv3 key?)")
+	}
+	dec := json.NewDecoder(bytes.NewReader(plain))
+	dec.UseNumber()
+	var resource any
+	if err := dec.Decode(&resource); err != nil {
+		return nil, malformed("wechatpay", "decrypted resource is not JSON")
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, malformed("wechatpay", "decrypted resource is not JSON: trailing data")
+	}
+	get := func(path string) string {
+		v, ok := JSONPath(resource, path)
+		if !ok {
+			return ""
+		}
+		return JSONString(v)
+	}
+	n.Extra = func(path string) (string, bool) {
+		v, ok := JSONPath(resource, path)
+		if !ok {
+			return "", false
+		}
+		return JSONString(v), true
+	}
+	switch refundID, txID := get("refund_id"), get("transaction_id"); {
+	case refundID != "":
+		n.Key = "wechatpay:" + env.EventType + ":" + refundID
+		n.Fingerprint = Material(get("amount.refund"), get("refund_status"))
+	case txID != "":
+		n.Key = "wechatpay:" + env.EventType + ":" + txID
+		n.Fingerprint = Material(get("amount.total"), get("trade_state"))
+	case env.ID != "":
+		n.Key = "wechatpay:" + env.ID
+		n.Fingerprint = Material(env.EventType)
+	default:
+		return nil, malformed("wechatpay", "no transaction_id, refund_id or id")
+	}
+	return n, nil
+}
+
+func (w *WechatPay) verify(r *Request) error {
+	const p = "wechatpay"
+	sigB64, err := header(p, r, "Wechatpay-Signature")
+	if err != nil {
+		return err
+	}
+	if strings.HasPrefix(sigB64, wechatSigntestPrefix) {
+		return sigErr(p, "signature probe (WECHATPAY/SIGNTEST)")
+	}
+	serial, err := header(p, r, "Wechatpay-Serial")
+	if err != nil {
+		return err
+	}
+	ts, err := header(p, r, "Wechatpay-Timestamp")
+	if err != nil {
+		return err
+	}
+	nonce, err := header(p, r, "Wechatpay-Nonce")
+	if err != nil {
+		return err
+	}
+	if _, err := unixTimestamp(p, "Wechatpay-Timestamp", ts, r.Now, w.tol, false); err != nil {
+		return err
+	}
+	key, ok := w.keys[normSerial(serial)]
+	if !ok {
+		return sigErr(p, "unknown Wechatpay-Serial %s", clip(serial))
+	}
+	sig, ok := decodeB64Sig(sigB64)
+	if !ok {
+		return sigErr(p, "Wechatpay-Signature is not base64")
+	}
+	msg := make([]byte, 0, len(ts)+len(nonce)+len(r.Body)+3)
+	msg = append(msg, ts...)
+	msg = append(msg, '\n')
+	msg = append(msg, nonce...)
+	msg = append(msg, '\n')
+	msg = append(msg, r.Body...)
+	msg = append(msg, '\n')
+	if !verifyPKCS1(key, crypto.SHA256, msg, sig) {
+		return sigErr(p, "Wechatpay-Signature does not match")
+	}
+	return nil
+}
+
+// Success: WeChat Pay v3 takes 200 or 204 as received.
+func (*WechatPay) Success(status int, _ http.Header, _ []byte) bool {
+	return status == http.StatusOK || status == http.StatusNoContent
+}
+
+// RetryWindow: 15 notifications over 15s, 15s, 30s, 3m, 10m, 20m, 30m, 30m,
+// 30m, 60m, 3h, 3h, 3h, 6h, 6h (24h4m).
+func (*WechatPay) RetryWindow() time.Duration { return 24*time.Hour + 4*time.Minute }

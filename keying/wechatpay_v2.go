@@ -1,0 +1,133 @@
+package keying
+
+import (
+	"crypto/hmac"
+	"crypto/md5"
+	"crypto/sha256"
+	"encoding/hex"
+	"hash"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+)
+
+func init() { register("wechatpay_v2", newWechatPayV2) }
+
+// WechatPayV2 verifies WeChat Pay API v2 payment result notifications (XML).
+//
+// Signature: sign is the upper-case hex MD5 (32 digits) or HMAC-SHA256 keyed
+// by the API key (64 digits) of the direct children of <xml> other than sign
+// and other than empty ones, sorted by name, k=v joined by "&", followed by
+// "&key=<Config.Secret>". sign_type, when present, must agree with the
+// length. The comparison is constant-time.
+//
+// Key: wechatpay_v2:{transaction_id} (required). Fingerprint: total_fee,
+// result_code. Success: a 2xx whose body is XML with return_code SUCCESS.
+// Extra: every verified field by name.
+//
+// Refund notifications (req_info, encrypted, unsigned) are not covered.
+type WechatPayV2 struct {
+	secret   []byte
+	noVerify bool
+}
+
+func newWechatPayV2(cfg Config) (Platform, error) {
+	if cfg.Secret == "" && !cfg.NoVerify {
+		return nil, needsSecret("wechatpay_v2", "secret (the API v2 key)")
+	}
+	return &WechatPayV2{secret: []byte(cfg.Secret), noVerify: cfg.NoVerify}, nil
+}
+
+func (*WechatPayV2) Name() string { return "wechatpay_v2" }
+
+func (w *WechatPayV2) Verify(r *Request) (*Notification, error) {
+	fields, err := ParseFlatXML(r.Body)
+	if err != nil {
+		return nil, err
+	}
+	if !w.noVerify {
+		if err := w.verify(fields); err != nil {
+			return nil, err
+		}
+	}
+	tx := fields["transaction_id"]
+	if tx == "" {
+		return nil, malformed("wechatpay_v2", "no transaction_id")
+	}
+	return &Notification{
+		Fields:      NewFields(r),
+		Key:         "wechatpay_v2:" + tx,
+		Fingerprint: Material(fields["total_fee"], fields["result_code"]),
+		Extra: func(path string) (string, bool) {
+			v, ok := fields[path]
+			return v, ok
+		},
+	}, nil
+}
+
+func (w *WechatPayV2) verify(fields map[string]string) error {
+	const p = "wechatpay_v2"
+	sign := strings.ToUpper(strings.TrimSpace(fields["sign"]))
+	if sign == "" {
+		return sigErr(p, "no sign")
+	}
+	var h hash.Hash
+	switch len(sign) {
+	case 32:
+		h = md5.New()
+	case 64:
+		h = hmac.New(sha256.New, w.secret)
+	default:
+		return sigErr(p, "sign is neither MD5 nor HMAC-SHA256")
+	}
+	switch st := strings.ToUpper(strings.TrimSpace(fields["sign_type"])); {
+	case st == "":
+	case st == "MD5" && len(sign) == 32, st == "HMAC-SHA256" && len(sign) == 64:
+	default:
+		return sigErr(p, "sign_type %s does not match the sign", clip(st))
+	}
+	h.Write(WechatPayV2SignContent(fields))
+	h.Write([]byte("&key="))
+	h.Write(w.secret)
+	want := strings.ToUpper(hex.EncodeToString(h.Sum(nil)))
+	if !hmac.Equal([]byte(want), []byte(sign)) {
+		return sigErr(p, "sign does not match")
+	}
+	return nil
+}
+
+// WechatPayV2SignContent is the string WeChat Pay v2 signs before
+// "&key=…": fields other than sign and empty ones, sorted, k=v joined by "&".
+func WechatPayV2SignContent(fields map[string]string) []byte {
+	names := make([]string, 0, len(fields))
+	for k, v := range fields {
+		if k == "sign" || v == "" {
+			continue
+		}
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	for i, k := range names {
+		if i > 0 {
+			b.WriteByte('&')
+		}
+		b.WriteString(k)
+		b.WriteByte('=')
+		b.WriteString(fields[k])
+	}
+	return []byte(b.String())
+}
+
+// Success: WeChat Pay v2 reads the answer's XML return_code.
+func (*WechatPayV2) Success(status int, _ http.Header, body []byte) bool {
+	if !Is2xx(status) {
+		return false
+	}
+	f, err := ParseFlatXML(body)
+	return err == nil && strings.TrimSpace(f["return_code"]) == "SUCCESS"
+}
+
+// RetryWindow: the same schedule as v3, 15 notifications over 24h4m.
+func (*WechatPayV2) RetryWindow() time.Duration { return 24*time.Hour + 4*time.Minute }
