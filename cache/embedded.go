@@ -1,0 +1,372 @@
+package cache
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Embedded is a Store on a bbolt file: records survive restarts, but only
+// one process may open the file (bbolt locks it).
+//
+// Two buckets: "records" (key → encoded entry) and "in_flight" (key → empty),
+// an index kept in the same transactions so InFlight never scans answers.
+// Expired records are ignored on read and removed by a sweeper goroutine that
+// walks the records bucket a bounded batch per tick.
+type Embedded struct {
+	db   *bolt.DB
+	now  func() time.Time
+	n    *notifier
+	opts EmbeddedOptions
+
+	stop chan struct{}
+	done chan struct{}
+	once sync.Once
+
+	sweepMu   sync.Mutex
+	sweepNext []byte // where the next sweep batch starts
+}
+
+// EmbeddedOptions tune the embedded store; the zero value is usable.
+type EmbeddedOptions struct {
+	// SweepInterval is how often expired records are removed. Default 1m.
+	SweepInterval time.Duration
+	// SweepBatch bounds the records examined per sweep. Default 1000.
+	SweepBatch int
+	// NoSync skips fsync per write: faster, but a power cut may lose recent
+	// claims and answers (a crash of the process alone does not).
+	NoSync bool
+	// OpenTimeout bounds the wait for another process's file lock. Default 5s.
+	OpenTimeout time.Duration
+}
+
+var (
+	bucketRecords  = []byte("records")
+	bucketInFlight = []byte("in_flight")
+)
+
+// NewEmbedded opens (or creates) the bbolt file at path.
+func NewEmbedded(path string, opts EmbeddedOptions) (*Embedded, error) {
+	if opts.SweepInterval <= 0 {
+		opts.SweepInterval = time.Minute
+	}
+	if opts.SweepBatch <= 0 {
+		opts.SweepBatch = 1000
+	}
+	if opts.OpenTimeout <= 0 {
+		opts.OpenTimeout = 5 * time.Second
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: opts.OpenTimeout, NoSync: opts.NoSync})
+	if err != nil {
+		return nil, fmt.Errorf("cache: opening %s: %w", path, err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, b := range [][]byte{bucketRecords, bucketInFlight} {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("cache: preparing %s: %w", path, err)
+	}
+	s := &Embedded{
+		db: db, now: now, n: newNotifier(), opts: opts,
+		stop: make(chan struct{}), done: make(chan struct{}),
+	}
+	go s.sweeper()
+	return s, nil
+}
+
+// update runs fn in a write transaction, mapping bbolt's closed error.
+func (s *Embedded) update(ctx context.Context, fn func(tx *bolt.Tx, t time.Time) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	err := s.db.Update(func(tx *bolt.Tx) error { return fn(tx, s.now()) })
+	return mapBoltErr(err)
+}
+
+func (s *Embedded) view(ctx context.Context, fn func(tx *bolt.Tx, t time.Time) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return mapBoltErr(s.db.View(func(tx *bolt.Tx) error { return fn(tx, s.now()) }))
+}
+
+func mapBoltErr(err error) error {
+	if errors.Is(err, bolt.ErrDatabaseNotOpen) {
+		return ErrClosed
+	}
+	return err
+}
+
+// get returns the live entry for key, or nil if absent or expired.
+func get(tx *bolt.Tx, key []byte, t time.Time) (*entry, error) {
+	v := tx.Bucket(bucketRecords).Get(key)
+	if v == nil {
+		return nil, nil
+	}
+	e, err := decodeEntry(v)
+	if err != nil {
+		return nil, fmt.Errorf("%w: key %q", err, key)
+	}
+	if e.expired(t) {
+		return nil, nil
+	}
+	return e, nil
+}
+
+func put(tx *bolt.Tx, e *entry) error {
+	k := []byte(e.Key)
+	if err := tx.Bucket(bucketRecords).Put(k, encodeEntry(e)); err != nil {
+		return err
+	}
+	if e.State == StateInFlight {
+		return tx.Bucket(bucketInFlight).Put(k, nil)
+	}
+	return tx.Bucket(bucketInFlight).Delete(k)
+}
+
+func del(tx *bolt.Tx, key []byte) error {
+	if err := tx.Bucket(bucketRecords).Delete(key); err != nil {
+		return err
+	}
+	return tx.Bucket(bucketInFlight).Delete(key)
+}
+
+func (s *Embedded) Claim(ctx context.Context, key, fingerprint string, lockTTL time.Duration) (ClaimResult, error) {
+	var res ClaimResult
+	err := s.update(ctx, func(tx *bolt.Tx, t time.Time) error {
+		e, err := get(tx, []byte(key), t)
+		if err != nil {
+			return err
+		}
+		if e == nil {
+			e = newEntry(key, fingerprint, t, lockTTL)
+			res = ClaimResult{Outcome: Won, Token: e.token}
+		} else {
+			res = e.claimOn(fingerprint, t)
+		}
+		return put(tx, e)
+	})
+	if err != nil {
+		return ClaimResult{}, err
+	}
+	return res, nil
+}
+
+// owned runs fn on key's entry if token owns it, then stores the entry
+// (or deletes it when fn returns nil).
+func (s *Embedded) owned(ctx context.Context, key, token string, fn func(e *entry, t time.Time) *entry) error {
+	return s.update(ctx, func(tx *bolt.Tx, t time.Time) error {
+		e, err := get(tx, []byte(key), t)
+		if err != nil {
+			return err
+		}
+		if e == nil || !e.owns(token) {
+			return ErrNotOwner
+		}
+		if e = fn(e, t); e == nil {
+			return del(tx, []byte(key))
+		}
+		return put(tx, e)
+	})
+}
+
+func (s *Embedded) Complete(ctx context.Context, key, token string, a Answer, ttl time.Duration) error {
+	err := s.owned(ctx, key, token, func(e *entry, t time.Time) *entry {
+		e.answer(a, t, ttl)
+		return e
+	})
+	if err == nil {
+		s.n.wake(key)
+	}
+	return err
+}
+
+func (s *Embedded) Release(ctx context.Context, key, token string) error {
+	err := s.owned(ctx, key, token, func(*entry, time.Time) *entry { return nil })
+	if err == nil {
+		s.n.wake(key)
+	}
+	return err
+}
+
+func (s *Embedded) Renew(ctx context.Context, key, token string, lockTTL time.Duration) error {
+	return s.owned(ctx, key, token, func(e *entry, t time.Time) *entry {
+		e.ExpiresAt = t.Add(lockTTL)
+		return e
+	})
+}
+
+func (s *Embedded) Lookup(ctx context.Context, key string) (*Record, error) {
+	var rec *Record
+	err := s.view(ctx, func(tx *bolt.Tx, t time.Time) error {
+		e, err := get(tx, []byte(key), t)
+		if err != nil {
+			return err
+		}
+		if e == nil {
+			return ErrNotFound
+		}
+		rec = &e.Record // decodeEntry already copied out of the page
+		return nil
+	})
+	return rec, err
+}
+
+// Wait: see Store. An expired claim wakes nobody; waiters bound their wait.
+func (s *Embedded) Wait(ctx context.Context, key string) (<-chan struct{}, func(), error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	select {
+	case <-s.stop:
+		return nil, nil, ErrClosed
+	default:
+	}
+	ch, stop := s.n.wait(key)
+	return ch, stop, nil
+}
+
+func (s *Embedded) Delete(ctx context.Context, key string) error {
+	err := s.update(ctx, func(tx *bolt.Tx, t time.Time) error {
+		e, err := get(tx, []byte(key), t)
+		if err != nil {
+			return err
+		}
+		if err := del(tx, []byte(key)); err != nil {
+			return err
+		}
+		if e == nil {
+			return ErrNotFound
+		}
+		return nil
+	})
+	if err == nil {
+		s.n.wake(key)
+	}
+	return err
+}
+
+// InFlight walks the in_flight index in key order from the cursor (the last
+// key returned); it looks at no more than 4×limit index entries per call.
+func (s *Embedded) InFlight(ctx context.Context, cursor string, limit int) ([]*Record, string, error) {
+	after, err := decodeKeyCursor(cursor)
+	if err != nil {
+		return nil, "", err
+	}
+	if limit <= 0 {
+		limit = 100
+	}
+	var recs []*Record
+	next := ""
+	err = s.view(ctx, func(tx *bolt.Tx, t time.Time) error {
+		c := tx.Bucket(bucketInFlight).Cursor()
+		k, _ := c.First()
+		if cursor != "" {
+			k, _ = c.Seek([]byte(after))
+			if k != nil && bytes.Equal(k, []byte(after)) {
+				k, _ = c.Next()
+			}
+		}
+		for budget := 4 * limit; k != nil; k, _ = c.Next() {
+			if len(recs) == limit || budget == 0 {
+				next = encodeKeyCursor(string(prevKey(c, k)))
+				return nil
+			}
+			budget--
+			e, err := get(tx, k, t)
+			if err != nil {
+				return err
+			}
+			if e != nil && e.State == StateInFlight {
+				recs = append(recs, e.meta())
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	return recs, next, nil
+}
+
+// prevKey is the key before k: the last one this page looked at.
+func prevKey(c *bolt.Cursor, k []byte) []byte {
+	p, _ := c.Prev()
+	return bytes.Clone(p)
+}
+
+// sweeper removes expired records, a bounded batch per tick, so the file
+// does not grow with keys nobody asks for again.
+func (s *Embedded) sweeper() {
+	defer close(s.done)
+	tick := time.NewTicker(s.opts.SweepInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-tick.C:
+			_, _ = s.Sweep()
+		}
+	}
+}
+
+// Sweep removes up to SweepBatch expired records, continuing where the last
+// sweep stopped and wrapping around. It returns how many it removed. The
+// sweeper goroutine calls it; it is exported for tests and tooling.
+func (s *Embedded) Sweep() (int, error) {
+	s.sweepMu.Lock()
+	defer s.sweepMu.Unlock()
+	removed := 0
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		t := s.now()
+		c := tx.Bucket(bucketRecords).Cursor()
+		k, v := c.Seek(s.sweepNext)
+		var dead [][]byte
+		n := 0
+		for ; k != nil && n < s.opts.SweepBatch; k, v = c.Next() {
+			n++
+			e, err := decodeEntry(v)
+			if err != nil || e.expired(t) {
+				dead = append(dead, bytes.Clone(k))
+			}
+		}
+		s.sweepNext = nil // wrap around once the end is reached
+		if k != nil {
+			s.sweepNext = bytes.Clone(k)
+		}
+		for _, k := range dead {
+			if err := del(tx, k); err != nil {
+				return err
+			}
+		}
+		removed = len(dead)
+		return nil
+	})
+	return removed, mapBoltErr(err)
+}
+
+// Close stops the sweeper, closes the file and wakes all waiters.
+func (s *Embedded) Close() error {
+	var err error
+	s.once.Do(func() {
+		close(s.stop)
+		<-s.done
+		err = s.db.Close()
+		s.n.wakeAll()
+	})
+	return err
+}
+
+var _ Store = (*Embedded)(nil)

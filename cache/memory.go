@@ -1,0 +1,236 @@
+package cache
+
+import (
+	"context"
+	"encoding/base64"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Memory is a Store in a map: for tests and throw-away setups. Everything is
+// lost when the process exits, and nothing is shared between processes.
+type Memory struct {
+	now func() time.Time
+	n   *notifier
+
+	mu     sync.Mutex
+	m      map[string]*entry
+	ops    int
+	closed bool
+}
+
+// NewMemory returns an empty in-memory store.
+func NewMemory() *Memory {
+	return &Memory{now: now, n: newNotifier(), m: make(map[string]*entry)}
+}
+
+// sweepEvery and sweepBatch bound the memory store's housekeeping: every
+// sweepEvery claims, look at up to sweepBatch entries and drop expired ones,
+// so keys nobody asks for again do not pile up for ever.
+const (
+	sweepEvery = 256
+	sweepBatch = 64
+)
+
+// get returns the live entry for key; expired entries are dropped. mu held.
+func (s *Memory) get(key string, t time.Time) *entry {
+	e := s.m[key]
+	if e != nil && e.expired(t) {
+		delete(s.m, key)
+		return nil
+	}
+	return e
+}
+
+func (s *Memory) sweep(t time.Time) {
+	n := 0
+	for k, e := range s.m { // map order is random: a fair sample
+		if e.expired(t) {
+			delete(s.m, k)
+		}
+		if n++; n >= sweepBatch {
+			return
+		}
+	}
+}
+
+func (s *Memory) Claim(ctx context.Context, key, fingerprint string, lockTTL time.Duration) (ClaimResult, error) {
+	if err := ctx.Err(); err != nil {
+		return ClaimResult{}, err
+	}
+	t := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ClaimResult{}, ErrClosed
+	}
+	if s.ops++; s.ops%sweepEvery == 0 {
+		s.sweep(t)
+	}
+	if e := s.get(key, t); e != nil {
+		return e.claimOn(fingerprint, t), nil
+	}
+	e := newEntry(key, fingerprint, t, lockTTL)
+	s.m[key] = e
+	return ClaimResult{Outcome: Won, Token: e.token}, nil
+}
+
+// owned runs fn on key's entry if token owns it. mu is taken here.
+func (s *Memory) owned(ctx context.Context, key, token string, fn func(e *entry, t time.Time)) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	t := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	e := s.get(key, t)
+	if e == nil || !e.owns(token) {
+		return ErrNotOwner
+	}
+	fn(e, t)
+	return nil
+}
+
+func (s *Memory) Complete(ctx context.Context, key, token string, a Answer, ttl time.Duration) error {
+	err := s.owned(ctx, key, token, func(e *entry, t time.Time) { e.answer(a, t, ttl) })
+	if err == nil {
+		s.n.wake(key)
+	}
+	return err
+}
+
+func (s *Memory) Release(ctx context.Context, key, token string) error {
+	err := s.owned(ctx, key, token, func(*entry, time.Time) { delete(s.m, key) })
+	if err == nil {
+		s.n.wake(key)
+	}
+	return err
+}
+
+func (s *Memory) Renew(ctx context.Context, key, token string, lockTTL time.Duration) error {
+	return s.owned(ctx, key, token, func(e *entry, t time.Time) { e.ExpiresAt = t.Add(lockTTL) })
+}
+
+func (s *Memory) Lookup(ctx context.Context, key string) (*Record, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	t := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	e := s.get(key, t)
+	if e == nil {
+		return nil, ErrNotFound
+	}
+	return e.full(), nil
+}
+
+// Wait: see Store. An expired claim wakes nobody; waiters bound their wait.
+func (s *Memory) Wait(ctx context.Context, key string) (<-chan struct{}, func(), error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return nil, nil, ErrClosed
+	}
+	ch, stop := s.n.wait(key)
+	return ch, stop, nil
+}
+
+func (s *Memory) Delete(ctx context.Context, key string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	t := s.now()
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return ErrClosed
+	}
+	e := s.get(key, t)
+	delete(s.m, key)
+	s.mu.Unlock()
+	if e == nil {
+		return ErrNotFound
+	}
+	s.n.wake(key)
+	return nil
+}
+
+// InFlight pages through in-flight claims in key order; the cursor is the
+// last key returned, base64-encoded so it is safe in a URL.
+func (s *Memory) InFlight(ctx context.Context, cursor string, limit int) ([]*Record, string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, "", err
+	}
+	after, err := decodeKeyCursor(cursor)
+	if err != nil {
+		return nil, "", err
+	}
+	if limit <= 0 {
+		limit = 100
+	}
+	t := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, "", ErrClosed
+	}
+	var keys []string
+	for k, e := range s.m {
+		if e.State == StateInFlight && !e.expired(t) && (cursor == "" || k > after) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	next := ""
+	if len(keys) > limit {
+		keys = keys[:limit]
+		next = encodeKeyCursor(keys[limit-1])
+	}
+	recs := make([]*Record, len(keys))
+	for i, k := range keys {
+		recs[i] = s.m[k].meta()
+	}
+	return recs, next, nil
+}
+
+// Close drops everything and wakes all waiters.
+func (s *Memory) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	s.m = nil
+	s.mu.Unlock()
+	s.n.wakeAll()
+	return nil
+}
+
+func encodeKeyCursor(key string) string {
+	return "k" + base64.RawURLEncoding.EncodeToString([]byte(key))
+}
+
+func decodeKeyCursor(c string) (string, error) {
+	if c == "" {
+		return "", nil
+	}
+	if c[0] != 'k' {
+		return "", errBadCursor
+	}
+	b, err := base64.RawURLEncoding.DecodeString(c[1:])
+	if err != nil {
+		return "", errBadCursor
+	}
+	return string(b), nil
+}
+
+var _ Store = (*Memory)(nil)

@@ -1,0 +1,628 @@
+package cache
+
+import (
+	"cmp"
+	"context"
+	_ "embed"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Redis is a Store on Redis (single, Sentinel or Cluster), shared by any
+// number of gateway instances.
+//
+// Layout: one hash per idempotency key, <prefix>:{<key>}, with the fields
+// key, state, token, status, headers, body, body_cached, fp, copies,
+// conflicts, first, last, expires. The key inside the braces is escaped
+// ("%" → %25, "{" → %7B, "}" → %7D) so every key, whatever its bytes, is one
+// intact hash tag; keys without those bytes stay readable. Wake-ups go to
+// the pub/sub channel <prefix>:{<key>}:wake. Every script touches that one
+// hash only, so nothing is ever CROSSSLOT on Cluster.
+//
+// Times come from the Redis server (TIME inside the scripts), so gateway
+// instances with skewed clocks agree; expiry is PEXPIRE on the hash.
+type Redis struct {
+	c      redis.UniversalClient
+	prefix string
+	opts   RedisOptions
+	closed atomic.Bool
+
+	// One pub/sub connection per store, started on the first Wait.
+	psMu     sync.Mutex
+	ps       *redis.PubSub
+	subs     map[string]*subscription // channel → its waiters
+	pongs    map[string]chan struct{} // PING payload → Wait blocked on it
+	loopDone chan struct{}
+}
+
+// RedisOptions tune the Redis store; the zero value is usable.
+type RedisOptions struct {
+	// Prefix namespaces every key and channel. Default "idem".
+	Prefix string
+	// ScanCount is the COUNT hint of each SCAN step in InFlight. Default 500.
+	ScanCount int
+	// ScanSteps bounds the SCAN calls one InFlight call makes. Default 8.
+	ScanSteps int
+}
+
+type subscription struct {
+	refs    int
+	waiters map[*waiter]struct{}
+}
+
+var (
+	//go:embed claim.lua
+	claimLua string
+	//go:embed complete.lua
+	completeLua string
+	//go:embed release.lua
+	releaseLua string
+	//go:embed renew.lua
+	renewLua string
+	//go:embed delete.lua
+	deleteLua string
+
+	claimScript    = redis.NewScript(claimLua)
+	completeScript = redis.NewScript(completeLua)
+	releaseScript  = redis.NewScript(releaseLua)
+	renewScript    = redis.NewScript(renewLua)
+	deleteScript   = redis.NewScript(deleteLua)
+)
+
+// recordFields is the order in which the scripts and Lookup read a record.
+var recordFields = []string{"key", "state", "status", "headers", "body",
+	"body_cached", "fp", "copies", "conflicts", "first", "last", "expires"}
+
+// NewRedis returns a store on client. The client stays the caller's: Close
+// does not close it, so one client can serve several stores and reloads.
+func NewRedis(client redis.UniversalClient, opts RedisOptions) *Redis {
+	if opts.Prefix == "" {
+		opts.Prefix = "idem"
+	}
+	if opts.ScanCount <= 0 {
+		opts.ScanCount = 500
+	}
+	if opts.ScanSteps <= 0 {
+		opts.ScanSteps = 8
+	}
+	return &Redis{
+		c: client, prefix: opts.Prefix, opts: opts,
+		subs: make(map[string]*subscription), pongs: make(map[string]chan struct{}),
+	}
+}
+
+// escapeKey makes key safe inside a hash tag (see Redis).
+func escapeKey(key string) string {
+	if !strings.ContainsAny(key, "%{}") {
+		return key
+	}
+	var b strings.Builder
+	for i := 0; i < len(key); i++ {
+		switch c := key[i]; c {
+		case '%':
+			b.WriteString("%25")
+		case '{':
+			b.WriteString("%7B")
+		case '}':
+			b.WriteString("%7D")
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+// hashKey is the Redis key of key's hash.
+func (s *Redis) hashKey(key string) string {
+	return s.prefix + ":{" + escapeKey(key) + "}"
+}
+
+// channel is the pub/sub channel that wakes key's waiters. Channels are not
+// keys (PUBLISH is broadcast cluster-wide), but it carries the tag anyway so
+// it could move to sharded pub/sub without a layout change.
+func (s *Redis) channel(key string) string {
+	return s.prefix + ":{" + escapeKey(key) + "}:wake"
+}
+
+func ms(d time.Duration) int64 { return max(d.Milliseconds(), 1) }
+
+func (s *Redis) wrap(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, redis.ErrClosed) {
+		return ErrClosed
+	}
+	return fmt.Errorf("cache: redis %s: %w", op, err)
+}
+
+func (s *Redis) Claim(ctx context.Context, key, fingerprint string, lockTTL time.Duration) (ClaimResult, error) {
+	if s.closed.Load() {
+		return ClaimResult{}, ErrClosed
+	}
+	token := newToken()
+	v, err := claimScript.Run(ctx, s.c, []string{s.hashKey(key)}, token, fingerprint, ms(lockTTL), key).Slice()
+	if err != nil {
+		return ClaimResult{}, s.wrap("claim", err)
+	}
+	if len(v) == 0 {
+		return ClaimResult{}, fmt.Errorf("cache: redis claim: empty reply")
+	}
+	var res ClaimResult
+	switch str(v[0]) {
+	case "won":
+		return ClaimResult{Outcome: Won, Token: token}, nil
+	case "in_flight":
+		res.Outcome = InFlight
+	case "answered":
+		res.Outcome = Answered
+	case "conflict":
+		res.Outcome = Conflict
+	default:
+		return ClaimResult{}, fmt.Errorf("cache: redis claim: unexpected reply %q", v[0])
+	}
+	res.Record, err = parseRecord(v[1:])
+	if err != nil {
+		return ClaimResult{}, s.wrap("claim", err)
+	}
+	return res, nil
+}
+
+func (s *Redis) Complete(ctx context.Context, key, token string, a Answer, ttl time.Duration) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	var body []byte
+	cached := "0"
+	if a.BodyCached {
+		body, cached = a.Body, "1"
+	}
+	err := completeScript.Run(ctx, s.c, []string{s.hashKey(key)}, token, a.Status,
+		appendHeader(nil, a.Header), body, cached, ms(ttl), s.channel(key)).Err()
+	return s.casErr("complete", err)
+}
+
+func (s *Redis) casErr(op string, err error) error {
+	if errors.Is(err, redis.Nil) {
+		return ErrNotOwner
+	}
+	return s.wrap(op, err)
+}
+
+func (s *Redis) Release(ctx context.Context, key, token string) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	err := releaseScript.Run(ctx, s.c, []string{s.hashKey(key)}, token, s.channel(key)).Err()
+	return s.casErr("release", err)
+}
+
+func (s *Redis) Renew(ctx context.Context, key, token string, lockTTL time.Duration) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	err := renewScript.Run(ctx, s.c, []string{s.hashKey(key)}, token, ms(lockTTL)).Err()
+	return s.casErr("renew", err)
+}
+
+func (s *Redis) Lookup(ctx context.Context, key string) (*Record, error) {
+	if s.closed.Load() {
+		return nil, ErrClosed
+	}
+	v, err := s.c.HMGet(ctx, s.hashKey(key), recordFields...).Result()
+	if err != nil {
+		return nil, s.wrap("lookup", err)
+	}
+	if v[1] == nil {
+		return nil, ErrNotFound
+	}
+	rec, err := parseRecord(v)
+	return rec, s.wrap("lookup", err)
+}
+
+func (s *Redis) Delete(ctx context.Context, key string) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	err := deleteScript.Run(ctx, s.c, []string{s.hashKey(key)}, s.channel(key)).Err()
+	if errors.Is(err, redis.Nil) {
+		return ErrNotFound
+	}
+	return s.wrap("delete", err)
+}
+
+// parseRecord reads the values of recordFields.
+func parseRecord(v []any) (*Record, error) {
+	if len(v) != len(recordFields) {
+		return nil, fmt.Errorf("record of %d fields, want %d", len(v), len(recordFields))
+	}
+	r := &Record{
+		Key:         str(v[0]),
+		State:       State(str(v[1])),
+		Status:      int(num(v[2])),
+		BodyCached:  str(v[5]) == "1",
+		Fingerprint: str(v[6]),
+		Copies:      num(v[7]),
+		Conflicts:   num(v[8]),
+		FirstSeen:   time.UnixMilli(num(v[9])),
+		LastSeen:    time.UnixMilli(num(v[10])),
+		ExpiresAt:   time.UnixMilli(num(v[11])),
+	}
+	if h := str(v[3]); h != "" {
+		var err error
+		if r.Header, err = decodeHeader([]byte(h)); err != nil {
+			return nil, err
+		}
+	}
+	if b := str(v[4]); b != "" {
+		r.Body = []byte(b)
+	}
+	return r, nil
+}
+
+func str(v any) string {
+	s, _ := v.(string)
+	return s
+}
+
+func num(v any) int64 {
+	switch v := v.(type) {
+	case int64:
+		return v
+	case string:
+		n, _ := strconv.ParseInt(v, 10, 64)
+		return n
+	}
+	return 0
+}
+
+// Wait subscribes to key's channel on the store's shared pub/sub connection
+// and returns once Redis has confirmed the subscription (a PING behind the
+// SUBSCRIBE on the same connection has come back), so a Complete after Wait
+// returns is never missed. The channel may also close spuriously, when the
+// pub/sub connection was lost and messages may have been missed: callers
+// re-check with Lookup or Claim anyway.
+func (s *Redis) Wait(ctx context.Context, key string) (<-chan struct{}, func(), error) {
+	if s.closed.Load() {
+		return nil, nil, ErrClosed
+	}
+	ch := s.channel(key)
+	w := &waiter{ch: make(chan struct{})}
+	ping := newToken()
+	pong := make(chan struct{})
+
+	s.psMu.Lock()
+	if s.closed.Load() {
+		s.psMu.Unlock()
+		return nil, nil, ErrClosed
+	}
+	if s.ps == nil {
+		// The pub/sub connection lives as long as the store, not the
+		// first waiter's request.
+		s.ps = s.c.Subscribe(context.WithoutCancel(ctx))
+		s.loopDone = make(chan struct{})
+		go s.receive(s.ps, s.loopDone)
+	}
+	sub := s.subs[ch]
+	var err error
+	if sub == nil {
+		sub = &subscription{waiters: make(map[*waiter]struct{})}
+		s.subs[ch] = sub
+		err = s.ps.Subscribe(ctx, ch)
+	}
+	sub.refs++
+	sub.waiters[w] = struct{}{}
+	if err == nil {
+		s.pongs[ping] = pong
+		err = s.ps.Ping(ctx, ping)
+	}
+	s.psMu.Unlock()
+
+	var once sync.Once
+	stop := func() { once.Do(func() { s.unsubscribe(ch, w, ping) }) }
+	if err != nil {
+		stop()
+		return nil, nil, s.wrap("subscribe", err)
+	}
+	select {
+	case <-pong:
+		return w.ch, stop, nil
+	case <-ctx.Done():
+		stop()
+		return nil, nil, ctx.Err()
+	}
+}
+
+// unsubscribe drops one waiter; the last one out sends UNSUBSCRIBE. Both
+// happen under psMu, so SUBSCRIBE and UNSUBSCRIBE go out in the order the
+// reference counts changed.
+func (s *Redis) unsubscribe(ch string, w *waiter, ping string) {
+	s.psMu.Lock()
+	defer s.psMu.Unlock()
+	delete(s.pongs, ping)
+	sub := s.subs[ch]
+	if sub == nil {
+		return
+	}
+	delete(sub.waiters, w)
+	if sub.refs--; sub.refs > 0 {
+		return
+	}
+	delete(s.subs, ch)
+	if s.ps != nil && !s.closed.Load() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = s.ps.Unsubscribe(ctx, ch) // on failure the next reconnect drops it
+		cancel()
+	}
+}
+
+// receive dispatches the pub/sub connection's messages until Close.
+func (s *Redis) receive(ps *redis.PubSub, done chan struct{}) {
+	defer close(done)
+	backoff := 50 * time.Millisecond
+	for {
+		msg, err := ps.ReceiveTimeout(context.Background(), 30*time.Second)
+		if s.closed.Load() {
+			return
+		}
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				// Idle: a PING proves the connection is still alive; if
+				// it is not, the next receive fails and reconnects.
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				_ = ps.Ping(ctx)
+				cancel()
+				continue
+			}
+			// Lost connection: go-redis reconnects and resubscribes on the
+			// next receive, but messages may have been missed meanwhile.
+			s.wakeAll()
+			time.Sleep(backoff)
+			backoff = min(2*backoff, time.Second)
+			continue
+		}
+		backoff = 50 * time.Millisecond
+		switch m := msg.(type) {
+		case *redis.Message:
+			s.psMu.Lock()
+			var ws []*waiter
+			if sub := s.subs[m.Channel]; sub != nil {
+				for w := range sub.waiters {
+					ws = append(ws, w)
+				}
+				clear(sub.waiters)
+			}
+			s.psMu.Unlock()
+			for _, w := range ws {
+				w.wake()
+			}
+		case *redis.Pong:
+			s.psMu.Lock()
+			if c, ok := s.pongs[m.Payload]; ok {
+				close(c)
+				delete(s.pongs, m.Payload)
+			}
+			s.psMu.Unlock()
+		}
+	}
+}
+
+// wakeAll wakes every waiter and every Wait blocked on its PING: something
+// may have been missed, so all re-check.
+func (s *Redis) wakeAll() {
+	s.psMu.Lock()
+	var ws []*waiter
+	for _, sub := range s.subs {
+		for w := range sub.waiters {
+			ws = append(ws, w)
+		}
+		clear(sub.waiters)
+	}
+	for p, c := range s.pongs {
+		close(c)
+		delete(s.pongs, p)
+	}
+	s.psMu.Unlock()
+	for _, w := range ws {
+		w.wake()
+	}
+}
+
+// Close stops the pub/sub connection and wakes all waiters. It does not
+// close the client, which the caller owns.
+func (s *Redis) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	s.psMu.Lock()
+	ps, done := s.ps, s.loopDone
+	s.psMu.Unlock()
+	if ps != nil {
+		_ = ps.Close()
+		<-done
+	}
+	s.wakeAll()
+	return nil
+}
+
+// InFlight lists in-flight claims with SCAN, never KEYS: a global index
+// (a sorted set) would have to live in one slot and be written by every
+// claim, which Cluster refuses (CROSSSLOT) and which would be a hot key.
+// SCAN MATCH <prefix>:{* TYPE hash walks each master in address order; the
+// opaque cursor holds the node, its SCAN cursor and, when a SCAN batch held
+// more claims than the page had room for, the last hash key returned (that
+// batch is re-read and continued from there). One call makes at most
+// ScanSteps SCAN calls. As with SCAN itself, a key may be listed twice when
+// Redis resizes its table between pages, and one that comes or goes while
+// listing may or may not appear.
+func (s *Redis) InFlight(ctx context.Context, cursor string, limit int) ([]*Record, string, error) {
+	if s.closed.Load() {
+		return nil, "", ErrClosed
+	}
+	if limit <= 0 {
+		limit = 100
+	}
+	pos, err := decodeScanCursor(cursor)
+	if err != nil {
+		return nil, "", err
+	}
+	nodes, err := s.scanNodes(ctx)
+	if err != nil {
+		return nil, "", s.wrap("in_flight", err)
+	}
+	i := 0
+	if pos.Node != "" {
+		// The node of the cursor, or the next one if it left the cluster.
+		i, _ = slices.BinarySearchFunc(nodes, pos.Node, func(n scanNode, a string) int { return cmp.Compare(n.addr, a) })
+		if i == len(nodes) || nodes[i].addr != pos.Node {
+			pos = scanCursor{}
+		}
+	}
+	match := globEscape(s.prefix) + ":{*"
+	var recs []*Record
+	for step := 0; step < s.opts.ScanSteps && i < len(nodes); step++ {
+		n := nodes[i]
+		keys, next, err := n.c.ScanType(ctx, pos.Cur, match, int64(s.opts.ScanCount), "hash").Result()
+		if err != nil {
+			return nil, "", s.wrap("in_flight", err)
+		}
+		found, err := s.inFlightOf(ctx, n.c, keys, string(pos.After))
+		if err != nil {
+			return nil, "", s.wrap("in_flight", err)
+		}
+		if room := limit - len(recs); len(found) > room {
+			recs = append(recs, found[:room]...)
+			last := s.hashKey(recs[len(recs)-1].Key)
+			return recs, encodeScanCursor(scanCursor{Node: n.addr, Cur: pos.Cur, After: []byte(last)}), nil
+		}
+		recs = append(recs, found...)
+		pos = scanCursor{Node: n.addr, Cur: next}
+		if next == 0 {
+			i++
+			if i == len(nodes) {
+				return recs, "", nil
+			}
+			pos = scanCursor{Node: nodes[i].addr}
+		}
+		if len(recs) == limit {
+			break
+		}
+	}
+	return recs, encodeScanCursor(pos), nil
+}
+
+// inFlightOf reads the records of keys (one pipeline on the node that
+// holds them) and returns the in-flight ones sorted by hash key, after the
+// hash key after.
+func (s *Redis) inFlightOf(ctx context.Context, c redis.Cmdable, keys []string, after string) ([]*Record, error) {
+	slices.Sort(keys)
+	if after != "" {
+		i, _ := slices.BinarySearch(keys, after)
+		for i < len(keys) && keys[i] <= after {
+			i++
+		}
+		keys = keys[i:]
+	}
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	cmds := make([]*redis.SliceCmd, len(keys))
+	_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, k := range keys {
+			cmds[i] = p.HMGet(ctx, k, recordFields...)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	var recs []*Record
+	for _, cmd := range cmds {
+		v := cmd.Val()
+		if len(v) < 2 || str(v[1]) != string(StateInFlight) {
+			continue // answered, or gone since SCAN saw it
+		}
+		rec, err := parseRecord(v)
+		if err != nil {
+			return nil, err
+		}
+		recs = append(recs, rec)
+	}
+	return recs, nil
+}
+
+type scanNode struct {
+	addr string
+	c    redis.Cmdable
+}
+
+// scanNodes lists where to SCAN: each master of a Cluster, sorted by
+// address so a cursor can name its position; otherwise the client itself.
+func (s *Redis) scanNodes(ctx context.Context) ([]scanNode, error) {
+	cc, ok := s.c.(*redis.ClusterClient)
+	if !ok {
+		return []scanNode{{c: s.c}}, nil
+	}
+	var mu sync.Mutex
+	var nodes []scanNode
+	err := cc.ForEachMaster(ctx, func(_ context.Context, c *redis.Client) error {
+		mu.Lock()
+		nodes = append(nodes, scanNode{addr: c.Options().Addr, c: c})
+		mu.Unlock()
+		return nil
+	})
+	slices.SortFunc(nodes, func(a, b scanNode) int { return cmp.Compare(a.addr, b.addr) })
+	return nodes, err
+}
+
+type scanCursor struct {
+	Node  string `json:"n,omitempty"`
+	Cur   uint64 `json:"c,omitempty"`
+	After []byte `json:"k,omitempty"`
+}
+
+func encodeScanCursor(c scanCursor) string {
+	b, _ := json.Marshal(c)
+	return "r" + base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodeScanCursor(s string) (scanCursor, error) {
+	var c scanCursor
+	if s == "" {
+		return c, nil
+	}
+	if s[0] != 'r' {
+		return c, errBadCursor
+	}
+	b, err := base64.RawURLEncoding.DecodeString(s[1:])
+	if err != nil || json.Unmarshal(b, &c) != nil {
+		return c, errBadCursor
+	}
+	return c, nil
+}
+
+// globEscape quotes the glob characters of SCAN MATCH.
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, c := range []byte(s) {
+		if strings.IndexByte(`*?[]\`, c) >= 0 {
+			b.WriteByte('\\')
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}
+
+var _ Store = (*Redis)(nil)
