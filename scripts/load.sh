@@ -1,0 +1,309 @@
+#!/usr/bin/env bash
+# Load comparison, side by side in one run on loopback: plain reverse_proxy vs
+# idemgate with a real Redis, for unique keys (first-copy path) and one repeated
+# key (replay path). Reports requests/s, p50, p99 and the contract's ratios.
+#
+# Usage: scripts/load.sh            (from anywhere inside the repository)
+#
+# Environment:
+#   DURATION=10s   measured time per case       WARMUP=2s   warm-up per case (0 skips)
+#   CONNS=32       wrk connections              THREADS=2   wrk threads
+#   ROUNDS=1       rounds of the three cases; with more, each figure is the median
+#   STRICT=1       exit 1 when a target is missed (otherwise the targets only report)
+#   KEEP=1         keep the work directory (binaries, Caddyfile, logs, wrk output)
+#   LOG_LEVEL=WARN Caddy's log level during the run
+#
+# Needs: go, wrk, redis-server, curl. Everything listens on 127.0.0.1 only, on
+# free ports, and stops on exit. Exit status: 0 ok; 1 forwarding was wrong
+# (unique must reach the backend once per request, replay exactly once) or,
+# with STRICT=1, a target was missed; 2 setup failure.
+set -euo pipefail
+
+DURATION=${DURATION:-10s}
+WARMUP=${WARMUP:-2s}
+CONNS=${CONNS:-32}
+THREADS=${THREADS:-2}
+ROUNDS=${ROUNDS:-1}
+STRICT=${STRICT:-0}
+KEEP=${KEEP:-0}
+LOG_LEVEL=${LOG_LEVEL:-WARN}
+
+# Targets from the product contract (DESIGN.md, "Figures to reach").
+TARGET_UNIQUE=0.85 # unique-key req/s ≥ 0.85 × plain
+TARGET_REPLAY=1.5  # replay req/s ≥ 1.5 × plain
+TARGET_P99_MS=1    # added p99 on the first-copy path ≤ 1 ms
+
+die() { echo "load.sh: $*" >&2; exit 2; }
+
+for tool in go wrk redis-server curl; do
+	command -v "$tool" >/dev/null || die "$tool not found"
+done
+[[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || die "ROUNDS must be a positive integer"
+
+# seconds converts a wrk duration (10, 10s, 2m, 1h) to whole seconds.
+seconds() {
+	local d=$1
+	case $d in
+	*h) echo $((${d%h} * 3600)) ;; *m) echo $((${d%m} * 60)) ;;
+	*s) echo "${d%s}" ;; *) echo "$d" ;;
+	esac
+}
+[[ $(seconds "$DURATION") =~ ^[1-9][0-9]*$ ]] || die "DURATION must look like 10s, 2m or 1h"
+[[ $(seconds "$WARMUP") =~ ^[0-9]+$ ]] || die "WARMUP must look like 2s, or 0"
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+LUA="$ROOT/scripts/load.lua"
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/idemgate-load.XXXXXX")
+PIDS=()
+
+cleanup() {
+	local pid
+	for pid in "${PIDS[@]}"; do
+		kill "$pid" 2>/dev/null || true
+	done
+	for pid in "${PIDS[@]}"; do
+		wait "$pid" 2>/dev/null || true
+	done
+	if [[ $KEEP == 1 ]]; then
+		echo "work directory kept: $WORK" >&2
+	else
+		rm -rf "$WORK"
+	fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# free_port prints a loopback TCP port nobody listens on and this run has not
+# handed out yet. (A port can still be taken between the check and the bind;
+# the readiness checks below catch that.)
+TAKEN=" "
+free_port() {
+	local p
+	for _ in $(seq 200); do
+		p=$((20000 + RANDOM % 40000))
+		[[ $TAKEN == *" $p "* ]] && continue
+		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+			TAKEN+="$p "
+			echo "$p"
+			return
+		fi
+	done
+	die "no free port found"
+}
+
+# wait_up waits until cmd succeeds, up to about 15 s.
+wait_up() {
+	local what=$1
+	shift
+	for _ in $(seq 75); do
+		"$@" >/dev/null 2>&1 && return 0
+		sleep 0.2
+	done
+	die "$what did not come up (logs in $WORK; rerun with KEEP=1 to keep them)"
+}
+
+echo "== building (once) into $WORK"
+(cd "$ROOT" && go build -o "$WORK/idemgate" ./cmd/idemgate && go build -o "$WORK/backend" ./examples/legacy-backend) ||
+	die "build failed"
+"$WORK/idemgate" list-modules 2>/dev/null | grep -qx 'http.handlers.idempotency' ||
+	die "cmd/idemgate does not include the idempotency module (import github.com/idemgate/idemgate/caddymodule)"
+
+REDIS_PORT=$(free_port)
+BACKEND_PORT=$(free_port)
+PLAIN_PORT=$(free_port)
+UNIQUE_PORT=$(free_port)
+REPLAY_PORT=$(free_port)
+BACKEND="http://127.0.0.1:$BACKEND_PORT"
+
+echo "== redis-server on 127.0.0.1:$REDIS_PORT, backend on :$BACKEND_PORT"
+# No persistence: the run measures the gateway, not Redis's disk.
+redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --save '' --appendonly no \
+	--dir "$WORK" --daemonize no >"$WORK/redis.log" 2>&1 &
+PIDS+=($!)
+if command -v redis-cli >/dev/null; then
+	wait_up redis-server redis-cli -h 127.0.0.1 -p "$REDIS_PORT" ping
+else
+	wait_up redis-server bash -c "exec 3<>/dev/tcp/127.0.0.1/$REDIS_PORT"
+fi
+
+# Fast backend: no delay, no per-request log line.
+"$WORK/backend" -listen "127.0.0.1:$BACKEND_PORT" -quiet >"$WORK/backend.log" 2>&1 &
+PIDS+=($!)
+wait_up backend curl -fsS --max-time 1 "$BACKEND/stats"
+
+cat >"$WORK/Caddyfile" <<EOF
+{
+	admin off
+	persist_config off
+	auto_https off
+	storage file_system $WORK/caddy-data
+	log {
+		level $LOG_LEVEL
+	}
+}
+
+# (a) plain reverse_proxy: the baseline
+http://127.0.0.1:$PLAIN_PORT {
+	reverse_proxy 127.0.0.1:$BACKEND_PORT
+}
+
+# (b) a fresh key per request: claim + complete on Redis, then the backend
+http://127.0.0.1:$UNIQUE_PORT {
+	idempotency {
+		platform generic
+		key load:{http.request.header.X-Order}
+		store redis 127.0.0.1:$REDIS_PORT
+		in_flight wait 5s
+	}
+	reverse_proxy 127.0.0.1:$BACKEND_PORT
+}
+
+# (c) one key for every request: the replay path, never the backend
+http://127.0.0.1:$REPLAY_PORT {
+	idempotency {
+		platform generic
+		key replay:{http.request.header.X-Order}
+		store redis 127.0.0.1:$REDIS_PORT
+		in_flight wait 5s
+	}
+	reverse_proxy 127.0.0.1:$BACKEND_PORT
+}
+EOF
+
+echo "== idemgate on :$PLAIN_PORT (plain), :$UNIQUE_PORT (unique keys), :$REPLAY_PORT (replay)"
+XDG_DATA_HOME="$WORK/xdg-data" XDG_CONFIG_HOME="$WORK/xdg-config" \
+	"$WORK/idemgate" run --config "$WORK/Caddyfile" --adapter caddyfile >"$WORK/caddy.log" 2>&1 &
+PIDS+=($!)
+for port in "$PLAIN_PORT" "$UNIQUE_PORT" "$REPLAY_PORT"; do
+	# Any HTTP answer will do: the gateway sites refuse a request without a key.
+	wait_up "idemgate on :$port" curl -sS -o /dev/null --max-time 1 "http://127.0.0.1:$port/"
+done
+
+reset_backend() { curl -fsS --max-time 5 -X POST "$BACKEND/reset" >/dev/null; }
+backend_total() { curl -fsS --max-time 5 "$BACKEND/stats" | sed -n 's/.*"total":\([0-9]*\).*/\1/p'; }
+
+# run_wrk <mode> <run id> <duration> <port> <output file>: bounded by timeout
+# in case a server stops answering.
+run_wrk() {
+	LOAD_MODE=$1 LOAD_RUN=$2 timeout $(($(seconds "$3") + 30)) \
+		wrk --latency -t "$THREADS" -c "$CONNS" -d "$3" -s "$LUA" "http://127.0.0.1:$4/notify" >"$5" 2>&1 ||
+		die "wrk failed on :$4 (see $5; rerun with KEEP=1)"
+}
+
+RESULTS="$WORK/results"
+: >"$RESULTS"
+run_id() { echo "$1-r$2-$$-$(date +%s%N)"; }
+
+# measure <case> <round>: warm-up, then the measured run; appends a result line:
+# case round rps p50_ms p99_ms requests forwarded non2xx errors
+measure() {
+	local name=$1 round=$2 port mode run out
+	case $name in
+	plain) port=$PLAIN_PORT mode=unique ;;
+	unique) port=$UNIQUE_PORT mode=unique ;;
+	replay) port=$REPLAY_PORT mode=fixed ;;
+	esac
+	run=$(run_id "$name" "$round")
+	out="$WORK/wrk-$name-$round.txt"
+
+	if [[ $name == replay ]]; then
+		# The replay key is answered once, before anything is measured: count
+		# from here, through warm-up and run, and the backend must run once.
+		reset_backend
+		curl -fsS --max-time 10 -o /dev/null \
+			-H "X-Order: $run-fixed" -H 'Content-Type: application/x-www-form-urlencoded' \
+			--data 'out_trade_no=load&trade_status=TRADE_SUCCESS&total_amount=9.90' \
+			"http://127.0.0.1:$port/notify" || die "priming the replay key failed"
+	fi
+	if [[ $(seconds "$WARMUP") -gt 0 ]]; then
+		# Unique keys: a different run id, so the run's keys are all new too.
+		local warm=$run
+		[[ $mode == unique ]] && warm=$(run_id "warm-$name" "$round")
+		run_wrk "$mode" "$warm" "$WARMUP" "$port" "$out.warmup"
+	fi
+	[[ $name != replay ]] && reset_backend
+	run_wrk "$mode" "$run" "$DURATION" "$port" "$out"
+
+	local result forwarded
+	result=$(grep '^LOAD_RESULT' "$out") || die "no result from wrk on :$port (see $out)"
+	forwarded=$(backend_total)
+	local requests duration_us p50_us p99_us non2xx errors
+	eval "$(echo "${result#LOAD_RESULT }" | tr ' ' '\n' | sed 's/^/local /')"
+	awk -v n="$name" -v r="$round" -v q="$requests" -v d="$duration_us" -v p50="$p50_us" -v p99="$p99_us" \
+		-v f="$forwarded" -v s="$non2xx" -v e="$errors" \
+		'BEGIN { printf "%s %d %.1f %.3f %.3f %d %d %d %d\n", n, r, q / (d / 1e6), p50 / 1000, p99 / 1000, q, f, s, e }' >>"$RESULTS"
+	tail -n1 "$RESULTS" | awk '{ printf "   %-7s round %d: %9.0f req/s  p50 %.3f ms  p99 %.3f ms  (%d requests, backend ran %d)\n", $1, $2, $3, $4, $5, $6, $7 }'
+}
+
+echo "== $ROUNDS round(s) × plain, unique, replay: wrk -t$THREADS -c$CONNS -d$DURATION (warm-up $WARMUP)"
+for round in $(seq "$ROUNDS"); do
+	for name in plain unique replay; do
+		measure "$name" "$round"
+	done
+done
+
+# median <case> <column>: the median over rounds of one column of $RESULTS.
+median() {
+	awk -v n="$1" -v c="$2" '$1 == n { print $c }' "$RESULTS" | sort -g |
+		awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+# sum <case> <column>: the total over rounds.
+sum() { awk -v n="$1" -v c="$2" '$1 == n { s += $c } END { print s + 0 }' "$RESULTS"; }
+
+for name in plain unique replay; do
+	declare "${name}_rps=$(median "$name" 3)" "${name}_p50=$(median "$name" 4)" "${name}_p99=$(median "$name" 5)"
+	declare "${name}_req=$(sum "$name" 6)" "${name}_fwd=$(sum "$name" 7)" "${name}_bad=$(( $(sum "$name" 8) + $(sum "$name" 9) ))"
+done
+
+echo
+label="median of $ROUNDS rounds"
+[[ $ROUNDS == 1 ]] && label="one round"
+printf '%-8s %11s %10s %10s %10s %10s %14s\n' case req/s p50 p99 requests forwarded "non-2xx/errors"
+for name in plain unique replay; do
+	rps=${name}_rps p50=${name}_p50 p99=${name}_p99 req=${name}_req fwd=${name}_fwd bad=${name}_bad
+	printf '%-8s %11.0f %8.3fms %8.3fms %10d %10d %14d\n' "$name" "${!rps}" "${!p50}" "${!p99}" "${!req}" "${!fwd}" "${!bad}"
+done
+echo "($label; $THREADS threads, $CONNS connections, $DURATION each, loopback, redis-server $(redis-server --version | sed -n 's/.*v=\([^ ]*\).*/\1/p'))"
+echo
+
+verdict() { awk -v ok="$1" 'BEGIN { print (ok ? "ok" : "MISSED") }'; }
+missed=0
+check() { # check <label> <value> <op> <target> <unit/format>
+	local ok
+	ok=$(awk -v v="$2" -v t="$4" -v op="$3" 'BEGIN { print (op == ">=" ? v >= t : v <= t) }')
+	printf '%-34s %8s   (target %s %s)  %s\n' "$1" "$5" "$3" "$4" "$(verdict "$ok")"
+	[[ $ok == 1 ]] || missed=1
+}
+r_unique=$(awk -v a="$unique_rps" -v b="$plain_rps" 'BEGIN { printf "%.2f", a / b }')
+r_replay=$(awk -v a="$replay_rps" -v b="$plain_rps" 'BEGIN { printf "%.2f", a / b }')
+added_p99=$(awk -v a="$unique_p99" -v b="$plain_p99" 'BEGIN { printf "%.3f", a - b }')
+check "unique / plain throughput" "$r_unique" ">=" "$TARGET_UNIQUE" "${r_unique}×"
+check "replay / plain throughput" "$r_replay" ">=" "$TARGET_REPLAY" "${r_replay}×"
+check "added p99 (unique − plain)" "$added_p99" "<=" "$TARGET_P99_MS" "${added_p99} ms"
+
+# Forwarding: every unique request reached the backend exactly once (wrk does
+# not count the requests still in flight when it stops, hence the slack), and
+# the replay key reached it exactly once per round.
+wrong=0
+slack=$((2 * CONNS * ROUNDS))
+delta=$((unique_fwd - unique_req))
+if ((delta >= 0 && delta <= slack && unique_bad == 0)); then fwd_ok=ok; else fwd_ok=WRONG wrong=1; fi
+printf '%-34s %s of %s wrk requests reached the backend (%+d in flight at the end)  %s\n' \
+	"unique: forwarded" "$unique_fwd" "$unique_req" "$delta" "$fwd_ok"
+if ((replay_fwd == ROUNDS && replay_bad == 0)); then fwd_ok=ok; else fwd_ok=WRONG wrong=1; fi
+printf '%-34s backend ran %s time(s) for %s requests on one key (expect %s)  %s\n' \
+	"replay: forwarded" "$replay_fwd" "$replay_req" "$ROUNDS" "$fwd_ok"
+if ((plain_bad + unique_bad + replay_bad > 0)); then
+	echo "note: some answers were not 2xx or failed; see the wrk output (KEEP=1) and caddy.log"
+fi
+logs=$(wc -l <"$WORK/caddy.log")
+echo "caddy log: $logs line(s) at level $LOG_LEVEL and above"
+
+if ((wrong)); then
+	exit 1
+fi
+if ((missed)) && [[ $STRICT == 1 ]]; then
+	echo "STRICT=1: a target was missed"
+	exit 1
+fi
+exit 0
