@@ -1,0 +1,104 @@
+// Command demo is the README's one-command demo. From the repository root:
+//
+//	go run ./examples/demo
+//
+// It starts the stand-in legacy backend (no idempotency check) on
+// 127.0.0.1:9090, then runs Caddy with idemgate in this same process, as
+// `caddy run --config Caddyfile.example --adapter caddyfile`: the gateway
+// listens on :8080. Arguments, if given, replace that Caddy command line
+// (`go run ./examples/demo run --config my.Caddyfile`).
+//
+// The backend is tuned by environment variables, since the arguments are Caddy's:
+//
+//	DEMO_BACKEND_DELAY=200ms     how long each renewal takes (a slow backend invites retries)
+//	DEMO_BACKEND_FAIL_FIRST=0    answer "fail" (500) to the first N notifications
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"time"
+
+	caddycmd "github.com/caddyserver/caddy/v2/cmd"
+
+	_ "github.com/caddyserver/caddy/v2/modules/standard"
+	_ "github.com/idemgate/idemgate/caddymodule"
+
+	"github.com/idemgate/idemgate/examples/legacy"
+)
+
+const (
+	backendAddr   = "127.0.0.1:9090"
+	defaultConfig = "Caddyfile.example"
+)
+
+func main() {
+	args := os.Args[1:]
+	if len(args) == 0 {
+		if _, err := os.Stat(defaultConfig); err != nil {
+			fatalf("%s not found: run the demo from the repository root (go run ./examples/demo)", defaultConfig)
+		}
+		args = []string{"run", "--config", defaultConfig, "--adapter", "caddyfile"}
+	}
+	// Only a running gateway needs the backend; `version`, `adapt`, … do not.
+	if args[0] == "run" {
+		startBackend()
+	}
+	os.Args = append([]string{os.Args[0]}, args...)
+	caddycmd.Main()
+}
+
+func startBackend() {
+	delay, err := time.ParseDuration(env("DEMO_BACKEND_DELAY", "200ms"))
+	if err != nil {
+		fatalf("DEMO_BACKEND_DELAY: %v", err)
+	}
+	failFirst, err := strconv.Atoi(env("DEMO_BACKEND_FAIL_FIRST", "0"))
+	if err != nil {
+		fatalf("DEMO_BACKEND_FAIL_FIRST: %v", err)
+	}
+	ln, err := net.Listen("tcp", backendAddr)
+	if err != nil {
+		fatalf("legacy backend: %v (is another backend, e.g. go run ./examples/legacy-backend, already on %s?)", err, backendAddr)
+	}
+	srv := &http.Server{
+		Handler:           legacy.New(legacy.Config{Delay: delay, FailFirst: failFirst}),
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+	go func() {
+		// The backend lives as long as the process; Caddy's exit ends both.
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			fatalf("legacy backend: %v", err)
+		}
+	}()
+	fmt.Fprintf(os.Stderr, `
+idemgate demo
+  legacy backend (no idempotency check)  http://%[1]s   delay %[2]v, fail-first %[3]d
+  gateway (idempotency + reverse_proxy)   http://localhost:8080/notify
+
+In another terminal:
+  go run ./examples/storm                                    # 100 copies through the gateway: 1 renewal
+  go run ./examples/storm -url http://%[1]s/notify   # straight to the backend: 100 renewals
+  curl -i -d out_trade_no=o-1 localhost:8080/notify          # twice: the 2nd is replayed
+  curl -s localhost:8080/stats                               # renewals per order
+  curl -s localhost:2019/idempotency/keys/demo:o-1           # the remembered answer
+Stop with Ctrl-C.
+
+`, backendAddr, delay, failFirst)
+}
+
+func env(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func fatalf(format string, a ...any) {
+	fmt.Fprintf(os.Stderr, "demo: "+format+"\n", a...)
+	os.Exit(1)
+}
