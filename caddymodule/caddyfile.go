@@ -1,0 +1,351 @@
+package caddymodule
+
+import (
+	"strconv"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/dustin/go-humanize"
+)
+
+func init() {
+	httpcaddyfile.RegisterHandlerDirective("idempotency", parseCaddyfile)
+	// Registered in code so no global `order` is needed: the gateway must
+	// decide before the request is proxied.
+	httpcaddyfile.RegisterDirectiveOrder("idempotency", httpcaddyfile.Before, "reverse_proxy")
+}
+
+func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	var m Handler
+	err := m.UnmarshalCaddyfile(h.Dispenser)
+	return &m, err
+}
+
+// UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:
+//
+//	idempotency [<matcher>] {
+//		platform  generic | alipay | wechatpay | wechatpay_v2 | stripe | paypal | standard_webhooks
+//		key       <template>
+//		fingerprint <template> | off
+//		store     embedded [<path>] | memory | redis <address|redis-url>... {
+//			master_name <name>
+//			username    <user>
+//			password    <password>
+//			db          <n>
+//			tls
+//			prefix      <prefix>
+//			pool_size   <n>
+//		}
+//		lock_ttl  <duration>
+//		ttl       <duration>
+//		in_flight wait <duration> | reject
+//		on_store_error fail_closed | pass
+//		store_timeout <duration>
+//		max_body  <size>
+//		max_answer <size>
+//		success   <status|class>... [body <text>]
+//		on_duplicate redirect <template> | respond <status> [<body>]
+//		secret        <value>
+//		public_key    <pem file>
+//		public_key_id <id>
+//		certificate   <pem file>...
+//		webhook_id    <id>
+//		verify off
+//		log_keys
+//		warn_copies <n>
+//	}
+func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // consume directive name
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	seen := map[string]bool{}
+	for d.NextBlock(0) {
+		name := d.Val()
+		if seen[name] {
+			return d.Errf("duplicate subdirective %q", name)
+		}
+		seen[name] = true
+		var err error
+		switch name {
+		case "platform":
+			err = oneArg(d, &h.Platform)
+		case "key":
+			err = oneArg(d, &h.Key)
+		case "fingerprint":
+			err = oneArg(d, &h.Fingerprint)
+		case "store":
+			h.Store, err = parseStore(d)
+		case "lock_ttl":
+			err = durationArg(d, &h.LockTTL)
+		case "ttl":
+			err = durationArg(d, &h.TTL)
+		case "store_timeout":
+			err = durationArg(d, &h.StoreTimeout)
+		case "in_flight":
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			h.InFlight = d.Val()
+			{
+				switch h.InFlight {
+				case "wait":
+					if d.NextArg() {
+						var dur caddy.Duration
+						if dur, err = parseDuration(d); err == nil {
+							h.InFlightWait = dur
+						}
+					}
+				case "reject":
+				default:
+					return d.Errf("in_flight: want wait [<duration>] or reject, got %q", h.InFlight)
+				}
+			}
+			if err == nil && d.NextArg() {
+				return d.ArgErr()
+			}
+		case "on_store_error":
+			err = oneArg(d, &h.OnStoreError)
+			if err == nil && h.OnStoreError != "fail_closed" && h.OnStoreError != "pass" {
+				return d.Errf("on_store_error: want fail_closed or pass, got %q", h.OnStoreError)
+			}
+		case "max_body":
+			err = sizeArg(d, &h.MaxBody)
+		case "max_answer":
+			err = sizeArg(d, &h.MaxAnswer)
+		case "success":
+			h.Success, err = parseSuccess(d)
+		case "on_duplicate":
+			h.OnDuplicate, err = parseOnDuplicate(d)
+		case "secret":
+			err = oneArg(d, &h.Secret)
+		case "public_key":
+			err = oneArg(d, &h.PublicKey)
+		case "public_key_id":
+			err = oneArg(d, &h.PublicKeyID)
+		case "certificate":
+			h.Certificates = d.RemainingArgs()
+			if len(h.Certificates) == 0 {
+				return d.ArgErr()
+			}
+		case "webhook_id":
+			err = oneArg(d, &h.WebhookID)
+		case "verify":
+			var v string
+			if err = oneArg(d, &v); err == nil {
+				if v != "off" {
+					return d.Errf("verify: only `verify off` can be written (verification is on by default)")
+				}
+				h.VerifyOff = true
+			}
+		case "log_keys":
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			h.LogKeys = true
+		case "warn_copies":
+			var s string
+			if err = oneArg(d, &s); err == nil {
+				n, perr := strconv.ParseInt(s, 10, 64)
+				if perr != nil || n < 1 {
+					return d.Errf("warn_copies: want a positive number, got %q", s)
+				}
+				h.WarnCopies = n
+			}
+		default:
+			return d.Errf("unknown subdirective %q", name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// oneArg reads exactly one argument into dst.
+func oneArg(d *caddyfile.Dispenser, dst *string) error {
+	if !d.NextArg() {
+		return d.ArgErr()
+	}
+	*dst = d.Val()
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	return nil
+}
+
+func durationArg(d *caddyfile.Dispenser, dst *caddy.Duration) error {
+	if !d.NextArg() {
+		return d.ArgErr()
+	}
+	dur, err := parseDuration(d)
+	if err != nil {
+		return err
+	}
+	*dst = dur
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	return nil
+}
+
+func parseDuration(d *caddyfile.Dispenser) (caddy.Duration, error) {
+	dur, err := caddy.ParseDuration(d.Val())
+	if err != nil {
+		return 0, d.Errf("bad duration %q: %v", d.Val(), err)
+	}
+	if dur <= 0 {
+		return 0, d.Errf("duration must be positive, got %q", d.Val())
+	}
+	return caddy.Duration(dur), nil
+}
+
+func sizeArg(d *caddyfile.Dispenser, dst *int64) error {
+	var s string
+	if err := oneArg(d, &s); err != nil {
+		return err
+	}
+	n, err := humanize.ParseBytes(s)
+	if err != nil || n == 0 || n > 1<<40 {
+		return d.Errf("bad size %q (want e.g. 1MiB, 64KiB)", s)
+	}
+	*dst = int64(n)
+	return nil
+}
+
+func parseStore(d *caddyfile.Dispenser) (*StoreConfig, error) {
+	if !d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	sc := &StoreConfig{Type: d.Val()}
+	args := d.RemainingArgs()
+	switch sc.Type {
+	case "embedded":
+		if len(args) > 1 {
+			return nil, d.ArgErr()
+		}
+		if len(args) == 1 {
+			sc.Path = args[0]
+		}
+	case "memory":
+		if len(args) > 0 {
+			return nil, d.ArgErr()
+		}
+	case "redis":
+		sc.Addresses = args
+		if len(args) == 0 {
+			return nil, d.Errf("store redis: want at least one address or redis:// URL")
+		}
+	default:
+		return nil, d.Errf("store: want embedded, memory or redis, got %q", sc.Type)
+	}
+	seen := map[string]bool{}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		if sc.Type != "redis" {
+			return nil, d.Errf("store %s takes no options", sc.Type)
+		}
+		name := d.Val()
+		if seen[name] {
+			return nil, d.Errf("store redis: duplicate option %q", name)
+		}
+		seen[name] = true
+		var err error
+		switch name {
+		case "master_name":
+			err = oneArg(d, &sc.MasterName)
+		case "username":
+			err = oneArg(d, &sc.Username)
+		case "password":
+			err = oneArg(d, &sc.Password)
+		case "prefix":
+			err = oneArg(d, &sc.Prefix)
+		case "tls":
+			if d.NextArg() {
+				return nil, d.ArgErr()
+			}
+			sc.TLS = true
+		case "db", "pool_size":
+			var s string
+			if err = oneArg(d, &s); err == nil {
+				n, perr := strconv.Atoi(s)
+				if perr != nil || n < 0 {
+					return nil, d.Errf("store redis: %s wants a number, got %q", name, s)
+				}
+				if name == "db" {
+					sc.DB = n
+				} else {
+					sc.PoolSize = n
+				}
+			}
+		default:
+			return nil, d.Errf("store redis: unknown option %q", name)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return sc, nil
+}
+
+// parseSuccess reads `success <status|class>... [body <text>]`.
+func parseSuccess(d *caddyfile.Dispenser) (*SuccessRule, error) {
+	rule := &SuccessRule{}
+	for d.NextArg() {
+		if d.Val() == "body" {
+			if !d.NextArg() {
+				return nil, d.Errf("success: body wants a text")
+			}
+			rule.Body = d.Val()
+			if d.NextArg() {
+				return nil, d.ArgErr()
+			}
+			break
+		}
+		rule.Statuses = append(rule.Statuses, d.Val())
+	}
+	if len(rule.Statuses) == 0 {
+		return nil, d.Errf("success: want at least one status or class (200, 2xx)")
+	}
+	if _, err := rule.compile(); err != nil {
+		return nil, d.Errf("success: %v", err)
+	}
+	return rule, nil
+}
+
+// parseOnDuplicate reads `on_duplicate redirect <template> | respond <status> [<body>]`.
+func parseOnDuplicate(d *caddyfile.Dispenser) (*DuplicateAction, error) {
+	if !d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	a := &DuplicateAction{}
+	switch d.Val() {
+	case "redirect":
+		if !d.NextArg() {
+			return nil, d.Errf("on_duplicate redirect wants a URL template")
+		}
+		a.Redirect = d.Val()
+	case "respond":
+		if !d.NextArg() {
+			return nil, d.Errf("on_duplicate respond wants a status")
+		}
+		st, err := strconv.Atoi(d.Val())
+		if err != nil || st < 100 || st > 999 {
+			return nil, d.Errf("on_duplicate respond: bad status %q", d.Val())
+		}
+		a.Status = st
+		if d.NextArg() {
+			a.Body = d.Val()
+		}
+	default:
+		return nil, d.Errf("on_duplicate: want redirect or respond, got %q", d.Val())
+	}
+	if d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	return a, nil
+}
+
+// Interface guard
+var _ caddyfile.Unmarshaler = (*Handler)(nil)

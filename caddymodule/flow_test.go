@@ -1,0 +1,438 @@
+package caddymodule
+
+import (
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemgate/idemgate/internal/redistest"
+)
+
+// storeLines returns the `store` line for each store the flow runs on.
+func storeLines(t *testing.T) map[string]string {
+	t.Helper()
+	rs := redistest.Start(t)
+	return map[string]string{
+		"memory":   "store memory",
+		"embedded": "store embedded " + filepath.Join(t.TempDir(), "keys.db"),
+		"redis":    "store redis " + rs.Addr(),
+	}
+}
+
+const notifyRoute = `
+	handle /notify {
+		idempotency {
+			key demo:{idempotency.form.out_trade_no}
+			fingerprint {idempotency.form.total_amount}
+			{store}
+			lock_ttl 2s
+			in_flight wait 20s
+			{extra}
+		}
+		reverse_proxy {backend}
+	}`
+
+func gatewayFor(t *testing.T, store, backendAddr, extra string) string {
+	return startCaddy(t, notifyRoute, "{store}", store, "{backend}", backendAddr, "{extra}", extra)
+}
+
+// TestConcurrentCopiesForwardOnce is the product: 100 copies of one
+// notification at once reach the backend once, and all 100 get its answer.
+func TestConcurrentCopiesForwardOnce(t *testing.T) {
+	for name, store := range storeLines(t) {
+		t.Run(name, func(t *testing.T) {
+			be := newBackend(t)
+			be.setAnswer(func(order string, n int, r *http.Request) (int, string, time.Duration) {
+				return 200, "success " + order, 150 * time.Millisecond
+			})
+			base := gatewayFor(t, store, be.addr(), "")
+			for round := range 3 {
+				order := "o-" + name + "-" + itoa(round)
+				replies := storm(t, 100, func(int) reply { return notify(t, base, order) })
+				if got := be.count(order); got != 1 {
+					t.Fatalf("backend ran %d times for %s, want 1", got, order)
+				}
+				replayed := 0
+				for i, r := range replies {
+					if r.status != 200 || r.body != "success "+order {
+						t.Fatalf("copy %d got %d %q, want 200 %q", i, r.status, r.body, "success "+order)
+					}
+					if r.header.Get("X-Backend") != "legacy" || r.header.Get("Content-Type") != "text/plain" {
+						t.Errorf("copy %d lost the backend's headers: %v", i, r.header)
+					}
+					if r.replayed {
+						replayed++
+						if r.header.Get("Set-Cookie") != "" {
+							t.Errorf("copy %d: a replay must not carry the first client's cookie", i)
+						}
+					}
+				}
+				if replayed != 99 {
+					t.Errorf("%d copies marked replayed, want 99", replayed)
+				}
+			}
+		})
+	}
+}
+
+// TestFailedAnswerIsNotRemembered: a failure releases the key so the
+// platform's retry goes through; the success after it is remembered.
+func TestFailedAnswerIsNotRemembered(t *testing.T) {
+	for name, store := range storeLines(t) {
+		t.Run(name, func(t *testing.T) {
+			be := newBackend(t)
+			be.setAnswer(func(order string, n int, r *http.Request) (int, string, time.Duration) {
+				if n == 1 {
+					return 500, "fail", 0
+				}
+				return 200, "success", 0
+			})
+			base := gatewayFor(t, store, be.addr(), "")
+			order := "f-" + name
+			if r := notify(t, base, order); r.status != 500 || r.body != "fail" || r.replayed {
+				t.Fatalf("first copy: got %d %q replayed=%v, want the backend's 500 fail", r.status, r.body, r.replayed)
+			}
+			if r := notify(t, base, order); r.status != 200 || r.replayed {
+				t.Fatalf("retry: got %d replayed=%v, want a forwarded 200", r.status, r.replayed)
+			}
+			if r := notify(t, base, order); r.status != 200 || !r.replayed || r.body != "success" {
+				t.Fatalf("third copy: got %d %q replayed=%v, want the replayed success", r.status, r.body, r.replayed)
+			}
+			if got := be.count(order); got != 2 {
+				t.Errorf("backend ran %d times, want 2 (the failure and the retry)", got)
+			}
+		})
+	}
+}
+
+// TestSuccessOverride: with `success 200 body success` a 200 "fail" is a
+// failure (Alipay's rule) and is not remembered.
+func TestSuccessOverride(t *testing.T) {
+	be := newBackend(t)
+	be.setAnswer(func(order string, n int, r *http.Request) (int, string, time.Duration) {
+		if n == 1 {
+			return 200, "fail", 0
+		}
+		return 200, "success\n", 0
+	})
+	base := gatewayFor(t, "store memory", be.addr(), "success 200 body success")
+	for i, want := range []struct {
+		body     string
+		replayed bool
+	}{{"fail", false}, {"success\n", false}, {"success\n", true}} {
+		r := notify(t, base, "so-1")
+		if r.status != 200 || r.body != want.body || r.replayed != want.replayed {
+			t.Fatalf("copy %d: got %d %q replayed=%v, want %q replayed=%v", i, r.status, r.body, r.replayed, want.body, want.replayed)
+		}
+	}
+	if got := be.count("so-1"); got != 2 {
+		t.Errorf("backend ran %d times, want 2", got)
+	}
+}
+
+// TestBadInputClaimsNothing: refused requests are never forwarded and leave
+// no claim behind, so the first good copy is forwarded.
+func TestBadInputClaimsNothing(t *testing.T) {
+	be := newBackend(t)
+	base := gatewayFor(t, "store memory", be.addr(), "max_body 1KiB")
+
+	// No key field: 400 with a reason.
+	r := post(t, base+"/notify", "application/x-www-form-urlencoded", "total_amount=1", nil)
+	if r.status != 400 || !strings.Contains(r.body+r.header.Get("X-Error"), "") {
+		t.Fatalf("no key: got %d %q, want 400", r.status, r.body)
+	}
+	// Too large: 413.
+	big := "out_trade_no=b-1&total_amount=9.90&pad=" + strings.Repeat("x", 2048)
+	if r := post(t, base+"/notify", "application/x-www-form-urlencoded", big, nil); r.status != 413 {
+		t.Fatalf("large body: got %d, want 413", r.status)
+	}
+	// Not a form at all.
+	if r := post(t, base+"/notify", "application/x-www-form-urlencoded", "%zz", nil); r.status != 400 {
+		t.Fatalf("unparsable body: got %d, want 400", r.status)
+	}
+	if be.total.Load() != 0 {
+		t.Fatalf("refused requests reached the backend %d times", be.total.Load())
+	}
+	// The same key as the refused large body is still free.
+	if r := notify(t, base, "b-1"); r.status != 200 || r.replayed {
+		t.Fatalf("first good copy: got %d replayed=%v, want a forwarded 200", r.status, r.replayed)
+	}
+	if be.count("b-1") != 1 {
+		t.Errorf("backend ran %d times for b-1, want 1", be.count("b-1"))
+	}
+}
+
+// TestFingerprintConflict: the same key with another amount is a 422 and
+// is not forwarded; the original is still replayed.
+func TestFingerprintConflict(t *testing.T) {
+	be := newBackend(t)
+	base := gatewayFor(t, "store memory", be.addr(), "")
+	if r := notify(t, base, "fp-1"); r.status != 200 {
+		t.Fatalf("first: %d", r.status)
+	}
+	if r := notify(t, base, "fp-1", "total_amount", "0.01"); r.status != 422 {
+		t.Fatalf("tampered copy: got %d, want 422", r.status)
+	}
+	if r := notify(t, base, "fp-1"); r.status != 200 || !r.replayed {
+		t.Fatalf("genuine copy after the conflict: got %d replayed=%v", r.status, r.replayed)
+	}
+	if be.count("fp-1") != 1 {
+		t.Errorf("backend ran %d times, want 1", be.count("fp-1"))
+	}
+}
+
+// TestInFlightReject: with `in_flight reject` a copy that arrives while the
+// first is at the backend gets 409 + Retry-After at once.
+func TestInFlightReject(t *testing.T) {
+	be := newBackend(t)
+	release := make(chan struct{})
+	be.setAnswer(func(order string, n int, r *http.Request) (int, string, time.Duration) {
+		<-release
+		return 200, "success", 0
+	})
+	base := startCaddy(t, `
+	idempotency {
+		key k:{idempotency.form.out_trade_no}
+		store memory
+		in_flight reject
+	}
+	reverse_proxy {backend}`, "{backend}", be.addr())
+	first := make(chan reply)
+	go func() { first <- notify(t, base, "ir-1") }()
+	eventually(t, 5*time.Second, "the first copy at the backend", func() bool { return be.count("ir-1") == 1 })
+	r := notify(t, base, "ir-1")
+	if r.status != http.StatusConflict || r.header.Get("Retry-After") == "" {
+		t.Fatalf("copy in flight: got %d Retry-After=%q, want 409 with Retry-After", r.status, r.header.Get("Retry-After"))
+	}
+	close(release)
+	if r := <-first; r.status != 200 {
+		t.Fatalf("first copy: %d", r.status)
+	}
+	if r := notify(t, base, "ir-1"); !r.replayed {
+		t.Fatalf("copy after the answer was not replayed: %d", r.status)
+	}
+	if be.count("ir-1") != 1 {
+		t.Errorf("backend ran %d times, want 1", be.count("ir-1"))
+	}
+}
+
+// TestWaitTimesOut: a copy that waits longer than in_flight wait gets 409.
+func TestWaitTimesOut(t *testing.T) {
+	be := newBackend(t)
+	release := make(chan struct{})
+	defer close(release)
+	be.setAnswer(func(order string, n int, r *http.Request) (int, string, time.Duration) {
+		<-release
+		return 200, "success", 0
+	})
+	base := startCaddy(t, `
+	idempotency {
+		key k:{idempotency.form.out_trade_no}
+		store memory
+		in_flight wait 300ms
+	}
+	reverse_proxy {backend}`, "{backend}", be.addr())
+	go notify(t, base, "wt-1")
+	eventually(t, 5*time.Second, "the first copy at the backend", func() bool { return be.count("wt-1") == 1 })
+	r := notify(t, base, "wt-1")
+	if r.status != http.StatusConflict || r.header.Get("Retry-After") == "" {
+		t.Fatalf("got %d, want 409 with Retry-After", r.status)
+	}
+	if be.count("wt-1") != 1 {
+		t.Errorf("backend ran %d times, want 1", be.count("wt-1"))
+	}
+}
+
+// TestWaiterTakesOverAfterFailure: copies waiting on a first copy that fails
+// are not answered with the failure's absence: one of them is forwarded as
+// the retry and the others get its answer.
+func TestWaiterTakesOverAfterFailure(t *testing.T) {
+	for name, store := range storeLines(t) {
+		t.Run(name, func(t *testing.T) {
+			be := newBackend(t)
+			be.setAnswer(func(order string, n int, r *http.Request) (int, string, time.Duration) {
+				if n == 1 {
+					return 503, "busy", 200 * time.Millisecond
+				}
+				return 200, "success", 50 * time.Millisecond
+			})
+			base := gatewayFor(t, store, be.addr(), "")
+			replies := storm(t, 20, func(int) reply { return notify(t, base, "wf-"+name) })
+			fails, oks := 0, 0
+			for _, r := range replies {
+				switch r.status {
+				case 503:
+					fails++
+				case 200:
+					oks++
+				default:
+					t.Errorf("unexpected answer %d %q", r.status, r.body)
+				}
+			}
+			if fails != 1 || oks != 19 {
+				t.Errorf("got %d failures and %d successes, want 1 and 19", fails, oks)
+			}
+			if got := be.count("wf-" + name); got != 2 {
+				t.Errorf("backend ran %d times, want 2", got)
+			}
+		})
+	}
+}
+
+// TestSlowBackendKeepsClaim: a backend slower than 3× lock_ttl keeps its
+// claim (renewed), so copies during the wait are never forwarded.
+func TestSlowBackendKeepsClaim(t *testing.T) {
+	for name, store := range storeLines(t) {
+		t.Run(name, func(t *testing.T) {
+			be := newBackend(t)
+			be.setAnswer(func(order string, n int, r *http.Request) (int, string, time.Duration) {
+				return 200, "success", 3500 * time.Millisecond // lock_ttl is 1s
+			})
+			base := startCaddy(t, `
+	idempotency {
+		key k:{idempotency.form.out_trade_no}
+		{store}
+		lock_ttl 1s
+		in_flight reject
+	}
+	reverse_proxy {backend}`, "{backend}", be.addr(), "{store}", store)
+			order := "slow-" + name
+			first := make(chan reply)
+			go func() { first <- notify(t, base, order) }()
+			eventually(t, 5*time.Second, "the first copy at the backend", func() bool { return be.count(order) == 1 })
+			// Probe every 250ms for the whole backend time, well past 3 lock TTLs.
+			for i := 0; i < 12; i++ {
+				time.Sleep(250 * time.Millisecond)
+				r := notify(t, base, order)
+				if r.status == 200 {
+					break // the first copy has answered
+				}
+				if r.status != http.StatusConflict {
+					t.Fatalf("probe %d: got %d, want 409 while the first copy is in flight", i, r.status)
+				}
+			}
+			if r := <-first; r.status != 200 {
+				t.Fatalf("first copy: %d", r.status)
+			}
+			if got := be.count(order); got != 1 {
+				t.Fatalf("backend ran %d times, want 1: the claim was lost", got)
+			}
+			if r := notify(t, base, order); !r.replayed {
+				t.Errorf("copy after the answer was not replayed")
+			}
+		})
+	}
+}
+
+// TestBackendUnreachable: 502, nothing remembered, the key is free again.
+func TestBackendUnreachable(t *testing.T) {
+	port := freePort(t)
+	base := gatewayFor(t, "store memory", "127.0.0.1:"+itoa(port), "")
+	if r := notify(t, base, "down-1"); r.status != http.StatusBadGateway {
+		t.Fatalf("got %d, want 502", r.status)
+	}
+	// Now the backend comes up on that port: the retry goes through.
+	be := newBackendAt(t, "127.0.0.1:"+itoa(port))
+	if r := notify(t, base, "down-1"); r.status != 200 || r.replayed {
+		t.Fatalf("retry: got %d replayed=%v, want a forwarded 200", r.status, r.replayed)
+	}
+	if be.count("down-1") != 1 {
+		t.Errorf("backend ran %d times, want 1", be.count("down-1"))
+	}
+}
+
+// TestAmbiguousTimeoutHoldsClaim: when the backend times out after the
+// request was sent, the gateway answers 504 and holds the claim until
+// lock_ttl runs out; then the retry is forwarded.
+func TestAmbiguousTimeoutHoldsClaim(t *testing.T) {
+	be := newBackend(t)
+	be.setAnswer(func(order string, n int, r *http.Request) (int, string, time.Duration) {
+		if n == 1 {
+			return 200, "success", 2 * time.Second
+		}
+		return 200, "success", 0
+	})
+	base := startCaddy(t, `
+	idempotency {
+		key k:{idempotency.form.out_trade_no}
+		store memory
+		lock_ttl 1500ms
+		in_flight reject
+	}
+	reverse_proxy {backend} {
+		transport http {
+			response_header_timeout 300ms
+		}
+	}`, "{backend}", be.addr())
+	if r := notify(t, base, "amb-1"); r.status != http.StatusGatewayTimeout {
+		t.Fatalf("got %d, want 504", r.status)
+	}
+	if r := notify(t, base, "amb-1"); r.status != http.StatusConflict {
+		t.Fatalf("retry right after the time-out: got %d, want 409 (claim held)", r.status)
+	}
+	eventually(t, 5*time.Second, "the held claim to expire and the retry to go through", func() bool {
+		return notify(t, base, "amb-1").status == 200
+	})
+	if got := be.count("amb-1"); got != 2 {
+		t.Errorf("backend ran %d times, want 2 (the timed-out one and one retry)", got)
+	}
+}
+
+// TestStoreDown: with Redis stopped the gateway fails closed (503 +
+// Retry-After, nothing forwarded); when Redis is back work resumes. With
+// `on_store_error pass` it forwards unprotected.
+func TestStoreDown(t *testing.T) {
+	rs := redistest.Start(t)
+	be := newBackend(t)
+	base := startCaddy(t, `
+	handle /closed {
+		rewrite * /notify
+		idempotency {
+			key k:{idempotency.form.out_trade_no}
+			store redis {redis}
+			store_timeout 500ms
+		}
+		reverse_proxy {backend}
+	}
+	handle /pass {
+		rewrite * /notify
+		idempotency {
+			key k:{idempotency.form.out_trade_no}
+			store redis {redis}
+			store_timeout 500ms
+			on_store_error pass
+		}
+		reverse_proxy {backend}
+	}`, "{backend}", be.addr(), "{redis}", rs.Addr())
+	form := "out_trade_no=sd-1&total_amount=1"
+	ct := "application/x-www-form-urlencoded"
+	if r := post(t, base+"/closed", ct, form, nil); r.status != 200 {
+		t.Fatalf("with Redis up: %d", r.status)
+	}
+	rs.Stop()
+	for i := 0; i < 3; i++ {
+		r := post(t, base+"/closed", ct, "out_trade_no=sd-2&total_amount=1", nil)
+		if r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") == "" {
+			t.Fatalf("with Redis down: got %d Retry-After=%q, want 503 with Retry-After", r.status, r.header.Get("Retry-After"))
+		}
+	}
+	if be.count("sd-2") != 0 {
+		t.Fatalf("fail_closed forwarded %d copies", be.count("sd-2"))
+	}
+	if r := post(t, base+"/pass", ct, "out_trade_no=sd-3&total_amount=1", nil); r.status != 200 || be.count("sd-3") != 1 {
+		t.Fatalf("pass: got %d, backend ran %d times; want a forwarded 200", r.status, be.count("sd-3"))
+	}
+	rs.Restart()
+	eventually(t, 10*time.Second, "Redis to be usable again", func() bool {
+		return post(t, base+"/closed", ct, "out_trade_no=sd-2&total_amount=1", nil).status == 200
+	})
+	if r := post(t, base+"/closed", ct, "out_trade_no=sd-2&total_amount=1", nil); !r.replayed {
+		t.Errorf("after recovery the answer was not remembered: %d", r.status)
+	}
+	if be.count("sd-2") != 1 {
+		t.Errorf("backend ran %d times for sd-2, want 1", be.count("sd-2"))
+	}
+}
+

@@ -1,0 +1,231 @@
+package caddymodule
+
+import (
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemgate/idemgate/cache"
+)
+
+// StoreConfig says where claims and answers live.
+type StoreConfig struct {
+	// Type is "embedded" (the default: a bbolt file, one process, survives
+	// restarts), "memory" (lost on exit; tests and throw-away setups) or
+	// "redis" (shared by several gateway instances).
+	Type string `json:"type,omitempty"`
+
+	// Path is the embedded store's file. Default: idempotency/idemgate.db
+	// under Caddy's data directory.
+	Path string `json:"path,omitempty"`
+
+	// Addresses are Redis addresses (host:port) or redis:// / rediss://
+	// URLs. One address is a single server, several are a Cluster, and with
+	// MasterName they are Sentinels.
+	Addresses []string `json:"addresses,omitempty"`
+	// MasterName selects Redis Sentinel mode.
+	MasterName string `json:"master_name,omitempty"`
+	// Username and Password authenticate to Redis; {env.*} and {file.*}
+	// placeholders are resolved once at start.
+	Username string `json:"username,omitempty"`
+	Password string `json:"password,omitempty"`
+	// DB is the Redis database number (single and Sentinel only).
+	DB int `json:"db,omitempty"`
+	// TLS turns on TLS to Redis (implied by rediss:// URLs).
+	TLS bool `json:"tls,omitempty"`
+	// Prefix starts every Redis key. Default: "idem".
+	Prefix string `json:"prefix,omitempty"`
+	// PoolSize is the Redis connection pool size per node; 0 lets the client
+	// choose (10 per CPU).
+	PoolSize int `json:"pool_size,omitempty"`
+}
+
+// stores shares one store per configuration across handlers and config
+// reloads: a reload loads the new config (taking a reference) before the old
+// one is cleaned up, so a Redis client or bbolt file is never reopened.
+var stores = caddy.NewUsagePool()
+
+// pooledStore is a stores entry.
+type pooledStore struct {
+	id string
+	cache.Store
+}
+
+func (p *pooledStore) Destruct() error { return p.Store.Close() }
+
+// id names a store configuration for the pool, the admin API and logs;
+// it holds no secret.
+func (sc StoreConfig) id() string {
+	switch sc.Type {
+	case "memory":
+		return "memory"
+	case "redis":
+		id := "redis:" + strings.Join(redactURLs(sc.Addresses), ",")
+		if sc.MasterName != "" {
+			id += "/" + sc.MasterName
+		}
+		if sc.DB != 0 {
+			id += fmt.Sprintf("/db%d", sc.DB)
+		}
+		if p := sc.prefix(); p != "idem" {
+			id += "/" + p
+		}
+		return id
+	default:
+		return "embedded:" + sc.Path
+	}
+}
+
+func (sc StoreConfig) prefix() string {
+	if sc.Prefix == "" {
+		return "idem"
+	}
+	return sc.Prefix
+}
+
+// loadStore returns the shared store for sc (already resolved: path
+// filled, placeholders replaced), opening it on first use.
+func loadStore(sc StoreConfig) (*pooledStore, error) {
+	// The pool key is the whole resolved configuration, so two handlers
+	// whose configurations differ only by a password do not share.
+	keyBytes, err := json.Marshal(sc)
+	if err != nil {
+		return nil, err
+	}
+	val, _, err := stores.LoadOrNew(string(keyBytes), func() (caddy.Destructor, error) {
+		s, err := openStore(sc)
+		if err != nil {
+			return nil, err
+		}
+		return &pooledStore{id: sc.id(), Store: s}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return val.(*pooledStore), nil
+}
+
+// unloadStore drops this handler's reference to sc's store.
+func unloadStore(sc StoreConfig) error {
+	keyBytes, err := json.Marshal(sc)
+	if err != nil {
+		return err
+	}
+	_, err = stores.Delete(string(keyBytes))
+	return err
+}
+
+// findStore returns a loaded store by its id (the admin API's ?store=), or
+// the only loaded store when id is "".
+func findStore(id string) (*pooledStore, []string) {
+	var found *pooledStore
+	var ids []string
+	stores.Range(func(_, v any) bool {
+		ps := v.(*pooledStore)
+		ids = append(ids, ps.id)
+		if ps.id == id {
+			found = ps
+		}
+		return true
+	})
+	if id == "" && len(ids) == 1 {
+		stores.Range(func(_, v any) bool { found = v.(*pooledStore); return false })
+	}
+	return found, ids
+}
+
+func openStore(sc StoreConfig) (cache.Store, error) {
+	switch sc.Type {
+	case "memory":
+		return cache.NewMemory(), nil
+	case "redis":
+		opts, err := sc.universalOptions()
+		if err != nil {
+			return nil, err
+		}
+		return cache.NewRedis(redis.NewUniversalClient(opts), cache.RedisOptions{Prefix: sc.prefix()}), nil
+	case "embedded", "":
+		if err := os.MkdirAll(filepath.Dir(sc.Path), 0o700); err != nil {
+			return nil, err
+		}
+		return cache.NewEmbedded(sc.Path, cache.EmbeddedOptions{})
+	}
+	return nil, fmt.Errorf("unknown store type %q", sc.Type)
+}
+
+// universalOptions turns addresses (plain or URLs) into go-redis options:
+// one address is a single server, several a Cluster, MasterName Sentinel.
+func (sc StoreConfig) universalOptions() (*redis.UniversalOptions, error) {
+	if len(sc.Addresses) == 0 {
+		return nil, fmt.Errorf("redis store needs at least one address")
+	}
+	opts := &redis.UniversalOptions{
+		MasterName: sc.MasterName,
+		Username:   sc.Username,
+		Password:   sc.Password,
+		DB:         sc.DB,
+		PoolSize:   sc.PoolSize,
+	}
+	if sc.TLS {
+		opts.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	for _, a := range sc.Addresses {
+		if !strings.Contains(a, "://") {
+			opts.Addrs = append(opts.Addrs, a)
+			continue
+		}
+		u, err := redis.ParseURL(a)
+		if err != nil {
+			return nil, fmt.Errorf("redis address %s: %v", redactURL(a), err)
+		}
+		opts.Addrs = append(opts.Addrs, u.Addr)
+		// Credentials, database and TLS come from the first URL that
+		// carries them, unless set explicitly.
+		if opts.Username == "" {
+			opts.Username = u.Username
+		}
+		if opts.Password == "" {
+			opts.Password = u.Password
+		}
+		if opts.DB == 0 {
+			opts.DB = u.DB
+		}
+		if opts.TLSConfig == nil && u.TLSConfig != nil {
+			opts.TLSConfig = u.TLSConfig
+		}
+	}
+	if len(opts.Addrs) > 1 && opts.MasterName == "" && opts.DB != 0 {
+		return nil, fmt.Errorf("redis cluster (several addresses) has no database %d", opts.DB)
+	}
+	return opts, nil
+}
+
+// redactURL drops the password of a redis URL for logs and ids.
+func redactURL(a string) string {
+	if i := strings.Index(a, "://"); i >= 0 {
+		rest := a[i+3:]
+		if at := strings.LastIndex(rest, "@"); at >= 0 {
+			return a[:i+3] + "***@" + rest[at+1:]
+		}
+	}
+	return a
+}
+
+func redactURLs(as []string) []string {
+	out := make([]string, len(as))
+	for i, a := range as {
+		out[i] = redactURL(a)
+	}
+	return out
+}
+
+// defaultEmbeddedPath is the bbolt file under Caddy's data directory.
+func defaultEmbeddedPath() string {
+	return filepath.Join(caddy.AppDataDir(), "idempotency", "idemgate.db")
+}
