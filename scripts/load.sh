@@ -91,15 +91,19 @@ free_port() {
 	die "no free port found"
 }
 
-# wait_up waits until cmd succeeds, up to about 15 s.
+# wait_up <what> <pid> <log> <cmd...> waits until cmd succeeds, up to about
+# 30 s, and gives up early, with the log's tail, if the process has died.
 wait_up() {
-	local what=$1
-	shift
-	for _ in $(seq 75); do
+	local what=$1 pid=$2 log=$3
+	shift 3
+	for _ in $(seq 150); do
 		"$@" >/dev/null 2>&1 && return 0
+		kill -0 "$pid" 2>/dev/null || break
 		sleep 0.2
 	done
-	die "$what did not come up (logs in $WORK; rerun with KEEP=1 to keep them)"
+	echo "load.sh: $what did not come up; last lines of $log:" >&2
+	tail -n 5 "$log" >&2
+	exit 2
 }
 
 echo "== building (once) into $WORK"
@@ -121,15 +125,15 @@ redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --save '' --appendonly no \
 	--dir "$WORK" --daemonize no >"$WORK/redis.log" 2>&1 &
 PIDS+=($!)
 if command -v redis-cli >/dev/null; then
-	wait_up redis-server redis-cli -h 127.0.0.1 -p "$REDIS_PORT" ping
+	wait_up redis-server "$!" "$WORK/redis.log" redis-cli -h 127.0.0.1 -p "$REDIS_PORT" ping
 else
-	wait_up redis-server bash -c "exec 3<>/dev/tcp/127.0.0.1/$REDIS_PORT"
+	wait_up redis-server "$!" "$WORK/redis.log" bash -c "exec 3<>/dev/tcp/127.0.0.1/$REDIS_PORT"
 fi
 
 # Fast backend: no delay, no per-request log line.
 "$WORK/backend" -listen "127.0.0.1:$BACKEND_PORT" -quiet >"$WORK/backend.log" 2>&1 &
 PIDS+=($!)
-wait_up backend curl -fsS --max-time 1 "$BACKEND/stats"
+wait_up backend "$!" "$WORK/backend.log" curl -fsS --max-time 1 "$BACKEND/stats"
 
 cat >"$WORK/Caddyfile" <<EOF
 {
@@ -176,7 +180,7 @@ XDG_DATA_HOME="$WORK/xdg-data" XDG_CONFIG_HOME="$WORK/xdg-config" \
 PIDS+=($!)
 for port in "$PLAIN_PORT" "$UNIQUE_PORT" "$REPLAY_PORT"; do
 	# Any HTTP answer will do: the gateway sites refuse a request without a key.
-	wait_up "idemgate on :$port" curl -sS -o /dev/null --max-time 1 "http://127.0.0.1:$port/"
+	wait_up "idemgate on :$port" "${PIDS[-1]}" "$WORK/caddy.log" curl -sS -o /dev/null --max-time 1 "http://127.0.0.1:$port/"
 done
 
 reset_backend() { curl -fsS --max-time 5 -X POST "$BACKEND/reset" >/dev/null; }
