@@ -5,8 +5,8 @@
 //	go run ./examples/storm                                   # through the gateway
 //	go run ./examples/storm -url http://127.0.0.1:9090/notify # straight to the backend
 //
-// It exits 1 when the backend renewed the order more than once, so it doubles
-// as a smoke test.
+// It exits 1 when the backend renewed the order more than once (or nothing
+// answered), so it doubles as a smoke test.
 package main
 
 import (
@@ -39,7 +39,8 @@ func main() {
 Sends -n identical copies of one form-encoded payment notification
 (out_trade_no=<order>) to -url concurrently, all released at the same instant,
 then reports the answers and how many times the backend renewed the order.
-Exit status: 0 ok, 1 the backend ran more than once, 2 usage or setup error.
+Exit status: 0 ok; 1 the backend ran more than once, or no copy got an answer;
+2 usage or setup error.
 
 Flags:
 `)
@@ -117,6 +118,10 @@ func run(target string, n int, order, backend string, timeout time.Duration) (in
 	fmt.Printf("%d copies sent → %s; %s  [%v]\n", n, ran, summarize(answers), elapsed.Round(time.Millisecond))
 	if backend != "" && after-before > 1 {
 		fmt.Printf("FAIL: order %s was renewed %d times — duplicates reached the backend\n", order, after-before)
+		return 1, nil
+	}
+	if !slices.ContainsFunc(answers, func(a answer) bool { return a.err == nil }) {
+		fmt.Println("FAIL: no copy got an answer — is the gateway running at", target+"?")
 		return 1, nil
 	}
 	if backend != "" && after-before == 0 && !strings.HasPrefix(order, "fail-") {
