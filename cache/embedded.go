@@ -108,6 +108,15 @@ func mapBoltErr(err error) error {
 	return err
 }
 
+// bkey is key's name in bbolt: one byte in front, as bbolt refuses empty
+// keys and the contract allows them.
+func bkey(key string) []byte {
+	b := make([]byte, 1+len(key))
+	b[0] = 'k'
+	copy(b[1:], key)
+	return b
+}
+
 // get returns the live entry for key, or nil if absent or expired.
 func get(tx *bolt.Tx, key []byte, t time.Time) (*entry, error) {
 	v := tx.Bucket(bucketRecords).Get(key)
@@ -125,7 +134,7 @@ func get(tx *bolt.Tx, key []byte, t time.Time) (*entry, error) {
 }
 
 func put(tx *bolt.Tx, e *entry) error {
-	k := []byte(e.Key)
+	k := bkey(e.Key)
 	if err := tx.Bucket(bucketRecords).Put(k, encodeEntry(e)); err != nil {
 		return err
 	}
@@ -145,7 +154,7 @@ func del(tx *bolt.Tx, key []byte) error {
 func (s *Embedded) Claim(ctx context.Context, key, fingerprint string, lockTTL time.Duration) (ClaimResult, error) {
 	var res ClaimResult
 	err := s.update(ctx, func(tx *bolt.Tx, t time.Time) error {
-		e, err := get(tx, []byte(key), t)
+		e, err := get(tx, bkey(key), t)
 		if err != nil {
 			return err
 		}
@@ -167,7 +176,7 @@ func (s *Embedded) Claim(ctx context.Context, key, fingerprint string, lockTTL t
 // (or deletes it when fn returns nil).
 func (s *Embedded) owned(ctx context.Context, key, token string, fn func(e *entry, t time.Time) *entry) error {
 	return s.update(ctx, func(tx *bolt.Tx, t time.Time) error {
-		e, err := get(tx, []byte(key), t)
+		e, err := get(tx, bkey(key), t)
 		if err != nil {
 			return err
 		}
@@ -175,7 +184,7 @@ func (s *Embedded) owned(ctx context.Context, key, token string, fn func(e *entr
 			return ErrNotOwner
 		}
 		if e = fn(e, t); e == nil {
-			return del(tx, []byte(key))
+			return del(tx, bkey(key))
 		}
 		return put(tx, e)
 	})
@@ -210,7 +219,7 @@ func (s *Embedded) Renew(ctx context.Context, key, token string, lockTTL time.Du
 func (s *Embedded) Lookup(ctx context.Context, key string) (*Record, error) {
 	var rec *Record
 	err := s.view(ctx, func(tx *bolt.Tx, t time.Time) error {
-		e, err := get(tx, []byte(key), t)
+		e, err := get(tx, bkey(key), t)
 		if err != nil {
 			return err
 		}
@@ -239,11 +248,11 @@ func (s *Embedded) Wait(ctx context.Context, key string) (<-chan struct{}, func(
 
 func (s *Embedded) Delete(ctx context.Context, key string) error {
 	err := s.update(ctx, func(tx *bolt.Tx, t time.Time) error {
-		e, err := get(tx, []byte(key), t)
+		e, err := get(tx, bkey(key), t)
 		if err != nil {
 			return err
 		}
-		if err := del(tx, []byte(key)); err != nil {
+		if err := del(tx, bkey(key)); err != nil {
 			return err
 		}
 		if e == nil {
@@ -273,14 +282,14 @@ func (s *Embedded) InFlight(ctx context.Context, cursor string, limit int) ([]*R
 		c := tx.Bucket(bucketInFlight).Cursor()
 		k, _ := c.First()
 		if cursor != "" {
-			k, _ = c.Seek([]byte(after))
-			if k != nil && bytes.Equal(k, []byte(after)) {
+			k, _ = c.Seek(bkey(after))
+			if k != nil && bytes.Equal(k, bkey(after)) {
 				k, _ = c.Next()
 			}
 		}
 		for budget := 4 * limit; k != nil; k, _ = c.Next() {
 			if len(recs) == limit || budget == 0 {
-				next = encodeKeyCursor(string(prevKey(c, k)))
+				next = encodeKeyCursor(string(prevKey(c, k)[1:]))
 				return nil
 			}
 			budget--

@@ -1,0 +1,587 @@
+package cache
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemgate/idemgate/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// factory makes a fresh, empty store for one test.
+type factory struct {
+	name string
+	new  func(t *testing.T) Store
+}
+
+var prefixSeq atomic.Int64
+
+// factories starts one redis-server and one 3-master cluster for the whole
+// run and returns a factory per store kind. Redis stores are kept apart by
+// a fresh prefix each.
+func factories(t *testing.T) []factory {
+	single := redistest.Start(t).Client()
+	cluster := redistest.StartCluster(t, 3).Client()
+	redisStore := func(c redis.UniversalClient) func(t *testing.T) Store {
+		return func(t *testing.T) Store {
+			s := NewRedis(c, RedisOptions{Prefix: fmt.Sprintf("t%d", prefixSeq.Add(1))})
+			t.Cleanup(func() { s.Close() })
+			return s
+		}
+	}
+	return []factory{
+		{"memory", func(t *testing.T) Store {
+			s := NewMemory()
+			t.Cleanup(func() { s.Close() })
+			return s
+		}},
+		{"embedded", func(t *testing.T) Store {
+			s, err := NewEmbedded(filepath.Join(t.TempDir(), "idem.db"), EmbeddedOptions{NoSync: true, SweepInterval: 50 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			return s
+		}},
+		{"redis", redisStore(single)},
+		{"redis_cluster", redisStore(cluster)},
+	}
+}
+
+func TestContract(t *testing.T) {
+	for _, f := range factories(t) {
+		t.Run(f.name, func(t *testing.T) {
+			for _, c := range contractCases {
+				t.Run(c.name, func(t *testing.T) {
+					t.Parallel()
+					c.run(t, f.new(t))
+				})
+			}
+		})
+	}
+}
+
+const (
+	longTTL  = time.Minute
+	shortTTL = 200 * time.Millisecond
+	deadline = 3 * time.Second // generous: 2 shared cores, -race
+)
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func claim(t *testing.T, s Store, key, fp string, ttl time.Duration, want Outcome) ClaimResult {
+	t.Helper()
+	r, err := s.Claim(ctxT(t), key, fp, ttl)
+	if err != nil {
+		t.Fatalf("Claim(%q): %v", key, err)
+	}
+	if r.Outcome != want {
+		t.Fatalf("Claim(%q) = %v, want %v", key, r.Outcome, want)
+	}
+	if (want == Won) != (r.Token != "") {
+		t.Fatalf("Claim(%q) = %v with token %q", key, r.Outcome, r.Token)
+	}
+	if want != Won && r.Record == nil {
+		t.Fatalf("Claim(%q) = %v without a record", key, r.Outcome)
+	}
+	return r
+}
+
+func lookup(t *testing.T, s Store, key string) *Record {
+	t.Helper()
+	rec, err := s.Lookup(ctxT(t), key)
+	if err != nil {
+		t.Fatalf("Lookup(%q): %v", key, err)
+	}
+	return rec
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	end := time.Now().Add(deadline)
+	for !cond() {
+		if time.Now().After(end) {
+			t.Fatalf("%s: not within %v", what, deadline)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func woken(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(deadline):
+		t.Fatalf("%s: waiter not woken within %v", what, deadline)
+	}
+}
+
+func notWoken(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+		t.Fatalf("%s: waiter woken", what)
+	default:
+	}
+}
+
+var answer = Answer{
+	Status: 201,
+	Header: http.Header{
+		"Content-Type": {"application/json"},
+		"Set-Cookie":   {"a=1", "b=2"},
+		"X-Empty":      {""},
+	},
+	Body:       []byte("{\"ok\":true}\x00\xff\r\n binary \x01"),
+	BodyCached: true,
+}
+
+var contractCases = []struct {
+	name string
+	run  func(t *testing.T, s Store)
+}{
+	{"claim_complete_replay", func(t *testing.T, s Store) {
+		ctx := ctxT(t)
+		won := claim(t, s, "order:1", "fp", longTTL, Won)
+		rec := lookup(t, s, "order:1")
+		if rec.State != StateInFlight || rec.Key != "order:1" || rec.Copies != 1 || rec.Fingerprint != "fp" {
+			t.Fatalf("in-flight record: %+v", rec)
+		}
+		if err := s.Complete(ctx, "order:1", won.Token, answer, longTTL); err != nil {
+			t.Fatalf("Complete: %v", err)
+		}
+		for i := 2; i <= 4; i++ {
+			r := claim(t, s, "order:1", "fp", longTTL, Answered)
+			got := r.Record
+			if got.State != StateAnswered || got.Key != "order:1" || got.Status != answer.Status ||
+				!reflect.DeepEqual(got.Header, answer.Header) || !bytes.Equal(got.Body, answer.Body) ||
+				!got.BodyCached || got.Copies != int64(i) {
+				t.Fatalf("replay %d: %+v", i, got)
+			}
+			if got.LastSeen.Before(got.FirstSeen) || !got.ExpiresAt.After(got.LastSeen) {
+				t.Fatalf("replay %d times: first %v last %v expires %v", i, got.FirstSeen, got.LastSeen, got.ExpiresAt)
+			}
+		}
+		rec = lookup(t, s, "order:1")
+		if rec.Copies != 4 || !bytes.Equal(rec.Body, answer.Body) || rec.Status != 201 {
+			t.Fatalf("Lookup after replays: %+v", rec)
+		}
+		// A claim already completed is no longer held.
+		for name, err := range map[string]error{
+			"complete": s.Complete(ctx, "order:1", won.Token, answer, longTTL),
+			"release":  s.Release(ctx, "order:1", won.Token),
+			"renew":    s.Renew(ctx, "order:1", won.Token, longTTL),
+		} {
+			if !errors.Is(err, ErrNotOwner) {
+				t.Errorf("%s after complete: %v, want ErrNotOwner", name, err)
+			}
+		}
+		if _, err := s.Lookup(ctx, "order:2"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("Lookup of unknown key: %v", err)
+		}
+	}},
+	{"concurrent_claims", func(t *testing.T, s Store) {
+		const keys, claimers = 12, 64
+		ctx := ctxT(t)
+		for k := range keys {
+			key := fmt.Sprintf("race:%d", k)
+			var wins, inflight atomic.Int64
+			var wg sync.WaitGroup
+			start := make(chan struct{})
+			errs := make(chan error, claimers)
+			for range claimers {
+				wg.Go(func() {
+					<-start
+					r, err := s.Claim(ctx, key, "", longTTL)
+					switch {
+					case err != nil:
+						errs <- err
+					case r.Outcome == Won:
+						wins.Add(1)
+					case r.Outcome == InFlight:
+						inflight.Add(1)
+					}
+				})
+			}
+			close(start)
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Fatal(err)
+			}
+			if wins.Load() != 1 || inflight.Load() != claimers-1 {
+				t.Fatalf("%s: %d won, %d in flight", key, wins.Load(), inflight.Load())
+			}
+			if rec := lookup(t, s, key); rec.Copies != claimers {
+				t.Fatalf("%s: copies %d, want %d", key, rec.Copies, claimers)
+			}
+		}
+	}},
+	{"wrong_token", func(t *testing.T, s Store) {
+		ctx := ctxT(t)
+		won := claim(t, s, "k", "", longTTL, Won)
+		before := lookup(t, s, "k")
+		for _, tok := range []string{"", "nope", won.Token + "x"} {
+			for name, err := range map[string]error{
+				"complete": s.Complete(ctx, "k", tok, answer, longTTL),
+				"release":  s.Release(ctx, "k", tok),
+				"renew":    s.Renew(ctx, "k", tok, 2*longTTL),
+			} {
+				if !errors.Is(err, ErrNotOwner) {
+					t.Errorf("%s with token %q: %v, want ErrNotOwner", name, tok, err)
+				}
+			}
+		}
+		if after := lookup(t, s, "k"); !reflect.DeepEqual(before, after) {
+			t.Fatalf("record changed:\n%+v\n%+v", before, after)
+		}
+		// Nor on a key nobody claimed.
+		if err := s.Complete(ctx, "other", won.Token, answer, longTTL); !errors.Is(err, ErrNotOwner) {
+			t.Fatalf("complete of unclaimed key: %v", err)
+		}
+		if err := s.Release(ctx, "other", won.Token); !errors.Is(err, ErrNotOwner) {
+			t.Fatalf("release of unclaimed key: %v", err)
+		}
+		if _, err := s.Lookup(ctx, "other"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("unclaimed key appeared: %v", err)
+		}
+		// The right token still works.
+		if err := s.Release(ctx, "k", won.Token); err != nil {
+			t.Fatalf("release: %v", err)
+		}
+		if _, err := s.Lookup(ctx, "k"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("released key still there: %v", err)
+		}
+		claim(t, s, "k", "", longTTL, Won)
+	}},
+	{"renew_extends", func(t *testing.T, s Store) {
+		ctx := ctxT(t)
+		won := claim(t, s, "k", "", shortTTL, Won)
+		before := lookup(t, s, "k").ExpiresAt
+		if err := s.Renew(ctx, "k", won.Token, longTTL); err != nil {
+			t.Fatalf("Renew: %v", err)
+		}
+		after := lookup(t, s, "k").ExpiresAt
+		if after.Sub(before) < longTTL-shortTTL-time.Second {
+			t.Fatalf("expiry moved from %v to %v", before, after)
+		}
+		time.Sleep(2 * shortTTL) // past the original lock TTL
+		claim(t, s, "k", "", shortTTL, InFlight)
+		if err := s.Complete(ctx, "k", won.Token, answer, longTTL); err != nil {
+			t.Fatalf("Complete after renew: %v", err)
+		}
+	}},
+	{"in_flight_expiry", func(t *testing.T, s Store) {
+		ctx := ctxT(t)
+		old := claim(t, s, "k", "", shortTTL, Won)
+		var won ClaimResult
+		eventually(t, "claim wins after the lock TTL", func() bool {
+			r, err := s.Claim(ctx, "k", "", longTTL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			won = r
+			return r.Outcome == Won
+		})
+		if won.Token == old.Token {
+			t.Fatal("same token twice")
+		}
+		if err := s.Complete(ctx, "k", old.Token, answer, longTTL); !errors.Is(err, ErrNotOwner) {
+			t.Fatalf("stale token completed: %v", err)
+		}
+		if err := s.Renew(ctx, "k", old.Token, longTTL); !errors.Is(err, ErrNotOwner) {
+			t.Fatalf("stale token renewed: %v", err)
+		}
+		if rec := lookup(t, s, "k"); rec.Copies != 1 || rec.State != StateInFlight {
+			t.Fatalf("new claim's record: %+v", rec)
+		}
+		if err := s.Complete(ctx, "k", won.Token, answer, longTTL); err != nil {
+			t.Fatal(err)
+		}
+	}},
+	{"answered_expiry", func(t *testing.T, s Store) {
+		ctx := ctxT(t)
+		won := claim(t, s, "k", "", longTTL, Won)
+		if err := s.Complete(ctx, "k", won.Token, answer, shortTTL); err != nil {
+			t.Fatal(err)
+		}
+		claim(t, s, "k", "", longTTL, Answered)
+		eventually(t, "answer forgotten after its ttl", func() bool {
+			_, err := s.Lookup(ctx, "k")
+			return errors.Is(err, ErrNotFound)
+		})
+		claim(t, s, "k", "", longTTL, Won)
+	}},
+	{"fingerprint_conflict", func(t *testing.T, s Store) {
+		ctx := ctxT(t)
+		won := claim(t, s, "k", "amount=10", longTTL, Won)
+		r := claim(t, s, "k", "amount=99", longTTL, Conflict)
+		if r.Record.Fingerprint != "amount=10" || r.Record.Conflicts != 1 || r.Record.Copies != 1 {
+			t.Fatalf("conflict record: %+v", r.Record)
+		}
+		claim(t, s, "k", "", longTTL, InFlight) // no fingerprint: no check
+		claim(t, s, "k", "amount=10", longTTL, InFlight)
+		if err := s.Complete(ctx, "k", won.Token, answer, longTTL); err != nil {
+			t.Fatal(err)
+		}
+		r = claim(t, s, "k", "amount=99", longTTL, Conflict)
+		if r.Record.Conflicts != 2 || r.Record.Copies != 3 || r.Record.Body != nil || r.Record.State != StateAnswered {
+			t.Fatalf("conflict on answered key: %+v", r.Record)
+		}
+		r = claim(t, s, "k", "amount=10", longTTL, Answered)
+		if r.Record.Copies != 4 || r.Record.Conflicts != 2 {
+			t.Fatalf("copy after conflicts: %+v", r.Record)
+		}
+		// A key claimed without a fingerprint accepts any.
+		claim(t, s, "nofp", "", longTTL, Won)
+		if r := claim(t, s, "nofp", "x", longTTL, InFlight); r.Record.Copies != 2 {
+			t.Fatalf("copies: %+v", r.Record)
+		}
+	}},
+	{"copies_counting", func(t *testing.T, s Store) {
+		ctx := ctxT(t)
+		won := claim(t, s, "k", "", longTTL, Won)
+		first := lookup(t, s, "k")
+		for i := 2; i <= 5; i++ {
+			if r := claim(t, s, "k", "", longTTL, InFlight); r.Record.Copies != int64(i) {
+				t.Fatalf("copy %d counted as %d", i, r.Record.Copies)
+			}
+		}
+		if err := s.Complete(ctx, "k", won.Token, answer, longTTL); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Millisecond) // so last seen can move
+		r := claim(t, s, "k", "", longTTL, Answered)
+		if r.Record.Copies != 6 || !r.Record.FirstSeen.Equal(first.FirstSeen) || !r.Record.LastSeen.After(first.LastSeen) {
+			t.Fatalf("record after 6 copies: %+v (first %+v)", r.Record, first)
+		}
+		if rec := lookup(t, s, "k"); rec.Copies != 6 {
+			t.Fatalf("Lookup counted: %d", rec.Copies)
+		}
+	}},
+	{"wait_wakes", func(t *testing.T, s Store) {
+		ctx := ctxT(t)
+		for _, c := range []struct {
+			name string
+			act  func(key, token string) error
+		}{
+			{"complete", func(k, tok string) error { return s.Complete(ctx, k, tok, answer, longTTL) }},
+			{"release", func(k, tok string) error { return s.Release(ctx, k, tok) }},
+			{"delete", func(k, _ string) error { return s.Delete(ctx, k) }},
+		} {
+			key, other := "wait:"+c.name, "wait:other:"+c.name
+			won := claim(t, s, key, "", longTTL, Won)
+			otherWon := claim(t, s, other, "", longTTL, Won)
+			done, stop, err := s.Wait(ctx, key)
+			if err != nil {
+				t.Fatalf("Wait: %v", err)
+			}
+			done2, stop2, err := s.Wait(ctx, key) // a second waiter on the same key
+			if err != nil {
+				t.Fatalf("Wait: %v", err)
+			}
+			doneOther, stopOther, err := s.Wait(ctx, other)
+			if err != nil {
+				t.Fatalf("Wait: %v", err)
+			}
+			notWoken(t, done, c.name+" before")
+			// Another key's event wakes only its own waiters (ordered on
+			// one connection for Redis, so this is not a race).
+			if err := c.act(other, otherWon.Token); err != nil {
+				t.Fatal(err)
+			}
+			woken(t, doneOther, c.name+" of the other key")
+			notWoken(t, done, c.name+" of another key")
+			go func() {
+				if err := c.act(key, won.Token); err != nil {
+					t.Error(err)
+				}
+			}()
+			woken(t, done, c.name)
+			woken(t, done2, c.name+" (second waiter)")
+			stop()
+			stop2()
+			stop() // idempotent
+			stopOther()
+		}
+		// A waiter that stopped before the event is simply gone; a new one
+		// on the same key still works.
+		won := claim(t, s, "wait:again", "", longTTL, Won)
+		_, stop, err := s.Wait(ctx, "wait:again")
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop()
+		done, stop, err := s.Wait(ctx, "wait:again")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer stop()
+		if err := s.Release(ctx, "wait:again", won.Token); err != nil {
+			t.Fatal(err)
+		}
+		woken(t, done, "after resubscribe")
+	}},
+	{"delete", func(t *testing.T, s Store) {
+		ctx := ctxT(t)
+		won := claim(t, s, "k", "", longTTL, Won)
+		if err := s.Complete(ctx, "k", won.Token, answer, longTTL); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Delete(ctx, "k"); err != nil {
+			t.Fatalf("Delete: %v", err)
+		}
+		if _, err := s.Lookup(ctx, "k"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("Lookup after Delete: %v", err)
+		}
+		if err := s.Delete(ctx, "k"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("second Delete: %v", err)
+		}
+		won = claim(t, s, "k", "", longTTL, Won)   // forwarded again
+		if err := s.Delete(ctx, "k"); err != nil { // in flight: purged too
+			t.Fatal(err)
+		}
+		if err := s.Complete(ctx, "k", won.Token, answer, longTTL); !errors.Is(err, ErrNotOwner) {
+			t.Fatalf("Complete after purge: %v", err)
+		}
+	}},
+	{"in_flight_paging", func(t *testing.T, s Store) {
+		ctx := ctxT(t)
+		want := map[string]bool{}
+		for i := range 40 {
+			key := fmt.Sprintf("page:%02d", i)
+			won := claim(t, s, key, "", longTTL, Won)
+			switch {
+			case i%4 == 0: // answered: not listed
+				if err := s.Complete(ctx, key, won.Token, answer, longTTL); err != nil {
+					t.Fatal(err)
+				}
+			case i%4 == 1: // released: gone
+				if err := s.Release(ctx, key, won.Token); err != nil {
+					t.Fatal(err)
+				}
+			default:
+				want[key] = true
+			}
+		}
+		for _, key := range []string{"br{ace}", "}", "{", "%7B", "bin\x00\xff"} {
+			claim(t, s, key, "", longTTL, Won)
+			want[key] = true
+		}
+		for _, limit := range []int{1, 7, 1000} {
+			got := map[string]bool{}
+			cursor, pages := "", 0
+			for {
+				recs, next, err := s.InFlight(ctx, cursor, limit)
+				if err != nil {
+					t.Fatalf("InFlight(%q, %d): %v", cursor, limit, err)
+				}
+				if len(recs) > limit {
+					t.Fatalf("page of %d, limit %d", len(recs), limit)
+				}
+				for _, r := range recs {
+					if r.State != StateInFlight || r.Copies != 1 {
+						t.Fatalf("listed record: %+v", r)
+					}
+					if got[r.Key] {
+						t.Fatalf("limit %d: %q listed twice", limit, r.Key)
+					}
+					got[r.Key] = true
+				}
+				if next == "" {
+					break
+				}
+				if pages++; pages > 1000 {
+					t.Fatal("InFlight does not end")
+				}
+				cursor = next
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("limit %d: listed %v\nwant %v", limit, got, want)
+			}
+		}
+		if _, _, err := s.InFlight(ctx, "garbage", 10); err == nil {
+			t.Fatal("bad cursor accepted")
+		}
+	}},
+	{"body_not_cached", func(t *testing.T, s Store) {
+		ctx := ctxT(t)
+		won := claim(t, s, "big", "", longTTL, Won)
+		a := answer
+		a.BodyCached = false
+		if err := s.Complete(ctx, "big", won.Token, a, longTTL); err != nil {
+			t.Fatal(err)
+		}
+		r := claim(t, s, "big", "", longTTL, Answered)
+		if r.Record.BodyCached || len(r.Record.Body) != 0 || r.Record.Status != 201 || !reflect.DeepEqual(r.Record.Header, a.Header) {
+			t.Fatalf("record: %+v", r.Record)
+		}
+		// An empty body that is cached stays cached.
+		won = claim(t, s, "empty", "", longTTL, Won)
+		if err := s.Complete(ctx, "empty", won.Token, Answer{Status: 204, BodyCached: true}, longTTL); err != nil {
+			t.Fatal(err)
+		}
+		r = claim(t, s, "empty", "", longTTL, Answered)
+		if !r.Record.BodyCached || len(r.Record.Body) != 0 || r.Record.Status != 204 || len(r.Record.Header) != 0 {
+			t.Fatalf("record: %+v", r.Record)
+		}
+	}},
+	{"odd_keys", func(t *testing.T, s Store) {
+		ctx := ctxT(t)
+		// Keys that would break or collide under a naive hash tag.
+		keys := []string{"a{b}", "a%7Bb%7D", "a%7bb%7d", "{", "}", "{}", "", "%", "%25", "x}y{z", "bin\x00\xff\xfe", "idem:{k}"}
+		for i, k := range keys {
+			won := claim(t, s, k, "", longTTL, Won)
+			a := answer
+			a.Status = 200 + i
+			if err := s.Complete(ctx, k, won.Token, a, longTTL); err != nil {
+				t.Fatalf("Complete(%q): %v", k, err)
+			}
+		}
+		for i, k := range keys {
+			r := claim(t, s, k, "", longTTL, Answered)
+			if r.Record.Key != k || r.Record.Status != 200+i || r.Record.Copies != 2 {
+				t.Fatalf("key %q: %+v", k, r.Record)
+			}
+		}
+	}},
+	{"closed", func(t *testing.T, s Store) {
+		ctx := ctxT(t)
+		won := claim(t, s, "k", "", longTTL, Won)
+		done, stop, err := s.Wait(ctx, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer stop()
+		if err := s.Close(); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+		woken(t, done, "close")
+		if _, err := s.Claim(ctx, "k", "", longTTL); !errors.Is(err, ErrClosed) {
+			t.Fatalf("Claim after Close: %v", err)
+		}
+		if err := s.Complete(ctx, "k", won.Token, answer, longTTL); !errors.Is(err, ErrClosed) {
+			t.Fatalf("Complete after Close: %v", err)
+		}
+		if _, _, err := s.Wait(ctx, "k"); !errors.Is(err, ErrClosed) {
+			t.Fatalf("Wait after Close: %v", err)
+		}
+		if _, err := s.Lookup(ctx, "k"); !errors.Is(err, ErrClosed) {
+			t.Fatalf("Lookup after Close: %v", err)
+		}
+	}},
+}

@@ -1,0 +1,247 @@
+package cache
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Op names a Store method, for Faulty's rules.
+type Op string
+
+const (
+	OpClaim    Op = "claim"
+	OpComplete Op = "complete"
+	OpRelease  Op = "release"
+	OpRenew    Op = "renew"
+	OpLookup   Op = "lookup"
+	OpWait     Op = "wait"
+	OpDelete   Op = "delete"
+	OpInFlight Op = "in_flight"
+)
+
+// Faulty wraps a real Store and injects failures and latency on demand, so
+// tests can drive the store-error paths of its callers. Calls without a
+// matching rule go straight to the wrapped store. Close is never faulted.
+type Faulty struct {
+	s Store
+
+	mu      sync.Mutex
+	fail    map[Op]error // every call fails
+	next    map[Op]*countedErr
+	after   map[Op]error // the call goes through, then fails (outcome unknown)
+	latency map[Op]time.Duration
+	calls   map[Op]int64
+}
+
+type countedErr struct {
+	n   int
+	err error
+}
+
+// NewFaulty wraps s; without rules it behaves exactly like s.
+func NewFaulty(s Store) *Faulty {
+	f := &Faulty{s: s}
+	f.Reset()
+	return f
+}
+
+// Unwrap returns the wrapped store.
+func (f *Faulty) Unwrap() Store { return f.s }
+
+// allOps is what a rule without ops applies to.
+var allOps = []Op{OpClaim, OpComplete, OpRelease, OpRenew, OpLookup, OpWait, OpDelete, OpInFlight}
+
+func opsOr(ops []Op) []Op {
+	if len(ops) == 0 {
+		return allOps
+	}
+	return ops
+}
+
+// SetFail makes every call of ops (all methods if none given) fail with err
+// without reaching the store; SetFail(nil, ...) lifts it.
+func (f *Faulty) SetFail(err error, ops ...Op) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, op := range opsOr(ops) {
+		if err == nil {
+			delete(f.fail, op)
+		} else {
+			f.fail[op] = err
+		}
+	}
+}
+
+// FailNext makes the next n calls of each of ops fail with err without
+// reaching the store.
+func (f *Faulty) FailNext(n int, err error, ops ...Op) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, op := range opsOr(ops) {
+		f.next[op] = &countedErr{n: n, err: err}
+	}
+}
+
+// SetFailAfter lets calls of ops reach the store and then reports err: the
+// caller cannot tell whether the operation happened, like a reply lost to a
+// timeout. SetFailAfter(nil, ...) lifts it.
+func (f *Faulty) SetFailAfter(err error, ops ...Op) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, op := range opsOr(ops) {
+		if err == nil {
+			delete(f.after, op)
+		} else {
+			f.after[op] = err
+		}
+	}
+}
+
+// SetLatency delays each call of ops by d before it runs; a ctx that ends
+// first makes the call return ctx.Err(). d = 0 lifts it.
+func (f *Faulty) SetLatency(d time.Duration, ops ...Op) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, op := range opsOr(ops) {
+		if d <= 0 {
+			delete(f.latency, op)
+		} else {
+			f.latency[op] = d
+		}
+	}
+}
+
+// Reset lifts every rule and zeroes the call counts.
+func (f *Faulty) Reset() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.fail = make(map[Op]error)
+	f.next = make(map[Op]*countedErr)
+	f.after = make(map[Op]error)
+	f.latency = make(map[Op]time.Duration)
+	f.calls = make(map[Op]int64)
+}
+
+// Calls counts the calls of op so far, faulted or not.
+func (f *Faulty) Calls(op Op) int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls[op]
+}
+
+// before applies the rules that act before the store is called: it returns
+// the error to fail with, or nil to go on.
+func (f *Faulty) before(ctx context.Context, op Op) error {
+	f.mu.Lock()
+	f.calls[op]++
+	d := f.latency[op]
+	err := f.fail[op]
+	if c := f.next[op]; err == nil && c != nil {
+		err = c.err
+		if c.n--; c.n <= 0 {
+			delete(f.next, op)
+		}
+	}
+	f.mu.Unlock()
+	if d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+	}
+	return err
+}
+
+func (f *Faulty) afterErr(op Op, err error) error {
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.after[op]
+}
+
+func (f *Faulty) Claim(ctx context.Context, key, fingerprint string, lockTTL time.Duration) (ClaimResult, error) {
+	if err := f.before(ctx, OpClaim); err != nil {
+		return ClaimResult{}, err
+	}
+	res, err := f.s.Claim(ctx, key, fingerprint, lockTTL)
+	if err = f.afterErr(OpClaim, err); err != nil {
+		return ClaimResult{}, err
+	}
+	return res, nil
+}
+
+func (f *Faulty) Complete(ctx context.Context, key, token string, a Answer, ttl time.Duration) error {
+	if err := f.before(ctx, OpComplete); err != nil {
+		return err
+	}
+	return f.afterErr(OpComplete, f.s.Complete(ctx, key, token, a, ttl))
+}
+
+func (f *Faulty) Release(ctx context.Context, key, token string) error {
+	if err := f.before(ctx, OpRelease); err != nil {
+		return err
+	}
+	return f.afterErr(OpRelease, f.s.Release(ctx, key, token))
+}
+
+func (f *Faulty) Renew(ctx context.Context, key, token string, lockTTL time.Duration) error {
+	if err := f.before(ctx, OpRenew); err != nil {
+		return err
+	}
+	return f.afterErr(OpRenew, f.s.Renew(ctx, key, token, lockTTL))
+}
+
+func (f *Faulty) Lookup(ctx context.Context, key string) (*Record, error) {
+	if err := f.before(ctx, OpLookup); err != nil {
+		return nil, err
+	}
+	rec, err := f.s.Lookup(ctx, key)
+	if err = f.afterErr(OpLookup, err); err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
+func (f *Faulty) Wait(ctx context.Context, key string) (<-chan struct{}, func(), error) {
+	if err := f.before(ctx, OpWait); err != nil {
+		return nil, nil, err
+	}
+	ch, stop, err := f.s.Wait(ctx, key)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := f.afterErr(OpWait, nil); err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return ch, stop, nil
+}
+
+func (f *Faulty) Delete(ctx context.Context, key string) error {
+	if err := f.before(ctx, OpDelete); err != nil {
+		return err
+	}
+	return f.afterErr(OpDelete, f.s.Delete(ctx, key))
+}
+
+func (f *Faulty) InFlight(ctx context.Context, cursor string, limit int) ([]*Record, string, error) {
+	if err := f.before(ctx, OpInFlight); err != nil {
+		return nil, "", err
+	}
+	recs, next, err := f.s.InFlight(ctx, cursor, limit)
+	if err = f.afterErr(OpInFlight, err); err != nil {
+		return nil, "", err
+	}
+	return recs, next, nil
+}
+
+// Close closes the wrapped store; it is never faulted.
+func (f *Faulty) Close() error { return f.s.Close() }
+
+var _ Store = (*Faulty)(nil)
