@@ -119,8 +119,16 @@ func paypalCertURLOK(u *url.URL) bool {
 			return false // upper case, ports, IPv6 literals, oddities
 		}
 	}
+	if len(host) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(host, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false // empty labels (".paypal.com", "a..paypal.com", "x.paypal.com.")
+		}
+	}
 	return host == "api.paypal.com" || host == "api.sandbox.paypal.com" ||
-		(strings.HasSuffix(host, ".paypal.com") && !strings.Contains(host, ".."))
+		strings.HasSuffix(host, ".paypal.com")
 }
 
 func (p *PayPal) Verify(r *Request) (*Notification, error) {

@@ -1,0 +1,148 @@
+package keying
+
+import (
+	"encoding/hex"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stripe/stripe-go/v82/webhook"
+)
+
+const stripeSecret = "whsec_test_5WbX5kEWLlfzsGNjH64I8lOOqUB6e8FH"
+
+func stripeEvent(id, typ, objID string) []byte {
+	return []byte(`{
+  "id": "` + id + `",
+  "object": "event",
+  "api_version": "2025-03-31.basil",
+  "created": 1773480413,
+  "data": {"object": {"id": "` + objID + `", "object": "payment_intent", "amount": 2000, "currency": "usd", "status": "succeeded"}},
+  "livemode": false,
+  "pending_webhooks": 1,
+  "request": {"id": null, "idempotency_key": null},
+  "type": "` + typ + `"
+}`)
+}
+
+// stripeReq signs with stripe-go's own test signer.
+func stripeReq(body []byte, secret string, ts time.Time) *Request {
+	sp := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: body, Secret: secret, Timestamp: ts})
+	return &Request{
+		Method: http.MethodPost,
+		Header: http.Header{"Stripe-Signature": {sp.Header}},
+		Body:   sp.Payload,
+		Now:    testNow,
+	}
+}
+
+func TestStripe(t *testing.T) {
+	cfg := Config{Secret: stripeSecret}
+	ev := stripeEvent("evt_1NG8Du2eZvKYlo2CUI79vXWy", "payment_intent.succeeded", "pi_3MtwBwLkdIwHu7ix28a3tqPa")
+	valid := stripeReq(ev, stripeSecret, testNow)
+	const key = "stripe:evt_1NG8Du2eZvKYlo2CUI79vXWy"
+
+	// Two v1 signatures while the secret rolls: either may match.
+	oldSig := webhook.ComputeSignature(testNow, ev, "whsec_old")
+	rolled := hdr(valid, "Stripe-Signature", valid.Header.Get("Stripe-Signature")+",v1="+hex.EncodeToString(oldSig))
+	rolledFirst := hdr(valid, "Stripe-Signature", "t="+itoa(testNow.Unix())+",v1="+hex.EncodeToString(oldSig)+","+strings.SplitN(valid.Header.Get("Stripe-Signature"), ",", 2)[1])
+
+	cases := []struct {
+		name    string
+		cfg     Config
+		req     *Request
+		wantErr error
+		key     string
+	}{
+		{"valid", cfg, valid, nil, key},
+		{"retry, re-signed later", cfg, stripeReq(ev, stripeSecret, testNow.Add(-4*time.Minute)), nil, key},
+		{"future timestamp accepted", cfg, stripeReq(ev, stripeSecret, testNow.Add(10*time.Minute)), nil, key},
+		{"second v1 matches", cfg, rolled, nil, key},
+		{"first of two v1 is stale secret", cfg, rolledFirst, nil, key},
+		{"with v0 and spaces", cfg, hdr(valid, "Stripe-Signature", strings.ReplaceAll(valid.Header.Get("Stripe-Signature"), ",", ", ")+", v0=abcd"), nil, key},
+		{"other event", cfg, stripeReq(stripeEvent("evt_2", "charge.refunded", "ch_1"), stripeSecret, testNow), nil, "stripe:evt_2"},
+		{"stale", cfg, stripeReq(ev, stripeSecret, testNow.Add(-6*time.Minute)), ErrSignature, ""},
+		{"wrong secret", cfg, stripeReq(ev, "whsec_other", testNow), ErrSignature, ""},
+		{"tampered body", cfg, withReqBody(valid, stripeEvent("evt_1NG8Du2eZvKYlo2CUI79vXWy", "payment_intent.succeeded", "pi_other")), ErrSignature, ""},
+		{"tampered timestamp", cfg, hdr(valid, "Stripe-Signature", strings.Replace(valid.Header.Get("Stripe-Signature"), "t=", "t=1", 1)), ErrSignature, ""},
+		{"v0 only", cfg, hdr(valid, "Stripe-Signature", strings.Replace(valid.Header.Get("Stripe-Signature"), "v1=", "v0=", 1)), ErrSignature, ""},
+		{"no timestamp", cfg, hdr(valid, "Stripe-Signature", "v1="+strings.Repeat("0", 64)), ErrSignature, ""},
+		{"two timestamps", cfg, hdr(valid, "Stripe-Signature", "t=1,"+valid.Header.Get("Stripe-Signature")), ErrSignature, ""},
+		{"no header", cfg, hdr(valid, "Stripe-Signature", ""), ErrSignature, ""},
+		{"garbage header", cfg, hdr(valid, "Stripe-Signature", "garbage"), ErrSignature, ""},
+		{"too many signatures", cfg, hdr(valid, "Stripe-Signature", "t=1"+strings.Repeat(",v1="+strings.Repeat("0", 64), 20)), ErrSignature, ""},
+		{"signed non-JSON", cfg, stripeReq([]byte("hello"), stripeSecret, testNow), ErrMalformed, ""},
+		{"signed JSON without id", cfg, stripeReq([]byte(`{"type":"x"}`), stripeSecret, testNow), ErrMalformed, ""},
+		{"verify off", Config{NoVerify: true}, withReqBody(hdr(valid, "Stripe-Signature", ""), ev), nil, key},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			n, err := mustNew(t, "stripe", c.cfg).Verify(c.req)
+			wantErr(t, err, c.wantErr)
+			if err != nil {
+				return
+			}
+			if n.Key != c.key {
+				t.Fatalf("Key = %q, want %q", n.Key, c.key)
+			}
+			if c.key == key && n.Fingerprint != `["payment_intent.succeeded","pi_3MtwBwLkdIwHu7ix28a3tqPa"]` {
+				t.Fatalf("Fingerprint = %s", n.Fingerprint)
+			}
+			if v, ok, err := n.Fields.JSON("data.object.object"); err != nil || !ok || v == "" {
+				t.Fatalf("Fields.JSON = %q, %v, %v", v, ok, err)
+			}
+		})
+	}
+}
+
+// TestStripeAgreesWithStripeGo: what we accept, stripe-go accepts.
+func TestStripeAgreesWithStripeGo(t *testing.T) {
+	ev := stripeEvent("evt_x", "invoice.paid", "in_1")
+	now := time.Now()
+	r := stripeReq(ev, stripeSecret, now)
+	r.Now = now
+	if _, err := mustNew(t, "stripe", Config{Secret: stripeSecret}).Verify(r); err != nil {
+		t.Fatal(err)
+	}
+	if err := webhook.ValidatePayload(r.Body, r.Header.Get("Stripe-Signature"), stripeSecret); err != nil {
+		t.Fatalf("stripe-go rejects what we accept: %v", err)
+	}
+}
+
+func TestStripeSuccess(t *testing.T) {
+	p := mustNew(t, "stripe", Config{NoVerify: true})
+	for status, want := range map[int]bool{200: true, 201: true, 204: true, 299: true, 300: false, 302: false, 400: false, 500: false} {
+		if got := p.Success(status, nil, nil); got != want {
+			t.Errorf("Success(%d) = %v", status, got)
+		}
+	}
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+func FuzzStripe(f *testing.F) {
+	ev := stripeEvent("evt_1", "payment_intent.succeeded", "pi_1")
+	good := stripeReq(ev, stripeSecret, testNow)
+	f.Add(ev, good.Header.Get("Stripe-Signature"))
+	f.Add([]byte(`{"id":1}`), "t=,v1=,v1=zz")
+	f.Add([]byte(`[]`), "t=-1,v1="+strings.Repeat("a", 64))
+	verifying := mustNew(f, "stripe", Config{Secret: stripeSecret})
+	open := mustNew(f, "stripe", Config{NoVerify: true})
+	f.Fuzz(func(t *testing.T, body []byte, sig string) {
+		r := &Request{Method: http.MethodPost, Header: http.Header{"Stripe-Signature": {sig}}, Body: body, Now: testNow}
+		for _, p := range []Platform{verifying, open} {
+			n, err := p.Verify(r)
+			if err != nil {
+				if !isSigOrMalformed(err) {
+					t.Fatalf("unexpected error kind: %v", err)
+				}
+				continue
+			}
+			if n.Key == "stripe:" {
+				t.Fatal("empty id accepted")
+			}
+		}
+	})
+}
