@@ -1,0 +1,409 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idemgate/idemgate/internal/redistest"
+	"github.com/redis/go-redis/v9"
+	bolt "go.etcd.io/bbolt"
+)
+
+// fakeClock is an injectable clock for the memory and embedded stores.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// withClock makes stores constructed inside fn use clock. Not parallel:
+// it swaps the package clock.
+func withClock(t *testing.T, clock *fakeClock) {
+	old := now
+	now = clock.Now
+	t.Cleanup(func() { now = old })
+}
+
+func TestEmbeddedSurvivesReopen(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "idem.db")
+	s, err := NewEmbedded(path, EmbeddedOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	won, err := s.Claim(ctx, "paid", "fp", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Complete(ctx, "paid", won.Token, answer, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	inflight, err := s.Claim(ctx, "pending", "", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s, err = NewEmbedded(path, EmbeddedOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	r, err := s.Claim(ctx, "paid", "fp", time.Hour)
+	if err != nil || r.Outcome != Answered || r.Record.Status != answer.Status ||
+		string(r.Record.Body) != string(answer.Body) || r.Record.Copies != 2 {
+		t.Fatalf("after reopen: %+v, %v", r, err)
+	}
+	// The in-flight claim is still held by its token across the restart.
+	if err := s.Renew(ctx, "pending", inflight.Token, time.Hour); err != nil {
+		t.Fatalf("Renew after reopen: %v", err)
+	}
+	recs, _, err := s.InFlight(ctx, "", 10)
+	if err != nil || len(recs) != 1 || recs[0].Key != "pending" {
+		t.Fatalf("InFlight after reopen: %v, %v", recs, err)
+	}
+}
+
+func TestEmbeddedSweeper(t *testing.T) {
+	clock := &fakeClock{t: time.Unix(1_700_000_000, 0)}
+	withClock(t, clock)
+	ctx := context.Background()
+	s, err := NewEmbedded(filepath.Join(t.TempDir(), "idem.db"), EmbeddedOptions{NoSync: true, SweepInterval: time.Hour, SweepBatch: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := range 20 {
+		ttl := time.Minute
+		if i%2 == 0 {
+			ttl = time.Hour
+		}
+		if _, err := s.Claim(ctx, fmt.Sprintf("k%02d", i), "", ttl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clock.Add(2 * time.Minute)
+	// Expired claims are invisible before any sweep...
+	recs, _, err := s.InFlight(ctx, "", 100)
+	if err != nil || len(recs) != 10 {
+		t.Fatalf("InFlight: %d records, %v", len(recs), err)
+	}
+	if r, err := s.Claim(ctx, "k01", "", time.Hour); err != nil || r.Outcome != Won {
+		t.Fatalf("claim of expired key: %+v %v", r, err)
+	}
+	// ...and a sweep removes them in bounded batches (7 records per call),
+	// wrapping around the file.
+	removed := 0
+	for range 3 {
+		n, err := s.Sweep()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n > 7 {
+			t.Fatalf("swept %d in one batch of 7", n)
+		}
+		removed += n
+	}
+	if removed != 9 {
+		t.Fatalf("swept %d, want 9", removed)
+	}
+	var left int
+	s.db.View(func(tx *bolt.Tx) error {
+		left = tx.Bucket(bucketRecords).Stats().KeyN
+		return nil
+	})
+	if left != 11 {
+		t.Fatalf("%d records left, want 11", left)
+	}
+}
+
+func TestMemoryClock(t *testing.T) {
+	clock := &fakeClock{t: time.Unix(1_700_000_000, 0)}
+	withClock(t, clock)
+	ctx := context.Background()
+	s := NewMemory()
+	defer s.Close()
+	won, _ := s.Claim(ctx, "k", "", time.Second)
+	clock.Add(999 * time.Millisecond)
+	if r, _ := s.Claim(ctx, "k", "", time.Second); r.Outcome != InFlight {
+		t.Fatalf("before the lock TTL: %v", r.Outcome)
+	}
+	clock.Add(time.Millisecond)
+	if err := s.Complete(ctx, "k", won.Token, answer, time.Hour); !errors.Is(err, ErrNotOwner) {
+		t.Fatalf("Complete after the lock TTL: %v", err)
+	}
+	r, _ := s.Claim(ctx, "k", "", time.Second)
+	if r.Outcome != Won {
+		t.Fatalf("after the lock TTL: %v", r.Outcome)
+	}
+	if err := s.Complete(ctx, "k", r.Token, answer, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	clock.Add(time.Hour - time.Millisecond)
+	if r, _ := s.Claim(ctx, "k", "", time.Second); r.Outcome != Answered {
+		t.Fatalf("before the ttl: %v", r.Outcome)
+	}
+	clock.Add(time.Millisecond)
+	if _, err := s.Lookup(ctx, "k"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("after the ttl: %v", err)
+	}
+}
+
+// TestRedisClusterHashTags: keys of different idempotency keys spread over
+// slots (and nodes), every script runs on each without CROSSSLOT, and the
+// hash and its wake channel share the tag.
+func TestRedisClusterHashTags(t *testing.T) {
+	cl := redistest.StartCluster(t, 3).Client()
+	ctx := context.Background()
+	s := NewRedis(cl, RedisOptions{})
+	defer s.Close()
+	slots := map[int64]bool{}
+	for i := range 60 {
+		key := fmt.Sprintf("stripe:evt_%d{x}", i)
+		hk := s.hashKey(key)
+		slot, err := cl.ClusterKeySlot(ctx, hk).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		slots[slot] = true
+		if chSlot, _ := cl.ClusterKeySlot(ctx, s.channel(key)).Result(); chSlot != slot {
+			t.Fatalf("%q: hash in slot %d, channel in %d", key, slot, chSlot)
+		}
+		if tagSlot, _ := cl.ClusterKeySlot(ctx, "{"+escapeKey(key)+"}").Result(); tagSlot != slot {
+			t.Fatalf("%q: tag not intact in %q", key, hk)
+		}
+		won, err := s.Claim(ctx, key, "fp", time.Minute)
+		if err != nil {
+			t.Fatalf("Claim: %v", err)
+		}
+		if err := s.Renew(ctx, key, won.Token, time.Minute); err != nil {
+			t.Fatalf("Renew: %v", err)
+		}
+		switch i % 3 {
+		case 0:
+			err = s.Complete(ctx, key, won.Token, answer, time.Minute)
+		case 1:
+			err = s.Release(ctx, key, won.Token)
+		case 2:
+			err = s.Delete(ctx, key)
+		}
+		if err != nil {
+			t.Fatalf("key %d: %v", i, err)
+		}
+		if _, err := s.Claim(ctx, key, "other", time.Minute); err != nil {
+			t.Fatalf("second Claim: %v", err)
+		}
+	}
+	if len(slots) < 50 {
+		t.Fatalf("60 keys in only %d slots", len(slots))
+	}
+	// And they landed on every master.
+	var mu sync.Mutex
+	perNode := map[string]int64{}
+	err := cl.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		n, err := m.DBSize(ctx).Result()
+		mu.Lock()
+		perNode[m.Options().Addr] = n
+		mu.Unlock()
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for addr, n := range perNode {
+		if n == 0 {
+			t.Fatalf("no keys on %s: %v", addr, perNode)
+		}
+	}
+}
+
+// TestRedisInFlightSmallSteps pages with a tiny SCAN budget: pages may be
+// short or empty, but together they list every in-flight claim once.
+func TestRedisInFlightSmallSteps(t *testing.T) {
+	cl := redistest.StartCluster(t, 3).Client()
+	ctx := context.Background()
+	s := NewRedis(cl, RedisOptions{Prefix: "small", ScanCount: 3, ScanSteps: 1})
+	defer s.Close()
+	var want []string
+	for i := range 30 {
+		key := fmt.Sprintf("k%02d", i)
+		if _, err := s.Claim(ctx, key, "", time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, key)
+	}
+	// Another store's keys on the same cluster are not listed.
+	other := NewRedis(cl, RedisOptions{Prefix: "smallx"})
+	defer other.Close()
+	if _, err := other.Claim(ctx, "k00", "", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	cursor := ""
+	for pages := 0; ; pages++ {
+		recs, next, err := s.InFlight(ctx, cursor, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range recs {
+			got = append(got, r.Key)
+		}
+		if next == "" {
+			break
+		}
+		if pages > 1000 {
+			t.Fatal("no end")
+		}
+		cursor = next
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Fatalf("listed %v", got)
+	}
+}
+
+// TestRedisOutage: while Redis is down every call fails with a wrapped
+// error (not a hang, not a wrong outcome) and waiters are woken to
+// re-check; once it is back the same store works again, Wait included.
+func TestRedisOutage(t *testing.T) {
+	srv := redistest.Start(t)
+	cl := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	defer cl.Close()
+	s := NewRedis(cl, RedisOptions{})
+	defer s.Close()
+	ctx := context.Background()
+	won, err := s.Claim(ctx, "k", "", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, stop, err := s.Wait(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+
+	srv.Stop()
+	woken(t, done, "connection loss")
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if _, err := s.Claim(cctx, "k", "", time.Minute); err == nil || errors.Is(err, ErrNotOwner) {
+		t.Fatalf("Claim while down: %v", err)
+	}
+	if err := s.Complete(cctx, "k", won.Token, answer, time.Minute); err == nil || errors.Is(err, ErrNotOwner) {
+		t.Fatalf("Complete while down: %v", err)
+	}
+	if _, _, err := s.Wait(cctx, "k2"); err == nil {
+		t.Fatal("Wait while down succeeded")
+	}
+
+	srv.Restart() // empty: the claim is gone, as after a failover without persistence
+	var r ClaimResult
+	eventually(t, "claims work again", func() bool {
+		r, err = s.Claim(ctx, "k", "", time.Minute)
+		return err == nil
+	})
+	if r.Outcome != Won {
+		t.Fatalf("after restart: %v", r.Outcome)
+	}
+	var done2 <-chan struct{}
+	eventually(t, "Wait works again", func() bool {
+		var stop2 func()
+		done2, stop2, err = s.Wait(ctx, "k")
+		if err == nil {
+			t.Cleanup(stop2)
+		}
+		return err == nil
+	})
+	if err := s.Complete(ctx, "k", r.Token, answer, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	woken(t, done2, "complete after restart")
+}
+
+func TestFaulty(t *testing.T) {
+	ctx := context.Background()
+	f := NewFaulty(NewMemory())
+	defer f.Close()
+	boom := errors.New("boom")
+
+	won, err := f.Claim(ctx, "k", "", time.Minute)
+	if err != nil || won.Outcome != Won {
+		t.Fatalf("no rules: %+v %v", won, err)
+	}
+
+	f.SetFail(boom)
+	if _, err := f.Claim(ctx, "k", "", time.Minute); !errors.Is(err, boom) {
+		t.Fatalf("SetFail: %v", err)
+	}
+	if _, err := f.Lookup(ctx, "k"); !errors.Is(err, boom) {
+		t.Fatalf("SetFail: %v", err)
+	}
+	f.SetFail(nil)
+	if rec, err := f.Lookup(ctx, "k"); err != nil || rec.Copies != 1 {
+		t.Fatalf("failed calls reached the store: %+v %v", rec, err)
+	}
+
+	f.SetFail(boom, OpComplete)
+	if err := f.Complete(ctx, "k", won.Token, answer, time.Minute); !errors.Is(err, boom) {
+		t.Fatalf("SetFail(complete): %v", err)
+	}
+	if _, err := f.Claim(ctx, "k", "", time.Minute); err != nil {
+		t.Fatalf("claim faulted by a complete rule: %v", err)
+	}
+	f.SetFail(nil, OpComplete)
+
+	f.FailNext(2, boom, OpClaim)
+	for i := range 3 {
+		_, err := f.Claim(ctx, "k", "", time.Minute)
+		if (i < 2) != errors.Is(err, boom) {
+			t.Fatalf("FailNext call %d: %v", i, err)
+		}
+	}
+
+	// Fail after: the operation happens, the caller sees an error.
+	f.SetFailAfter(boom, OpComplete)
+	if err := f.Complete(ctx, "k", won.Token, answer, time.Minute); !errors.Is(err, boom) {
+		t.Fatalf("SetFailAfter: %v", err)
+	}
+	f.SetFailAfter(nil, OpComplete)
+	if rec, _ := f.Lookup(ctx, "k"); rec.State != StateAnswered {
+		t.Fatalf("complete did not go through: %+v", rec)
+	}
+
+	// Latency honours the caller's deadline.
+	f.SetLatency(time.Hour, OpLookup)
+	cctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	if _, err := f.Lookup(cctx, "k"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("latency: %v", err)
+	}
+	f.Reset()
+	if _, err := f.Lookup(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.Calls(OpLookup); n != 1 {
+		t.Fatalf("Calls after Reset: %d", n)
+	}
+	if f.Unwrap() == nil {
+		t.Fatal("Unwrap")
+	}
+}
