@@ -435,4 +435,3 @@ func TestStoreDown(t *testing.T) {
 		t.Errorf("backend ran %d times for sd-2, want 1", be.count("sd-2"))
 	}
 }
-

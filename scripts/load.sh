@@ -73,20 +73,25 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# free_port prints a loopback TCP port nobody listens on and this run has not
-# handed out yet. (A port can still be taken between the check and the bind;
-# the readiness checks below catch that.)
+# free_port prints a loopback TCP port no socket uses (in any state) and this
+# run has not handed out yet. Ports come from below the kernel's ephemeral
+# range, so outgoing connections (wrk's, the proxy's) never hold one.
 TAKEN=" "
+EPHEMERAL_LOW=$(awk '{ print $1 }' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+((EPHEMERAL_LOW > 11000)) || EPHEMERAL_LOW=32768
 free_port() {
 	local p
 	for _ in $(seq 200); do
-		p=$((20000 + RANDOM % 40000))
+		p=$((10000 + RANDOM % (EPHEMERAL_LOW - 10000)))
 		[[ $TAKEN == *" $p "* ]] && continue
-		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-			TAKEN+="$p "
-			echo "$p"
-			return
+		if command -v ss >/dev/null; then
+			[[ -z $(ss -Htan "( sport = :$p )" 2>/dev/null) ]] || continue
+		elif (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+			continue
 		fi
+		TAKEN+="$p "
+		echo "$p"
+		return
 	done
 	die "no free port found"
 }
@@ -109,7 +114,9 @@ wait_up() {
 echo "== building (once) into $WORK"
 (cd "$ROOT" && go build -o "$WORK/idemgate" ./cmd/idemgate && go build -o "$WORK/backend" ./examples/legacy-backend) ||
 	die "build failed"
-"$WORK/idemgate" list-modules 2>/dev/null | grep -qx 'http.handlers.idempotency' ||
+# Captured first: grep -q stopping early would fail the pipeline under pipefail.
+modules=$("$WORK/idemgate" list-modules 2>/dev/null) || die "idemgate list-modules failed"
+grep -qx 'http.handlers.idempotency' <<<"$modules" ||
 	die "cmd/idemgate does not include the idempotency module (import github.com/idemgate/idemgate/caddymodule)"
 
 REDIS_PORT=$(free_port)
@@ -135,6 +142,7 @@ fi
 PIDS+=($!)
 wait_up backend "$!" "$WORK/backend.log" curl -fsS --max-time 1 "$BACKEND/stats"
 
+# Each site binds 127.0.0.1: a site address alone would listen on every interface.
 cat >"$WORK/Caddyfile" <<EOF
 {
 	admin off
@@ -148,11 +156,13 @@ cat >"$WORK/Caddyfile" <<EOF
 
 # (a) plain reverse_proxy: the baseline
 http://127.0.0.1:$PLAIN_PORT {
+	bind 127.0.0.1
 	reverse_proxy 127.0.0.1:$BACKEND_PORT
 }
 
 # (b) a fresh key per request: claim + complete on Redis, then the backend
 http://127.0.0.1:$UNIQUE_PORT {
+	bind 127.0.0.1
 	idempotency {
 		platform generic
 		key load:{http.request.header.X-Order}
@@ -164,6 +174,7 @@ http://127.0.0.1:$UNIQUE_PORT {
 
 # (c) one key for every request: the replay path, never the backend
 http://127.0.0.1:$REPLAY_PORT {
+	bind 127.0.0.1
 	idempotency {
 		platform generic
 		key replay:{http.request.header.X-Order}
