@@ -231,6 +231,35 @@ var contractCases = []struct {
 			}
 		}
 	}},
+	{"concurrent_replays", func(t *testing.T, s Store) {
+		const replays = 64
+		ctx := ctxT(t)
+		won := claim(t, s, "k", "fp", longTTL, Won)
+		if err := s.Complete(ctx, "k", won.Token, answer, longTTL); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, replays)
+		for range replays {
+			wg.Go(func() {
+				r, err := s.Claim(ctx, "k", "fp", longTTL)
+				if err == nil && (r.Outcome != Answered || !bytes.Equal(r.Record.Body, answer.Body)) {
+					err = fmt.Errorf("replay: %v %+v", r.Outcome, r.Record)
+				}
+				if err != nil {
+					errs <- err
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		if rec := lookup(t, s, "k"); rec.Copies != replays+1 {
+			t.Fatalf("copies %d, want %d", rec.Copies, replays+1)
+		}
+	}},
 	{"wrong_token", func(t *testing.T, s Store) {
 		ctx := ctxT(t)
 		won := claim(t, s, "k", "", longTTL, Won)

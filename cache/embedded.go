@@ -28,8 +28,19 @@ type Embedded struct {
 	done chan struct{}
 	once sync.Once
 
-	sweepMu   sync.Mutex
+	// mu serialises the store's transactions with pend, the copies that
+	// replays counted but did not write yet: a replay is a read
+	// transaction, not an fsync, and the counts are written once per
+	// FlushInterval. Copies on disk plus pend is the true count; pend only
+	// ever holds answered keys.
+	mu        sync.Mutex
+	pend      map[string]*pending
 	sweepNext []byte // where the next sweep batch starts
+}
+
+type pending struct {
+	copies int64
+	last   time.Time
 }
 
 // EmbeddedOptions tune the embedded store; the zero value is usable.
@@ -41,6 +52,9 @@ type EmbeddedOptions struct {
 	// NoSync skips fsync per write: faster, but a power cut may lose recent
 	// claims and answers (a crash of the process alone does not).
 	NoSync bool
+	// FlushInterval is how often the copies counted by replays are
+	// written; a crash loses at most that much counting. Default 1s.
+	FlushInterval time.Duration
 	// OpenTimeout bounds the wait for another process's file lock. Default 5s.
 	OpenTimeout time.Duration
 }
@@ -57,6 +71,9 @@ func NewEmbedded(path string, opts EmbeddedOptions) (*Embedded, error) {
 	}
 	if opts.SweepBatch <= 0 {
 		opts.SweepBatch = 1000
+	}
+	if opts.FlushInterval <= 0 {
+		opts.FlushInterval = time.Second
 	}
 	if opts.OpenTimeout <= 0 {
 		opts.OpenTimeout = 5 * time.Second
@@ -78,7 +95,7 @@ func NewEmbedded(path string, opts EmbeddedOptions) (*Embedded, error) {
 		return nil, fmt.Errorf("cache: preparing %s: %w", path, err)
 	}
 	s := &Embedded{
-		db: db, now: now, n: newNotifier(), opts: opts,
+		db: db, now: now, n: newNotifier(), opts: opts, pend: make(map[string]*pending),
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	go s.sweeper()
@@ -90,6 +107,8 @@ func (s *Embedded) update(ctx context.Context, fn func(tx *bolt.Tx, t time.Time)
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	err := s.db.Update(func(tx *bolt.Tx) error { return fn(tx, s.now()) })
 	return mapBoltErr(err)
 }
@@ -98,6 +117,8 @@ func (s *Embedded) view(ctx context.Context, fn func(tx *bolt.Tx, t time.Time) e
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	return mapBoltErr(s.db.View(func(tx *bolt.Tx) error { return fn(tx, s.now()) }))
 }
 
@@ -151,9 +172,40 @@ func del(tx *bolt.Tx, key []byte) error {
 	return tx.Bucket(bucketInFlight).Delete(key)
 }
 
+// merge adds the copies pending for e's key. mu held.
+func (s *Embedded) merge(e *entry) {
+	if p := s.pend[e.Key]; p != nil {
+		e.Copies += p.copies
+		if p.last.After(e.LastSeen) {
+			e.LastSeen = p.last
+		}
+	}
+}
+
 func (s *Embedded) Claim(ctx context.Context, key, fingerprint string, lockTTL time.Duration) (ClaimResult, error) {
+	// The replay path: a read, the copy counted in pend.
 	var res ClaimResult
-	err := s.update(ctx, func(tx *bolt.Tx, t time.Time) error {
+	err := s.view(ctx, func(tx *bolt.Tx, t time.Time) error {
+		e, err := get(tx, bkey(key), t)
+		if err != nil || e == nil || e.State != StateAnswered ||
+			(fingerprint != "" && e.Fingerprint != "" && fingerprint != e.Fingerprint) {
+			return err
+		}
+		s.merge(e)
+		res = e.claimOn(fingerprint, t)
+		p := s.pend[key]
+		if p == nil {
+			p = &pending{}
+			s.pend[key] = p
+		}
+		p.copies++
+		p.last = t
+		return nil
+	})
+	if err != nil || res.Outcome != 0 {
+		return res, err
+	}
+	err = s.update(ctx, func(tx *bolt.Tx, t time.Time) error {
 		e, err := get(tx, bkey(key), t)
 		if err != nil {
 			return err
@@ -162,8 +214,10 @@ func (s *Embedded) Claim(ctx context.Context, key, fingerprint string, lockTTL t
 			e = newEntry(key, fingerprint, t, lockTTL)
 			res = ClaimResult{Outcome: Won, Token: e.token}
 		} else {
+			s.merge(e)
 			res = e.claimOn(fingerprint, t)
 		}
+		delete(s.pend, key) // merged into e, or left over from an expired record
 		return put(tx, e)
 	})
 	if err != nil {
@@ -184,6 +238,7 @@ func (s *Embedded) owned(ctx context.Context, key, token string, fn func(e *entr
 			return ErrNotOwner
 		}
 		if e = fn(e, t); e == nil {
+			delete(s.pend, key)
 			return del(tx, bkey(key))
 		}
 		return put(tx, e)
@@ -226,6 +281,7 @@ func (s *Embedded) Lookup(ctx context.Context, key string) (*Record, error) {
 		if e == nil {
 			return ErrNotFound
 		}
+		s.merge(e)
 		rec = &e.Record // decodeEntry already copied out of the page
 		return nil
 	})
@@ -252,6 +308,7 @@ func (s *Embedded) Delete(ctx context.Context, key string) error {
 		if err != nil {
 			return err
 		}
+		delete(s.pend, key)
 		if err := del(tx, bkey(key)); err != nil {
 			return err
 		}
@@ -319,13 +376,17 @@ func prevKey(c *bolt.Cursor, k []byte) []byte {
 // does not grow with keys nobody asks for again.
 func (s *Embedded) sweeper() {
 	defer close(s.done)
-	tick := time.NewTicker(s.opts.SweepInterval)
-	defer tick.Stop()
+	sweep := time.NewTicker(s.opts.SweepInterval)
+	defer sweep.Stop()
+	flush := time.NewTicker(s.opts.FlushInterval)
+	defer flush.Stop()
 	for {
 		select {
 		case <-s.stop:
 			return
-		case <-tick.C:
+		case <-flush.C:
+			_ = s.flush()
+		case <-sweep.C:
 			_, _ = s.Sweep()
 		}
 	}
@@ -335,8 +396,8 @@ func (s *Embedded) sweeper() {
 // sweep stopped and wrapping around. It returns how many it removed. The
 // sweeper goroutine calls it; it is exported for tests and tooling.
 func (s *Embedded) Sweep() (int, error) {
-	s.sweepMu.Lock()
-	defer s.sweepMu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	removed := 0
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		t := s.now()
@@ -356,6 +417,7 @@ func (s *Embedded) Sweep() (int, error) {
 			s.sweepNext = bytes.Clone(k)
 		}
 		for _, k := range dead {
+			delete(s.pend, string(k[1:]))
 			if err := del(tx, k); err != nil {
 				return err
 			}
@@ -366,13 +428,46 @@ func (s *Embedded) Sweep() (int, error) {
 	return removed, mapBoltErr(err)
 }
 
-// Close stops the sweeper, closes the file and wakes all waiters.
+// flush writes the copies counted by replays.
+func (s *Embedded) flush() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.pend) == 0 {
+		return nil
+	}
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		t := s.now()
+		for key := range s.pend {
+			e, err := get(tx, bkey(key), t)
+			if err != nil {
+				return err
+			}
+			if e != nil && e.State == StateAnswered {
+				s.merge(e)
+				if err := put(tx, e); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err == nil {
+		clear(s.pend)
+	}
+	return mapBoltErr(err)
+}
+
+// Close stops the sweeper, writes pending counts, closes the file and
+// wakes all waiters.
 func (s *Embedded) Close() error {
 	var err error
 	s.once.Do(func() {
 		close(s.stop)
 		<-s.done
-		err = s.db.Close()
+		err = s.flush()
+		if cerr := s.db.Close(); err == nil {
+			err = cerr
+		}
 		s.n.wakeAll()
 	})
 	return err

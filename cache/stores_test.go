@@ -67,7 +67,6 @@ func TestEmbeddedSurvivesReopen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
 	r, err := s.Claim(ctx, "paid", "fp", time.Hour)
 	if err != nil || r.Outcome != Answered || r.Record.Status != answer.Status ||
 		string(r.Record.Body) != string(answer.Body) || r.Record.Copies != 2 {
@@ -80,6 +79,57 @@ func TestEmbeddedSurvivesReopen(t *testing.T) {
 	recs, _, err := s.InFlight(ctx, "", 10)
 	if err != nil || len(recs) != 1 || recs[0].Key != "pending" {
 		t.Fatalf("InFlight after reopen: %v, %v", recs, err)
+	}
+	// Copies counted by replays (kept in memory between flushes) are
+	// written by Close.
+	for range 3 {
+		if _, err := s.Claim(ctx, "paid", "fp", time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = NewEmbedded(path, EmbeddedOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if rec, err := s.Lookup(ctx, "paid"); err != nil || rec.Copies != 5 {
+		t.Fatalf("copies after second reopen: %+v %v", rec, err)
+	}
+}
+
+func TestEmbeddedFlush(t *testing.T) {
+	ctx := context.Background()
+	s, err := NewEmbedded(filepath.Join(t.TempDir(), "idem.db"), EmbeddedOptions{NoSync: true, FlushInterval: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	won, _ := s.Claim(ctx, "k", "", time.Hour)
+	if err := s.Complete(ctx, "k", won.Token, answer, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		if _, err := s.Claim(ctx, "k", "", time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	onDisk := func() int64 {
+		var n int64
+		s.db.View(func(tx *bolt.Tx) error {
+			e, err := decodeEntry(tx.Bucket(bucketRecords).Get(bkey("k")))
+			if err == nil {
+				n = e.Copies
+			}
+			return nil
+		})
+		return n
+	}
+	eventually(t, "replay copies written", func() bool { return onDisk() == 5 })
+	if rec := lookup(t, s, "k"); rec.Copies != 5 {
+		t.Fatalf("Lookup copies %d after flush", rec.Copies)
 	}
 }
 
