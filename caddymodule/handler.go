@@ -911,7 +911,9 @@ func (h *Handler) finish(ctx context.Context, span spanEnder, d *decision) {
 	case outcomeStoreError:
 		level = zapcore.ErrorLevel
 	default:
-		if d.copies > h.WarnCopies {
+		// Warn when a key crosses warn_copies and then every 100 copies,
+		// not on every copy of a hot key.
+		if d.copies == h.WarnCopies+1 || (d.copies > h.WarnCopies && d.copies%100 == 0) {
 			level, msg = zapcore.WarnLevel, "idempotency key seen more often than warn_copies"
 		}
 	}
