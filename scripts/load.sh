@@ -12,6 +12,8 @@
 #   STRICT=1       exit 1 when a target is missed (otherwise the targets only report)
 #   KEEP=1         keep the work directory (binaries, Caddyfile, logs, wrk output)
 #   LOG_LEVEL=WARN Caddy's log level during the run
+#   PROFILE=1      also take a CPU profile of idemgate during each measured run
+#                  (implies KEEP=1; read with: go tool pprof -top <work>/idemgate <work>/unique-1.pprof)
 #
 # Needs: go, wrk, redis-server, curl. Everything listens on 127.0.0.1 only, on
 # free ports, and stops on exit. Exit status: 0 ok; 1 forwarding was wrong
@@ -27,6 +29,8 @@ ROUNDS=${ROUNDS:-1}
 STRICT=${STRICT:-0}
 KEEP=${KEEP:-0}
 LOG_LEVEL=${LOG_LEVEL:-WARN}
+PROFILE=${PROFILE:-0}
+[[ $PROFILE == 1 ]] && KEEP=1
 
 # Targets from the product contract (DESIGN.md, "Figures to reach").
 TARGET_UNIQUE=0.85 # unique-key req/s ≥ 0.85 × plain
@@ -124,6 +128,11 @@ BACKEND_PORT=$(free_port)
 PLAIN_PORT=$(free_port)
 UNIQUE_PORT=$(free_port)
 REPLAY_PORT=$(free_port)
+ADMIN="admin off"
+if [[ $PROFILE == 1 ]]; then
+	ADMIN_PORT=$(free_port)
+	ADMIN="admin 127.0.0.1:$ADMIN_PORT" # serves /debug/pprof/
+fi
 BACKEND="http://127.0.0.1:$BACKEND_PORT"
 
 echo "== redis-server on 127.0.0.1:$REDIS_PORT, backend on :$BACKEND_PORT"
@@ -145,7 +154,7 @@ wait_up backend "$!" "$WORK/backend.log" curl -fsS --max-time 1 "$BACKEND/stats"
 # Each site binds 127.0.0.1: a site address alone would listen on every interface.
 cat >"$WORK/Caddyfile" <<EOF
 {
-	admin off
+	$ADMIN
 	persist_config off
 	auto_https off
 	storage file_system $WORK/caddy-data
@@ -237,7 +246,16 @@ measure() {
 		run_wrk "$mode" "$warm" "$WARMUP" "$port" "$out.warmup"
 	fi
 	[[ $name != replay ]] && reset_backend
+	local prof=
+	if [[ $PROFILE == 1 ]]; then
+		curl -fsS --max-time $(($(seconds "$DURATION") + 30)) -o "$WORK/$name-$round.pprof" \
+			"http://127.0.0.1:$ADMIN_PORT/debug/pprof/profile?seconds=$(seconds "$DURATION")" &
+		prof=$!
+	fi
 	run_wrk "$mode" "$run" "$DURATION" "$port" "$out"
+	if [[ -n $prof ]]; then
+		wait "$prof" || echo "   (CPU profile of $name failed)"
+	fi
 
 	local result forwarded
 	result=$(grep '^LOAD_RESULT' "$out") || die "no result from wrk on :$port (see $out)"
