@@ -86,6 +86,8 @@ In another terminal:
   curl -i -d out_trade_no=o-1 localhost:8080/notify          # twice: the 2nd is replayed
   curl -s localhost:8080/stats                               # renewals per order
   curl -s localhost:2019/idempotency/keys/demo:o-1           # the remembered answer
+  curl -s -X DELETE localhost:2019/idempotency/keys/demo:o-1 # forget it: the next copy goes through
+Answers are kept in Caddy's data directory and survive restarts.
 Stop with Ctrl-C.
 
 `, backendAddr, delay, failFirst)
