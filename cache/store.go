@@ -111,6 +111,7 @@ type ClaimResult struct {
 	Token string
 	// Record is the stored record for Answered (with the answer), InFlight
 	// and Conflict (metadata only: state, fingerprint, copies, times).
+	// It is nil for Won: the caller knows what it just claimed.
 	Record *Record
 }
 
