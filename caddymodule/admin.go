@@ -1,0 +1,314 @@
+package caddymodule
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap"
+
+	"github.com/idemgate/idemgate/cache"
+)
+
+func init() {
+	caddy.RegisterModule(AdminAPI{})
+}
+
+// AdminAPI serves the idempotency routes on Caddy's admin endpoint:
+//
+//	GET    /idempotency/stores                  the loaded stores' ids
+//	GET    /idempotency/keys/<key>[?body=1]     one key's record
+//	DELETE /idempotency/keys/<key>              forget a key: its next copy is forwarded
+//	GET    /idempotency/keys?state=in_flight[&cursor=…&limit=…]   claims in flight, paged
+//
+// <key> is URL-escaped (a "/" in a key as %2F). Every route takes
+// ?store=<id> to pick a store when several are loaded.
+type AdminAPI struct {
+	logger *zap.Logger
+}
+
+// CaddyModule returns the Caddy module information.
+func (AdminAPI) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "admin.api.idempotency",
+		New: func() caddy.Module { return new(AdminAPI) },
+	}
+}
+
+// Provision takes the logger.
+func (a *AdminAPI) Provision(ctx caddy.Context) error {
+	a.logger = ctx.Logger()
+	return nil
+}
+
+// Routes returns the /idempotency/ routes.
+func (a *AdminAPI) Routes() []caddy.AdminRoute {
+	return []caddy.AdminRoute{{
+		Pattern: adminPrefix,
+		Handler: caddy.AdminHandlerFunc(a.serveHTTP),
+	}}
+}
+
+const (
+	adminPrefix      = "/idempotency/"
+	adminTimeout     = 10 * time.Second
+	defaultPageLimit = 100
+	maxPageLimit     = 1000
+)
+
+func (a *AdminAPI) serveHTTP(w http.ResponseWriter, r *http.Request) error {
+	// The key is taken from the escaped path and unescaped once, so a key
+	// holding "/" (sent as %2F) stays one key.
+	rest := strings.TrimPrefix(r.URL.EscapedPath(), adminPrefix)
+	switch {
+	case rest == "stores":
+		if r.Method != http.MethodGet {
+			return errMethod(r)
+		}
+		return a.listStores(w)
+	case rest == "keys":
+		if r.Method != http.MethodGet {
+			return errMethod(r)
+		}
+		return a.listKeys(w, r)
+	case strings.HasPrefix(rest, "keys/"):
+		key, err := url.PathUnescape(strings.TrimPrefix(rest, "keys/"))
+		if err != nil {
+			return apiError(http.StatusBadRequest, fmt.Errorf("key is not properly escaped: %v", err))
+		}
+		if key == "" {
+			return apiError(http.StatusBadRequest, errors.New("missing key: /idempotency/keys/<key>"))
+		}
+		switch r.Method {
+		case http.MethodGet:
+			return a.getKey(w, r, key)
+		case http.MethodDelete:
+			return a.deleteKey(w, r, key)
+		}
+		return errMethod(r)
+	}
+	return apiError(http.StatusNotFound, fmt.Errorf("no such route: %s (try /idempotency/keys/<key>, /idempotency/keys?state=in_flight, /idempotency/stores)", r.URL.Path))
+}
+
+// storesView is the answer to GET /idempotency/stores.
+type storesView struct {
+	Stores []string `json:"stores"`
+}
+
+func (a *AdminAPI) listStores(w http.ResponseWriter) error {
+	_, ids := findStore("")
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	if ids == nil {
+		ids = []string{}
+	}
+	return writeJSON(w, http.StatusOK, storesView{Stores: ids})
+}
+
+// recordView is a record as the admin API shows it: everything but the
+// answer's header values and, unless asked for, its body.
+type recordView struct {
+	Store       string    `json:"store"`
+	Key         string    `json:"key"`
+	State       string    `json:"state"`
+	Status      int       `json:"status,omitempty"`
+	Copies      int64     `json:"copies"`
+	Conflicts   int64     `json:"conflicts"`
+	FirstSeen   time.Time `json:"first_seen"`
+	LastSeen    time.Time `json:"last_seen"`
+	ExpiresAt   time.Time `json:"expires_at"`
+	ExpiresIn   string    `json:"expires_in"`
+	Fingerprint string    `json:"fingerprint,omitempty"`
+	BodyCached  bool      `json:"body_cached"`
+	BodySize    *int      `json:"body_size,omitempty"`
+	HeaderNames []string  `json:"header_names,omitempty"`
+	Body        *[]byte   `json:"body,omitempty"` // base64 in JSON; only with ?body=1
+}
+
+func newRecordView(storeID string, rec *cache.Record, withBody bool) recordView {
+	v := recordView{
+		Store:       storeID,
+		Key:         rec.Key,
+		State:       string(rec.State),
+		Status:      rec.Status,
+		Copies:      rec.Copies,
+		Conflicts:   rec.Conflicts,
+		FirstSeen:   rec.FirstSeen,
+		LastSeen:    rec.LastSeen,
+		ExpiresAt:   rec.ExpiresAt,
+		ExpiresIn:   time.Until(rec.ExpiresAt).Round(time.Second).String(),
+		Fingerprint: rec.Fingerprint,
+		BodyCached:  rec.BodyCached,
+	}
+	if rec.State == cache.StateAnswered {
+		if rec.BodyCached {
+			n := len(rec.Body)
+			v.BodySize = &n
+			if withBody {
+				b := rec.Body
+				if b == nil {
+					b = []byte{}
+				}
+				v.Body = &b
+			}
+		}
+		for name := range rec.Header {
+			v.HeaderNames = append(v.HeaderNames, name)
+		}
+		slices.Sort(v.HeaderNames)
+	}
+	return v
+}
+
+func (a *AdminAPI) getKey(w http.ResponseWriter, r *http.Request, key string) error {
+	ps, err := pickStore(r)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)
+	defer cancel()
+	rec, err := ps.Lookup(ctx, key)
+	if errors.Is(err, cache.ErrNotFound) {
+		return apiError(http.StatusNotFound, fmt.Errorf("no record for key %q in store %s", key, ps.id))
+	}
+	if err != nil {
+		return apiError(http.StatusServiceUnavailable, fmt.Errorf("store %s: %v", ps.id, err))
+	}
+	return writeJSON(w, http.StatusOK, newRecordView(ps.id, rec, boolParam(r, "body")))
+}
+
+// deletedView is the answer to DELETE: what was forgotten.
+type deletedView struct {
+	Deleted bool `json:"deleted"`
+	recordView
+}
+
+func (a *AdminAPI) deleteKey(w http.ResponseWriter, r *http.Request, key string) error {
+	ps, err := pickStore(r)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)
+	defer cancel()
+	// Look first only to report what is forgotten; Delete decides.
+	rec, lerr := ps.Lookup(ctx, key)
+	err = ps.Delete(ctx, key)
+	if errors.Is(err, cache.ErrNotFound) {
+		return apiError(http.StatusNotFound, fmt.Errorf("no record for key %q in store %s", key, ps.id))
+	}
+	if err != nil {
+		return apiError(http.StatusServiceUnavailable, fmt.Errorf("store %s: %v", ps.id, err))
+	}
+	out := deletedView{Deleted: true}
+	state := "unknown"
+	if lerr == nil {
+		out.recordView = newRecordView(ps.id, rec, false)
+		state = string(rec.State)
+	} else {
+		out.recordView = recordView{Store: ps.id, Key: key}
+	}
+	if a.logger != nil {
+		// Admin actions are rare and worth a line; the key stays hashed.
+		a.logger.Info("idempotency key purged through the admin API: its next copy will be forwarded",
+			zap.String("store", ps.id), zap.String("key", hashKey(key)), zap.String("state", state),
+			zap.String("remote", r.RemoteAddr))
+	}
+	return writeJSON(w, http.StatusOK, out)
+}
+
+// pageView is the answer to GET /idempotency/keys?state=in_flight.
+type pageView struct {
+	Store string       `json:"store"`
+	Keys  []recordView `json:"keys"`
+	// Next is the cursor of the next page; "" on the last page.
+	Next string `json:"next"`
+}
+
+func (a *AdminAPI) listKeys(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	if st := q.Get("state"); st != string(cache.StateInFlight) {
+		return apiError(http.StatusBadRequest, fmt.Errorf("state=%s is not listable: only state=in_flight (answered keys are looked up one by one)", st))
+	}
+	limit := defaultPageLimit
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			return apiError(http.StatusBadRequest, fmt.Errorf("limit must be a positive number, not %q", s))
+		}
+		limit = min(n, maxPageLimit)
+	}
+	ps, err := pickStore(r)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)
+	defer cancel()
+	recs, next, err := ps.InFlight(ctx, q.Get("cursor"), limit)
+	if err != nil {
+		return apiError(http.StatusServiceUnavailable, fmt.Errorf("store %s: %v", ps.id, err))
+	}
+	out := pageView{Store: ps.id, Keys: make([]recordView, 0, len(recs)), Next: next}
+	for _, rec := range recs {
+		out.Keys = append(out.Keys, newRecordView(ps.id, rec, false))
+	}
+	return writeJSON(w, http.StatusOK, out)
+}
+
+// pickStore finds the store named by ?store=, or the only one loaded.
+func pickStore(r *http.Request) (*pooledStore, error) {
+	id := r.URL.Query().Get("store")
+	ps, ids := findStore(id)
+	if ps != nil {
+		return ps, nil
+	}
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	if id == "" && len(ids) == 1 {
+		// Two configurations that differ only by a secret share an id.
+		if ps, _ = findStore(ids[0]); ps != nil {
+			return ps, nil
+		}
+	}
+	switch {
+	case len(ids) == 0:
+		return nil, apiError(http.StatusNotFound, errors.New("no idempotency store is loaded: the running config has no idempotency handler"))
+	case id == "":
+		return nil, apiError(http.StatusBadRequest, fmt.Errorf("several stores are loaded; pick one with ?store=<id> (--store): %s", strings.Join(ids, ", ")))
+	}
+	return nil, apiError(http.StatusNotFound, fmt.Errorf("no store %q is loaded; loaded: %s", id, strings.Join(ids, ", ")))
+}
+
+func boolParam(r *http.Request, name string) bool {
+	b, _ := strconv.ParseBool(r.URL.Query().Get(name))
+	return b
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func apiError(status int, err error) error {
+	return caddy.APIError{HTTPStatus: status, Err: err}
+}
+
+func errMethod(r *http.Request) error {
+	return apiError(http.StatusMethodNotAllowed, fmt.Errorf("method %s not allowed on %s", r.Method, r.URL.Path))
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner = (*AdminAPI)(nil)
+	_ caddy.AdminRouter = (*AdminAPI)(nil)
+)

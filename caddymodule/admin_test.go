@@ -1,0 +1,281 @@
+package caddymodule
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+
+	"github.com/idemgate/idemgate/internal/redistest"
+)
+
+// gateway is a running in-process gateway with its admin endpoint on.
+type gateway struct {
+	base  string // the site, http://127.0.0.1:port
+	admin string // the admin endpoint, 127.0.0.1:port
+}
+
+// startGateway is startCaddy with the admin endpoint on a free loopback
+// port: the admin API, the CLI and /metrics are reached through it.
+func startGateway(t testing.TB, siteBody string, replacements ...string) gateway {
+	t.Helper()
+	port, adminPort := freePort(t), freePort(t)
+	body := strings.NewReplacer(replacements...).Replace(siteBody)
+	cf := fmt.Sprintf(`{
+	admin 127.0.0.1:%d
+	auto_https off
+	persist_config off
+	storage file_system %s
+	log {
+		level ERROR
+	}
+}
+http://127.0.0.1:%d {
+%s
+}
+`, adminPort, t.TempDir(), port, body)
+	loadCaddyfile(t, cf)
+	t.Cleanup(func() { caddy.Stop() })
+	g := gateway{base: fmt.Sprintf("http://127.0.0.1:%d", port), admin: fmt.Sprintf("127.0.0.1:%d", adminPort)}
+	waitListening(t, g.base)
+	waitListening(t, "http://"+g.admin)
+	return g
+}
+
+func loadCaddyfile(t testing.TB, cf string) {
+	t.Helper()
+	cfgJSON, warn, err := caddyfileAdapter().Adapt([]byte(cf), nil)
+	if err != nil {
+		t.Fatalf("adapting Caddyfile: %v\n%s", err, cf)
+	}
+	for _, w := range warn {
+		t.Logf("adapt warning: %v", w)
+	}
+	if err := caddy.Load(cfgJSON, true); err != nil {
+		t.Fatalf("loading config: %v\n%s", err, cfgJSON)
+	}
+}
+
+// adminDo sends one request to the admin endpoint as curl would.
+func (g gateway) adminDo(t testing.TB, method, uri string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, "http://"+g.admin+uri, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, uri, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// adminJSON is adminDo decoding a 200 answer into v.
+func (g gateway) adminJSON(t testing.TB, method, uri string, v any) {
+	t.Helper()
+	status, body := g.adminDo(t, method, uri)
+	if status != http.StatusOK {
+		t.Fatalf("%s %s: got %d %s, want 200", method, uri, status, body)
+	}
+	if err := json.Unmarshal([]byte(body), v); err != nil {
+		t.Fatalf("%s %s: decoding %q: %v", method, uri, body, err)
+	}
+}
+
+// keyURI is the admin path of a key.
+func keyURI(key string) string { return "/idempotency/keys/" + url.PathEscape(key) }
+
+// TestAdminInspectAndPurge: a key's record after a request, and a purge
+// after which the next copy reaches the backend again.
+func TestAdminInspectAndPurge(t *testing.T) {
+	rs := redistest.Start(t)
+	be := newBackend(t)
+	g := startGateway(t, notifyRoute, "{store}", "store redis "+rs.Addr(), "{backend}", be.addr(), "{extra}", "")
+
+	// Keys with ":", "/", "{" and a "//" survive the trip through the path.
+	for _, order := range []string{"ad-1", "a/b{c}", "x//y/../z"} {
+		key := "demo:" + order
+		notify(t, g.base, order)
+		notify(t, g.base, order)
+		notify(t, g.base, order, "total_amount", "0.01") // a conflict
+
+		var rec recordView
+		g.adminJSON(t, http.MethodGet, keyURI(key), &rec)
+		wantBody := "ok " + order
+		if rec.Key != key || rec.State != "answered" || rec.Status != 200 || rec.Copies != 2 || rec.Conflicts != 1 ||
+			!rec.BodyCached || rec.BodySize == nil || *rec.BodySize != len(wantBody) || rec.Body != nil {
+			t.Fatalf("record of %q: %+v", key, rec)
+		}
+		if rec.Store != "redis:"+rs.Addr() || len(rec.Fingerprint) != 64 || rec.FirstSeen.IsZero() ||
+			rec.LastSeen.Before(rec.FirstSeen) || time.Until(rec.ExpiresAt) < 71*time.Hour {
+			t.Errorf("record of %q: store, fingerprint or times wrong: %+v", key, rec)
+		}
+		if !slices.Contains(rec.HeaderNames, "X-Backend") || slices.Contains(rec.HeaderNames, "Set-Cookie") {
+			t.Errorf("header names %v: want X-Backend and no Set-Cookie", rec.HeaderNames)
+		}
+		_, raw := g.adminDo(t, http.MethodGet, keyURI(key))
+		if strings.Contains(raw, "legacy") || strings.Contains(raw, `"body"`) {
+			t.Errorf("inspect without ?body=1 shows header values or the body: %s", raw)
+		}
+
+		var withBody struct {
+			Body string `json:"body"`
+		}
+		g.adminJSON(t, http.MethodGet, keyURI(key)+"?body=1", &withBody)
+		if b, _ := base64.StdEncoding.DecodeString(withBody.Body); string(b) != wantBody {
+			t.Errorf("?body=1: body %q, want %q", b, wantBody)
+		}
+
+		var del deletedView
+		g.adminJSON(t, http.MethodDelete, keyURI(key), &del)
+		if !del.Deleted || del.State != "answered" || del.Copies != 2 {
+			t.Errorf("DELETE answer: %+v", del)
+		}
+		if status, body := g.adminDo(t, http.MethodGet, keyURI(key)); status != 404 || !strings.Contains(body, "no record") {
+			t.Errorf("GET after purge: %d %s, want 404", status, body)
+		}
+		if status, _ := g.adminDo(t, http.MethodDelete, keyURI(key)); status != 404 {
+			t.Errorf("second DELETE: %d, want 404", status)
+		}
+		if r := notify(t, g.base, order); r.status != 200 || r.replayed {
+			t.Errorf("copy after purge: %d replayed=%v, want forwarded", r.status, r.replayed)
+		}
+		if got := be.count(order); got != 2 {
+			t.Errorf("backend ran %d times for %q, want 2 (before and after the purge)", got, order)
+		}
+	}
+}
+
+// TestAdminInFlight: a claim held by a slow backend is listed, paged, and
+// gone once answered.
+func TestAdminInFlight(t *testing.T) {
+	rs := redistest.Start(t)
+	be := newBackend(t)
+	release := make(chan struct{})
+	be.setAnswer(func(order string, n int, r *http.Request) (int, string, time.Duration) {
+		if strings.HasPrefix(order, "slow") {
+			<-release
+		}
+		return 200, "ok " + order, 0
+	})
+	g := startGateway(t, notifyRoute, "{store}", "store redis "+rs.Addr(), "{backend}", be.addr(), "{extra}", "")
+	notify(t, g.base, "done-1") // answered: never listed
+
+	var wg sync.WaitGroup
+	var once sync.Once
+	defer once.Do(func() { close(release) })
+	for i := range 3 {
+		wg.Add(1)
+		go func() { defer wg.Done(); notify(t, g.base, fmt.Sprintf("slow-%d", i)) }()
+	}
+	want := []string{"demo:slow-0", "demo:slow-1", "demo:slow-2"}
+
+	listAll := func(limit int) []string {
+		var keys []string
+		cursor := ""
+		for range 100 {
+			var page pageView
+			g.adminJSON(t, http.MethodGet, fmt.Sprintf("/idempotency/keys?state=in_flight&limit=%d&cursor=%s", limit, url.QueryEscape(cursor)), &page)
+			if len(page.Keys) > limit {
+				t.Fatalf("page of %d keys, limit %d", len(page.Keys), limit)
+			}
+			for _, k := range page.Keys {
+				if k.State != "in_flight" || k.Copies != 1 || k.ExpiresAt.IsZero() {
+					t.Errorf("in-flight entry %+v", k)
+				}
+				keys = append(keys, k.Key)
+			}
+			if cursor = page.Next; cursor == "" {
+				break
+			}
+		}
+		slices.Sort(keys)
+		return slices.Compact(keys)
+	}
+	eventually(t, 5*time.Second, "three claims in flight", func() bool { return slices.Equal(listAll(100), want) })
+	if got := listAll(1); !slices.Equal(got, want) {
+		t.Errorf("paged by 1: %v, want %v", got, want)
+	}
+	once.Do(func() { close(release) })
+	wg.Wait()
+	if got := listAll(100); len(got) != 0 {
+		t.Errorf("in flight after the answers: %v, want none", got)
+	}
+
+	for _, c := range []struct{ uri, want string }{
+		{"/idempotency/keys", "only state=in_flight"},
+		{"/idempotency/keys?state=answered", "only state=in_flight"},
+		{"/idempotency/keys?state=in_flight&limit=0", "limit must be"},
+	} {
+		if status, body := g.adminDo(t, http.MethodGet, c.uri); status != 400 || !strings.Contains(body, c.want) {
+			t.Errorf("GET %s: %d %s, want 400 %q", c.uri, status, body, c.want)
+		}
+	}
+	if status, _ := g.adminDo(t, http.MethodPost, "/idempotency/keys/demo:x"); status != 405 {
+		t.Errorf("POST a key: %d, want 405", status)
+	}
+	if status, _ := g.adminDo(t, http.MethodGet, "/idempotency/nope"); status != 404 {
+		t.Errorf("GET an unknown route: %d, want 404", status)
+	}
+}
+
+// TestAdminSeveralStores: with two stores loaded, ?store= picks one and
+// its absence is a 400 naming them.
+func TestAdminSeveralStores(t *testing.T) {
+	rs := redistest.Start(t)
+	be := newBackend(t)
+	g := startGateway(t, `
+	handle /a {
+		idempotency {
+			key a:{idempotency.form.out_trade_no}
+			store memory
+		}
+		reverse_proxy {backend}
+	}
+	handle /b {
+		idempotency {
+			key b:{idempotency.form.out_trade_no}
+			store redis {redis}
+		}
+		reverse_proxy {backend}
+	}`, "{backend}", be.addr(), "{redis}", rs.Addr())
+	post(t, g.base+"/a", "application/x-www-form-urlencoded", "out_trade_no=1", nil)
+	post(t, g.base+"/b", "application/x-www-form-urlencoded", "out_trade_no=1", nil)
+
+	var stores storesView
+	g.adminJSON(t, http.MethodGet, "/idempotency/stores", &stores)
+	redisID := "redis:" + rs.Addr()
+	if !slices.Equal(stores.Stores, []string{"memory", redisID}) {
+		t.Fatalf("stores: %v", stores.Stores)
+	}
+	status, body := g.adminDo(t, http.MethodGet, keyURI("a:1"))
+	if status != 400 || !strings.Contains(body, "memory") || !strings.Contains(body, redisID) {
+		t.Errorf("no ?store with two stores: %d %s, want 400 listing both", status, body)
+	}
+	var rec recordView
+	g.adminJSON(t, http.MethodGet, keyURI("a:1")+"?store=memory", &rec)
+	if rec.Store != "memory" || rec.State != "answered" {
+		t.Errorf("a:1 in memory: %+v", rec)
+	}
+	g.adminJSON(t, http.MethodGet, keyURI("b:1")+"?store="+url.QueryEscape(redisID), &rec)
+	if rec.Store != redisID || rec.State != "answered" {
+		t.Errorf("b:1 in redis: %+v", rec)
+	}
+	if status, _ := g.adminDo(t, http.MethodGet, keyURI("b:1")+"?store=memory"); status != 404 {
+		t.Errorf("b:1 in memory: %d, want 404", status)
+	}
+	if status, body := g.adminDo(t, http.MethodGet, keyURI("a:1")+"?store=nope"); status != 404 || !strings.Contains(body, "loaded: ") {
+		t.Errorf("unknown store: %d %s, want 404 listing the loaded ones", status, body)
+	}
+}
