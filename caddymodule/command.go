@@ -1,0 +1,211 @@
+package caddymodule
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strconv"
+
+	caddycmd "github.com/caddyserver/caddy/v2/cmd"
+	"github.com/spf13/cobra"
+)
+
+func init() {
+	caddycmd.RegisterCommand(idempotencyCommand())
+}
+
+// idempotencyCommand is `idemgate idempotency inspect|purge|in-flight`: a
+// client of the admin API's /idempotency/ routes, finding the admin
+// endpoint the way Caddy's own stop and reload do.
+func idempotencyCommand() caddycmd.Command {
+	return caddycmd.Command{
+		Name:  "idempotency",
+		Usage: "inspect|purge|in-flight [<key>] [--address <interface>] [--config <path> [--adapter <name>]] [--store <id>]",
+		Short: "Inspects and purges idempotency keys of a running gateway",
+		Long: `
+Talks to the running gateway's admin API (/idempotency/ routes).
+
+  idempotency inspect <key> [--body]       show a key's record (state, status,
+                                           copies, times, fingerprint digest)
+  idempotency purge <key>                  forget a key: its next copy is
+                                           forwarded to the backend again
+  idempotency in-flight [--limit N] [--all] [--cursor C]
+                                           list claims whose first copy is
+                                           still at the backend
+
+The admin endpoint is --address if given, else the admin address of --config
+(with --adapter), else Caddy's default (localhost:2019). When the config
+loads several stores, --store <id> picks one (the error lists the ids).
+Keys are passed as they are; quote them for the shell.
+`,
+		CobraFunc: func(cmd *cobra.Command) {
+			cmd.AddCommand(inspectCommand(), purgeCommand(), inFlightCommand())
+		},
+	}
+}
+
+// adminFlags are the flags every subcommand takes.
+func adminFlags(c *cobra.Command) {
+	c.Flags().StringP("config", "c", "", "Configuration file to read the admin address from, if --address is not used")
+	c.Flags().StringP("adapter", "a", "", "Name of config adapter to apply (when --config is used)")
+	c.Flags().String("address", "", "The address of the admin API endpoint, if not the default")
+	c.Flags().String("store", "", "The store id, when the running config loads several")
+}
+
+func inspectCommand() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "inspect <key> [--body]",
+		Short: "Shows an idempotency key's record",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cmd.SilenceUsage = true
+			q := url.Values{}
+			if body, _ := cmd.Flags().GetBool("body"); body {
+				q.Set("body", "1")
+			}
+			return adminCall(cmd, http.MethodGet, keyPath(args[0]), q, nil)
+		},
+	}
+	adminFlags(c)
+	c.Flags().Bool("body", false, "Include the remembered answer's body (base64)")
+	return c
+}
+
+func purgeCommand() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "purge <key>",
+		Short: "Forgets an idempotency key so its next copy is forwarded again",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cmd.SilenceUsage = true
+			return adminCall(cmd, http.MethodDelete, keyPath(args[0]), url.Values{}, nil)
+		},
+	}
+	adminFlags(c)
+	return c
+}
+
+func inFlightCommand() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "in-flight [--limit N] [--all] [--cursor C]",
+		Short: "Lists claims whose first copy is still at the backend",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cmd.SilenceUsage = true
+			limit, _ := cmd.Flags().GetInt("limit")
+			all, _ := cmd.Flags().GetBool("all")
+			cursor, _ := cmd.Flags().GetString("cursor")
+			if limit < 1 {
+				return fmt.Errorf("--limit must be at least 1")
+			}
+			if !all {
+				q := url.Values{"state": {"in_flight"}, "limit": {strconv.Itoa(limit)}, "cursor": {cursor}}
+				return adminCall(cmd, http.MethodGet, "/idempotency/keys", q, nil)
+			}
+			// --all follows the cursor and prints one list.
+			var total pageView
+			total.Keys = []recordView{}
+			for {
+				q := url.Values{"state": {"in_flight"}, "limit": {strconv.Itoa(limit)}, "cursor": {cursor}}
+				var page pageView
+				if err := adminCall(cmd, http.MethodGet, "/idempotency/keys", q, &page); err != nil {
+					return err
+				}
+				total.Store = page.Store
+				total.Keys = append(total.Keys, page.Keys...)
+				if page.Next == "" {
+					break
+				}
+				cursor = page.Next
+			}
+			return printJSON(cmd.OutOrStdout(), total)
+		},
+	}
+	adminFlags(c)
+	c.Flags().Int("limit", defaultPageLimit, "Keys per page (the store may return fewer)")
+	c.Flags().Bool("all", false, "Follow the pages to the end and print one list")
+	c.Flags().String("cursor", "", "Start at this cursor (the \"next\" of a previous page)")
+	return c
+}
+
+// keyPath is the admin path of key: escaped, so "/" in a key stays in it.
+func keyPath(key string) string {
+	return "/idempotency/keys/" + url.PathEscape(key)
+}
+
+// adminCall sends one request to the admin API. With into == nil it
+// prints the answer as indented JSON; else it decodes into it.
+func adminCall(cmd *cobra.Command, method, path string, q url.Values, into any) error {
+	fl := cmd.Flags()
+	address, _ := fl.GetString("address")
+	config, _ := fl.GetString("config")
+	adapter, _ := fl.GetString("adapter")
+	if store, _ := fl.GetString("store"); store != "" {
+		q.Set("store", store)
+	}
+	adminAddr, err := caddycmd.DetermineAdminAPIAddress(address, nil, config, adapter)
+	if err != nil {
+		return fmt.Errorf("couldn't determine admin API address: %v", err)
+	}
+	uri := path
+	if enc := q.Encode(); enc != "" {
+		uri += "?" + enc
+	}
+	resp, err := caddycmd.AdminAPIRequest(adminAddr, method, uri, nil, nil)
+	if err != nil {
+		return adminError(adminAddr, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("reading the admin API's answer: %v", err)
+	}
+	if into != nil {
+		if err := json.Unmarshal(body, into); err != nil {
+			return fmt.Errorf("decoding the admin API's answer: %v", err)
+		}
+		return nil
+	}
+	var pretty bytes.Buffer
+	if json.Indent(&pretty, bytes.TrimSpace(body), "", "  ") != nil {
+		_, err = cmd.OutOrStdout().Write(body)
+		return err
+	}
+	pretty.WriteByte('\n')
+	_, err = cmd.OutOrStdout().Write(pretty.Bytes())
+	return err
+}
+
+// adminHTTPError matches the error AdminAPIRequest makes of an answer >= 400.
+var adminHTTPError = regexp.MustCompile(`(?s)^caddy responded with error: HTTP (\d+): (.*)$`)
+
+// adminError turns AdminAPIRequest's error into a plain message: the API's
+// own {"error": …} text and the status.
+func adminError(addr string, err error) error {
+	m := adminHTTPError.FindStringSubmatch(err.Error())
+	if m == nil {
+		return fmt.Errorf("admin API at %s: %v (is the gateway running with its admin endpoint on?)", addr, err)
+	}
+	msg := m[2]
+	var apiErr struct {
+		Error string `json:"error"`
+	}
+	if json.Unmarshal([]byte(msg), &apiErr) == nil && apiErr.Error != "" {
+		msg = apiErr.Error
+	}
+	if m[1] == "404" && msg == "404 page not found\n" {
+		msg = "the admin API has no /idempotency/ routes: is this an idemgate build?"
+	}
+	return errors.New(msg + " (HTTP " + m[1] + ")")
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
