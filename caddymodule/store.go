@@ -2,6 +2,8 @@ package caddymodule
 
 import (
 	"crypto/tls"
+	"errors"
+	"io"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -55,9 +57,16 @@ var stores = caddy.NewUsagePool()
 type pooledStore struct {
 	id string
 	cache.Store
+	client io.Closer // the Redis client, which the store does not own
 }
 
-func (p *pooledStore) Destruct() error { return p.Store.Close() }
+func (p *pooledStore) Destruct() error {
+	err := p.Store.Close()
+	if p.client != nil {
+		err = errors.Join(err, p.client.Close())
+	}
+	return err
+}
 
 // id names a store configuration for the pool, the admin API and logs;
 // it holds no secret.
@@ -99,11 +108,11 @@ func loadStore(sc StoreConfig) (*pooledStore, error) {
 		return nil, err
 	}
 	val, _, err := stores.LoadOrNew(string(keyBytes), func() (caddy.Destructor, error) {
-		s, err := openStore(sc)
+		s, client, err := openStore(sc)
 		if err != nil {
 			return nil, err
 		}
-		return &pooledStore{id: sc.id(), Store: s}, nil
+		return &pooledStore{id: sc.id(), Store: s, client: client}, nil
 	})
 	if err != nil {
 		return nil, err
@@ -140,23 +149,27 @@ func findStore(id string) (*pooledStore, []string) {
 	return found, ids
 }
 
-func openStore(sc StoreConfig) (cache.Store, error) {
+// openStore opens the store sc names; client is what must be closed
+// besides the store (the Redis client), or nil.
+func openStore(sc StoreConfig) (s cache.Store, client io.Closer, err error) {
 	switch sc.Type {
 	case "memory":
-		return cache.NewMemory(), nil
+		return cache.NewMemory(), nil, nil
 	case "redis":
 		opts, err := sc.universalOptions()
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		return cache.NewRedis(redis.NewUniversalClient(opts), cache.RedisOptions{Prefix: sc.prefix()}), nil
+		c := redis.NewUniversalClient(opts)
+		return cache.NewRedis(c, cache.RedisOptions{Prefix: sc.prefix()}), c, nil
 	case "embedded", "":
 		if err := os.MkdirAll(filepath.Dir(sc.Path), 0o700); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		return cache.NewEmbedded(sc.Path, cache.EmbeddedOptions{})
+		s, err := cache.NewEmbedded(sc.Path, cache.EmbeddedOptions{})
+		return s, nil, err
 	}
-	return nil, fmt.Errorf("unknown store type %q", sc.Type)
+	return nil, nil, fmt.Errorf("unknown store type %q", sc.Type)
 }
 
 // universalOptions turns addresses (plain or URLs) into go-redis options:
