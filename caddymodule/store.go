@@ -2,10 +2,10 @@ package caddymodule
 
 import (
 	"crypto/tls"
-	"errors"
-	"io"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
