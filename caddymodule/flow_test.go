@@ -435,3 +435,116 @@ func TestStoreDown(t *testing.T) {
 		t.Errorf("backend ran %d times for sd-2, want 1", be.count("sd-2"))
 	}
 }
+
+// TestRedisTopologies: the gateway works on Redis Cluster (several
+// addresses), through Sentinel (master_name) and with a password from
+// {env.*}; copies forward once on each.
+func TestRedisTopologies(t *testing.T) {
+	cluster := redistest.StartCluster(t, 3)
+	master := redistest.Start(t)
+	sentinel := redistest.StartSentinel(t, master, "idemmaster")
+	secured := redistest.Start(t)
+	const password = "s3cret-for-test"
+	if err := secured.Client().ConfigSet(t.Context(), "requirepass", password).Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("IDEMGATE_TEST_REDIS_PASSWORD", password)
+
+	for name, store := range map[string]string{
+		"cluster":  "store redis " + strings.Join(cluster.Addrs, " "),
+		"sentinel": "store redis " + sentinel.Addr() + " {\n\t\t\t\tmaster_name idemmaster\n\t\t\t}",
+		"password": "store redis redis://" + secured.Addr() + " {\n\t\t\t\tpassword {env.IDEMGATE_TEST_REDIS_PASSWORD}\n\t\t\t}",
+	} {
+		t.Run(name, func(t *testing.T) {
+			be := newBackend(t)
+			be.setAnswer(func(order string, n int, r *http.Request) (int, string, time.Duration) {
+				return 200, "success", 50 * time.Millisecond
+			})
+			base := gatewayFor(t, store, be.addr(), "")
+			for i := range 5 {
+				order := "topo-" + name + "-" + itoa(i)
+				for j, r := range storm(t, 30, func(int) reply { return notify(t, base, order) }) {
+					if r.status != 200 || r.body != "success" {
+						t.Fatalf("copy %d: got %d %q", j, r.status, r.body)
+					}
+				}
+				if got := be.count(order); got != 1 {
+					t.Fatalf("backend ran %d times for %s, want 1", got, order)
+				}
+			}
+		})
+	}
+	// The records really live where they were configured.
+	n, err := cluster.Client().DBSize(t.Context()).Result()
+	if err != nil || n == 0 {
+		// DBSize on a ClusterClient sums the masters.
+		t.Errorf("cluster holds %d keys (%v), want the test's records", n, err)
+	}
+	if n, _ := master.Client().DBSize(t.Context()).Result(); n == 0 {
+		t.Errorf("the Sentinel-monitored master holds no keys")
+	}
+}
+
+func TestUniversalOptions(t *testing.T) {
+	tests := []struct {
+		name    string
+		sc      StoreConfig
+		want    string
+		wantErr string
+	}{
+		{"single", StoreConfig{Addresses: []string{"10.0.0.1:6379"}}, `{"addrs":["10.0.0.1:6379"]}`, ""},
+		{"url with credentials and db", StoreConfig{Addresses: []string{"redis://gw:pw@10.0.0.1:6380/3"}},
+			`{"addrs":["10.0.0.1:6380"],"user":"gw","pass":"pw","db":3}`, ""},
+		{"explicit password wins", StoreConfig{Addresses: []string{"redis://gw:pw@h:1"}, Password: "other"},
+			`{"addrs":["h:1"],"user":"gw","pass":"other"}`, ""},
+		{"rediss turns on TLS", StoreConfig{Addresses: []string{"rediss://h:1"}}, `{"addrs":["h:1"],"tls":true}`, ""},
+		{"cluster", StoreConfig{Addresses: []string{"a:1", "b:1", "c:1"}}, `{"addrs":["a:1","b:1","c:1"]}`, ""},
+		{"sentinel", StoreConfig{Addresses: []string{"s1:26379", "s2:26379"}, MasterName: "m", DB: 2},
+			`{"addrs":["s1:26379","s2:26379"],"master":"m","db":2}`, ""},
+		{"cluster has no db", StoreConfig{Addresses: []string{"a:1", "b:1"}, DB: 1}, "", "has no database"},
+		{"no address", StoreConfig{}, "", "at least one address"},
+		{"bad url", StoreConfig{Addresses: []string{"redis://h:1/notanumber"}}, "", "redis address"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o, err := tt.sc.universalOptions()
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("got %v, want an error with %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]any{"addrs": o.Addrs}
+			if o.Username != "" {
+				got["user"] = o.Username
+			}
+			if o.Password != "" {
+				got["pass"] = o.Password
+			}
+			if o.DB != 0 {
+				got["db"] = o.DB
+			}
+			if o.MasterName != "" {
+				got["master"] = o.MasterName
+			}
+			if o.TLSConfig != nil {
+				got["tls"] = true
+			}
+			if !jsonEqual(t, mustJSON(got), tt.want) {
+				t.Errorf("got %s, want %s", mustJSON(got), tt.want)
+			}
+		})
+	}
+}
+
+// TestStoreIDHidesPassword: the store id (logs, admin API) never holds a
+// password from a URL.
+func TestStoreIDHidesPassword(t *testing.T) {
+	id := StoreConfig{Type: "redis", Addresses: []string{"redis://gw:topsecret@h:1/2"}, Password: "x"}.id()
+	if strings.Contains(id, "topsecret") || !strings.Contains(id, "h:1") {
+		t.Errorf("id %q leaks the password or lost the address", id)
+	}
+}
