@@ -2,25 +2,249 @@ package caddymodule
 
 import (
 	"context"
+	"fmt"
+	"maps"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	promclient "github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	"go.opentelemetry.io/otel/metric"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.uber.org/zap"
+)
+
+// The handler's metrics go through the OpenTelemetry metric API. An SDK
+// MeterProvider with the Prometheus exporter as its reader bridges them
+// onto the Prometheus registry of the Caddy config being loaded, so they
+// appear on Caddy's /metrics next to Caddy's own.
+//
+// Caddy makes a registry per config load. One MeterProvider serves every
+// handler of one registry (two providers on one registry would export the
+// same series twice and break the scrape); meterProviders counts the
+// handlers using it and shuts it down when the last one's config is
+// unloaded. A registry that is re-used across loads keeps its provider.
+var meterProviders = caddy.NewUsagePool()
+
+// Exported names (the Prometheus exporter adds _total to counters and
+// _seconds to histograms with unit "s").
+const (
+	metricRequests        = "idemgate_requests"         // _total{platform,outcome}
+	metricRequestDuration = "idemgate_request_duration" // _seconds{platform,outcome}
+	metricBackendDuration = "idemgate_backend_duration" // _seconds{platform}
+	metricWaitDuration    = "idemgate_wait_duration"    // _seconds{platform}
+	metricCopies          = "idemgate_copies_per_key"   // {platform}
+	metricLostClaims      = "idemgate_lost_claims"      // _total{platform,op}
+	metricStoreErrors     = "idemgate_store_errors"     // _total{platform,op}
+)
+
+// Histogram buckets: the gateway adds well under a millisecond, backends
+// take milliseconds to seconds, a waiting copy up to in_flight wait.
+var (
+	durationBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
+	copiesBuckets   = []float64{1, 2, 3, 5, 10, 20, 50, 100}
 )
 
 // metrics records the handler's counters and histograms. Labels are
 // bounded: platform, outcome and operation — never a key or an address.
-type metrics struct{}
+// A nil *metrics records nothing.
+type metrics struct {
+	requests        metric.Int64Counter
+	requestDuration metric.Float64Histogram
+	backend         metric.Float64Histogram
+	wait            metric.Float64Histogram
+	copiesPerKey    metric.Int64Histogram
+	lostClaims      metric.Int64Counter
+	storeErrors     metric.Int64Counter
 
-func loadMetrics(caddy.Context) *metrics { return &metrics{} }
+	// labels holds the pre-built options of every label combination seen
+	// so far: the hot path does an atomic load and a map lookup, and
+	// allocates nothing. New combinations (a handful per process) copy
+	// the map.
+	labels   atomic.Pointer[map[labelKey]*labelSet]
+	labelsMu sync.Mutex
+}
 
-func (m *metrics) request(ctx context.Context, platform, outcome string, d time.Duration) {}
+// labelKey names one label combination; b is the outcome or the operation,
+// kind tells which (or none: platform only).
+type labelKey struct {
+	kind        byte
+	platform, b string
+}
 
-func (m *metrics) backendDuration(ctx context.Context, platform string, d time.Duration) {}
+const (
+	kindPlatform byte = iota
+	kindOutcome
+	kindOp
+)
 
-func (m *metrics) waitDuration(ctx context.Context, platform string, d time.Duration) {}
+// labelSet is one label combination as ready-made options.
+type labelSet struct {
+	add []metric.AddOption
+	rec []metric.RecordOption
+}
 
-func (m *metrics) copies(ctx context.Context, platform string, n int64) {}
+// meterEntry is a meterProviders entry.
+type meterEntry struct {
+	registry *promclient.Registry // kept so its address is not re-used while pooled
+	provider *sdkmetric.MeterProvider
+	m        *metrics
+}
 
-func (m *metrics) lostClaim(ctx context.Context, platform, op string) {}
+func (e *meterEntry) Destruct() error { return e.provider.Shutdown(context.Background()) }
 
-func (m *metrics) storeError(ctx context.Context, platform, op string) {}
+// loadMetrics returns the metrics of ctx's registry, creating them on first
+// use. The reference is dropped when ctx (the config) is unloaded. With no
+// registry, or if the exporter cannot be set up, it logs and returns nil:
+// the gateway works without metrics.
+func loadMetrics(ctx caddy.Context) *metrics {
+	reg := ctx.GetMetricsRegistry()
+	if reg == nil {
+		return nil
+	}
+	key := fmt.Sprintf("%p", reg)
+	val, _, err := meterProviders.LoadOrNew(key, func() (caddy.Destructor, error) {
+		return newMeterEntry(reg)
+	})
+	if err != nil {
+		ctx.Logger().Error("metrics disabled: setting up the OpenTelemetry Prometheus exporter failed", zap.Error(err))
+		return nil
+	}
+	context.AfterFunc(ctx, func() { _, _ = meterProviders.Delete(key) })
+	return val.(*meterEntry).m
+}
+
+func newMeterEntry(reg *promclient.Registry) (*meterEntry, error) {
+	exp, err := otelprom.New(
+		otelprom.WithRegisterer(reg),
+		otelprom.WithoutTargetInfo(),
+		otelprom.WithoutScopeInfo(),
+	)
+	if err != nil {
+		return nil, err
+	}
+	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
+	m, err := newMetrics(provider)
+	if err != nil {
+		_ = provider.Shutdown(context.Background())
+		return nil, err
+	}
+	return &meterEntry{registry: reg, provider: provider, m: m}, nil
+}
+
+// newMetrics creates the instruments on provider's meter.
+func newMetrics(provider metric.MeterProvider) (*metrics, error) {
+	meter := provider.Meter(instrumentationName)
+	m := &metrics{}
+	var err error
+	if m.requests, err = meter.Int64Counter(metricRequests,
+		metric.WithDescription("Notifications handled, by platform and outcome (forwarded, replayed, waited, conflict, rejected_signature, store_error, ...).")); err != nil {
+		return nil, err
+	}
+	if m.requestDuration, err = meter.Float64Histogram(metricRequestDuration, metric.WithUnit("s"),
+		metric.WithDescription("Time from the notification's arrival to the gateway's decision being done, backend included, by platform and outcome."),
+		metric.WithExplicitBucketBoundaries(durationBuckets...)); err != nil {
+		return nil, err
+	}
+	if m.backend, err = meter.Float64Histogram(metricBackendDuration, metric.WithUnit("s"),
+		metric.WithDescription("Time the backend took to answer a forwarded notification."),
+		metric.WithExplicitBucketBoundaries(durationBuckets...)); err != nil {
+		return nil, err
+	}
+	if m.wait, err = meter.Float64Histogram(metricWaitDuration, metric.WithUnit("s"),
+		metric.WithDescription("Time a copy waited for the first copy's answer (in_flight wait)."),
+		metric.WithExplicitBucketBoundaries(durationBuckets...)); err != nil {
+		return nil, err
+	}
+	if m.copiesPerKey, err = meter.Int64Histogram(metricCopies,
+		metric.WithDescription("Copies of its key seen so far (the first included), recorded for every duplicate."),
+		metric.WithExplicitBucketBoundaries(copiesBuckets...)); err != nil {
+		return nil, err
+	}
+	if m.lostClaims, err = meter.Int64Counter(metricLostClaims,
+		metric.WithDescription("Claims lost while their request was at the backend (the claim expired or was purged), by operation (complete, release, renew).")); err != nil {
+		return nil, err
+	}
+	if m.storeErrors, err = meter.Int64Counter(metricStoreErrors,
+		metric.WithDescription("Store operations that failed, by operation (claim, complete, release, renew).")); err != nil {
+		return nil, err
+	}
+	empty := map[labelKey]*labelSet{}
+	m.labels.Store(&empty)
+	return m, nil
+}
+
+func (m *metrics) request(ctx context.Context, platform, outcome string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	ls := m.labelSet(kindOutcome, platform, outcome)
+	m.requests.Add(ctx, 1, ls.add...)
+	m.requestDuration.Record(ctx, d.Seconds(), ls.rec...)
+}
+
+func (m *metrics) backendDuration(ctx context.Context, platform string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.backend.Record(ctx, d.Seconds(), m.labelSet(kindPlatform, platform, "").rec...)
+}
+
+func (m *metrics) waitDuration(ctx context.Context, platform string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.wait.Record(ctx, d.Seconds(), m.labelSet(kindPlatform, platform, "").rec...)
+}
+
+func (m *metrics) copies(ctx context.Context, platform string, n int64) {
+	if m == nil {
+		return
+	}
+	m.copiesPerKey.Record(ctx, n, m.labelSet(kindPlatform, platform, "").rec...)
+}
+
+func (m *metrics) lostClaim(ctx context.Context, platform, op string) {
+	if m == nil {
+		return
+	}
+	m.lostClaims.Add(ctx, 1, m.labelSet(kindOp, platform, op).add...)
+}
+
+func (m *metrics) storeError(ctx context.Context, platform, op string) {
+	if m == nil {
+		return
+	}
+	m.storeErrors.Add(ctx, 1, m.labelSet(kindOp, platform, op).add...)
+}
+
+// labelSet returns the options for one label combination, building them
+// the first time it is seen.
+func (m *metrics) labelSet(kind byte, platform, b string) *labelSet {
+	k := labelKey{kind: kind, platform: platform, b: b}
+	if ls, ok := (*m.labels.Load())[k]; ok {
+		return ls
+	}
+	m.labelsMu.Lock()
+	defer m.labelsMu.Unlock()
+	cur := *m.labels.Load()
+	if ls, ok := cur[k]; ok {
+		return ls
+	}
+	kvs := []attribute.KeyValue{attribute.String("platform", platform)}
+	switch kind {
+	case kindOutcome:
+		kvs = append(kvs, attribute.String("outcome", b))
+	case kindOp:
+		kvs = append(kvs, attribute.String("op", b))
+	}
+	opt := metric.WithAttributeSet(attribute.NewSet(kvs...))
+	ls := &labelSet{add: []metric.AddOption{opt}, rec: []metric.RecordOption{opt}}
+	next := maps.Clone(cur)
+	next[k] = ls
+	m.labels.Store(&next)
+	return ls
+}

@@ -1,0 +1,261 @@
+package caddymodule
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	_ "github.com/caddyserver/caddy/v2/modules/metrics" // the admin endpoint's /metrics
+)
+
+// scrape reads the admin endpoint's /metrics and returns each sample's
+// value by its name and sorted labels, as written: name{a="x",b="y"}.
+func scrape(t testing.TB, g gateway) (map[string]float64, string) {
+	t.Helper()
+	status, text := g.adminDo(t, http.MethodGet, "/metrics")
+	if status != http.StatusOK {
+		t.Fatalf("GET /metrics: %d %s", status, text)
+	}
+	samples := map[string]float64{}
+	for line := range strings.Lines(text) {
+		line = strings.TrimSpace(line)
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			t.Fatalf("sample %q: %v", line, err)
+		}
+		samples[line[:i]] = v
+	}
+	return samples, text
+}
+
+func wantSample(t testing.TB, samples map[string]float64, name string, want float64) {
+	t.Helper()
+	if got, ok := samples[name]; !ok || got != want {
+		t.Errorf("%s = %v (present %v), want %v", name, got, ok, want)
+	}
+}
+
+const metricsSite = `
+	handle /notify {
+		idempotency {
+			key demo:{idempotency.form.out_trade_no}
+			fingerprint {idempotency.form.total_amount}
+			store memory
+		}
+		reverse_proxy {backend}
+	}
+	handle /stripe {
+		idempotency {
+			platform stripe
+			secret whsec_test
+			store memory
+		}
+		reverse_proxy {backend}
+	}`
+
+// TestMetricsScrape: after a known sequence, Caddy's /metrics shows the
+// exact counts next to Caddy's own metrics, with no key in any label; a
+// config reload neither breaks the scrape nor doubles the series.
+func TestMetricsScrape(t *testing.T) {
+	be := newBackend(t)
+	g := startGateway(t, metricsSite, "{backend}", be.addr())
+
+	notify(t, g.base, "m-1") // forwarded
+	for range 3 {
+		notify(t, g.base, "m-1") // replayed
+	}
+	if r := notify(t, g.base, "m-1", "total_amount", "0.01"); r.status != 422 {
+		t.Fatalf("conflict: %d", r.status)
+	}
+	hdr := http.Header{"Stripe-Signature": {fmt.Sprintf("t=%d,v1=%064x", time.Now().Unix(), 0)}}
+	if r := post(t, g.base+"/stripe", "application/json", `{"id":"evt_1","type":"x"}`, hdr); r.status != 401 {
+		t.Fatalf("forged stripe event: %d, want 401", r.status)
+	}
+
+	s, text := scrape(t, g)
+	wantSample(t, s, `idemgate_requests_total{outcome="forwarded",platform="generic"}`, 1)
+	wantSample(t, s, `idemgate_requests_total{outcome="replayed",platform="generic"}`, 3)
+	wantSample(t, s, `idemgate_requests_total{outcome="conflict",platform="generic"}`, 1)
+	wantSample(t, s, `idemgate_requests_total{outcome="rejected_signature",platform="stripe"}`, 1)
+	wantSample(t, s, `idemgate_request_duration_seconds_count{outcome="replayed",platform="generic"}`, 3)
+	wantSample(t, s, `idemgate_backend_duration_seconds_count{platform="generic"}`, 1)
+	// Each duplicate records its key's copy count: 2, 3, 4, and the
+	// conflict sees 4 (a conflict is not counted as a copy).
+	wantSample(t, s, `idemgate_copies_per_key_count{platform="generic"}`, 4)
+	wantSample(t, s, `idemgate_copies_per_key_sum{platform="generic"}`, 13)
+	wantSample(t, s, `idemgate_copies_per_key_bucket{platform="generic",le="3"}`, 2)
+	if n := len(filter(s, "idemgate_requests_total")); n != 4 {
+		t.Errorf("%d idemgate_requests_total series, want 4:\n%s", n, text)
+	}
+	if strings.Contains(text, "m-1") || strings.Contains(text, "evt_1") {
+		t.Errorf("a key or an id appears in the metrics:\n%s", text)
+	}
+	if _, ok := s["go_goroutines"]; !ok {
+		t.Errorf("Caddy's own metrics are missing from /metrics")
+	}
+	for _, name := range []string{"idemgate_wait_duration_seconds", "idemgate_lost_claims_total", "idemgate_store_errors_total"} {
+		if !strings.Contains(text, "# HELP "+name+" ") && len(filter(s, name)) != 0 {
+			t.Errorf("%s has samples but no HELP", name)
+		}
+	}
+
+	// A reload (same config) makes a new registry: the scrape works, each
+	// metric is described once, and counting goes on.
+	for range 2 {
+		status, cfg := g.adminDo(t, http.MethodGet, "/config/")
+		if status != 200 {
+			t.Fatalf("GET /config/: %d", status)
+		}
+		if err := caddy.Load([]byte(cfg), true); err != nil {
+			t.Fatalf("reload: %v", err)
+		}
+	}
+	notify(t, g.base, "m-2")
+	notify(t, g.base, "m-2")
+	s, text = scrape(t, g)
+	if n := strings.Count(text, "# TYPE idemgate_requests_total counter"); n != 1 {
+		t.Errorf("idemgate_requests_total described %d times after reloads, want 1", n)
+	}
+	wantSample(t, s, `idemgate_requests_total{outcome="forwarded",platform="generic"}`, 1)
+	wantSample(t, s, `idemgate_requests_total{outcome="replayed",platform="generic"}`, 1)
+}
+
+func filter(s map[string]float64, prefix string) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range s {
+		if strings.HasPrefix(k, prefix+"{") || k == prefix {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// TestMetricsLostClaimAndWait: a key purged while its first copy is at the
+// backend makes that copy's complete a lost claim (logged and counted); a
+// copy that waited is counted as waited with its wait time.
+func TestMetricsLostClaimAndWait(t *testing.T) {
+	be := newBackend(t)
+	release := make(chan struct{})
+	be.setAnswer(func(order string, n int, r *http.Request) (int, string, time.Duration) {
+		if order == "lc-1" && n == 1 {
+			<-release
+		}
+		if order == "w-1" {
+			return 200, "ok", 100 * time.Millisecond
+		}
+		return 200, "ok", 0
+	})
+	g := startGateway(t, metricsSite, "{backend}", be.addr())
+
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); notify(t, g.base, "lc-1") }()
+	eventually(t, 5*time.Second, "lc-1 in flight", func() bool {
+		status, _ := g.adminDo(t, http.MethodGet, keyURI("demo:lc-1"))
+		return status == 200
+	})
+	if status, body := g.adminDo(t, http.MethodDelete, keyURI("demo:lc-1")); status != 200 {
+		t.Fatalf("purge: %d %s", status, body)
+	}
+	close(release)
+	wg.Wait()
+
+	replies := storm(t, 2, func(int) reply { return notify(t, g.base, "w-1") })
+	for _, r := range replies {
+		if r.status != 200 {
+			t.Fatalf("w-1: %d", r.status)
+		}
+	}
+
+	s, _ := scrape(t, g)
+	wantSample(t, s, `idemgate_lost_claims_total{op="complete",platform="generic"}`, 1)
+	wantSample(t, s, `idemgate_requests_total{outcome="waited",platform="generic"}`, 1)
+	wantSample(t, s, `idemgate_wait_duration_seconds_count{platform="generic"}`, 1)
+	if s[`idemgate_wait_duration_seconds_sum{platform="generic"}`] <= 0 {
+		t.Errorf("wait duration sum is not positive")
+	}
+}
+
+// TestMetricsRegistryReuse: handlers of one registry share one provider,
+// a registry re-used by the next config keeps it, and the last config's
+// unload shuts it down.
+func TestMetricsRegistryReuse(t *testing.T) {
+	ctx1, cancel1 := caddy.NewContext(caddy.Context{Context: context.Background()})
+	m1, m2 := loadMetrics(ctx1), loadMetrics(ctx1)
+	if m1 == nil || m1 != m2 {
+		t.Fatalf("two handlers of one registry got %p and %p, want one", m1, m2)
+	}
+	// A context sharing the registry (as WithValue does) shares them too.
+	ctx2 := ctx1.WithValue(caddy.CtxKey("x"), 1)
+	if loadMetrics(ctx2) != m1 {
+		t.Fatalf("a derived context got other metrics")
+	}
+	m1.request(context.Background(), "generic", "forwarded", time.Millisecond)
+	m1.request(context.Background(), "generic", "forwarded", time.Millisecond)
+	fams, err := ctx1.GetMetricsRegistry().Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	var found bool
+	for _, f := range fams {
+		if f.GetName() == "idemgate_requests_total" {
+			found = true
+			if len(f.Metric) != 1 || f.Metric[0].GetCounter().GetValue() != 2 {
+				t.Errorf("idemgate_requests_total: %v", f.Metric)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("idemgate_requests_total not gathered")
+	}
+	key := fmt.Sprintf("%p", ctx1.GetMetricsRegistry())
+	cancel1()
+	eventually(t, 2*time.Second, "the provider released", func() bool {
+		_, loaded := meterProviders.References(key)
+		return !loaded
+	})
+	var nilMetrics *metrics
+	nilMetrics.request(context.Background(), "generic", "forwarded", 0) // no registry: no metrics, no panic
+}
+
+// TestMetricsHotPathAllocations: recording a decision allocates nothing
+// once its label combination has been seen.
+func TestMetricsHotPathAllocations(t *testing.T) {
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	defer cancel()
+	m := loadMetrics(ctx)
+	bg := context.Background()
+	record := func() {
+		m.request(bg, "alipay", "replayed", time.Millisecond)
+		m.copies(bg, "alipay", 3)
+		m.backendDuration(bg, "alipay", time.Millisecond)
+	}
+	record()
+	if n := testing.AllocsPerRun(200, record); n > 0 {
+		t.Errorf("%v allocations per decision, want 0", n)
+	}
+}
+
+func BenchmarkMetricsRequest(b *testing.B) {
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	defer cancel()
+	m := loadMetrics(ctx)
+	bg := context.Background()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			m.request(bg, "stripe", "forwarded", time.Millisecond)
+		}
+	})
+}
+
