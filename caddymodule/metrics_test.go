@@ -258,4 +258,3 @@ func BenchmarkMetricsRequest(b *testing.B) {
 		}
 	})
 }
-
