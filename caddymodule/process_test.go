@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -243,5 +244,23 @@ func TestKilledMidRequest(t *testing.T) {
 	}
 	if got := be.count("kill-1"); got != 2 {
 		t.Errorf("backend ran %d times, want 2 (the killed gateway's copy and one retry)", got)
+	}
+}
+
+// TestBinaryCommands: the build lists the module and answers `version`.
+func TestBinaryCommands(t *testing.T) {
+	bin := gatewayBinary(t)
+	out, err := exec.Command(bin, "list-modules").CombinedOutput()
+	if err != nil {
+		t.Fatalf("list-modules: %v\n%s", err, out)
+	}
+	for _, mod := range []string{"http.handlers.idempotency", "http.handlers.reverse_proxy"} {
+		if !strings.Contains(string(out), mod) {
+			t.Errorf("list-modules does not show %s", mod)
+		}
+	}
+	out, err = exec.Command(bin, "version").CombinedOutput()
+	if err != nil || len(strings.TrimSpace(string(out))) == 0 {
+		t.Fatalf("version: %v %q", err, out)
 	}
 }
