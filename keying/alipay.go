@@ -30,7 +30,10 @@ func init() { register("alipay", newAlipay) }
 // design's "two channels, one order").
 //
 // Fingerprint: total_amount, refund_fee. Success: 200 with body "success".
-// Extra: every verified parameter by name ({idempotency.alipay.out_trade_no}).
+// Extra: every verified parameter by name ({idempotency.alipay.out_trade_no}),
+// as decoded: in the request's charset, not converted to UTF-8.
+// Timestamps are not checked: notify_time is informative, and Alipay
+// re-signs each retry for about 25 hours.
 type Alipay struct {
 	key      *rsa.PublicKey
 	noVerify bool

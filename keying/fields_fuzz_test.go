@@ -14,7 +14,7 @@ func FuzzFieldsJSON(f *testing.F) {
 	f.Add([]byte(`[1,2,3]`), "1")
 	f.Add([]byte(`{"a":null,"b":true,"c":1e999}`), "c")
 	f.Add([]byte(`"\ud800"`), "")
-	f.Add([]byte(strings.Repeat("[", 10000)), "0.0.0")
+	f.Add([]byte(strings.Repeat("[", 200)), "0.0.0")
 	f.Fuzz(func(t *testing.T, body []byte, path string) {
 		fl := NewFields(&Request{Method: http.MethodPost, Body: body})
 		v, ok, err := fl.JSON(path)
@@ -65,7 +65,7 @@ func FuzzFieldsXML(f *testing.F) {
 	f.Add([]byte(`<xml/><xml><a>1</a></xml>`), "a")
 	f.Add([]byte(`<?xml version="1.0" encoding="GBK"?><xml><a>1</a></xml>`), "a")
 	f.Add([]byte(`<!DOCTYPE x [<!ENTITY e "boom">]><xml><a>&e;</a></xml>`), "a")
-	f.Add([]byte(`<xml><a>`+strings.Repeat("<b>", 5000)), "a")
+	f.Add([]byte(`<xml><a>`+strings.Repeat("<b>", 200)), "a")
 	f.Fuzz(func(t *testing.T, body []byte, elem string) {
 		fl := NewFields(&Request{Method: http.MethodPost, Body: body})
 		v, ok, err := fl.XML(elem)

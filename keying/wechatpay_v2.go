@@ -1,9 +1,12 @@
 package keying
 
 import (
+	"bytes"
+	"crypto/aes"
 	"crypto/hmac"
 	"crypto/md5"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"hash"
 	"net/http"
@@ -26,17 +29,30 @@ func init() { register("wechatpay_v2", newWechatPayV2) }
 // result_code. Success: a 2xx whose body is XML with return_code SUCCESS.
 // Extra: every verified field by name.
 //
-// Refund notifications (req_info, encrypted, unsigned) are not covered.
+// Refund notifications carry no sign but an encrypted req_info: AES-256-ECB
+// keyed by the lower-case hex MD5 of the API key, PKCS #7 padded, holding
+// an XML <root>. Being able to decrypt it into a refund is what WeChat Pay
+// offers as authentication (it has no MAC), so any failure is ErrSignature.
+// Key: wechatpay_v2:refund:{refund_id}:{refund_status}. Fingerprint:
+// refund_fee, total_fee. Extra: the decrypted fields, then the outer ones.
+// Decrypting needs Config.Secret even with NoVerify.
 type WechatPayV2 struct {
 	secret   []byte
 	noVerify bool
+	// refundKey is the AES-256 key for req_info; nil without a secret.
+	refundKey []byte
 }
 
 func newWechatPayV2(cfg Config) (Platform, error) {
 	if cfg.Secret == "" && !cfg.NoVerify {
 		return nil, needsSecret("wechatpay_v2", "secret (the API v2 key)")
 	}
-	return &WechatPayV2{secret: []byte(cfg.Secret), noVerify: cfg.NoVerify}, nil
+	w := &WechatPayV2{secret: []byte(cfg.Secret), noVerify: cfg.NoVerify}
+	if cfg.Secret != "" {
+		sum := md5.Sum([]byte(cfg.Secret))
+		w.refundKey = []byte(hex.EncodeToString(sum[:])) // 32 bytes: AES-256
+	}
+	return w, nil
 }
 
 func (*WechatPayV2) Name() string { return "wechatpay_v2" }
@@ -45,6 +61,9 @@ func (w *WechatPayV2) Verify(r *Request) (*Notification, error) {
 	fields, err := ParseFlatXML(r.Body)
 	if err != nil {
 		return nil, err
+	}
+	if fields["sign"] == "" && fields["req_info"] != "" {
+		return w.refund(r, fields)
 	}
 	if !w.noVerify {
 		if err := w.verify(fields); err != nil {
@@ -95,6 +114,55 @@ func (w *WechatPayV2) verify(fields map[string]string) error {
 		return sigErr(p, "sign does not match")
 	}
 	return nil
+}
+
+// refund decrypts and reads a refund notification.
+func (w *WechatPayV2) refund(r *Request, outer map[string]string) (*Notification, error) {
+	const p = "wechatpay_v2"
+	if w.refundKey == nil {
+		return nil, malformed(p, "a refund notification needs the secret (API key) to decrypt req_info")
+	}
+	plain, ok := decryptReqInfo(w.refundKey, outer["req_info"])
+	if !ok {
+		return nil, sigErr(p, "req_info does not decrypt with the API key")
+	}
+	inner, err := ParseFlatXML(plain)
+	if err != nil || inner["refund_id"] == "" {
+		return nil, sigErr(p, "req_info does not decrypt to a refund")
+	}
+	return &Notification{
+		Fields:      NewFields(r),
+		Key:         "wechatpay_v2:refund:" + inner["refund_id"] + ":" + inner["refund_status"],
+		Fingerprint: Material(inner["refund_fee"], inner["total_fee"]),
+		Extra: func(path string) (string, bool) {
+			if v, ok := inner[path]; ok {
+				return v, true
+			}
+			v, ok := outer[path]
+			return v, ok
+		},
+	}, nil
+}
+
+// decryptReqInfo undoes base64, AES-256-ECB and PKCS #7 padding.
+func decryptReqInfo(key []byte, b64 string) ([]byte, bool) {
+	ct, err := base64.StdEncoding.DecodeString(strings.TrimSpace(b64))
+	if err != nil || len(ct) == 0 || len(ct)%aes.BlockSize != 0 {
+		return nil, false
+	}
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, false
+	}
+	plain := make([]byte, len(ct))
+	for i := 0; i < len(ct); i += aes.BlockSize {
+		block.Decrypt(plain[i:i+aes.BlockSize], ct[i:i+aes.BlockSize])
+	}
+	n := int(plain[len(plain)-1])
+	if n == 0 || n > aes.BlockSize || !bytes.Equal(plain[len(plain)-n:], bytes.Repeat([]byte{byte(n)}, n)) {
+		return nil, false
+	}
+	return plain[:len(plain)-n], true
 }
 
 // WechatPayV2SignContent is the string WeChat Pay v2 signs before

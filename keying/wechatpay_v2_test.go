@@ -1,9 +1,12 @@
 package keying
 
 import (
+	"bytes"
+	"crypto/aes"
 	"crypto/hmac"
 	"crypto/md5"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"net/http"
 	"sort"
@@ -162,6 +165,98 @@ func TestWechatPayV2(t *testing.T) {
 	}
 }
 
+// wxV2RefundInfo is a decrypted refund notification as WeChat Pay v2's
+// documentation lists its fields.
+func wxV2RefundInfo(status string) string {
+	return "<root>" +
+		"<out_refund_no><![CDATA[131811191610442717309]]></out_refund_no>" +
+		"<out_trade_no><![CDATA[71106718111915575302817]]></out_trade_no>" +
+		"<refund_account><![CDATA[REFUND_SOURCE_RECHARGE_FUNDS]]></refund_account>" +
+		"<refund_fee><![CDATA[3960]]></refund_fee>" +
+		"<refund_id><![CDATA[50000408942018111907145868882]]></refund_id>" +
+		"<refund_recv_accout><![CDATA[支付用户零钱]]></refund_recv_accout>" +
+		"<refund_request_source><![CDATA[API]]></refund_request_source>" +
+		"<refund_status><![CDATA[" + status + "]]></refund_status>" +
+		"<settlement_refund_fee><![CDATA[3960]]></settlement_refund_fee>" +
+		"<settlement_total_fee><![CDATA[3960]]></settlement_total_fee>" +
+		"<success_time><![CDATA[2018-11-19 16:24:13]]></success_time>" +
+		"<total_fee><![CDATA[3960]]></total_fee>" +
+		"<transaction_id><![CDATA[4200000215201811190261405420]]></transaction_id>" +
+		"</root>"
+}
+
+// wxV2ReqInfo encrypts as WeChat Pay v2 does: AES-256-ECB keyed by the
+// lower-case hex MD5 of the API key, PKCS #7 padding, base64.
+func wxV2ReqInfo(t testing.TB, apiKey, plain string) string {
+	t.Helper()
+	sum := md5.Sum([]byte(apiKey))
+	block, err := aes.NewCipher([]byte(hex.EncodeToString(sum[:])))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := aes.BlockSize - len(plain)%aes.BlockSize
+	padded := append([]byte(plain), bytes.Repeat([]byte{byte(n)}, n)...)
+	ct := make([]byte, len(padded))
+	for i := 0; i < len(padded); i += aes.BlockSize {
+		block.Encrypt(ct[i:i+aes.BlockSize], padded[i:i+aes.BlockSize])
+	}
+	return base64.StdEncoding.EncodeToString(ct)
+}
+
+func wxV2Refund(t testing.TB, apiKey, nonce, plain string) []byte {
+	return wxV2XML(map[string]string{
+		"return_code": "SUCCESS",
+		"appid":       "wx2421b1c4370ec43b",
+		"mch_id":      "10000100",
+		"nonce_str":   nonce,
+		"req_info":    wxV2ReqInfo(t, apiKey, plain),
+	})
+}
+
+func TestWechatPayV2Refund(t *testing.T) {
+	cfg := Config{Secret: wxV2Key}
+	const key = "wechatpay_v2:refund:50000408942018111907145868882:SUCCESS"
+	cases := []struct {
+		name    string
+		cfg     Config
+		body    []byte
+		wantErr error
+		key     string
+	}{
+		{"refund", cfg, wxV2Refund(t, wxV2Key, "n1", wxV2RefundInfo("SUCCESS")), nil, key},
+		{"retry", cfg, wxV2Refund(t, wxV2Key, "n2", wxV2RefundInfo("SUCCESS")), nil, key},
+		{"new status", cfg, wxV2Refund(t, wxV2Key, "n3", wxV2RefundInfo("REFUNDCLOSE")), nil, "wechatpay_v2:refund:50000408942018111907145868882:REFUNDCLOSE"},
+		{"verify off with secret", Config{Secret: wxV2Key, NoVerify: true}, wxV2Refund(t, wxV2Key, "n1", wxV2RefundInfo("SUCCESS")), nil, key},
+		{"other API key", cfg, wxV2Refund(t, "ffffffffffffffffffffffffffffffff", "n1", wxV2RefundInfo("SUCCESS")), ErrSignature, ""},
+		{"decrypts to something else", cfg, wxV2Refund(t, wxV2Key, "n1", "<root><a>1</a></root>"), ErrSignature, ""},
+		{"decrypts to garbage", cfg, wxV2Refund(t, wxV2Key, "n1", "not xml"), ErrSignature, ""},
+		{"req_info not base64", cfg, []byte("<xml><req_info>%%%</req_info></xml>"), ErrSignature, ""},
+		{"req_info not whole blocks", cfg, []byte("<xml><req_info>AAAA</req_info></xml>"), ErrSignature, ""},
+		{"no secret", Config{NoVerify: true}, wxV2Refund(t, wxV2Key, "n1", wxV2RefundInfo("SUCCESS")), ErrMalformed, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			n, err := mustNew(t, "wechatpay_v2", c.cfg).Verify(v2req(c.body))
+			wantErr(t, err, c.wantErr)
+			if err != nil {
+				return
+			}
+			if n.Key != c.key {
+				t.Fatalf("Key = %q, want %q", n.Key, c.key)
+			}
+			if n.Fingerprint != `["3960","3960"]` {
+				t.Fatalf("Fingerprint = %s", n.Fingerprint)
+			}
+			if v, ok := n.Extra("out_refund_no"); !ok || v != "131811191610442717309" {
+				t.Fatalf("Extra(out_refund_no) = %q, %v", v, ok)
+			}
+			if v, ok := n.Extra("mch_id"); !ok || v != "10000100" {
+				t.Fatalf("Extra(mch_id) = %q, %v", v, ok)
+			}
+		})
+	}
+}
+
 func TestWechatPayV2Success(t *testing.T) {
 	p := mustNew(t, "wechatpay_v2", Config{NoVerify: true})
 	cases := []struct {
@@ -188,6 +283,8 @@ func FuzzWechatPayV2(f *testing.F) {
 	f.Add(wxV2XML(wxV2Sign(wxV2Fields(), wxV2Key, "HMAC-SHA256")))
 	f.Add([]byte(`<xml><sign>x</sign><a><b>c</b></a></xml><xml/>`))
 	f.Add([]byte(`<?xml version="1.0" encoding="GBK"?><xml></xml>`))
+	f.Add(wxV2Refund(f, wxV2Key, "n", wxV2RefundInfo("SUCCESS")))
+	f.Add([]byte(`<xml><req_info>AAAAAAAAAAAAAAAAAAAAAA==</req_info></xml>`))
 	verifying := mustNew(f, "wechatpay_v2", Config{Secret: wxV2Key})
 	open := mustNew(f, "wechatpay_v2", Config{NoVerify: true})
 	f.Fuzz(func(t *testing.T, body []byte) {
