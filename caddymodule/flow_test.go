@@ -548,3 +548,32 @@ func TestStoreIDHidesPassword(t *testing.T) {
 		t.Errorf("id %q leaks the password or lost the address", id)
 	}
 }
+
+// TestPlatformHangsUp: the platform gives up on a slow backend (client
+// time-out); the backend still finishes, its answer is remembered, and the
+// platform's retry gets the replay instead of a second run.
+func TestPlatformHangsUp(t *testing.T) {
+	for name, store := range storeLines(t) {
+		t.Run(name, func(t *testing.T) {
+			be := newBackend(t)
+			be.setAnswer(func(order string, n int, r *http.Request) (int, string, time.Duration) {
+				return 200, "success", 700 * time.Millisecond
+			})
+			base := gatewayFor(t, store, be.addr(), "")
+			order := "hangup-" + name
+			impatient := &http.Client{Timeout: 150 * time.Millisecond}
+			resp, err := impatient.PostForm(base+"/notify", map[string][]string{"out_trade_no": {order}, "total_amount": {"9.90"}})
+			if err == nil {
+				resp.Body.Close()
+				t.Fatalf("the impatient client got an answer (%d) before the backend finished", resp.StatusCode)
+			}
+			r := notify(t, base, order) // waits for the first copy, then replays
+			if r.status != 200 || r.body != "success" || !r.replayed {
+				t.Fatalf("retry: got %d %q replayed=%v, want the replayed success", r.status, r.body, r.replayed)
+			}
+			if got := be.count(order); got != 1 {
+				t.Errorf("backend ran %d times, want 1", got)
+			}
+		})
+	}
+}

@@ -448,8 +448,15 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, next caddyhttp
 	}()
 
 	tw := &teeWriter{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, limit: int(h.MaxAnswer)}
+	// The backend's request outlives the platform's connection: platforms
+	// hang up after a few seconds, and a backend cut off mid-way leaves an
+	// outcome nobody knows. Let it finish, remember its answer, and the
+	// platform's retry gets the replay. The ceiling stops a hung backend
+	// from holding the key (renewed) forever.
+	bctx, bcancel := context.WithTimeout(context.WithoutCancel(r.Context()), backendCeiling)
+	defer bcancel()
 	backendStart := time.Now()
-	err := next.ServeHTTP(tw, r)
+	err := next.ServeHTTP(tw, r.WithContext(bctx))
 	h.metrics.backendDuration(r.Context(), h.Platform, time.Since(backendStart))
 	stopRenew()
 	<-renewDone
@@ -632,6 +639,10 @@ func (h *Handler) readBody(r *http.Request) ([]byte, error) {
 	r.TransferEncoding = nil
 	return body, nil
 }
+
+// backendCeiling bounds a forwarded request once the platform's connection
+// no longer does.
+const backendCeiling = 10 * time.Minute
 
 // maxKeyLen bounds a rendered key; stores put it in their own keys.
 const maxKeyLen = 1024
@@ -816,6 +827,7 @@ type teeWriter struct {
 	buf         bytes.Buffer
 	limit       int
 	overflow    bool
+	clientErr   error // the first failed write to the client
 }
 
 func (t *teeWriter) WriteHeader(status int) {
@@ -846,7 +858,15 @@ func (t *teeWriter) Write(p []byte) (int, error) {
 			t.buf.Write(p)
 		}
 	}
-	return t.ResponseWriterWrapper.Write(p)
+	// A client that went away must not stop the copy: the backend's whole
+	// answer is still read, so it can be remembered and replayed to the
+	// platform's retry.
+	if t.clientErr == nil {
+		if _, err := t.ResponseWriterWrapper.Write(p); err != nil {
+			t.clientErr = err
+		}
+	}
+	return len(p), nil
 }
 
 // ReadFrom must go through Write, or the wrapper's ReadFrom would send the
