@@ -79,7 +79,9 @@ func header(preset string, r *Request, name string) (string, error) {
 // unixTimestamp parses a decimal Unix-seconds header and checks it against
 // now. olderOnly accepts timestamps from the future (Stripe's rule).
 func unixTimestamp(preset, name, v string, now time.Time, tol time.Duration, olderOnly bool) (time.Time, error) {
-	if len(v) > 19 {
+	// 12 digits reach the year 33658; anything longer is not a timestamp
+	// (and could overflow the arithmetic below).
+	if len(v) == 0 || len(v) > 12 {
 		return time.Time{}, sigErr(preset, "bad %s", name)
 	}
 	sec, err := strconv.ParseInt(v, 10, 64)
@@ -90,12 +92,11 @@ func unixTimestamp(preset, name, v string, now time.Time, tol time.Duration, old
 	if now.IsZero() {
 		now = time.Now()
 	}
-	age := now.Sub(ts)
-	if age > tol {
-		return ts, sigErr(preset, "%s is %s old, beyond the tolerance of %s", name, age.Truncate(time.Second), tol)
+	if ts.Before(now.Add(-tol)) {
+		return ts, sigErr(preset, "%s is %s old, beyond the tolerance of %s", name, now.Sub(ts).Truncate(time.Second), tol)
 	}
-	if !olderOnly && -age > tol {
-		return ts, sigErr(preset, "%s is %s in the future, beyond the tolerance of %s", name, (-age).Truncate(time.Second), tol)
+	if !olderOnly && ts.After(now.Add(tol)) {
+		return ts, sigErr(preset, "%s is %s in the future, beyond the tolerance of %s", name, ts.Sub(now).Truncate(time.Second), tol)
 	}
 	return ts, nil
 }

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"math/big"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -324,6 +325,39 @@ func TestConcurrentVerify(t *testing.T) {
 			if err != nil {
 				t.Errorf("%s: %v", c.name, err)
 			}
+		}
+	}
+}
+
+func TestUnixTimestamp(t *testing.T) {
+	now := testNow
+	sec := func(d time.Duration) string { return strconv.FormatInt(now.Add(d).Unix(), 10) }
+	cases := []struct {
+		v         string
+		olderOnly bool
+		ok        bool
+	}{
+		{sec(0), false, true},
+		{sec(-5 * time.Minute), false, true},
+		{sec(5 * time.Minute), false, true},
+		{sec(-5*time.Minute - time.Second), false, false},
+		{sec(5*time.Minute + time.Second), false, false},
+		{sec(5*time.Minute + time.Second), true, true},
+		{"999999999999", false, false}, // far future must not overflow into "fresh"
+		{"9223372036854775807", false, false},
+		{"9223372036854775807", true, false},
+		{"-1", false, false},
+		{"", false, false},
+		{"1e9", false, false},
+		{" 1", false, false},
+	}
+	for _, c := range cases {
+		_, err := unixTimestamp("p", "ts", c.v, now, DefaultTolerance, c.olderOnly)
+		if (err == nil) != c.ok {
+			t.Errorf("unixTimestamp(%q, olderOnly=%v) = %v, want ok=%v", c.v, c.olderOnly, err, c.ok)
+		}
+		if err != nil && !errors.Is(err, ErrSignature) {
+			t.Errorf("error does not wrap ErrSignature: %v", err)
 		}
 	}
 }
