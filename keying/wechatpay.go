@@ -193,6 +193,11 @@ func (w *WechatPay) verify(r *Request) error {
 	if strings.HasPrefix(sigB64, wechatSigntestPrefix) {
 		return sigErr(p, "signature probe (WECHATPAY/SIGNTEST)")
 	}
+	// Absent means RSA; the SM2 (national cryptography) variant is not
+	// supported and must not be mistaken for a bad RSA signature silently.
+	if st := r.Header.Get("Wechatpay-Signature-Type"); st != "" && st != "WECHATPAY2-SHA256-RSA2048" {
+		return sigErr(p, "unsupported Wechatpay-Signature-Type %s", clip(st))
+	}
 	serial, err := header(p, r, "Wechatpay-Serial")
 	if err != nil {
 		return err

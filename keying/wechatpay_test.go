@@ -158,6 +158,8 @@ func TestWechatPay(t *testing.T) {
 		{"future timestamp", byKey, wxRequest(t, k, wxPubKeyID, testNow.Add(6*time.Minute), "n", pay.body(t)), ErrSignature, "", ""},
 		{"SIGNTEST probe", byKey, hdr(valid, "Wechatpay-Signature", "WECHATPAY/SIGNTEST/"+valid.Header.Get("Wechatpay-Signature")), ErrSignature, "", ""},
 		{"no signature", byKey, hdr(valid, "Wechatpay-Signature", ""), ErrSignature, "", ""},
+		{"no signature type", byKey, hdr(valid, "Wechatpay-Signature-Type", ""), nil, payKey, ""},
+		{"SM2 signature type", byKey, hdr(valid, "Wechatpay-Signature-Type", "WECHATPAY2-SM2-WITH-SM3"), ErrSignature, "", ""},
 		{"no serial", byKey, hdr(valid, "Wechatpay-Serial", ""), ErrSignature, "", ""},
 		{"no timestamp", byKey, hdr(valid, "Wechatpay-Timestamp", ""), ErrSignature, "", ""},
 		{"no nonce", byKey, hdr(valid, "Wechatpay-Nonce", ""), ErrSignature, "", ""},
