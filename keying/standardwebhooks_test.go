@@ -55,6 +55,7 @@ func TestStandardWebhooks(t *testing.T) {
 		{"another message", cfg, swReq(t, swSecret, "msg_other", testNow, body), nil, "msg_other"},
 		{"several signatures, one matches", cfg, hdr(valid, "Webhook-Signature", other.Header.Get("Webhook-Signature")+" v1a,AAAA "+valid.Header.Get("Webhook-Signature")), nil, id},
 		{"stale", cfg, swReq(t, swSecret, id, testNow.Add(-6*time.Minute), body), ErrSignature, ""},
+		{"within a configured tolerance", Config{Secret: swSecret, Tolerance: 10 * time.Minute}, swReq(t, swSecret, id, testNow.Add(-8*time.Minute), body), nil, id},
 		{"future", cfg, swReq(t, swSecret, id, testNow.Add(6*time.Minute), body), ErrSignature, ""},
 		{"wrong secret", cfg, other, ErrSignature, ""},
 		{"tampered body", cfg, withReqBody(valid, []byte(strings.Replace(string(body), "1200", "1", 1))), ErrSignature, ""},
@@ -98,6 +99,15 @@ func TestStandardWebhooksAgreesWithLibrary(t *testing.T) {
 	wh, _ := standardwebhooks.NewWebhook(swSecret)
 	if err := wh.Verify(r.Body, r.Header); err != nil {
 		t.Fatalf("the library rejects what we accept: %v", err)
+	}
+}
+
+func TestStandardWebhooksSuccess(t *testing.T) {
+	p := mustNew(t, "standard_webhooks", Config{NoVerify: true})
+	for status, want := range map[int]bool{200: true, 204: true, 299: true, 301: false, 410: false, 500: false} {
+		if got := p.Success(status, nil, nil); got != want {
+			t.Errorf("Success(%d) = %v", status, got)
+		}
 	}
 }
 

@@ -64,6 +64,8 @@ func TestStripe(t *testing.T) {
 		{"with v0 and spaces", cfg, hdr(valid, "Stripe-Signature", strings.ReplaceAll(valid.Header.Get("Stripe-Signature"), ",", ", ")+", v0=abcd"), nil, key},
 		{"other event", cfg, stripeReq(stripeEvent("evt_2", "charge.refunded", "ch_1"), stripeSecret, testNow), nil, "stripe:evt_2"},
 		{"stale", cfg, stripeReq(ev, stripeSecret, testNow.Add(-6*time.Minute)), ErrSignature, ""},
+		{"within a configured tolerance", Config{Secret: stripeSecret, Tolerance: 10 * time.Minute}, stripeReq(ev, stripeSecret, testNow.Add(-8*time.Minute)), nil, key},
+		{"stale for a configured tolerance", Config{Secret: stripeSecret, Tolerance: time.Minute}, stripeReq(ev, stripeSecret, testNow.Add(-2*time.Minute)), ErrSignature, ""},
 		{"wrong secret", cfg, stripeReq(ev, "whsec_other", testNow), ErrSignature, ""},
 		{"tampered body", cfg, withReqBody(valid, stripeEvent("evt_1NG8Du2eZvKYlo2CUI79vXWy", "payment_intent.succeeded", "pi_other")), ErrSignature, ""},
 		{"tampered timestamp", cfg, hdr(valid, "Stripe-Signature", strings.Replace(valid.Header.Get("Stripe-Signature"), "t=", "t=1", 1)), ErrSignature, ""},
