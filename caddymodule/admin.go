@@ -127,7 +127,7 @@ type recordView struct {
 	ExpiresAt   time.Time `json:"expires_at"`
 	ExpiresIn   string    `json:"expires_in"`
 	Fingerprint string    `json:"fingerprint,omitempty"`
-	BodyCached  bool      `json:"body_cached"`
+	BodyCached  *bool     `json:"body_cached,omitempty"` // answered keys only
 	BodySize    *int      `json:"body_size,omitempty"`
 	HeaderNames []string  `json:"header_names,omitempty"`
 	Body        *[]byte   `json:"body,omitempty"` // base64 in JSON; only with ?body=1
@@ -146,9 +146,9 @@ func newRecordView(storeID string, rec *cache.Record, withBody bool) recordView 
 		ExpiresAt:   rec.ExpiresAt,
 		ExpiresIn:   time.Until(rec.ExpiresAt).Round(time.Second).String(),
 		Fingerprint: rec.Fingerprint,
-		BodyCached:  rec.BodyCached,
 	}
 	if rec.State == cache.StateAnswered {
+		v.BodyCached = &rec.BodyCached
 		if rec.BodyCached {
 			n := len(rec.Body)
 			v.BodySize = &n

@@ -114,7 +114,7 @@ func TestAdminInspectAndPurge(t *testing.T) {
 		g.adminJSON(t, http.MethodGet, keyURI(key), &rec)
 		wantBody := "ok " + order
 		if rec.Key != key || rec.State != "answered" || rec.Status != 200 || rec.Copies != 2 || rec.Conflicts != 1 ||
-			!rec.BodyCached || rec.BodySize == nil || *rec.BodySize != len(wantBody) || rec.Body != nil {
+			rec.BodyCached == nil || !*rec.BodyCached || rec.BodySize == nil || *rec.BodySize != len(wantBody) || rec.Body != nil {
 			t.Fatalf("record of %q: %+v", key, rec)
 		}
 		if rec.Store != "redis:"+rs.Addr() || len(rec.Fingerprint) != 64 || rec.FirstSeen.IsZero() ||
@@ -191,7 +191,7 @@ func TestAdminInFlight(t *testing.T) {
 				t.Fatalf("page of %d keys, limit %d", len(page.Keys), limit)
 			}
 			for _, k := range page.Keys {
-				if k.State != "in_flight" || k.Copies != 1 || k.ExpiresAt.IsZero() {
+				if k.State != "in_flight" || k.Copies != 1 || k.ExpiresAt.IsZero() || k.BodyCached != nil {
 					t.Errorf("in-flight entry %+v", k)
 				}
 				keys = append(keys, k.Key)
