@@ -1,0 +1,95 @@
+package platformtest_test
+
+import (
+	"math/big"
+	"net/http"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/idemgate/idemgate/internal/platformtest"
+	"github.com/idemgate/idemgate/keying"
+)
+
+// TestSignersVerify: what each signer builds, the matching preset accepts
+// (an external test, so the package itself stays free of keying).
+func TestSignersVerify(t *testing.T) {
+	k, _ := platformtest.Keys(t)
+	pub := platformtest.PublicKeyPEM(t, &k.PublicKey)
+	serial := big.NewInt(0x5157F09E)
+	cert := platformtest.Certificate(t, k, serial, "platform")
+	const apiV3 = "a7cde1f2b3c4d5e6f7a8b9c0d1e2f3a4"
+	const v2Key = "192006250b4c09247ec02edce69f6a2d"
+	const whsec = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	now := time.Now()
+
+	post := func(body []byte, h http.Header) *keying.Request {
+		return &keying.Request{Method: http.MethodPost, URL: &url.URL{Path: "/"}, Header: h, Body: body, Now: now}
+	}
+	alipay := platformtest.Alipay{Key: k}
+	notify := platformtest.AlipayNotify("2016091800538339", "o1", "2026t1", "TRADE_SUCCESS", "9.90")
+	wx := platformtest.WechatPay{Key: k, Serial: "PUB_KEY_ID_01", APIv3Key: apiV3}
+	wxCert := platformtest.WechatPay{Key: k, Serial: platformtest.SerialHex(serial), APIv3Key: apiV3}
+	wxEv := platformtest.WechatPayEvent{ID: "n1", EventType: "TRANSACTION.SUCCESS",
+		Resource: platformtest.WechatPayTransaction("4200001", "o1", "SUCCESS", 990)}
+	v2 := platformtest.WechatPayV2{APIKey: v2Key}
+	pp := platformtest.PayPal{Key: k, WebhookID: "WH1"}
+	ppBody := platformtest.PayPalEvent("WH-1", "PAYMENT.CAPTURE.COMPLETED", "CAP1", "7.47")
+	stBody := platformtest.StripeEvent("evt_1", "payment_intent.succeeded", "pi_1", 2000)
+	swBody := []byte(`{"type":"invoice.paid"}`)
+
+	cases := []struct {
+		name, preset string
+		cfg          keying.Config
+		req          *keying.Request
+		key          string
+	}{
+		{"alipay RSA2", "alipay", keying.Config{PublicKey: pub}, post([]byte(alipay.Body(t, notify)), nil),
+			"alipay:2016091800538339:2026t1:TRADE_SUCCESS:"},
+		{"alipay RSA", "alipay", keying.Config{PublicKey: pub}, post([]byte(platformtest.Alipay{Key: k, SignType: "RSA"}.Body(t, notify)), nil),
+			"alipay:2016091800538339:2026t1:TRADE_SUCCESS:"},
+		{"alipay GBK", "alipay", keying.Config{PublicKey: pub}, post([]byte(platformtest.Alipay{Key: k, Charset: "GBK"}.Body(t, notify)), nil),
+			"alipay:2016091800538339:2026t1:TRADE_SUCCESS:"},
+		{"alipay return", "alipay", keying.Config{PublicKey: pub}, &keying.Request{Method: http.MethodGet,
+			URL: &url.URL{Path: "/return", RawQuery: alipay.Query(t, platformtest.AlipayReturn("2016091800538339", "o1", "2026t1", "9.90"))}, Now: now},
+			"alipay:2016091800538339:2026t1::"},
+		{"wechatpay public key", "wechatpay", keying.Config{PublicKey: pub, PublicKeyID: "PUB_KEY_ID_01", Secret: apiV3},
+			post(wx.Notification(t, wxEv)), "wechatpay:TRANSACTION.SUCCESS:4200001"},
+		{"wechatpay certificate", "wechatpay", keying.Config{Certificates: [][]byte{cert}, Secret: apiV3},
+			post(wxCert.Notification(t, wxEv)), "wechatpay:TRANSACTION.SUCCESS:4200001"},
+		{"wechatpay_v2 MD5", "wechatpay_v2", keying.Config{Secret: v2Key},
+			post(v2.Body(platformtest.WechatPayV2Payment("4200002", "o2", 990)), nil), "wechatpay_v2:4200002"},
+		{"wechatpay_v2 HMAC-SHA256", "wechatpay_v2", keying.Config{Secret: v2Key},
+			post(platformtest.WechatPayV2{APIKey: v2Key, SignType: "HMAC-SHA256"}.Body(platformtest.WechatPayV2Payment("4200002", "o2", 990)), nil), "wechatpay_v2:4200002"},
+		{"wechatpay_v2 refund", "wechatpay_v2", keying.Config{Secret: v2Key},
+			post(v2.Refund(t, platformtest.WechatPayV2RefundInfo("4200002", "o2", "5000", "SUCCESS", 990, 990)), nil), "wechatpay_v2:refund:5000:SUCCESS"},
+		{"paypal", "paypal", keying.Config{WebhookID: "WH1", Certificates: [][]byte{cert}},
+			post(ppBody, pp.Header(t, ppBody, now)), "paypal:WH-1"},
+		{"stripe", "stripe", keying.Config{Secret: whsec},
+			post(stBody, platformtest.StripeHeader(stBody, whsec, now)), "stripe:evt_1"},
+		{"standard_webhooks", "standard_webhooks", keying.Config{Secret: whsec},
+			post(swBody, platformtest.StandardWebhooksHeader(t, whsec, "msg_1", now, swBody)), "msg_1"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p, err := keying.New(c.preset, c.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n, err := p.Verify(c.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n.Key != c.key {
+				t.Fatalf("key %q, want %q", n.Key, c.key)
+			}
+		})
+	}
+
+	// A probe never verifies.
+	body := wx.Body(t, wxEv)
+	p, _ := keying.New("wechatpay", keying.Config{PublicKey: pub, PublicKeyID: "PUB_KEY_ID_01", Secret: apiV3})
+	if _, err := p.Verify(post(body, wx.SigntestHeader(t, body))); err == nil {
+		t.Fatal("a WECHATPAY/SIGNTEST probe verified")
+	}
+}

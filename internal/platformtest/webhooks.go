@@ -1,0 +1,55 @@
+package platformtest
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+	"github.com/stripe/stripe-go/v82/webhook"
+)
+
+// StripeEvent is a Stripe event shaped as Stripe's API reference shows one.
+func StripeEvent(id, eventType, objectID string, amount int) []byte {
+	return []byte(fmt.Sprintf(`{
+  "id": %q,
+  "object": "event",
+  "api_version": "2025-03-31.basil",
+  "created": %d,
+  "data": {"object": {"id": %q, "object": "payment_intent", "amount": %d, "currency": "usd", "status": "succeeded"}},
+  "livemode": false,
+  "pending_webhooks": 1,
+  "request": {"id": null, "idempotency_key": null},
+  "type": %q
+}`, id, time.Now().Unix(), objectID, amount, eventType))
+}
+
+// StripeHeader signs body at ts with the endpoint's whsec_… secret, using
+// stripe-go's own test signer: Stripe-Signature "t=…,v1=…".
+func StripeHeader(body []byte, secret string, ts time.Time) http.Header {
+	sp := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: body, Secret: secret, Timestamp: ts})
+	return http.Header{"Stripe-Signature": {sp.Header}, "Content-Type": {"application/json"}}
+}
+
+// StandardWebhooksHeader signs body for message id at ts with a whsec_…
+// secret, using the Standard Webhooks reference library: webhook-id,
+// webhook-timestamp, webhook-signature.
+func StandardWebhooksHeader(t testing.TB, secret, id string, ts time.Time, body []byte) http.Header {
+	t.Helper()
+	wh, err := standardwebhooks.NewWebhook(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig, err := wh.Sign(id, ts, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return http.Header{
+		"Webhook-Id":        {id},
+		"Webhook-Timestamp": {strconv.FormatInt(ts.Unix(), 10)},
+		"Webhook-Signature": {sig},
+		"Content-Type":      {"application/json"},
+	}
+}

@@ -1,0 +1,127 @@
+package platformtest
+
+import (
+	"crypto"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rsa"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// WechatPay signs WeChat Pay API v3 notifications: the resource is
+// encrypted with AEAD_AES_256_GCM under the APIv3 key, and the envelope is
+// signed with SHA256withRSA over "<timestamp>\n<nonce>\n<body>\n".
+type WechatPay struct {
+	// Key is WeChat Pay's platform key (its public half is the merchant's
+	// public_key or is in the platform certificate).
+	Key *rsa.PrivateKey
+	// Serial goes in Wechatpay-Serial: the public key id (PUB_KEY_ID_…)
+	// or the platform certificate's serial (SerialHex).
+	Serial string
+	// APIv3Key is the merchant's 32-byte APIv3 key.
+	APIv3Key string
+}
+
+// WechatPayEvent is one notification before encryption.
+type WechatPayEvent struct {
+	// ID is the notification id, the same on every retry.
+	ID string
+	// EventType is TRANSACTION.SUCCESS, REFUND.SUCCESS, …
+	EventType string
+	// Resource is the plaintext JSON of the resource
+	// (WechatPayTransaction, WechatPayRefund).
+	Resource string
+	// Summary is the human summary; optional.
+	Summary string
+}
+
+// WechatPayTransaction is the decrypted resource of a TRANSACTION.SUCCESS
+// notification, shaped as WeChat Pay's documentation shows it.
+func WechatPayTransaction(transactionID, outTradeNo, tradeState string, total int) string {
+	return fmt.Sprintf(`{"transaction_id":%q,"amount":{"payer_total":%d,"total":%d,"currency":"CNY","payer_currency":"CNY"},"mchid":"1230000109","trade_state":%q,"bank_type":"CMC","success_time":"2026-03-14T17:26:32+08:00","payer":{"openid":"oUpF8uMuAJO_M2pxb1Q9zNjWeS6o"},"out_trade_no":%q,"appid":"wxd678efh567hg6787","trade_state_desc":"支付成功","trade_type":"NATIVE","attach":""}`,
+		transactionID, total, total, tradeState, outTradeNo)
+}
+
+// WechatPayRefund is the decrypted resource of a REFUND.SUCCESS notification.
+func WechatPayRefund(transactionID, outTradeNo, refundID, refundStatus string, refund, total int) string {
+	return fmt.Sprintf(`{"mchid":"1230000109","transaction_id":%q,"out_trade_no":%q,"refund_id":%q,"out_refund_no":"R%s","refund_status":%q,"success_time":"2026-03-14T17:30:00+08:00","user_received_account":"招商银行信用卡0403","amount":{"total":%d,"refund":%d,"payer_total":%d,"payer_refund":%d}}`,
+		transactionID, outTradeNo, refundID, outTradeNo, refundStatus, total, refund, total, refund)
+}
+
+// Body is the notification envelope with the resource freshly encrypted
+// (a new 12-character nonce each call, as each retry has).
+func (w WechatPay) Body(t testing.TB, ev WechatPayEvent) []byte {
+	t.Helper()
+	block, err := aes.NewCipher([]byte(w.APIv3Key))
+	if err != nil {
+		t.Fatalf("platformtest: APIv3 key: %v", err)
+	}
+	gcm, err := cipher.NewGCM(block)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nonce := Nonce(12)
+	ad := "transaction"
+	if ev.Summary == "" {
+		ev.Summary = "支付成功"
+	}
+	body, err := json.Marshal(map[string]any{
+		"id":            ev.ID,
+		"create_time":   time.Now().Format(time.RFC3339),
+		"resource_type": "encrypt-resource",
+		"event_type":    ev.EventType,
+		"summary":       ev.Summary,
+		"resource": map[string]string{
+			"original_type":   ad,
+			"algorithm":       "AEAD_AES_256_GCM",
+			"ciphertext":      base64.StdEncoding.EncodeToString(gcm.Seal(nil, []byte(nonce), []byte(ev.Resource), []byte(ad))),
+			"associated_data": ad,
+			"nonce":           nonce,
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return body
+}
+
+// Header signs body at ts with a fresh nonce: Wechatpay-Timestamp,
+// -Nonce, -Signature, -Serial and -Signature-Type.
+func (w WechatPay) Header(t testing.TB, body []byte, ts time.Time) http.Header {
+	t.Helper()
+	tsS := strconv.FormatInt(ts.Unix(), 10)
+	nonce := Nonce(32)
+	msg := tsS + "\n" + nonce + "\n" + string(body) + "\n"
+	return http.Header{
+		"Wechatpay-Timestamp":      {tsS},
+		"Wechatpay-Nonce":          {nonce},
+		"Wechatpay-Signature":      {base64.StdEncoding.EncodeToString(SignPKCS1(t, w.Key, crypto.SHA256, []byte(msg)))},
+		"Wechatpay-Serial":         {w.Serial},
+		"Wechatpay-Signature-Type": {"WECHATPAY2-SHA256-RSA2048"},
+		"Content-Type":             {"application/json"},
+	}
+}
+
+// Notification is Body and Header at the current time: one delivery.
+func (w WechatPay) Notification(t testing.TB, ev WechatPayEvent) ([]byte, http.Header) {
+	t.Helper()
+	body := w.Body(t, ev)
+	return body, w.Header(t, body, time.Now())
+}
+
+// SigntestHeader is the header of a WeChat Pay signature probe: WeChat Pay
+// sends notifications whose Wechatpay-Signature starts with
+// "WECHATPAY/SIGNTEST/" to check that the merchant verifies signatures;
+// the merchant must reject them.
+func (w WechatPay) SigntestHeader(t testing.TB, body []byte) http.Header {
+	t.Helper()
+	h := w.Header(t, body, time.Now())
+	h.Set("Wechatpay-Signature", "WECHATPAY/SIGNTEST/"+base64.StdEncoding.EncodeToString([]byte(Nonce(48))))
+	return h
+}
