@@ -1,0 +1,468 @@
+package caddymodule
+
+import (
+	"fmt"
+	"io"
+	"math/big"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+
+	"github.com/idemgate/idemgate/internal/platformtest"
+)
+
+// End-to-end tests of the platform presets through the real module: every
+// notification is signed as the platform signs it (internal/platformtest),
+// sent over loopback to an in-process Caddy, and counted at a stand-in
+// backend.
+
+// Test secrets; they sign nothing real.
+const (
+	testAlipayAppID  = "2016091800538339"
+	testWxAPIv3Key   = "a7cde1f2b3c4d5e6f7a8b9c0d1e2f3a4" // 32 bytes
+	testWxPubKeyID   = "PUB_KEY_ID_0114232134912410000000000000"
+	testWxV2Key      = "192006250b4c09247ec02edce69f6a2d"
+	testStripeSecret = "whsec_test_5WbX5kEWLlfzsGNjH64I8lOOqUB6e8FH"
+	testSWSecret     = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	testPayPalHookID = "1JE4291016473214C"
+)
+
+// delivery is one signed copy of a notification, as the platform sends it.
+type delivery struct {
+	method string // default POST
+	path   string // set by the test from the route
+	query  string // GET: the signed query
+	ctype  string
+	body   string
+	header http.Header
+}
+
+// noRedirects is a client that shows a redirect instead of following it,
+// as the tests need to see where the browser would land.
+var noRedirects = &http.Client{
+	Timeout:       30 * time.Second,
+	Transport:     client.Transport,
+	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+}
+
+// send delivers d to base; X-Order tells the counting backend which order
+// it is (the gateway ignores it: preset keys come from signed content).
+func send(t testing.TB, base, order string, d delivery) reply {
+	t.Helper()
+	method := d.method
+	if method == "" {
+		method = http.MethodPost
+	}
+	u := base + d.path
+	if d.query != "" {
+		u += "?" + d.query
+	}
+	var body io.Reader
+	if d.body != "" {
+		body = strings.NewReader(d.body)
+	}
+	req, err := http.NewRequest(method, u, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range d.header {
+		req.Header[k] = v
+	}
+	if d.ctype != "" {
+		req.Header.Set("Content-Type", d.ctype)
+	}
+	req.Header.Set("X-Order", order)
+	resp, err := noRedirects.Do(req)
+	if err != nil {
+		t.Errorf("%s %s: %v", method, u, err)
+		return reply{}
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return reply{status: resp.StatusCode, body: string(b), header: resp.Header,
+		replayed: resp.Header.Get("Idempotent-Replayed") == "true"}
+}
+
+// answer is what the backend says.
+type answer struct {
+	status int
+	body   string
+}
+
+// preset describes one platform for the contract test.
+type preset struct {
+	name string
+	// route is the idempotency block's platform lines (platform, secrets).
+	route string
+	// sign returns a freshly signed delivery of one event of an order:
+	// event 0 and event 1 are distinct events (new trade status, refund)
+	// with distinct keys. Each call re-signs, as the platform's retry does.
+	sign func(t testing.TB, order string, event int) delivery
+	// forgeries are deliveries that must be refused with 401.
+	forgeries map[string]func(t testing.TB, order string) delivery
+	// ok is the backend's "handled" answer by the platform's rule; fails
+	// are answers that are not, so the key must be released.
+	ok    answer
+	fails []answer
+}
+
+func presets(t testing.TB) []preset {
+	k, other := platformtest.Keys(t)
+	pubFile := platformtest.WriteFile(t, "platform_public_key.pem", platformtest.PublicKeyPEM(t, &k.PublicKey))
+	serial := big.NewInt(0x5157F09EFDC096DE)
+	certFile := platformtest.WriteFile(t, "platform_cert.pem", platformtest.Certificate(t, k, serial, "platform"))
+
+	// Alipay: the notify POST.
+	alipay := platformtest.Alipay{Key: k}
+	alipayParams := func(order string, event int) url.Values {
+		status := []string{"TRADE_SUCCESS", "TRADE_FINISHED"}[event]
+		return platformtest.AlipayNotify(testAlipayAppID, order, "2026"+order, status, "88.88")
+	}
+	alipayForm := func(body string) delivery {
+		return delivery{ctype: "application/x-www-form-urlencoded; charset=utf-8", body: body}
+	}
+	alipayTampered := func(field, value string) func(testing.TB, string) delivery {
+		return func(t testing.TB, order string) delivery {
+			signed := alipay.Sign(t, alipayParams(order, 0))
+			signed.Set(field, value)
+			return alipayForm(signed.Encode())
+		}
+	}
+
+	// WeChat Pay v3, with the platform public key or a certificate.
+	wxEvent := func(order string, event int) platformtest.WechatPayEvent {
+		tx := "4200" + order
+		if event == 1 {
+			return platformtest.WechatPayEvent{ID: "refund-note-" + order, EventType: "REFUND.SUCCESS", Summary: "退款成功",
+				Resource: platformtest.WechatPayRefund(tx, order, "5030"+order, "SUCCESS", 990, 990)}
+		}
+		return platformtest.WechatPayEvent{ID: "pay-note-" + order, EventType: "TRANSACTION.SUCCESS",
+			Resource: platformtest.WechatPayTransaction(tx, order, "SUCCESS", 990)}
+	}
+	wechat := func(s platformtest.WechatPay) (func(testing.TB, string, int) delivery, map[string]func(testing.TB, string) delivery) {
+		sign := func(t testing.TB, order string, event int) delivery {
+			body, h := s.Notification(t, wxEvent(order, event))
+			return delivery{body: string(body), header: h}
+		}
+		forged := s
+		forged.Key = other
+		unknown := s
+		unknown.Serial = "7132D72A03E93CDDF8C03BBD1F37EEDF"
+		return sign, map[string]func(testing.TB, string) delivery{
+			"tampered body": func(t testing.TB, order string) delivery {
+				body, h := s.Notification(t, wxEvent(order, 0))
+				return delivery{body: strings.Replace(string(body), `"summary":"支付成功"`, `"summary":"支付成功 "`, 1), header: h}
+			},
+			"wrong key": func(t testing.TB, order string) delivery {
+				body, h := forged.Notification(t, wxEvent(order, 0))
+				return delivery{body: string(body), header: h}
+			},
+			"unknown serial": func(t testing.TB, order string) delivery {
+				body, h := unknown.Notification(t, wxEvent(order, 0))
+				return delivery{body: string(body), header: h}
+			},
+			"stale timestamp": func(t testing.TB, order string) delivery {
+				body := s.Body(t, wxEvent(order, 0))
+				return delivery{body: string(body), header: s.Header(t, body, time.Now().Add(-6*time.Minute))}
+			},
+			"future timestamp": func(t testing.TB, order string) delivery {
+				body := s.Body(t, wxEvent(order, 0))
+				return delivery{body: string(body), header: s.Header(t, body, time.Now().Add(6*time.Minute))}
+			},
+			"WECHATPAY/SIGNTEST probe": func(t testing.TB, order string) delivery {
+				body := s.Body(t, wxEvent(order, 0))
+				return delivery{body: string(body), header: s.SigntestHeader(t, body)}
+			},
+		}
+	}
+	wxPubSign, wxPubForged := wechat(platformtest.WechatPay{Key: k, Serial: testWxPubKeyID, APIv3Key: testWxAPIv3Key})
+	wxCertSign, wxCertForged := wechat(platformtest.WechatPay{Key: k, Serial: platformtest.SerialHex(serial), APIv3Key: testWxAPIv3Key})
+
+	// WeChat Pay v2: a payment, then a refund.
+	v2 := platformtest.WechatPayV2{APIKey: testWxV2Key}
+	v2xml := func(body []byte) delivery { return delivery{ctype: "text/xml", body: string(body)} }
+	v2Payment := func(order string) map[string]string { return platformtest.WechatPayV2Payment("4200"+order, order, 990) }
+
+	// PayPal, with the signing certificate configured.
+	paypal := platformtest.PayPal{Key: k, WebhookID: testPayPalHookID}
+	ppEvent := func(order string, event int) []byte {
+		typ := []string{"PAYMENT.CAPTURE.COMPLETED", "PAYMENT.CAPTURE.REFUNDED"}[event]
+		return platformtest.PayPalEvent("WH-"+order+"-"+itoa(event), typ, "CAP"+order, "7.47")
+	}
+	ppSigned := func(p platformtest.PayPal, body []byte) delivery {
+		return delivery{body: string(body), header: p.Header(t, body, time.Now())}
+	}
+
+	// Stripe and Standard Webhooks.
+	stEvent := func(order string, event int) []byte {
+		typ := []string{"payment_intent.succeeded", "charge.refunded"}[event]
+		return platformtest.StripeEvent("evt_"+order+"_"+itoa(event), typ, "pi_"+order, 2000)
+	}
+	swBody := func(order string, event int) []byte {
+		return []byte(`{"type":"invoice.paid","data":{"order":"` + order + `","event":` + itoa(event) + `}}`)
+	}
+	swID := func(order string, event int) string { return "msg_" + order + "_" + itoa(event) }
+
+	serverError := answer{500, "internal error"}
+	return []preset{
+		{
+			name:  "alipay",
+			route: "platform alipay\n\t\tpublic_key " + pubFile,
+			sign: func(t testing.TB, order string, event int) delivery {
+				return alipayForm(alipay.Body(t, alipayParams(order, event)))
+			},
+			forgeries: map[string]func(testing.TB, string) delivery{
+				"tampered total_amount": alipayTampered("total_amount", "0.01"),
+				"tampered trade_status": alipayTampered("trade_status", "TRADE_CLOSED"),
+				"added out_biz_no":      alipayTampered("out_biz_no", "X1"),
+				"wrong key": func(t testing.TB, order string) delivery {
+					return alipayForm(platformtest.Alipay{Key: other}.Body(t, alipayParams(order, 0)))
+				},
+				"no sign": func(t testing.TB, order string) delivery {
+					return alipayForm(alipayParams(order, 0).Encode())
+				},
+			},
+			ok:    answer{200, "success"},
+			fails: []answer{{200, "fail"}, serverError},
+		},
+		{
+			name:      "wechatpay public key",
+			route:     "platform wechatpay\n\t\tpublic_key " + pubFile + "\n\t\tpublic_key_id " + testWxPubKeyID + "\n\t\tsecret " + testWxAPIv3Key,
+			sign:      wxPubSign,
+			forgeries: wxPubForged,
+			ok:        answer{204, ""},
+			fails:     []answer{serverError, {202, ""}},
+		},
+		{
+			name:      "wechatpay certificate",
+			route:     "platform wechatpay\n\t\tcertificate " + certFile + "\n\t\tsecret " + testWxAPIv3Key,
+			sign:      wxCertSign,
+			forgeries: wxCertForged,
+			ok:        answer{200, ""},
+			fails:     []answer{serverError},
+		},
+		{
+			name:  "wechatpay_v2",
+			route: "platform wechatpay_v2\n\t\tsecret " + testWxV2Key,
+			sign: func(t testing.TB, order string, event int) delivery {
+				if event == 1 {
+					return v2xml(v2.Refund(t, platformtest.WechatPayV2RefundInfo("4200"+order, order, "5030"+order, "SUCCESS", 990, 990)))
+				}
+				if order[len(order)-1]%2 == 0 { // both sign types
+					return v2xml(platformtest.WechatPayV2{APIKey: testWxV2Key, SignType: "HMAC-SHA256"}.Body(v2Payment(order)))
+				}
+				return v2xml(v2.Body(v2Payment(order)))
+			},
+			forgeries: map[string]func(testing.TB, string) delivery{
+				"tampered total_fee": func(t testing.TB, order string) delivery {
+					f := v2.Sign(v2Payment(order))
+					f["total_fee"] = "1"
+					return v2xml(platformtest.WechatPayV2XML(f))
+				},
+				"wrong key": func(t testing.TB, order string) delivery {
+					return v2xml(platformtest.WechatPayV2{APIKey: strings.Repeat("0", 32)}.Body(v2Payment(order)))
+				},
+				"no sign": func(t testing.TB, order string) delivery {
+					return v2xml(platformtest.WechatPayV2XML(v2Payment(order)))
+				},
+				"refund under another key": func(t testing.TB, order string) delivery {
+					return v2xml(platformtest.WechatPayV2{APIKey: strings.Repeat("0", 32)}.Refund(t,
+						platformtest.WechatPayV2RefundInfo("4200"+order, order, "5030"+order, "SUCCESS", 990, 990)))
+				},
+			},
+			ok: answer{200, platformtest.WechatPayV2Answer("SUCCESS", "OK")},
+			fails: []answer{
+				{200, platformtest.WechatPayV2Answer("FAIL", "database busy")},
+				{500, platformtest.WechatPayV2Answer("SUCCESS", "OK")},
+			},
+		},
+		{
+			name:  "paypal",
+			route: "platform paypal\n\t\twebhook_id " + testPayPalHookID + "\n\t\tcertificate " + certFile,
+			sign: func(t testing.TB, order string, event int) delivery {
+				return ppSigned(paypal, ppEvent(order, event))
+			},
+			forgeries: map[string]func(testing.TB, string) delivery{
+				"tampered body": func(t testing.TB, order string) delivery {
+					d := ppSigned(paypal, ppEvent(order, 0))
+					d.body = strings.Replace(d.body, `"value":"7.47"`, `"value":"0.01"`, 1)
+					return d
+				},
+				"wrong key": func(t testing.TB, order string) delivery {
+					return ppSigned(platformtest.PayPal{Key: other, WebhookID: testPayPalHookID}, ppEvent(order, 0))
+				},
+				"another webhook's": func(t testing.TB, order string) delivery {
+					return ppSigned(platformtest.PayPal{Key: k, WebhookID: "8PT597110X687430LKGECATA"}, ppEvent(order, 0))
+				},
+			},
+			ok:    answer{200, ""},
+			fails: []answer{serverError, {404, "no such route"}},
+		},
+		{
+			name:  "stripe",
+			route: "platform stripe\n\t\tsecret {env.IDEMGATE_TEST_STRIPE_SECRET}",
+			sign: func(t testing.TB, order string, event int) delivery {
+				body := stEvent(order, event)
+				return delivery{body: string(body), header: platformtest.StripeHeader(body, testStripeSecret, time.Now())}
+			},
+			forgeries: map[string]func(testing.TB, string) delivery{
+				"tampered body": func(t testing.TB, order string) delivery {
+					body := stEvent(order, 0)
+					return delivery{body: strings.Replace(string(body), `"amount": 2000`, `"amount": 1`, 1),
+						header: platformtest.StripeHeader(body, testStripeSecret, time.Now())}
+				},
+				"wrong secret": func(t testing.TB, order string) delivery {
+					body := stEvent(order, 0)
+					return delivery{body: string(body), header: platformtest.StripeHeader(body, "whsec_other", time.Now())}
+				},
+				"stale timestamp": func(t testing.TB, order string) delivery {
+					body := stEvent(order, 0)
+					return delivery{body: string(body), header: platformtest.StripeHeader(body, testStripeSecret, time.Now().Add(-6*time.Minute))}
+				},
+			},
+			ok:    answer{200, `{"received":true}`},
+			fails: []answer{serverError, {400, "bad event"}},
+		},
+		{
+			name:  "standard_webhooks",
+			route: "platform standard_webhooks\n\t\tsecret " + testSWSecret,
+			sign: func(t testing.TB, order string, event int) delivery {
+				body := swBody(order, event)
+				return delivery{body: string(body), header: platformtest.StandardWebhooksHeader(t, testSWSecret, swID(order, event), time.Now(), body)}
+			},
+			forgeries: map[string]func(testing.TB, string) delivery{
+				"tampered body": func(t testing.TB, order string) delivery {
+					body := swBody(order, 0)
+					return delivery{body: strings.Replace(string(body), "invoice.paid", "invoice.voided", 1),
+						header: platformtest.StandardWebhooksHeader(t, testSWSecret, swID(order, 0), time.Now(), body)}
+				},
+				"wrong secret": func(t testing.TB, order string) delivery {
+					body := swBody(order, 0)
+					return delivery{body: string(body), header: platformtest.StandardWebhooksHeader(t, "whsec_b3RoZXIgc2VjcmV0", swID(order, 0), time.Now(), body)}
+				},
+				"stale timestamp": func(t testing.TB, order string) delivery {
+					body := swBody(order, 0)
+					return delivery{body: string(body), header: platformtest.StandardWebhooksHeader(t, testSWSecret, swID(order, 0), time.Now().Add(-6*time.Minute), body)}
+				},
+				"another message's id": func(t testing.TB, order string) delivery {
+					body := swBody(order, 0)
+					h := platformtest.StandardWebhooksHeader(t, testSWSecret, swID(order, 0), time.Now(), body)
+					h.Set("Webhook-Id", swID(order, 1))
+					return delivery{body: string(body), header: h}
+				},
+			},
+			ok:    answer{200, ""},
+			fails: []answer{serverError},
+		},
+	}
+}
+
+// TestPresetContract runs every preset through the contract's answer table:
+// forgeries are refused and claim nothing, the genuine copy is forwarded
+// once, re-signed retries get the replay, a new event is forwarded, and a
+// backend answer that is not the platform's success is not remembered.
+func TestPresetContract(t *testing.T) {
+	t.Setenv("IDEMGATE_TEST_STRIPE_SECRET", testStripeSecret)
+	ps := presets(t)
+	backends := make([]*backend, len(ps))
+	var site strings.Builder
+	for i, p := range ps {
+		be := newBackend(t)
+		backends[i] = be
+		site.WriteString(`
+	handle /hook/` + itoa(i) + ` {
+		idempotency {
+		` + p.route + `
+			store memory
+		}
+		reverse_proxy ` + be.addr() + `
+	}`)
+	}
+	base := startCaddy(t, site.String())
+
+	for i, p := range ps {
+		t.Run(p.name, func(t *testing.T) {
+			be := backends[i]
+			path := "/hook/" + itoa(i)
+			// Orders named fail<j>… answer fails[j] on their first hit.
+			be.setAnswer(func(order string, n int, r *http.Request) (int, string, time.Duration) {
+				var j int
+				if _, err := fmt.Sscanf(order, "fail%d-", &j); err == nil && n == 1 && j < len(p.fails) {
+					return p.fails[j].status, p.fails[j].body, 0
+				}
+				return p.ok.status, p.ok.body, 0
+			})
+			deliver := func(order string, d delivery) reply {
+				t.Helper()
+				d.path = path
+				return send(t, base, order, d)
+			}
+			order := "o" + itoa(i) + "x7"
+
+			// Forgeries first: none reaches the backend, none claims the key.
+			for name, forge := range p.forgeries {
+				if r := deliver(order, forge(t, order)); r.status != http.StatusUnauthorized {
+					t.Errorf("%s: got %d %q, want 401", name, r.status, r.body)
+				}
+			}
+			if n := be.count(order); n != 0 {
+				t.Fatalf("forgeries reached the backend %d times", n)
+			}
+
+			// The genuine notification is forwarded; re-signed retries are replayed.
+			first := deliver(order, p.sign(t, order, 0))
+			if first.status != p.ok.status || first.body != p.ok.body || first.replayed {
+				t.Fatalf("genuine copy after the forgeries: got %d %q replayed=%v, want the backend's %d %q",
+					first.status, first.body, first.replayed, p.ok.status, p.ok.body)
+			}
+			for retry := range 3 {
+				r := deliver(order, p.sign(t, order, 0))
+				if !r.replayed || r.status != first.status || r.body != first.body {
+					t.Fatalf("re-signed retry %d: got %d %q replayed=%v, want the replayed %d %q",
+						retry, r.status, r.body, r.replayed, first.status, first.body)
+				}
+			}
+			// A forgery of an answered key is still a 401, not a replay.
+			for name, forge := range p.forgeries {
+				if r := deliver(order, forge(t, order)); r.status != http.StatusUnauthorized || r.replayed {
+					t.Errorf("%s after the answer: got %d replayed=%v, want 401", name, r.status, r.replayed)
+				}
+			}
+			if n := be.count(order); n != 1 {
+				t.Fatalf("backend ran %d times for one notification and its retries, want 1", n)
+			}
+
+			// A new event of the same order is its own notification.
+			if r := deliver(order, p.sign(t, order, 1)); r.status != p.ok.status || r.replayed {
+				t.Fatalf("new event: got %d %q replayed=%v, want it forwarded", r.status, r.body, r.replayed)
+			}
+			if r := deliver(order, p.sign(t, order, 1)); !r.replayed {
+				t.Fatalf("retry of the new event: got %d replayed=%v, want the replay", r.status, r.replayed)
+			}
+			if n := be.count(order); n != 2 {
+				t.Fatalf("backend ran %d times for two events, want 2", n)
+			}
+
+			// An answer that is not the platform's success is not remembered.
+			for j, fail := range p.fails {
+				order := "fail" + itoa(j) + "-" + itoa(i) + "x" + itoa(j)
+				r := deliver(order, p.sign(t, order, 0))
+				if r.status != fail.status || r.body != fail.body || r.replayed {
+					t.Fatalf("failure %d: got %d %q replayed=%v, want the backend's %d %q", j, r.status, r.body, r.replayed, fail.status, fail.body)
+				}
+				if r := deliver(order, p.sign(t, order, 0)); r.replayed || r.status != p.ok.status || r.body != p.ok.body {
+					t.Fatalf("retry after failure %d (%d %q): got %d %q replayed=%v, want it forwarded", j, fail.status, fail.body, r.status, r.body, r.replayed)
+				}
+				if r := deliver(order, p.sign(t, order, 0)); !r.replayed {
+					t.Fatalf("copy after the successful retry: got %d replayed=%v, want the replay", r.status, r.replayed)
+				}
+				if n := be.count(order); n != 2 {
+					t.Fatalf("failure %d: backend ran %d times, want 2 (the failure and the retry)", j, n)
+				}
+			}
+		})
+	}
+}
