@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/idemgate/idemgate/internal/platformtest"
 )
 
