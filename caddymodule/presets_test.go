@@ -1,14 +1,20 @@
 package caddymodule
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"math/big"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	_ "github.com/caddyserver/caddy/v2/modules/logging"
 
 	"github.com/idemgate/idemgate/internal/platformtest"
 )
@@ -464,4 +470,306 @@ func TestPresetContract(t *testing.T) {
 			}
 		})
 	}
+}
+
+// startCaddyLogged is startCaddy with Caddy's logs written as JSON to a
+// file at level, for tests of what the module logs at start.
+func startCaddyLogged(t testing.TB, level, siteBody string) (base, logFile string) {
+	t.Helper()
+	port := freePort(t)
+	logFile = filepath.Join(t.TempDir(), "caddy.log")
+	cf := fmt.Sprintf(`{
+	admin off
+	auto_https off
+	persist_config off
+	storage file_system %s
+	log {
+		output file %s
+		format json
+		level %s
+	}
+}
+http://127.0.0.1:%d {
+%s
+}
+`, t.TempDir(), logFile, level, port, strings.Trim(siteBody, "\n"))
+	loadCaddyfile(t, cf)
+	t.Cleanup(func() { caddy.Stop() })
+	base = fmt.Sprintf("http://127.0.0.1:%d", port)
+	waitListening(t, base)
+	return base, logFile
+}
+
+// logLines returns the JSON log lines of file whose msg contains substr.
+func logLines(t testing.TB, file, substr string) []map[string]any {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []map[string]any
+	for _, line := range strings.Split(string(data), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) != nil {
+			continue
+		}
+		if msg, _ := m["msg"].(string); strings.Contains(msg, substr) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// TestPresetVerifyOff: with `verify off` every preset starts without its
+// secret, says so in the log, and still deduplicates unsigned notifications
+// by its default key.
+func TestPresetVerifyOff(t *testing.T) {
+	be := newBackend(t)
+	be.setAnswer(func(order string, n int, r *http.Request) (int, string, time.Duration) {
+		switch r.URL.Path {
+		case "/alipay":
+			return 200, "success", 0
+		case "/wechatpay_v2":
+			return 200, platformtest.WechatPayV2Answer("SUCCESS", "OK"), 0
+		}
+		return 200, "ok", 0
+	})
+	names := []string{"alipay", "wechatpay", "wechatpay_v2", "stripe", "paypal", "standard_webhooks"}
+	var site strings.Builder
+	for _, name := range names {
+		site.WriteString(`
+	handle /` + name + ` {
+		idempotency {
+			platform ` + name + `
+			verify off
+			store memory
+		}
+		reverse_proxy ` + be.addr() + `
+	}`)
+	}
+	base, logFile := startCaddyLogged(t, "WARN", site.String())
+
+	unsigned := map[string]delivery{
+		"alipay": {ctype: "application/x-www-form-urlencoded",
+			body: platformtest.AlipayNotify(testAlipayAppID, "vo-alipay", "2026vo", "TRADE_SUCCESS", "1.00").Encode()},
+		"wechatpay":    {ctype: "application/json", body: `{"id":"vo-note-1","event_type":"TRANSACTION.SUCCESS","resource":{}}`},
+		"wechatpay_v2": {ctype: "text/xml", body: string(platformtest.WechatPayV2XML(platformtest.WechatPayV2Payment("4200vo", "vo", 1)))},
+		"stripe":       {ctype: "application/json", body: string(platformtest.StripeEvent("evt_vo", "payment_intent.succeeded", "pi_vo", 100))},
+		"paypal":       {ctype: "application/json", body: string(platformtest.PayPalEvent("WH-vo", "PAYMENT.CAPTURE.COMPLETED", "CAPvo", "1.00"))},
+		"standard_webhooks": {ctype: "application/json", body: `{"type":"invoice.paid"}`,
+			header: http.Header{"Webhook-Id": {"msg_vo"}}},
+	}
+	for _, name := range names {
+		t.Run(name, func(t *testing.T) {
+			d := unsigned[name]
+			d.path = "/" + name
+			order := "vo-" + name
+			if r := send(t, base, order, d); r.status != 200 || r.replayed {
+				t.Fatalf("first unsigned copy: got %d %q replayed=%v, want it forwarded", r.status, r.body, r.replayed)
+			}
+			if r := send(t, base, order, d); r.status != 200 || !r.replayed {
+				t.Fatalf("second copy: got %d %q replayed=%v, want the replay", r.status, r.body, r.replayed)
+			}
+			if n := be.count(order); n != 1 {
+				t.Fatalf("backend ran %d times, want 1", n)
+			}
+		})
+	}
+	if got := len(logLines(t, logFile, "signature verification is OFF")); got != len(names) {
+		t.Errorf("%d warnings about verify off in the log, want %d", got, len(names))
+	}
+}
+
+// TestPresetNeedsItsSecret: a preset without its secret or key refuses to
+// start, and the error says what to configure.
+func TestPresetNeedsItsSecret(t *testing.T) {
+	for name, want := range map[string]string{
+		"alipay":            "public_key",
+		"wechatpay":         "public_key",
+		"wechatpay_v2":      "secret",
+		"stripe":            "secret",
+		"paypal":            "webhook_id",
+		"standard_webhooks": "secret",
+	} {
+		t.Run(name, func(t *testing.T) {
+			cf := fmt.Sprintf(`{
+	admin off
+	auto_https off
+	persist_config off
+	log {
+		level ERROR
+	}
+}
+http://127.0.0.1:%d {
+	idempotency {
+		platform %s
+		store memory
+	}
+	respond "unreachable"
+}
+`, freePort(t), name)
+			cfgJSON, _, err := caddyfileAdapter().Adapt([]byte(cf), nil)
+			if err != nil {
+				t.Fatalf("adapting: %v", err)
+			}
+			err = caddy.Load(cfgJSON, true)
+			if err == nil {
+				caddy.Stop()
+				t.Fatalf("platform %s started without its secret", name)
+			}
+			if !strings.Contains(err.Error(), "needs its secret") || !strings.Contains(err.Error(), want) {
+				t.Fatalf("error %q should say the preset needs its secret and name %s", err, want)
+			}
+		})
+	}
+}
+
+// TestPresetTTLShorterThanRetryWindow: a ttl shorter than the platform's
+// retry window starts, with a warning in the log; the default ttl does not
+// warn.
+func TestPresetTTLShorterThanRetryWindow(t *testing.T) {
+	_, logFile := startCaddyLogged(t, "WARN", `
+	handle /short {
+		idempotency {
+			platform stripe
+			secret `+testStripeSecret+`
+			ttl 24h
+			store memory
+		}
+		respond "ok"
+	}
+	handle /default {
+		idempotency {
+			platform wechatpay_v2
+			secret `+testWxV2Key+`
+			store memory
+		}
+		respond "ok"
+	}`)
+	lines := logLines(t, logFile, "ttl is shorter than the platform's retry window")
+	if len(lines) != 1 {
+		t.Fatalf("%d warnings about ttl, want 1 (stripe's ttl 24h): %v", len(lines), lines)
+	}
+	if lines[0]["platform"] != "stripe" || lines[0]["level"] != "warn" {
+		t.Errorf("warning %v should be at warn level and name platform stripe", lines[0])
+	}
+}
+
+// twoChannelSite is the design's "two channels, one order" for Alipay: the
+// browser's return (GET) and the server's notify (POST) share one key per
+// order, so whichever arrives first is forwarded and the other never is.
+const twoChannelSite = `
+	handle /alipay/notify {
+		idempotency {
+			platform alipay
+			public_key {pub}
+			key alipay:{idempotency.form.app_id}:{idempotency.form.out_trade_no}
+			store memory
+			on_duplicate respond 200 success
+		}
+		reverse_proxy {backend}
+	}
+	handle /alipay/return {
+		idempotency {
+			platform alipay
+			public_key {pub}
+			key alipay:{idempotency.form.app_id}:{idempotency.form.out_trade_no}
+			store memory
+			success 302
+			on_duplicate redirect https://shop.example.com/orders/{idempotency.form.out_trade_no}
+		}
+		reverse_proxy {backend}
+	}`
+
+func TestTwoChannelAlipay(t *testing.T) {
+	k, _ := platformtest.Keys(t)
+	pub := platformtest.WriteFile(t, "alipay_public_key.pem", platformtest.PublicKeyPEM(t, &k.PublicKey))
+	alipay := platformtest.Alipay{Key: k}
+	be := newBackend(t)
+	be.setAnswer(func(order string, n int, r *http.Request) (int, string, time.Duration) {
+		if r.URL.Path == "/alipay/return" {
+			// A legacy return handler that redirects after its business logic.
+			return http.StatusFound, "", 30 * time.Millisecond
+		}
+		return 200, "success", 30 * time.Millisecond
+	})
+	base := startCaddy(t, twoChannelSite, "{pub}", pub, "{backend}", be.addr())
+
+	notifyOf := func(order string) delivery {
+		return delivery{path: "/alipay/notify", ctype: "application/x-www-form-urlencoded; charset=utf-8",
+			body: alipay.Body(t, platformtest.AlipayNotify(testAlipayAppID, order, "2026"+order, "TRADE_SUCCESS", "30.00"))}
+	}
+	returnOf := func(order string) delivery {
+		return delivery{method: http.MethodGet, path: "/alipay/return",
+			query: alipay.Query(t, platformtest.AlipayReturn(testAlipayAppID, order, "2026"+order, "30.00"))}
+	}
+	landing := func(order string) string { return "https://shop.example.com/orders/" + order }
+	// checkNotify: Alipay always gets "success", forwarded or not.
+	checkNotify := func(t *testing.T, r reply, replayed bool) {
+		t.Helper()
+		if r.status != 200 || strings.TrimSpace(r.body) != "success" || r.replayed != replayed {
+			t.Fatalf("notify: got %d %q replayed=%v, want 200 success replayed=%v", r.status, r.body, r.replayed, replayed)
+		}
+	}
+	// checkReturn: the browser gets the backend's redirect when forwarded,
+	// the on_duplicate redirect otherwise.
+	checkReturn := func(t *testing.T, order string, r reply, replayed bool) {
+		t.Helper()
+		if r.status != http.StatusFound || r.replayed != replayed {
+			t.Fatalf("return: got %d replayed=%v, want 302 replayed=%v", r.status, r.replayed, replayed)
+		}
+		if loc := r.header.Get("Location"); replayed && loc != landing(order) {
+			t.Fatalf("return: redirected to %q, want %q", loc, landing(order))
+		}
+	}
+
+	t.Run("notify first", func(t *testing.T) {
+		order := "tc-n1"
+		checkNotify(t, send(t, base, order, notifyOf(order)), false)
+		checkReturn(t, order, send(t, base, order, returnOf(order)), true)
+		checkNotify(t, send(t, base, order, notifyOf(order)), true) // Alipay's retry
+		checkReturn(t, order, send(t, base, order, returnOf(order)), true)
+		if n := be.count(order); n != 1 {
+			t.Fatalf("backend ran %d times, want 1", n)
+		}
+	})
+	t.Run("return first", func(t *testing.T) {
+		order := "tc-r1"
+		checkReturn(t, order, send(t, base, order, returnOf(order)), false)
+		checkNotify(t, send(t, base, order, notifyOf(order)), true)
+		checkReturn(t, order, send(t, base, order, returnOf(order)), true) // the browser reloads
+		checkNotify(t, send(t, base, order, notifyOf(order)), true)
+		if n := be.count(order); n != 1 {
+			t.Fatalf("backend ran %d times, want 1", n)
+		}
+	})
+	t.Run("concurrently", func(t *testing.T) {
+		for round := range 4 {
+			order := "tc-c" + itoa(round)
+			// Pre-sign so the copies leave together.
+			ds := make([]delivery, 12)
+			for i := range ds {
+				if i%2 == 0 {
+					ds[i] = notifyOf(order)
+				} else {
+					ds[i] = returnOf(order)
+				}
+			}
+			replies := storm(t, len(ds), func(i int) reply { return send(t, base, order, ds[i]) })
+			forwarded := 0
+			for i, r := range replies {
+				if !r.replayed {
+					forwarded++
+				}
+				if i%2 == 0 {
+					checkNotify(t, r, r.replayed)
+				} else {
+					checkReturn(t, order, r, r.replayed)
+				}
+			}
+			if n := be.count(order); n != 1 || forwarded != 1 {
+				t.Fatalf("round %d: backend ran %d times, %d copies forwarded; want 1 and 1", round, n, forwarded)
+			}
+		}
+	})
 }
