@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -116,6 +117,17 @@ type preset struct {
 
 func presets(t testing.TB) []preset {
 	k, other := platformtest.Keys(t)
+	// signedAt is the time of each genuine copy: every call is a second
+	// later, as a retry is signed later than the copy before it (starting
+	// two minutes back, so all stay inside the 5-minute tolerance).
+	var mu sync.Mutex
+	copies := 0
+	signedAt := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		copies++
+		return time.Now().Add(-2*time.Minute + time.Duration(copies)*time.Second)
+	}
 	pubFile := platformtest.WriteFile(t, "platform_public_key.pem", platformtest.PublicKeyPEM(t, &k.PublicKey))
 	serial := big.NewInt(0x5157F09EFDC096DE)
 	certFile := platformtest.WriteFile(t, "platform_cert.pem", platformtest.Certificate(t, k, serial, "platform"))
@@ -124,7 +136,9 @@ func presets(t testing.TB) []preset {
 	alipay := platformtest.Alipay{Key: k}
 	alipayParams := func(order string, event int) url.Values {
 		status := []string{"TRADE_SUCCESS", "TRADE_FINISHED"}[event]
-		return platformtest.AlipayNotify(testAlipayAppID, order, "2026"+order, status, "88.88")
+		p := platformtest.AlipayNotify(testAlipayAppID, order, "2026"+order, status, "88.88")
+		p.Set("notify_time", signedAt().In(time.FixedZone("CST", 8*3600)).Format(time.DateTime)) // a retry's is later
+		return p
 	}
 	alipayForm := func(body string) delivery {
 		return delivery{ctype: "application/x-www-form-urlencoded; charset=utf-8", body: body}
@@ -149,8 +163,8 @@ func presets(t testing.TB) []preset {
 	}
 	wechat := func(s platformtest.WechatPay) (func(testing.TB, string, int) delivery, map[string]func(testing.TB, string) delivery) {
 		sign := func(t testing.TB, order string, event int) delivery {
-			body, h := s.Notification(t, wxEvent(order, event))
-			return delivery{body: string(body), header: h}
+			body := s.Body(t, wxEvent(order, event)) // re-encrypted with a new nonce
+			return delivery{body: string(body), header: s.Header(t, body, signedAt())}
 		}
 		forged := s
 		forged.Key = other
@@ -198,7 +212,7 @@ func presets(t testing.TB) []preset {
 		return platformtest.PayPalEvent("WH-"+order+"-"+itoa(event), typ, "CAP"+order, "7.47")
 	}
 	ppSigned := func(p platformtest.PayPal, body []byte) delivery {
-		return delivery{body: string(body), header: p.Header(t, body, time.Now())}
+		return delivery{body: string(body), header: p.Header(t, body, signedAt())}
 	}
 
 	// Stripe and Standard Webhooks.
@@ -311,7 +325,7 @@ func presets(t testing.TB) []preset {
 			route: "platform stripe\n\t\tsecret {env.IDEMGATE_TEST_STRIPE_SECRET}",
 			sign: func(t testing.TB, order string, event int) delivery {
 				body := stEvent(order, event)
-				return delivery{body: string(body), header: platformtest.StripeHeader(body, testStripeSecret, time.Now())}
+				return delivery{body: string(body), header: platformtest.StripeHeader(body, testStripeSecret, signedAt())}
 			},
 			forgeries: map[string]func(testing.TB, string) delivery{
 				"tampered body": func(t testing.TB, order string) delivery {
@@ -336,7 +350,7 @@ func presets(t testing.TB) []preset {
 			route: "platform standard_webhooks\n\t\tsecret " + testSWSecret,
 			sign: func(t testing.TB, order string, event int) delivery {
 				body := swBody(order, event)
-				return delivery{body: string(body), header: platformtest.StandardWebhooksHeader(t, testSWSecret, swID(order, event), time.Now(), body)}
+				return delivery{body: string(body), header: platformtest.StandardWebhooksHeader(t, testSWSecret, swID(order, event), signedAt(), body)}
 			},
 			forgeries: map[string]func(testing.TB, string) delivery{
 				"tampered body": func(t testing.TB, order string) delivery {
