@@ -207,6 +207,18 @@ for port in "$PLAIN_PORT" "$UNIQUE_PORT" "$REPLAY_PORT"; do
 	wait_up "idemgate on :$port" "${PIDS[-1]}" "$WORK/caddy.log" curl -sS -o /dev/null --max-time 1 "http://127.0.0.1:$port/"
 done
 
+# redis_calls prints "<script calls> <all commands>" Redis has run so far, or
+# nothing without redis-cli. The contract: a replay costs one round trip, a
+# first copy two; the store's round trips are script calls (EVALSHA, or EVAL
+# on a cold cache), while commandstats also counts every redis.call inside.
+redis_calls() {
+	command -v redis-cli >/dev/null || return 0
+	redis-cli -h 127.0.0.1 -p "$REDIS_PORT" info commandstats 2>/dev/null | awk -F'[:=,]' '
+		/^cmdstat_(evalsha|eval|evalsha_ro|eval_ro|fcall):/ { scripts += $3 }
+		/^cmdstat_/ && !/^cmdstat_info:/ { all += $3 }
+		END { print scripts + 0, all + 0 }'
+}
+
 reset_backend() { curl -fsS --max-time 5 -X POST "$BACKEND/reset" >/dev/null; }
 backend_total() { curl -fsS --max-time 5 "$BACKEND/stats" | sed -n 's/.*"total":\([0-9]*\).*/\1/p'; }
 
@@ -226,6 +238,7 @@ run_id() { echo "$1-r$2-$$-$(date +%s%N)"; }
 
 # measure <case> <round> [<duration>]: warm-up, then the measured run; appends
 # a result line: case round rps p50_ms p99_ms requests forwarded non2xx errors
+# redis_scripts redis_commands (-1: not counted)
 measure() {
 	local name=$1 round=$2 duration=${3:-$DURATION} port mode run out
 	case $name in
@@ -252,7 +265,8 @@ measure() {
 		run_wrk "$mode" "$warm" "$WARMUP" "$port" "$out.warmup"
 	fi
 	[[ $name != replay ]] && reset_backend
-	local prof=
+	local prof= calls_before
+	calls_before=($(redis_calls))
 	if [[ $PROFILE == 1 ]]; then
 		curl -fsS --max-time $(($(seconds "$duration") + 30)) -o "$WORK/$name-$round.pprof" \
 			"http://127.0.0.1:$ADMIN_PORT/debug/pprof/profile?seconds=$(seconds "$duration")" &
@@ -263,14 +277,18 @@ measure() {
 		wait "$prof" || echo "   (CPU profile of $name failed)"
 	fi
 
-	local result forwarded
+	local result forwarded scripts=-1 commands=-1 calls_after
 	result=$(grep '^LOAD_RESULT' "$out") || die "no result from wrk on :$port (see $out)"
 	forwarded=$(backend_total)
+	if ((${#calls_before[@]} == 2)); then
+		calls_after=($(redis_calls))
+		scripts=$((calls_after[0] - calls_before[0])) commands=$((calls_after[1] - calls_before[1]))
+	fi
 	local requests duration_us p50_us p99_us non2xx errors
 	eval "$(echo "${result#LOAD_RESULT }" | tr ' ' '\n' | sed 's/^/local /')"
 	awk -v n="$name" -v r="$round" -v q="$requests" -v d="$duration_us" -v p50="$p50_us" -v p99="$p99_us" \
-		-v f="$forwarded" -v s="$non2xx" -v e="$errors" \
-		'BEGIN { printf "%s %d %.1f %.3f %.3f %d %d %d %d\n", n, r, q / (d / 1e6), p50 / 1000, p99 / 1000, q, f, s, e }' >>"$RESULTS"
+		-v f="$forwarded" -v s="$non2xx" -v e="$errors" -v sc="$scripts" -v c="$commands" \
+		'BEGIN { printf "%s %d %.1f %.3f %.3f %d %d %d %d %d %d\n", n, r, q / (d / 1e6), p50 / 1000, p99 / 1000, q, f, s, e, sc, c }' >>"$RESULTS"
 	tail -n1 "$RESULTS" | awk '{ printf "   %-9s round %d: %9.0f req/s  p50 %.3f ms  p99 %.3f ms  (%d requests, backend ran %d)\n", $1, $2, $3, $4, $5, $6, $7 }'
 }
 
@@ -349,6 +367,14 @@ printf '%-34s %s of %s wrk requests reached the backend (%+d in flight at the en
 if ((replay_fwd == ROUNDS && replay_bad == 0)); then fwd_ok=ok; else fwd_ok=WRONG wrong=1; fi
 printf '%-34s backend ran %s time(s) for %s requests on one key (expect %s)  %s\n' \
 	"replay: forwarded" "$replay_fwd" "$replay_req" "$ROUNDS" "$fwd_ok"
+if command -v redis-cli >/dev/null; then
+	# wrk does not count the requests in flight when it stops: a little above
+	# the exact figure is expected.
+	per() { awk -v c="$(sum "$1" "$2")" -v q="$3" 'BEGIN { printf "%.2f", c / q }'; }
+	printf '%-34s unique %s, replay %s   (contract: 2 and 1; all commands, inside scripts too: %s, %s)\n' \
+		"Redis round trips per request" "$(per unique 10 "$unique_req")" "$(per replay 10 "$replay_req")" \
+		"$(per unique 11 "$unique_req")" "$(per replay 11 "$replay_req")"
+fi
 if ((plain_bad + unique_bad + replay_bad > 0)); then
 	echo "note: some answers were not 2xx or failed; see the wrk output (KEEP=1) and caddy.log"
 fi
