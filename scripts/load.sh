@@ -144,6 +144,7 @@ echo "== redis-server on 127.0.0.1:$REDIS_PORT, backend on :$BACKEND_PORT"
 redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --save '' --appendonly no \
 	--dir "$WORK" --daemonize no >"$WORK/redis.log" 2>&1 &
 PIDS+=($!)
+REDIS_PID=$!
 if command -v redis-cli >/dev/null; then
 	wait_up redis-server "$!" "$WORK/redis.log" redis-cli -h 127.0.0.1 -p "$REDIS_PORT" ping
 else
@@ -153,6 +154,7 @@ fi
 # Fast backend: no delay, no per-request log line.
 "$WORK/backend" -listen "127.0.0.1:$BACKEND_PORT" -quiet >"$WORK/backend.log" 2>&1 &
 PIDS+=($!)
+BACKEND_PID=$!
 wait_up backend "$!" "$WORK/backend.log" curl -fsS --max-time 1 "$BACKEND/stats"
 
 # Each site binds 127.0.0.1: a site address alone would listen on every interface.
@@ -202,6 +204,7 @@ echo "== idemgate on :$PLAIN_PORT (plain), :$UNIQUE_PORT (unique keys), :$REPLAY
 XDG_DATA_HOME="$WORK/xdg-data" XDG_CONFIG_HOME="$WORK/xdg-config" \
 	"$WORK/idemgate" run --config "$WORK/Caddyfile" --adapter caddyfile >"$WORK/caddy.log" 2>&1 &
 PIDS+=($!)
+CADDY_PID=$!
 for port in "$PLAIN_PORT" "$UNIQUE_PORT" "$REPLAY_PORT"; do
 	# Any HTTP answer will do: the gateway sites refuse a request without a key.
 	wait_up "idemgate on :$port" "${PIDS[-1]}" "$WORK/caddy.log" curl -sS -o /dev/null --max-time 1 "http://127.0.0.1:$port/"
@@ -217,6 +220,17 @@ redis_calls() {
 		/^cmdstat_(evalsha|eval|evalsha_ro|eval_ro|fcall):/ { scripts += $3 }
 		/^cmdstat_/ && !/^cmdstat_info:/ { all += $3 }
 		END { print scripts + 0, all + 0 }'
+}
+
+# cpu_ticks prints the CPU time (user + system, in clock ticks) that idemgate,
+# redis-server and the backend have used so far. Per request, it is a figure
+# that other load on a shared machine hardly moves, unlike requests/s.
+CLK_TCK=$(getconf CLK_TCK 2>/dev/null || echo 100)
+cpu_ticks() {
+	local pid
+	for pid in "$CADDY_PID" "$REDIS_PID" "$BACKEND_PID"; do
+		awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$pid/stat" 2>/dev/null || echo 0
+	done | tr '\n' ' '
 }
 
 reset_backend() { curl -fsS --max-time 5 -X POST "$BACKEND/reset" >/dev/null; }
@@ -238,7 +252,7 @@ run_id() { echo "$1-r$2-$$-$(date +%s%N)"; }
 
 # measure <case> <round> [<duration>]: warm-up, then the measured run; appends
 # a result line: case round rps p50_ms p99_ms requests forwarded non2xx errors
-# redis_scripts redis_commands (-1: not counted)
+# redis_scripts redis_commands (-1: not counted) cpu_ticks_idemgate _redis _backend
 measure() {
 	local name=$1 round=$2 duration=${3:-$DURATION} port mode run out
 	case $name in
@@ -265,8 +279,9 @@ measure() {
 		run_wrk "$mode" "$warm" "$WARMUP" "$port" "$out.warmup"
 	fi
 	[[ $name != replay ]] && reset_backend
-	local prof= calls_before
+	local prof= calls_before cpu_before
 	calls_before=($(redis_calls))
+	cpu_before=($(cpu_ticks))
 	if [[ $PROFILE == 1 ]]; then
 		curl -fsS --max-time $(($(seconds "$duration") + 30)) -o "$WORK/$name-$round.pprof" \
 			"http://127.0.0.1:$ADMIN_PORT/debug/pprof/profile?seconds=$(seconds "$duration")" &
@@ -277,7 +292,8 @@ measure() {
 		wait "$prof" || echo "   (CPU profile of $name failed)"
 	fi
 
-	local result forwarded scripts=-1 commands=-1 calls_after
+	local result forwarded scripts=-1 commands=-1 calls_after cpu_after
+	cpu_after=($(cpu_ticks))
 	result=$(grep '^LOAD_RESULT' "$out") || die "no result from wrk on :$port (see $out)"
 	forwarded=$(backend_total)
 	if ((${#calls_before[@]} == 2)); then
@@ -288,7 +304,8 @@ measure() {
 	eval "$(echo "${result#LOAD_RESULT }" | tr ' ' '\n' | sed 's/^/local /')"
 	awk -v n="$name" -v r="$round" -v q="$requests" -v d="$duration_us" -v p50="$p50_us" -v p99="$p99_us" \
 		-v f="$forwarded" -v s="$non2xx" -v e="$errors" -v sc="$scripts" -v c="$commands" \
-		'BEGIN { printf "%s %d %.1f %.3f %.3f %d %d %d %d %d %d\n", n, r, q / (d / 1e6), p50 / 1000, p99 / 1000, q, f, s, e, sc, c }' >>"$RESULTS"
+		-v cg=$((cpu_after[0] - cpu_before[0])) -v cr=$((cpu_after[1] - cpu_before[1])) -v cb=$((cpu_after[2] - cpu_before[2])) \
+		'BEGIN { printf "%s %d %.1f %.3f %.3f %d %d %d %d %d %d %d %d %d\n", n, r, q / (d / 1e6), p50 / 1000, p99 / 1000, q, f, s, e, sc, c, cg, cr, cb }' >>"$RESULTS"
 	tail -n1 "$RESULTS" | awk '{ printf "   %-9s round %d: %9.0f req/s  p50 %.3f ms  p99 %.3f ms  (%d requests, backend ran %d)\n", $1, $2, $3, $4, $5, $6, $7 }'
 }
 
@@ -367,6 +384,13 @@ printf '%-34s %s of %s wrk requests reached the backend (%+d in flight at the en
 if ((replay_fwd == ROUNDS && replay_bad == 0)); then fwd_ok=ok; else fwd_ok=WRONG wrong=1; fi
 printf '%-34s backend ran %s time(s) for %s requests on one key (expect %s)  %s\n' \
 	"replay: forwarded" "$replay_fwd" "$replay_req" "$ROUNDS" "$fwd_ok"
+# CPU per request: µs of CPU time per completed request, over all rounds.
+us() { awk -v t="$(sum "$1" "$2")" -v q="$3" -v hz="$CLK_TCK" 'BEGIN { printf "%.0f", t * 1e6 / hz / q }'; }
+printf '%-34s %s\n' "CPU µs per request" "idemgate / redis-server / backend"
+for name in plain unique replay; do
+	req=${name}_req
+	printf '%-34s %s / %s / %s\n' "  $name" "$(us "$name" 12 "${!req}")" "$(us "$name" 13 "${!req}")" "$(us "$name" 14 "${!req}")"
+done
 if command -v redis-cli >/dev/null; then
 	# wrk does not count the requests in flight when it stops: a little above
 	# the exact figure is expected.
