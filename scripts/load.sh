@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Load comparison, side by side in one run on loopback: plain reverse_proxy vs
 # idemgate with a real Redis, for unique keys (first-copy path) and one repeated
-# key (replay path). Reports requests/s, p50, p99 and the contract's ratios.
+# key (replay path). Reports requests/s, p50, p99 and the contract's ratios,
+# checks what reached the backend, and counts Redis round trips and CPU time
+# per request (the steadiest figure when the machine is shared).
 #
 # Usage: scripts/load.sh            (from anywhere inside the repository)
 #
@@ -17,7 +19,7 @@
 #   PROFILE=1      also take a CPU profile of idemgate during each measured run
 #                  (implies KEEP=1; read with: go tool pprof -top <work>/idemgate <work>/unique-1.pprof)
 #
-# Needs: go, wrk, redis-server, curl. Everything listens on 127.0.0.1 only, on
+# Needs: go, wrk, redis-server, curl (redis-cli for the round trips). Everything listens on 127.0.0.1 only, on
 # free ports, and stops on exit. Exit status: 0 ok; 1 forwarding was wrong
 # (unique must reach the backend once per request, replay exactly once) or,
 # with STRICT=1, a target was missed; 2 setup failure.
