@@ -31,7 +31,8 @@ func main() {
 		fmt.Fprintf(flag.CommandLine.Output(), `Usage: legacy-backend [flags]
 
 A stand-in legacy merchant backend WITHOUT an idempotency check.
-  POST /notify  renews the order (out_trade_no or order_id) and answers "success"
+  POST /notify  renews the order (out_trade_no or order_id; form, JSON or XML)
+                and answers "success" (XML bodies: return_code SUCCESS)
   GET  /return  browser return: renews too, answers an HTML result page
   GET  /stats   renewals per order as JSON;  POST /reset  clears them
 Orders whose id starts with %q always answer "fail" (500).

@@ -6,19 +6,22 @@
 // Routes:
 //
 //	POST /notify  the platform's asynchronous notification; renews the order and
-//	              answers "success" (text/plain, 200), or "fail" (500) in failure mode
+//	              answers "success" (text/plain, 200), or "fail" (500) in failure mode;
+//	              an XML body (WeChat Pay v2) is answered in XML, return_code SUCCESS or FAIL
 //	GET  /return  the browser's synchronous return; a legacy backend runs the same
 //	              business logic here too, then shows an HTML payment result page
 //	GET  /stats   {"renewals": {"<order>": n, ...}, "total": n, "failed": n}
 //	POST /reset   forget all counters and restore the FailFirst budget
 //
 // The order id comes from the form field (or query parameter) out_trade_no or
-// order_id, or from a JSON body's order_id.
+// order_id, a JSON body's order_id (or out_trade_no, or else the event's id), or
+// an XML body's out_trade_no or order_id.
 package legacy
 
 import (
 	"bytes"
 	"encoding/json"
+	"encoding/xml"
 	"fmt"
 	"html/template"
 	"io"
@@ -128,20 +131,39 @@ func (b *Backend) Reset() {
 }
 
 func (b *Backend) notify(w http.ResponseWriter, r *http.Request) {
-	order, err := orderID(w, r)
+	order, isXML, err := orderID(w, r)
 	if err != nil {
-		http.Error(w, "fail: "+err.Error(), http.StatusBadRequest)
+		if isXML {
+			answerXML(w, http.StatusBadRequest, "FAIL", err.Error())
+		} else {
+			http.Error(w, "fail: "+err.Error(), http.StatusBadRequest)
+		}
 		return
 	}
-	if !b.renew(r, order) {
+	ok := b.renew(r, order)
+	switch {
+	case isXML && ok:
+		answerXML(w, http.StatusOK, "SUCCESS", "OK")
+	case isXML:
+		answerXML(w, http.StatusInternalServerError, "FAIL", "renewal failed")
+	case ok:
+		// Alipay reads this exact body as "stop retrying"; anything else
+		// (and any 5xx, for every platform) makes it retry.
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		io.WriteString(w, "success")
+	default:
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.WriteHeader(http.StatusInternalServerError)
 		io.WriteString(w, "fail")
-		return
 	}
-	// Payment platforms read this exact body as "stop retrying".
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	io.WriteString(w, "success")
+}
+
+// answerXML answers the way WeChat Pay v2 expects: return_code SUCCESS stops
+// its retries, FAIL does not.
+func answerXML(w http.ResponseWriter, status int, code, msg string) {
+	w.Header().Set("Content-Type", "text/xml; charset=utf-8")
+	w.WriteHeader(status)
+	fmt.Fprintf(w, "<xml><return_code><![CDATA[%s]]></return_code><return_msg><![CDATA[%s]]></return_msg></xml>", code, msg)
 }
 
 var resultPage = template.Must(template.New("return").Parse(`<!doctype html>
@@ -155,7 +177,7 @@ var resultPage = template.Must(template.New("return").Parse(`<!doctype html>
 // backends, it runs the same business logic as the notification, which is
 // why the browser return racing the notify renews twice without a gateway.
 func (b *Backend) paymentReturn(w http.ResponseWriter, r *http.Request) {
-	order, err := orderID(w, r)
+	order, _, err := orderID(w, r)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
@@ -218,11 +240,12 @@ func (b *Backend) reset(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// orderID finds the order id in the query, a form body or a JSON body.
-func orderID(w http.ResponseWriter, r *http.Request) (string, error) {
+// orderID finds the order id in the query, a form, JSON or XML body, and
+// tells whether the body was XML (to be answered in XML).
+func orderID(w http.ResponseWriter, r *http.Request) (order string, isXML bool, err error) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
-		return "", fmt.Errorf("reading body: %v", err)
+		return "", false, fmt.Errorf("reading body: %v", err)
 	}
 	fields := r.URL.Query()
 	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
@@ -233,26 +256,42 @@ func orderID(w http.ResponseWriter, r *http.Request) (string, error) {
 		var v struct {
 			OrderID    any `json:"order_id"`
 			OutTradeNo any `json:"out_trade_no"`
+			ID         any `json:"id"` // a webhook event's id, when nothing better
 		}
 		dec := json.NewDecoder(bytes.NewReader(trimmed))
 		dec.UseNumber() // keep long numeric ids exactly as sent
 		if err := dec.Decode(&v); err != nil {
-			return "", fmt.Errorf("body is not JSON: %v", err)
+			return "", false, fmt.Errorf("body is not JSON: %v", err)
 		}
-		for _, id := range []any{v.OrderID, v.OutTradeNo} {
+		for _, id := range []any{v.OrderID, v.OutTradeNo, v.ID} {
 			switch id := id.(type) {
 			case string:
 				if id != "" {
-					return id, nil
+					return id, false, nil
 				}
 			case json.Number:
-				return id.String(), nil
+				return id.String(), false, nil
 			}
 		}
+	case mt == "text/xml" || mt == "application/xml" ||
+		(mt == "" && bytes.HasPrefix(trimmed, []byte("<"))):
+		var v struct {
+			OutTradeNo string `xml:"out_trade_no"`
+			OrderID    string `xml:"order_id"`
+		}
+		if err := xml.Unmarshal(trimmed, &v); err != nil {
+			return "", true, fmt.Errorf("body is not XML: %v", err)
+		}
+		for _, id := range []string{v.OutTradeNo, v.OrderID} {
+			if id = strings.TrimSpace(id); id != "" {
+				return id, true, nil
+			}
+		}
+		return "", true, fmt.Errorf("no order id (out_trade_no or order_id)")
 	case len(trimmed) > 0:
 		form, err := url.ParseQuery(string(body))
 		if err != nil {
-			return "", fmt.Errorf("body is not a form: %v", err)
+			return "", false, fmt.Errorf("body is not a form: %v", err)
 		}
 		for k, vs := range form {
 			fields[k] = append(vs, fields[k]...)
@@ -260,8 +299,8 @@ func orderID(w http.ResponseWriter, r *http.Request) (string, error) {
 	}
 	for _, name := range []string{"out_trade_no", "order_id"} {
 		if id := fields.Get(name); id != "" {
-			return id, nil
+			return id, false, nil
 		}
 	}
-	return "", fmt.Errorf("no order id (out_trade_no or order_id)")
+	return "", false, fmt.Errorf("no order id (out_trade_no or order_id)")
 }

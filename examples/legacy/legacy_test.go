@@ -42,6 +42,7 @@ func TestNotifyFindsOrder(t *testing.T) {
 		{"json numeric id kept exact", "/notify", "application/json", `{"order_id":12345678901234567890}`, "12345678901234567890"},
 		{"json without content type", "/notify", "", ` {"order_id":"o-7"}`, "o-7"},
 		{"json out_trade_no", "/notify", "application/json; charset=utf-8", `{"out_trade_no":"o-8"}`, "o-8"},
+		{"json event id", "/notify", "application/json", `{"id":"evt_1","type":"invoice.paid"}`, "evt_1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -55,6 +56,42 @@ func TestNotifyFindsOrder(t *testing.T) {
 			}
 			if n := b.Renewals(tt.wantOrder); n != 1 {
 				t.Errorf("renewals of %q = %d, want 1 (stats %+v)", tt.wantOrder, n, b.Stats())
+			}
+		})
+	}
+}
+
+// WeChat Pay v2 posts XML and stops retrying only on an XML return_code SUCCESS.
+func TestNotifyXML(t *testing.T) {
+	const body = `<xml><appid><![CDATA[wx1]]></appid><out_trade_no><![CDATA[o-9]]></out_trade_no><total_fee>990</total_fee></xml>`
+	tests := []struct {
+		name        string
+		contentType string
+		body        string
+		order       string
+		wantCode    int
+		wantReturn  string
+	}{
+		{"text/xml", "text/xml", body, "o-9", 200, "SUCCESS"},
+		{"sniffed", "", "\n" + body, "o-9", 200, "SUCCESS"},
+		{"order_id", "application/xml", `<xml><order_id>o-10</order_id></xml>`, "o-10", 200, "SUCCESS"},
+		{"failing order", "text/xml", `<xml><out_trade_no>fail-1</out_trade_no></xml>`, "", 500, "FAIL"},
+		{"no order id", "text/xml", `<xml><appid>wx1</appid></xml>`, "", 400, "FAIL"},
+		{"not XML", "text/xml", `<xml><out_trade_no>`, "", 400, "FAIL"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := New(Config{Log: io.Discard})
+			rec := do(t, b, http.MethodPost, "/notify", tt.contentType, tt.body)
+			want := "<return_code><![CDATA[" + tt.wantReturn + "]]></return_code>"
+			if rec.Code != tt.wantCode || !strings.Contains(rec.Body.String(), want) {
+				t.Fatalf("got %d %q, want %d with %s", rec.Code, rec.Body.String(), tt.wantCode, want)
+			}
+			if ct := rec.Header().Get("Content-Type"); !strings.HasPrefix(ct, "text/xml") {
+				t.Errorf("Content-Type = %q, want text/xml", ct)
+			}
+			if tt.order != "" && b.Renewals(tt.order) != 1 {
+				t.Errorf("renewals of %q = %d, want 1", tt.order, b.Renewals(tt.order))
 			}
 		})
 	}
