@@ -1,14 +1,17 @@
 package caddymodule
 
 import (
+	"context"
 	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/redis/go-redis/v9"
@@ -213,6 +216,9 @@ func (sc StoreConfig) universalOptions() (*redis.UniversalOptions, error) {
 			opts.TLSConfig = u.TLSConfig
 		}
 	}
+	if opts.TLSConfig == nil {
+		opts.Dialer = dialPlain
+	}
 	if len(opts.Addrs) > 1 && opts.MasterName == "" && opts.DB != 0 {
 		return nil, fmt.Errorf("redis cluster (several addresses) has no database %d", opts.DB)
 	}
@@ -242,3 +248,22 @@ func redactURLs(as []string) []string {
 func defaultEmbeddedPath() string {
 	return filepath.Join(caddy.AppDataDir(), "idempotency", "idemgate.db")
 }
+
+// dialPlain dials Redis over TCP and hides the connection's file
+// descriptor. go-redis health-checks every pooled connection it hands out
+// with a non-blocking peek syscall when it can reach the descriptor; that
+// doubles the system calls of a one-command replay. A dead connection is
+// still found by the command itself, which go-redis then retries on a new
+// one. (TLS connections never expose the descriptor, so they need no help.)
+func dialPlain(ctx context.Context, network, addr string) (net.Conn, error) {
+	c, err := plainDialer.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	return opaqueConn{c}, nil
+}
+
+var plainDialer = &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 5 * time.Minute}
+
+// opaqueConn is a net.Conn that does not implement syscall.Conn.
+type opaqueConn struct{ net.Conn }
