@@ -285,12 +285,19 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	start := time.Now()
 	d := &decision{h: h, start: start}
 	ctx, span := h.startSpan(r)
-	defer func() { h.finish(ctx, span, d) }()
 	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	defer func() {
+		repl.Set("idempotency.outcome", string(d.outcome))
+		h.finish(ctx, span, d)
+	}()
 
 	body, err := h.readBody(r)
 	if err != nil {
-		d.outcome = outcomeTooLarge
+		d.outcome, d.err = outcomeTooLarge, err
+		var he caddyhttp.HandlerError
+		if errors.As(err, &he) && he.StatusCode != http.StatusRequestEntityTooLarge {
+			d.outcome = outcomeBadRequest
+		}
 		return err
 	}
 
@@ -321,9 +328,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		return caddyhttp.Error(http.StatusBadRequest, err)
 	}
 
-	err = h.serve(w, r, next, repl, d, key, fp)
-	repl.Set("idempotency.outcome", string(d.outcome))
-	return err
+	return h.serve(w, r, next, repl, d, key, fp)
 }
 
 // serve claims key and acts on the claim's outcome.
@@ -333,6 +338,11 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, next caddyhttp.H
 	var waitUntil time.Time
 	for {
 		res, err := h.claim(r.Context(), key, fp)
+		if err != nil && r.Context().Err() != nil {
+			// The platform hung up; the store is not to blame.
+			d.outcome, d.err = outcomeCanceled, err
+			return caddyhttp.Error(499, err)
+		}
 		if err != nil {
 			return h.storeFailed(w, r, next, d, err)
 		}
@@ -371,7 +381,11 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, next caddyhttp.H
 			d.outcome = outcomeInFlight
 			return h.tryLater(w, http.StatusConflict, errors.New("timed out waiting for the first copy of this notification"))
 		case err != nil:
-			return h.storeFailed(w, r, next, d, err)
+			// The key is known to be in flight: whatever on_store_error
+			// says, forwarding this copy could run the backend twice.
+			d.outcome, d.err = outcomeStoreError, err
+			h.metrics.storeError(r.Context(), h.Platform, "wait")
+			return h.tryLater(w, http.StatusServiceUnavailable, fmt.Errorf("waiting for the first copy: %w", err))
 		case rec != nil:
 			d.copies = rec.Copies
 			return h.replay(w, r, repl, rec)

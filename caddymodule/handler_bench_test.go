@@ -84,19 +84,26 @@ func BenchmarkHandler(b *testing.B) {
 
 func provisionBench(b *testing.B, sc *StoreConfig) *Handler {
 	b.Helper()
-	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
-	b.Cleanup(cancel)
-	h := &Handler{Key: "bench:{idempotency.form.out_trade_no}", Store: sc}
-	if err := h.Provision(ctx); err != nil {
-		b.Fatal(err)
-	}
-	if err := h.Validate(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { h.Cleanup() })
+	h := provisionHandler(b, &Handler{Key: "bench:{idempotency.form.out_trade_no}", Store: sc})
 	// The decision log line goes to stderr by default; measure the
 	// handler, not the terminal.
 	h.logger = zap.NewNop()
+	return h
+}
+
+// provisionHandler provisions and validates h with a real caddy.Context,
+// as Caddy would, and cleans it up after the test.
+func provisionHandler(tb testing.TB, h *Handler) *Handler {
+	tb.Helper()
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	tb.Cleanup(cancel)
+	if err := h.Provision(ctx); err != nil {
+		tb.Fatal(err)
+	}
+	if err := h.Validate(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { h.Cleanup() })
 	return h
 }
 
