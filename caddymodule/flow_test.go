@@ -1,11 +1,14 @@
 package caddymodule
 
 import (
+	"fmt"
 	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/caddyserver/caddy/v2"
 
 	"github.com/idemgate/idemgate/internal/redistest"
 )
@@ -575,5 +578,41 @@ func TestPlatformHangsUp(t *testing.T) {
 				t.Errorf("backend ran %d times, want 1", got)
 			}
 		})
+	}
+}
+
+// TestReloadKeepsStore: a config reload shares the store with the old
+// config instead of reopening it — for the memory store, a reopen would
+// forget every answer.
+func TestReloadKeepsStore(t *testing.T) {
+	be := newBackend(t)
+	site := `
+	idempotency {
+		key k:{idempotency.form.out_trade_no}
+		store memory
+		{extra}
+	}
+	reverse_proxy {backend}`
+	base := startCaddy(t, site, "{backend}", be.addr(), "{extra}", "")
+	if r := notify(t, base, "reload-1"); r.status != 200 || r.replayed {
+		t.Fatalf("first copy: %d replayed=%v", r.status, r.replayed)
+	}
+	// A changed config (another ttl) on the same port: a real reload.
+	u := strings.TrimPrefix(base, "http://127.0.0.1:")
+	cf := fmt.Sprintf("{\n\tadmin off\n\tauto_https off\n\tpersist_config off\n}\nhttp://127.0.0.1:%s {\n%s\n}\n", u,
+		strings.NewReplacer("{backend}", be.addr(), "{extra}", "ttl 48h").Replace(site))
+	cfgJSON, _, err := caddyfileAdapter().Adapt([]byte(cf), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := caddy.Load(cfgJSON, false); err != nil {
+		t.Fatalf("reload: %v", err)
+	}
+	client.CloseIdleConnections() // the old server's keep-alive connections are closed
+	if r := notify(t, base, "reload-1"); r.status != 200 || !r.replayed {
+		t.Fatalf("copy after the reload: got %d replayed=%v, want the answer remembered before it", r.status, r.replayed)
+	}
+	if be.count("reload-1") != 1 {
+		t.Errorf("backend ran %d times, want 1", be.count("reload-1"))
 	}
 }
