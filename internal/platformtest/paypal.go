@@ -37,6 +37,13 @@ func PayPalEvent(id, eventType, resourceID, value string) []byte {
 func (p PayPal) Header(t testing.TB, body []byte, tm time.Time) http.Header {
 	t.Helper()
 	id := fmt.Sprintf("%s-%s-%s-%s-%s", Nonce(8), Nonce(4), Nonce(4), Nonce(4), Nonce(12))
+	return p.TransmissionHeader(t, body, id, tm)
+}
+
+// TransmissionHeader is Header for the transmission with the given id, for
+// tests that need the same header on every run or name the id themselves.
+func (p PayPal) TransmissionHeader(t testing.TB, body []byte, id string, tm time.Time) http.Header {
+	t.Helper()
 	tt := tm.UTC().Format(time.RFC3339)
 	msg := id + "|" + tt + "|" + p.WebhookID + "|" + strconv.FormatUint(uint64(crc32.ChecksumIEEE(body)), 10)
 	certURL := p.CertURL

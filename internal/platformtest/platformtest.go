@@ -35,9 +35,14 @@ var (
 )
 
 // Keys returns two RSA-2048 keys, generated once per test binary: the
-// platform's and someone else's (for "wrong key" forgeries).
+// platform's and someone else's (for "wrong key" forgeries). A fuzz target
+// (t a *testing.F) gets two fixed keys instead (FixedKeys): generating keys
+// in every coverage-instrumented fuzz worker takes far too long.
 func Keys(t testing.TB) (platform, other *rsa.PrivateKey) {
 	t.Helper()
+	if _, fuzzing := t.(*testing.F); fuzzing {
+		return FixedKeys(t)
+	}
 	keysOnce.Do(func() {
 		var err error
 		if keyA, err = rsa.GenerateKey(rand.Reader, 2048); err != nil {

@@ -11,8 +11,14 @@ import (
 	"github.com/stripe/stripe-go/v82/webhook"
 )
 
-// StripeEvent is a Stripe event shaped as Stripe's API reference shows one.
+// StripeEvent is a Stripe event shaped as Stripe's API reference shows one,
+// created now.
 func StripeEvent(id, eventType, objectID string, amount int) []byte {
+	return StripeEventAt(id, eventType, objectID, amount, time.Now())
+}
+
+// StripeEventAt is StripeEvent created at the given time.
+func StripeEventAt(id, eventType, objectID string, amount int, created time.Time) []byte {
 	return []byte(fmt.Sprintf(`{
   "id": %q,
   "object": "event",
@@ -23,7 +29,7 @@ func StripeEvent(id, eventType, objectID string, amount int) []byte {
   "pending_webhooks": 1,
   "request": {"id": null, "idempotency_key": null},
   "type": %q
-}`, id, time.Now().Unix(), objectID, amount, eventType))
+}`, id, created.Unix(), objectID, amount, eventType))
 }
 
 // StripeHeader signs body at ts with the endpoint's whsec_… secret, using

@@ -39,6 +39,11 @@ type WechatPayEvent struct {
 	Resource string
 	// Summary is the human summary; optional.
 	Summary string
+	// Nonce is the 12-character nonce the resource is encrypted with;
+	// default: a fresh one on each Body, as each retry has.
+	Nonce string
+	// CreateTime is the envelope's create_time; default: now.
+	CreateTime time.Time
 }
 
 // WechatPayTransaction is the decrypted resource of a TRANSACTION.SUCCESS
@@ -55,7 +60,8 @@ func WechatPayRefund(transactionID, outTradeNo, refundID, refundStatus string, r
 }
 
 // Body is the notification envelope with the resource freshly encrypted
-// (a new 12-character nonce each call, as each retry has).
+// (a new 12-character nonce each call, as each retry has, unless ev.Nonce
+// is set).
 func (w WechatPay) Body(t testing.TB, ev WechatPayEvent) []byte {
 	t.Helper()
 	block, err := aes.NewCipher([]byte(w.APIv3Key))
@@ -66,14 +72,21 @@ func (w WechatPay) Body(t testing.TB, ev WechatPayEvent) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nonce := Nonce(12)
+	nonce := ev.Nonce
+	if nonce == "" {
+		nonce = Nonce(12)
+	}
+	created := ev.CreateTime
+	if created.IsZero() {
+		created = time.Now()
+	}
 	ad := "transaction"
 	if ev.Summary == "" {
 		ev.Summary = "支付成功"
 	}
 	body, err := json.Marshal(map[string]any{
 		"id":            ev.ID,
-		"create_time":   time.Now().Format(time.RFC3339),
+		"create_time":   created.Format(time.RFC3339),
 		"resource_type": "encrypt-resource",
 		"event_type":    ev.EventType,
 		"summary":       ev.Summary,
@@ -95,8 +108,14 @@ func (w WechatPay) Body(t testing.TB, ev WechatPayEvent) []byte {
 // -Nonce, -Signature, -Serial and -Signature-Type.
 func (w WechatPay) Header(t testing.TB, body []byte, ts time.Time) http.Header {
 	t.Helper()
+	return w.HeaderWithNonce(t, body, ts, Nonce(32))
+}
+
+// HeaderWithNonce is Header with the given Wechatpay-Nonce, for tests that
+// need the same header on every run or name the nonce themselves.
+func (w WechatPay) HeaderWithNonce(t testing.TB, body []byte, ts time.Time, nonce string) http.Header {
+	t.Helper()
 	tsS := strconv.FormatInt(ts.Unix(), 10)
-	nonce := Nonce(32)
 	msg := tsS + "\n" + nonce + "\n" + string(body) + "\n"
 	return http.Header{
 		"Wechatpay-Timestamp":      {tsS},

@@ -92,30 +92,32 @@ func (w WechatPayV2) Body(fields map[string]string) []byte {
 // encrypted with AES-256-ECB under the lower-case hex MD5 of the API key.
 func (w WechatPayV2) Refund(t testing.TB, info map[string]string) []byte {
 	t.Helper()
-	var plain strings.Builder
-	plain.WriteString("<root>")
-	for _, k := range sortedKeys(info) {
-		plain.WriteString("<" + k + "><![CDATA[" + info[k] + "]]></" + k + ">")
-	}
-	plain.WriteString("</root>")
+	return WechatPayV2XML(w.RefundFields(t, string(cdataXML("root", info, "")), Nonce(32)))
+}
+
+// RefundFields are the fields of a refund notification whose req_info
+// encrypts plain as it is (Refund's <root> document, or anything else a
+// verifier must refuse) and whose nonce_str is nonce.
+func (w WechatPayV2) RefundFields(t testing.TB, plain, nonce string) map[string]string {
+	t.Helper()
 	sum := md5.Sum([]byte(w.APIKey))
 	block, err := aes.NewCipher([]byte(hex.EncodeToString(sum[:])))
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := aes.BlockSize - plain.Len()%aes.BlockSize
-	padded := append([]byte(plain.String()), bytes.Repeat([]byte{byte(n)}, n)...)
+	n := aes.BlockSize - len(plain)%aes.BlockSize
+	padded := append([]byte(plain), bytes.Repeat([]byte{byte(n)}, n)...)
 	ct := make([]byte, len(padded))
 	for i := 0; i < len(padded); i += aes.BlockSize {
 		block.Encrypt(ct[i:i+aes.BlockSize], padded[i:i+aes.BlockSize])
 	}
-	return WechatPayV2XML(map[string]string{
+	return map[string]string{
 		"return_code": "SUCCESS",
 		"appid":       "wx2421b1c4370ec43b",
 		"mch_id":      "10000100",
-		"nonce_str":   Nonce(32),
+		"nonce_str":   nonce,
 		"req_info":    base64.StdEncoding.EncodeToString(ct),
-	})
+	}
 }
 
 // WechatPayV2RefundInfo is the decrypted req_info of a refund notification.
@@ -140,12 +142,27 @@ func WechatPayV2RefundInfo(transactionID, outTradeNo, refundID, refundStatus str
 // WechatPayV2XML writes fields the way WeChat Pay does: <xml> with each
 // value in CDATA.
 func WechatPayV2XML(fields map[string]string) []byte {
+	return cdataXML("xml", fields, "")
+}
+
+// WechatPayV2XMLIndented is WechatPayV2XML laid out as WeChat Pay's
+// documentation shows it: one element a line, indented by two spaces.
+func WechatPayV2XMLIndented(fields map[string]string) []byte {
+	return cdataXML("xml", fields, "\n  ")
+}
+
+// cdataXML writes fields, sorted by name, as CDATA elements under root,
+// each after indent; with an indent, the closing tag has a line of its own.
+func cdataXML(root string, fields map[string]string, indent string) []byte {
 	var b strings.Builder
-	b.WriteString("<xml>")
+	b.WriteString("<" + root + ">")
 	for _, k := range sortedKeys(fields) {
-		b.WriteString("<" + k + "><![CDATA[" + fields[k] + "]]></" + k + ">")
+		b.WriteString(indent + "<" + k + "><![CDATA[" + fields[k] + "]]></" + k + ">")
 	}
-	b.WriteString("</xml>")
+	if indent != "" {
+		b.WriteString("\n")
+	}
+	b.WriteString("</" + root + ">")
 	return []byte(b.String())
 }
 
