@@ -1,91 +1,29 @@
 package keying
 
 import (
-	"crypto"
-	"crypto/rsa"
 	"crypto/x509"
 	"encoding/base64"
 	"net/http"
 	"net/url"
-	"sort"
 	"strings"
 	"testing"
 
-	"golang.org/x/text/encoding/simplifiedchinese"
+	"github.com/idemgate/idemgate/internal/platformtest"
 )
 
 // alipayNotify is an asynchronous notify with the parameters of Alipay's
-// documented trade_status_sync example (values are illustrative).
+// documented trade_status_sync example, its times and notify_id fixed.
 func alipayNotify() url.Values {
-	return url.Values{
-		"gmt_create":       {"2026-03-14 17:26:31"},
-		"charset":          {"utf-8"},
-		"seller_email":     {"merchant@example.com"},
-		"subject":          {"订单 Order #42"},
-		"buyer_id":         {"2088102122524333"},
-		"invoice_amount":   {"88.88"},
-		"notify_id":        {"2026031400222172632037971437810102"},
-		"fund_bill_list":   {`[{"amount":"88.88","fundChannel":"ALIPAYACCOUNT"}]`},
-		"notify_type":      {"trade_status_sync"},
-		"trade_status":     {"TRADE_SUCCESS"},
-		"receipt_amount":   {"88.88"},
-		"app_id":           {"2016091800538339"},
-		"buyer_pay_amount": {"88.88"},
-		"seller_id":        {"2088102177296610"},
-		"gmt_payment":      {"2026-03-14 17:26:32"},
-		"notify_time":      {"2026-03-14 17:26:33"},
-		"version":          {"1.0"},
-		"out_trade_no":     {"20260314172606001"},
-		"total_amount":     {"88.88"},
-		"trade_no":         {"2026031422001437971000029351"},
-		"auth_app_id":      {"2016091800538339"},
-		"buyer_logon_id":   {"csq***@sandbox.com"},
-		"point_amount":     {"0.00"},
-	}
+	n := platformtest.AlipayNotify("2016091800538339", "20260314172606001", "2026031422001437971000029351", "TRADE_SUCCESS", "88.88")
+	return with(n, "subject", "订单 Order #42", "notify_id", "2026031400222172632037971437810102",
+		"gmt_create", "2026-03-14 17:26:31", "gmt_payment", "2026-03-14 17:26:32", "notify_time", "2026-03-14 17:26:33")
 }
 
-// alipayReturn is the browser's synchronous return query (return_url).
+// alipayReturn is the browser's synchronous return query (return_url),
+// its timestamp fixed.
 func alipayReturn() url.Values {
-	return url.Values{
-		"charset":      {"utf-8"},
-		"out_trade_no": {"20260314172606001"},
-		"method":       {"alipay.trade.page.pay.return"},
-		"total_amount": {"88.88"},
-		"trade_no":     {"2026031422001437971000029351"},
-		"auth_app_id":  {"2016091800538339"},
-		"version":      {"1.0"},
-		"app_id":       {"2016091800538339"},
-		"seller_id":    {"2088102177296610"},
-		"timestamp":    {"2026-03-14 17:26:40"},
-	}
-}
-
-// alipaySign signs params as Alipay's docs describe, independently of the
-// code under test: drop sign, sign_type and empty values, sort by name,
-// join k=v with &, SHA256withRSA (RSA2) or SHA1withRSA (RSA), base64.
-func alipaySign(t testing.TB, k *rsa.PrivateKey, signType string, params url.Values) url.Values {
-	t.Helper()
-	out := url.Values{}
-	var names []string
-	for n, vs := range params {
-		out[n] = append([]string(nil), vs...)
-		if n != "sign" && n != "sign_type" && vs[0] != "" {
-			names = append(names, n)
-		}
-	}
-	sort.Strings(names)
-	var parts []string
-	for _, n := range names {
-		parts = append(parts, n+"="+params[n][0])
-	}
-	h := crypto.SHA256
-	if signType == "RSA" {
-		h = crypto.SHA1
-	}
-	sig := signPKCS1(t, k, h, []byte(strings.Join(parts, "&")))
-	out.Set("sign", base64.StdEncoding.EncodeToString(sig))
-	out.Set("sign_type", signType)
-	return out
+	r := platformtest.AlipayReturn("2016091800538339", "20260314172606001", "2026031422001437971000029351", "88.88")
+	return with(r, "timestamp", "2026-03-14 17:26:40")
 }
 
 func alipayPost(form url.Values) *Request {
@@ -123,8 +61,10 @@ func with(v url.Values, kv ...string) url.Values {
 }
 
 func TestAlipay(t *testing.T) {
-	k, other := testKeys(t)
-	cfg := Config{PublicKey: pkixPEM(t, &k.PublicKey)}
+	k, other := platformtest.Keys(t)
+	rsa2 := platformtest.Alipay{Key: k}
+	rsa1 := platformtest.Alipay{Key: k, SignType: "RSA"}
+	cfg := Config{PublicKey: platformtest.PublicKeyPEM(t, &k.PublicKey)}
 	der, _ := x509.MarshalPKIXPublicKey(&k.PublicKey)
 	bare := []byte(base64.StdEncoding.EncodeToString(der)) // as Alipay's console shows it
 
@@ -132,18 +72,14 @@ func TestAlipay(t *testing.T) {
 	base := alipayNotify()
 
 	// A GBK notify: Alipay signs and percent-encodes the GBK bytes.
-	gbkSubject, err := simplifiedchinese.GBK.NewEncoder().String("测试订单：月度会员")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gbk := with(base, "charset", "GBK", "subject", gbkSubject)
-	gbkAsUTF8 := alipaySign(t, k, "RSA2", with(base, "charset", "GBK", "subject", "测试订单：月度会员"))
-	gbkAsUTF8.Set("subject", gbkSubject) // signed over UTF-8, sent as GBK
+	gbk := platformtest.Alipay{Key: k, Charset: "GBK"}.Sign(t, with(base, "subject", "测试订单：月度会员"))
+	gbkAsUTF8 := rsa2.Sign(t, with(base, "charset", "GBK", "subject", "测试订单：月度会员"))
+	gbkAsUTF8.Set("subject", gbk.Get("subject")) // signed over UTF-8, sent as GBK
 
 	// A return query whose sign carries an unencoded "+".
 	var plusQuery string
 	for i := 0; ; i++ {
-		ret := alipaySign(t, k, "RSA2", with(alipayReturn(), "timestamp", "2026-03-14 17:26:4"+string(rune('0'+i%10))))
+		ret := rsa2.Sign(t, with(alipayReturn(), "timestamp", "2026-03-14 17:26:4"+string(rune('0'+i%10))))
 		if strings.Contains(ret.Get("sign"), "+") {
 			plusQuery = strings.ReplaceAll(ret.Encode(), "%2B", "+")
 			break
@@ -153,64 +89,48 @@ func TestAlipay(t *testing.T) {
 		}
 	}
 
-	cases := []struct {
-		name    string
-		cfg     Config
-		req     *Request
-		wantErr error
-		key     string
-	}{
-		{"RSA2 notify", cfg, alipayPost(alipaySign(t, k, "RSA2", base)), nil, wantKey},
-		{"RSA (SHA1) notify", cfg, alipayPost(alipaySign(t, k, "RSA", base)), nil, wantKey},
-		{"bare base64 public key", Config{PublicKey: bare}, alipayPost(alipaySign(t, k, "RSA2", base)), nil, wantKey},
-		{"certificate as public key", Config{PublicKey: testCert(t, k, bigInt(7), "alipay")}, alipayPost(alipaySign(t, k, "RSA2", base)), nil, wantKey},
-		{"retry with later notify_time", cfg, alipayPost(alipaySign(t, k, "RSA2", with(base, "notify_time", "2026-03-15 09:00:00", "notify_id", "n2"))), nil, wantKey},
-		{"refund", cfg, alipayPost(alipaySign(t, k, "RSA2", with(base, "trade_status", "TRADE_CLOSED", "out_biz_no", "R1", "refund_fee", "88.88"))), nil,
+	cases := []verifyCase{
+		{"RSA2 notify", cfg, alipayPost(rsa2.Sign(t, base)), nil, wantKey},
+		{"RSA (SHA1) notify", cfg, alipayPost(rsa1.Sign(t, base)), nil, wantKey},
+		{"bare base64 public key", Config{PublicKey: bare}, alipayPost(rsa2.Sign(t, base)), nil, wantKey},
+		{"certificate as public key", Config{PublicKey: testCert(t, k, bigInt(7), "alipay")}, alipayPost(rsa2.Sign(t, base)), nil, wantKey},
+		{"retry with later notify_time", cfg, alipayPost(rsa2.Sign(t, with(base, "notify_time", "2026-03-15 09:00:00", "notify_id", "n2"))), nil, wantKey},
+		{"refund", cfg, alipayPost(rsa2.Sign(t, with(base, "trade_status", "TRADE_CLOSED", "out_biz_no", "R1", "refund_fee", "88.88"))), nil,
 			"alipay:2016091800538339:2026031422001437971000029351:TRADE_CLOSED:R1"},
-		{"empty values are not signed", cfg, alipayPost(with(alipaySign(t, k, "RSA2", base), "passback_params", "")), nil, wantKey},
-		{"GBK charset", cfg, alipayPost(alipaySign(t, k, "RSA2", gbk)), nil, wantKey},
+		{"empty values are not signed", cfg, alipayPost(with(rsa2.Sign(t, base), "passback_params", "")), nil, wantKey},
+		{"GBK charset", cfg, alipayPost(gbk), nil, wantKey},
 		{"GBK bytes verified as sent, not re-encoded", cfg, alipayPost(gbkAsUTF8), ErrSignature, ""},
 		{"return query with unencoded +", cfg, alipayGet(plusQuery), nil, "alipay:2016091800538339:2026031422001437971000029351::"},
-		{"tampered amount", cfg, alipayPost(with(alipaySign(t, k, "RSA2", base), "total_amount", "0.01")), ErrSignature, ""},
-		{"tampered trade_status", cfg, alipayPost(with(alipaySign(t, k, "RSA2", base), "trade_status", "TRADE_FINISHED")), ErrSignature, ""},
-		{"added field", cfg, alipayPost(with(alipaySign(t, k, "RSA2", base), "out_biz_no", "X")), ErrSignature, ""},
-		{"wrong key", cfg, alipayPost(alipaySign(t, other, "RSA2", base)), ErrSignature, ""},
-		{"RSA2 sign labelled RSA", cfg, alipayPost(with(alipaySign(t, k, "RSA2", base), "sign_type", "RSA")), ErrSignature, ""},
-		{"unknown sign_type", cfg, alipayPost(with(alipaySign(t, k, "RSA2", base), "sign_type", "MD5")), ErrSignature, ""},
+		{"tampered amount", cfg, alipayPost(with(rsa2.Sign(t, base), "total_amount", "0.01")), ErrSignature, ""},
+		{"tampered trade_status", cfg, alipayPost(with(rsa2.Sign(t, base), "trade_status", "TRADE_FINISHED")), ErrSignature, ""},
+		{"added field", cfg, alipayPost(with(rsa2.Sign(t, base), "out_biz_no", "X")), ErrSignature, ""},
+		{"wrong key", cfg, alipayPost(platformtest.Alipay{Key: other}.Sign(t, base)), ErrSignature, ""},
+		{"RSA2 sign labelled RSA", cfg, alipayPost(with(rsa2.Sign(t, base), "sign_type", "RSA")), ErrSignature, ""},
+		{"unknown sign_type", cfg, alipayPost(with(rsa2.Sign(t, base), "sign_type", "MD5")), ErrSignature, ""},
 		{"no sign", cfg, alipayPost(base), ErrSignature, ""},
 		{"sign not base64", cfg, alipayPost(with(base, "sign", "!!!")), ErrSignature, ""},
-		{"signed without trade_no", cfg, alipayPost(alipaySign(t, k, "RSA2", with(base, "trade_no", "\x00"))), ErrMalformed, ""},
-		{"repeated parameter", cfg, alipayPost(alipaySign(t, k, "RSA2", base)).withBody("&app_id=1"), ErrMalformed, ""},
+		{"signed without trade_no", cfg, alipayPost(rsa2.Sign(t, with(base, "trade_no", "\x00"))), ErrMalformed, ""},
+		{"repeated parameter", cfg, alipayPost(rsa2.Sign(t, base)).withBody("&app_id=1"), ErrMalformed, ""},
 		{"not a form", cfg, alipayPost(nil).withBody("%zz"), ErrMalformed, ""},
 		{"empty body", cfg, alipayPost(nil), ErrMalformed, ""},
 		{"verify off", Config{NoVerify: true}, alipayPost(base), nil, wantKey},
 		{"verify off still needs trade_no", Config{NoVerify: true}, alipayPost(with(base, "trade_no", "\x00")), ErrMalformed, ""},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			n, err := mustNew(t, "alipay", c.cfg).Verify(c.req)
-			wantErr(t, err, c.wantErr)
-			if err != nil {
-				return
-			}
-			if n.Key != c.key {
-				t.Fatalf("Key = %q, want %q", n.Key, c.key)
-			}
-			if v, ok := n.Extra("out_trade_no"); !ok || v != "20260314172606001" {
-				t.Fatalf("Extra(out_trade_no) = %q, %v", v, ok)
-			}
-			if v, ok, err := n.Fields.Form("app_id"); err != nil || !ok || v != "2016091800538339" {
-				t.Fatalf("Fields.Form(app_id) = %q, %v, %v", v, ok, err)
-			}
-		})
-	}
+	runVerifyCases(t, "alipay", cases, func(t *testing.T, _ verifyCase, n *Notification) {
+		if v, ok := n.Extra("out_trade_no"); !ok || v != "20260314172606001" {
+			t.Fatalf("Extra(out_trade_no) = %q, %v", v, ok)
+		}
+		if v, ok, err := n.Fields.Form("app_id"); err != nil || !ok || v != "2016091800538339" {
+			t.Fatalf("Fields.Form(app_id) = %q, %v, %v", v, ok, err)
+		}
+	})
 }
 
 func TestAlipayFingerprint(t *testing.T) {
-	k, _ := testKeys(t)
-	p := mustNew(t, "alipay", Config{PublicKey: pkixPEM(t, &k.PublicKey)})
+	k, _ := platformtest.Keys(t)
+	p := mustNew(t, "alipay", Config{PublicKey: platformtest.PublicKeyPEM(t, &k.PublicKey)})
 	fp := func(v url.Values) string {
-		n, err := p.Verify(alipayPost(alipaySign(t, k, "RSA2", v)))
+		n, err := p.Verify(alipayPost(platformtest.Alipay{Key: k}.Sign(t, v)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -229,12 +149,7 @@ func TestAlipayFingerprint(t *testing.T) {
 }
 
 func TestAlipaySuccess(t *testing.T) {
-	p := mustNew(t, "alipay", Config{NoVerify: true})
-	cases := []struct {
-		status int
-		body   string
-		want   bool
-	}{
+	checkSuccess(t, mustNew(t, "alipay", Config{NoVerify: true}), http.Header{}, []successCase{
 		{200, "success", true},
 		{200, "success\r\n", true},
 		{200, "  success ", true},
@@ -244,16 +159,11 @@ func TestAlipaySuccess(t *testing.T) {
 		{200, "success!", false},
 		{500, "success", false},
 		{302, "success", false},
-	}
-	for _, c := range cases {
-		if got := p.Success(c.status, http.Header{}, []byte(c.body)); got != c.want {
-			t.Errorf("Success(%d, %q) = %v, want %v", c.status, c.body, got, c.want)
-		}
-	}
+	})
 }
 
 func TestParseRSAPublicKey(t *testing.T) {
-	k, _ := testKeys(t)
+	k, _ := platformtest.Keys(t)
 	der, _ := x509.MarshalPKIXPublicKey(&k.PublicKey)
 	b64 := base64.StdEncoding.EncodeToString(der)
 	wrapped := ""
@@ -262,7 +172,7 @@ func TestParseRSAPublicKey(t *testing.T) {
 	}
 	pkcs1 := x509.MarshalPKCS1PublicKey(&k.PublicKey)
 	good := map[string][]byte{
-		"PKIX PEM":        pkixPEM(t, &k.PublicKey),
+		"PKIX PEM":        platformtest.PublicKeyPEM(t, &k.PublicKey),
 		"bare base64":     []byte(b64),
 		"wrapped base64":  []byte(wrapped),
 		"PKCS1 base64":    []byte(base64.StdEncoding.EncodeToString(pkcs1)),
@@ -281,19 +191,14 @@ func TestParseRSAPublicKey(t *testing.T) {
 	}
 }
 
-func (r *Request) withBody(extra string) *Request {
-	r.Body = append(r.Body, extra...)
-	return r
-}
-
 func FuzzAlipay(f *testing.F) {
-	k, _ := testKeys(f)
-	signed := alipaySign(f, k, "RSA2", alipayNotify()).Encode()
+	k, _ := platformtest.Keys(f)
+	signed := platformtest.Alipay{Key: k}.Sign(f, alipayNotify()).Encode()
 	f.Add([]byte(signed), "")
-	f.Add([]byte(""), strings.ReplaceAll(alipaySign(f, k, "RSA", alipayReturn()).Encode(), "%2B", "+"))
+	f.Add([]byte(""), strings.ReplaceAll(platformtest.Alipay{Key: k, SignType: "RSA"}.Sign(f, alipayReturn()).Encode(), "%2B", "+"))
 	f.Add([]byte("a=1&a=2&sign=%%"), "")
 	f.Add([]byte("sign=+++&sign_type=RSA2&app_id=1&trade_no=2"), "sign= ;")
-	verifying := mustNew(f, "alipay", Config{PublicKey: pkixPEM(f, &k.PublicKey)})
+	verifying := mustNew(f, "alipay", Config{PublicKey: platformtest.PublicKeyPEM(f, &k.PublicKey)})
 	open := mustNew(f, "alipay", Config{NoVerify: true})
 	f.Fuzz(func(t *testing.T, body []byte, query string) {
 		for _, method := range []string{http.MethodPost, http.MethodGet} {
@@ -301,13 +206,11 @@ func FuzzAlipay(f *testing.F) {
 			if n, err := verifying.Verify(r); err == nil && n.Key == "" {
 				t.Fatal("verified with an empty key")
 			}
-			if n, err := open.Verify(r); err == nil {
+			fuzzVerify(t, r, func(n *Notification) {
 				if !strings.HasPrefix(n.Key, "alipay:") {
 					t.Fatalf("key %q", n.Key)
 				}
-			} else if !isSigOrMalformed(err) {
-				t.Fatalf("unexpected error kind: %v", err)
-			}
+			}, open)
 		}
 	})
 }

@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/idemgate/idemgate/internal/platformtest"
 )
 
 func FuzzFieldsJSON(f *testing.F) {
@@ -86,8 +88,8 @@ func FuzzFieldsXML(f *testing.F) {
 }
 
 func FuzzParseRSAPublicKey(f *testing.F) {
-	k, _ := testKeys(f)
-	f.Add(pkixPEM(f, &k.PublicKey))
+	k, _ := platformtest.Keys(f)
+	f.Add(platformtest.PublicKeyPEM(f, &k.PublicKey))
 	f.Add(testCert(f, k, bigInt(1), "x"))
 	f.Add([]byte("MIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEA"))
 	f.Add([]byte("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"))

@@ -1,15 +1,8 @@
 package keying
 
 import (
-	"crypto"
-	"crypto/rand"
 	"crypto/rsa"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/base64"
-	"encoding/pem"
 	"errors"
-	"hash/crc32"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -18,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/idemgate/idemgate/internal/platformtest"
 )
 
 const (
@@ -25,47 +20,31 @@ const (
 	ppCertURL   = "https://api.sandbox.paypal.com/v1/notifications/certs/CERT-360caa42-fca2a594-1d93a270"
 )
 
-// ppEvent is a PAYMENT.CAPTURE.COMPLETED event shaped as PayPal's webhook
-// documentation shows it.
+// ppTxTime is the transmission time of every signed test request.
+var ppTxTime = time.Date(2026, 3, 14, 9, 26, 51, 0, time.UTC)
+
+// ppEvent is a PAYMENT.CAPTURE.COMPLETED event of 7.47 USD, shaped as
+// PayPal's webhook documentation shows it.
 func ppEvent(id, typ, resID string) []byte {
-	return []byte(`{"id":"` + id + `","event_version":"1.0","create_time":"2026-03-14T09:26:50.000Z","resource_type":"capture","resource_version":"2.0","event_type":"` + typ + `","summary":"Payment completed for $ 7.47 USD","resource":{"id":"` + resID + `","amount":{"currency_code":"USD","value":"7.47"},"final_capture":true,"status":"COMPLETED"},"links":[{"href":"https://api.sandbox.paypal.com/v1/notifications/webhooks-events/WH-1","rel":"self","method":"GET"}]}`)
+	return platformtest.PayPalEvent(id, typ, resID, "7.47")
 }
 
-// ppReq signs as PayPal's docs describe: SHA256withRSA over
-// transmission_id|transmission_time|webhook_id|crc32(body), base64.
+// ppReq is body signed by k as PayPal signs transmission txID (at
+// ppTxTime) to webhookID, with certURL in Paypal-Cert-Url.
 func ppReq(t testing.TB, k *rsa.PrivateKey, webhookID, txID, certURL string, body []byte) *Request {
 	t.Helper()
-	const txTime = "2026-03-14T09:26:51Z"
-	msg := txID + "|" + txTime + "|" + webhookID + "|" + strconv.FormatUint(uint64(crc32.ChecksumIEEE(body)), 10)
-	sig := base64.StdEncoding.EncodeToString(signPKCS1(t, k, crypto.SHA256, []byte(msg)))
-	return &Request{
-		Method: http.MethodPost,
-		Header: http.Header{
-			"Paypal-Transmission-Id":   {txID},
-			"Paypal-Transmission-Time": {txTime},
-			"Paypal-Transmission-Sig":  {sig},
-			"Paypal-Cert-Url":          {certURL},
-			"Paypal-Auth-Algo":         {"SHA256withRSA"},
-		},
-		Body: body,
-		Now:  testNow,
-	}
+	pp := platformtest.PayPal{Key: k, WebhookID: webhookID, CertURL: certURL}
+	return post(body, pp.TransmissionHeader(t, body, txID, ppTxTime))
 }
 
 func TestPayPalConfiguredCertificate(t *testing.T) {
-	k, other := testKeys(t)
+	k, other := platformtest.Keys(t)
 	cfg := Config{WebhookID: ppWebhookID, Certificates: [][]byte{testCert(t, k, bigInt(3), "messageverificationcerts.sandbox.paypal.com")},
 		HTTPClient: noNetwork(t)}
 	ev := ppEvent("WH-2WR32451HC0233532-67976317FL4543714", "PAYMENT.CAPTURE.COMPLETED", "42311647XV020574X")
 	valid := ppReq(t, k, ppWebhookID, "69cd13f0-d67a-11e5-baa3-778b53f4ae55", ppCertURL, ev)
 	const key = "paypal:WH-2WR32451HC0233532-67976317FL4543714"
-	cases := []struct {
-		name    string
-		cfg     Config
-		req     *Request
-		wantErr error
-		key     string
-	}{
+	cases := []verifyCase{
 		{"valid", cfg, valid, nil, key},
 		{"retry, new transmission", cfg, ppReq(t, k, ppWebhookID, "a1b2c3", ppCertURL, ev), nil, key},
 		{"cert URL ignored when configured", cfg, hdr(valid, "Paypal-Cert-Url", "http://evil.example/cert"), nil, key},
@@ -84,21 +63,11 @@ func TestPayPalConfiguredCertificate(t *testing.T) {
 		{"signed JSON without id", cfg, ppReq(t, k, ppWebhookID, "x", ppCertURL, []byte(`{"event_type":"X"}`)), ErrMalformed, ""},
 		{"verify off", Config{NoVerify: true}, hdr(valid, "Paypal-Transmission-Sig", ""), nil, key},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			n, err := mustNew(t, "paypal", c.cfg).Verify(c.req)
-			wantErr(t, err, c.wantErr)
-			if err != nil {
-				return
-			}
-			if n.Key != c.key {
-				t.Fatalf("Key = %q, want %q", n.Key, c.key)
-			}
-			if c.key == key && n.Fingerprint != `["PAYMENT.CAPTURE.COMPLETED","42311647XV020574X"]` {
-				t.Fatalf("Fingerprint = %s", n.Fingerprint)
-			}
-		})
-	}
+	runVerifyCases(t, "paypal", cases, func(t *testing.T, c verifyCase, n *Notification) {
+		if c.key == key && n.Fingerprint != `["PAYMENT.CAPTURE.COMPLETED","42311647XV020574X"]` {
+			t.Fatalf("Fingerprint = %s", n.Fingerprint)
+		}
+	})
 }
 
 // noNetwork is a client that fails the test if it is ever used.
@@ -114,7 +83,7 @@ type roundTripFunc func(*http.Request) (*http.Response, error)
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 func TestPayPalRefusesForeignCertURLs(t *testing.T) {
-	k, _ := testKeys(t)
+	k, _ := platformtest.Keys(t)
 	p := mustNew(t, "paypal", Config{WebhookID: ppWebhookID, HTTPClient: noNetwork(t)})
 	ev := ppEvent("WH-1", "PAYMENT.CAPTURE.COMPLETED", "1")
 	for _, u := range []string{
@@ -165,9 +134,9 @@ func TestPayPalCertURLOK(t *testing.T) {
 // TestPayPalFetch covers the certificate fetch against a local TLS server,
 // with the host check widened to that server only.
 func TestPayPalFetch(t *testing.T) {
-	k, other := testKeys(t)
+	k, other := platformtest.Keys(t)
 	good := testCert(t, k, bigInt(11), "messageverificationcerts.sandbox.paypal.com")
-	expired := expiredCert(t, k)
+	expired := platformtest.CertificateValid(t, k, bigInt(12), "expired", testNow.Add(-48*time.Hour), testNow.Add(-24*time.Hour))
 	var hits atomic.Int32
 	mux := http.NewServeMux()
 	mux.HandleFunc("/v1/notifications/certs/CERT-good", func(w http.ResponseWriter, r *http.Request) {
@@ -263,27 +232,10 @@ func TestPayPalFetch(t *testing.T) {
 	})
 }
 
-func expiredCert(t *testing.T, k *rsa.PrivateKey) []byte {
-	tmpl := &x509.Certificate{
-		SerialNumber: bigInt(12),
-		Subject:      pkix.Name{CommonName: "expired"},
-		NotBefore:    testNow.Add(-48 * time.Hour),
-		NotAfter:     testNow.Add(-24 * time.Hour),
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-}
-
 func TestPayPalSuccess(t *testing.T) {
-	p := mustNew(t, "paypal", Config{NoVerify: true})
-	for status, want := range map[int]bool{200: true, 202: true, 204: true, 301: false, 404: false, 503: false} {
-		if got := p.Success(status, nil, nil); got != want {
-			t.Errorf("Success(%d) = %v", status, got)
-		}
-	}
+	checkSuccess(t, mustNew(t, "paypal", Config{NoVerify: true}), nil, []successCase{
+		{200, "", true}, {202, "", true}, {204, "", true}, {301, "", false}, {404, "", false}, {503, "", false},
+	})
 }
 
 func TestPayPalSignContent(t *testing.T) {
@@ -295,7 +247,7 @@ func TestPayPalSignContent(t *testing.T) {
 }
 
 func FuzzPayPal(f *testing.F) {
-	k, _ := testKeys(f)
+	k, _ := platformtest.Keys(f)
 	ev := ppEvent("WH-1", "PAYMENT.CAPTURE.COMPLETED", "1")
 	good := ppReq(f, k, ppWebhookID, "tx", ppCertURL, ev)
 	f.Add(ev, good.Header.Get("Paypal-Transmission-Sig"), "tx", ppCertURL, "SHA256withRSA")
@@ -309,11 +261,7 @@ func FuzzPayPal(f *testing.F) {
 			"Paypal-Transmission-Id": {txID}, "Paypal-Transmission-Time": {"2026-03-14T09:26:51Z"},
 			"Paypal-Transmission-Sig": {sig}, "Paypal-Cert-Url": {certURL}, "Paypal-Auth-Algo": {algo},
 		}}
-		for _, p := range []Platform{verifying, fetching} {
-			if _, err := p.Verify(r); err != nil && !isSigOrMalformed(err) {
-				t.Fatalf("unexpected error kind: %v", err)
-			}
-		}
+		fuzzVerify(t, r, nil, verifying, fetching)
 		if u, err := url.Parse(certURL); err == nil && paypalCertURLOK(u) {
 			if u.Scheme != "https" || u.User != nil || u.Port() != "" || !strings.HasSuffix(u.Hostname(), ".paypal.com") {
 				t.Fatalf("accepted %q", certURL)

@@ -8,34 +8,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemgate/idemgate/internal/platformtest"
 	"github.com/stripe/stripe-go/v82/webhook"
 )
 
 const stripeSecret = "whsec_test_5WbX5kEWLlfzsGNjH64I8lOOqUB6e8FH"
 
+// stripeEvent is a payment_intent event of 2000 created at testNow.
 func stripeEvent(id, typ, objID string) []byte {
-	return []byte(`{
-  "id": "` + id + `",
-  "object": "event",
-  "api_version": "2025-03-31.basil",
-  "created": 1773480413,
-  "data": {"object": {"id": "` + objID + `", "object": "payment_intent", "amount": 2000, "currency": "usd", "status": "succeeded"}},
-  "livemode": false,
-  "pending_webhooks": 1,
-  "request": {"id": null, "idempotency_key": null},
-  "type": "` + typ + `"
-}`)
+	return platformtest.StripeEventAt(id, typ, objID, 2000, testNow)
 }
 
-// stripeReq signs with stripe-go's own test signer.
+// stripeReq is body signed at ts with secret, by stripe-go's own signer.
 func stripeReq(body []byte, secret string, ts time.Time) *Request {
-	sp := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: body, Secret: secret, Timestamp: ts})
-	return &Request{
-		Method: http.MethodPost,
-		Header: http.Header{"Stripe-Signature": {sp.Header}},
-		Body:   sp.Payload,
-		Now:    testNow,
-	}
+	return post(body, platformtest.StripeHeader(body, secret, ts))
 }
 
 func TestStripe(t *testing.T) {
@@ -49,13 +35,7 @@ func TestStripe(t *testing.T) {
 	rolled := hdr(valid, "Stripe-Signature", valid.Header.Get("Stripe-Signature")+",v1="+hex.EncodeToString(oldSig))
 	rolledFirst := hdr(valid, "Stripe-Signature", "t="+itoa(testNow.Unix())+",v1="+hex.EncodeToString(oldSig)+","+strings.SplitN(valid.Header.Get("Stripe-Signature"), ",", 2)[1])
 
-	cases := []struct {
-		name    string
-		cfg     Config
-		req     *Request
-		wantErr error
-		key     string
-	}{
+	cases := []verifyCase{
 		{"valid", cfg, valid, nil, key},
 		{"retry, re-signed later", cfg, stripeReq(ev, stripeSecret, testNow.Add(-4*time.Minute)), nil, key},
 		{"future timestamp accepted", cfg, stripeReq(ev, stripeSecret, testNow.Add(10*time.Minute)), nil, key},
@@ -79,24 +59,14 @@ func TestStripe(t *testing.T) {
 		{"signed JSON without id", cfg, stripeReq([]byte(`{"type":"x"}`), stripeSecret, testNow), ErrMalformed, ""},
 		{"verify off", Config{NoVerify: true}, withReqBody(hdr(valid, "Stripe-Signature", ""), ev), nil, key},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			n, err := mustNew(t, "stripe", c.cfg).Verify(c.req)
-			wantErr(t, err, c.wantErr)
-			if err != nil {
-				return
-			}
-			if n.Key != c.key {
-				t.Fatalf("Key = %q, want %q", n.Key, c.key)
-			}
-			if c.key == key && n.Fingerprint != `["payment_intent.succeeded","pi_3MtwBwLkdIwHu7ix28a3tqPa"]` {
-				t.Fatalf("Fingerprint = %s", n.Fingerprint)
-			}
-			if v, ok, err := n.Fields.JSON("data.object.object"); err != nil || !ok || v == "" {
-				t.Fatalf("Fields.JSON = %q, %v, %v", v, ok, err)
-			}
-		})
-	}
+	runVerifyCases(t, "stripe", cases, func(t *testing.T, c verifyCase, n *Notification) {
+		if c.key == key && n.Fingerprint != `["payment_intent.succeeded","pi_3MtwBwLkdIwHu7ix28a3tqPa"]` {
+			t.Fatalf("Fingerprint = %s", n.Fingerprint)
+		}
+		if v, ok, err := n.Fields.JSON("data.object.object"); err != nil || !ok || v == "" {
+			t.Fatalf("Fields.JSON = %q, %v, %v", v, ok, err)
+		}
+	})
 }
 
 // TestStripeAgreesWithStripeGo: what we accept, stripe-go accepts.
@@ -114,12 +84,10 @@ func TestStripeAgreesWithStripeGo(t *testing.T) {
 }
 
 func TestStripeSuccess(t *testing.T) {
-	p := mustNew(t, "stripe", Config{NoVerify: true})
-	for status, want := range map[int]bool{200: true, 201: true, 204: true, 299: true, 300: false, 302: false, 400: false, 500: false} {
-		if got := p.Success(status, nil, nil); got != want {
-			t.Errorf("Success(%d) = %v", status, got)
-		}
-	}
+	checkSuccess(t, mustNew(t, "stripe", Config{NoVerify: true}), nil, []successCase{
+		{200, "", true}, {201, "", true}, {204, "", true}, {299, "", true},
+		{300, "", false}, {302, "", false}, {400, "", false}, {500, "", false},
+	})
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
@@ -134,17 +102,10 @@ func FuzzStripe(f *testing.F) {
 	open := mustNew(f, "stripe", Config{NoVerify: true})
 	f.Fuzz(func(t *testing.T, body []byte, sig string) {
 		r := &Request{Method: http.MethodPost, Header: http.Header{"Stripe-Signature": {sig}}, Body: body, Now: testNow}
-		for _, p := range []Platform{verifying, open} {
-			n, err := p.Verify(r)
-			if err != nil {
-				if !isSigOrMalformed(err) {
-					t.Fatalf("unexpected error kind: %v", err)
-				}
-				continue
-			}
+		fuzzVerify(t, r, func(n *Notification) {
 			if n.Key == "stripe:" {
 				t.Fatal("empty id accepted")
 			}
-		}
+		}, verifying, open)
 	})
 }
