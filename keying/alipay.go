@@ -6,7 +6,6 @@ import (
 	"crypto/rsa"
 	"net/http"
 	"net/url"
-	"sort"
 	"strings"
 	"time"
 )
@@ -149,24 +148,14 @@ func (a *Alipay) verify(params url.Values) error {
 // sign_type and empty ones, sorted by name, k=v joined by "&", values as
 // decoded (raw charset bytes, no re-encoding).
 func AlipaySignContent(params url.Values) []byte {
-	names := make([]string, 0, len(params))
+	fields := make(map[string]string, len(params))
 	for k, vs := range params {
-		if k == "sign" || k == "sign_type" || len(vs) == 0 || vs[0] == "" {
+		if k == "sign" || k == "sign_type" || len(vs) == 0 {
 			continue
 		}
-		names = append(names, k)
+		fields[k] = vs[0]
 	}
-	sort.Strings(names)
-	var b bytes.Buffer
-	for i, k := range names {
-		if i > 0 {
-			b.WriteByte('&')
-		}
-		b.WriteString(k)
-		b.WriteByte('=')
-		b.WriteString(params[k][0])
-	}
-	return b.Bytes()
+	return sortedPairs(fields)
 }
 
 // Success: Alipay stops retrying only on a 200 whose body is "success".

@@ -3,6 +3,7 @@ package keying
 import (
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -126,4 +127,29 @@ func requireJSON(preset string, f *Fields, path string) (string, error) {
 		return "", malformed(preset, "no %s in the body", path)
 	}
 	return v, nil
+}
+
+// sortedPairs is the string Alipay and WeChat Pay v2 sign: the fields with
+// a non-empty value, sorted by name, as name=value joined by "&", nothing
+// escaped.
+func sortedPairs(fields map[string]string) []byte {
+	names := make([]string, 0, len(fields))
+	size := 0
+	for k, v := range fields {
+		if v != "" {
+			names = append(names, k)
+			size += len(k) + len(v) + 2
+		}
+	}
+	sort.Strings(names)
+	b := make([]byte, 0, size)
+	for i, k := range names {
+		if i > 0 {
+			b = append(b, '&')
+		}
+		b = append(b, k...)
+		b = append(b, '=')
+		b = append(b, fields[k]...)
+	}
+	return b
 }

@@ -10,7 +10,6 @@ import (
 	"encoding/hex"
 	"hash"
 	"net/http"
-	"sort"
 	"strings"
 	"time"
 )
@@ -168,24 +167,13 @@ func decryptReqInfo(key []byte, b64 string) ([]byte, bool) {
 // WechatPayV2SignContent is the string WeChat Pay v2 signs before
 // "&key=…": fields other than sign and empty ones, sorted, k=v joined by "&".
 func WechatPayV2SignContent(fields map[string]string) []byte {
-	names := make([]string, 0, len(fields))
+	signed := make(map[string]string, len(fields))
 	for k, v := range fields {
-		if k == "sign" || v == "" {
-			continue
+		if k != "sign" {
+			signed[k] = v
 		}
-		names = append(names, k)
 	}
-	sort.Strings(names)
-	var b strings.Builder
-	for i, k := range names {
-		if i > 0 {
-			b.WriteByte('&')
-		}
-		b.WriteString(k)
-		b.WriteByte('=')
-		b.WriteString(fields[k])
-	}
-	return []byte(b.String())
+	return sortedPairs(signed)
 }
 
 // Success: WeChat Pay v2 reads the answer's XML return_code.
