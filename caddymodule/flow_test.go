@@ -24,6 +24,14 @@ func storeLines(t *testing.T) map[string]string {
 	}
 }
 
+// eachStore runs f as a subtest per store.
+func eachStore(t *testing.T, f func(t *testing.T, name, store string)) {
+	t.Helper()
+	for name, store := range storeLines(t) {
+		t.Run(name, func(t *testing.T) { f(t, name, store) })
+	}
+}
+
 const notifyRoute = `
 	handle /notify {
 		idempotency {
@@ -44,70 +52,66 @@ func gatewayFor(t *testing.T, store, backendAddr, extra string) string {
 // TestConcurrentCopiesForwardOnce is the product: 100 copies of one
 // notification at once reach the backend once, and all 100 get its answer.
 func TestConcurrentCopiesForwardOnce(t *testing.T) {
-	for name, store := range storeLines(t) {
-		t.Run(name, func(t *testing.T) {
-			be := newBackend(t)
-			be.setAnswer(func(order string, n int, r *http.Request) (int, string, time.Duration) {
-				return 200, "success " + order, 150 * time.Millisecond
-			})
-			base := gatewayFor(t, store, be.addr(), "")
-			for round := range 3 {
-				order := "o-" + name + "-" + itoa(round)
-				replies := storm(t, 100, func(int) reply { return notify(t, base, order) })
-				if got := be.count(order); got != 1 {
-					t.Fatalf("backend ran %d times for %s, want 1", got, order)
+	eachStore(t, func(t *testing.T, name, store string) {
+		be := newBackend(t)
+		be.setAnswer(func(order string, n int, r *http.Request) (int, string, time.Duration) {
+			return 200, "success " + order, 150 * time.Millisecond
+		})
+		base := gatewayFor(t, store, be.addr(), "")
+		for round := range 3 {
+			order := "o-" + name + "-" + itoa(round)
+			replies := storm(t, 100, func(int) reply { return notify(t, base, order) })
+			if got := be.count(order); got != 1 {
+				t.Fatalf("backend ran %d times for %s, want 1", got, order)
+			}
+			replayed := 0
+			for i, r := range replies {
+				if r.status != 200 || r.body != "success "+order {
+					t.Fatalf("copy %d got %d %q, want 200 %q", i, r.status, r.body, "success "+order)
 				}
-				replayed := 0
-				for i, r := range replies {
-					if r.status != 200 || r.body != "success "+order {
-						t.Fatalf("copy %d got %d %q, want 200 %q", i, r.status, r.body, "success "+order)
-					}
-					if r.header.Get("X-Backend") != "legacy" || r.header.Get("Content-Type") != "text/plain" {
-						t.Errorf("copy %d lost the backend's headers: %v", i, r.header)
-					}
-					if r.replayed {
-						replayed++
-						if r.header.Get("Set-Cookie") != "" {
-							t.Errorf("copy %d: a replay must not carry the first client's cookie", i)
-						}
-					}
+				if r.header.Get("X-Backend") != "legacy" || r.header.Get("Content-Type") != "text/plain" {
+					t.Errorf("copy %d lost the backend's headers: %v", i, r.header)
 				}
-				if replayed != 99 {
-					t.Errorf("%d copies marked replayed, want 99", replayed)
+				if r.replayed {
+					replayed++
+					if r.header.Get("Set-Cookie") != "" {
+						t.Errorf("copy %d: a replay must not carry the first client's cookie", i)
+					}
 				}
 			}
-		})
-	}
+			if replayed != 99 {
+				t.Errorf("%d copies marked replayed, want 99", replayed)
+			}
+		}
+	})
 }
 
 // TestFailedAnswerIsNotRemembered: a failure releases the key so the
 // platform's retry goes through; the success after it is remembered.
 func TestFailedAnswerIsNotRemembered(t *testing.T) {
-	for name, store := range storeLines(t) {
-		t.Run(name, func(t *testing.T) {
-			be := newBackend(t)
-			be.setAnswer(func(order string, n int, r *http.Request) (int, string, time.Duration) {
-				if n == 1 {
-					return 500, "fail", 0
-				}
-				return 200, "success", 0
-			})
-			base := gatewayFor(t, store, be.addr(), "")
-			order := "f-" + name
-			if r := notify(t, base, order); r.status != 500 || r.body != "fail" || r.replayed {
-				t.Fatalf("first copy: got %d %q replayed=%v, want the backend's 500 fail", r.status, r.body, r.replayed)
+	eachStore(t, func(t *testing.T, name, store string) {
+		be := newBackend(t)
+		be.setAnswer(func(order string, n int, r *http.Request) (int, string, time.Duration) {
+			if n == 1 {
+				return 500, "fail", 0
 			}
-			if r := notify(t, base, order); r.status != 200 || r.replayed {
-				t.Fatalf("retry: got %d replayed=%v, want a forwarded 200", r.status, r.replayed)
-			}
-			if r := notify(t, base, order); r.status != 200 || !r.replayed || r.body != "success" {
-				t.Fatalf("third copy: got %d %q replayed=%v, want the replayed success", r.status, r.body, r.replayed)
-			}
-			if got := be.count(order); got != 2 {
-				t.Errorf("backend ran %d times, want 2 (the failure and the retry)", got)
-			}
+			return 200, "success", 0
 		})
-	}
+		base := gatewayFor(t, store, be.addr(), "")
+		order := "f-" + name
+		if r := notify(t, base, order); r.status != 500 || r.body != "fail" || r.replayed {
+			t.Fatalf("first copy: got %d %q replayed=%v, want the backend's 500 fail", r.status, r.body, r.replayed)
+		}
+		if r := notify(t, base, order); r.status != 200 || r.replayed {
+			t.Fatalf("retry: got %d replayed=%v, want a forwarded 200", r.status, r.replayed)
+		}
+		if r := notify(t, base, order); r.status != 200 || !r.replayed || r.body != "success" {
+			t.Fatalf("third copy: got %d %q replayed=%v, want the replayed success", r.status, r.body, r.replayed)
+		}
+		if got := be.count(order); got != 2 {
+			t.Errorf("backend ran %d times, want 2 (the failure and the retry)", got)
+		}
+	})
 }
 
 // TestSuccessOverride: with `success 200 body success` a 200 "fail" is a
@@ -252,48 +256,45 @@ func TestWaitTimesOut(t *testing.T) {
 // are not answered with the failure's absence: one of them is forwarded as
 // the retry and the others get its answer.
 func TestWaiterTakesOverAfterFailure(t *testing.T) {
-	for name, store := range storeLines(t) {
-		t.Run(name, func(t *testing.T) {
-			be := newBackend(t)
-			be.setAnswer(func(order string, n int, r *http.Request) (int, string, time.Duration) {
-				if n == 1 {
-					return 503, "busy", 200 * time.Millisecond
-				}
-				return 200, "success", 50 * time.Millisecond
-			})
-			base := gatewayFor(t, store, be.addr(), "")
-			replies := storm(t, 20, func(int) reply { return notify(t, base, "wf-"+name) })
-			fails, oks := 0, 0
-			for _, r := range replies {
-				switch r.status {
-				case 503:
-					fails++
-				case 200:
-					oks++
-				default:
-					t.Errorf("unexpected answer %d %q", r.status, r.body)
-				}
+	eachStore(t, func(t *testing.T, name, store string) {
+		be := newBackend(t)
+		be.setAnswer(func(order string, n int, r *http.Request) (int, string, time.Duration) {
+			if n == 1 {
+				return 503, "busy", 200 * time.Millisecond
 			}
-			if fails != 1 || oks != 19 {
-				t.Errorf("got %d failures and %d successes, want 1 and 19", fails, oks)
-			}
-			if got := be.count("wf-" + name); got != 2 {
-				t.Errorf("backend ran %d times, want 2", got)
-			}
+			return 200, "success", 50 * time.Millisecond
 		})
-	}
+		base := gatewayFor(t, store, be.addr(), "")
+		replies := storm(t, 20, func(int) reply { return notify(t, base, "wf-"+name) })
+		fails, oks := 0, 0
+		for _, r := range replies {
+			switch r.status {
+			case 503:
+				fails++
+			case 200:
+				oks++
+			default:
+				t.Errorf("unexpected answer %d %q", r.status, r.body)
+			}
+		}
+		if fails != 1 || oks != 19 {
+			t.Errorf("got %d failures and %d successes, want 1 and 19", fails, oks)
+		}
+		if got := be.count("wf-" + name); got != 2 {
+			t.Errorf("backend ran %d times, want 2", got)
+		}
+	})
 }
 
 // TestSlowBackendKeepsClaim: a backend slower than 3× lock_ttl keeps its
 // claim (renewed), so copies during the wait are never forwarded.
 func TestSlowBackendKeepsClaim(t *testing.T) {
-	for name, store := range storeLines(t) {
-		t.Run(name, func(t *testing.T) {
-			be := newBackend(t)
-			be.setAnswer(func(order string, n int, r *http.Request) (int, string, time.Duration) {
-				return 200, "success", 3500 * time.Millisecond // lock_ttl is 1s
-			})
-			base := startCaddy(t, `
+	eachStore(t, func(t *testing.T, name, store string) {
+		be := newBackend(t)
+		be.setAnswer(func(order string, n int, r *http.Request) (int, string, time.Duration) {
+			return 200, "success", 3500 * time.Millisecond // lock_ttl is 1s
+		})
+		base := startCaddy(t, `
 	idempotency {
 		key k:{idempotency.form.out_trade_no}
 		{store}
@@ -301,32 +302,31 @@ func TestSlowBackendKeepsClaim(t *testing.T) {
 		in_flight reject
 	}
 	reverse_proxy {backend}`, "{backend}", be.addr(), "{store}", store)
-			order := "slow-" + name
-			first := make(chan reply)
-			go func() { first <- notify(t, base, order) }()
-			eventually(t, 5*time.Second, "the first copy at the backend", func() bool { return be.count(order) == 1 })
-			// Probe every 250ms for the whole backend time, well past 3 lock TTLs.
-			for i := 0; i < 12; i++ {
-				time.Sleep(250 * time.Millisecond)
-				r := notify(t, base, order)
-				if r.status == 200 {
-					break // the first copy has answered
-				}
-				if r.status != http.StatusConflict {
-					t.Fatalf("probe %d: got %d, want 409 while the first copy is in flight", i, r.status)
-				}
+		order := "slow-" + name
+		first := make(chan reply)
+		go func() { first <- notify(t, base, order) }()
+		eventually(t, 5*time.Second, "the first copy at the backend", func() bool { return be.count(order) == 1 })
+		// Probe every 250ms for the whole backend time, well past 3 lock TTLs.
+		for i := 0; i < 12; i++ {
+			time.Sleep(250 * time.Millisecond)
+			r := notify(t, base, order)
+			if r.status == 200 {
+				break // the first copy has answered
 			}
-			if r := <-first; r.status != 200 {
-				t.Fatalf("first copy: %d", r.status)
+			if r.status != http.StatusConflict {
+				t.Fatalf("probe %d: got %d, want 409 while the first copy is in flight", i, r.status)
 			}
-			if got := be.count(order); got != 1 {
-				t.Fatalf("backend ran %d times, want 1: the claim was lost", got)
-			}
-			if r := notify(t, base, order); !r.replayed {
-				t.Errorf("copy after the answer was not replayed")
-			}
-		})
-	}
+		}
+		if r := <-first; r.status != 200 {
+			t.Fatalf("first copy: %d", r.status)
+		}
+		if got := be.count(order); got != 1 {
+			t.Fatalf("backend ran %d times, want 1: the claim was lost", got)
+		}
+		if r := notify(t, base, order); !r.replayed {
+			t.Errorf("copy after the answer was not replayed")
+		}
+	})
 }
 
 // TestBackendUnreachable: 502, nothing remembered, the key is free again.
@@ -556,29 +556,27 @@ func TestStoreIDHidesPassword(t *testing.T) {
 // time-out); the backend still finishes, its answer is remembered, and the
 // platform's retry gets the replay instead of a second run.
 func TestPlatformHangsUp(t *testing.T) {
-	for name, store := range storeLines(t) {
-		t.Run(name, func(t *testing.T) {
-			be := newBackend(t)
-			be.setAnswer(func(order string, n int, r *http.Request) (int, string, time.Duration) {
-				return 200, "success", 700 * time.Millisecond
-			})
-			base := gatewayFor(t, store, be.addr(), "")
-			order := "hangup-" + name
-			impatient := &http.Client{Timeout: 150 * time.Millisecond}
-			resp, err := impatient.PostForm(base+"/notify", map[string][]string{"out_trade_no": {order}, "total_amount": {"9.90"}})
-			if err == nil {
-				resp.Body.Close()
-				t.Fatalf("the impatient client got an answer (%d) before the backend finished", resp.StatusCode)
-			}
-			r := notify(t, base, order) // waits for the first copy, then replays
-			if r.status != 200 || r.body != "success" || !r.replayed {
-				t.Fatalf("retry: got %d %q replayed=%v, want the replayed success", r.status, r.body, r.replayed)
-			}
-			if got := be.count(order); got != 1 {
-				t.Errorf("backend ran %d times, want 1", got)
-			}
+	eachStore(t, func(t *testing.T, name, store string) {
+		be := newBackend(t)
+		be.setAnswer(func(order string, n int, r *http.Request) (int, string, time.Duration) {
+			return 200, "success", 700 * time.Millisecond
 		})
-	}
+		base := gatewayFor(t, store, be.addr(), "")
+		order := "hangup-" + name
+		impatient := &http.Client{Timeout: 150 * time.Millisecond}
+		resp, err := impatient.PostForm(base+"/notify", map[string][]string{"out_trade_no": {order}, "total_amount": {"9.90"}})
+		if err == nil {
+			resp.Body.Close()
+			t.Fatalf("the impatient client got an answer (%d) before the backend finished", resp.StatusCode)
+		}
+		r := notify(t, base, order) // waits for the first copy, then replays
+		if r.status != 200 || r.body != "success" || !r.replayed {
+			t.Fatalf("retry: got %d %q replayed=%v, want the replayed success", r.status, r.body, r.replayed)
+		}
+		if got := be.count(order); got != 1 {
+			t.Errorf("backend ran %d times, want 1", got)
+		}
+	})
 }
 
 // TestReloadKeepsStore: a config reload shares the store with the old
