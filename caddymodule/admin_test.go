@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
-
 	"github.com/idemgate/idemgate/internal/redistest"
 )
 
@@ -28,41 +26,10 @@ type gateway struct {
 // port: the admin API, the CLI and /metrics are reached through it.
 func startGateway(t testing.TB, siteBody string, replacements ...string) gateway {
 	t.Helper()
-	port, adminPort := freePort(t), freePort(t)
-	body := strings.NewReplacer(replacements...).Replace(siteBody)
-	cf := fmt.Sprintf(`{
-	admin 127.0.0.1:%d
-	auto_https off
-	persist_config off
-	storage file_system %s
-	log {
-		level ERROR
-	}
-}
-http://127.0.0.1:%d {
-%s
-}
-`, adminPort, t.TempDir(), port, body)
-	loadCaddyfile(t, cf)
-	t.Cleanup(func() { caddy.Stop() })
-	g := gateway{base: fmt.Sprintf("http://127.0.0.1:%d", port), admin: fmt.Sprintf("127.0.0.1:%d", adminPort)}
-	waitListening(t, g.base)
+	admin := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	g := gateway{base: startCaddyWith(t, caddyGlobals{admin: admin}, siteBody, replacements...), admin: admin}
 	waitListening(t, "http://"+g.admin)
 	return g
-}
-
-func loadCaddyfile(t testing.TB, cf string) {
-	t.Helper()
-	cfgJSON, warn, err := caddyfileAdapter().Adapt([]byte(cf), nil)
-	if err != nil {
-		t.Fatalf("adapting Caddyfile: %v\n%s", err, cf)
-	}
-	for _, w := range warn {
-		t.Logf("adapt warning: %v", w)
-	}
-	if err := caddy.Load(cfgJSON, true); err != nil {
-		t.Fatalf("loading config: %v\n%s", err, cfgJSON)
-	}
 }
 
 // adminDo sends one request to the admin endpoint as curl would.

@@ -104,26 +104,54 @@ func freePort(t testing.TB) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
+// caddyGlobals are a test config's global options.
+type caddyGlobals struct {
+	admin string // the admin endpoint; "" turns it off
+	log   string // the body of the log block; "" logs errors only
+}
+
 // startCaddy runs the real module in this process: the site block is
-// adapted from Caddyfile text ({backend} and {port}-free: the address is
-// chosen here) and loaded. It returns the gateway's base URL.
+// adapted from Caddyfile text (after replacements) and loaded on a free
+// loopback port. It returns the gateway's base URL.
 func startCaddy(t testing.TB, siteBody string, replacements ...string) string {
 	t.Helper()
+	return startCaddyWith(t, caddyGlobals{}, siteBody, replacements...)
+}
+
+// startCaddyWith is startCaddy with other global options.
+func startCaddyWith(t testing.TB, g caddyGlobals, siteBody string, replacements ...string) string {
+	t.Helper()
+	if g.admin == "" {
+		g.admin = "off"
+	}
+	if g.log == "" {
+		g.log = "level ERROR"
+	}
 	port := freePort(t)
 	body := strings.NewReplacer(replacements...).Replace(siteBody)
 	cf := fmt.Sprintf(`{
-	admin off
+	admin %s
 	auto_https off
 	persist_config off
 	storage file_system %s
 	log {
-		level ERROR
+		%s
 	}
 }
 http://127.0.0.1:%d {
 %s
 }
-`, t.TempDir(), port, body)
+`, g.admin, t.TempDir(), g.log, port, body)
+	loadCaddyfile(t, cf)
+	t.Cleanup(func() { caddy.Stop() })
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	waitListening(t, base)
+	return base
+}
+
+// loadCaddyfile adapts cf and loads it into this process's Caddy.
+func loadCaddyfile(t testing.TB, cf string) {
+	t.Helper()
 	cfgJSON, warn, err := caddyfileAdapter().Adapt([]byte(cf), nil)
 	if err != nil {
 		t.Fatalf("adapting Caddyfile: %v\n%s", err, cf)
@@ -136,10 +164,6 @@ http://127.0.0.1:%d {
 	if err := caddy.Load(cfgJSON, true); err != nil {
 		t.Fatalf("loading config: %v\n%s", err, cfgJSON)
 	}
-	t.Cleanup(func() { caddy.Stop() })
-	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	waitListening(t, base)
-	return base
 }
 
 func waitListening(t testing.TB, base string) {

@@ -490,28 +490,9 @@ func TestPresetContract(t *testing.T) {
 // file at level, for tests of what the module logs at start.
 func startCaddyLogged(t testing.TB, level, siteBody string) (base, logFile string) {
 	t.Helper()
-	port := freePort(t)
 	logFile = filepath.Join(t.TempDir(), "caddy.log")
-	cf := fmt.Sprintf(`{
-	admin off
-	auto_https off
-	persist_config off
-	storage file_system %s
-	log {
-		output file %s
-		format json
-		level %s
-	}
-}
-http://127.0.0.1:%d {
-%s
-}
-`, t.TempDir(), logFile, level, port, strings.Trim(siteBody, "\n"))
-	loadCaddyfile(t, cf)
-	t.Cleanup(func() { caddy.Stop() })
-	base = fmt.Sprintf("http://127.0.0.1:%d", port)
-	waitListening(t, base)
-	return base, logFile
+	g := caddyGlobals{log: fmt.Sprintf("output file %s\n\t\tformat json\n\t\tlevel %s", logFile, level)}
+	return startCaddyWith(t, g, strings.Trim(siteBody, "\n")), logFile
 }
 
 // logLines returns the JSON log lines of file whose msg contains substr.
