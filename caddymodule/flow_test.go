@@ -163,12 +163,7 @@ func TestBadInputClaimsNothing(t *testing.T) {
 		t.Fatalf("refused requests reached the backend %d times", be.total.Load())
 	}
 	// The same key as the refused large body is still free.
-	if r := notify(t, base, "b-1"); r.status != 200 || r.replayed {
-		t.Fatalf("first good copy: got %d replayed=%v, want a forwarded 200", r.status, r.replayed)
-	}
-	if be.count("b-1") != 1 {
-		t.Errorf("backend ran %d times for b-1, want 1", be.count("b-1"))
-	}
+	forwardedOnce(t, base, be, "b-1")
 }
 
 // TestFingerprintConflict: the same key with another amount is a 422 and
@@ -338,11 +333,18 @@ func TestBackendUnreachable(t *testing.T) {
 	}
 	// Now the backend comes up on that port: the retry goes through.
 	be := newBackendAt(t, "127.0.0.1:"+itoa(port))
-	if r := notify(t, base, "down-1"); r.status != 200 || r.replayed {
-		t.Fatalf("retry: got %d replayed=%v, want a forwarded 200", r.status, r.replayed)
+	forwardedOnce(t, base, be, "down-1")
+}
+
+// forwardedOnce sends one copy of order and checks that it was forwarded
+// and that the backend has now run exactly once for the order.
+func forwardedOnce(t *testing.T, base string, be *backend, order string) {
+	t.Helper()
+	if r := notify(t, base, order); r.status != 200 || r.replayed {
+		t.Fatalf("%s: got %d replayed=%v, want a forwarded 200", order, r.status, r.replayed)
 	}
-	if be.count("down-1") != 1 {
-		t.Errorf("backend ran %d times, want 1", be.count("down-1"))
+	if got := be.count(order); got != 1 {
+		t.Errorf("backend ran %d times for %s, want 1", got, order)
 	}
 }
 
