@@ -616,3 +616,57 @@ func TestReloadKeepsStore(t *testing.T) {
 		t.Errorf("backend ran %d times, want 1", be.count("reload-1"))
 	}
 }
+
+// TestAnswerLargerThanMaxAnswer: a successful answer whose body is larger
+// than max_answer still marks the key answered (duplicates get its status
+// and headers, no body); under a rule that reads the body, such an answer
+// cannot be judged a success and is not remembered.
+func TestAnswerLargerThanMaxAnswer(t *testing.T) {
+	big := strings.Repeat("x", 100)
+	be := newBackend(t)
+	be.setAnswer(func(order string, n int, r *http.Request) (int, string, time.Duration) {
+		return 200, big, 0
+	})
+	base := startCaddy(t, `
+	handle /status {
+		rewrite * /notify
+		idempotency {
+			key k:{idempotency.form.out_trade_no}
+			store memory
+			max_answer 16B
+		}
+		reverse_proxy {backend}
+	}
+	handle /body {
+		rewrite * /notify
+		idempotency {
+			key b:{idempotency.form.out_trade_no}
+			store memory
+			max_answer 16B
+			success 200 body `+big+`
+		}
+		reverse_proxy {backend}
+	}`, "{backend}", be.addr())
+	ct := "application/x-www-form-urlencoded"
+
+	if r := post(t, base+"/status", ct, "out_trade_no=big-1", nil); r.status != 200 || r.body != big || r.replayed {
+		t.Fatalf("first copy: got %d (%d bytes) replayed=%v, want the backend's whole answer", r.status, len(r.body), r.replayed)
+	}
+	r := post(t, base+"/status", ct, "out_trade_no=big-1", nil)
+	if r.status != 200 || !r.replayed || r.body != "" || r.header.Get("X-Backend") != "legacy" {
+		t.Fatalf("duplicate: got %d %q replayed=%v X-Backend=%q, want the status and headers without the body",
+			r.status, r.body, r.replayed, r.header.Get("X-Backend"))
+	}
+	if be.count("big-1") != 1 {
+		t.Errorf("backend ran %d times for the status rule, want 1", be.count("big-1"))
+	}
+
+	for range 2 {
+		if r := post(t, base+"/body", ct, "out_trade_no=big-2", nil); r.status != 200 || r.body != big || r.replayed {
+			t.Fatalf("body rule: got %d replayed=%v, want a forwarded answer every time", r.status, r.replayed)
+		}
+	}
+	if be.count("big-2") != 2 {
+		t.Errorf("backend ran %d times under the body rule, want 2 (an answer too large to read is not remembered)", be.count("big-2"))
+	}
+}

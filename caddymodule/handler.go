@@ -283,7 +283,7 @@ func (h *Handler) Validate() error {
 // replay cycle; see the contract's answer table.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	start := time.Now()
-	d := &decision{h: h, start: start}
+	d := &decision{start: start}
 	ctx, span := h.startSpan(r)
 	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 	defer func() {
@@ -403,6 +403,14 @@ var errWaitTimeout = errors.New("wait timed out")
 func (h *Handler) waitFor(ctx context.Context, key string, deadline time.Time) (*cache.Record, error) {
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
+	// ended turns the error of a wait cut short into errWaitTimeout when
+	// the wait ran out, and keeps it when the request went away first.
+	ended := func(err error) error {
+		if !time.Now().Before(deadline) {
+			return errWaitTimeout
+		}
+		return err
+	}
 	for {
 		sctx, scancel := context.WithTimeout(ctx, time.Duration(h.StoreTimeout))
 		done, stop, err := h.store.Wait(sctx, key)
@@ -424,8 +432,8 @@ func (h *Handler) waitFor(ctx context.Context, key string, deadline time.Time) (
 			if stop != nil {
 				stop()
 			}
-			if ctx.Err() != nil && time.Now().After(deadline) {
-				return nil, errWaitTimeout
+			if ctx.Err() != nil {
+				return nil, ended(err)
 			}
 			return nil, err
 		}
@@ -440,10 +448,7 @@ func (h *Handler) waitFor(ctx context.Context, key string, deadline time.Time) (
 		recheck.Stop()
 		stop()
 		if ctx.Err() != nil {
-			if time.Now().Before(deadline) {
-				return nil, ctx.Err()
-			}
-			return nil, errWaitTimeout
+			return nil, ended(ctx.Err())
 		}
 	}
 }
@@ -502,15 +507,13 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, next caddyhttp
 	if !tw.wroteHeader {
 		status = http.StatusOK
 	}
+	// A body larger than max_answer was not kept: the rule sees none, so a
+	// rule that reads the body (Alipay's "success") cannot match it.
 	var body []byte
 	if !tw.overflow {
 		body = tw.buf.Bytes()
 	}
-	ok := h.success(status, tw.header, body)
-	if ok && tw.overflow && h.successNeedsBody() {
-		ok = false // the rule reads the body and it was too large to see
-	}
-	if !ok {
+	if !h.success(status, tw.header, body) {
 		d.outcome = outcomeBackendFailed
 		h.release(sctx, key, token, d)
 		return nil
@@ -712,17 +715,6 @@ func (h *Handler) renderFingerprint(repl *caddy.Replacer, bp *bodyPlaceholders, 
 	return keying.Digest([]byte(out)), nil
 }
 
-func (h *Handler) successNeedsBody() bool {
-	if h.Success != nil {
-		return h.Success.Body != ""
-	}
-	switch h.Platform {
-	case "alipay", "wechatpay_v2":
-		return true
-	}
-	return false
-}
-
 // logKey is the key as it may appear in logs and spans: hashed unless
 // log_keys is on.
 func (h *Handler) logKey(key string) string {
@@ -894,7 +886,6 @@ type writerOnly struct{ io.Writer }
 // decision is what one request's trip through the handler decided, for the
 // log line, the span and the metrics.
 type decision struct {
-	h       *Handler
 	start   time.Time
 	key     string
 	outcome outcome
