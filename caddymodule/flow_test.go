@@ -188,12 +188,7 @@ func TestFingerprintConflict(t *testing.T) {
 // TestInFlightReject: with `in_flight reject` a copy that arrives while the
 // first is at the backend gets 409 + Retry-After at once.
 func TestInFlightReject(t *testing.T) {
-	be := newBackend(t)
-	release := make(chan struct{})
-	be.setAnswer(func(order string, n int, r *http.Request) (int, string, time.Duration) {
-		<-release
-		return 200, "success", 0
-	})
+	be, release := heldBackend(t)
 	base := startCaddy(t, `
 	idempotency {
 		key k:{idempotency.form.out_trade_no}
@@ -220,15 +215,21 @@ func TestInFlightReject(t *testing.T) {
 	}
 }
 
-// TestWaitTimesOut: a copy that waits longer than in_flight wait gets 409.
-func TestWaitTimesOut(t *testing.T) {
+// heldBackend answers "success" only once release is closed.
+func heldBackend(t *testing.T) (*backend, chan struct{}) {
 	be := newBackend(t)
 	release := make(chan struct{})
-	defer close(release)
 	be.setAnswer(func(order string, n int, r *http.Request) (int, string, time.Duration) {
 		<-release
 		return 200, "success", 0
 	})
+	return be, release
+}
+
+// TestWaitTimesOut: a copy that waits longer than in_flight wait gets 409.
+func TestWaitTimesOut(t *testing.T) {
+	be, release := heldBackend(t)
+	defer close(release)
 	base := startCaddy(t, `
 	idempotency {
 		key k:{idempotency.form.out_trade_no}
