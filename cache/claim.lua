@@ -25,14 +25,11 @@ else
   redis.call('HSET', h, 'last', now)
   outcome = st
 end
-if outcome == 'answered' then
-  local r = redis.call('HMGET', h, 'key', 'state', 'status', 'headers', 'body',
-    'body_cached', 'fp', 'copies', 'conflicts', 'first', 'last', 'expires')
-  table.insert(r, 1, outcome)
-  return r
-end
 local r = redis.call('HMGET', h, 'key', 'state', 'status', 'headers', 'body',
   'body_cached', 'fp', 'copies', 'conflicts', 'first', 'last', 'expires')
-r[3], r[4], r[5], r[6] = false, false, false, false
+if outcome ~= 'answered' then
+  -- Metadata only: an in-flight or conflicting copy gets no answer.
+  r[3], r[4], r[5], r[6] = false, false, false, false
+end
 table.insert(r, 1, outcome)
 return r

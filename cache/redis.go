@@ -132,7 +132,7 @@ func (s *Redis) hashKey(key string) string {
 // keys (PUBLISH is broadcast cluster-wide), but it carries the tag anyway so
 // it could move to sharded pub/sub without a layout change.
 func (s *Redis) channel(key string) string {
-	return s.prefix + ":{" + escapeKey(key) + "}:wake"
+	return s.hashKey(key) + ":wake"
 }
 
 func ms(d time.Duration) int64 { return max(d.Milliseconds(), 1) }
