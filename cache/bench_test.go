@@ -51,7 +51,7 @@ func BenchmarkStore(b *testing.B) {
 					if err != nil || r.Outcome != Won {
 						b.Fatalf("%+v %v", r, err)
 					}
-					if err := s.Complete(ctx, key, r.Token, a, time.Hour); err != nil {
+					if err := s.Complete(ctx, key, r.Token, a, time.Hour, Journal{}); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -59,7 +59,7 @@ func BenchmarkStore(b *testing.B) {
 			b.Run("replay", func(b *testing.B) {
 				r, err := s.Claim(ctx, "bench:replay", "fp", 30*time.Second)
 				if err == nil {
-					err = s.Complete(ctx, "bench:replay", r.Token, a, time.Hour)
+					err = s.Complete(ctx, "bench:replay", r.Token, a, time.Hour, Journal{})
 				}
 				if err != nil {
 					b.Fatal(err)

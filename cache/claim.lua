@@ -1,18 +1,38 @@
--- Claim one idempotency key. KEYS[1]: the key's hash.
+-- Claim one idempotency key. KEYS: the key's hash, notification, attempts.
 -- ARGV: token, fingerprint, lock TTL (ms), original key.
 -- Returns {"won"}, or {outcome, <record fields in recordFields order>} where
 -- outcome is "in_flight", "answered" or "conflict"; the answer fields are
 -- only filled for "answered" so a duplicate costs one round trip.
-local h = KEYS[1]
-local t = redis.call('TIME')
-local now = string.format('%d', t[1] * 1000 + math.floor(t[2] / 1000))
+local h, nk, ak = KEYS[1], KEYS[2], KEYS[3]
+local nowms = now_ms()
+local now = string.format('%d', nowms)
+local ttl = tonumber(ARGV[3])
 local st = redis.call('HGET', h, 'state')
+if st == 'in_flight' and tonumber(redis.call('HGET', h, 'expires')) <= nowms then
+  -- The claim ran out: the key is free, its journal (if any) stays.
+  st = 'failed'
+  if not redis.call('HGET', h, 'na') then
+    st = false -- nothing to keep: Redis is about to expire it
+  end
+end
 if not st then
-  local ttl = tonumber(ARGV[3])
+  redis.call('DEL', h, nk, ak)
   redis.call('HSET', h, 'key', ARGV[4], 'state', 'in_flight', 'token', ARGV[1],
     'fp', ARGV[2], 'copies', 1, 'conflicts', 0, 'first', now, 'last', now,
-    'expires', string.format('%d', tonumber(now) + ttl))
+    'expires', string.format('%d', nowms + ttl), 'changed', now, 'nf', 1)
   redis.call('PEXPIRE', h, ttl)
+  return {'won'}
+end
+if st == 'failed' then
+  -- Free again: the claim wins and the history stays.
+  redis.call('HSET', h, 'state', 'in_flight', 'token', ARGV[1], 'last', now,
+    'expires', string.format('%d', nowms + ttl), 'changed', now)
+  if ARGV[2] ~= '' then
+    redis.call('HSET', h, 'fp', ARGV[2])
+  end
+  redis.call('HINCRBY', h, 'copies', 1)
+  redis.call('HINCRBY', h, 'nf', 1)
+  keep_for(h, nk, ak, ttl)
   return {'won'}
 end
 local fp = redis.call('HGET', h, 'fp')
@@ -22,11 +42,17 @@ if ARGV[2] ~= '' and fp and fp ~= '' and fp ~= ARGV[2] then
   outcome = 'conflict'
 else
   redis.call('HINCRBY', h, 'copies', 1)
+  if st == 'answered' then
+    redis.call('HINCRBY', h, 'nr', 1)
+  else
+    redis.call('HINCRBY', h, 'ni', 1)
+  end
   redis.call('HSET', h, 'last', now)
   outcome = st
 end
 local r = redis.call('HMGET', h, 'key', 'state', 'status', 'headers', 'body',
-  'body_cached', 'fp', 'copies', 'conflicts', 'first', 'last', 'expires')
+  'body_cached', 'fp', 'copies', 'conflicts', 'first', 'last', 'expires',
+  'changed', 'nf', 'nr', 'ni', 'na')
 if outcome ~= 'answered' then
   -- Metadata only: an in-flight or conflicting copy gets no answer.
   r[3], r[4], r[5], r[6] = false, false, false, false

@@ -138,24 +138,34 @@ func decodeHeader(b []byte) (http.Header, error) {
 	return h, r.err
 }
 
-// entry is a record plus the owner token, as the memory and embedded stores
-// keep it.
+// entry is a record plus what the memory and embedded stores keep beside
+// it: the owner token, the retention (keep: a failed or left claim's
+// journal outlives its lock) and the notification in its stored
+// (compressed) form. Record.Attempts holds the attempts.
 type entry struct {
 	Record
 	token string
+	keep  time.Time
+	notif []byte
 }
 
-const entryVersion = 1
+const (
+	entryVersion1 = 1 // before the journal
+	entryVersion  = 2
+)
 
 // encodeEntry is the embedded store's on-disk form: a version byte, then the
 // fields in a fixed order. Times are Unix milliseconds, like Redis's.
 func encodeEntry(e *entry) []byte {
-	b := make([]byte, 0, 64+len(e.Key)+len(e.Body)+len(e.Fingerprint))
+	b := make([]byte, 0, 96+len(e.Key)+len(e.Body)+len(e.Fingerprint)+len(e.notif))
 	b = append(b, entryVersion)
 	b = appendString(b, e.Key)
 	var st byte
-	if e.State == StateAnswered {
+	switch e.State {
+	case StateAnswered:
 		st = 1
+	case StateFailed:
+		st = 2
 	}
 	b = append(b, st)
 	b = appendString(b, e.token)
@@ -173,22 +183,37 @@ func encodeEntry(e *entry) []byte {
 	b = binary.AppendVarint(b, e.FirstSeen.UnixMilli())
 	b = binary.AppendVarint(b, e.LastSeen.UnixMilli())
 	b = binary.AppendVarint(b, e.ExpiresAt.UnixMilli())
+	// Version 2: the journal.
+	b = binary.AppendVarint(b, e.keep.UnixMilli())
+	b = binary.AppendVarint(b, e.Changed.UnixMilli())
+	b = binary.AppendVarint(b, e.CopyOutcomes.Forwarded)
+	b = binary.AppendVarint(b, e.CopyOutcomes.Replayed)
+	b = binary.AppendVarint(b, e.CopyOutcomes.InFlight)
+	b = binary.AppendVarint(b, e.AttemptCount)
+	b = appendBytes(b, e.notif)
+	b = binary.AppendUvarint(b, uint64(len(e.Attempts)))
+	for i := range e.Attempts {
+		b = appendBytes(b, encodeAttempt(&e.Attempts[i]))
+	}
 	return b
 }
 
 // decodeEntry decodes b; the record's byte slices are copied, so b may be
 // memory the caller does not own (a bbolt page).
 func decodeEntry(b []byte) (*entry, error) {
-	if len(b) == 0 || b[0] != entryVersion {
+	if len(b) == 0 || (b[0] != entryVersion && b[0] != entryVersion1) {
 		return nil, errCorrupt
 	}
 	r := reader{b: b[1:]}
 	e := &entry{}
 	e.Key = r.string()
-	st := r.byte()
-	e.State = StateInFlight
-	if st == 1 {
+	switch r.byte() {
+	case 1:
 		e.State = StateAnswered
+	case 2:
+		e.State = StateFailed
+	default:
+		e.State = StateInFlight
 	}
 	e.token = r.string()
 	e.Status = int(r.varint())
@@ -203,6 +228,29 @@ func decodeEntry(b []byte) (*entry, error) {
 	e.FirstSeen = time.UnixMilli(r.varint())
 	e.LastSeen = time.UnixMilli(r.varint())
 	e.ExpiresAt = time.UnixMilli(r.varint())
+	e.keep, e.Changed = e.ExpiresAt, e.LastSeen
+	if b[0] == entryVersion {
+		e.keep = time.UnixMilli(r.varint())
+		e.Changed = time.UnixMilli(r.varint())
+		e.CopyOutcomes.Forwarded = r.varint()
+		e.CopyOutcomes.Replayed = r.varint()
+		e.CopyOutcomes.InFlight = r.varint()
+		e.AttemptCount = r.varint()
+		if n := r.bytes(); len(n) > 0 {
+			e.notif = slices.Clone(n)
+		}
+		na := r.uvarint()
+		if na > MaxAttempts {
+			return nil, errCorrupt
+		}
+		for range na {
+			a, err := decodeAttempt(r.bytes())
+			if err != nil {
+				return nil, err
+			}
+			e.Attempts = append(e.Attempts, a)
+		}
+	}
 	if r.err != nil {
 		return nil, r.err
 	}
@@ -222,12 +270,39 @@ func (r *reader) byte() byte {
 	return v
 }
 
-// expired reports whether a record is past its expiry at t.
-func (e *entry) expired(t time.Time) bool { return !t.Before(e.ExpiresAt) }
+// expired reports whether the store may forget the record at t.
+func (e *entry) expired(t time.Time) bool { return !t.Before(e.keep) }
 
-// claimOn applies a Claim to an existing, unexpired entry (memory and
-// embedded share it so both count copies and conflicts the same way).
-func (e *entry) claimOn(fingerprint string, t time.Time) ClaimResult {
+// lapse applies a claim's lock running out at t: the key is free and the
+// record, kept for its journal, reads as failed.
+func (e *entry) lapse(t time.Time) {
+	if e.State == StateInFlight && !t.Before(e.ExpiresAt) {
+		e.State, e.token, e.ExpiresAt = StateFailed, "", e.keep
+	}
+}
+
+func (e *entry) keepUntil(t time.Time) {
+	if t.After(e.keep) {
+		e.keep = t
+	}
+}
+
+// claimOn applies a Claim to an existing, live entry (memory and embedded
+// share it so both count copies and conflicts the same way). A failed key
+// is free: the claim wins, and the record's history stays.
+func (e *entry) claimOn(fingerprint string, t time.Time, lockTTL time.Duration) ClaimResult {
+	if e.State == StateFailed {
+		e.State, e.token = StateInFlight, newToken()
+		if fingerprint != "" {
+			e.Fingerprint = fingerprint
+		}
+		e.Copies++
+		e.CopyOutcomes.Forwarded++
+		e.LastSeen, e.Changed = t, t
+		e.ExpiresAt = t.Add(lockTTL)
+		e.keepUntil(e.ExpiresAt)
+		return ClaimResult{Outcome: Won, Token: e.token}
+	}
 	if fingerprint != "" && e.Fingerprint != "" && fingerprint != e.Fingerprint {
 		e.Conflicts++
 		return ClaimResult{Outcome: Conflict, Record: e.meta()}
@@ -235,8 +310,10 @@ func (e *entry) claimOn(fingerprint string, t time.Time) ClaimResult {
 	e.Copies++
 	e.LastSeen = t
 	if e.State == StateAnswered {
+		e.CopyOutcomes.Replayed++
 		return ClaimResult{Outcome: Answered, Record: e.full()}
 	}
+	e.CopyOutcomes.InFlight++
 	return ClaimResult{Outcome: InFlight, Record: e.meta()}
 }
 
@@ -245,29 +322,64 @@ func newEntry(key, fingerprint string, t time.Time, lockTTL time.Duration) *entr
 	return &entry{
 		Record: Record{
 			Key: key, State: StateInFlight, Fingerprint: fingerprint,
-			Copies: 1, FirstSeen: t, LastSeen: t, ExpiresAt: t.Add(lockTTL),
+			Copies: 1, FirstSeen: t, LastSeen: t, ExpiresAt: t.Add(lockTTL), Changed: t,
+			CopyOutcomes: CopyCounts{Forwarded: 1},
 		},
 		token: newToken(),
+		keep:  t.Add(lockTTL),
 	}
 }
 
-// meta is a copy of the record without the answer.
+// meta is a copy of the record without the answer and the journal.
 func (e *entry) meta() *Record {
 	r := e.Record
 	r.Status, r.Header, r.Body, r.BodyCached = 0, nil, nil, false
+	r.Attempts, r.Notification = nil, nil
 	return &r
 }
 
-// full is a deep copy of the record, so callers may keep or change it.
+// full is a deep copy of the record without the journal, so callers may
+// keep or change it.
 func (e *entry) full() *Record {
 	r := e.Record
 	r.Header = e.Header.Clone()
 	r.Body = slices.Clone(e.Body)
+	r.Attempts, r.Notification = nil, nil
 	return &r
 }
 
+// journaled is full plus the journal.
+func (e *entry) journaled() (*Record, error) {
+	r := e.full()
+	if e.notif != nil {
+		n, err := decodeNotification(e.notif)
+		if err != nil {
+			return nil, err
+		}
+		r.Notification = n
+	}
+	for _, a := range e.Attempts {
+		r.Attempts = append(r.Attempts, cloneAttempt(&a))
+	}
+	return r, nil
+}
+
+// journal adds j to the entry.
+func (e *entry) journal(j Journal) {
+	if j.Notification != nil && e.notif == nil {
+		e.notif = encodeNotification(j.Notification)
+	}
+	if j.Attempt != nil {
+		e.Attempts = append(e.Attempts, cloneAttempt(j.Attempt))
+		if n := len(e.Attempts); n > MaxAttempts {
+			e.Attempts = slices.Delete(e.Attempts, 0, n-MaxAttempts)
+		}
+		e.AttemptCount++
+	}
+}
+
 // answer stores a completion on an in-flight entry.
-func (e *entry) answer(a Answer, t time.Time, ttl time.Duration) {
+func (e *entry) answer(a Answer, t time.Time, ttl time.Duration, j Journal) {
 	e.State = StateAnswered
 	e.token = ""
 	e.Status = a.Status
@@ -277,7 +389,29 @@ func (e *entry) answer(a Answer, t time.Time, ttl time.Duration) {
 	if a.BodyCached {
 		e.Body = slices.Clone(a.Body)
 	}
-	e.ExpiresAt = t.Add(ttl)
+	e.ExpiresAt, e.Changed = t.Add(ttl), t
+	e.keep = e.ExpiresAt // the answer's ttl counts from now: the latest
+	e.journal(j)
+}
+
+// fail frees an in-flight entry, kept as failed for ttl.
+func (e *entry) fail(t time.Time, ttl time.Duration, j Journal) {
+	e.State, e.token = StateFailed, ""
+	e.ExpiresAt, e.Changed = t.Add(ttl), t
+	e.keepUntil(e.ExpiresAt)
+	e.journal(j)
+}
+
+// leave journals an ambiguous attempt; the claim runs out at its lock.
+func (e *entry) leave(t time.Time, ttl time.Duration, j Journal) {
+	e.keepUntil(t.Add(ttl))
+	e.journal(j)
+}
+
+// renew extends an in-flight claim.
+func (e *entry) renew(t time.Time, lockTTL time.Duration) {
+	e.ExpiresAt = t.Add(lockTTL)
+	e.keepUntil(e.ExpiresAt)
 }
 
 // owns reports whether token holds the in-flight claim.

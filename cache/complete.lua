@@ -1,17 +1,18 @@
--- Complete a claim. KEYS[1]: the key's hash.
--- ARGV: token, status, headers, body, body_cached ("1"/"0"), ttl (ms), wake channel.
+-- Complete a claim. KEYS: the key's hash, notification, attempts.
+-- ARGV: token, status, headers, body, body_cached ("1"/"0"), ttl (ms), wake
+-- channel, changed (ms), notification, attempt ("" for none).
 -- Returns false when the token does not hold the claim.
-local h = KEYS[1]
-local v = redis.call('HMGET', h, 'state', 'token')
-if v[1] ~= 'in_flight' or v[2] ~= ARGV[1] then
+local h, nk, ak = KEYS[1], KEYS[2], KEYS[3]
+local now = now_ms()
+if not held(h, ARGV[1], now) then
   return false
 end
-local t = redis.call('TIME')
-local now = t[1] * 1000 + math.floor(t[2] / 1000)
 local ttl = tonumber(ARGV[6])
 redis.call('HSET', h, 'state', 'answered', 'status', ARGV[2], 'headers', ARGV[3],
-  'body', ARGV[4], 'body_cached', ARGV[5], 'expires', string.format('%d', now + ttl))
+  'body', ARGV[4], 'body_cached', ARGV[5], 'expires', string.format('%d', now + ttl),
+  'changed', ARGV[8])
 redis.call('HDEL', h, 'token')
 redis.call('PEXPIRE', h, ttl)
+journal(h, nk, ak, ARGV[9], ARGV[10])
 redis.call('PUBLISH', ARGV[7], 'c')
 return 1

@@ -161,7 +161,7 @@ var contractCases = []struct {
 		if rec.State != StateInFlight || rec.Key != "order:1" || rec.Copies != 1 || rec.Fingerprint != "fp" {
 			t.Fatalf("in-flight record: %+v", rec)
 		}
-		if err := s.Complete(ctx, "order:1", won.Token, answer, longTTL); err != nil {
+		if err := s.Complete(ctx, "order:1", won.Token, answer, longTTL, Journal{}); err != nil {
 			t.Fatalf("Complete: %v", err)
 		}
 		for i := 2; i <= 4; i++ {
@@ -182,8 +182,8 @@ var contractCases = []struct {
 		}
 		// A claim already completed is no longer held.
 		for name, err := range map[string]error{
-			"complete": s.Complete(ctx, "order:1", won.Token, answer, longTTL),
-			"release":  s.Release(ctx, "order:1", won.Token),
+			"complete": s.Complete(ctx, "order:1", won.Token, answer, longTTL, Journal{}),
+			"release":  s.Release(ctx, "order:1", won.Token, time.Hour, Journal{}),
 			"renew":    s.Renew(ctx, "order:1", won.Token, longTTL),
 		} {
 			if !errors.Is(err, ErrNotOwner) {
@@ -235,7 +235,7 @@ var contractCases = []struct {
 		const replays = 64
 		ctx := ctxT(t)
 		won := claim(t, s, "k", "fp", longTTL, Won)
-		if err := s.Complete(ctx, "k", won.Token, answer, longTTL); err != nil {
+		if err := s.Complete(ctx, "k", won.Token, answer, longTTL, Journal{}); err != nil {
 			t.Fatal(err)
 		}
 		var wg sync.WaitGroup
@@ -266,8 +266,8 @@ var contractCases = []struct {
 		before := lookup(t, s, "k")
 		for _, tok := range []string{"", "nope", won.Token + "x"} {
 			for name, err := range map[string]error{
-				"complete": s.Complete(ctx, "k", tok, answer, longTTL),
-				"release":  s.Release(ctx, "k", tok),
+				"complete": s.Complete(ctx, "k", tok, answer, longTTL, Journal{}),
+				"release":  s.Release(ctx, "k", tok, time.Hour, Journal{}),
 				"renew":    s.Renew(ctx, "k", tok, 2*longTTL),
 			} {
 				if !errors.Is(err, ErrNotOwner) {
@@ -279,21 +279,22 @@ var contractCases = []struct {
 			t.Fatalf("record changed:\n%+v\n%+v", before, after)
 		}
 		// Nor on a key nobody claimed.
-		if err := s.Complete(ctx, "other", won.Token, answer, longTTL); !errors.Is(err, ErrNotOwner) {
+		if err := s.Complete(ctx, "other", won.Token, answer, longTTL, Journal{}); !errors.Is(err, ErrNotOwner) {
 			t.Fatalf("complete of unclaimed key: %v", err)
 		}
-		if err := s.Release(ctx, "other", won.Token); !errors.Is(err, ErrNotOwner) {
+		if err := s.Release(ctx, "other", won.Token, time.Hour, Journal{}); !errors.Is(err, ErrNotOwner) {
 			t.Fatalf("release of unclaimed key: %v", err)
 		}
 		if _, err := s.Lookup(ctx, "other"); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("unclaimed key appeared: %v", err)
 		}
 		// The right token still works.
-		if err := s.Release(ctx, "k", won.Token); err != nil {
+		if err := s.Release(ctx, "k", won.Token, time.Hour, Journal{}); err != nil {
 			t.Fatalf("release: %v", err)
 		}
-		if _, err := s.Lookup(ctx, "k"); !errors.Is(err, ErrNotFound) {
-			t.Fatalf("released key still there: %v", err)
+		// Released: kept as failed, and free.
+		if rec := lookup(t, s, "k"); rec.State != StateFailed {
+			t.Fatalf("released key: %+v, want state failed", rec)
 		}
 		claim(t, s, "k", "", longTTL, Won)
 	}},
@@ -310,7 +311,7 @@ var contractCases = []struct {
 		}
 		time.Sleep(2 * shortTTL) // past the original lock TTL
 		claim(t, s, "k", "", shortTTL, InFlight)
-		if err := s.Complete(ctx, "k", won.Token, answer, longTTL); err != nil {
+		if err := s.Complete(ctx, "k", won.Token, answer, longTTL, Journal{}); err != nil {
 			t.Fatalf("Complete after renew: %v", err)
 		}
 	}},
@@ -329,7 +330,7 @@ var contractCases = []struct {
 		if won.Token == old.Token {
 			t.Fatal("same token twice")
 		}
-		if err := s.Complete(ctx, "k", old.Token, answer, longTTL); !errors.Is(err, ErrNotOwner) {
+		if err := s.Complete(ctx, "k", old.Token, answer, longTTL, Journal{}); !errors.Is(err, ErrNotOwner) {
 			t.Fatalf("stale token completed: %v", err)
 		}
 		if err := s.Renew(ctx, "k", old.Token, longTTL); !errors.Is(err, ErrNotOwner) {
@@ -338,14 +339,14 @@ var contractCases = []struct {
 		if rec := lookup(t, s, "k"); rec.Copies != 1 || rec.State != StateInFlight {
 			t.Fatalf("new claim's record: %+v", rec)
 		}
-		if err := s.Complete(ctx, "k", won.Token, answer, longTTL); err != nil {
+		if err := s.Complete(ctx, "k", won.Token, answer, longTTL, Journal{}); err != nil {
 			t.Fatal(err)
 		}
 	}},
 	{"answered_expiry", func(t *testing.T, s Store) {
 		ctx := ctxT(t)
 		won := claim(t, s, "k", "", longTTL, Won)
-		if err := s.Complete(ctx, "k", won.Token, answer, shortTTL); err != nil {
+		if err := s.Complete(ctx, "k", won.Token, answer, shortTTL, Journal{}); err != nil {
 			t.Fatal(err)
 		}
 		claim(t, s, "k", "", longTTL, Answered)
@@ -364,7 +365,7 @@ var contractCases = []struct {
 		}
 		claim(t, s, "k", "", longTTL, InFlight) // no fingerprint: no check
 		claim(t, s, "k", "amount=10", longTTL, InFlight)
-		if err := s.Complete(ctx, "k", won.Token, answer, longTTL); err != nil {
+		if err := s.Complete(ctx, "k", won.Token, answer, longTTL, Journal{}); err != nil {
 			t.Fatal(err)
 		}
 		r = claim(t, s, "k", "amount=99", longTTL, Conflict)
@@ -390,7 +391,7 @@ var contractCases = []struct {
 				t.Fatalf("copy %d counted as %d", i, r.Record.Copies)
 			}
 		}
-		if err := s.Complete(ctx, "k", won.Token, answer, longTTL); err != nil {
+		if err := s.Complete(ctx, "k", won.Token, answer, longTTL, Journal{}); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(5 * time.Millisecond) // so last seen can move
@@ -408,8 +409,8 @@ var contractCases = []struct {
 			name string
 			act  func(key, token string) error
 		}{
-			{"complete", func(k, tok string) error { return s.Complete(ctx, k, tok, answer, longTTL) }},
-			{"release", func(k, tok string) error { return s.Release(ctx, k, tok) }},
+			{"complete", func(k, tok string) error { return s.Complete(ctx, k, tok, answer, longTTL, Journal{}) }},
+			{"release", func(k, tok string) error { return s.Release(ctx, k, tok, time.Hour, Journal{}) }},
 			{"delete", func(k, _ string) error { return s.Delete(ctx, k) }},
 		} {
 			key, other := "wait:"+c.name, "wait:other:"+c.name
@@ -460,7 +461,7 @@ var contractCases = []struct {
 			t.Fatal(err)
 		}
 		defer stop()
-		if err := s.Release(ctx, "wait:again", won.Token); err != nil {
+		if err := s.Release(ctx, "wait:again", won.Token, time.Hour, Journal{}); err != nil {
 			t.Fatal(err)
 		}
 		woken(t, done, "after resubscribe")
@@ -468,7 +469,7 @@ var contractCases = []struct {
 	{"delete", func(t *testing.T, s Store) {
 		ctx := ctxT(t)
 		won := claim(t, s, "k", "", longTTL, Won)
-		if err := s.Complete(ctx, "k", won.Token, answer, longTTL); err != nil {
+		if err := s.Complete(ctx, "k", won.Token, answer, longTTL, Journal{}); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.Delete(ctx, "k"); err != nil {
@@ -484,7 +485,7 @@ var contractCases = []struct {
 		if err := s.Delete(ctx, "k"); err != nil { // in flight: purged too
 			t.Fatal(err)
 		}
-		if err := s.Complete(ctx, "k", won.Token, answer, longTTL); !errors.Is(err, ErrNotOwner) {
+		if err := s.Complete(ctx, "k", won.Token, answer, longTTL, Journal{}); !errors.Is(err, ErrNotOwner) {
 			t.Fatalf("Complete after purge: %v", err)
 		}
 	}},
@@ -496,11 +497,11 @@ var contractCases = []struct {
 			won := claim(t, s, key, "", longTTL, Won)
 			switch {
 			case i%4 == 0: // answered: not listed
-				if err := s.Complete(ctx, key, won.Token, answer, longTTL); err != nil {
+				if err := s.Complete(ctx, key, won.Token, answer, longTTL, Journal{}); err != nil {
 					t.Fatal(err)
 				}
-			case i%4 == 1: // released: gone
-				if err := s.Release(ctx, key, won.Token); err != nil {
+			case i%4 == 1: // released: failed, not listed
+				if err := s.Release(ctx, key, won.Token, time.Hour, Journal{}); err != nil {
 					t.Fatal(err)
 				}
 			default:
@@ -515,7 +516,7 @@ var contractCases = []struct {
 			got := map[string]bool{}
 			cursor, pages := "", 0
 			for {
-				recs, next, err := s.InFlight(ctx, cursor, limit)
+				recs, next, err := listInFlight(ctx, s, cursor, limit)
 				if err != nil {
 					t.Fatalf("InFlight(%q, %d): %v", cursor, limit, err)
 				}
@@ -543,7 +544,7 @@ var contractCases = []struct {
 				t.Fatalf("limit %d: listed %v\nwant %v", limit, got, want)
 			}
 		}
-		if _, _, err := s.InFlight(ctx, "garbage", 10); err == nil {
+		if _, _, err := listInFlight(ctx, s, "garbage", 10); err == nil {
 			t.Fatal("bad cursor accepted")
 		}
 	}},
@@ -552,7 +553,7 @@ var contractCases = []struct {
 		won := claim(t, s, "big", "", longTTL, Won)
 		a := answer
 		a.BodyCached = false
-		if err := s.Complete(ctx, "big", won.Token, a, longTTL); err != nil {
+		if err := s.Complete(ctx, "big", won.Token, a, longTTL, Journal{}); err != nil {
 			t.Fatal(err)
 		}
 		r := claim(t, s, "big", "", longTTL, Answered)
@@ -561,7 +562,7 @@ var contractCases = []struct {
 		}
 		// An empty body that is cached stays cached.
 		won = claim(t, s, "empty", "", longTTL, Won)
-		if err := s.Complete(ctx, "empty", won.Token, Answer{Status: 204, BodyCached: true}, longTTL); err != nil {
+		if err := s.Complete(ctx, "empty", won.Token, Answer{Status: 204, BodyCached: true}, longTTL, Journal{}); err != nil {
 			t.Fatal(err)
 		}
 		r = claim(t, s, "empty", "", longTTL, Answered)
@@ -577,7 +578,7 @@ var contractCases = []struct {
 			won := claim(t, s, k, "", longTTL, Won)
 			a := answer
 			a.Status = 200 + i
-			if err := s.Complete(ctx, k, won.Token, a, longTTL); err != nil {
+			if err := s.Complete(ctx, k, won.Token, a, longTTL, Journal{}); err != nil {
 				t.Fatalf("Complete(%q): %v", k, err)
 			}
 		}
@@ -603,7 +604,7 @@ var contractCases = []struct {
 		if _, err := s.Claim(ctx, "k", "", longTTL); !errors.Is(err, ErrClosed) {
 			t.Fatalf("Claim after Close: %v", err)
 		}
-		if err := s.Complete(ctx, "k", won.Token, answer, longTTL); !errors.Is(err, ErrClosed) {
+		if err := s.Complete(ctx, "k", won.Token, answer, longTTL, Journal{}); !errors.Is(err, ErrClosed) {
 			t.Fatalf("Complete after Close: %v", err)
 		}
 		if _, _, err := s.Wait(ctx, "k"); !errors.Is(err, ErrClosed) {

@@ -62,7 +62,21 @@ type EmbeddedOptions struct {
 var (
 	bucketRecords  = []byte("records")
 	bucketInFlight = []byte("in_flight")
+	// The list indexes, one per stored state: ixBolt(Changed, key) → empty.
+	bucketIxInFlight = []byte("ix_in_flight")
+	bucketIxAnswered = []byte("ix_answered")
+	bucketIxFailed   = []byte("ix_failed")
 )
+
+func ixBucket(st State) []byte {
+	switch st {
+	case StateAnswered:
+		return bucketIxAnswered
+	case StateFailed:
+		return bucketIxFailed
+	}
+	return bucketIxInFlight
+}
 
 // NewEmbedded opens (or creates) the bbolt file at path.
 func NewEmbedded(path string, opts EmbeddedOptions) (*Embedded, error) {
@@ -83,7 +97,7 @@ func NewEmbedded(path string, opts EmbeddedOptions) (*Embedded, error) {
 		return nil, fmt.Errorf("cache: opening %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketRecords, bucketInFlight} {
+		for _, b := range [][]byte{bucketRecords, bucketInFlight, bucketIxInFlight, bucketIxAnswered, bucketIxFailed} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -151,12 +165,21 @@ func get(tx *bolt.Tx, key []byte, t time.Time) (*entry, error) {
 	if e.expired(t) {
 		return nil, nil
 	}
+	e.lapse(t)
 	return e, nil
 }
 
+// put stores e and moves its list index entry from where the stored
+// version had it.
 func put(tx *bolt.Tx, e *entry) error {
 	k := bkey(e.Key)
+	if err := unindex(tx, k); err != nil {
+		return err
+	}
 	if err := tx.Bucket(bucketRecords).Put(k, encodeEntry(e)); err != nil {
+		return err
+	}
+	if err := tx.Bucket(ixBucket(e.State)).Put(ixBolt(e.Changed.UnixMilli(), e.Key), nil); err != nil {
 		return err
 	}
 	if e.State == StateInFlight {
@@ -165,7 +188,23 @@ func put(tx *bolt.Tx, e *entry) error {
 	return tx.Bucket(bucketInFlight).Delete(k)
 }
 
+// unindex removes the list index entry of key's stored record.
+func unindex(tx *bolt.Tx, key []byte) error {
+	v := tx.Bucket(bucketRecords).Get(key)
+	if v == nil {
+		return nil
+	}
+	old, err := decodeEntry(v)
+	if err != nil {
+		return nil // a corrupt record is overwritten or deleted anyway
+	}
+	return tx.Bucket(ixBucket(old.State)).Delete(ixBolt(old.Changed.UnixMilli(), old.Key))
+}
+
 func del(tx *bolt.Tx, key []byte) error {
+	if err := unindex(tx, key); err != nil {
+		return err
+	}
 	if err := tx.Bucket(bucketRecords).Delete(key); err != nil {
 		return err
 	}
@@ -176,6 +215,7 @@ func del(tx *bolt.Tx, key []byte) error {
 func (s *Embedded) merge(e *entry) {
 	if p := s.pend[e.Key]; p != nil {
 		e.Copies += p.copies
+		e.CopyOutcomes.Replayed += p.copies
 		if p.last.After(e.LastSeen) {
 			e.LastSeen = p.last
 		}
@@ -192,7 +232,7 @@ func (s *Embedded) Claim(ctx context.Context, key, fingerprint string, lockTTL t
 			return err
 		}
 		s.merge(e)
-		res = e.claimOn(fingerprint, t)
+		res = e.claimOn(fingerprint, t, 0)
 		p := s.pend[key]
 		if p == nil {
 			p = &pending{}
@@ -215,7 +255,7 @@ func (s *Embedded) Claim(ctx context.Context, key, fingerprint string, lockTTL t
 			res = ClaimResult{Outcome: Won, Token: e.token}
 		} else {
 			s.merge(e)
-			res = e.claimOn(fingerprint, t)
+			res = e.claimOn(fingerprint, t, lockTTL)
 		}
 		delete(s.pend, key) // merged into e, or left over from an expired record
 		return put(tx, e)
@@ -245,9 +285,9 @@ func (s *Embedded) owned(ctx context.Context, key, token string, fn func(e *entr
 	})
 }
 
-func (s *Embedded) Complete(ctx context.Context, key, token string, a Answer, ttl time.Duration) error {
+func (s *Embedded) Complete(ctx context.Context, key, token string, a Answer, ttl time.Duration, j Journal) error {
 	err := s.owned(ctx, key, token, func(e *entry, t time.Time) *entry {
-		e.answer(a, t, ttl)
+		e.answer(a, t, ttl, j)
 		return e
 	})
 	if err == nil {
@@ -256,17 +296,27 @@ func (s *Embedded) Complete(ctx context.Context, key, token string, a Answer, tt
 	return err
 }
 
-func (s *Embedded) Release(ctx context.Context, key, token string) error {
-	err := s.owned(ctx, key, token, func(*entry, time.Time) *entry { return nil })
+func (s *Embedded) Release(ctx context.Context, key, token string, ttl time.Duration, j Journal) error {
+	err := s.owned(ctx, key, token, func(e *entry, t time.Time) *entry {
+		e.fail(t, ttl, j)
+		return e
+	})
 	if err == nil {
 		s.n.wake(key)
 	}
 	return err
 }
 
+func (s *Embedded) Leave(ctx context.Context, key, token string, ttl time.Duration, j Journal) error {
+	return s.owned(ctx, key, token, func(e *entry, t time.Time) *entry {
+		e.leave(t, ttl, j)
+		return e
+	})
+}
+
 func (s *Embedded) Renew(ctx context.Context, key, token string, lockTTL time.Duration) error {
 	return s.owned(ctx, key, token, func(e *entry, t time.Time) *entry {
-		e.ExpiresAt = t.Add(lockTTL)
+		e.renew(t, lockTTL)
 		return e
 	})
 }
@@ -282,8 +332,8 @@ func (s *Embedded) Lookup(ctx context.Context, key string) (*Record, error) {
 			return ErrNotFound
 		}
 		s.merge(e)
-		rec = &e.Record // decodeEntry already copied out of the page
-		return nil
+		rec, err = e.journaled()
+		return err
 	})
 	return rec, err
 }
@@ -323,53 +373,75 @@ func (s *Embedded) Delete(ctx context.Context, key string) error {
 	return err
 }
 
-// InFlight walks the in_flight index in key order from the cursor (the last
-// key returned); it looks at no more than 4×limit index entries per call.
-func (s *Embedded) InFlight(ctx context.Context, cursor string, limit int) ([]*Record, string, error) {
-	after, err := decodeKeyCursor(cursor)
+// List walks the list index of the state from the cursor, newest first;
+// failed and dead listings also walk the in-flight index, where a claim
+// whose lock ran out with a journal stays until it is written again
+// (it reads as failed). It looks at no more than 4×Limit index entries.
+func (s *Embedded) List(ctx context.Context, q ListQuery) (ListPage, error) {
+	if err := q.normalize(); err != nil {
+		return ListPage{}, err
+	}
+	after, err := decodeListCursor(q.Cursor)
 	if err != nil {
-		return nil, "", err
+		return ListPage{}, err
 	}
-	if limit <= 0 {
-		limit = 100
-	}
-	var recs []*Record
-	next := ""
+	var page ListPage
 	err = s.view(ctx, func(tx *bolt.Tx, t time.Time) error {
-		c := tx.Bucket(bucketInFlight).Cursor()
-		k, _ := c.First()
-		if cursor != "" {
-			k, _ = c.Seek(bkey(after))
-			if k != nil && bytes.Equal(k, bkey(after)) {
-				k, _ = c.Next()
-			}
+		buckets := [][]byte{ixBucket(q.State)}
+		if q.State == StateFailed || q.State == StateDead {
+			buckets = [][]byte{bucketIxFailed, bucketIxInFlight}
 		}
-		for budget := 4 * limit; k != nil; k, _ = c.Next() {
-			if len(recs) == limit || budget == 0 {
-				next = encodeKeyCursor(string(prevKey(c, k)[1:]))
+		start := ixBolt(after.Changed, after.Key)
+		var curs []*ixCursor
+		for _, b := range buckets {
+			c := &ixCursor{c: tx.Bucket(b).Cursor()}
+			c.k, _ = c.c.Seek(start)
+			if c.k != nil && q.Cursor != "" && bytes.Equal(c.k, start) {
+				c.k, _ = c.c.Next()
+			}
+			curs = append(curs, c)
+		}
+		for budget := 4 * q.Limit; ; budget-- {
+			var cur *ixCursor
+			for _, c := range curs {
+				if c.k != nil && (cur == nil || bytes.Compare(c.k, cur.k) < 0) {
+					cur = c
+				}
+			}
+			if cur == nil {
 				return nil
 			}
-			budget--
-			e, err := get(tx, k, t)
+			pos, ok := parseIxBolt(cur.k)
+			if len(page.Records) == q.Limit || budget == 0 || !ok || pos.Changed < q.Since.UnixMilli() {
+				if ok && pos.Changed >= q.Since.UnixMilli() {
+					page.Next = encodeListCursor(after)
+				}
+				return nil
+			}
+			after = pos
+			cur.k, _ = cur.c.Next()
+			if !q.keyMatches(pos.Key) {
+				continue
+			}
+			e, err := get(tx, bkey(pos.Key), t)
 			if err != nil {
 				return err
 			}
-			if e != nil && e.State == StateInFlight {
-				recs = append(recs, e.meta())
+			if e != nil && e.Changed.UnixMilli() == pos.Changed && q.matches(&e.Record) {
+				s.merge(e)
+				page.Records = append(page.Records, e.meta())
 			}
 		}
-		return nil
 	})
 	if err != nil {
-		return nil, "", err
+		return ListPage{}, err
 	}
-	return recs, next, nil
+	return page, nil
 }
 
-// prevKey is the key before k: the last one this page looked at.
-func prevKey(c *bolt.Cursor, k []byte) []byte {
-	p, _ := c.Prev()
-	return bytes.Clone(p)
+type ixCursor struct {
+	c *bolt.Cursor
+	k []byte
 }
 
 // sweeper removes expired records, a bounded batch per tick, so the file

@@ -17,7 +17,8 @@ const (
 	OpLookup   Op = "lookup"
 	OpWait     Op = "wait"
 	OpDelete   Op = "delete"
-	OpInFlight Op = "in_flight"
+	OpList     Op = "list"
+	OpLeave    Op = "leave"
 )
 
 // Faulty wraps a real Store and injects failures and latency on demand, so
@@ -50,7 +51,7 @@ func NewFaulty(s Store) *Faulty {
 func (f *Faulty) Unwrap() Store { return f.s }
 
 // allOps is what a rule without ops applies to.
-var allOps = []Op{OpClaim, OpComplete, OpRelease, OpRenew, OpLookup, OpWait, OpDelete, OpInFlight}
+var allOps = []Op{OpClaim, OpComplete, OpRelease, OpRenew, OpLookup, OpWait, OpDelete, OpList, OpLeave}
 
 func opsOr(ops []Op) []Op {
 	if len(ops) == 0 {
@@ -176,18 +177,25 @@ func (f *Faulty) Claim(ctx context.Context, key, fingerprint string, lockTTL tim
 	return res, nil
 }
 
-func (f *Faulty) Complete(ctx context.Context, key, token string, a Answer, ttl time.Duration) error {
+func (f *Faulty) Complete(ctx context.Context, key, token string, a Answer, ttl time.Duration, j Journal) error {
 	if err := f.before(ctx, OpComplete); err != nil {
 		return err
 	}
-	return f.afterErr(OpComplete, f.s.Complete(ctx, key, token, a, ttl))
+	return f.afterErr(OpComplete, f.s.Complete(ctx, key, token, a, ttl, j))
 }
 
-func (f *Faulty) Release(ctx context.Context, key, token string) error {
+func (f *Faulty) Release(ctx context.Context, key, token string, ttl time.Duration, j Journal) error {
 	if err := f.before(ctx, OpRelease); err != nil {
 		return err
 	}
-	return f.afterErr(OpRelease, f.s.Release(ctx, key, token))
+	return f.afterErr(OpRelease, f.s.Release(ctx, key, token, ttl, j))
+}
+
+func (f *Faulty) Leave(ctx context.Context, key, token string, ttl time.Duration, j Journal) error {
+	if err := f.before(ctx, OpLeave); err != nil {
+		return err
+	}
+	return f.afterErr(OpLeave, f.s.Leave(ctx, key, token, ttl, j))
 }
 
 func (f *Faulty) Renew(ctx context.Context, key, token string, lockTTL time.Duration) error {
@@ -230,15 +238,15 @@ func (f *Faulty) Delete(ctx context.Context, key string) error {
 	return f.afterErr(OpDelete, f.s.Delete(ctx, key))
 }
 
-func (f *Faulty) InFlight(ctx context.Context, cursor string, limit int) ([]*Record, string, error) {
-	if err := f.before(ctx, OpInFlight); err != nil {
-		return nil, "", err
+func (f *Faulty) List(ctx context.Context, q ListQuery) (ListPage, error) {
+	if err := f.before(ctx, OpList); err != nil {
+		return ListPage{}, err
 	}
-	recs, next, err := f.s.InFlight(ctx, cursor, limit)
-	if err = f.afterErr(OpInFlight, err); err != nil {
-		return nil, "", err
+	page, err := f.s.List(ctx, q)
+	if err = f.afterErr(OpList, err); err != nil {
+		return ListPage{}, err
 	}
-	return recs, next, nil
+	return page, nil
 }
 
 // Close closes the wrapped store; it is never faulted.

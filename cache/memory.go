@@ -2,7 +2,6 @@ package cache
 
 import (
 	"context"
-	"encoding/base64"
 	"slices"
 	"sync"
 	"time"
@@ -40,6 +39,9 @@ func (s *Memory) get(key string, t time.Time) *entry {
 		delete(s.m, key)
 		return nil
 	}
+	if e != nil {
+		e.lapse(t)
+	}
 	return e
 }
 
@@ -69,7 +71,7 @@ func (s *Memory) Claim(ctx context.Context, key, fingerprint string, lockTTL tim
 		s.sweep(t)
 	}
 	if e := s.get(key, t); e != nil {
-		return e.claimOn(fingerprint, t), nil
+		return e.claimOn(fingerprint, t, lockTTL), nil
 	}
 	e := newEntry(key, fingerprint, t, lockTTL)
 	s.m[key] = e
@@ -95,24 +97,28 @@ func (s *Memory) owned(ctx context.Context, key, token string, fn func(e *entry,
 	return nil
 }
 
-func (s *Memory) Complete(ctx context.Context, key, token string, a Answer, ttl time.Duration) error {
-	err := s.owned(ctx, key, token, func(e *entry, t time.Time) { e.answer(a, t, ttl) })
+func (s *Memory) Complete(ctx context.Context, key, token string, a Answer, ttl time.Duration, j Journal) error {
+	err := s.owned(ctx, key, token, func(e *entry, t time.Time) { e.answer(a, t, ttl, j) })
 	if err == nil {
 		s.n.wake(key)
 	}
 	return err
 }
 
-func (s *Memory) Release(ctx context.Context, key, token string) error {
-	err := s.owned(ctx, key, token, func(*entry, time.Time) { delete(s.m, key) })
+func (s *Memory) Release(ctx context.Context, key, token string, ttl time.Duration, j Journal) error {
+	err := s.owned(ctx, key, token, func(e *entry, t time.Time) { e.fail(t, ttl, j) })
 	if err == nil {
 		s.n.wake(key)
 	}
 	return err
+}
+
+func (s *Memory) Leave(ctx context.Context, key, token string, ttl time.Duration, j Journal) error {
+	return s.owned(ctx, key, token, func(e *entry, t time.Time) { e.leave(t, ttl, j) })
 }
 
 func (s *Memory) Renew(ctx context.Context, key, token string, lockTTL time.Duration) error {
-	return s.owned(ctx, key, token, func(e *entry, t time.Time) { e.ExpiresAt = t.Add(lockTTL) })
+	return s.owned(ctx, key, token, func(e *entry, t time.Time) { e.renew(t, lockTTL) })
 }
 
 func (s *Memory) Lookup(ctx context.Context, key string) (*Record, error) {
@@ -129,7 +135,7 @@ func (s *Memory) Lookup(ctx context.Context, key string) (*Record, error) {
 	if e == nil {
 		return nil, ErrNotFound
 	}
-	return e.full(), nil
+	return e.journaled()
 }
 
 // Wait: see Store. An expired claim wakes nobody; waiters bound their wait.
@@ -167,42 +173,44 @@ func (s *Memory) Delete(ctx context.Context, key string) error {
 	return nil
 }
 
-// InFlight pages through in-flight claims in key order; the cursor is the
-// last key returned, base64-encoded so it is safe in a URL.
-func (s *Memory) InFlight(ctx context.Context, cursor string, limit int) ([]*Record, string, error) {
+// List sorts the matching records newest first: the memory store is for
+// tests and small setups, so a page costs a pass over the map.
+func (s *Memory) List(ctx context.Context, q ListQuery) (ListPage, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, "", err
+		return ListPage{}, err
 	}
-	after, err := decodeKeyCursor(cursor)
+	if err := q.normalize(); err != nil {
+		return ListPage{}, err
+	}
+	after, err := decodeListCursor(q.Cursor)
 	if err != nil {
-		return nil, "", err
-	}
-	if limit <= 0 {
-		limit = 100
+		return ListPage{}, err
 	}
 	t := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return nil, "", ErrClosed
+		return ListPage{}, ErrClosed
 	}
-	var keys []string
-	for k, e := range s.m {
-		if e.State == StateInFlight && !e.expired(t) && (cursor == "" || k > after) {
-			keys = append(keys, k)
+	var recs []*Record
+	for k := range s.m {
+		e := s.get(k, t)
+		if e == nil || !q.matches(&e.Record) {
+			continue
 		}
+		if q.Cursor != "" && !listAfter(e.Changed, e.Key, after) {
+			continue
+		}
+		recs = append(recs, e.meta())
 	}
-	slices.Sort(keys)
-	next := ""
-	if len(keys) > limit {
-		keys = keys[:limit]
-		next = encodeKeyCursor(keys[limit-1])
+	slices.SortFunc(recs, listOrder)
+	var next string
+	if len(recs) > q.Limit {
+		recs = recs[:q.Limit]
+		last := recs[q.Limit-1]
+		next = encodeListCursor(listPos{Changed: last.Changed.UnixMilli(), Key: last.Key})
 	}
-	recs := make([]*Record, len(keys))
-	for i, k := range keys {
-		recs[i] = s.m[k].meta()
-	}
-	return recs, next, nil
+	return ListPage{Records: recs, Next: next}, nil
 }
 
 // Close drops everything and wakes all waiters.
@@ -213,24 +221,6 @@ func (s *Memory) Close() error {
 	s.mu.Unlock()
 	s.n.wakeAll()
 	return nil
-}
-
-func encodeKeyCursor(key string) string {
-	return "k" + base64.RawURLEncoding.EncodeToString([]byte(key))
-}
-
-func decodeKeyCursor(c string) (string, error) {
-	if c == "" {
-		return "", nil
-	}
-	if c[0] != 'k' {
-		return "", errBadCursor
-	}
-	b, err := base64.RawURLEncoding.DecodeString(c[1:])
-	if err != nil {
-		return "", errBadCursor
-	}
-	return string(b), nil
 }
 
 var _ Store = (*Memory)(nil)

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"net"
 	"slices"
 	"strconv"
@@ -24,11 +25,25 @@ import (
 //
 // Layout: one hash per idempotency key, <prefix>:{<key>}, with the fields
 // key, state, token, status, headers, body, body_cached, fp, copies,
-// conflicts, first, last, expires. The key inside the braces is escaped
-// ("%" → %25, "{" → %7B, "}" → %7D) so every key, whatever its bytes, is one
-// intact hash tag; keys without those bytes stay readable. Wake-ups go to
-// the pub/sub channel <prefix>:{<key>}:wake. Every script touches that one
-// hash only, so nothing is ever CROSSSLOT on Cluster.
+// conflicts, first, last, expires, changed, and the journal's counters nf,
+// nr, ni (copies forwarded, replayed, found in flight) and na (attempts).
+// Beside it, with the same hash tag, the journal: <prefix>:{<key>}:n, the
+// notification (a string, zstd), and <prefix>:{<key>}:a, the attempts (a
+// list). Keeping the big values out of the hash keeps it a small listpack.
+// The key inside the braces is escaped ("%" → %25, "{" → %7B, "}" → %7D) so
+// every key, whatever its bytes, is one intact hash tag; keys without those
+// bytes stay readable. Wake-ups go to the pub/sub channel
+// <prefix>:{<key>}:wake. Every script touches one key's hash tag only, so
+// nothing is ever CROSSSLOT on Cluster.
+//
+// List indexes (answered and failed records): sorted sets
+// <prefix>:ix:{<state>:<shard>}, 16 shards per state, each on its own hash
+// tag so Cluster spreads them over its masters. Members are
+// ixMember(changed, key), all of score 0, so ZRANGE BYLEX walks them newest
+// first. An index entry is written in the same pipeline as the script that
+// settles the claim (one round trip on a single server; on Cluster the two
+// nodes are written in parallel); List checks each entry against its record
+// and drops stale ones. In-flight claims live seconds and are listed by SCAN.
 //
 // Times come from the Redis server (TIME inside the scripts), so gateway
 // instances with skewed clocks agree; expiry is PEXPIRE on the hash.
@@ -72,17 +87,26 @@ var (
 	renewLua string
 	//go:embed delete.lua
 	deleteLua string
+	//go:embed leave.lua
+	leaveLua string
+	//go:embed journal.lua
+	journalLua string
 
-	claimScript    = redis.NewScript(claimLua)
-	completeScript = redis.NewScript(completeLua)
-	releaseScript  = redis.NewScript(releaseLua)
-	renewScript    = redis.NewScript(renewLua)
+	claimScript    = redis.NewScript(journalLua + claimLua)
+	completeScript = redis.NewScript(journalLua + completeLua)
+	releaseScript  = redis.NewScript(journalLua + releaseLua)
+	leaveScript    = redis.NewScript(journalLua + leaveLua)
+	renewScript    = redis.NewScript(journalLua + renewLua)
 	deleteScript   = redis.NewScript(deleteLua)
 )
 
 // recordFields is the order in which the scripts and Lookup read a record.
 var recordFields = []string{"key", "state", "status", "headers", "body",
-	"body_cached", "fp", "copies", "conflicts", "first", "last", "expires"}
+	"body_cached", "fp", "copies", "conflicts", "first", "last", "expires",
+	"changed", "nf", "nr", "ni", "na"}
+
+// ixShards is the number of list index shards per state.
+const ixShards = 16
 
 // NewRedis returns a store on client. The client stays the caller's: Close
 // does not close it, so one client can serve several stores and reloads.
@@ -104,6 +128,11 @@ func NewRedis(client redis.UniversalClient, opts RedisOptions) *Redis {
 
 // escapeKey makes key safe inside a hash tag (see Redis).
 func escapeKey(key string) string {
+	if key == "" {
+		// "{}" would hash the whole Redis key, parting the record from its
+		// journal; a lone "%" is what no escaped key can be.
+		return "%"
+	}
 	if !strings.ContainsAny(key, "%{}") {
 		return key
 	}
@@ -126,6 +155,22 @@ func escapeKey(key string) string {
 // hashKey is the Redis key of key's hash.
 func (s *Redis) hashKey(key string) string {
 	return s.prefix + ":{" + escapeKey(key) + "}"
+}
+
+// keys are the Redis keys of key's record and journal, as the scripts take
+// them.
+func (s *Redis) keys(key string) []string {
+	h := s.hashKey(key)
+	return []string{h, h + ":n", h + ":a"}
+}
+
+// ixKey is the list index shard of key in state st.
+func (s *Redis) ixKey(st State, key string) string {
+	return s.ixShardKey(st, int(crc32.ChecksumIEEE([]byte(key))%ixShards))
+}
+
+func (s *Redis) ixShardKey(st State, shard int) string {
+	return s.prefix + ":ix:{" + string(st) + ":" + strconv.Itoa(shard) + "}"
 }
 
 // channel is the pub/sub channel that wakes key's waiters. Channels are not
@@ -152,7 +197,7 @@ func (s *Redis) Claim(ctx context.Context, key, fingerprint string, lockTTL time
 		return ClaimResult{}, ErrClosed
 	}
 	token := newToken()
-	v, err := claimScript.Run(ctx, s.c, []string{s.hashKey(key)}, token, fingerprint, ms(lockTTL), key).Slice()
+	v, err := claimScript.Run(ctx, s.c, s.keys(key), token, fingerprint, ms(lockTTL), key).Slice()
 	if err != nil {
 		return ClaimResult{}, s.wrap("claim", err)
 	}
@@ -179,7 +224,7 @@ func (s *Redis) Claim(ctx context.Context, key, fingerprint string, lockTTL time
 	return res, nil
 }
 
-func (s *Redis) Complete(ctx context.Context, key, token string, a Answer, ttl time.Duration) error {
+func (s *Redis) Complete(ctx context.Context, key, token string, a Answer, ttl time.Duration, j Journal) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
@@ -188,9 +233,53 @@ func (s *Redis) Complete(ctx context.Context, key, token string, a Answer, ttl t
 	if a.BodyCached {
 		body, cached = a.Body, "1"
 	}
-	err := completeScript.Run(ctx, s.c, []string{s.hashKey(key)}, token, a.Status,
-		appendHeader(nil, a.Header), body, cached, ms(ttl), s.channel(key)).Err()
+	changed := time.Now().UnixMilli()
+	notif, att := journalArgs(j)
+	err := s.settle(ctx, completeScript, key, StateAnswered, changed, ttl, token, a.Status,
+		appendHeader(nil, a.Header), body, cached, ms(ttl), s.channel(key), changed, notif, att)
 	return s.casErr("complete", err)
+}
+
+// journalArgs are a journal's script arguments ("" for none).
+func journalArgs(j Journal) (notif, att []byte) {
+	notif, att = []byte{}, []byte{}
+	if j.Notification != nil {
+		notif = encodeNotification(j.Notification)
+	}
+	if j.Attempt != nil {
+		att = encodeAttempt(j.Attempt)
+	}
+	return notif, att
+}
+
+// settle runs a settling script and writes key's list index entry in
+// the same pipeline, trimming the shard of entries older than ttl. The
+// index entry is written whatever the script answers: List checks entries
+// against their records, so a refused settle leaves only a stale entry.
+func (s *Redis) settle(ctx context.Context, sc *redis.Script, key string, st State, changed int64,
+	ttl time.Duration, args ...any,
+) error {
+	keys := s.keys(key)
+	ix := s.ixKey(st, key)
+	run := func(eval func(p redis.Pipeliner) *redis.Cmd) (*redis.Cmd, error) {
+		var cmd *redis.Cmd
+		_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			cmd = eval(p)
+			p.ZAdd(ctx, ix, redis.Z{Member: ixMember(changed, key)})
+			p.ZRemRangeByLex(ctx, ix, "["+ixMember(changed-ttl.Milliseconds(), "")[:16], "+")
+			return nil
+		})
+		if cmd.Err() != nil {
+			return cmd, cmd.Err()
+		}
+		return cmd, err
+	}
+	_, err := run(func(p redis.Pipeliner) *redis.Cmd { return sc.EvalSha(ctx, p, keys, args...) })
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		// The server lost its script cache (a restart, a failover).
+		_, err = run(func(p redis.Pipeliner) *redis.Cmd { return sc.Eval(ctx, p, keys, args...) })
+	}
+	return err
 }
 
 func (s *Redis) casErr(op string, err error) error {
@@ -200,42 +289,85 @@ func (s *Redis) casErr(op string, err error) error {
 	return s.wrap(op, err)
 }
 
-func (s *Redis) Release(ctx context.Context, key, token string) error {
+func (s *Redis) Release(ctx context.Context, key, token string, ttl time.Duration, j Journal) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	err := releaseScript.Run(ctx, s.c, []string{s.hashKey(key)}, token, s.channel(key)).Err()
+	changed := time.Now().UnixMilli()
+	notif, att := journalArgs(j)
+	err := s.settle(ctx, releaseScript, key, StateFailed, changed, ttl,
+		token, s.channel(key), ms(ttl), changed, notif, att)
 	return s.casErr("release", err)
+}
+
+func (s *Redis) Leave(ctx context.Context, key, token string, ttl time.Duration, j Journal) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	// The record turns failed when its lock runs out; it is indexed as
+	// failed now, and List shows it once it reads so.
+	changed := time.Now().UnixMilli()
+	notif, att := journalArgs(j)
+	err := s.settle(ctx, leaveScript, key, StateFailed, changed, ttl,
+		token, ms(ttl), changed, notif, att)
+	return s.casErr("leave", err)
 }
 
 func (s *Redis) Renew(ctx context.Context, key, token string, lockTTL time.Duration) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	err := renewScript.Run(ctx, s.c, []string{s.hashKey(key)}, token, ms(lockTTL)).Err()
+	err := renewScript.Run(ctx, s.c, s.keys(key), token, ms(lockTTL)).Err()
 	return s.casErr("renew", err)
 }
 
+// Lookup reads the record and its journal in one pipeline (one round
+// trip: the three keys share a hash tag, hence a node).
 func (s *Redis) Lookup(ctx context.Context, key string) (*Record, error) {
 	if s.closed.Load() {
 		return nil, ErrClosed
 	}
-	v, err := s.c.HMGet(ctx, s.hashKey(key), recordFields...).Result()
-	if err != nil {
+	keys := s.keys(key)
+	var hm *redis.SliceCmd
+	var nc *redis.StringCmd
+	var ac *redis.StringSliceCmd
+	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		hm = p.HMGet(ctx, keys[0], recordFields...)
+		nc = p.Get(ctx, keys[1])
+		ac = p.LRange(ctx, keys[2], 0, -1)
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, s.wrap("lookup", err)
 	}
-	if v[1] == nil {
+	v := hm.Val()
+	if len(v) < 2 || v[1] == nil {
 		return nil, ErrNotFound
 	}
 	rec, err := parseRecord(v)
-	return rec, s.wrap("lookup", err)
+	if err != nil {
+		return nil, s.wrap("lookup", err)
+	}
+	if n, err := nc.Bytes(); err == nil && len(n) > 0 {
+		if rec.Notification, err = decodeNotification(n); err != nil {
+			return nil, s.wrap("lookup", err)
+		}
+	}
+	for _, a := range ac.Val() {
+		at, err := decodeAttempt([]byte(a))
+		if err != nil {
+			return nil, s.wrap("lookup", err)
+		}
+		rec.Attempts = append(rec.Attempts, at)
+	}
+	return rec, nil
 }
 
 func (s *Redis) Delete(ctx context.Context, key string) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	err := deleteScript.Run(ctx, s.c, []string{s.hashKey(key)}, s.channel(key)).Err()
+	err := deleteScript.Run(ctx, s.c, s.keys(key), s.channel(key)).Err()
 	if errors.Is(err, redis.Nil) {
 		return ErrNotFound
 	}
@@ -258,6 +390,16 @@ func parseRecord(v []any) (*Record, error) {
 		FirstSeen:   time.UnixMilli(num(v[9])),
 		LastSeen:    time.UnixMilli(num(v[10])),
 		ExpiresAt:   time.UnixMilli(num(v[11])),
+		Changed:     time.UnixMilli(num(v[12])),
+		CopyOutcomes: CopyCounts{
+			Forwarded: num(v[13]), Replayed: num(v[14]), InFlight: num(v[15]),
+		},
+		AttemptCount: num(v[16]),
+	}
+	if r.State == StateInFlight && !time.Now().Before(r.ExpiresAt) {
+		// The claim ran out; a record still here keeps a journal and
+		// reads as failed (the scripts judge by the server's clock).
+		r.State = StateFailed
 	}
 	if h := str(v[3]); h != "" {
 		var err error
@@ -457,7 +599,142 @@ func (s *Redis) Close() error {
 	return nil
 }
 
-// InFlight lists in-flight claims with SCAN, never KEYS: a global index
+// List: in-flight claims by SCAN (listInFlight), answered and failed
+// records from the list indexes (listIndexed).
+func (s *Redis) List(ctx context.Context, q ListQuery) (ListPage, error) {
+	if s.closed.Load() {
+		return ListPage{}, ErrClosed
+	}
+	if err := q.normalize(); err != nil {
+		return ListPage{}, err
+	}
+	if q.State == StateInFlight {
+		recs, next, err := s.listInFlight(ctx, q)
+		return ListPage{Records: recs, Next: next}, err
+	}
+	return s.listIndexed(ctx, q)
+}
+
+// listIndexed merges the state's index shards newest first. Each shard
+// gives at most Limit members after the cursor (ZRANGE BYLEX, one pipeline);
+// the merge goes no further than the horizon, the earliest last member of a
+// shard that gave a full Limit (beyond it that shard may hold more). The
+// candidates' records are read in batches of Limit (one pipeline each, at
+// most 4), checked (state, changed time, filters) and stale index entries
+// dropped. Work per page: 16 range reads and at most 4×Limit records.
+func (s *Redis) listIndexed(ctx context.Context, q ListQuery) (ListPage, error) {
+	after, err := decodeListCursor(q.Cursor)
+	if err != nil {
+		return ListPage{}, err
+	}
+	st := q.State
+	if st == StateDead {
+		st = StateFailed
+	}
+	from := "-"
+	if q.Cursor != "" {
+		from = "(" + ixMember(after.Changed, after.Key)
+	}
+	shards := make([]*redis.StringSliceCmd, ixShards)
+	_, err = s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := range shards {
+			shards[i] = p.ZRangeArgs(ctx, redis.ZRangeArgs{Key: s.ixShardKey(st, i), Start: from, Stop: "+",
+				ByLex: true, Count: int64(q.Limit)})
+		}
+		return nil
+	})
+	if err != nil {
+		return ListPage{}, s.wrap("list", err)
+	}
+	var horizon string
+	type cand struct {
+		member, shard string
+		pos           listPos
+	}
+	var cands []cand
+	for i, c := range shards {
+		ms := c.Val()
+		if len(ms) == q.Limit && (horizon == "" || ms[len(ms)-1] < horizon) {
+			horizon = ms[len(ms)-1]
+		}
+		for _, m := range ms {
+			if pos, ok := parseIxMember(m); ok {
+				cands = append(cands, cand{member: m, shard: s.ixShardKey(st, i), pos: pos})
+			}
+		}
+	}
+	slices.SortFunc(cands, func(a, b cand) int { return strings.Compare(a.member, b.member) })
+	var page ListPage
+	more := false // a shard may hold more beyond what this page reads
+	for i, c := range cands {
+		if c.pos.Changed < q.Since.UnixMilli() {
+			cands = cands[:i]
+			break
+		}
+		if horizon != "" && c.member >= horizon {
+			cands = cands[:i+1]
+			more = true
+			break
+		}
+	}
+	var stale []cand
+	consumed := 0
+	for batch := 0; consumed < len(cands) && batch < 4 && len(page.Records) < q.Limit; batch++ {
+		chunk := cands[consumed:min(len(cands), consumed+q.Limit)]
+		cmds := make([]*redis.SliceCmd, len(chunk))
+		_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, c := range chunk {
+				if q.keyMatches(c.pos.Key) {
+					cmds[i] = p.HMGet(ctx, s.hashKey(c.pos.Key), recordFields...)
+				}
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return ListPage{}, s.wrap("list", err)
+		}
+		for i, c := range chunk {
+			consumed++
+			after = c.pos
+			if cmds[i] == nil {
+				continue
+			}
+			v := cmds[i].Val()
+			var rec *Record
+			if len(v) > 1 && v[1] != nil {
+				if rec, err = parseRecord(v); err != nil {
+					return ListPage{}, s.wrap("list", err)
+				}
+			}
+			if rec == nil || rec.Changed.UnixMilli() != c.pos.Changed ||
+				(rec.State != st && !(st == StateFailed && rec.State == StateInFlight)) {
+				stale = append(stale, c)
+				continue
+			}
+			if q.matches(rec) {
+				page.Records = append(page.Records, rec)
+				if len(page.Records) == q.Limit {
+					break
+				}
+			}
+		}
+	}
+	if more || consumed < len(cands) {
+		page.Next = encodeListCursor(after)
+	}
+	if len(stale) > 0 {
+		// Read-repair: entries whose record moved on or is gone.
+		_, _ = s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, c := range stale {
+				p.ZRem(ctx, c.shard, c.member)
+			}
+			return nil
+		})
+	}
+	return page, nil
+}
+
+// listInFlight lists in-flight claims with SCAN, never KEYS: a global index
 // (a sorted set) would have to live in one slot and be written by every
 // claim, which Cluster refuses (CROSSSLOT) and which would be a hot key.
 // SCAN MATCH <prefix>:{* TYPE hash walks each master in address order; the
@@ -467,14 +744,9 @@ func (s *Redis) Close() error {
 // ScanSteps SCAN calls. As with SCAN itself, a key may be listed twice when
 // Redis resizes its table between pages, and one that comes or goes while
 // listing may or may not appear.
-func (s *Redis) InFlight(ctx context.Context, cursor string, limit int) ([]*Record, string, error) {
-	if s.closed.Load() {
-		return nil, "", ErrClosed
-	}
-	if limit <= 0 {
-		limit = 100
-	}
-	pos, err := decodeScanCursor(cursor)
+func (s *Redis) listInFlight(ctx context.Context, q ListQuery) ([]*Record, string, error) {
+	limit := q.Limit
+	pos, err := decodeScanCursor(q.Cursor)
 	if err != nil {
 		return nil, "", err
 	}
@@ -498,7 +770,7 @@ func (s *Redis) InFlight(ctx context.Context, cursor string, limit int) ([]*Reco
 		if err != nil {
 			return nil, "", s.wrap("in_flight", err)
 		}
-		found, err := s.inFlightOf(ctx, n.c, keys, string(pos.After))
+		found, err := s.inFlightOf(ctx, n.c, keys, string(pos.After), &q)
 		if err != nil {
 			return nil, "", s.wrap("in_flight", err)
 		}
@@ -526,7 +798,7 @@ func (s *Redis) InFlight(ctx context.Context, cursor string, limit int) ([]*Reco
 // inFlightOf reads the records of keys (one pipeline on the node that
 // holds them) and returns the in-flight ones sorted by hash key, after the
 // hash key after.
-func (s *Redis) inFlightOf(ctx context.Context, c redis.Cmdable, keys []string, after string) ([]*Record, error) {
+func (s *Redis) inFlightOf(ctx context.Context, c redis.Cmdable, keys []string, after string, q *ListQuery) ([]*Record, error) {
 	slices.Sort(keys)
 	if after != "" {
 		i, _ := slices.BinarySearch(keys, after)
@@ -558,7 +830,9 @@ func (s *Redis) inFlightOf(ctx context.Context, c redis.Cmdable, keys []string, 
 		if err != nil {
 			return nil, err
 		}
-		recs = append(recs, rec)
+		if q.matches(rec) {
+			recs = append(recs, rec)
+		}
 	}
 	return recs, nil
 }

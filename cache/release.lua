@@ -1,9 +1,17 @@
--- Release a claim. KEYS[1]: the key's hash. ARGV: token, wake channel.
+-- Release a claim: the key is free, the record stays failed for ttl.
+-- KEYS: the key's hash, notification, attempts.
+-- ARGV: token, wake channel, ttl (ms), changed (ms), notification, attempt.
 -- Returns false when the token does not hold the claim.
-local v = redis.call('HMGET', KEYS[1], 'state', 'token')
-if v[1] ~= 'in_flight' or v[2] ~= ARGV[1] then
+local h, nk, ak = KEYS[1], KEYS[2], KEYS[3]
+local now = now_ms()
+if not held(h, ARGV[1], now) then
   return false
 end
-redis.call('DEL', KEYS[1])
+local ttl = tonumber(ARGV[3])
+redis.call('HSET', h, 'state', 'failed', 'expires', string.format('%d', now + ttl),
+  'changed', ARGV[4])
+redis.call('HDEL', h, 'token')
+redis.call('PEXPIRE', h, ttl)
+journal(h, nk, ak, ARGV[5], ARGV[6])
 redis.call('PUBLISH', ARGV[2], 'r')
 return 1

@@ -43,6 +43,7 @@ type kept struct {
 	rec   *Record
 	token string
 	ttl   time.Duration
+	j     Journal
 	done  func(error)
 }
 
@@ -72,8 +73,8 @@ func NewSettler(s Store, opts SettlerOptions) *Settler {
 // stored, an error wrapping ErrNotOwner when the claim was lost meanwhile,
 // ErrClosed when the Settler closed first. fingerprint is the claim's, so
 // kept answers are refused to copies with another one.
-func (st *Settler) Complete(ctx context.Context, key, token, fingerprint string, a Answer, ttl time.Duration, done func(error)) error {
-	err := st.complete(ctx, key, token, a, ttl)
+func (st *Settler) Complete(ctx context.Context, key, token, fingerprint string, a Answer, ttl time.Duration, j Journal, done func(error)) error {
+	err := st.complete(ctx, key, token, a, ttl, j)
 	if err == nil || errors.Is(err, ErrNotOwner) || errors.Is(err, ErrClosed) {
 		return err
 	}
@@ -88,7 +89,7 @@ func (st *Settler) Complete(ctx context.Context, key, token, fingerprint string,
 		st.mu.Unlock()
 		return err
 	}
-	st.kept[key] = &kept{rec: rec, token: token, ttl: ttl, done: done}
+	st.kept[key] = &kept{rec: rec, token: token, ttl: ttl, j: j, done: done}
 	st.wg.Add(1)
 	st.mu.Unlock()
 	go st.retry(key)
@@ -97,10 +98,10 @@ func (st *Settler) Complete(ctx context.Context, key, token, fingerprint string,
 
 // complete is one attempt. A lost claim whose record holds exactly this
 // answer was completed by an earlier attempt whose reply was lost.
-func (st *Settler) complete(ctx context.Context, key, token string, a Answer, ttl time.Duration) error {
+func (st *Settler) complete(ctx context.Context, key, token string, a Answer, ttl time.Duration, j Journal) error {
 	ctx, cancel := context.WithTimeout(ctx, st.opts.OpTimeout)
 	defer cancel()
-	err := st.s.Complete(ctx, key, token, a, ttl)
+	err := st.s.Complete(ctx, key, token, a, ttl, j)
 	if !errors.Is(err, ErrNotOwner) {
 		return err
 	}
@@ -129,7 +130,7 @@ func (st *Settler) retry(key string) {
 			t.Stop()
 			err = ErrClosed
 		case <-t.C:
-			err = st.complete(context.Background(), key, k.token, a, k.ttl)
+			err = st.complete(context.Background(), key, k.token, a, k.ttl, k.j)
 		}
 		if err == nil || errors.Is(err, ErrNotOwner) || errors.Is(err, ErrClosed) {
 			break

@@ -21,7 +21,7 @@ func TestSettlerKeepsAndRetries(t *testing.T) {
 	boom := errors.New("store down")
 	f.SetFail(boom, OpComplete, OpLookup)
 	done := make(chan error, 1)
-	err = st.Complete(ctx, "k", won.Token, "fp", answer, time.Hour, func(err error) { done <- err })
+	err = st.Complete(ctx, "k", won.Token, "fp", answer, time.Hour, Journal{}, func(err error) { done <- err })
 	if !errors.Is(err, ErrKept) {
 		t.Fatalf("Complete with the store down = %v, want ErrKept", err)
 	}
@@ -65,7 +65,7 @@ func TestSettlerAppliedButUnacknowledged(t *testing.T) {
 	won, _ := f.Claim(ctx, "k", "", time.Minute)
 	f.SetFailAfter(errors.New("reply lost"), OpComplete)
 	done := make(chan error, 1)
-	if err := st.Complete(ctx, "k", won.Token, "", answer, time.Hour, func(err error) { done <- err }); !errors.Is(err, ErrKept) {
+	if err := st.Complete(ctx, "k", won.Token, "", answer, time.Hour, Journal{}, func(err error) { done <- err }); !errors.Is(err, ErrKept) {
 		t.Fatalf("Complete = %v, want ErrKept", err)
 	}
 	f.Reset()
@@ -90,7 +90,7 @@ func TestSettlerLostClaim(t *testing.T) {
 	won, _ := f.Claim(ctx, "k", "", time.Minute)
 	f.SetFail(errors.New("down"), OpComplete)
 	done := make(chan error, 1)
-	if err := st.Complete(ctx, "k", won.Token, "", answer, time.Hour, func(err error) { done <- err }); !errors.Is(err, ErrKept) {
+	if err := st.Complete(ctx, "k", won.Token, "", answer, time.Hour, Journal{}, func(err error) { done <- err }); !errors.Is(err, ErrKept) {
 		t.Fatalf("Complete = %v, want ErrKept", err)
 	}
 	if err := f.Delete(ctx, "k"); err != nil { // an operator purged it
@@ -117,7 +117,7 @@ func TestSettlerClose(t *testing.T) {
 	won, _ := f.Claim(context.Background(), "k", "", time.Minute)
 	f.SetFail(errors.New("down"), OpComplete)
 	done := make(chan error, 1)
-	_ = st.Complete(context.Background(), "k", won.Token, "", answer, time.Hour, func(err error) { done <- err })
+	_ = st.Complete(context.Background(), "k", won.Token, "", answer, time.Hour, Journal{}, func(err error) { done <- err })
 	st.Close()
 	select {
 	case err := <-done:

@@ -22,7 +22,9 @@ package cache
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -46,6 +48,7 @@ const (
 	StateInFlight State = "in_flight"
 	// StateAnswered: the backend's successful answer is remembered.
 	StateAnswered State = "answered"
+	// StateFailed and StateDead: see journal.go.
 )
 
 // Outcome is the answer to a Claim.
@@ -99,9 +102,20 @@ type Record struct {
 	Conflicts int64     `json:"conflicts,omitempty"`
 	FirstSeen time.Time `json:"first_seen"`
 	LastSeen  time.Time `json:"last_seen"`
-	// ExpiresAt is when the store forgets the record (the lock TTL for an
-	// in-flight claim, the answer TTL for an answered one).
+	// ExpiresAt is when the state ends: for an in-flight claim its lock
+	// (then the key is free and the record reads as failed, if it holds a
+	// journal, or is gone), for answered and failed records their ttl.
 	ExpiresAt time.Time `json:"expires_at"`
+	// Changed is when the record entered its state; listings are ordered
+	// by it, newest first.
+	Changed time.Time `json:"changed"`
+
+	// The journal (see Journal). Lookup fills Notification and Attempts;
+	// Claim and List leave them out.
+	CopyOutcomes CopyCounts    `json:"copy_outcomes"`
+	AttemptCount int64         `json:"attempt_count"`
+	Notification *Notification `json:"notification,omitempty"`
+	Attempts     []Attempt     `json:"attempts,omitempty"`
 }
 
 // ClaimResult is what Claim found or did.
@@ -134,20 +148,30 @@ type Store interface {
 	// differs from the stored one (counted in Conflicts, Copies unchanged).
 	Claim(ctx context.Context, key, fingerprint string, lockTTL time.Duration) (ClaimResult, error)
 
-	// Complete stores the answer for a key the token owns, keeps it for ttl
-	// and wakes the key's waiters. ErrNotOwner if the token lost the claim.
-	Complete(ctx context.Context, key, token string, answer Answer, ttl time.Duration) error
+	// Complete stores the answer for a key the token owns, keeps it (and
+	// the journal j) for ttl and wakes the key's waiters. ErrNotOwner if
+	// the token lost the claim.
+	Complete(ctx context.Context, key, token string, answer Answer, ttl time.Duration, j Journal) error
 
-	// Release forgets a claim the token owns (the backend failed, so the
-	// platform's retry must go through) and wakes the key's waiters.
-	// ErrNotOwner if the token lost the claim.
-	Release(ctx context.Context, key, token string) error
+	// Release frees a claim the token owns (the backend failed, so the
+	// platform's retry must go through): the record stays, in StateFailed
+	// with the journal j, for ttl, and the key's next Claim wins. It wakes
+	// the key's waiters. ErrNotOwner if the token lost the claim.
+	Release(ctx context.Context, key, token string, ttl time.Duration, j Journal) error
+
+	// Leave journals j on a claim the token owns and leaves the claim to
+	// run out at its lock TTL (an ambiguous outcome: the backend may have
+	// run). The record is then kept, failed, for ttl. ErrNotOwner if the
+	// token lost the claim.
+	Leave(ctx context.Context, key, token string, ttl time.Duration, j Journal) error
 
 	// Renew extends a claim the token owns to lockTTL from now.
 	// ErrNotOwner if the token lost the claim.
 	Renew(ctx context.Context, key, token string, lockTTL time.Duration) error
 
-	// Lookup returns the record for key, or ErrNotFound. It counts nothing.
+	// Lookup returns the record for key with its journal, or ErrNotFound.
+	// It counts nothing. A failed record is returned (StateFailed): the key
+	// is free, but its history is kept.
 	Lookup(ctx context.Context, key string) (*Record, error)
 
 	// Wait returns a channel that is closed once key is completed, released
@@ -160,12 +184,88 @@ type Store interface {
 	// waiters. ErrNotFound if there was nothing.
 	Delete(ctx context.Context, key string) error
 
-	// InFlight lists in-flight claims, at most limit of them, starting at an
-	// opaque cursor ("" for the first page). next is "" on the last page.
-	// Stores bound the work per call; a page may hold fewer than limit
-	// records even when next is not "".
-	InFlight(ctx context.Context, cursor string, limit int) (recs []*Record, next string, err error)
+	// List pages through the records in one state (see ListQuery), at
+	// most Limit of them, starting at an opaque cursor ("" for the first
+	// page); Next is "" on the last page. Stores bound the work per call; a
+	// page may hold fewer than Limit records even when Next is not "".
+	// Records come without their journal (Lookup has it).
+	List(ctx context.Context, q ListQuery) (ListPage, error)
 
 	// Close releases the store's resources.
 	Close() error
+}
+
+// ListQuery selects records for List.
+type ListQuery struct {
+	// State is StateInFlight, StateAnswered, StateFailed or StateDead.
+	State State
+	// Scope keeps keys "<Scope>:…"; Prefix keeps keys starting with it.
+	Scope, Prefix string
+	// Since keeps records that entered their state at or after it.
+	Since time.Time
+	// Limit bounds the page (default 100).
+	Limit  int
+	Cursor string
+	// Window is the platform's retry window of a key, for StateDead: a
+	// failed record is dead once FirstSeen+Window(key) has passed at Now.
+	// nil or 0 never makes a key dead. With StateFailed, dead ones are
+	// left out.
+	Window func(key string) time.Duration
+	// Now is the clock of the dead test; zero means time.Now().
+	Now time.Time
+}
+
+// ListPage is one page of List.
+type ListPage struct {
+	Records []*Record
+	Next    string
+}
+
+// ErrBadQuery: a ListQuery with an unknown state or a cursor this store did
+// not hand out.
+var ErrBadQuery = errors.New("cache: bad list query")
+
+func (q *ListQuery) normalize() error {
+	switch q.State {
+	case StateInFlight, StateAnswered, StateFailed, StateDead:
+	default:
+		return fmt.Errorf("%w: unknown state %q", ErrBadQuery, q.State)
+	}
+	if q.Limit <= 0 {
+		q.Limit = 100
+	}
+	if q.Now.IsZero() {
+		q.Now = time.Now()
+	}
+	return nil
+}
+
+// keyMatches applies Scope and Prefix.
+func (q *ListQuery) keyMatches(key string) bool {
+	if q.Scope != "" && !strings.HasPrefix(key, q.Scope+":") {
+		return false
+	}
+	return strings.HasPrefix(key, q.Prefix)
+}
+
+// matches applies every filter to a record in its stored state.
+func (q *ListQuery) matches(r *Record) bool {
+	if !q.keyMatches(r.Key) || r.Changed.Before(q.Since) {
+		return false
+	}
+	want := q.State
+	if want == StateDead {
+		want = StateFailed
+	}
+	if r.State != want {
+		return false
+	}
+	if r.State != StateFailed {
+		return true
+	}
+	var w time.Duration
+	if q.Window != nil {
+		w = q.Window(r.Key)
+	}
+	return (r.StateAt(q.Now, w) == StateDead) == (q.State == StateDead)
 }

@@ -52,7 +52,7 @@ func TestEmbeddedSurvivesReopen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Complete(ctx, "paid", won.Token, answer, time.Hour); err != nil {
+	if err := s.Complete(ctx, "paid", won.Token, answer, time.Hour, Journal{}); err != nil {
 		t.Fatal(err)
 	}
 	inflight, err := s.Claim(ctx, "pending", "", time.Hour)
@@ -76,7 +76,7 @@ func TestEmbeddedSurvivesReopen(t *testing.T) {
 	if err := s.Renew(ctx, "pending", inflight.Token, time.Hour); err != nil {
 		t.Fatalf("Renew after reopen: %v", err)
 	}
-	recs, _, err := s.InFlight(ctx, "", 10)
+	recs, _, err := listInFlight(ctx, s, "", 10)
 	if err != nil || len(recs) != 1 || recs[0].Key != "pending" {
 		t.Fatalf("InFlight after reopen: %v, %v", recs, err)
 	}
@@ -108,7 +108,7 @@ func TestEmbeddedFlush(t *testing.T) {
 	}
 	defer s.Close()
 	won, _ := s.Claim(ctx, "k", "", time.Hour)
-	if err := s.Complete(ctx, "k", won.Token, answer, time.Hour); err != nil {
+	if err := s.Complete(ctx, "k", won.Token, answer, time.Hour, Journal{}); err != nil {
 		t.Fatal(err)
 	}
 	for range 4 {
@@ -153,7 +153,7 @@ func TestEmbeddedSweeper(t *testing.T) {
 	}
 	clock.Add(2 * time.Minute)
 	// Expired claims are invisible before any sweep...
-	recs, _, err := s.InFlight(ctx, "", 100)
+	recs, _, err := listInFlight(ctx, s, "", 100)
 	if err != nil || len(recs) != 10 {
 		t.Fatalf("InFlight: %d records, %v", len(recs), err)
 	}
@@ -198,14 +198,14 @@ func TestMemoryClock(t *testing.T) {
 		t.Fatalf("before the lock TTL: %v", r.Outcome)
 	}
 	clock.Add(time.Millisecond)
-	if err := s.Complete(ctx, "k", won.Token, answer, time.Hour); !errors.Is(err, ErrNotOwner) {
+	if err := s.Complete(ctx, "k", won.Token, answer, time.Hour, Journal{}); !errors.Is(err, ErrNotOwner) {
 		t.Fatalf("Complete after the lock TTL: %v", err)
 	}
 	r, _ := s.Claim(ctx, "k", "", time.Second)
 	if r.Outcome != Won {
 		t.Fatalf("after the lock TTL: %v", r.Outcome)
 	}
-	if err := s.Complete(ctx, "k", r.Token, answer, time.Hour); err != nil {
+	if err := s.Complete(ctx, "k", r.Token, answer, time.Hour, Journal{}); err != nil {
 		t.Fatal(err)
 	}
 	clock.Add(time.Hour - time.Millisecond)
@@ -250,9 +250,9 @@ func TestRedisClusterHashTags(t *testing.T) {
 		}
 		switch i % 3 {
 		case 0:
-			err = s.Complete(ctx, key, won.Token, answer, time.Minute)
+			err = s.Complete(ctx, key, won.Token, answer, time.Minute, Journal{})
 		case 1:
-			err = s.Release(ctx, key, won.Token)
+			err = s.Release(ctx, key, won.Token, time.Hour, Journal{})
 		case 2:
 			err = s.Delete(ctx, key)
 		}
@@ -310,7 +310,7 @@ func TestRedisInFlightSmallSteps(t *testing.T) {
 	var got []string
 	cursor := ""
 	for pages := 0; ; pages++ {
-		recs, next, err := s.InFlight(ctx, cursor, 4)
+		recs, next, err := listInFlight(ctx, s, cursor, 4)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -358,7 +358,7 @@ func TestRedisOutage(t *testing.T) {
 	if _, err := s.Claim(cctx, "k", "", time.Minute); err == nil || errors.Is(err, ErrNotOwner) {
 		t.Fatalf("Claim while down: %v", err)
 	}
-	if err := s.Complete(cctx, "k", won.Token, answer, time.Minute); err == nil || errors.Is(err, ErrNotOwner) {
+	if err := s.Complete(cctx, "k", won.Token, answer, time.Minute, Journal{}); err == nil || errors.Is(err, ErrNotOwner) {
 		t.Fatalf("Complete while down: %v", err)
 	}
 	if _, _, err := s.Wait(cctx, "k2"); err == nil {
@@ -383,7 +383,7 @@ func TestRedisOutage(t *testing.T) {
 		}
 		return err == nil
 	})
-	if err := s.Complete(ctx, "k", r.Token, answer, time.Minute); err != nil {
+	if err := s.Complete(ctx, "k", r.Token, answer, time.Minute, Journal{}); err != nil {
 		t.Fatal(err)
 	}
 	woken(t, done2, "complete after restart")
@@ -413,7 +413,7 @@ func TestFaulty(t *testing.T) {
 	}
 
 	f.SetFail(boom, OpComplete)
-	if err := f.Complete(ctx, "k", won.Token, answer, time.Minute); !errors.Is(err, boom) {
+	if err := f.Complete(ctx, "k", won.Token, answer, time.Minute, Journal{}); !errors.Is(err, boom) {
 		t.Fatalf("SetFail(complete): %v", err)
 	}
 	if _, err := f.Claim(ctx, "k", "", time.Minute); err != nil {
@@ -431,7 +431,7 @@ func TestFaulty(t *testing.T) {
 
 	// Fail after: the operation happens, the caller sees an error.
 	f.SetFailAfter(boom, OpComplete)
-	if err := f.Complete(ctx, "k", won.Token, answer, time.Minute); !errors.Is(err, boom) {
+	if err := f.Complete(ctx, "k", won.Token, answer, time.Minute, Journal{}); !errors.Is(err, boom) {
 		t.Fatalf("SetFailAfter: %v", err)
 	}
 	f.SetFailAfter(nil, OpComplete)

@@ -25,8 +25,8 @@ type WaitOptions struct {
 // WaitAnswer is the wait protocol for a copy whose key is in flight: it
 // subscribes to the key's wake-ups first, then looks the key up (so a
 // completion between the two is not missed), and repeats on every wake-up
-// or recheck until the key is answered (the record), gone — released,
-// deleted or expired — (nil, nil), or the deadline passes (ErrWaitTimeout).
+// or recheck until the key is answered (the record), free — released
+// (failed), deleted or expired — (nil, nil), or the deadline passes (ErrWaitTimeout).
 // When ctx ends first, ctx's error is returned.
 func WaitAnswer(ctx context.Context, s Store, key string, o WaitOptions) (*Record, error) {
 	ctx, cancel := context.WithDeadline(ctx, o.Deadline)
@@ -50,6 +50,9 @@ func WaitAnswer(ctx context.Context, s Store, key string, o WaitOptions) (*Recor
 			return nil, err
 		case rec.State == StateAnswered:
 			return rec, nil
+		case rec.State != StateInFlight:
+			// Released (failed): the key is free again, its history kept.
+			return nil, nil
 		}
 		recheck := time.NewTimer(o.Recheck)
 		select {

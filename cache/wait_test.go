@@ -48,7 +48,7 @@ func testWaitAnswer(t *testing.T, s Store) {
 	won := claim(t, s, "wa:complete", "", longTTL, Won)
 	ch := wait("wa:complete", 10*time.Second)
 	time.Sleep(100 * time.Millisecond) // let it subscribe; a completion before is found by its look-up anyway
-	if err := s.Complete(ctx, "wa:complete", won.Token, answer, longTTL); err != nil {
+	if err := s.Complete(ctx, "wa:complete", won.Token, answer, longTTL, Journal{}); err != nil {
 		t.Fatal(err)
 	}
 	if g := recv(ch, "complete"); g.err != nil || g.rec == nil || g.rec.State != StateAnswered || g.rec.Status != answer.Status {
@@ -64,7 +64,7 @@ func testWaitAnswer(t *testing.T, s Store) {
 	won = claim(t, s, "wa:release", "", longTTL, Won)
 	ch = wait("wa:release", 10*time.Second)
 	time.Sleep(100 * time.Millisecond)
-	if err := s.Release(ctx, "wa:release", won.Token); err != nil {
+	if err := s.Release(ctx, "wa:release", won.Token, time.Hour, Journal{}); err != nil {
 		t.Fatal(err)
 	}
 	if g := recv(ch, "release"); g.err != nil || g.rec != nil {

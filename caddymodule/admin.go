@@ -251,7 +251,8 @@ func (a *AdminAPI) listKeys(w http.ResponseWriter, r *http.Request) error {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)
 	defer cancel()
-	recs, next, err := ps.InFlight(ctx, q.Get("cursor"), limit)
+	page, err := ps.List(ctx, cache.ListQuery{State: cache.StateInFlight, Cursor: q.Get("cursor"), Limit: limit})
+	recs, next := page.Records, page.Next
 	if err != nil {
 		return apiError(http.StatusServiceUnavailable, fmt.Errorf("store %s: %v", ps.id, err))
 	}

@@ -115,6 +115,8 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			err = sizeArg(d, &h.MaxBody)
 		case "max_answer":
 			err = sizeArg(d, &h.MaxAnswer)
+		case "journal_body":
+			err = journalBodyArg(d, &h.JournalBody)
 		case "success":
 			h.Success, err = parseSuccess(d)
 		case "on_duplicate":

@@ -30,6 +30,8 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, next caddyhttp
 	repl *caddy.Replacer, key, fp, token string,
 ) (res result, err error) {
 	setOutcome(repl, outcomeForwarded)
+	note := h.notification(r)
+	start := time.Now()
 	hold := h.hold(key, token)
 	settled := false
 	defer func() {
@@ -37,6 +39,8 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, next caddyhttp
 			// Ambiguous: the claim is left to expire after lock_ttl. The
 			// decision record logs it (ServeHTTP presets the outcome).
 			hold.stop()
+			h.leave(key, token, cache.Journal{Notification: note, Attempt: &cache.Attempt{
+				Start: start, Duration: time.Since(start), Outcome: cache.AttemptAmbiguous}})
 		}
 	}()
 
@@ -51,7 +55,6 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, next caddyhttp
 	bctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), backendCeiling)
 	defer cancel()
 	bctx = httptrace.WithClientTrace(bctx, sent.clientTrace())
-	start := time.Now()
 	err = next.ServeHTTP(tw, r.WithContext(bctx))
 	h.metrics.backendDuration(r.Context(), h.Platform, time.Since(start))
 
@@ -67,6 +70,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, next caddyhttp
 	settled = true
 
 	res = result{outcome: kind.outcome(), status: tw.statusCode(), err: err}
+	j := cache.Journal{Notification: note, Attempt: attemptOf(kind, start, tw, body)}
 	switch kind {
 	case backendAnswered:
 		res.err = nil
@@ -74,9 +78,11 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, next caddyhttp
 		if ans.BodyCached {
 			ans.Body = bytes.Clone(body)
 		}
-		h.complete(key, token, fp, ans)
+		h.complete(key, token, fp, ans, j)
 	case backendFailed, backendUnreachable:
-		h.release(key, token)
+		h.release(key, token, j)
+	default:
+		h.leave(key, token, j)
 	}
 	// backendAmbiguous: the request may have reached the backend. The
 	// claim is held until lock_ttl runs out, so an immediate retry does
@@ -229,10 +235,10 @@ func (h *Handler) renewLoop(ctx context.Context, key, token string) {
 
 // complete remembers a successful answer; when the store cannot take it
 // now, the settler keeps it and retries (cache.Settler).
-func (h *Handler) complete(key, token, fp string, ans cache.Answer) {
+func (h *Handler) complete(key, token, fp string, ans cache.Answer, j cache.Journal) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(h.StoreTimeout))
 	defer cancel()
-	err := h.settler.Complete(ctx, key, token, fp, ans, time.Duration(h.TTL), func(err error) {
+	err := h.settler.Complete(ctx, key, token, fp, ans, time.Duration(h.TTL), j, func(err error) {
 		if err != nil {
 			h.claimTrouble(key, "complete", err)
 			return
@@ -249,11 +255,23 @@ func (h *Handler) complete(key, token, fp string, ans cache.Answer) {
 	}
 }
 
-func (h *Handler) release(key, token string) {
+// release frees the key for the platform's retry; the record stays,
+// failed, with its journal.
+func (h *Handler) release(key, token string, j cache.Journal) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(h.StoreTimeout))
 	defer cancel()
-	if err := h.store.Release(ctx, key, token); err != nil {
+	if err := h.store.Release(ctx, key, token, time.Duration(h.TTL), j); err != nil {
 		h.claimTrouble(key, "release", err)
+	}
+}
+
+// leave journals an ambiguous attempt; the claim is held until lock_ttl
+// runs out, then the key is free and the record reads as failed.
+func (h *Handler) leave(key, token string, j cache.Journal) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(h.StoreTimeout))
+	defer cancel()
+	if err := h.store.Leave(ctx, key, token, time.Duration(h.TTL), j); err != nil {
+		h.claimTrouble(key, "leave", err)
 	}
 }
 

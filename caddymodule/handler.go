@@ -84,6 +84,12 @@ type Handler struct {
 	// its status and headers without the body. Default: 64KiB.
 	MaxAnswer int64 `json:"max_answer,omitempty"`
 
+	// JournalBody bounds the raw notification body kept with each key's
+	// record (its journal: notification, copies, attempts), for
+	// inspection and redelivery. -1 keeps no notification at all
+	// (`journal_body off`). Default: 64KiB.
+	JournalBody int64 `json:"journal_body,omitempty"`
+
 	// Success overrides the platform's success rule.
 	Success *SuccessRule `json:"success,omitempty"`
 
@@ -214,6 +220,9 @@ func (h *Handler) setDefaults() {
 	}
 	if h.MaxAnswer == 0 {
 		h.MaxAnswer = 64 << 10
+	}
+	if h.JournalBody == 0 {
+		h.JournalBody = 64 << 10
 	}
 	if h.WarnCopies == 0 {
 		h.WarnCopies = 5

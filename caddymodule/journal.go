@@ -1,0 +1,95 @@
+package caddymodule
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+
+	"github.com/idemgate/idemgate/cache"
+)
+
+// The journal (cache.Journal): what the forward of a winning copy adds to
+// its key's record when it settles the claim.
+
+// journalHeadersDropped are never kept: credentials of the caller, not
+// part of the notification.
+var journalHeadersDropped = []string{"Authorization", "Cookie", "Proxy-Authorization"}
+
+// notification is the request as received, for the journal: nil when
+// journal_body is off. The body was read whole by parse (bounded by
+// max_body) and put back as an in-memory reader; it is read again here
+// and put back once more, so only forwarded copies pay for the copy.
+func (h *Handler) notification(r *http.Request) *cache.Notification {
+	if h.JournalBody < 0 {
+		return nil
+	}
+	var body []byte
+	if r.Body != nil && r.Body != http.NoBody {
+		b, err := io.ReadAll(io.LimitReader(r.Body, h.MaxBody))
+		if err != nil {
+			return nil
+		}
+		body = b
+		r.Body = io.NopCloser(bytes.NewReader(b))
+	}
+	hdr := r.Header.Clone()
+	for _, name := range journalHeadersDropped {
+		hdr.Del(name)
+	}
+	n := &cache.Notification{
+		Method: r.Method, URI: r.URL.RequestURI(), Host: r.Host, Header: hdr,
+		BodySize: int64(len(body)), Body: body,
+	}
+	if int64(len(body)) > h.JournalBody {
+		n.Body = body[:h.JournalBody]
+	}
+	return n
+}
+
+// attemptOf is what the journal keeps of one forward.
+func attemptOf(kind backendKind, start time.Time, tw *teeWriter, body []byte) *cache.Attempt {
+	a := &cache.Attempt{Start: start, Duration: time.Since(start), Outcome: kind.attemptOutcome()}
+	if tw.wroteHeader {
+		a.Status = tw.status
+	}
+	if kind == backendFailed && len(body) > 0 {
+		a.Body = bytes.Clone(body[:min(len(body), cache.MaxAttemptBody)])
+	}
+	return a
+}
+
+func (k backendKind) attemptOutcome() string {
+	switch k {
+	case backendAnswered:
+		return cache.AttemptAnswered
+	case backendFailed:
+		return cache.AttemptFailed
+	case backendUnreachable:
+		return cache.AttemptUnreachable
+	}
+	return cache.AttemptAmbiguous
+}
+
+// retryWindow is how long the platform of this route keeps retrying a
+// notification: past it, a failed key is dead.
+func (h *Handler) retryWindow() time.Duration {
+	if h.platform == nil {
+		return 0
+	}
+	return h.platform.RetryWindow()
+}
+
+// journalBodyArg parses `journal_body <size> | off`.
+func journalBodyArg(d *caddyfile.Dispenser, dst *int64) error {
+	if d.CountRemainingArgs() == 1 && d.NextArg() {
+		if d.Val() == "off" {
+			*dst = -1
+			return nil
+		}
+		d.Prev()
+	}
+	return sizeArg(d, dst)
+}
