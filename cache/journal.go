@@ -52,6 +52,10 @@ type Notification struct {
 	// whole body's size, so a cut body is told apart.
 	Body     []byte `json:"body,omitempty"`
 	BodySize int64  `json:"body_size"`
+	// Addr is the local address the request came in on and TLS whether it
+	// was HTTPS: where a redelivery is sent so it takes the same route.
+	Addr string `json:"addr,omitempty"`
+	TLS  bool   `json:"tls,omitempty"`
 }
 
 // Truncated reports whether Body is shorter than the body received.
@@ -135,6 +139,12 @@ func encodeNotification(n *Notification) []byte {
 	b = appendHeader(b, n.Header)
 	b = appendBytes(b, n.Body)
 	b = binary.AppendVarint(b, n.BodySize)
+	b = appendString(b, n.Addr)
+	tls := byte(0)
+	if n.TLS {
+		tls = 1
+	}
+	b = append(b, tls)
 	enc, _ := zstdCodec()
 	return enc.EncodeAll(b, []byte{notificationVersion})
 }
@@ -154,6 +164,8 @@ func decodeNotification(b []byte) (*Notification, error) {
 		n.Body = slices.Clone(body)
 	}
 	n.BodySize = r.varint()
+	n.Addr = r.string()
+	n.TLS = r.byte() == 1
 	return n, r.err
 }
 

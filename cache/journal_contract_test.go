@@ -53,7 +53,7 @@ var testNotification = &Notification{
 	Method: "POST", URI: "/notify?x=1", Host: "gw.example",
 	Header:   http.Header{"Content-Type": {"application/json"}, "Webhook-Id": {"msg_1"}},
 	Body:     []byte(`{"id":"evt_1","amount":100,"bytes":"\u0000\u00ff"}`),
-	BodySize: 48,
+	BodySize: 48, Addr: "127.0.0.1:8443", TLS: true,
 }
 
 func attempt(status int, outcome, body string) *Attempt {

@@ -25,9 +25,11 @@ func init() {
 // AdminAPI serves the idempotency routes on Caddy's admin endpoint:
 //
 //	GET    /idempotency/stores                  the loaded stores' ids
-//	GET    /idempotency/keys/<key>[?body=1]     one key's record
-//	DELETE /idempotency/keys/<key>              forget a key: its next copy is forwarded
-//	GET    /idempotency/keys?state=in_flight[&cursor=…&limit=…]   claims in flight, paged
+//	GET    /idempotency/keys/<key>[?body=1]     one key's record and journal
+//	DELETE /idempotency/keys/<key>[?force=1]    forget a key: its next copy is forwarded
+//	POST   /idempotency/keys/<key>/redeliver[?force=1]   send the journaled notification again
+//	GET    /idempotency/keys?state=<state>[&scope=…&prefix=…&since=…&cursor=…&limit=…]
+//	                                            records by state, newest first, paged
 //
 // <key> is URL-escaped (a "/" in a key as %2F). Every route takes
 // ?store=<id> to pick a store when several are loaded.
@@ -80,12 +82,21 @@ func (a *AdminAPI) serveHTTP(w http.ResponseWriter, r *http.Request) error {
 		}
 		return a.listKeys(w, r)
 	case strings.HasPrefix(rest, "keys/"):
-		key, err := url.PathUnescape(strings.TrimPrefix(rest, "keys/"))
+		rest = strings.TrimPrefix(rest, "keys/")
+		redeliver := strings.HasSuffix(rest, "/redeliver")
+		rest = strings.TrimSuffix(rest, "/redeliver")
+		key, err := url.PathUnescape(rest)
 		if err != nil {
 			return apiError(http.StatusBadRequest, fmt.Errorf("key is not properly escaped: %v", err))
 		}
 		if key == "" {
 			return apiError(http.StatusBadRequest, errors.New("missing key: /idempotency/keys/<key>"))
+		}
+		if redeliver {
+			if r.Method != http.MethodPost {
+				return errMethod(r)
+			}
+			return a.redeliver(w, r, key)
 		}
 		switch r.Method {
 		case http.MethodGet:
@@ -95,7 +106,7 @@ func (a *AdminAPI) serveHTTP(w http.ResponseWriter, r *http.Request) error {
 		}
 		return errMethod(r)
 	}
-	return apiError(http.StatusNotFound, fmt.Errorf("no such route: %s (try /idempotency/keys/<key>, /idempotency/keys?state=in_flight, /idempotency/stores)", r.URL.Path))
+	return apiError(http.StatusNotFound, fmt.Errorf("no such route: %s (try /idempotency/keys/<key>, /idempotency/keys?state=failed, /idempotency/stores)", r.URL.Path))
 }
 
 // storesView is the answer to GET /idempotency/stores.
@@ -131,6 +142,33 @@ type recordView struct {
 	BodySize    *int      `json:"body_size,omitempty"`
 	HeaderNames []string  `json:"header_names,omitempty"`
 	Body        *[]byte   `json:"body,omitempty"` // base64 in JSON; only with ?body=1
+
+	// The journal.
+	Changed      time.Time         `json:"changed"`
+	CopyOutcomes cache.CopyCounts  `json:"copy_outcomes"`
+	AttemptCount int64             `json:"attempt_count"`
+	Notification *notificationView `json:"notification,omitempty"`
+	Attempts     []attemptView     `json:"attempts,omitempty"`
+}
+
+// notificationView is the journaled request; its body only with ?body=1.
+type notificationView struct {
+	Method    string      `json:"method"`
+	URI       string      `json:"uri"`
+	Host      string      `json:"host,omitempty"`
+	Header    http.Header `json:"header,omitempty"`
+	BodySize  int64       `json:"body_size"`
+	Truncated bool        `json:"truncated,omitempty"`
+	Body      *[]byte     `json:"body,omitempty"`
+}
+
+type attemptView struct {
+	Start    time.Time `json:"start"`
+	Duration string    `json:"duration"`
+	Status   int       `json:"status,omitempty"`
+	Outcome  string    `json:"outcome"`
+	BodySize int       `json:"body_size,omitempty"`
+	Body     *[]byte   `json:"body,omitempty"`
 }
 
 func newRecordView(storeID string, rec *cache.Record, withBody bool) recordView {
@@ -146,6 +184,32 @@ func newRecordView(storeID string, rec *cache.Record, withBody bool) recordView 
 		ExpiresAt:   rec.ExpiresAt,
 		ExpiresIn:   time.Until(rec.ExpiresAt).Round(time.Second).String(),
 		Fingerprint: rec.Fingerprint,
+
+		Changed:      rec.Changed,
+		CopyOutcomes: rec.CopyOutcomes,
+		AttemptCount: rec.AttemptCount,
+	}
+	v.State = string(rec.StateAt(journalNow(), windowOf(rec.Key)))
+	if n := rec.Notification; n != nil {
+		nv := &notificationView{Method: n.Method, URI: n.URI, Host: n.Host, Header: n.Header,
+			BodySize: n.BodySize, Truncated: n.Truncated()}
+		if withBody {
+			b := n.Body
+			if b == nil {
+				b = []byte{}
+			}
+			nv.Body = &b
+		}
+		v.Notification = nv
+	}
+	for _, a := range rec.Attempts {
+		av := attemptView{Start: a.Start, Duration: a.Duration.String(), Status: a.Status,
+			Outcome: a.Outcome, BodySize: len(a.Body)}
+		if withBody && len(a.Body) > 0 {
+			b := a.Body
+			av.Body = &b
+		}
+		v.Attempts = append(v.Attempts, av)
 	}
 	if rec.State == cache.StateAnswered {
 		v.BodyCached = &rec.BodyCached
@@ -198,8 +262,14 @@ func (a *AdminAPI) deleteKey(w http.ResponseWriter, r *http.Request, key string)
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)
 	defer cancel()
-	// Look first only to report what is forgotten; Delete decides.
+	// Look first to refuse an in-flight key without force and to report
+	// what is forgotten; Delete decides.
 	rec, lerr := ps.Lookup(ctx, key)
+	if lerr == nil && rec.State == cache.StateInFlight && !boolParam(r, "force") {
+		return apiError(http.StatusConflict, fmt.Errorf("key %q is in flight: its first copy is at the backend now, and "+
+			"forgetting it lets the next copy run the backend a second time; if the gateway that holds it is gone, "+
+			"purge with force (?force=1, --force)", key))
+	}
 	err = ps.Delete(ctx, key)
 	if errors.Is(err, cache.ErrNotFound) {
 		return apiError(http.StatusNotFound, fmt.Errorf("no record for key %q in store %s", key, ps.id))
@@ -224,7 +294,7 @@ func (a *AdminAPI) deleteKey(w http.ResponseWriter, r *http.Request, key string)
 	return writeJSON(w, http.StatusOK, out)
 }
 
-// pageView is the answer to GET /idempotency/keys?state=in_flight.
+// pageView is the answer to GET /idempotency/keys?state=….
 type pageView struct {
 	Store string       `json:"store"`
 	Keys  []recordView `json:"keys"`
@@ -234,8 +304,19 @@ type pageView struct {
 
 func (a *AdminAPI) listKeys(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	if st := q.Get("state"); st != string(cache.StateInFlight) {
-		return apiError(http.StatusBadRequest, fmt.Errorf("state=%s is not listable: only state=in_flight (answered keys are looked up one by one)", st))
+	lq := cache.ListQuery{State: cache.State(q.Get("state")), Scope: q.Get("scope"), Prefix: q.Get("prefix"),
+		Cursor: q.Get("cursor"), Window: windowOf, Now: journalNow()}
+	switch lq.State {
+	case cache.StateInFlight, cache.StateAnswered, cache.StateFailed, cache.StateDead:
+	default:
+		return apiError(http.StatusBadRequest, fmt.Errorf("state must be in_flight, answered, failed or dead, not %q", lq.State))
+	}
+	if s := q.Get("since"); s != "" {
+		t, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			return apiError(http.StatusBadRequest, fmt.Errorf("since must be an RFC 3339 time (2026-01-02T15:04:05Z), not %q", s))
+		}
+		lq.Since = t
 	}
 	limit := defaultPageLimit
 	if s := q.Get("limit"); s != "" {
@@ -251,8 +332,12 @@ func (a *AdminAPI) listKeys(w http.ResponseWriter, r *http.Request) error {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)
 	defer cancel()
-	page, err := ps.List(ctx, cache.ListQuery{State: cache.StateInFlight, Cursor: q.Get("cursor"), Limit: limit})
+	lq.Limit = limit
+	page, err := ps.List(ctx, lq)
 	recs, next := page.Records, page.Next
+	if errors.Is(err, cache.ErrBadQuery) {
+		return apiError(http.StatusBadRequest, err)
+	}
 	if err != nil {
 		return apiError(http.StatusServiceUnavailable, fmt.Errorf("store %s: %v", ps.id, err))
 	}

@@ -181,6 +181,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err := h.provisionStore(repl); err != nil {
 		return err
 	}
+	h.registerJournal()
 	h.metrics = loadMetrics(ctx)
 	h.warned = newCopyWarnings()
 	h.logger.Info("idempotency handler ready",

@@ -3,7 +3,10 @@ package caddymodule
 import (
 	"bytes"
 	"io"
+	"net"
 	"net/http"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -40,8 +43,14 @@ func (h *Handler) notification(r *http.Request) *cache.Notification {
 		hdr.Del(name)
 	}
 	n := &cache.Notification{
-		Method: r.Method, URI: r.URL.RequestURI(), Host: r.Host, Header: hdr,
-		BodySize: int64(len(body)), Body: body,
+		Method: r.Method, URI: r.RequestURI, Host: r.Host, Header: hdr,
+		BodySize: int64(len(body)), Body: body, TLS: r.TLS != nil,
+	}
+	if n.URI == "" {
+		n.URI = r.URL.RequestURI()
+	}
+	if a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
+		n.Addr = a.String()
 	}
 	if int64(len(body)) > h.JournalBody {
 		n.Body = body[:h.JournalBody]
@@ -93,3 +102,28 @@ func journalBodyArg(d *caddyfile.Dispenser, dst *int64) error {
 	}
 	return sizeArg(d, dst)
 }
+
+// scopeWindows maps a scope to its platform's retry window, for the admin
+// API's dead state: handlers register theirs at provision. Routes of one
+// scope share a platform, hence a window; the last registered wins.
+var scopeWindows sync.Map // string → time.Duration
+
+func (h *Handler) registerJournal() {
+	scopeWindows.Store(h.scope(), h.retryWindow())
+}
+
+// windowOf is the retry window of a full key's scope ("<scope>:<key>");
+// 0 (never dead) when no loaded route has that scope.
+func windowOf(key string) time.Duration {
+	scope, _, ok := strings.Cut(key, ":")
+	if !ok {
+		return 0
+	}
+	if w, ok := scopeWindows.Load(scope); ok {
+		return w.(time.Duration)
+	}
+	return 0
+}
+
+// journalNow is the clock that tells failed from dead; tests move it.
+var journalNow = time.Now

@@ -1,0 +1,144 @@
+package caddymodule
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/idemgate/idemgate/cache"
+)
+
+// redeliverTimeout bounds a redelivery: the backend's work included.
+const redeliverTimeout = 2 * time.Minute
+
+// redeliveryView is the answer to POST /idempotency/keys/<key>/redeliver:
+// what the route answered the journaled notification.
+type redeliveryView struct {
+	Store string `json:"store"`
+	Key   string `json:"key"`
+	// Status is the answer's status: the backend's, or the replay's.
+	Status   int         `json:"status"`
+	Replayed bool        `json:"replayed"`
+	Header   http.Header `json:"header,omitempty"`
+	Body     string      `json:"body"`
+	// Purged: an answered key was forgotten first (?force=1), so its
+	// earlier history is gone.
+	Purged bool `json:"purged,omitempty"`
+}
+
+// redeliver sends the journaled notification of key (its exact bytes and
+// headers) to the listener it came in on, so it takes the same route and
+// claims the key like any copy: a failed or dead key is forwarded once, an
+// answered one would only replay (refused unless ?force=1, which forgets
+// the answer first).
+func (a *AdminAPI) redeliver(w http.ResponseWriter, r *http.Request, key string) error {
+	ps, err := pickStore(r)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)
+	defer cancel()
+	rec, err := ps.Lookup(ctx, key)
+	if errors.Is(err, cache.ErrNotFound) {
+		return apiError(http.StatusNotFound, fmt.Errorf("no record for key %q in store %s", key, ps.id))
+	}
+	if err != nil {
+		return apiError(http.StatusServiceUnavailable, fmt.Errorf("store %s: %v", ps.id, err))
+	}
+	n := rec.Notification
+	switch {
+	case n == nil:
+		return apiError(http.StatusConflict, fmt.Errorf("key %q has no journaled notification (journal_body off, or no attempt was ever settled): ask the platform to resend", key))
+	case n.Truncated():
+		return apiError(http.StatusConflict, fmt.Errorf("key %q: only %d of the notification's %d bytes were kept (journal_body): a redelivery would not be the platform's bytes", key, len(n.Body), n.BodySize))
+	case n.Addr == "":
+		return apiError(http.StatusConflict, fmt.Errorf("key %q: the journal does not say which listener the notification came in on", key))
+	case rec.State == cache.StateInFlight:
+		return apiError(http.StatusConflict, fmt.Errorf("key %q is in flight: its first copy is at the backend now; wait for it (or purge with force if its gateway is gone)", key))
+	}
+	force := boolParam(r, "force")
+	purged := false
+	if rec.State == cache.StateAnswered {
+		if !force {
+			return apiError(http.StatusConflict, fmt.Errorf("key %q is answered (status %d): a redelivery runs the backend again; add ?force=1 (--force) if that is what is needed", key, rec.Status))
+		}
+		if err := ps.Delete(ctx, key); err != nil && !errors.Is(err, cache.ErrNotFound) {
+			return apiError(http.StatusServiceUnavailable, fmt.Errorf("store %s: %v", ps.id, err))
+		}
+		purged = true
+	}
+	if a.logger != nil {
+		a.logger.Info("redelivering a journaled notification through the admin API",
+			zap.String("store", ps.id), zap.String("key", hashKey(key)), zap.String("state", string(rec.State)),
+			zap.Bool("force", force), zap.String("remote", r.RemoteAddr))
+	}
+	resp, body, err := sendNotification(r.Context(), n)
+	if err != nil {
+		return apiError(http.StatusBadGateway, fmt.Errorf("redelivering key %q to %s: %v", key, n.Addr, err))
+	}
+	return writeJSON(w, http.StatusOK, redeliveryView{
+		Store: ps.id, Key: key, Status: resp.StatusCode, Replayed: resp.Header.Get("Idempotent-Replayed") == "true",
+		Header: resp.Header, Body: string(body), Purged: purged,
+	})
+}
+
+// hopHeaders are not resent: they describe the platform's connection.
+var hopHeaders = []string{"Connection", "Keep-Alive", "Proxy-Connection", "Te", "Trailer",
+	"Transfer-Encoding", "Upgrade", "Content-Length"}
+
+// sendNotification sends n to the listener it came in on.
+func sendNotification(ctx context.Context, n *cache.Notification) (*http.Response, []byte, error) {
+	scheme := "http"
+	if n.TLS {
+		scheme = "https"
+	}
+	ctx, cancel := context.WithTimeout(ctx, redeliverTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, n.Method, scheme+"://"+n.Addr+n.URI, bytes.NewReader(n.Body))
+	if err != nil {
+		return nil, nil, err
+	}
+	req.Header = n.Header.Clone()
+	if req.Header == nil {
+		req.Header = http.Header{}
+	}
+	for _, h := range hopHeaders {
+		req.Header.Del(h)
+	}
+	req.Host = n.Host
+	tr := &http.Transport{
+		// The gateway's own listener, by the address the notification
+		// came in on: its certificate names the site, not that address.
+		TLSClientConfig:   &tls.Config{ServerName: hostOnly(n.Host), InsecureSkipVerify: true}, //nolint:gosec // our own listener
+		DisableKeepAlives: true,
+	}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error {
+		return http.ErrUseLastResponse
+	}}).Do(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	return resp, body, err
+}
+
+func hostOnly(hostport string) string {
+	for i := len(hostport) - 1; i >= 0; i-- {
+		switch hostport[i] {
+		case ':':
+			return hostport[:i]
+		case ']':
+			return hostport
+		}
+	}
+	return hostport
+}
