@@ -12,15 +12,27 @@ local function held(h, token, now)
 end
 
 -- journal keeps the notification (the first one only) and appends the
--- attempt (the last 32 kept), then gives both keys the hash's lifetime.
+-- attempt, then gives both keys the hash's lifetime. Attempts are one
+-- string of records, each behind a 2-byte big-endian length (a list costs
+-- three times the memory for the usual one or two attempts); past 32 the
+-- oldest is cut.
 local function journal(h, nk, ak, notif, att)
   if notif ~= '' then
     redis.call('SET', nk, notif, 'NX')
   end
   if att ~= '' then
-    redis.call('RPUSH', ak, att)
-    redis.call('LTRIM', ak, -32, -1)
-    redis.call('HINCRBY', h, 'na', 1)
+    redis.call('APPEND', ak, att)
+    if redis.call('HINCRBY', h, 'na', 1) > 32 then
+      local s = redis.call('GET', ak)
+      local offs, i = {}, 1
+      while i <= #s do
+        table.insert(offs, i)
+        i = i + 2 + s:byte(i) * 256 + s:byte(i + 1)
+      end
+      if #offs > 32 then
+        redis.call('SET', ak, s:sub(offs[#offs - 31]))
+      end
+    end
   end
   local pttl = redis.call('PTTL', h)
   if pttl > 0 then
