@@ -131,7 +131,7 @@ func TestRedisMemoryPerKey(t *testing.T) {
 		Body: []byte(body.String()), Addr: "10.0.0.5:443", TLS: true,
 		Header: http.Header{"Content-Type": {"application/json; charset=utf-8"}, "User-Agent": {"Stripe/1.0 (+https://stripe.com/docs/webhooks)"},
 			"Stripe-Signature": {"t=1686089970,v1=6b2cf8ca2ea1cb4ae2bd8ac3bf5e7c4a0d3b0b7cd3a2b1b9a8f3e1e5d4c3b2a1,v0=5f2e0b7a6c4d3e2f1a0b9c8d7e6f5a4b3c2d1e0f9a8b7c6d5e4f3a2b1c0d9e8f"},
-			"Accept": {"*/*; q=0.5, application/xml"}, "Content-Length": {fmt.Sprint(body.Len())}}}
+			"Accept":           {"*/*; q=0.5, application/xml"}, "Content-Length": {fmt.Sprint(body.Len())}}}
 	const keys = 200
 	for i := range keys {
 		key := fmt.Sprintf("stripe:evt_1NG8Du2eZvKYlo2C%06d", i)
