@@ -8,7 +8,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"html/template"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -89,7 +88,7 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 		"'; script-src 'nonce-"+nonce+"'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Referrer-Policy", "same-origin") // no-referrer would make Chromium send "Origin: null" with the forms
 	h.Set("Cache-Control", "no-store")
 
 	v := &consolePage{Base: base, Nonce: nonce, CSRF: consoleToken, Now: time.Now()}
@@ -140,12 +139,17 @@ func consolePaths(r *http.Request) (base, page string) {
 	}
 	switch last {
 	case "key", "purge", "redeliver":
-		return dir, last
+		base, page = dir, last
 	case "":
-		return dir, ""
+		base = dir
+	default:
+		// The mount point itself without its trailing slash (/console).
+		base = p + "/"
 	}
-	// The mount point itself without its trailing slash (/console).
-	return p + "/", ""
+	// Links are absolute paths: never "//host/…", which a browser reads
+	// as another site.
+	base = "/" + strings.TrimLeft(base, "/")
+	return (&url.URL{Path: base}).EscapedPath(), page
 }
 
 // act runs a POST action after the cross-site checks.

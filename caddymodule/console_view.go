@@ -24,9 +24,15 @@ import (
 var consoleFS embed.FS
 
 var consoleTemplates = template.Must(template.New("console").Funcs(template.FuncMap{
-	"ts":  func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") },
-	"ago": ago,
-	"dur": func(d time.Duration) string { return d.Round(time.Millisecond).String() },
+	"ts":   func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") },
+	"ago":  ago,
+	"tsms": func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05.000Z") },
+	"dur": func(d time.Duration) string {
+		if d < 10*time.Millisecond {
+			return d.Round(10 * time.Microsecond).String()
+		}
+		return d.Round(time.Millisecond).String()
+	},
 	"rows": func(p *consolePage, rows []keyRow, empty string) rowsView {
 		return rowsView{Page: p, Rows: rows, Empty: empty}
 	},
@@ -158,7 +164,11 @@ func newKeyDetail(store string, rec *cache.Record, st cache.State, now time.Time
 	if rec.Copies > 1 {
 		d.Timeline = append(d.Timeline, event{At: rec.LastSeen, What: "last copy received (copy " + strconv.FormatInt(rec.Copies, 10) + ")"})
 	}
-	slices.SortStableFunc(d.Timeline, func(a, b event) int { return a.At.Compare(b.At) })
+	// Attempts are kept to the millisecond: order at that precision, so
+	// the first copy stays ahead of its own attempt.
+	slices.SortStableFunc(d.Timeline, func(a, b event) int {
+		return a.At.Truncate(time.Millisecond).Compare(b.At.Truncate(time.Millisecond))
+	})
 	if n := rec.Notification; n != nil {
 		nd := &notificationDetail{Method: n.Method, URI: n.URI, Host: n.Host, Header: headerRows(n.Header)}
 		nd.Body = newPrettyBody(n.Body, n.BodySize, n.Header.Get("Content-Type"))

@@ -51,6 +51,7 @@ func (h *Handler) record(ctx context.Context, span spanEnder, repl *caddy.Replac
 	elapsed := time.Since(start)
 	setOutcome(repl, d.outcome)
 	h.metrics.request(ctx, h.route(), string(d.outcome), elapsed)
+	consoleCounts.add(d.outcome)
 	if d.outcome == outcomeWaited {
 		h.metrics.waitDuration(ctx, h.route(), elapsed)
 	}
