@@ -1,0 +1,259 @@
+package caddymodule
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemgate/idemgate/cache"
+)
+
+// renderKey renders a key's page for rec as the console would.
+func renderKey(t *testing.T, rec *cache.Record) string {
+	t.Helper()
+	v := &consolePage{Base: "/console/", Page: "key", Title: "Key " + rec.Key, Nonce: "n0nce", CSRF: "tok", Now: time.Now()}
+	v.Key = newKeyDetail("memory", rec, rec.State, v.Now)
+	var buf bytes.Buffer
+	if err := consoleTemplates.ExecuteTemplate(&buf, "page", v); err != nil {
+		t.Fatal(err)
+	}
+	return buf.String()
+}
+
+// TestConsoleEscapes: markup in a notification's body, its key, a header
+// and a failure's answer is shown as text, never as markup; credential
+// headers are hidden.
+func TestConsoleEscapes(t *testing.T) {
+	evil := `<script>alert(1)</script>`
+	for _, tc := range []struct{ name, ctype, body string }{
+		{"json", "application/json", `{"note":"` + evil + `"}`},
+		{"form", "application/x-www-form-urlencoded", "note=" + url.QueryEscape(evil)},
+		{"xml", "text/xml", `<xml><note><![CDATA[` + evil + `]]></note></xml>`},
+		{"text", "text/plain", evil},
+		{"broken json", "application/json", `{"note":"` + evil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			now := time.Now()
+			rec := &cache.Record{Key: "shop:" + evil, State: cache.StateFailed, Copies: 1, AttemptCount: 1,
+				FirstSeen: now, LastSeen: now, ExpiresAt: now.Add(time.Hour),
+				Notification: &cache.Notification{Method: "POST", URI: "/notify?x=" + evil, Host: "example.com",
+					Header: http.Header{"Content-Type": {tc.ctype}, "X-Evil": {evil}, "Authorization": {"Bearer s3cret"},
+						"Cookie": {"sid=s3cret"}, "X-Webhook-Token": {"s3cret"}},
+					Body: []byte(tc.body), BodySize: int64(len(tc.body))},
+				Attempts: []cache.Attempt{{Start: now, Duration: time.Millisecond, Status: 500, Outcome: "failed", Body: []byte(evil)}},
+			}
+			page := renderKey(t, rec)
+			if strings.Contains(page, "<script>alert") {
+				t.Fatalf("unescaped markup on the page:\n%s", page)
+			}
+			if !strings.Contains(page, "&lt;script&gt;alert(1)&lt;/script&gt;") {
+				t.Errorf("the markup is not shown as text")
+			}
+			if strings.Contains(page, "s3cret") {
+				t.Errorf("a credential header's value is on the page")
+			}
+			// The only scripts are the page's own, with its nonce.
+			for _, m := range regexp.MustCompile(`<script[^>]*>`).FindAllString(page, -1) {
+				if m != `<script nonce="n0nce">` {
+					t.Errorf("script tag %s", m)
+				}
+			}
+		})
+	}
+}
+
+// TestConsolePrettyBody: each format is recognised and laid out.
+func TestConsolePrettyBody(t *testing.T) {
+	for _, tc := range []struct {
+		name, ctype, body string
+		format, text      string
+		fields            []headerRow
+		truncated         bool
+	}{
+		{name: "json", ctype: "application/json; charset=utf-8", body: `{"a":{"b":[1,2]}}`, format: "JSON",
+			text: "{\n  \"a\": {\n    \"b\": [\n      1,\n      2\n    ]\n  }\n}"},
+		{name: "json sniffed", body: ` [1]`, format: "JSON", text: "[\n  1\n]"},
+		{name: "form in order", ctype: "application/x-www-form-urlencoded", body: "z=1&a=%E4%B8%AD+x&empty=",
+			format: "form", fields: []headerRow{{"z", "1"}, {"a", "中 x"}, {"empty", ""}}},
+		{name: "xml", ctype: "text/xml", body: `<xml><return_code><![CDATA[SUCCESS]]></return_code><n>1</n></xml>`, format: "XML",
+			text: "<xml>\n  <return_code>SUCCESS</return_code>\n  <n>1</n>\n</xml>"},
+		{name: "cut json", ctype: "application/json", body: `{"a":`, format: "text", text: `{"a":`, truncated: true},
+		{name: "binary", ctype: "application/octet-stream", body: "\xff\xfe\x00", format: "binary"},
+		{name: "empty", format: "empty"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			size := int64(len(tc.body))
+			if tc.truncated {
+				size += 10
+			}
+			p := newPrettyBody([]byte(tc.body), size, tc.ctype)
+			if p.Format != tc.format || p.Text != tc.text || p.Truncated != tc.truncated {
+				t.Errorf("got %s %q truncated=%v, want %s %q", p.Format, p.Text, p.Truncated, tc.format, tc.text)
+			}
+			if tc.fields != nil && mustJSON(p.Fields) != mustJSON(tc.fields) {
+				t.Errorf("fields %v, want %v", p.Fields, tc.fields)
+			}
+		})
+	}
+}
+
+// TestConsoleCounts: counts land in their minute, old minutes roll off,
+// and adding allocates nothing.
+func TestConsoleCounts(t *testing.T) {
+	c := newMinuteCounts()
+	clock := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	c.now = func() time.Time { return clock }
+	c.add(outcomeForwarded)
+	c.add(outcomeForwarded)
+	c.add(outcomeBackendFailed)
+	c.add("not an outcome")
+	clock = clock.Add(3 * time.Minute)
+	c.add(outcomeReplayed)
+	rows := c.last()
+	if len(rows) != chartMinutes {
+		t.Fatalf("%d rows", len(rows))
+	}
+	first, last := rows[chartMinutes-4], rows[chartMinutes-1]
+	if first.Counts[0] != 2 || first.Counts[outcomeIndex(outcomeBackendFailed)] != 1 || last.Counts[1] != 1 {
+		t.Errorf("rows: %+v / %+v", first, last)
+	}
+	if !last.Start.Equal(clock.Truncate(time.Minute)) {
+		t.Errorf("last minute starts %v", last.Start)
+	}
+	// 15 minutes on, the first minute is gone, even though its ring slot
+	// was never written again.
+	clock = clock.Add(13 * time.Minute)
+	for _, r := range c.last() {
+		for _, n := range r.Counts {
+			if n != 0 && !r.Start.Equal(time.Date(2026, 1, 2, 3, 7, 0, 0, time.UTC)) {
+				t.Errorf("stale count %d at %v", n, r.Start)
+			}
+		}
+	}
+	for i, o := range consoleOutcomes {
+		if outcomeIndex(o) != i {
+			t.Errorf("outcomeIndex(%s) = %d, want %d", o, outcomeIndex(o), i)
+		}
+	}
+	if n := testing.AllocsPerRun(1000, func() { c.add(outcomeReplayed) }); n != 0 {
+		t.Errorf("add allocates %v times", n)
+	}
+}
+
+// TestConsoleRefusesCrossSite: a POST from another site (its Origin, its
+// Sec-Fetch-Site, or without the console's token) is refused with 403 and
+// changes nothing; the same POST from the console's own page purges.
+// Both mount points answer with links under their own prefix.
+func TestConsoleRefusesCrossSite(t *testing.T) {
+	be := newBackend(t)
+	be.setAnswer(func(order string, n int, r *http.Request) (int, string, time.Duration) { return 500, "down", 0 })
+	base := startCaddy(t, consoleSite, "{backend}", be.addr())
+	const key = "shop:X-1"
+	if r := postShop(t, base, "X-1"); r.status != 500 {
+		t.Fatalf("notification: %d", r.status)
+	}
+	for _, prefix := range []string{"/console/", "/ops/idem/"} {
+		resp, err := client.Get(base + prefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var page bytes.Buffer
+		page.ReadFrom(resp.Body)
+		resp.Body.Close()
+		want := `href="` + prefix + `key?k=shop%3AX-1&amp;store=memory"`
+		if resp.StatusCode != 200 || !strings.Contains(page.String(), want) {
+			t.Errorf("GET %s: %d, want a link %s in:\n%s", prefix, resp.StatusCode, want, page.String())
+		}
+		if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") {
+			t.Errorf("CSP %q", csp)
+		}
+	}
+
+	noRedirect := &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error {
+		return http.ErrUseLastResponse
+	}}
+	send := func(path string, form url.Values, hdr map[string]string) int {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, base+path, strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		resp, err := noRedirect.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	good := url.Values{"csrf": {consoleToken}, "store": {"memory"}, "k": {key}, "confirm": {"yes"}}
+	noToken := url.Values{"store": {"memory"}, "k": {key}, "confirm": {"yes"}}
+	wrongToken := url.Values{"csrf": {"guess"}, "store": {"memory"}, "k": {key}, "confirm": {"yes"}}
+	for _, tc := range []struct {
+		name string
+		path string
+		form url.Values
+		hdr  map[string]string
+	}{
+		{"foreign origin", "/console/purge", good, map[string]string{"Origin": "http://evil.example"}},
+		{"null origin", "/console/purge", good, map[string]string{"Origin": "null"}},
+		{"cross-site fetch", "/console/purge", good, map[string]string{"Sec-Fetch-Site": "cross-site"}},
+		{"same-site fetch", "/ops/idem/purge", good, map[string]string{"Sec-Fetch-Site": "same-site"}},
+		{"no token", "/console/purge", noToken, nil},
+		{"wrong token", "/ops/idem/purge", wrongToken, map[string]string{"Sec-Fetch-Site": "same-origin"}},
+		{"redeliver, foreign origin", "/console/redeliver", good, map[string]string{"Origin": "http://evil.example"}},
+		{"redeliver, no token", "/console/redeliver", noToken, nil},
+	} {
+		if got := send(tc.path, tc.form, tc.hdr); got != http.StatusForbidden {
+			t.Errorf("%s: %d, want 403", tc.name, got)
+		}
+	}
+	if _, err := (poolData{}).lookup(t.Context(), "memory", key); err != nil {
+		t.Fatalf("a refused POST changed the key: %v", err)
+	}
+	if n := be.count("X-1"); n != 1 {
+		t.Fatalf("backend ran %d times, want 1: a refused redeliver ran it", n)
+	}
+	// The console's own form: same origin, its token.
+	origin := map[string]string{"Origin": base, "Sec-Fetch-Site": "same-origin"}
+	if got := send("/ops/idem/purge", good, origin); got != http.StatusSeeOther {
+		t.Fatalf("same-origin purge: %d, want 303", got)
+	}
+	if _, err := (poolData{}).lookup(t.Context(), "memory", key); !errors.Is(err, cache.ErrNotFound) {
+		t.Fatalf("after the purge: %v", err)
+	}
+}
+
+// TestConsoleCaddyfile: the directive adapts to the handler, in any route,
+// with its one option; unknown ones are refused.
+func TestConsoleCaddyfile(t *testing.T) {
+	cf := `:8080 {
+	route /console/* {
+		idempotency_console {
+			refresh 5s
+		}
+	}
+}`
+	out, _, err := caddyfileAdapter().Adapt([]byte(cf), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var anyCfg any
+	if err := json.Unmarshal(out, &anyCfg); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(out), `{"handler":"idempotency_console","refresh":5000000000}`) {
+		t.Errorf("adapted: %s", out)
+	}
+	for _, bad := range []string{"idempotency_console {\n\t\tbogus 1\n\t}", "idempotency_console extra", "idempotency_console {\n\t\trefresh soon\n\t}"} {
+		if _, _, err := caddyfileAdapter().Adapt([]byte(":8080 {\n\troute {\n\t"+bad+"\n\t}\n}"), nil); err == nil {
+			t.Errorf("%q adapted", bad)
+		}
+	}
+}
