@@ -318,7 +318,7 @@ func checkIndex(t *testing.T, s *Embedded) {
 		}
 		return tx.Bucket(bucketExpiry).ForEach(func(k, _ []byte) error {
 			if !want[string(k)] {
-				return fmt.Errorf("index entry %q (expiry %d) matches no record", k[8:], binary.BigEndian.Uint64(k))
+				return fmt.Errorf("index entry for %q (expiry %d) matches no record", k[9:], binary.BigEndian.Uint64(k))
 			}
 			delete(want, string(k))
 			return nil
