@@ -25,6 +25,9 @@ import (
 // sweeper; bbolt reuses the freed pages, so under a steady load the file
 // stops growing. "meta" holds the progress of indexing a file written
 // before the expiry index existed.
+//
+// Writes are group-committed: those that arrive while a transaction
+// commits share the next one, and its fsync.
 type Embedded struct {
 	db   *bolt.DB
 	now  func() time.Time
@@ -34,6 +37,13 @@ type Embedded struct {
 	stop chan struct{}
 	done chan struct{}
 	once sync.Once
+
+	// ops hands writes to the committer goroutine (unbuffered: a write
+	// sent is a write the committer runs); closed stops it, committed
+	// says it stopped.
+	ops       chan *op
+	closed    chan struct{}
+	committed chan struct{}
 
 	// mu serialises the store's transactions with pend, the copies that
 	// replays counted but did not write yet: a replay is a read
@@ -135,20 +145,98 @@ func NewEmbedded(path string, opts EmbeddedOptions) (*Embedded, error) {
 	s := &Embedded{
 		db: db, now: now, n: newNotifier(), opts: opts, pend: make(map[string]*pending),
 		stop: make(chan struct{}), done: make(chan struct{}), indexing: indexing,
+		ops: make(chan *op), closed: make(chan struct{}), committed: make(chan struct{}),
 	}
+	go s.committer()
 	go s.sweeper()
 	return s, nil
 }
 
-// update runs fn in a write transaction, mapping bbolt's closed error.
+// op is one write waiting for the committer.
+type op struct {
+	fn   func(tx *bolt.Tx, t time.Time) error
+	err  error
+	done chan struct{}
+}
+
+// maxGroup bounds the writes committed together, so one transaction never
+// holds the lock for long.
+const maxGroup = 128
+
+// update runs fn in a write transaction. Writes that arrive while another
+// commits are committed together in the next transaction (group commit:
+// one commit and one fsync for all of them), so concurrent requests are
+// not each held up by the disk. fn changes the store only through tx and
+// may run twice: a write that fails takes its group with it, and the
+// others are then run alone. ErrNotOwner and ErrNotFound are answers, not
+// failures: they fail no group.
 func (s *Embedded) update(ctx context.Context, fn func(tx *bolt.Tx, t time.Time) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	o := &op{fn: fn, done: make(chan struct{})}
+	select {
+	case s.ops <- o:
+	case <-s.closed:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err() // not sent, so never run
+	}
+	<-o.done // once sent it runs: waiting for the outcome is not optional
+	return o.err
+}
+
+// committer runs the writes sent to ops: the first one waiting, plus all
+// that are waiting behind it, in one transaction.
+func (s *Embedded) committer() {
+	defer close(s.committed)
+	group := make([]*op, 0, maxGroup)
+	for {
+		select {
+		case <-s.closed:
+			return
+		case o := <-s.ops:
+			group = append(group[:0], o)
+		}
+	gather:
+		for len(group) < maxGroup {
+			select {
+			case o := <-s.ops:
+				group = append(group, o)
+			default:
+				break gather
+			}
+		}
+		s.commit(group)
+		for _, o := range group {
+			close(o.done)
+		}
+		clear(group)
+	}
+}
+
+// commit runs group in one transaction, or each alone if that fails.
+func (s *Embedded) commit(group []*op) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	err := s.db.Update(func(tx *bolt.Tx) error { return fn(tx, s.now()) })
-	return mapBoltErr(err)
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		for _, o := range group {
+			o.err = o.fn(tx, s.now())
+			if o.err != nil && !errors.Is(o.err, ErrNotOwner) && !errors.Is(o.err, ErrNotFound) {
+				return o.err
+			}
+		}
+		return nil
+	})
+	switch {
+	case err == nil:
+	case len(group) == 1:
+		group[0].err = mapBoltErr(err)
+	default:
+		for _, o := range group {
+			o.err = mapBoltErr(s.db.Update(func(tx *bolt.Tx) error { return o.fn(tx, s.now()) }))
+		}
+	}
 }
 
 func (s *Embedded) view(ctx context.Context, fn func(tx *bolt.Tx, t time.Time) error) error {
@@ -635,6 +723,8 @@ func (s *Embedded) Close() error {
 	s.once.Do(func() {
 		close(s.stop)
 		<-s.done
+		close(s.closed)
+		<-s.committed
 		err = s.flush()
 		if cerr := s.db.Close(); err == nil {
 			err = cerr
