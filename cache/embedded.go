@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -44,6 +45,7 @@ type Embedded struct {
 	ops       chan *op
 	closed    chan struct{}
 	committed chan struct{}
+	commits   atomic.Int64 // group transactions run, for tests
 
 	// mu serialises the store's transactions with pend, the copies that
 	// replays counted but did not write yet: a replay is a read
@@ -219,6 +221,7 @@ func (s *Embedded) committer() {
 func (s *Embedded) commit(group []*op) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.commits.Add(1)
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		for _, o := range group {
 			o.err = o.fn(tx, s.now())

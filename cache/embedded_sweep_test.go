@@ -584,3 +584,66 @@ func TestEmbeddedIndexesOldFile(t *testing.T) {
 		t.Fatalf("left %q", left)
 	}
 }
+
+// TestEmbeddedGroupCommit: concurrent writes share transactions, and one
+// that fails (a corrupt record) fails no other write of its group.
+func TestEmbeddedGroupCommit(t *testing.T) {
+	ctx := context.Background()
+	s, err := NewEmbedded(filepath.Join(t.TempDir(), "idem.db"), EmbeddedOptions{NoSync: true, SweepInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	err = s.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketRecords).Put(bkey("corrupt"), []byte{0xff})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const good, bad = 200, 20
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	errs := make(chan error, good+bad)
+	for i := range good + bad {
+		wg.Go(func() {
+			<-start
+			if i%11 == 10 { // interleaved, to share groups with good writes
+				// A write (reads fail outside the committer) that fails.
+				if err := s.Renew(ctx, "corrupt", "token", time.Hour); !errors.Is(err, errCorrupt) {
+					errs <- fmt.Errorf("renew of a corrupt record: %v", err)
+				}
+				return
+			}
+			key := fmt.Sprintf("k%03d", i-i/11)
+			r, err := s.Claim(ctx, key, "", time.Hour)
+			switch {
+			case err != nil || r.Outcome != Won:
+				errs <- fmt.Errorf("claim %q beside a failing write: %+v %v", key, r, err)
+			default:
+				errs <- s.Complete(ctx, key, r.Token, answer, time.Hour)
+			}
+		})
+	}
+	before := s.commits.Load()
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	commits := s.commits.Load() - before
+	t.Logf("%d writes in %d group transactions", 2*good+bad, commits)
+	if commits >= 2*good+bad {
+		t.Fatalf("%d writes took %d transactions: none grouped", 2*good+bad, commits)
+	}
+	for i := range good {
+		if rec := lookup(t, s, fmt.Sprintf("k%03d", i)); rec.State != StateAnswered {
+			t.Fatalf("k%03d: %+v", i, rec)
+		}
+	}
+	if n := len(onDisk(t, s, bucketRecords)); n != good+1 {
+		t.Fatalf("%d records, want %d", n, good+1)
+	}
+}
