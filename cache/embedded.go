@@ -72,8 +72,8 @@ type EmbeddedOptions struct {
 	// sweep never holds the write lock for long: claims wait behind it. A
 	// sweep runs batches until one is not full. Default 1000.
 	SweepBatch int
-	// NoSync skips fsync per write: faster, but a power cut may lose recent
-	// claims and answers (a crash of the process alone does not).
+	// NoSync skips the fsync per commit: faster, but a power cut may lose
+	// recent claims and answers (a crash of the process alone does not).
 	NoSync bool
 	// FlushInterval is how often the copies counted by replays are
 	// written; a crash loses at most that much counting. Default 1s.
