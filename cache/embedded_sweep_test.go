@@ -36,19 +36,26 @@ import (
 // not the sweeper, would set the rate; the sweeper is what this measures.
 func TestEmbeddedSweepsAtRate(t *testing.T) {
 	t.Parallel()
+	// Under -race, with the rest of the suite on the same 2 cores, the
+	// test process gets a fraction of a core: it still proves the sweeper
+	// keeps up at hundreds of keys/s (the old one kept up with ~17/s), and
+	// .ci/run runs this test once more without -race for the 1,000/s
+	// figure.
+	minRate, lag := 1000, 3*time.Second
+	if raceDetector {
+		minRate, lag = 300, 8*time.Second
+	}
 	const (
 		rate    = 1250 // new keys offered per second
-		minRate = 1000 // achieved, or the test proves nothing
 		run     = 60 * time.Second
 		ttl     = 5 * time.Second
 		lockTTL = 2 * time.Second
 		workers = 64
 		slot    = 100 * time.Millisecond
-		// lag is how long after its expiry a record may still be on disk:
-		// a sweep interval (1s) plus time for the sweep to get the lock
-		// on a loaded machine.
-		lag = 3 * time.Second
 	)
+	// lag is how long after its expiry a record may still be on disk: a
+	// sweep interval (1s) plus time for the sweep to get the lock on a
+	// loaded machine.
 	path := filepath.Join(t.TempDir(), "idem.db")
 	s, err := NewEmbedded(path, EmbeddedOptions{NoSync: true})
 	if err != nil {
@@ -170,7 +177,7 @@ loop:
 		t.Logf("%6v %10d %10d %8d %8d %8d %8d", sm.at.Round(time.Second), sm.file, sm.hwm, sm.records, sm.lower, sm.upper, sm.live)
 	}
 
-	if achieved < minRate {
+	if achieved < float64(minRate) {
 		t.Fatalf("only %.0f new keys/s, want >= %d", achieved, minRate)
 	}
 	var at15 *sample
