@@ -214,5 +214,6 @@ func adminError(addr string, err error) error {
 func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false) // keys as they are: a<b, not a\u003cb
 	return enc.Encode(v)
 }
