@@ -4,9 +4,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"testing"
+	"unicode"
 )
 
 // TestXcaddyBuild builds Caddy the way `xcaddy build --with
@@ -120,4 +123,89 @@ func TestVersionOf(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestDocLinks: every relative link in README.md and docs/*.md points at a
+// file of the repository, and every #anchor at a heading of its file.
+func TestDocLinks(t *testing.T) {
+	docs, err := filepath.Glob("docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs = append(docs, "README.md")
+	checked := 0
+	for _, doc := range docs {
+		text, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, link := range markdownLinks(string(text)) {
+			if strings.Contains(link, "://") || strings.HasPrefix(link, "mailto:") {
+				continue
+			}
+			checked++
+			path, anchor, _ := strings.Cut(link, "#")
+			target := doc
+			if path != "" {
+				target = filepath.Join(filepath.Dir(doc), filepath.FromSlash(path))
+				if _, err := os.Stat(target); err != nil {
+					t.Errorf("%s: link %q: %v", doc, link, err)
+					continue
+				}
+			}
+			if anchor == "" {
+				continue
+			}
+			body, err := os.ReadFile(target)
+			if err != nil {
+				t.Errorf("%s: link %q: %v", doc, link, err)
+				continue
+			}
+			if !slices.Contains(headingAnchors(string(body)), anchor) {
+				t.Errorf("%s: link %q: %s has no heading with anchor #%s", doc, link, target, anchor)
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no relative links found: the link pattern is broken")
+	}
+}
+
+var (
+	mdLink  = regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	mdFence = regexp.MustCompile("(?ms)^```.*?^```")
+)
+
+// markdownLinks lists the targets of [text](target) outside code blocks.
+func markdownLinks(text string) []string {
+	text = mdFence.ReplaceAllString(text, "")
+	var out []string
+	for _, m := range mdLink.FindAllStringSubmatch(text, -1) {
+		out = append(out, m[1])
+	}
+	return out
+}
+
+// headingAnchors lists the anchors GitHub gives a file's headings: lower
+// case, punctuation other than "-" and "_" dropped, spaces as "-".
+func headingAnchors(text string) []string {
+	text = mdFence.ReplaceAllString(text, "")
+	var out []string
+	for _, line := range strings.Split(text, "\n") {
+		if !strings.HasPrefix(line, "#") {
+			continue
+		}
+		h := strings.TrimSpace(strings.TrimLeft(line, "#"))
+		var b strings.Builder
+		for _, r := range strings.ToLower(h) {
+			switch {
+			case r == ' ':
+				b.WriteRune('-')
+			case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+				b.WriteRune(r)
+			}
+		}
+		out = append(out, b.String())
+	}
+	return out
 }
