@@ -29,6 +29,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
@@ -115,6 +116,9 @@ func ownDataDir() error {
 			return err
 		}
 	}
+	// Caddy's default storage took its path from the environment at
+	// start-up, before the lines above.
+	caddy.DefaultStorage.Path = caddy.AppDataDir()
 	return nil
 }
 
