@@ -51,7 +51,7 @@ func keygenCommand() *cobra.Command {
 		Long: `
 Writes throw-away keys for one preset (or all) into --dir (default
 ` + defaultKeyDir + `): the files a local Caddyfile names (public keys, a PayPal
-certificate, secrets) and the private keys ` + "`idempotency send`" + ` signs with,
+certificate, secrets) and the private keys ` + "`idemgate idempotency send`" + ` signs with,
 standing in for the platform's own. They are for local tests only: never
 configure them on a route that takes real notifications.
 

@@ -74,7 +74,7 @@ replayed: every run re-signs, as the platform's retries are.
                      PAYMENT.CAPTURE.COMPLETED event
   standard_webhooks  webhook-id, webhook-timestamp, webhook-signature
 
-The keys come from the files ` + "`idempotency keygen`" + ` writes to --dir (default
+The keys come from the files ` + "`idemgate idempotency keygen`" + ` writes to --dir (default
 ` + defaultKeyDir + `); --secret, --key, --key-id and --webhook-id override them.
 Exit status 1 when the answer is not 2xx.
 `,
