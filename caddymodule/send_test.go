@@ -65,13 +65,13 @@ func TestSendEachPresetLocally(t *testing.T) {
 			if out, err := runIdem(t, "keygen", "--platform", p, "--dir", keys); err != nil {
 				t.Fatalf("keygen: %v\n%s", err, out)
 			}
-			text, err := os.ReadFile(filepath.Join("..", "examples", p+".local.Caddyfile"))
+			text, err := os.ReadFile(filepath.Join("..", "examples", "local", p+".Caddyfile"))
 			if err != nil {
 				t.Fatal(err)
 			}
 			route := localPath.FindStringSubmatch(string(text))
 			if route == nil || !localSite.Match(text) || !strings.Contains(string(text), "idemgate-testkeys/") {
-				t.Fatalf("examples/%s.local.Caddyfile has no http://localhost site, handle route or idemgate-testkeys/ keys", p)
+				t.Fatalf("examples/local/%s.Caddyfile has no http://localhost site, handle route or idemgate-testkeys/ keys", p)
 			}
 			be, beAddr := startLegacy(t)
 			port := freePort(t)
