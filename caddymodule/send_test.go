@@ -70,15 +70,17 @@ func TestSendEachPresetLocally(t *testing.T) {
 				t.Fatal(err)
 			}
 			route := localPath.FindStringSubmatch(string(text))
-			if route == nil || !localSite.Match(text) || !strings.Contains(string(text), "idemgate-testkeys/") {
-				t.Fatalf("examples/local/%s.Caddyfile has no http://localhost site, handle route or idemgate-testkeys/ keys", p)
+			if route == nil || !localSite.Match(text) || !strings.Contains(string(text), "idemgate-testkeys/") ||
+				!strings.Contains(string(text), "storage file_system .idemgate-demo/local") {
+				t.Fatalf("examples/local/%s.Caddyfile has no http://localhost site, handle route, idemgate-testkeys/ keys or own storage", p)
 			}
 			be, beAddr := startLegacy(t)
 			port := freePort(t)
 			cf := strings.NewReplacer(
 				"idemgate-testkeys/", keys+"/",
 				"127.0.0.1:9090", beAddr,
-				"persist_config off", fmt.Sprintf("persist_config off\n\tadmin off\n\tstorage file_system %s\n\tlog {\n\t\tlevel ERROR\n\t}", t.TempDir()),
+				".idemgate-demo/local", t.TempDir(),
+				"persist_config off", "persist_config off\n\tadmin off\n\tlog {\n\t\tlevel ERROR\n\t}",
 			).Replace(localSite.ReplaceAllString(string(text), fmt.Sprintf("http://127.0.0.1:%d {", port)))
 			loadCaddyfile(t, cf)
 			t.Cleanup(func() { caddy.Stop() })
