@@ -121,6 +121,7 @@ func TestJournalFailedListedAndDead(t *testing.T) {
 		if r.status != 503 {
 			t.Fatalf("%s: %d, want the backend's 503", id, r.status)
 		}
+		time.Sleep(5 * time.Millisecond) // distinct milliseconds: the listing's order is by time
 	}
 	var page struct {
 		Keys []journalView `json:"keys"`
