@@ -398,7 +398,7 @@ func (e *entry) answer(a Answer, t time.Time, ttl time.Duration, j Journal) {
 func (e *entry) fail(t time.Time, ttl time.Duration, j Journal) {
 	e.State, e.token = StateFailed, ""
 	e.ExpiresAt, e.Changed = t.Add(ttl), t
-	e.keepUntil(e.ExpiresAt)
+	e.keep = e.ExpiresAt // the claim's lock no longer matters
 	e.journal(j)
 }
 
@@ -408,11 +408,19 @@ func (e *entry) leave(t time.Time, ttl time.Duration, j Journal) {
 	e.journal(j)
 }
 
-// renew extends an in-flight claim.
+// renew extends (or shortens) an in-flight claim. A record with a journal
+// is kept at least as long as before; one without lives as long as its
+// lock.
 func (e *entry) renew(t time.Time, lockTTL time.Duration) {
 	e.ExpiresAt = t.Add(lockTTL)
-	e.keepUntil(e.ExpiresAt)
+	if e.hasJournal() {
+		e.keepUntil(e.ExpiresAt)
+	} else {
+		e.keep = e.ExpiresAt
+	}
 }
+
+func (e *entry) hasJournal() bool { return e.AttemptCount > 0 || e.notif != nil }
 
 // owns reports whether token holds the in-flight claim.
 func (e *entry) owns(token string) bool {

@@ -181,8 +181,9 @@ func TestAdminInFlight(t *testing.T) {
 	}
 
 	for _, c := range []struct{ uri, want string }{
-		{"/idempotency/keys", "only state=in_flight"},
-		{"/idempotency/keys?state=answered", "only state=in_flight"},
+		{"/idempotency/keys", "state must be"},
+		{"/idempotency/keys?state=gone", "state must be"},
+		{"/idempotency/keys?state=failed&since=yesterday", "RFC 3339"},
 		{"/idempotency/keys?state=in_flight&limit=0", "limit must be"},
 	} {
 		if status, body := g.adminDo(t, http.MethodGet, c.uri); status != 400 || !strings.Contains(body, c.want) {

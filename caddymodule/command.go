@@ -25,18 +25,35 @@ func init() {
 func idempotencyCommand() caddycmd.Command {
 	return caddycmd.Command{
 		Name:  "idempotency",
-		Usage: "inspect|purge|in-flight [<key>] [--address <interface>] [--config <path> [--adapter <name>]] [--store <id>]",
-		Short: "Inspects and purges idempotency keys of a running gateway",
+		Usage: "inspect|list|redeliver|purge|in-flight|send|keygen ...",
+		Short: "Inspects and purges idempotency keys; sends signed test notifications",
 		Long: `
 Talks to the running gateway's admin API (/idempotency/ routes).
 
   idempotency inspect <key> [--body]       show a key's record (state, status,
                                            copies, times, fingerprint digest)
-  idempotency purge <key>                  forget a key: its next copy is
+                                           and journal: the notification and
+                                           every attempt (--body: the bytes)
+  idempotency list --state failed|dead|answered|in_flight [--scope S]
+                   [--prefix P] [--since 24h|<RFC 3339>] [--all]
+                                           keys by state, newest first
+  idempotency redeliver <key> [--force]    send the journaled notification
+                                           through its route again; prints
+                                           the backend's answer (--force:
+                                           also an answered key)
+  idempotency purge <key> [--force]        forget a key: its next copy is
                                            forwarded to the backend again
+                                           (--force: also an in-flight key)
   idempotency in-flight [--limit N] [--all] [--cursor C]
                                            list claims whose first copy is
                                            still at the backend
+
+  idempotency send --platform <p> --url <url> [--id <id>]
+                                           sign and send a test notification
+                                           as the platform does
+  idempotency keygen --platform <p|all> [--dir <dir>]
+                                           write test keys for send and for
+                                           the examples' local Caddyfiles
 
 The admin endpoint is --address if given, else the admin address of --config
 (with --adapter), else Caddy's default (localhost:2019). When the config
@@ -44,7 +61,8 @@ loads several stores, --store <id> picks one (the error lists the ids).
 Keys are passed as they are; quote them for the shell.
 `,
 		CobraFunc: func(cmd *cobra.Command) {
-			cmd.AddCommand(inspectCommand(), purgeCommand(), inFlightCommand())
+			cmd.AddCommand(inspectCommand(), listCommand(), redeliverCommand(), purgeCommand(), inFlightCommand(),
+				sendCommand(), keygenCommand())
 		},
 	}
 }
@@ -78,15 +96,20 @@ func inspectCommand() *cobra.Command {
 
 func purgeCommand() *cobra.Command {
 	c := &cobra.Command{
-		Use:   "purge <key>",
+		Use:   "purge <key> [--force]",
 		Short: "Forgets an idempotency key so its next copy is forwarded again",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cmd.SilenceUsage = true
-			return adminCall(cmd, http.MethodDelete, keyPath(args[0]), url.Values{}, nil)
+			q := url.Values{}
+			if force, _ := cmd.Flags().GetBool("force"); force {
+				q.Set("force", "1")
+			}
+			return adminCall(cmd, http.MethodDelete, keyPath(args[0]), q, nil)
 		},
 	}
 	adminFlags(c)
+	c.Flags().Bool("force", false, "Forget an in-flight key too (its gateway is gone): the next copy may run the backend a second time")
 	return c
 }
 
@@ -207,5 +230,6 @@ func adminError(addr string, err error) error {
 func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false) // keys as they are: a<b, not a\u003cb
 	return enc.Encode(v)
 }

@@ -121,6 +121,7 @@ func TestJournalFailedListedAndDead(t *testing.T) {
 		if r.status != 503 {
 			t.Fatalf("%s: %d, want the backend's 503", id, r.status)
 		}
+		time.Sleep(5 * time.Millisecond) // distinct milliseconds: the listing's order is by time
 	}
 	var page struct {
 		Keys []journalView `json:"keys"`
@@ -229,5 +230,44 @@ func TestJournalRedeliver(t *testing.T) {
 	}
 	if r := <-done; r.status != 200 {
 		t.Fatalf("slow copy: %+v", r)
+	}
+}
+
+// TestJournalCLI: an operator finds a failed notification, inspects its
+// attempts and redelivers it from the CLI alone.
+func TestJournalCLI(t *testing.T) {
+	be := newBackend(t)
+	be.setAnswer(func(order string, n int, r *http.Request) (int, string, time.Duration) {
+		if n == 1 {
+			return 502, "upstream of the backend is down", 0
+		}
+		return 200, "ok " + order, 0
+	})
+	g := startGateway(t, notifyRoute, "{store}", "store memory", "{backend}", be.addr(), "{extra}", "")
+	addr := []string{"--address", g.admin}
+	if r := notify(t, g.base, "cli-1"); r.status != 502 {
+		t.Fatalf("first copy: %+v", r)
+	}
+	out, err := runCLI(t, append([]string{"list", "--state", "failed", "--since", "1h", "--prefix", "demo:cli"}, addr...)...)
+	if err != nil || !strings.Contains(out, `"key": "demo:cli-1"`) || !strings.Contains(out, `"state": "failed"`) {
+		t.Fatalf("list --state failed: %v\n%s", err, out)
+	}
+	out, err = runCLI(t, append([]string{"inspect", "demo:cli-1"}, addr...)...)
+	if err != nil || !strings.Contains(out, `"status": 502`) || !strings.Contains(out, `"outcome": "failed"`) {
+		t.Fatalf("inspect: %v\n%s", err, out)
+	}
+	out, err = runCLI(t, append([]string{"redeliver", "demo:cli-1"}, addr...)...)
+	if err != nil || !strings.Contains(out, `"status": 200`) || !strings.Contains(out, `"body": "ok cli-1"`) {
+		t.Fatalf("redeliver: %v\n%s", err, out)
+	}
+	if _, err = runCLI(t, append([]string{"redeliver", "demo:cli-1"}, addr...)...); err == nil || !strings.Contains(err.Error(), "--force") {
+		t.Fatalf("second redeliver: %v, want a refusal naming --force", err)
+	}
+	if n := be.count("cli-1"); n != 2 {
+		t.Fatalf("backend ran %d times, want 2", n)
+	}
+	out, err = runCLI(t, append([]string{"list", "--state", "failed", "--all"}, addr...)...)
+	if err != nil || strings.Contains(out, "cli-1") {
+		t.Fatalf("failed after the redelivery: %v\n%s", err, out)
 	}
 }

@@ -120,6 +120,7 @@ func TestMetricsScrape(t *testing.T) {
 			t.Fatalf("reload: %v", err)
 		}
 	}
+	client.CloseIdleConnections() // kept-alive connections belong to the old server
 	notify(t, g.base, "m-2")
 	notify(t, g.base, "m-2")
 	s, text = scrape(t, g)
@@ -164,7 +165,7 @@ func TestMetricsLostClaimAndWait(t *testing.T) {
 		status, _ := g.adminDo(t, http.MethodGet, keyURI("demo:lc-1"))
 		return status == 200
 	})
-	if status, body := g.adminDo(t, http.MethodDelete, keyURI("demo:lc-1")); status != 200 {
+	if status, body := g.adminDo(t, http.MethodDelete, keyURI("demo:lc-1")+"?force=1"); status != 200 {
 		t.Fatalf("purge: %d %s", status, body)
 	}
 	close(release)
