@@ -191,7 +191,8 @@ func TestConsoleBrowser(t *testing.T) {
 		t.Fatalf("key page for %q", got)
 	}
 	timeline := text("#timeline")
-	if strings.Count(timeline, "attempt ") != 2 || strings.Count(timeline, "503") != 2 || !strings.Contains(timeline, "failed") {
+	if strings.Count(timeline, "attempt ") != 2 || strings.Count(timeline, "503") != 2 || !strings.Contains(timeline, "failed") ||
+		!strings.Contains(timeline, `"error": "database is down"`) {
 		t.Errorf("timeline:\n%s", timeline)
 	}
 	note := text("#notification pre")

@@ -127,6 +127,7 @@ type event struct {
 	Duration time.Duration
 	Outcome  string
 	Body     *prettyBody // a failure's answer
+	Open     bool        // the last failure's answer is shown unfolded
 }
 
 type notificationDetail struct {
@@ -166,6 +167,12 @@ func newKeyDetail(store string, rec *cache.Record, st cache.State, now time.Time
 	}
 	// Attempts are kept to the millisecond: order at that precision, so
 	// the first copy stays ahead of its own attempt.
+	for i := len(d.Timeline) - 1; i >= 0; i-- {
+		if d.Timeline[i].Body != nil {
+			d.Timeline[i].Open = true
+			break
+		}
+	}
 	slices.SortStableFunc(d.Timeline, func(a, b event) int {
 		return a.At.Truncate(time.Millisecond).Compare(b.At.Truncate(time.Millisecond))
 	})
