@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 
 	"github.com/idemgate/idemgate/cache"
@@ -140,6 +141,12 @@ func TestConsoleBrowser(t *testing.T) {
 	if err := chromedp.Do(bctx, chromedp.Navigate("about:blank")); err != nil {
 		t.Fatalf("starting chromium: %v", err)
 	}
+	// The operator's browser may run no JavaScript: every step below
+	// works with page scripts off (the body's <script> would not run
+	// anyway; the title check below still looks).
+	if _, err := chromedp.Call(bctx, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true}); err != nil {
+		t.Fatalf("turning JavaScript off: %v", err)
+	}
 
 	run := func(what string, steps ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
@@ -241,6 +248,21 @@ func TestConsoleBrowser(t *testing.T) {
 	}
 	if n := be.count(order); n != 3 {
 		t.Fatalf("backend ran %d times after the purge, want still 3", n)
+	}
+
+	// A cross-site POST (another site's form, without the page's token)
+	// is refused and runs nothing.
+	form := url.Values{"store": {"memory"}, "k": {"shop:A-1002"}}
+	req, _ := http.NewRequest(http.MethodPost, base+"/console/redeliver", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", "https://evil.example")
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || be.count("A-1002") != 1 {
+		t.Fatalf("cross-site redeliver: %d, backend ran %d times for A-1002 (want 403, 1)", resp.StatusCode, be.count("A-1002"))
 	}
 
 	// The same console under handle_path's stripped prefix links under it.
