@@ -44,7 +44,8 @@ func init() {
 // module), so only a console in a site is reachable from a browser.
 type Console struct {
 	// Refresh is how often the overview reloads itself (with JavaScript
-	// on); 0 turns it off. Default: 15s.
+	// on); a negative value (Caddyfile: refresh off) turns it off.
+	// Default: 15s.
 	Refresh caddy.Duration `json:"refresh,omitempty"`
 
 	logger *zap.Logger

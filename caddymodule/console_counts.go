@@ -89,6 +89,14 @@ func (c *minuteCounts) add(o outcome) {
 	c.mu.Unlock()
 }
 
+// reset forgets every count (tests that read the chart).
+func (c *minuteCounts) reset() {
+	c.mu.Lock()
+	c.minute = [ringMinutes]int64{}
+	c.n = [ringMinutes][numOutcomes]uint64{}
+	c.mu.Unlock()
+}
+
 // minuteRow is one minute of the chart.
 type minuteRow struct {
 	Start  time.Time

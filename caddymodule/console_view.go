@@ -34,7 +34,7 @@ var consoleTemplates = template.Must(template.New("console").Funcs(template.Func
 		return d.Round(time.Millisecond).String()
 	},
 	"rows": func(p *consolePage, rows []keyRow, empty string) rowsView {
-		return rowsView{Page: p, Rows: rows, Empty: empty}
+		return rowsView{Page: p, Rows: rows, Empty: empty, More: len(rows) >= overviewLimit}
 	},
 }).ParseFS(consoleFS, "console/*.html"))
 
@@ -86,6 +86,7 @@ type rowsView struct {
 	Page  *consolePage
 	Rows  []keyRow
 	Empty string
+	More  bool // the list may go on: a store gave a full page
 }
 
 // keyRow is a key in a list.
