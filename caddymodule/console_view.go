@@ -368,7 +368,7 @@ var outcomeGroups = []struct {
 }
 
 func newChart(rows []minuteRow) chart {
-	const barW, gap, plotH, top = 28, 6, 110, 8
+	const barW, gap, plotH, top = 28, 6, 110, 16
 	c := chart{W: len(rows)*(barW+gap) + gap, H: plotH + top + 18, Top: top}
 	sums := make([][]uint64, len(rows))
 	for i, row := range rows {
