@@ -257,3 +257,108 @@ func TestConsoleCaddyfile(t *testing.T) {
 		}
 	}
 }
+
+// getPage GETs a console page and returns its HTML.
+func getPage(t *testing.T, u string) (int, string) {
+	t.Helper()
+	resp, err := client.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var b bytes.Buffer
+	b.ReadFrom(resp.Body)
+	return resp.StatusCode, b.String()
+}
+
+// section is the HTML of the overview's <section id="id">.
+func section(page, id string) string {
+	_, rest, ok := strings.Cut(page, `<section id="`+id+`">`)
+	if !ok {
+		return ""
+	}
+	s, _, _ := strings.Cut(rest, "</section>")
+	return s
+}
+
+// TestConsoleDeadAndInFlight: a failed Stripe event whose retry window has
+// passed is listed as dead, not failed; a key whose first copy is at the
+// backend is listed in flight, and purging it without force is refused
+// (409) while the backend still runs, so its next copy cannot run it twice.
+func TestConsoleDeadAndInFlight(t *testing.T) {
+	be := newBackend(t)
+	release := make(chan struct{})
+	be.setAnswer(func(order string, n int, r *http.Request) (int, string, time.Duration) {
+		if order == "slow" {
+			<-release
+			return 200, "ok", 0
+		}
+		return 503, "down", 0
+	})
+	base := startCaddy(t, `
+	route /stripe {
+		idempotency {
+			platform stripe
+			verify off
+			store memory
+		}
+		reverse_proxy {backend}
+	}
+	route /shop/notify {
+		idempotency {
+			key shop:{idempotency.json.order.id}
+			store memory
+		}
+		reverse_proxy {backend}
+	}
+	route /console/* {
+		idempotency_console
+	}`, "{backend}", be.addr())
+	if r := post(t, base+"/stripe", "application/json", `{"id":"evt_old","type":"charge.succeeded"}`, http.Header{"X-Order": {"evt_old"}}); r.status != 503 {
+		t.Fatalf("stripe event: %d", r.status)
+	}
+	done := make(chan reply, 1)
+	go func() { done <- postShop(t, base, "slow") }()
+	defer func() { close(release); <-done }()
+	eventually(t, 10*time.Second, "the slow order at the backend", func() bool { return be.count("slow") == 1 })
+
+	_, page := getPage(t, base+"/console/")
+	if s := section(page, "failed"); !strings.Contains(s, "stripe:evt_old") {
+		t.Errorf("failed section lacks the fresh failure:\n%s", s)
+	}
+	if s := section(page, "inflight"); !strings.Contains(s, "shop:slow") || !strings.Contains(s, "in_flight") {
+		t.Errorf("in-flight section:\n%s", s)
+	}
+
+	old := journalNow
+	journalNow = func() time.Time { return time.Now().Add(72*time.Hour + time.Minute) } // past Stripe's 3 days
+	t.Cleanup(func() { journalNow = old })
+	_, page = getPage(t, base+"/console/")
+	if s := section(page, "dead"); !strings.Contains(s, "stripe:evt_old") || !strings.Contains(s, `badge dead`) {
+		t.Errorf("dead section lacks the event past its retry window:\n%s", s)
+	}
+	if s := section(page, "failed"); strings.Contains(s, "stripe:evt_old") {
+		t.Errorf("a dead event is still listed as failed")
+	}
+
+	// The in-flight key's purge page asks for force, and a purge without
+	// it is refused.
+	status, page := getPage(t, base+"/console/purge?store=memory&k=shop%3Aslow")
+	if status != 200 || !strings.Contains(page, `name="force"`) || !strings.Contains(page, "in flight") {
+		t.Errorf("purge page for an in-flight key: %d\n%s", status, page)
+	}
+	form := url.Values{"csrf": {consoleToken}, "store": {"memory"}, "k": {"shop:slow"}, "confirm": {"yes"}}
+	req, _ := http.NewRequest(http.MethodPost, base+"/console/purge", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusConflict {
+		t.Errorf("purge of an in-flight key without force: %d, want 409", resp.StatusCode)
+	}
+	if rec, err := (poolData{}).lookup(t.Context(), "memory", "shop:slow"); err != nil || rec.State != cache.StateInFlight {
+		t.Errorf("after the refused purge: %v %v", rec, err)
+	}
+}
