@@ -1,0 +1,642 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idemgate/idemgate/internal/redistest"
+)
+
+// The fault suite: the contract's "Faults: the backend runs once", tried on
+// real parts (a real redis-server, a real backend that breaks as backends
+// do, the real module in this process or the built binary). Every case
+// asserts how many times the backend ran for its key.
+
+// freshClient opens a new connection for every request: a copy is lost
+// only if the gateway loses it, never because the client raced a kept-alive
+// connection the gateway was closing.
+var freshClient = &http.Client{
+	Timeout:   30 * time.Second,
+	Transport: &http.Transport{DisableKeepAlives: true},
+}
+
+// faultSend is one request whose transport error is returned, not fatal: the
+// fault tests expect some.
+func faultSend(c *http.Client, method, u, body string, hdr http.Header) (reply, error) {
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, u, rd)
+	if err != nil {
+		return reply{}, err
+	}
+	for k, v := range hdr {
+		req.Header[k] = v
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return reply{}, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	r := reply{status: resp.StatusCode, body: string(b), header: resp.Header,
+		replayed: resp.Header.Get("Idempotent-Replayed") == "true"}
+	return r, err
+}
+
+// form is a notification form body for order.
+func form(order string) string { return "out_trade_no=" + order + "&total_amount=9.90" }
+
+var formHeader = http.Header{"Content-Type": {"application/x-www-form-urlencoded"}}
+
+// TestFaultSilentResend: the backend does the work and then drops its
+// kept-alive connection without answering. Go's transport re-sends a
+// replayable request (a GET; a bodiless request carrying Idempotency-Key)
+// that fails that way on a reused connection. The gateway must not: the
+// outcome is ambiguous, the claim is held until lock_ttl, then released.
+func TestFaultSilentResend(t *testing.T) {
+	const lockTTL = 3 * time.Second
+	rs := redistest.Start(t)
+	be := newFaultBackend(t)
+	be.setAct(func(key string, n int) faultAction {
+		if strings.HasPrefix(key, "drop-") && n == 1 {
+			return faultAction{kind: faultHangUp}
+		}
+		return faultAction{}
+	})
+	// Two routes, two reverse_proxy handlers: each has its own transport,
+	// so each is primed through its own route.
+	base := startCaddy(t, `
+	handle /return {
+		idempotency {
+			key ret:{http.request.uri.query.order}
+			store redis {redis}
+			lock_ttl 3s
+			in_flight reject
+		}
+		reverse_proxy {backend}
+	}
+	handle /event {
+		idempotency {
+			key ev:{http.request.header.Idempotency-Key}
+			store redis {redis}
+			lock_ttl 3s
+			in_flight reject
+		}
+		reverse_proxy {backend}
+	}`, "{redis}", rs.Addr(), "{backend}", be.addr())
+
+	cases := []struct {
+		name string
+		req  func(key string) (reply, error)
+	}{
+		{"signed GET", func(key string) (reply, error) {
+			return faultSend(client, http.MethodGet, base+"/return?order="+key+"&sign=c2lnbmVk&sign_type=RSA2", "", nil)
+		}},
+		{"empty POST with Idempotency-Key", func(key string) (reply, error) {
+			return faultSend(client, http.MethodPost, base+"/event", "", http.Header{"Idempotency-Key": {key}})
+		}},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			// Prime the gateway's connection to the backend, one request
+			// at a time so that one kept-alive connection is reused.
+			for j := range 3 {
+				if r, err := c.req(fmt.Sprintf("prime-%d-%d", i, j)); err != nil || r.status != 200 {
+					t.Fatalf("priming request: %d %v", r.status, err)
+				}
+			}
+			key := fmt.Sprintf("drop-%d", i)
+			sent := time.Now()
+			r, err := c.req(key)
+			runs := be.count(key)
+			t.Logf("first copy: status %d err %v; backend ran %d times", r.status, err, runs)
+			if !be.reusedConn(key, 1) {
+				t.Fatalf("test setup: the first copy did not come on a reused connection, so no transport would re-send it")
+			}
+			if runs != 1 {
+				t.Errorf("backend ran %d times for one copy, want 1: the request was re-sent after the connection dropped", runs)
+			}
+			if err != nil || (r.status != http.StatusBadGateway && r.status != http.StatusGatewayTimeout) {
+				t.Fatalf("first copy: got %d %v, want 502 or 504 (the outcome is unknown)", r.status, err)
+			}
+			// Held: a retry within lock_ttl is refused, not forwarded.
+			r, err = c.req(key)
+			if held := time.Since(sent); held < lockTTL && (err != nil || r.status != http.StatusConflict) {
+				t.Errorf("retry %v after the first copy: got %d %v, want 409 (claim held until lock_ttl)", held, r.status, err)
+			}
+			if got := be.count(key); got != 1 {
+				t.Errorf("backend ran %d times after a retry within lock_ttl, want 1", got)
+			}
+			// After lock_ttl the key is free: the platform's retry goes through once.
+			eventually(t, 4*lockTTL, "the ambiguous hold to end", func() bool {
+				r, err = c.req(key)
+				return err == nil && r.status != http.StatusConflict
+			})
+			if held := time.Since(sent); held < lockTTL*9/10 {
+				t.Errorf("the claim was freed %v after the first copy, before lock_ttl (%v)", held, lockTTL)
+			}
+			if r.status != 200 || r.replayed {
+				t.Errorf("retry after lock_ttl: got %d replayed=%v, want a forwarded 200", r.status, r.replayed)
+			}
+			if got := be.count(key); got != 2 {
+				t.Errorf("backend ran %d times in all, want 2 (the dropped copy and the retry after lock_ttl)", got)
+			}
+		})
+	}
+}
+
+// TestFaultRedisRestartAfterAnswer: Redis (AOF, fsync always) dies while
+// the first copy is at the backend and is back a couple of seconds later,
+// after the backend answered. The answer is settled anyway: a duplicate
+// while Redis is down gets it from the gateway, and a copy after lock_ttl
+// is replayed, not forwarded again.
+func TestFaultRedisRestartAfterAnswer(t *testing.T) {
+	const lockTTL = 6 * time.Second
+	rs := redistest.StartWith(t, redistest.Options{AOF: true})
+	be := newFaultBackend(t)
+	answered := make(chan struct{})
+	be.setAct(func(key string, n int) faultAction {
+		return faultAction{delay: 1500 * time.Millisecond, after: func() {
+			if n == 1 {
+				close(answered)
+			}
+		}}
+	})
+	base := startCaddy(t, `
+	idempotency {
+		key k:{idempotency.form.out_trade_no}
+		store redis {redis}
+		lock_ttl 6s
+		in_flight wait 20s
+	}
+	reverse_proxy {backend}`, "{redis}", rs.Addr(), "{backend}", be.addr())
+
+	const key = "hiccup-1"
+	first := make(chan reply, 1)
+	sent := time.Now()
+	go func() {
+		r, err := faultSend(client, http.MethodPost, base+"/notify", form(key), formHeader)
+		if err != nil {
+			t.Errorf("first copy: %v", err)
+		}
+		first <- r
+	}()
+	be.waitArrived(t, key, 10*time.Second)
+	rs.Kill()
+	killed := time.Now()
+	select {
+	case <-answered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the backend never answered the first copy")
+	}
+	// Let the gateway take the answer in (or give up on the store) before
+	// the duplicate; the first copy's reply may wait for the store.
+	select {
+	case r := <-first:
+		first <- r
+	case <-time.After(500 * time.Millisecond):
+	}
+	dup, err := faultSend(client, http.MethodPost, base+"/notify", form(key), formHeader)
+	if err != nil || dup.status != 200 || !dup.replayed {
+		t.Errorf("duplicate while Redis is down: got %d replayed=%v %v, want the kept answer (200, replayed)", dup.status, dup.replayed, err)
+	}
+	rs.Restart()
+	t.Logf("Redis was down %v", time.Since(killed).Round(10*time.Millisecond))
+	var r reply
+	select {
+	case r = <-first:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the first copy was never answered")
+	}
+	if r.status != 200 || r.body != "ok "+key {
+		t.Errorf("first copy: got %d %q, want the backend's 200", r.status, r.body)
+	}
+	// Past lock_ttl: an unsettled claim would have expired by now.
+	time.Sleep(time.Until(sent.Add(lockTTL + time.Second)))
+	r, err = faultSend(client, http.MethodPost, base+"/notify", form(key), formHeader)
+	if err != nil || r.status != 200 || !r.replayed || r.body != "ok "+key {
+		t.Errorf("copy after lock_ttl: got %d replayed=%v %q %v, want the replayed answer", r.status, r.replayed, r.body, err)
+	}
+	if got := be.count(key); got != 1 {
+		t.Errorf("backend ran %d times, want 1", got)
+	}
+}
+
+// TestFaultRedisPausedAtComplete: Redis stops answering (SIGSTOP) for
+// longer than store_timeout just as the backend answers, then comes back.
+// The answer is settled: later copies, also after lock_ttl, are replayed.
+func TestFaultRedisPausedAtComplete(t *testing.T) {
+	const (
+		lockTTL = 5 * time.Second
+		pause   = 2 * time.Second
+	)
+	rs := redistest.StartWith(t, redistest.Options{AOF: true})
+	var resumeOnce sync.Once
+	resume := func() { resumeOnce.Do(rs.Resume) }
+	t.Cleanup(resume)
+	be := newFaultBackend(t)
+	pausedAt := make(chan time.Time, 1)
+	be.setAct(func(key string, n int) faultAction {
+		return faultAction{delay: time.Second, before: func() {
+			if n == 1 {
+				rs.Pause()
+				pausedAt <- time.Now()
+				time.AfterFunc(pause, resume)
+			}
+		}}
+	})
+	base := startCaddy(t, `
+	idempotency {
+		key k:{idempotency.form.out_trade_no}
+		store redis {redis}
+		lock_ttl 5s
+		store_timeout 500ms
+		in_flight wait 20s
+	}
+	reverse_proxy {backend}`, "{redis}", rs.Addr(), "{backend}", be.addr())
+
+	const key = "paused-1"
+	sent := time.Now()
+	r, err := faultSend(client, http.MethodPost, base+"/notify", form(key), formHeader)
+	if err != nil || r.status != 200 || r.body != "ok "+key {
+		t.Errorf("first copy: got %d %q %v, want the backend's 200", r.status, r.body, err)
+	}
+	var paused time.Time
+	select {
+	case paused = <-pausedAt:
+	default:
+		t.Fatal("the backend never paused Redis")
+	}
+	t.Logf("first copy answered %v after Redis paused (store_timeout 500ms, pause %v)",
+		time.Since(paused).Round(10*time.Millisecond), pause)
+	time.Sleep(time.Until(paused.Add(pause + 100*time.Millisecond)))
+	r, err = faultSend(client, http.MethodPost, base+"/notify", form(key), formHeader)
+	if err != nil || r.status != 200 || !r.replayed {
+		t.Errorf("copy after Redis resumed: got %d replayed=%v %v, want the replayed answer", r.status, r.replayed, err)
+	}
+	time.Sleep(time.Until(sent.Add(lockTTL + time.Second)))
+	r, err = faultSend(client, http.MethodPost, base+"/notify", form(key), formHeader)
+	if err != nil || r.status != 200 || !r.replayed {
+		t.Errorf("copy after lock_ttl: got %d replayed=%v %v, want the replayed answer", r.status, r.replayed, err)
+	}
+	if got := be.count(key); got != 1 {
+		t.Errorf("backend ran %d times, want 1", got)
+	}
+}
+
+// inFlightKeys lists the keys the admin API shows in flight.
+func inFlightKeys(t testing.TB, g gateway) []string {
+	t.Helper()
+	var page struct {
+		Keys []struct {
+			Key string `json:"key"`
+		} `json:"keys"`
+	}
+	g.adminJSON(t, http.MethodGet, "/idempotency/keys?state=in_flight", &page)
+	var keys []string
+	for _, k := range page.Keys {
+		keys = append(keys, k.Key)
+	}
+	return keys
+}
+
+// TestFaultBackendAborts: the backend sends headers and part of its body,
+// then breaks the connection; reverse_proxy panics with
+// http.ErrAbortHandler. The claim is held (ambiguous) until lock_ttl and
+// no longer: renewal stops, the admin API stops listing the key, and the
+// platform's retry after lock_ttl is forwarded.
+func TestFaultBackendAborts(t *testing.T) {
+	const lockTTL = 3 * time.Second
+	rs := redistest.Start(t)
+	be := newFaultBackend(t)
+	be.setAct(func(key string, n int) faultAction {
+		if n == 1 {
+			return faultAction{kind: faultAbort, body: "partial answer that never ends"}
+		}
+		return faultAction{}
+	})
+	g := startGateway(t, `
+	idempotency {
+		key ab:{idempotency.form.out_trade_no}
+		store redis {redis}
+		lock_ttl 3s
+		in_flight reject
+	}
+	reverse_proxy {backend}`, "{redis}", rs.Addr(), "{backend}", be.addr())
+
+	const order = "abort-1"
+	sent := time.Now()
+	r, err := faultSend(client, http.MethodPost, g.base+"/notify", form(order), formHeader)
+	if err == nil && r.status == 200 && r.body == "ok "+order {
+		t.Fatalf("first copy got a whole answer; the backend was to abort")
+	}
+	t.Logf("first copy: status %d, %d body bytes, err %v", r.status, len(r.body), err)
+
+	// Within lock_ttl: held.
+	r, err = faultSend(client, http.MethodPost, g.base+"/notify", form(order), formHeader)
+	if held := time.Since(sent); held < lockTTL && (err != nil || r.status != http.StatusConflict) {
+		t.Errorf("retry %v after the abort: got %d %v, want 409 (held until lock_ttl)", held, r.status, err)
+	}
+	if keys := inFlightKeys(t, g); len(keys) != 1 || keys[0] != "ab:"+order {
+		t.Errorf("in flight within lock_ttl: %v, want [ab:%s]", keys, order)
+	}
+	if got := be.count(order); got != 1 {
+		t.Errorf("backend ran %d times within lock_ttl, want 1", got)
+	}
+
+	// After lock_ttl: nothing in flight, and the retry goes through once.
+	eventually(t, 4*lockTTL, "the admin API to list nothing in flight", func() bool {
+		return len(inFlightKeys(t, g)) == 0
+	})
+	if freed := time.Since(sent); freed < lockTTL*9/10 {
+		t.Errorf("the claim was freed %v after the abort, before lock_ttl (%v)", freed, lockTTL)
+	}
+	r, err = faultSend(client, http.MethodPost, g.base+"/notify", form(order), formHeader)
+	if err != nil || r.status != 200 || r.replayed {
+		t.Errorf("retry after lock_ttl: got %d replayed=%v %v, want a forwarded 200", r.status, r.replayed, err)
+	}
+	if got := be.count(order); got != 2 {
+		t.Errorf("backend ran %d times in all, want 2 (the aborted copy and the retry after lock_ttl)", got)
+	}
+}
+
+// TestFaultClientHangsUp: the platform gives up on the first copy while the
+// backend still works, then retries. The backend's answer is kept and the
+// retries get it; the backend runs once.
+func TestFaultClientHangsUp(t *testing.T) {
+	rs := redistest.Start(t)
+	be := newFaultBackend(t)
+	be.setAct(func(key string, n int) faultAction { return faultAction{delay: 2 * time.Second} })
+	base := startCaddy(t, `
+	idempotency {
+		key k:{idempotency.form.out_trade_no}
+		store redis {redis}
+		lock_ttl 3s
+		in_flight wait 20s
+	}
+	reverse_proxy {backend}`, "{redis}", rs.Addr(), "{backend}", be.addr())
+
+	const key = "hangup-1"
+	impatient := &http.Client{Timeout: 500 * time.Millisecond, Transport: &http.Transport{}}
+	if r, err := faultSend(impatient, http.MethodPost, base+"/notify", form(key), formHeader); err == nil {
+		t.Fatalf("the impatient platform got %d; it was to hang up first", r.status)
+	}
+	// The retry arrives while the backend still works: it waits and is
+	// answered from the first copy's answer.
+	r, err := faultSend(client, http.MethodPost, base+"/notify", form(key), formHeader)
+	if err != nil || r.status != 200 || !r.replayed || r.body != "ok "+key {
+		t.Errorf("retry while the backend works: got %d replayed=%v %q %v, want the replayed answer", r.status, r.replayed, r.body, err)
+	}
+	r, err = faultSend(client, http.MethodPost, base+"/notify", form(key), formHeader)
+	if err != nil || r.status != 200 || !r.replayed {
+		t.Errorf("later retry: got %d replayed=%v %v, want the replayed answer", r.status, r.replayed, err)
+	}
+	if got := be.count(key); got != 1 {
+		t.Errorf("backend ran %d times, want 1", got)
+	}
+}
+
+// stormResult is what one copy of a key got.
+type stormResult struct {
+	key    string
+	sent   time.Time
+	status int
+	err    error
+}
+
+// keyStorm sends copies of each key at once, key after key, spaced by gap,
+// and returns every copy's result once all are answered.
+func keyStorm(keys []string, copies int, gap time.Duration, sendOne func(key string) (reply, error)) []stormResult {
+	out := make([]stormResult, len(keys)*copies)
+	var wg sync.WaitGroup
+	for i, key := range keys {
+		if i > 0 {
+			time.Sleep(gap)
+		}
+		sent := time.Now()
+		for c := range copies {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r, err := sendOne(key)
+				out[i*copies+c] = stormResult{key: key, sent: sent, status: r.status, err: err}
+			}()
+		}
+	}
+	wg.Wait()
+	return out
+}
+
+// TestFaultSentinelFailover: a storm of notifications over a Sentinel
+// failover (master with AOF, one replica, real redis-sentinel). No key runs
+// twice, every copy gets the backend's answer or a documented refusal
+// (503 or 409 with Retry-After), and afterwards every key is answered.
+func TestFaultSentinelFailover(t *testing.T) {
+	const name = "idemfault"
+	master := redistest.StartWith(t, redistest.Options{AOF: true})
+	replica := redistest.StartWith(t, redistest.Options{AOF: true, ReplicaOf: master})
+	sentinel := redistest.StartSentinelWith(t, master, name, redistest.SentinelOptions{DownAfter: 2 * time.Second})
+	be := newFaultBackend(t)
+	be.setAct(func(key string, n int) faultAction { return faultAction{delay: 300 * time.Millisecond} })
+	base := startCaddy(t, `
+	idempotency {
+		key k:{idempotency.form.out_trade_no}
+		store redis {sentinel} {
+			master_name {name}
+		}
+		lock_ttl 3s
+		in_flight wait 10s
+	}
+	reverse_proxy {backend}`, "{sentinel}", sentinel.Addr(), "{name}", name, "{backend}", be.addr())
+
+	var keys []string
+	for i := range 60 {
+		keys = append(keys, fmt.Sprintf("fo-%02d", i))
+	}
+	var foStart, foEnd time.Time
+	var newMaster string
+	foDone := make(chan struct{})
+	go func() {
+		defer close(foDone)
+		time.Sleep(1200 * time.Millisecond) // a third of the way into the storm
+		foStart = time.Now()
+		newMaster = redistest.Failover(t, sentinel, name, master.Addr())
+		foEnd = time.Now()
+	}()
+	results := keyStorm(keys, 4, 60*time.Millisecond, func(key string) (reply, error) {
+		return faultSend(freshClient, http.MethodPost, base+"/notify", form(key), formHeader)
+	})
+	<-foDone
+	if newMaster != replica.Addr() {
+		t.Fatalf("failover moved the master to %s, want the replica %s", newMaster, replica.Addr())
+	}
+	t.Logf("failover took %v", foEnd.Sub(foStart).Round(time.Millisecond))
+
+	refused := map[int]int{}
+	for _, r := range results {
+		switch {
+		case r.err != nil:
+			t.Errorf("copy of %s lost: %v", r.key, r.err)
+		case r.status == 200:
+		case r.status == http.StatusServiceUnavailable || r.status == http.StatusConflict:
+			refused[r.status]++
+		default:
+			t.Errorf("copy of %s: got %d, want 200, 503 or 409", r.key, r.status)
+		}
+	}
+	// Phases by the time a key's copies were sent.
+	phase := func(sent time.Time) string {
+		switch {
+		case sent.Before(foStart.Add(-time.Second)):
+			return "before"
+		case sent.After(foEnd):
+			return "after"
+		}
+		return "during"
+	}
+	twice := map[string][]string{}
+	perPhase := map[string]int{}
+	for _, key := range keys {
+		var sent time.Time
+		for _, r := range results {
+			if r.key == key {
+				sent = r.sent
+				break
+			}
+		}
+		p := phase(sent)
+		perPhase[p]++
+		if n := be.count(key); n > 1 {
+			twice[p] = append(twice[p], key)
+		}
+	}
+	t.Logf("keys per phase %v; refusals %v; keys run twice per phase %v", perPhase, refused, twice)
+	for p, ks := range twice {
+		t.Errorf("%d keys sent %s the failover ran twice: %v", len(ks), p, ks)
+	}
+	// Every key settles: one more copy of each is answered, and no key
+	// runs again.
+	for _, key := range keys {
+		before := be.count(key)
+		r, err := faultSend(freshClient, http.MethodPost, base+"/notify", form(key), formHeader)
+		if err != nil || r.status != 200 {
+			t.Errorf("copy of %s after the failover: got %d %v, want 200", key, r.status, err)
+		}
+		if got := be.count(key); got != max(before, 1) {
+			t.Errorf("%s: backend ran %d times, %d before the last copy", key, got, before)
+		}
+	}
+}
+
+// startProcAdmin is startProc with Caddy's admin endpoint on a free
+// loopback port, for config reloads (POST /load).
+func startProcAdmin(t *testing.T, siteBody string) (*gatewayProc, string, func(site string) string) {
+	t.Helper()
+	gatewayBinary(t)
+	port, adminPort := freePort(t), freePort(t)
+	admin := fmt.Sprintf("127.0.0.1:%d", adminPort)
+	caddyfile := func(site string) string {
+		return fmt.Sprintf(`{
+	admin %s
+	auto_https off
+	persist_config off
+}
+http://127.0.0.1:%d {
+%s
+}
+`, admin, port, site)
+	}
+	cf := filepath.Join(t.TempDir(), "Caddyfile")
+	if err := os.WriteFile(cf, []byte(caddyfile(siteBody)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := &gatewayProc{t: t, base: fmt.Sprintf("http://127.0.0.1:%d", port), cf: cf, home: t.TempDir()}
+	p.start()
+	t.Cleanup(func() { p.kill() })
+	waitListening(t, "http://"+admin)
+	return p, admin, caddyfile
+}
+
+// TestFaultReloadMidStorm: the built binary's config is reloaded (a new
+// lock_ttl, POSTed to the admin endpoint's /load) twice while a storm of
+// copies is in flight. Every copy is answered 200 and each key reaches the
+// backend once.
+func TestFaultReloadMidStorm(t *testing.T) {
+	rs := redistest.StartWith(t, redistest.Options{AOF: true})
+	be := newFaultBackend(t)
+	be.setAct(func(key string, n int) faultAction { return faultAction{delay: 300 * time.Millisecond} })
+	site := func(lockTTL string) string {
+		return fmt.Sprintf(`
+	idempotency {
+		key k:{idempotency.form.out_trade_no}
+		store redis %s
+		lock_ttl %s
+		in_flight wait 20s
+	}
+	reverse_proxy %s`, rs.Addr(), lockTTL, be.addr())
+	}
+	gw, admin, caddyfile := startProcAdmin(t, site("4s"))
+
+	var keys []string
+	for i := range 40 {
+		keys = append(keys, fmt.Sprintf("rl-%02d", i))
+	}
+	reloads := make(chan error, 1)
+	go func() {
+		var errs []error
+		for i, ttl := range []string{"5s", "6s"} {
+			time.Sleep(time.Duration(600+600*i) * time.Millisecond)
+			req, _ := http.NewRequest(http.MethodPost, "http://"+admin+"/load", strings.NewReader(caddyfile(site(ttl))))
+			req.Header.Set("Content-Type", "text/caddyfile")
+			resp, err := freshClient.Do(req)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				errs = append(errs, fmt.Errorf("reload to lock_ttl %s: %d %s", ttl, resp.StatusCode, b))
+			}
+		}
+		reloads <- errors.Join(errs...)
+	}()
+	results := keyStorm(keys, 5, 50*time.Millisecond, func(key string) (reply, error) {
+		return faultSend(freshClient, http.MethodPost, gw.base+"/notify", form(key), formHeader)
+	})
+	if err := <-reloads; err != nil {
+		t.Fatal(err)
+	}
+	// The reload took: the running config has the last lock_ttl.
+	resp, err := freshClient.Get("http://" + admin + "/config/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg any
+	json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&cfg)
+	resp.Body.Close()
+	if s := mustJSON(cfg); !strings.Contains(s, `"lock_ttl":6000000000`) {
+		t.Errorf("running config after the reloads has not lock_ttl 6s: %s", s)
+	}
+	for _, r := range results {
+		if r.err != nil || r.status != 200 {
+			t.Errorf("copy of %s: got %d %v, want 200", r.key, r.status, r.err)
+		}
+	}
+	for _, key := range keys {
+		if got := be.count(key); got != 1 {
+			t.Errorf("%s: backend ran %d times, want 1", key, got)
+		}
+	}
+}
