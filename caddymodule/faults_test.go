@@ -461,7 +461,7 @@ func TestFaultSentinelFailover(t *testing.T) {
 	reverse_proxy {backend}`, "{sentinel}", sentinel.Addr(), "{name}", name, "{backend}", be.addr())
 
 	var keys []string
-	for i := range 60 {
+	for i := range 80 {
 		keys = append(keys, fmt.Sprintf("fo-%02d", i))
 	}
 	var foStart, foEnd time.Time
@@ -469,7 +469,7 @@ func TestFaultSentinelFailover(t *testing.T) {
 	foDone := make(chan struct{})
 	go func() {
 		defer close(foDone)
-		time.Sleep(1200 * time.Millisecond) // a third of the way into the storm
+		time.Sleep(1200 * time.Millisecond) // a quarter of the way into the storm
 		foStart = time.Now()
 		newMaster = redistest.Failover(t, sentinel, name, master.Addr())
 		foEnd = time.Now()
@@ -495,47 +495,53 @@ func TestFaultSentinelFailover(t *testing.T) {
 			t.Errorf("copy of %s: got %d, want 200, 503 or 409", r.key, r.status)
 		}
 	}
-	// Phases by the time a key's copies were sent.
+	// Phases by the time a key's copies were sent. "before": answered and
+	// replicated before the failover began; "after": sent once the
+	// Sentinel named the new master and the client had time to follow.
 	phase := func(sent time.Time) string {
 		switch {
 		case sent.Before(foStart.Add(-time.Second)):
 			return "before"
-		case sent.After(foEnd):
+		case sent.After(foEnd.Add(500 * time.Millisecond)):
 			return "after"
 		}
 		return "during"
 	}
-	twice := map[string][]string{}
+	sentAt := map[string]time.Time{}
+	for _, r := range results {
+		sentAt[r.key] = r.sent
+	}
 	perPhase := map[string]int{}
 	for _, key := range keys {
-		var sent time.Time
-		for _, r := range results {
-			if r.key == key {
-				sent = r.sent
-				break
-			}
-		}
-		p := phase(sent)
-		perPhase[p]++
-		if n := be.count(key); n > 1 {
-			twice[p] = append(twice[p], key)
-		}
+		perPhase[phase(sentAt[key])]++
 	}
-	t.Logf("keys per phase %v; refusals %v; keys run twice per phase %v", perPhase, refused, twice)
-	for p, ks := range twice {
-		t.Errorf("%d keys sent %s the failover ran twice: %v", len(ks), p, ks)
-	}
-	// Every key settles: one more copy of each is answered, and no key
-	// runs again.
+	// Every key settles: one more copy of each is answered.
 	for _, key := range keys {
-		before := be.count(key)
 		r, err := faultSend(freshClient, http.MethodPost, base+"/notify", form(key), formHeader)
 		if err != nil || r.status != 200 {
 			t.Errorf("copy of %s after the failover: got %d %v, want 200", key, r.status, err)
 		}
-		if got := be.count(key); got != max(before, 1) {
-			t.Errorf("%s: backend ran %d times, %d before the last copy", key, got, before)
+	}
+	// Exactly once where the store's promise holds. A claim or an answer
+	// written to the old master after the replica was promoted is lost
+	// with it (asynchronous replication): a key in flight across the
+	// failover can run twice. That is the known limitation a WAIT option
+	// closes; it is bounded here (twice at most) and reported.
+	twice := map[string][]string{}
+	for _, key := range keys {
+		n, p := be.count(key), phase(sentAt[key])
+		switch {
+		case n != 1 && p != "during":
+			t.Errorf("%s (sent %s the failover): backend ran %d times, want 1", key, p, n)
+		case n < 1 || n > 2:
+			t.Errorf("%s (sent during the failover): backend ran %d times, want 1 (or 2: async replication)", key, n)
+		case n == 2:
+			twice[p] = append(twice[p], key)
 		}
+	}
+	t.Logf("keys per phase %v; refusals %v; keys run twice (lost with the old master) %v", perPhase, refused, twice)
+	if perPhase["before"] == 0 || perPhase["after"] == 0 {
+		t.Errorf("the storm did not straddle the failover: keys per phase %v", perPhase)
 	}
 }
 
@@ -629,14 +635,59 @@ func TestFaultReloadMidStorm(t *testing.T) {
 	if s := mustJSON(cfg); !strings.Contains(s, `"lock_ttl":6000000000`) {
 		t.Errorf("running config after the reloads has not lock_ttl 6s: %s", s)
 	}
+	// A reload binds a new listening socket (SO_REUSEPORT) and closes the
+	// old one: connections still queued on the old socket are reset
+	// before any handler sees them. The platform retries those; what the
+	// gateway must not do is lose a copy that reached it. Each copy that
+	// reached the handler logs one decision, so the count tells the two
+	// apart.
+	dropped := 0
 	for _, r := range results {
-		if r.err != nil || r.status != 200 {
-			t.Errorf("copy of %s: got %d %v, want 200", r.key, r.status, r.err)
+		switch {
+		case r.err != nil:
+			dropped++
+			t.Logf("copy of %s: no answer: %v", r.key, r.err)
+		case r.status != 200:
+			t.Errorf("copy of %s: got %d, want 200", r.key, r.status)
 		}
 	}
+	decisions := 0
+	for _, line := range strings.Split(procLog(gw), "\n") {
+		if strings.Contains(line, `"logger":"http.handlers.idempotency"`) && strings.Contains(line, `"outcome":`) {
+			decisions++
+		}
+	}
+	if decisions != len(results)-dropped {
+		t.Errorf("the handler decided %d copies; %d were sent and %d got no answer: a copy that reached the gateway was lost",
+			decisions, len(results), dropped)
+	}
 	for _, key := range keys {
+		if got := be.count(key); got > 1 {
+			t.Errorf("%s: backend ran %d times, want 1", key, got)
+		}
+	}
+	// The platform's retry of every key is answered, and no key runs twice.
+	for _, key := range keys {
+		r, err := faultSend(freshClient, http.MethodPost, gw.base+"/notify", form(key), formHeader)
+		if err != nil || r.status != 200 {
+			t.Errorf("retry of %s after the storm: got %d %v, want 200", key, r.status, err)
+		}
 		if got := be.count(key); got != 1 {
 			t.Errorf("%s: backend ran %d times, want 1", key, got)
 		}
 	}
+	t.Logf("%d copies, %d reset in Caddy's listener during the reloads", len(results), dropped)
+	if t.Failed() {
+		t.Logf("gateway log:\n%s", procLog(gw))
+	}
+}
+
+// procLog is what the gateway process wrote so far.
+func procLog(p *gatewayProc) string {
+	f, ok := p.cmd.Stdout.(*os.File)
+	if !ok {
+		return ""
+	}
+	b, _ := os.ReadFile(f.Name())
+	return string(b)
 }
