@@ -157,12 +157,13 @@ func TestFaultSilentResend(t *testing.T) {
 }
 
 // TestFaultRedisRestartAfterAnswer: Redis (AOF, fsync always) dies while
-// the first copy is at the backend and is back a couple of seconds later,
-// after the backend answered. The answer is settled anyway: a duplicate
-// while Redis is down gets it from the gateway, and a copy after lock_ttl
+// the first copy is at the backend and comes back a few seconds later,
+// after the backend answered. The answer is settled anyway: duplicates
+// while Redis is down get it from the gateway (one sent as the backend
+// answers, one after the first copy's reply), and a copy after lock_ttl
 // is replayed, not forwarded again.
 func TestFaultRedisRestartAfterAnswer(t *testing.T) {
-	const lockTTL = 6 * time.Second
+	const lockTTL = 8 * time.Second
 	rs := redistest.StartWith(t, redistest.Options{AOF: true})
 	be := newFaultBackend(t)
 	answered := make(chan struct{})
@@ -177,21 +178,34 @@ func TestFaultRedisRestartAfterAnswer(t *testing.T) {
 	idempotency {
 		key k:{idempotency.form.out_trade_no}
 		store redis {redis}
-		lock_ttl 6s
+		lock_ttl 8s
 		in_flight wait 20s
 	}
 	reverse_proxy {backend}`, "{redis}", rs.Addr(), "{backend}", be.addr())
 
 	const key = "hiccup-1"
-	first := make(chan reply, 1)
-	sent := time.Now()
-	go func() {
-		r, err := faultSend(client, http.MethodPost, base+"/notify", form(key), formHeader)
-		if err != nil {
-			t.Errorf("first copy: %v", err)
+	notifyAsync := func() chan reply {
+		c := make(chan reply, 1)
+		go func() {
+			r, err := faultSend(client, http.MethodPost, base+"/notify", form(key), formHeader)
+			if err != nil {
+				t.Errorf("copy: %v", err)
+			}
+			c <- r
+		}()
+		return c
+	}
+	waitReply := func(c chan reply, what string) reply {
+		select {
+		case r := <-c:
+			return r
+		case <-time.After(15 * time.Second):
+			t.Fatalf("%s was never answered", what)
 		}
-		first <- r
-	}()
+		return reply{}
+	}
+	sent := time.Now()
+	first := notifyAsync()
 	be.waitArrived(t, key, 10*time.Second)
 	rs.Kill()
 	killed := time.Now()
@@ -200,28 +214,26 @@ func TestFaultRedisRestartAfterAnswer(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the backend never answered the first copy")
 	}
-	// Let the gateway take the answer in (or give up on the store) before
-	// the duplicate; the first copy's reply may wait for the store.
-	select {
-	case r := <-first:
-		first <- r
-	case <-time.After(500 * time.Millisecond):
-	}
-	dup, err := faultSend(client, http.MethodPost, base+"/notify", form(key), formHeader)
-	if err != nil || dup.status != 200 || !dup.replayed {
-		t.Errorf("duplicate while Redis is down: got %d replayed=%v %v, want the kept answer (200, replayed)", dup.status, dup.replayed, err)
-	}
-	rs.Restart()
-	t.Logf("Redis was down %v", time.Since(killed).Round(10*time.Millisecond))
-	var r reply
-	select {
-	case r = <-first:
-	case <-time.After(15 * time.Second):
-		t.Fatal("the first copy was never answered")
-	}
+	// A duplicate as the gateway takes the answer in.
+	dup1 := notifyAsync()
+	r := waitReply(first, "the first copy")
+	t.Logf("first copy answered %v after the kill", time.Since(killed).Round(10*time.Millisecond))
 	if r.status != 200 || r.body != "ok "+key {
 		t.Errorf("first copy: got %d %q, want the backend's 200", r.status, r.body)
 	}
+	// A duplicate once the first copy has its answer.
+	dup2, err := faultSend(client, http.MethodPost, base+"/notify", form(key), formHeader)
+	if err != nil || dup2.status != 200 || !dup2.replayed {
+		t.Errorf("duplicate after the first copy's reply, Redis down: got %d replayed=%v %v, want the kept answer (200, replayed)",
+			dup2.status, dup2.replayed, err)
+	}
+	r = waitReply(dup1, "the duplicate sent as the backend answered")
+	if r.status != 200 || !r.replayed {
+		t.Errorf("duplicate sent as the backend answered, Redis down: got %d replayed=%v, want the kept answer (200, replayed)",
+			r.status, r.replayed)
+	}
+	rs.Restart()
+	t.Logf("Redis was down %v", time.Since(killed).Round(10*time.Millisecond))
 	// Past lock_ttl: an unsettled claim would have expired by now.
 	time.Sleep(time.Until(sent.Add(lockTTL + time.Second)))
 	r, err = faultSend(client, http.MethodPost, base+"/notify", form(key), formHeader)
@@ -553,10 +565,15 @@ func startProcAdmin(t *testing.T, siteBody string) (*gatewayProc, string, func(s
 	port, adminPort := freePort(t), freePort(t)
 	admin := fmt.Sprintf("127.0.0.1:%d", adminPort)
 	caddyfile := func(site string) string {
+		// Debug: replays log their decision at debug level, and the
+		// test counts every decision.
 		return fmt.Sprintf(`{
 	admin %s
 	auto_https off
 	persist_config off
+	log {
+		level DEBUG
+	}
 }
 http://127.0.0.1:%d {
 %s
