@@ -708,3 +708,72 @@ func procLog(p *gatewayProc) string {
 	b, _ := os.ReadFile(f.Name())
 	return string(b)
 }
+
+// TestFaultKilledGatewayWaiters: three gateway processes share one Redis;
+// the one whose copy is at the backend is killed (SIGKILL). Copies waiting
+// on the other two are not forwarded while the dead gateway's claim lives
+// (at least 2/3 of lock_ttl after the kill: it was renewed every third);
+// after it expires exactly one of them is forwarded and every other copy
+// gets that answer.
+func TestFaultKilledGatewayWaiters(t *testing.T) {
+	const lockTTL = 3 * time.Second
+	rs := redistest.Start(t)
+	be := newFaultBackend(t)
+	secondRun := make(chan time.Time, 1)
+	be.setAct(func(key string, n int) faultAction {
+		switch n {
+		case 1:
+			return faultAction{delay: 10 * time.Second} // its gateway dies first
+		case 2:
+			secondRun <- time.Now()
+		}
+		return faultAction{delay: 200 * time.Millisecond}
+	})
+	site := fmt.Sprintf(`
+	idempotency {
+		key k:{idempotency.form.out_trade_no}
+		store redis %s
+		lock_ttl 3s
+		in_flight wait 20s
+	}
+	reverse_proxy %s`, rs.Addr(), be.addr())
+	var gws []*gatewayProc
+	for range 3 {
+		gws = append(gws, startProc(t, t.TempDir(), site))
+	}
+	const key = "killwait-1"
+	go faultSend(freshClient, http.MethodPost, gws[0].base+"/notify", form(key), formHeader) // sees an error: its gateway dies
+	be.waitArrived(t, key, 10*time.Second)
+	gws[0].kill()
+	killed := time.Now()
+	replies := storm(t, 20, func(i int) reply {
+		r, err := faultSend(freshClient, http.MethodPost, gws[1+i%2].base+"/notify", form(key), formHeader)
+		if err != nil {
+			t.Errorf("copy %d: %v", i, err)
+		}
+		return r
+	})
+	forwarded := 0
+	for i, r := range replies {
+		switch {
+		case r.status != 200 || r.body != "ok "+key:
+			t.Errorf("copy %d via gateway %d: got %d %q, want the retry's 200", i, 1+i%2, r.status, r.body)
+		case !r.replayed:
+			forwarded++
+		}
+	}
+	if forwarded != 1 {
+		t.Errorf("%d copies were forwarded after the claim expired, want 1", forwarded)
+	}
+	select {
+	case at := <-secondRun:
+		if d := at.Sub(killed); d < lockTTL*2/3 {
+			t.Errorf("a waiting copy was forwarded %v after the kill, while the dead gateway's claim still lived", d)
+		}
+	default:
+		t.Error("no copy was forwarded after the dead gateway's claim expired")
+	}
+	if got := be.count(key); got != 2 {
+		t.Errorf("backend ran %d times, want 2 (the killed gateway's copy and one retry)", got)
+	}
+}
