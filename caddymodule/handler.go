@@ -13,7 +13,6 @@ package caddymodule
 import (
 	"fmt"
 	"net/http"
-	"os"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -222,23 +221,26 @@ func (h *Handler) setDefaults() {
 
 // provisionPlatform reads the secrets and builds the platform preset.
 func (h *Handler) provisionPlatform(repl *caddy.Replacer) error {
-	cfg := keying.Config{
-		Secret:      repl.ReplaceKnown(h.Secret, ""),
-		PublicKeyID: repl.ReplaceKnown(h.PublicKeyID, ""),
-		WebhookID:   repl.ReplaceKnown(h.WebhookID, ""),
-		NoVerify:    h.VerifyOff,
+	cfg := keying.Config{NoVerify: h.VerifyOff}
+	var err error
+	if cfg.Secret, err = resolveSecret(repl, "secret", h.Secret); err != nil {
+		return err
+	}
+	if cfg.PublicKeyID, err = resolveSecret(repl, "public_key_id", h.PublicKeyID); err != nil {
+		return err
+	}
+	if cfg.WebhookID, err = resolveSecret(repl, "webhook_id", h.WebhookID); err != nil {
+		return err
 	}
 	if h.PublicKey != "" {
-		pem, err := os.ReadFile(repl.ReplaceKnown(h.PublicKey, ""))
-		if err != nil {
-			return fmt.Errorf("loading public_key: %v", err)
+		if cfg.PublicKey, err = readPEM(repl, "public_key", h.PublicKey); err != nil {
+			return err
 		}
-		cfg.PublicKey = pem
 	}
 	for _, c := range h.Certificates {
-		pem, err := os.ReadFile(repl.ReplaceKnown(c, ""))
+		pem, err := readPEM(repl, "certificate", c)
 		if err != nil {
-			return fmt.Errorf("loading certificate: %v", err)
+			return err
 		}
 		cfg.Certificates = append(cfg.Certificates, pem)
 	}
@@ -293,6 +295,9 @@ func (h *Handler) provisionStore(repl *caddy.Replacer) error {
 
 // Validate checks the configuration.
 func (h *Handler) Validate() error {
+	if err := h.checkPlaceholders(); err != nil {
+		return err
+	}
 	if h.Platform == "generic" && h.Key == "" {
 		return fmt.Errorf("platform generic needs a key template")
 	}
@@ -350,6 +355,9 @@ func (h *Handler) Cleanup() error {
 
 // scope is the namespace of this route's keys.
 func (h *Handler) scope() string { return h.Platform }
+
+// route is this handler's metric labels.
+func (h *Handler) route() route { return route{platform: h.Platform, scope: h.scope()} }
 
 // now is the clock signatures are judged against; tests replace it.
 var now = time.Now
