@@ -137,6 +137,66 @@ func (s *Redis) channel(key string) string {
 
 func ms(d time.Duration) int64 { return max(d.Milliseconds(), 1) }
 
+// run runs a write script on key's hash. go-redis re-sends a command whose
+// connection broke after it was written; a script that may already have run
+// must not run twice (a claim would find its own claim in flight, a
+// conflict or copy would count twice, a complete would find the key
+// answered and report a lost claim), so scripts go out as commands
+// go-redis never re-sends: a broken connection is an error, the outcome
+// unknown.
+func (s *Redis) run(ctx context.Context, sc *redis.Script, hkey string, args ...any) *redis.Cmd {
+	return sc.Run(ctx, onceScripter{s.c}, []string{hkey}, args...)
+}
+
+// onceScripter sends EVAL and EVALSHA as commands go-redis never re-sends
+// (see run); SCRIPT EXISTS and LOAD go through unchanged.
+type onceScripter struct {
+	c interface {
+		redis.Scripter
+		Process(ctx context.Context, cmd redis.Cmder) error
+	}
+}
+
+type onceCmd struct{ *redis.Cmd }
+
+func (onceCmd) NoRetry() bool { return true }
+
+func (o onceScripter) eval(ctx context.Context, name, payload string, keys []string, args []any) *redis.Cmd {
+	a := make([]any, 0, 3+len(keys)+len(args))
+	a = append(a, name, payload, len(keys))
+	for _, k := range keys {
+		a = append(a, k)
+	}
+	cmd := redis.NewCmd(ctx, append(a, args...)...)
+	cmd.SetFirstKeyPos(3)
+	_ = o.c.Process(ctx, onceCmd{cmd})
+	return cmd
+}
+
+func (o onceScripter) Eval(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
+	return o.eval(ctx, "eval", script, keys, args)
+}
+
+func (o onceScripter) EvalSha(ctx context.Context, sha1 string, keys []string, args ...any) *redis.Cmd {
+	return o.eval(ctx, "evalsha", sha1, keys, args)
+}
+
+func (o onceScripter) EvalRO(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
+	return o.eval(ctx, "eval_ro", script, keys, args)
+}
+
+func (o onceScripter) EvalShaRO(ctx context.Context, sha1 string, keys []string, args ...any) *redis.Cmd {
+	return o.eval(ctx, "evalsha_ro", sha1, keys, args)
+}
+
+func (o onceScripter) ScriptExists(ctx context.Context, hashes ...string) *redis.BoolSliceCmd {
+	return o.c.ScriptExists(ctx, hashes...)
+}
+
+func (o onceScripter) ScriptLoad(ctx context.Context, script string) *redis.StringCmd {
+	return o.c.ScriptLoad(ctx, script)
+}
+
 func (s *Redis) wrap(op string, err error) error {
 	if err == nil {
 		return nil
@@ -152,7 +212,7 @@ func (s *Redis) Claim(ctx context.Context, key, fingerprint string, lockTTL time
 		return ClaimResult{}, ErrClosed
 	}
 	token := newToken()
-	v, err := claimScript.Run(ctx, s.c, []string{s.hashKey(key)}, token, fingerprint, ms(lockTTL), key).Slice()
+	v, err := s.run(ctx, claimScript, s.hashKey(key), token, fingerprint, ms(lockTTL), key).Slice()
 	if err != nil {
 		return ClaimResult{}, s.wrap("claim", err)
 	}
@@ -188,7 +248,7 @@ func (s *Redis) Complete(ctx context.Context, key, token string, a Answer, ttl t
 	if a.BodyCached {
 		body, cached = a.Body, "1"
 	}
-	err := completeScript.Run(ctx, s.c, []string{s.hashKey(key)}, token, a.Status,
+	err := s.run(ctx, completeScript, s.hashKey(key), token, a.Status,
 		appendHeader(nil, a.Header), body, cached, ms(ttl), s.channel(key)).Err()
 	return s.casErr("complete", err)
 }
@@ -204,7 +264,7 @@ func (s *Redis) Release(ctx context.Context, key, token string) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	err := releaseScript.Run(ctx, s.c, []string{s.hashKey(key)}, token, s.channel(key)).Err()
+	err := s.run(ctx, releaseScript, s.hashKey(key), token, s.channel(key)).Err()
 	return s.casErr("release", err)
 }
 
@@ -212,7 +272,7 @@ func (s *Redis) Renew(ctx context.Context, key, token string, lockTTL time.Durat
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	err := renewScript.Run(ctx, s.c, []string{s.hashKey(key)}, token, ms(lockTTL)).Err()
+	err := s.run(ctx, renewScript, s.hashKey(key), token, ms(lockTTL)).Err()
 	return s.casErr("renew", err)
 }
 
@@ -235,7 +295,7 @@ func (s *Redis) Delete(ctx context.Context, key string) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	err := deleteScript.Run(ctx, s.c, []string{s.hashKey(key)}, s.channel(key)).Err()
+	err := s.run(ctx, deleteScript, s.hashKey(key), s.channel(key)).Err()
 	if errors.Is(err, redis.Nil) {
 		return ErrNotFound
 	}
