@@ -54,6 +54,16 @@ type RedisOptions struct {
 	ScanCount int
 	// ScanSteps bounds the SCAN calls one InFlight call makes. Default 8.
 	ScanSteps int
+	// WaitReplicas, when above 0, follows every write script (claim,
+	// complete, release, renew, delete) with WAIT on the same connection
+	// and treats fewer than WaitReplicas acknowledging replicas as an
+	// error: the write's outcome is then unknown to the caller. Redis
+	// replicates asynchronously, so without it a failover can lose a claim
+	// or an answer that was already acknowledged.
+	WaitReplicas int
+	// WaitTimeout bounds each WAIT; keep it below the client's read
+	// time-out. Default 1s.
+	WaitTimeout time.Duration
 }
 
 type subscription struct {
@@ -95,6 +105,9 @@ func NewRedis(client redis.UniversalClient, opts RedisOptions) *Redis {
 	}
 	if opts.ScanSteps <= 0 {
 		opts.ScanSteps = 8
+	}
+	if opts.WaitReplicas > 0 && opts.WaitTimeout <= 0 {
+		opts.WaitTimeout = time.Second // WAIT 0 would block for ever
 	}
 	return &Redis{
 		c: client, prefix: opts.Prefix, opts: opts,
@@ -143,9 +156,55 @@ func ms(d time.Duration) int64 { return max(d.Milliseconds(), 1) }
 // conflict or copy would count twice, a complete would find the key
 // answered and report a lost claim), so scripts go out as commands
 // go-redis never re-sends: a broken connection is an error, the outcome
-// unknown.
+// unknown. With WaitReplicas, WAIT follows the script on the same
+// connection (a pipeline on one server: a Cluster key's master, as a
+// keyless WAIT would go to any node).
 func (s *Redis) run(ctx context.Context, sc *redis.Script, hkey string, args ...any) *redis.Cmd {
-	return sc.Run(ctx, onceScripter{s.c}, []string{hkey}, args...)
+	keys := []string{hkey}
+	if s.opts.WaitReplicas <= 0 {
+		return sc.Run(ctx, onceScripter{s.c}, keys, args...)
+	}
+	var c redis.Cmdable = s.c
+	cc, cluster := s.c.(*redis.ClusterClient)
+	if cluster {
+		node, err := cc.MasterForKey(ctx, hkey)
+		if err != nil {
+			cmd := redis.NewCmd(ctx)
+			cmd.SetErr(err)
+			return cmd
+		}
+		c = node
+	}
+	exec := func(load bool) (*redis.Cmd, *redis.Cmd) {
+		pipe := c.Pipeline()
+		var cmd *redis.Cmd
+		if load {
+			cmd = sc.Eval(ctx, onceScripter{pipe}, keys, args...)
+		} else {
+			cmd = sc.EvalSha(ctx, onceScripter{pipe}, keys, args...)
+		}
+		wait := pipe.Do(ctx, "WAIT", s.opts.WaitReplicas, ms(s.opts.WaitTimeout))
+		_, _ = pipe.Exec(ctx) // each command carries its own error
+		return cmd, wait
+	}
+	cmd, wait := exec(false)
+	if err := cmd.Err(); err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT")) {
+		cmd, wait = exec(true)
+	}
+	err := cmd.Err()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		if cluster {
+			cc.ReloadState(ctx) // MOVED or a dead node: route afresh next time
+		}
+		return cmd
+	}
+	if n, werr := wait.Int64(); werr != nil || n < int64(s.opts.WaitReplicas) {
+		if werr == nil {
+			werr = fmt.Errorf("%w: %d of %d replicas within %v", ErrNotReplicated, n, s.opts.WaitReplicas, s.opts.WaitTimeout)
+		}
+		cmd.SetErr(werr)
+	}
+	return cmd
 }
 
 // onceScripter sends EVAL and EVALSHA as commands go-redis never re-sends
@@ -196,6 +255,11 @@ func (o onceScripter) ScriptExists(ctx context.Context, hashes ...string) *redis
 func (o onceScripter) ScriptLoad(ctx context.Context, script string) *redis.StringCmd {
 	return o.c.ScriptLoad(ctx, script)
 }
+
+// ErrNotReplicated: a write was not acknowledged by RedisOptions.WaitReplicas
+// replicas in time. It may or may not have been applied, and may be lost in
+// a failover: callers treat it like any other store error.
+var ErrNotReplicated = errors.New("cache: redis write not acknowledged by enough replicas")
 
 func (s *Redis) wrap(op string, err error) error {
 	if err == nil {
