@@ -55,11 +55,11 @@ type RedisOptions struct {
 	// ScanSteps bounds the SCAN calls one InFlight call makes. Default 8.
 	ScanSteps int
 	// WaitReplicas, when above 0, follows every write script (claim,
-	// complete, release, renew, delete) with WAIT on the same connection
-	// and treats fewer than WaitReplicas acknowledging replicas as an
-	// error: the write's outcome is then unknown to the caller. Redis
-	// replicates asynchronously, so without it a failover can lose a claim
-	// or an answer that was already acknowledged.
+	// complete, release, renew, delete) and every Lookup with WAIT on the
+	// same connection and treats fewer than WaitReplicas acknowledging
+	// replicas as an error: the outcome is then unknown to the caller.
+	// Redis replicates asynchronously, so without it a failover can lose a
+	// claim or an answer that was already acknowledged (or read).
 	WaitReplicas int
 	// WaitTimeout bounds each WAIT; keep it below the client's read
 	// time-out. Default 1s.
@@ -156,55 +156,72 @@ func ms(d time.Duration) int64 { return max(d.Milliseconds(), 1) }
 // conflict or copy would count twice, a complete would find the key
 // answered and report a lost claim), so scripts go out as commands
 // go-redis never re-sends: a broken connection is an error, the outcome
-// unknown. With WaitReplicas, WAIT follows the script on the same
-// connection (a pipeline on one server: a Cluster key's master, as a
-// keyless WAIT would go to any node).
+// unknown. With WaitReplicas the script runs inside replicated.
 func (s *Redis) run(ctx context.Context, sc *redis.Script, hkey string, args ...any) *redis.Cmd {
 	keys := []string{hkey}
 	if s.opts.WaitReplicas <= 0 {
 		return sc.Run(ctx, onceScripter{s.c}, keys, args...)
 	}
+	exec := func(load bool) *redis.Cmd {
+		var cmd *redis.Cmd
+		err := s.replicated(ctx, hkey, func(p redis.Pipeliner) redis.Cmder {
+			if load {
+				cmd = sc.Eval(ctx, onceScripter{p}, keys, args...)
+			} else {
+				cmd = sc.EvalSha(ctx, onceScripter{p}, keys, args...)
+			}
+			return cmd
+		})
+		if err != nil {
+			cmd.SetErr(err)
+		}
+		return cmd
+	}
+	cmd := exec(false)
+	if err := cmd.Err(); err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT")) {
+		cmd = exec(true)
+	}
+	return cmd
+}
+
+// replicated sends the command queue adds, a fence and WAIT in one
+// pipeline (one connection) to the server holding hkey — on a Cluster the
+// key's master, as a keyless WAIT would go to any node — and returns
+// ErrNotReplicated unless WaitReplicas replicas acknowledged it all. The
+// fence (a string beside the hash, gone after 1ms) is a write every time:
+// WAIT waits for the connection's own last write, and a command that
+// wrote nothing (a lookup, a not-owner answer) may still have read a
+// write that is not replicated yet. When the command itself failed, that
+// error is left on it and replicated returns nil.
+func (s *Redis) replicated(ctx context.Context, hkey string, queue func(p redis.Pipeliner) redis.Cmder) error {
 	var c redis.Cmdable = s.c
 	cc, cluster := s.c.(*redis.ClusterClient)
 	if cluster {
 		node, err := cc.MasterForKey(ctx, hkey)
 		if err != nil {
-			cmd := redis.NewCmd(ctx)
-			cmd.SetErr(err)
-			return cmd
+			return err
 		}
 		c = node
 	}
-	exec := func(load bool) (*redis.Cmd, *redis.Cmd) {
-		pipe := c.Pipeline()
-		var cmd *redis.Cmd
-		if load {
-			cmd = sc.Eval(ctx, onceScripter{pipe}, keys, args...)
-		} else {
-			cmd = sc.EvalSha(ctx, onceScripter{pipe}, keys, args...)
-		}
-		wait := pipe.Do(ctx, "WAIT", s.opts.WaitReplicas, ms(s.opts.WaitTimeout))
-		_, _ = pipe.Exec(ctx) // each command carries its own error
-		return cmd, wait
-	}
-	cmd, wait := exec(false)
-	if err := cmd.Err(); err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT")) {
-		cmd, wait = exec(true)
-	}
-	err := cmd.Err()
-	if err != nil && !errors.Is(err, redis.Nil) {
+	pipe := c.Pipeline()
+	cmd := queue(pipe)
+	fence := pipe.Set(ctx, hkey+":fence", 1, time.Millisecond)
+	wait := pipe.Do(ctx, "WAIT", s.opts.WaitReplicas, ms(s.opts.WaitTimeout))
+	_, _ = pipe.Exec(ctx) // each command carries its own error
+	if err := cmd.Err(); err != nil && !errors.Is(err, redis.Nil) {
 		if cluster {
 			cc.ReloadState(ctx) // MOVED or a dead node: route afresh next time
 		}
-		return cmd
+		return nil
 	}
-	if n, werr := wait.Int64(); werr != nil || n < int64(s.opts.WaitReplicas) {
-		if werr == nil {
-			werr = fmt.Errorf("%w: %d of %d replicas within %v", ErrNotReplicated, n, s.opts.WaitReplicas, s.opts.WaitTimeout)
-		}
-		cmd.SetErr(werr)
+	if err := fence.Err(); err != nil {
+		return err
 	}
-	return cmd
+	n, err := wait.Int64()
+	if err == nil && n < int64(s.opts.WaitReplicas) {
+		err = fmt.Errorf("%w: %d of %d replicas within %v", ErrNotReplicated, n, s.opts.WaitReplicas, s.opts.WaitTimeout)
+	}
+	return err
 }
 
 // onceScripter sends EVAL and EVALSHA as commands go-redis never re-sends
@@ -344,7 +361,23 @@ func (s *Redis) Lookup(ctx context.Context, key string) (*Record, error) {
 	if s.closed.Load() {
 		return nil, ErrClosed
 	}
-	v, err := s.c.HMGet(ctx, s.hashKey(key), recordFields...).Result()
+	var v []any
+	var err error
+	if s.opts.WaitReplicas > 0 {
+		// A read may see a write that a failover is about to lose: it too
+		// waits until what it read is on WaitReplicas replicas.
+		var cmd *redis.SliceCmd
+		hk := s.hashKey(key)
+		werr := s.replicated(ctx, hk, func(p redis.Pipeliner) redis.Cmder {
+			cmd = p.HMGet(ctx, hk, recordFields...)
+			return cmd
+		})
+		if v, err = cmd.Result(); err == nil {
+			err = werr
+		}
+	} else {
+		v, err = s.c.HMGet(ctx, s.hashKey(key), recordFields...).Result()
+	}
 	if err != nil {
 		return nil, s.wrap("lookup", err)
 	}
