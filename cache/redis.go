@@ -172,6 +172,9 @@ func (s *Redis) run(ctx context.Context, sc *redis.Script, hkey string, args ...
 			}
 			return cmd
 		})
+		if cmd == nil { // no server to send it to
+			cmd = redis.NewCmd(ctx)
+		}
 		if err != nil {
 			cmd.SetErr(err)
 		}
@@ -192,7 +195,8 @@ func (s *Redis) run(ctx context.Context, sc *redis.Script, hkey string, args ...
 // WAIT waits for the connection's own last write, and a command that
 // wrote nothing (a lookup, a not-owner answer) may still have read a
 // write that is not replicated yet. When the command itself failed, that
-// error is left on it and replicated returns nil.
+// error is left on it and replicated returns nil; when no server holds
+// hkey, queue is not called.
 func (s *Redis) replicated(ctx context.Context, hkey string, queue func(p redis.Pipeliner) redis.Cmder) error {
 	var c redis.Cmdable = s.c
 	cc, cluster := s.c.(*redis.ClusterClient)
@@ -372,7 +376,9 @@ func (s *Redis) Lookup(ctx context.Context, key string) (*Record, error) {
 			cmd = p.HMGet(ctx, hk, recordFields...)
 			return cmd
 		})
-		if v, err = cmd.Result(); err == nil {
+		if cmd == nil { // no server to send it to
+			err = werr
+		} else if v, err = cmd.Result(); err == nil {
 			err = werr
 		}
 	} else {
