@@ -2,6 +2,7 @@ package cache
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"sync/atomic"
@@ -120,5 +121,31 @@ func TestLinearizableRedisScriptNotResent(t *testing.T) {
 
 	if res := linCheck(t, "script not re-sent", ls.h); res != porcupine.Ok {
 		t.Errorf("history of %d operations is %s, want Ok", len(ls.h), res)
+	}
+}
+
+// With WaitReplicas on a Cluster nobody answers for, every call is a store
+// error (it once dereferenced a command never queued).
+func TestLinearizableRedisWaitNoCluster(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{addr}, DialTimeout: 200 * time.Millisecond, MaxRetries: -1})
+	s := NewRedis(c, RedisOptions{WaitReplicas: 1, WaitTimeout: 100 * time.Millisecond})
+	t.Cleanup(func() { s.Close(); c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := s.Claim(ctx, "k", "", time.Minute); err == nil {
+		t.Error("Claim without a server succeeded")
+	}
+	if err := s.Release(ctx, "k", "t"); err == nil || errors.Is(err, ErrNotOwner) {
+		t.Errorf("Release without a server: %v, want a store error", err)
+	}
+	if _, err := s.Lookup(ctx, "k"); err == nil || errors.Is(err, ErrNotFound) {
+		t.Errorf("Lookup without a server: %v, want a store error", err)
 	}
 }
