@@ -23,7 +23,11 @@ import (
 //
 //	go test ./cache -run Linearizable -soak 10m -timeout 0
 //
-// runs histories back to back for that long per test.
+// runs histories back to back for that long per test, and also records
+// failover histories without WAIT, logging how many were not
+// linearizable. A history that is not linearizable is kept as porcupine's
+// HTML visualisation under $IDEMGATE_ARTIFACTS (default: a new directory
+// under the system's temporary one); the test log names the file.
 var linSoak = flag.Duration("soak", 0, "run the linearizability histories back to back for this long per test (0: one short history)")
 
 var linKeys = []string{"k0", "k1", "k2", "k3", "k4", "k5"}
