@@ -270,8 +270,11 @@ func (r *reader) byte() byte {
 	return v
 }
 
-// expired reports whether the store may forget the record at t.
-func (e *entry) expired(t time.Time) bool { return !t.Before(e.keep) }
+// expired reports whether the store may forget the record at t: past its
+// retention, or a claim that ran out with no journal to keep.
+func (e *entry) expired(t time.Time) bool {
+	return !t.Before(e.keep) || (e.State == StateInFlight && !t.Before(e.ExpiresAt) && !e.hasJournal())
+}
 
 // lapse applies a claim's lock running out at t: the key is free and the
 // record, kept for its journal, reads as failed.

@@ -463,6 +463,9 @@ func (s *Embedded) Complete(ctx context.Context, key, token string, a Answer, tt
 
 func (s *Embedded) Release(ctx context.Context, key, token string, ttl time.Duration, j Journal) error {
 	err := s.owned(ctx, key, token, func(e *entry, t time.Time) *entry {
+		if ttl <= 0 {
+			return nil // nothing to keep: forget the key
+		}
 		e.fail(t, ttl, j)
 		return e
 	})

@@ -106,7 +106,13 @@ func (s *Memory) Complete(ctx context.Context, key, token string, a Answer, ttl 
 }
 
 func (s *Memory) Release(ctx context.Context, key, token string, ttl time.Duration, j Journal) error {
-	err := s.owned(ctx, key, token, func(e *entry, t time.Time) { e.fail(t, ttl, j) })
+	err := s.owned(ctx, key, token, func(e *entry, t time.Time) {
+		if ttl <= 0 {
+			delete(s.m, key)
+			return
+		}
+		e.fail(t, ttl, j)
+	})
 	if err == nil {
 		s.n.wake(key)
 	}

@@ -70,6 +70,16 @@ type RedisOptions struct {
 	ScanCount int
 	// ScanSteps bounds the SCAN calls one InFlight call makes. Default 8.
 	ScanSteps int
+	// WaitReplicas, when above 0, follows every write script (claim,
+	// complete, release, renew, delete) and every Lookup with WAIT on the
+	// same connection and treats fewer than WaitReplicas acknowledging
+	// replicas as an error: the outcome is then unknown to the caller.
+	// Redis replicates asynchronously, so without it a failover can lose a
+	// claim or an answer that was already acknowledged (or read).
+	WaitReplicas int
+	// WaitTimeout bounds each WAIT; keep it below the client's read
+	// time-out. Default 1s.
+	WaitTimeout time.Duration
 }
 
 type subscription struct {
@@ -120,6 +130,9 @@ func NewRedis(client redis.UniversalClient, opts RedisOptions) *Redis {
 	}
 	if opts.ScanSteps <= 0 {
 		opts.ScanSteps = 8
+	}
+	if opts.WaitReplicas > 0 && opts.WaitTimeout <= 0 {
+		opts.WaitTimeout = time.Second // WAIT 0 would block for ever
 	}
 	return &Redis{
 		c: client, prefix: opts.Prefix, opts: opts,
@@ -183,6 +196,138 @@ func (s *Redis) channel(key string) string {
 
 func ms(d time.Duration) int64 { return max(d.Milliseconds(), 1) }
 
+// run runs a write script on key's hash. go-redis re-sends a command whose
+// connection broke after it was written; a script that may already have run
+// must not run twice (a claim would find its own claim in flight, a
+// conflict or copy would count twice, a complete would find the key
+// answered and report a lost claim), so scripts go out as commands
+// go-redis never re-sends: a broken connection is an error, the outcome
+// unknown. With WaitReplicas the script runs inside replicated.
+func (s *Redis) run(ctx context.Context, sc *redis.Script, keys []string, args ...any) *redis.Cmd {
+	hkey := keys[0]
+	if s.opts.WaitReplicas <= 0 {
+		return sc.Run(ctx, onceScripter{s.c}, keys, args...)
+	}
+	exec := func(load bool) *redis.Cmd {
+		var cmd *redis.Cmd
+		err := s.replicated(ctx, hkey, func(p redis.Pipeliner) redis.Cmder {
+			if load {
+				cmd = sc.Eval(ctx, onceScripter{p}, keys, args...)
+			} else {
+				cmd = sc.EvalSha(ctx, onceScripter{p}, keys, args...)
+			}
+			return cmd
+		})
+		if cmd == nil { // no server to send it to
+			cmd = redis.NewCmd(ctx)
+		}
+		if err != nil {
+			cmd.SetErr(err)
+		}
+		return cmd
+	}
+	cmd := exec(false)
+	if err := cmd.Err(); err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT")) {
+		cmd = exec(true)
+	}
+	return cmd
+}
+
+// replicated sends the command queue adds, a fence and WAIT in one
+// pipeline (one connection) to the server holding hkey — on a Cluster the
+// key's master, as a keyless WAIT would go to any node — and returns
+// ErrNotReplicated unless WaitReplicas replicas acknowledged it all. The
+// fence (a string beside the hash, gone after 1ms) is a write every time:
+// WAIT waits for the connection's own last write, and a command that
+// wrote nothing (a lookup, a not-owner answer) may still have read a
+// write that is not replicated yet. When the command itself failed, that
+// error is left on it and replicated returns nil; when no server holds
+// hkey, queue is not called.
+func (s *Redis) replicated(ctx context.Context, hkey string, queue func(p redis.Pipeliner) redis.Cmder) error {
+	var c redis.Cmdable = s.c
+	cc, cluster := s.c.(*redis.ClusterClient)
+	if cluster {
+		node, err := cc.MasterForKey(ctx, hkey)
+		if err != nil {
+			return err
+		}
+		c = node
+	}
+	pipe := c.Pipeline()
+	cmd := queue(pipe)
+	fence := pipe.Set(ctx, hkey+":fence", 1, time.Millisecond)
+	wait := pipe.Do(ctx, "WAIT", s.opts.WaitReplicas, ms(s.opts.WaitTimeout))
+	_, _ = pipe.Exec(ctx) // each command carries its own error
+	if err := cmd.Err(); err != nil && !errors.Is(err, redis.Nil) {
+		if cluster {
+			cc.ReloadState(ctx) // MOVED or a dead node: route afresh next time
+		}
+		return nil
+	}
+	if err := fence.Err(); err != nil {
+		return err
+	}
+	n, err := wait.Int64()
+	if err == nil && n < int64(s.opts.WaitReplicas) {
+		err = fmt.Errorf("%w: %d of %d replicas within %v", ErrNotReplicated, n, s.opts.WaitReplicas, s.opts.WaitTimeout)
+	}
+	return err
+}
+
+// onceScripter sends EVAL and EVALSHA as commands go-redis never re-sends
+// (see run); SCRIPT EXISTS and LOAD go through unchanged.
+type onceScripter struct {
+	c interface {
+		redis.Scripter
+		Process(ctx context.Context, cmd redis.Cmder) error
+	}
+}
+
+type onceCmd struct{ *redis.Cmd }
+
+func (onceCmd) NoRetry() bool { return true }
+
+func (o onceScripter) eval(ctx context.Context, name, payload string, keys []string, args []any) *redis.Cmd {
+	a := make([]any, 0, 3+len(keys)+len(args))
+	a = append(a, name, payload, len(keys))
+	for _, k := range keys {
+		a = append(a, k)
+	}
+	cmd := redis.NewCmd(ctx, append(a, args...)...)
+	cmd.SetFirstKeyPos(3)
+	_ = o.c.Process(ctx, onceCmd{cmd})
+	return cmd
+}
+
+func (o onceScripter) Eval(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
+	return o.eval(ctx, "eval", script, keys, args)
+}
+
+func (o onceScripter) EvalSha(ctx context.Context, sha1 string, keys []string, args ...any) *redis.Cmd {
+	return o.eval(ctx, "evalsha", sha1, keys, args)
+}
+
+func (o onceScripter) EvalRO(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
+	return o.eval(ctx, "eval_ro", script, keys, args)
+}
+
+func (o onceScripter) EvalShaRO(ctx context.Context, sha1 string, keys []string, args ...any) *redis.Cmd {
+	return o.eval(ctx, "evalsha_ro", sha1, keys, args)
+}
+
+func (o onceScripter) ScriptExists(ctx context.Context, hashes ...string) *redis.BoolSliceCmd {
+	return o.c.ScriptExists(ctx, hashes...)
+}
+
+func (o onceScripter) ScriptLoad(ctx context.Context, script string) *redis.StringCmd {
+	return o.c.ScriptLoad(ctx, script)
+}
+
+// ErrNotReplicated: a write was not acknowledged by RedisOptions.WaitReplicas
+// replicas in time. It may or may not have been applied, and may be lost in
+// a failover: callers treat it like any other store error.
+var ErrNotReplicated = errors.New("cache: redis write not acknowledged by enough replicas")
+
 func (s *Redis) wrap(op string, err error) error {
 	if err == nil {
 		return nil
@@ -198,7 +343,7 @@ func (s *Redis) Claim(ctx context.Context, key, fingerprint string, lockTTL time
 		return ClaimResult{}, ErrClosed
 	}
 	token := newToken()
-	v, err := claimScript.Run(ctx, s.c, s.keys(key), token, fingerprint, ms(lockTTL), key).Slice()
+	v, err := s.run(ctx, claimScript, s.keys(key), token, fingerprint, ms(lockTTL), key).Slice()
 	if err != nil {
 		return ClaimResult{}, s.wrap("claim", err)
 	}
@@ -256,31 +401,45 @@ func journalArgs(j Journal) (notif, att []byte) {
 }
 
 // settle runs a settling script and writes key's list index entry in
-// the same pipeline, trimming the shard of entries older than ttl. The
-// index entry is written whatever the script answers: List checks entries
+// the same pipeline (one round trip; on Cluster the two nodes are written
+// in parallel), trimming the shard of entries older than ttl. The index
+// entry is written whatever the script answers: List checks entries
 // against their records, so a refused settle leaves only a stale entry.
+// With WaitReplicas the script runs through run (WAIT) and the index is
+// written after it.
 func (s *Redis) settle(ctx context.Context, sc *redis.Script, key string, st State, changed int64,
 	ttl time.Duration, args ...any,
 ) error {
 	keys := s.keys(key)
 	ix := s.ixKey(st, key)
-	run := func(eval func(p redis.Pipeliner) *redis.Cmd) (*redis.Cmd, error) {
+	index := func(p redis.Pipeliner) {
+		p.ZAdd(ctx, ix, redis.Z{Member: ixMember(changed, key)})
+		p.ZRemRangeByLex(ctx, ix, "["+ixMember(changed-ttl.Milliseconds(), "")[:16], "+")
+	}
+	if s.opts.WaitReplicas > 0 {
+		err := s.run(ctx, sc, keys, args...).Err()
+		if err == nil {
+			_, _ = s.c.Pipelined(ctx, func(p redis.Pipeliner) error { index(p); return nil })
+		}
+		return err
+	}
+	exec := func(load bool) error {
 		var cmd *redis.Cmd
-		_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-			cmd = eval(p)
-			p.ZAdd(ctx, ix, redis.Z{Member: ixMember(changed, key)})
-			p.ZRemRangeByLex(ctx, ix, "["+ixMember(changed-ttl.Milliseconds(), "")[:16], "+")
+		_, _ = s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			if load {
+				cmd = sc.Eval(ctx, onceScripter{p}, keys, args...)
+			} else {
+				cmd = sc.EvalSha(ctx, onceScripter{p}, keys, args...)
+			}
+			index(p)
 			return nil
 		})
-		if cmd.Err() != nil {
-			return cmd, cmd.Err()
-		}
-		return cmd, err
+		return cmd.Err() // the index write's own error does not matter
 	}
-	_, err := run(func(p redis.Pipeliner) *redis.Cmd { return sc.EvalSha(ctx, p, keys, args...) })
-	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+	err := exec(false)
+	if err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT")) {
 		// The server lost its script cache (a restart, a failover).
-		_, err = run(func(p redis.Pipeliner) *redis.Cmd { return sc.Eval(ctx, p, keys, args...) })
+		err = exec(true)
 	}
 	return err
 }
@@ -298,6 +457,10 @@ func (s *Redis) Release(ctx context.Context, key, token string, ttl time.Duratio
 	}
 	changed := time.Now().UnixMilli()
 	notif, att := journalArgs(j)
+	if ttl <= 0 {
+		err := s.run(ctx, releaseScript, s.keys(key), token, s.channel(key), 0, changed, notif, att).Err()
+		return s.casErr("release", err)
+	}
 	err := s.settle(ctx, releaseScript, key, StateFailed, changed, ttl,
 		token, s.channel(key), ms(ttl), changed, notif, att)
 	return s.casErr("release", err)
@@ -320,7 +483,7 @@ func (s *Redis) Renew(ctx context.Context, key, token string, lockTTL time.Durat
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	err := renewScript.Run(ctx, s.c, s.keys(key), token, ms(lockTTL)).Err()
+	err := s.run(ctx, renewScript, s.keys(key), token, ms(lockTTL)).Err()
 	return s.casErr("renew", err)
 }
 
@@ -332,15 +495,24 @@ func (s *Redis) Lookup(ctx context.Context, key string) (*Record, error) {
 	}
 	keys := s.keys(key)
 	var hm *redis.SliceCmd
-	var nc *redis.StringCmd
-	var ac *redis.StringCmd
-	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		hm = p.HMGet(ctx, keys[0], recordFields...)
-		nc = p.Get(ctx, keys[1])
-		ac = p.Get(ctx, keys[2])
-		return nil
-	})
-	if err != nil && !errors.Is(err, redis.Nil) {
+	var err error
+	if s.opts.WaitReplicas > 0 {
+		// A read may see a write that a failover is about to lose: it too
+		// waits until what it read is on WaitReplicas replicas.
+		werr := s.replicated(ctx, keys[0], func(p redis.Pipeliner) redis.Cmder {
+			hm = p.HMGet(ctx, keys[0], recordFields...)
+			return hm
+		})
+		if hm == nil { // no server to send it to
+			err = werr
+		} else if err = hm.Err(); err == nil {
+			err = werr
+		}
+	} else {
+		hm = s.c.HMGet(ctx, keys[0], recordFields...)
+		err = hm.Err()
+	}
+	if err != nil {
 		return nil, s.wrap("lookup", err)
 	}
 	v := hm.Val()
@@ -351,12 +523,27 @@ func (s *Redis) Lookup(ctx context.Context, key string) (*Record, error) {
 	if err != nil {
 		return nil, s.wrap("lookup", err)
 	}
-	if n, err := nc.Bytes(); err == nil && len(n) > 0 {
-		if rec.Notification, err = decodeNotification(n); err != nil {
+	// The journal only when there is one: a waiter's look at an
+	// in-flight claim stays one command.
+	var notif, atts string
+	if rec.AttemptCount > 0 {
+		jv, err := s.c.MGet(ctx, keys[1], keys[2]).Result()
+		if err != nil {
+			return nil, s.wrap("lookup", err)
+		}
+		notif, atts = str(jv[0]), str(jv[1])
+	}
+	if str(v[1]) == string(StateInFlight) && rec.State == StateFailed && rec.AttemptCount == 0 && notif == "" {
+		// A claim that ran out with no journal: gone (Redis expires it
+		// any moment), as the claim script sees it.
+		return nil, ErrNotFound
+	}
+	if notif != "" {
+		if rec.Notification, err = decodeNotification([]byte(notif)); err != nil {
 			return nil, s.wrap("lookup", err)
 		}
 	}
-	for a := []byte(ac.Val()); len(a) > 0; {
+	for a := []byte(atts); len(a) > 0; {
 		n := 0
 		if len(a) >= 2 {
 			n = int(binary.BigEndian.Uint16(a))
@@ -378,7 +565,7 @@ func (s *Redis) Delete(ctx context.Context, key string) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	err := deleteScript.Run(ctx, s.c, s.keys(key), s.channel(key)).Err()
+	err := s.run(ctx, deleteScript, s.keys(key), s.channel(key)).Err()
 	if errors.Is(err, redis.Nil) {
 		return ErrNotFound
 	}

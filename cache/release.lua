@@ -1,6 +1,7 @@
 -- Release a claim: the key is free, the record stays failed for ttl.
 -- KEYS: the key's hash, notification, attempts.
--- ARGV: token, wake channel, ttl (ms), changed (ms), notification, attempt.
+-- ARGV: token, wake channel, ttl (ms; 0 forgets the key), changed (ms),
+-- notification, attempt.
 -- Returns false when the token does not hold the claim.
 local h, nk, ak = KEYS[1], KEYS[2], KEYS[3]
 local now = now_ms()
@@ -8,6 +9,12 @@ if not held(h, ARGV[1], now) then
   return false
 end
 local ttl = tonumber(ARGV[3])
+if ttl <= 0 then
+  -- Nothing to keep: forget the key.
+  redis.call('DEL', h, nk, ak)
+  redis.call('PUBLISH', ARGV[2], 'r')
+  return 1
+end
 redis.call('HSET', h, 'state', 'failed', 'expires', string.format('%d', now + ttl),
   'changed', ARGV[4])
 redis.call('HDEL', h, 'token')

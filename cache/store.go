@@ -156,7 +156,8 @@ type Store interface {
 	// Release frees a claim the token owns (the backend failed, so the
 	// platform's retry must go through): the record stays, in StateFailed
 	// with the journal j, for ttl, and the key's next Claim wins. It wakes
-	// the key's waiters. ErrNotOwner if the token lost the claim.
+	// the key's waiters. A ttl of 0 keeps nothing: the key is forgotten.
+	// ErrNotOwner if the token lost the claim.
 	Release(ctx context.Context, key, token string, ttl time.Duration, j Journal) error
 
 	// Leave journals j on a claim the token owns and leaves the claim to
