@@ -1,12 +1,12 @@
 package caddymodule
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"slices"
 
@@ -121,7 +121,7 @@ func (d poolData) redeliver(ctx context.Context, store, key string, force bool, 
 		return out, err
 	}
 	r.RemoteAddr = remote
-	rec := httptest.NewRecorder()
+	rec := &bufferWriter{header: http.Header{}}
 	a := &AdminAPI{logger: logger}
 	if err := a.redeliver(rec, r, key); err != nil {
 		var apiErr caddy.APIError
@@ -130,8 +130,19 @@ func (d poolData) redeliver(ctx context.Context, store, key string, force bool, 
 		}
 		return out, err
 	}
-	if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
+	if err := json.Unmarshal(rec.body.Bytes(), &out); err != nil {
 		return out, fmt.Errorf("reading the redelivery's answer: %v", err)
 	}
 	return out, nil
 }
+
+// bufferWriter takes the admin API's JSON answer in process.
+type bufferWriter struct {
+	header http.Header
+	body   bytes.Buffer
+	status int
+}
+
+func (b *bufferWriter) Header() http.Header         { return b.header }
+func (b *bufferWriter) Write(p []byte) (int, error) { return b.body.Write(p) }
+func (b *bufferWriter) WriteHeader(status int)      { b.status = status }
