@@ -362,3 +362,15 @@ func TestConsoleDeadAndInFlight(t *testing.T) {
 		t.Errorf("after the refused purge: %v %v", rec, err)
 	}
 }
+
+// BenchmarkConsoleCountsAdd: the cost record pays per request for the
+// console's chart.
+func BenchmarkConsoleCountsAdd(b *testing.B) {
+	c := newMinuteCounts()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			c.add(outcomeReplayed)
+		}
+	})
+}
