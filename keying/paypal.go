@@ -102,6 +102,8 @@ const (
 	paypalMaxURLLen    = 1024
 	// paypalMaxTimeLen bounds PAYPAL-TRANSMISSION-TIME before parsing.
 	paypalMaxTimeLen = 64
+	// paypalMaxIDLen bounds PAYPAL-TRANSMISSION-ID.
+	paypalMaxIDLen = 128
 )
 
 func newPayPal(cfg Config) (Platform, error) {
@@ -205,6 +207,10 @@ func (p *PayPal) verify(r *Request) error {
 	id, err := header(pp, r, "PAYPAL-TRANSMISSION-ID")
 	if err != nil {
 		return err
+	}
+	if len(id) > paypalMaxIDLen {
+		// A UUID in practice; the id becomes part of a store key.
+		return sigErr(pp, "PAYPAL-TRANSMISSION-ID longer than %d bytes", paypalMaxIDLen)
 	}
 	tt, err := header(pp, r, "PAYPAL-TRANSMISSION-TIME")
 	if err != nil {

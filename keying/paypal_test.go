@@ -56,6 +56,7 @@ func TestPayPalConfiguredCertificate(t *testing.T) {
 		{"other algorithm", cfg, hdr(valid, "Paypal-Auth-Algo", "SHA1withRSA"), ErrSignature, ""},
 		{"no signature", cfg, hdr(valid, "Paypal-Transmission-Sig", ""), ErrSignature, ""},
 		{"no transmission id", cfg, hdr(valid, "Paypal-Transmission-Id", ""), ErrSignature, ""},
+		{"absurd transmission id", cfg, ppReq(t, k, ppWebhookID, strings.Repeat("x", 200), ppCertURL, ev), ErrSignature, ""},
 		{"no transmission time", cfg, hdr(valid, "Paypal-Transmission-Time", ""), ErrSignature, ""},
 		{"no algorithm", cfg, hdr(valid, "Paypal-Auth-Algo", ""), ErrSignature, ""},
 		{"signature not base64", cfg, hdr(valid, "Paypal-Transmission-Sig", "%%%"), ErrSignature, ""},
