@@ -53,6 +53,10 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		certificate   <pem file>...
 //		webhook_id    <id>
 //		verify off
+//		tolerance     <duration>
+//		app_id        <id>...
+//		mchid         <id>...
+//		scope         <name>
 //		log_keys
 //		warn_copies <n>
 //	}
@@ -139,6 +143,24 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 					return d.Errf("verify: only `verify off` can be written (verification is on by default)")
 				}
 				h.VerifyOff = true
+			}
+		case "tolerance":
+			err = durationArg(d, &h.Tolerance)
+		case "app_id":
+			h.AppIDs = d.RemainingArgs()
+			if len(h.AppIDs) == 0 {
+				return d.ArgErr()
+			}
+		case "mchid":
+			h.MchIDs = d.RemainingArgs()
+			if len(h.MchIDs) == 0 {
+				return d.ArgErr()
+			}
+		case "scope":
+			if err = oneArg(d, &h.Scope); err == nil {
+				if serr := validScope(h.Scope); serr != nil {
+					return d.Errf("%v", serr)
+				}
 			}
 		case "log_keys":
 			if d.NextArg() {

@@ -47,9 +47,15 @@ type Handler struct {
 	Key string `json:"key,omitempty"`
 
 	// Fingerprint is the template of what must be equal between copies of
-	// one key; "off" disables the check. Default: the preset's fields, or
-	// a digest of the body for generic.
+	// one key; "off" disables the check. Default: the preset's fields; for
+	// generic, none when the key template reads the body (the key is the
+	// notification's identity), else a digest of the body.
 	Fingerprint string `json:"fingerprint,omitempty"`
+
+	// Scope is the key namespace: every key is claimed as <scope>:<key>.
+	// Default: the platform name, so a generic route never shares a
+	// preset's keys unless it names that preset's scope here.
+	Scope string `json:"scope,omitempty"`
 
 	// Store says where claims and answers live. Default: embedded.
 	Store *StoreConfig `json:"store,omitempty"`
@@ -107,6 +113,15 @@ type Handler struct {
 	// VerifyOff runs a preset without signature checks. It is logged at
 	// start; use it only behind something else that verifies.
 	VerifyOff bool `json:"verify_off,omitempty"`
+	// Tolerance is how far a signed timestamp (WeChat Pay v3, Stripe,
+	// PayPal, Standard Webhooks) may be from the gateway's clock.
+	// Default: 5m.
+	Tolerance caddy.Duration `json:"tolerance,omitempty"`
+	// AppIDs pins Alipay notifications to these app_ids.
+	AppIDs []string `json:"app_id,omitempty"`
+	// MchIDs pins WeChat Pay notifications to these merchants (v3: the
+	// decrypted resource's mchid, which needs Secret; v2: mch_id).
+	MchIDs []string `json:"mchid,omitempty"`
 
 	// LogKeys writes keys in clear in logs; by default only a hash.
 	LogKeys bool `json:"log_keys,omitempty"`
@@ -114,7 +129,10 @@ type Handler struct {
 	// many times. Default: 5.
 	WarnCopies int64 `json:"warn_copies,omitempty"`
 
-	platform  keying.Platform
+	platform keying.Platform
+	// bodyKeyed: a generic route whose key reads the body, so its
+	// default fingerprint is off.
+	bodyKeyed bool
 	store     cache.Store
 	storeConf StoreConfig
 	success   func(status int, header http.Header, body []byte) bool
@@ -191,7 +209,19 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		PublicKeyID: repl.ReplaceKnown(h.PublicKeyID, ""),
 		WebhookID:   repl.ReplaceKnown(h.WebhookID, ""),
 		NoVerify:    h.VerifyOff,
+		Tolerance:   time.Duration(h.Tolerance),
 	}
+	for _, id := range h.AppIDs {
+		cfg.AppIDs = append(cfg.AppIDs, repl.ReplaceKnown(id, ""))
+	}
+	for _, id := range h.MchIDs {
+		cfg.MchIDs = append(cfg.MchIDs, repl.ReplaceKnown(id, ""))
+	}
+	if h.Platform == "paypal" {
+		// Transmission ids are remembered in this route's store.
+		cfg.TransmissionLog = transmissionLog{h}
+	}
+	h.bodyKeyed = h.Platform == "generic" && keyReadsBody(h.Key)
 	if h.PublicKey != "" {
 		pem, err := os.ReadFile(repl.ReplaceKnown(h.PublicKey, ""))
 		if err != nil {
@@ -208,7 +238,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	}
 	p, err := keying.New(h.Platform, cfg)
 	if err != nil {
-		return fmt.Errorf("platform %s: %v", h.Platform, err)
+		return err // "<preset>: <what>" already
 	}
 	h.platform = p
 	if h.VerifyOff {
@@ -259,7 +289,12 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 // Validate checks the configuration.
 func (h *Handler) Validate() error {
 	if h.Platform == "generic" && h.Key == "" {
-		return fmt.Errorf("platform generic needs a key template")
+		return fmt.Errorf("generic: needs a key template")
+	}
+	if h.Scope != "" {
+		if err := validScope(h.Scope); err != nil {
+			return err
+		}
 	}
 	if h.InFlight != "wait" && h.InFlight != "reject" {
 		return fmt.Errorf("in_flight must be wait or reject, not %q", h.InFlight)
@@ -302,9 +337,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	}
 
 	n, err := h.platform.Verify(&keying.Request{
-		Method: r.Method, URL: r.URL, Header: r.Header, Body: body, Now: now(),
+		Method: r.Method, URL: r.URL, Header: r.Header, Body: body, Now: now(), Context: r.Context(),
 	})
 	switch {
+	case errors.Is(err, keying.ErrUnavailable):
+		// The check needs the store (PayPal's transmission log).
+		return h.storeFailed(w, r, next, d, err)
 	case errors.Is(err, keying.ErrSignature):
 		d.outcome, d.err = outcomeRejectedSignature, err
 		return caddyhttp.Error(http.StatusUnauthorized, err)
@@ -664,7 +702,8 @@ const backendCeiling = 10 * time.Minute
 // maxKeyLen bounds a rendered key; stores put it in their own keys.
 const maxKeyLen = 1024
 
-// renderKey renders the key template, or takes the preset's default.
+// renderKey renders the key template, or takes the preset's default, and
+// puts the route's scope in front: the full key.
 // Every placeholder of a template must render non-empty: a missing order
 // id must not collapse distinct notifications onto one key.
 func (h *Handler) renderKey(repl *caddy.Replacer, bp *bodyPlaceholders, n *keying.Notification) (string, error) {
@@ -691,6 +730,7 @@ func (h *Handler) renderKey(repl *caddy.Replacer, bp *bodyPlaceholders, n *keyin
 	if strings.TrimSpace(key) == "" {
 		return "", errors.New("no idempotency key in this request")
 	}
+	key = h.fullKey(key)
 	if len(key) > maxKeyLen {
 		return "", fmt.Errorf("key is longer than %d bytes", maxKeyLen)
 	}
@@ -703,7 +743,7 @@ func (h *Handler) renderFingerprint(repl *caddy.Replacer, bp *bodyPlaceholders, 
 	case "off":
 		return "", nil
 	case "":
-		if n.Fingerprint == "" {
+		if n.Fingerprint == "" || h.bodyKeyed {
 			return "", nil
 		}
 		return keying.Digest([]byte(n.Fingerprint)), nil
