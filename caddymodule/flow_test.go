@@ -35,7 +35,8 @@ func eachStore(t *testing.T, f func(t *testing.T, name, store string)) {
 const notifyRoute = `
 	handle /notify {
 		idempotency {
-			key demo:{idempotency.form.out_trade_no}
+			key {idempotency.form.out_trade_no}
+			scope demo
 			fingerprint {idempotency.form.total_amount}
 			{store}
 			lock_ttl 2s

@@ -48,7 +48,8 @@ func wantSample(t testing.TB, samples map[string]float64, name string, want floa
 const metricsSite = `
 	handle /notify {
 		idempotency {
-			key demo:{idempotency.form.out_trade_no}
+			key {idempotency.form.out_trade_no}
+			scope demo
 			fingerprint {idempotency.form.total_amount}
 			store memory
 		}
