@@ -353,3 +353,37 @@ func TestScopesOnOneRedisStore(t *testing.T) {
 		})
 	}
 }
+
+// TestFullKeyPlaceholder: {idempotency.key} is the full key, scope first,
+// as later handlers and on_duplicate templates see it.
+func TestFullKeyPlaceholder(t *testing.T) {
+	be := newBackend(t)
+	base := startCaddy(t, `
+	handle /g {
+		idempotency {
+			key {http.request.header.Idempotency-Key}
+			on_duplicate redirect https://shop.example/seen/{idempotency.key}
+			store memory
+		}
+		reverse_proxy `+be.addr()+`
+	}
+	handle /s {
+		idempotency {
+			key {http.request.header.Idempotency-Key}
+			scope billing
+			on_duplicate redirect https://shop.example/seen/{idempotency.key}
+			store memory
+		}
+		reverse_proxy `+be.addr()+`
+	}`)
+	for path, want := range map[string]string{"/g": "generic:k-1", "/s": "billing:k-1"} {
+		d := delivery{path: path, ctype: "text/plain", body: "x", header: http.Header{"Idempotency-Key": {"k-1"}}}
+		if r := send(t, base, "fk"+path, d); r.status != 200 {
+			t.Fatalf("%s first: %d", path, r.status)
+		}
+		r := send(t, base, "fk"+path, d)
+		if loc := r.header.Get("Location"); r.status != http.StatusFound || loc != "https://shop.example/seen/"+want {
+			t.Fatalf("%s duplicate: %d Location %q, want the full key %s", path, r.status, loc, want)
+		}
+	}
+}
