@@ -28,6 +28,21 @@ func readTestdata(t *testing.T, name string) []byte {
 	return b
 }
 
+// headerFile reads "Name: value" lines.
+func headerFile(t *testing.T, name string) http.Header {
+	t.Helper()
+	h := http.Header{}
+	sc := bufio.NewScanner(bytes.NewReader(readTestdata(t, name)))
+	sc.Buffer(nil, 64<<10)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ": ")
+		if ok {
+			h.Set(k, v)
+		}
+	}
+	return h
+}
+
 // paypalSample is the BILLING.PLAN.CREATED event of PayPal's Java SDK
 // ValidateCertTest, with its headers and certificates.
 func paypalSample(t *testing.T) (body []byte, h http.Header, leaf, ca []byte) {
@@ -148,4 +163,24 @@ func poolOf(certs ...*x509.Certificate) *x509.CertPool {
 		p.AddCert(c)
 	}
 	return p
+}
+
+func TestWechatPayGoSDKSample(t *testing.T) {
+	body := readTestdata(t, "wechatpay-go/body.json")
+	h := headerFile(t, "wechatpay-go/headers.txt")
+	cert := readTestdata(t, "wechatpay-go/cert.pem")
+	signedAt := time.Unix(1624523846, 0)
+	req := func(now time.Time, b []byte, h http.Header) *Request {
+		return &Request{Method: http.MethodPost, Header: h, Body: b, Now: now}
+	}
+	cfg := Config{Certificates: [][]byte{cert}}
+	const key = "3119dfba-e649-5eec-ab1e-3412bc4d2e17"
+	runVerifyCases(t, "wechatpay", []verifyCase{
+		{"as the SDK's test verifies it", cfg, req(signedAt, body, h), nil, key},
+		{"four minutes later", cfg, req(signedAt.Add(4*time.Minute), body, h), nil, key},
+		{"an hour later", cfg, req(signedAt.Add(time.Hour), body, h), ErrSignature, ""},
+		{"an hour later, tolerance 2h", Config{Certificates: [][]byte{cert}, Tolerance: 2 * time.Hour}, req(signedAt.Add(time.Hour), body, h), nil, key},
+		{"body changed", cfg, req(signedAt, bytes.Replace(body, []byte("签约成功"), []byte("签约失败"), 1), h), ErrSignature, ""},
+		{"another serial", cfg, req(signedAt, body, hdr(&Request{Header: h}, "Wechatpay-Serial", "D7CE59D1F522D702").Header), ErrSignature, ""},
+	}, nil)
 }
