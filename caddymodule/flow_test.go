@@ -144,12 +144,16 @@ func TestSuccessOverride(t *testing.T) {
 // no claim behind, so the first good copy is forwarded.
 func TestBadInputClaimsNothing(t *testing.T) {
 	be := newBackend(t)
-	base := gatewayFor(t, "store memory", be.addr(), "max_body 1KiB")
+	// handle_errors shows the reason, as the README's example does.
+	base := startCaddy(t, notifyRoute+`
+	handle_errors {
+		respond "{err.status_code} {err.message}"
+	}`, "{store}", "store memory", "{backend}", be.addr(), "{extra}", "max_body 1KiB")
 
-	// No key field: 400 with a reason.
+	// No key field: 400 with a reason that names the missing field.
 	r := post(t, base+"/notify", "application/x-www-form-urlencoded", "total_amount=1", nil)
-	if r.status != 400 || !strings.Contains(r.body+r.header.Get("X-Error"), "") {
-		t.Fatalf("no key: got %d %q, want 400", r.status, r.body)
+	if r.status != 400 || !strings.Contains(r.body, "{idempotency.form.out_trade_no} is empty") {
+		t.Fatalf("no key: got %d %q, want 400 naming the empty field", r.status, r.body)
 	}
 	// Too large: 413.
 	big := "out_trade_no=b-1&total_amount=9.90&pad=" + strings.Repeat("x", 2048)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
 
 	"github.com/idemgate/idemgate/cache"
 )
@@ -56,14 +57,21 @@ type StoreConfig struct {
 // one is cleaned up, so a Redis client or bbolt file is never reopened.
 var stores = caddy.NewUsagePool()
 
-// pooledStore is a stores entry.
+// pooledStore is a stores entry. Its settler keeps answers the store could
+// not take yet; it lives as long as the store, across config reloads.
 type pooledStore struct {
 	id string
 	cache.Store
-	client io.Closer // the Redis client, which the store does not own
+	settler *cache.Settler
+	client  io.Closer // the Redis client, which the store does not own
 }
 
 func (p *pooledStore) Destruct() error {
+	if n := p.settler.Pending(); n > 0 {
+		caddy.Log().Error("closing the idempotency store with answers it never took: their keys expire after lock_ttl",
+			zap.String("store", p.id), zap.Int("answers", n))
+	}
+	p.settler.Close()
 	err := p.Store.Close()
 	if p.client != nil {
 		err = errors.Join(err, p.client.Close())
@@ -101,9 +109,34 @@ func (sc StoreConfig) prefix() string {
 	return sc.Prefix
 }
 
+// resolve returns a copy of sc with defaults filled and placeholders
+// replaced; sc itself (the handler's config) is left as written.
+func (sc StoreConfig) resolve(repl *caddy.Replacer) (StoreConfig, error) {
+	switch sc.Type {
+	case "", "embedded":
+		sc.Type = "embedded"
+		if sc.Path == "" {
+			sc.Path = defaultEmbeddedPath()
+		}
+		sc.Path = repl.ReplaceKnown(sc.Path, "")
+	case "redis":
+		sc.Username = repl.ReplaceKnown(sc.Username, "")
+		sc.Password = repl.ReplaceKnown(sc.Password, "")
+		addrs := make([]string, len(sc.Addresses))
+		for i, a := range sc.Addresses {
+			addrs[i] = repl.ReplaceKnown(a, "")
+		}
+		sc.Addresses = addrs
+	case "memory":
+	default:
+		return sc, fmt.Errorf("unknown store type %q", sc.Type)
+	}
+	return sc, nil
+}
+
 // loadStore returns the shared store for sc (already resolved: path
 // filled, placeholders replaced), opening it on first use.
-func loadStore(sc StoreConfig) (*pooledStore, error) {
+func loadStore(sc StoreConfig, logger *zap.Logger) (*pooledStore, error) {
 	// The pool key is the whole resolved configuration, so two handlers
 	// whose configurations differ only by a password do not share.
 	keyBytes, err := json.Marshal(sc)
@@ -115,7 +148,10 @@ func loadStore(sc StoreConfig) (*pooledStore, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &pooledStore{id: sc.id(), Store: s, client: client}, nil
+		if rc, ok := client.(redis.UniversalClient); ok {
+			warnWithoutPersistence(rc, sc.id(), logger)
+		}
+		return &pooledStore{id: sc.id(), Store: s, settler: cache.NewSettler(s, cache.SettlerOptions{}), client: client}, nil
 	})
 	if err != nil {
 		return nil, err
@@ -173,6 +209,24 @@ func openStore(sc StoreConfig) (s cache.Store, client io.Closer, err error) {
 		return s, nil, err
 	}
 	return nil, nil, fmt.Errorf("unknown store type %q", sc.Type)
+}
+
+// warnWithoutPersistence logs a warning when the Redis server keeps
+// nothing across its own restart: every claim and answer would then be
+// lost with it, and a retry after the restart runs the backend again.
+func warnWithoutPersistence(c redis.UniversalClient, id string, logger *zap.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	p, err := cache.RedisPersistence(ctx, c)
+	if err != nil {
+		logger.Warn("could not check Redis persistence", zap.String("store", id), zap.Error(err))
+		return
+	}
+	if !p.AOF && !p.RDB {
+		logger.Warn("Redis has neither AOF nor RDB saving: a Redis restart forgets every claim and answer, "+
+			"and the platforms' retries then reach the backend again; turn on appendonly",
+			zap.String("store", id))
+	}
 }
 
 // universalOptions turns addresses (plain or URLs) into go-redis options:

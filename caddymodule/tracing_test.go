@@ -219,9 +219,12 @@ func TestDecisionLogs(t *testing.T) {
 		send(h, backend, "log-1", "1")
 		check(t, line{level: zapcore.InfoLevel, msg: "idempotency decision", outcome: "forwarded", key: hashKey(key)})
 		send(h, backend, "log-1", "1")
-		check(t, line{level: zapcore.InfoLevel, msg: "idempotency decision", outcome: "replayed", key: hashKey(key), copies: 2})
-		send(h, backend, "log-1", "1") // copies 3 > warn_copies 2
+		// Replays are routine: debug.
+		check(t, line{level: zapcore.DebugLevel, msg: "idempotency decision", outcome: "replayed", key: hashKey(key), copies: 2})
+		send(h, backend, "log-1", "1") // copies 3 > warn_copies 2: warned the first time
 		check(t, line{level: zapcore.WarnLevel, msg: "more often than warn_copies", outcome: "replayed", key: hashKey(key), copies: 3})
+		send(h, backend, "log-1", "1") // and then at most once a minute
+		check(t, line{level: zapcore.DebugLevel, msg: "idempotency decision", outcome: "replayed", key: hashKey(key), copies: 4})
 		if status := send(h, backend, "log-1", "2"); status != 422 {
 			t.Fatalf("conflict: %d", status)
 		}

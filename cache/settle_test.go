@@ -1,0 +1,130 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// TestSettlerKeepsAndRetries: a completion that fails is kept, served by
+// Kept, retried until the store takes it, and reported once.
+func TestSettlerKeepsAndRetries(t *testing.T) {
+	f := NewFaulty(NewMemory())
+	st := NewSettler(f, SettlerOptions{MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
+	defer st.Close()
+	ctx := context.Background()
+	won, err := f.Claim(ctx, "k", "fp", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	boom := errors.New("store down")
+	f.SetFail(boom, OpComplete, OpLookup)
+	done := make(chan error, 1)
+	err = st.Complete(ctx, "k", won.Token, "fp", answer, time.Hour, func(err error) { done <- err })
+	if !errors.Is(err, ErrKept) {
+		t.Fatalf("Complete with the store down = %v, want ErrKept", err)
+	}
+	rec := st.Kept("k")
+	if rec == nil || rec.Status != answer.Status || string(rec.Body) != string(answer.Body) || rec.Fingerprint != "fp" {
+		t.Fatalf("Kept = %+v, want the answer", rec)
+	}
+	if st.Kept("other") != nil {
+		t.Fatal("Kept answers a key it does not hold")
+	}
+	time.Sleep(100 * time.Millisecond)
+	if n := f.Calls(OpComplete); n < 2 {
+		t.Fatalf("completion tried %d times in 100ms, want retries", n)
+	}
+	f.Reset()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("done(%v), want nil", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the kept answer was never settled")
+	}
+	if st.Kept("k") != nil || st.Pending() != 0 {
+		t.Fatal("answer still kept after it was settled")
+	}
+	got, err := f.Lookup(ctx, "k")
+	if err != nil || got.State != StateAnswered || got.Status != answer.Status {
+		t.Fatalf("store has %+v %v, want the answer", got, err)
+	}
+}
+
+// TestSettlerAppliedButUnacknowledged: an attempt that the store applied
+// but whose reply was lost is recognised on the next one, not reported as
+// a lost claim.
+func TestSettlerAppliedButUnacknowledged(t *testing.T) {
+	f := NewFaulty(NewMemory())
+	st := NewSettler(f, SettlerOptions{MinBackoff: 10 * time.Millisecond})
+	defer st.Close()
+	ctx := context.Background()
+	won, _ := f.Claim(ctx, "k", "", time.Minute)
+	f.SetFailAfter(errors.New("reply lost"), OpComplete)
+	done := make(chan error, 1)
+	if err := st.Complete(ctx, "k", won.Token, "", answer, time.Hour, func(err error) { done <- err }); !errors.Is(err, ErrKept) {
+		t.Fatalf("Complete = %v, want ErrKept", err)
+	}
+	f.Reset()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("done(%v), want nil: the first attempt had stored the answer", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("never settled")
+	}
+}
+
+// TestSettlerLostClaim: when the claim is gone meanwhile (expired, taken by
+// another request), the retry ends with ErrNotOwner and the answer is
+// dropped.
+func TestSettlerLostClaim(t *testing.T) {
+	f := NewFaulty(NewMemory())
+	st := NewSettler(f, SettlerOptions{MinBackoff: 10 * time.Millisecond})
+	defer st.Close()
+	ctx := context.Background()
+	won, _ := f.Claim(ctx, "k", "", time.Minute)
+	f.SetFail(errors.New("down"), OpComplete)
+	done := make(chan error, 1)
+	if err := st.Complete(ctx, "k", won.Token, "", answer, time.Hour, func(err error) { done <- err }); !errors.Is(err, ErrKept) {
+		t.Fatalf("Complete = %v, want ErrKept", err)
+	}
+	if err := f.Delete(ctx, "k"); err != nil { // an operator purged it
+		t.Fatal(err)
+	}
+	f.Reset()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrNotOwner) {
+			t.Fatalf("done(%v), want ErrNotOwner", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("never ended")
+	}
+	if st.Kept("k") != nil {
+		t.Fatal("a lost answer is still kept")
+	}
+}
+
+// TestSettlerClose: Close ends the retries with ErrClosed and waits for them.
+func TestSettlerClose(t *testing.T) {
+	f := NewFaulty(NewMemory())
+	st := NewSettler(f, SettlerOptions{MinBackoff: 10 * time.Millisecond})
+	won, _ := f.Claim(context.Background(), "k", "", time.Minute)
+	f.SetFail(errors.New("down"), OpComplete)
+	done := make(chan error, 1)
+	_ = st.Complete(context.Background(), "k", won.Token, "", answer, time.Hour, func(err error) { done <- err })
+	st.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrClosed) {
+			t.Fatalf("done(%v), want ErrClosed", err)
+		}
+	default:
+		t.Fatal("Close returned before the retry ended")
+	}
+}

@@ -1,0 +1,169 @@
+package caddymodule
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/idemgate/idemgate/keying"
+)
+
+// decision is what one request's trip through the handler decided, for the
+// log line, the span and the metrics; record writes it once.
+type decision struct {
+	key     string
+	outcome outcome
+	copies  int64
+	status  int // the backend's status, when it answered failure
+	err     error
+}
+
+// outcome is a bounded metric label and the {idempotency.outcome} value.
+type outcome string
+
+const (
+	outcomeForwarded          outcome = "forwarded"
+	outcomeReplayed           outcome = "replayed"
+	outcomeWaited             outcome = "waited"
+	outcomeInFlight           outcome = "in_flight"
+	outcomeConflict           outcome = "conflict"
+	outcomeRejectedSignature  outcome = "rejected_signature"
+	outcomeBadRequest         outcome = "bad_request"
+	outcomeTooLarge           outcome = "too_large"
+	outcomeStoreError         outcome = "store_error"
+	outcomePassed             outcome = "passed"
+	outcomeBackendFailed      outcome = "backend_failed"
+	outcomeBackendUnreachable outcome = "backend_unreachable"
+	outcomeAmbiguous          outcome = "ambiguous"
+	outcomeCanceled           outcome = "canceled"
+)
+
+// setOutcome publishes {idempotency.outcome} before the answer is written,
+// so a deferred `header` directive or handle_errors sees it.
+func setOutcome(repl *caddy.Replacer, o outcome) { repl.Set("idempotency.outcome", string(o)) }
+
+// record logs, counts and ends the span of one decision.
+func (h *Handler) record(ctx context.Context, span spanEnder, repl *caddy.Replacer, start time.Time, d *decision) {
+	elapsed := time.Since(start)
+	setOutcome(repl, d.outcome)
+	h.metrics.request(ctx, h.Platform, string(d.outcome), elapsed)
+	if d.outcome == outcomeWaited {
+		h.metrics.waitDuration(ctx, h.Platform, elapsed)
+	}
+	if d.copies > 0 {
+		h.metrics.copies(ctx, h.Platform, d.copies)
+	}
+	span.end(d)
+	switch d.outcome {
+	case outcomeAmbiguous:
+		h.emit("idempotency.ambiguous", d.key, d.status)
+	case outcomeConflict:
+		h.emit("idempotency.conflict", d.key, 0)
+	case outcomeBackendFailed, outcomeBackendUnreachable:
+		h.emit("idempotency.failed", d.key, d.status)
+	}
+
+	level, msg := h.logLevel(d)
+	if ce := h.logger.Check(level, msg); ce != nil {
+		fields := make([]zap.Field, 0, 7)
+		fields = append(fields,
+			zap.String("platform", h.Platform),
+			zap.String("outcome", string(d.outcome)),
+			zap.Duration("duration", elapsed))
+		if d.key != "" {
+			fields = append(fields, zap.String("key", h.logKey(d.key)))
+		}
+		if d.copies > 0 {
+			fields = append(fields, zap.Int64("copies", d.copies))
+		}
+		if d.status != 0 && d.outcome == outcomeBackendFailed {
+			fields = append(fields, zap.Int("upstream_status", d.status))
+		}
+		if d.err != nil {
+			fields = append(fields, zap.Error(d.err))
+		}
+		ce.Write(fields...)
+	}
+}
+
+// emit sends a Caddy event (caddyevents) that operators can hook: an
+// alert, or the refund a business failure after payment needs.
+func (h *Handler) emit(name, key string, status int) {
+	if h.events == nil || !h.events.ShouldEmit(name) {
+		return
+	}
+	data := map[string]any{"scope": h.scope(), "key": key, "platform": h.Platform}
+	if status != 0 {
+		data["status"] = status
+	}
+	h.events.Emit(h.ctx, name, data)
+}
+
+// logLevel: replays are routine (debug); what an operator must look at is
+// warn or error.
+func (h *Handler) logLevel(d *decision) (zapcore.Level, string) {
+	switch d.outcome {
+	case outcomeConflict:
+		return zapcore.ErrorLevel, "same idempotency key with a different fingerprint: possible tampering"
+	case outcomeAmbiguous:
+		return zapcore.WarnLevel, "backend outcome unknown: claim held until lock_ttl runs out, never re-sent"
+	case outcomeBackendFailed:
+		return zapcore.WarnLevel, "backend answered failure: key released for the platform's retry"
+	case outcomeBackendUnreachable:
+		return zapcore.WarnLevel, "backend unreachable: key released for the platform's retry"
+	case outcomeRejectedSignature:
+		return zapcore.WarnLevel, "idempotency decision"
+	case outcomeStoreError:
+		return zapcore.ErrorLevel, "idempotency decision"
+	}
+	if d.copies > h.WarnCopies && h.warned.due(d.key, time.Now()) {
+		return zapcore.WarnLevel, "idempotency key seen more often than warn_copies"
+	}
+	if d.outcome == outcomeReplayed || d.outcome == outcomeWaited {
+		return zapcore.DebugLevel, "idempotency decision"
+	}
+	return zapcore.InfoLevel, "idempotency decision"
+}
+
+// copyWarnings rate-limits the warn_copies warning: the first time a key
+// crosses the threshold, then at most once a minute per key.
+type copyWarnings struct {
+	mu   sync.Mutex
+	last map[string]time.Time
+}
+
+const copyWarnEvery = time.Minute
+
+func newCopyWarnings() *copyWarnings { return &copyWarnings{last: make(map[string]time.Time)} }
+
+func (c *copyWarnings) due(key string, t time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if last, ok := c.last[key]; ok && t.Sub(last) < copyWarnEvery {
+		return false
+	}
+	if len(c.last) >= 10000 { // bound the map: forget what is past its minute
+		for k, v := range c.last {
+			if t.Sub(v) >= copyWarnEvery {
+				delete(c.last, k)
+			}
+		}
+	}
+	c.last[key] = t
+	return true
+}
+
+// logKey is the key as it may appear in logs and spans: hashed unless
+// log_keys is on.
+func (h *Handler) logKey(key string) string {
+	if h.LogKeys || key == "" {
+		return key
+	}
+	return hashKey(key)
+}
+
+func hashKey(key string) string { return keying.Digest([]byte(key))[:16] }

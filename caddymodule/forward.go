@@ -1,0 +1,273 @@
+package caddymodule
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptrace"
+	"sync/atomic"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+	"go.uber.org/zap"
+
+	"github.com/idemgate/idemgate/cache"
+)
+
+// backendCeiling bounds a forwarded request once the platform's connection
+// no longer does.
+const backendCeiling = 10 * time.Minute
+
+// forward sends the winning copy to the backend, renewing the claim while
+// the backend works, and settles the claim by what the backend did. The
+// settling is deferred, so a panic (reverse_proxy's http.ErrAbortHandler
+// when the backend breaks mid-answer) or an early return settles too:
+// ambiguous, the claim held until lock_ttl.
+func (h *Handler) forward(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler,
+	repl *caddy.Replacer, key, fp, token string,
+) (res result, err error) {
+	setOutcome(repl, outcomeForwarded)
+	hold := h.hold(key, token)
+	settled := false
+	defer func() {
+		if !settled {
+			// Ambiguous: the claim is left to expire after lock_ttl. The
+			// decision record logs it (ServeHTTP presets the outcome).
+			hold.stop()
+		}
+	}()
+
+	tw := newTeeWriter(w, int(h.MaxAnswer))
+	defer tw.release()
+	sent := &sendTrace{}
+	// The backend's request outlives the platform's connection: platforms
+	// hang up after a few seconds, and a backend cut off mid-way leaves an
+	// outcome nobody knows. Let it finish, remember its answer, and the
+	// platform's retry gets the replay. The ceiling stops a hung backend
+	// from holding the key (renewed) forever.
+	bctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), backendCeiling)
+	defer cancel()
+	bctx = httptrace.WithClientTrace(bctx, sent.clientTrace())
+	start := time.Now()
+	err = next.ServeHTTP(tw, r.WithContext(bctx))
+	h.metrics.backendDuration(r.Context(), h.Platform, time.Since(start))
+
+	var body []byte
+	if !tw.overflow {
+		body = tw.buf.Bytes()
+	}
+	kind := classify(backendResult{
+		err: err, attempted: sent.attempted.Load(), written: sent.written.Load(),
+		answered: tw.wroteHeader, success: err == nil && h.success(tw.statusCode(), tw.header, body),
+	})
+	hold.stop()
+	settled = true
+
+	res = result{outcome: kind.outcome(), status: tw.statusCode(), err: err}
+	switch kind {
+	case backendAnswered:
+		res.err = nil
+		ans := cache.Answer{Status: tw.statusCode(), Header: replayHeaders(tw.header), BodyCached: !tw.overflow}
+		if ans.BodyCached {
+			ans.Body = bytes.Clone(body)
+		}
+		h.complete(key, token, fp, ans)
+	case backendFailed, backendUnreachable:
+		h.release(key, token)
+	}
+	// backendAmbiguous: the request may have reached the backend. The
+	// claim is held until lock_ttl runs out, so an immediate retry does
+	// not run the business logic twice, and a later one can.
+	if kind == backendAnswered || kind == backendFailed {
+		return res, nil
+	}
+	return res, err
+}
+
+// backendKind is what became of a forwarded request.
+type backendKind int
+
+const (
+	// backendAnswered: the backend answered success by the platform's rule.
+	backendAnswered backendKind = iota + 1
+	// backendFailed: the backend answered, not a success.
+	backendFailed
+	// backendUnreachable: the request never reached the backend.
+	backendUnreachable
+	// backendAmbiguous: the request may have reached the backend, and no
+	// whole answer came back.
+	backendAmbiguous
+)
+
+func (k backendKind) outcome() outcome {
+	switch k {
+	case backendAnswered:
+		return outcomeForwarded
+	case backendFailed:
+		return outcomeBackendFailed
+	case backendUnreachable:
+		return outcomeBackendUnreachable
+	}
+	return outcomeAmbiguous
+}
+
+// backendResult is what forward saw of the next handler's work.
+type backendResult struct {
+	err error // what the next handler returned
+	// attempted: the HTTP transport took a connection for the request;
+	// written: it wrote the request on one. Both stay false when the next
+	// handler is not an HTTP proxy.
+	attempted, written bool
+	answered           bool // a response header reached the client
+	success            bool // the answer is a success by the platform's rule
+}
+
+// classify is the one place that decides whether a forwarded request ran,
+// failed, never left, or may have run: a pure function of what was seen.
+func classify(b backendResult) backendKind {
+	if b.err == nil {
+		if b.success {
+			return backendAnswered
+		}
+		return backendFailed
+	}
+	if b.answered || b.written {
+		return backendAmbiguous
+	}
+	var de reverseproxy.DialError
+	var he caddyhttp.HandlerError
+	switch {
+	case errors.As(b.err, &de):
+		return backendUnreachable
+	case b.attempted:
+		// A connection was taken but nothing was written on it.
+		return backendUnreachable
+	case errors.As(b.err, &he) && he.StatusCode == http.StatusServiceUnavailable:
+		// reverse_proxy's "no upstreams available": nothing was sent.
+		return backendUnreachable
+	}
+	return backendAmbiguous
+}
+
+// sendTrace follows the forwarded request through the HTTP transport, and
+// refuses a re-send: Go's transport silently re-sends a request it deems
+// replayable (GET, or a bodiless request with an Idempotency-Key header)
+// when a kept-alive connection breaks before the answer, and Caddy's own
+// load-balancing retries re-send GETs. Once the request has been written,
+// any further connection for it is closed before a byte goes out, so the
+// backend never runs twice for one forward: the broken attempt is
+// ambiguous instead.
+type sendTrace struct {
+	attempted, written atomic.Bool
+	refused            atomic.Int32
+}
+
+func (s *sendTrace) clientTrace() *httptrace.ClientTrace {
+	return &httptrace.ClientTrace{
+		GotConn: func(info httptrace.GotConnInfo) {
+			if s.written.Load() {
+				s.refused.Add(1)
+				_ = info.Conn.Close()
+				return
+			}
+			s.attempted.Store(true)
+		},
+		WroteRequest: func(httptrace.WroteRequestInfo) {
+			// Even a failed write may have delivered part or all of the
+			// request.
+			s.written.Store(true)
+		},
+	}
+}
+
+// heldClaim is a won claim while its copy is at the backend: renewed at a
+// third of lock_ttl until stop, which waits for the renewal to end.
+type heldClaim struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (h *Handler) hold(key, token string) *heldClaim {
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &heldClaim{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		h.renewLoop(ctx, key, token)
+	}()
+	return c
+}
+
+func (c *heldClaim) stop() {
+	c.cancel()
+	<-c.done
+}
+
+// renewLoop extends the claim at a third of lock_ttl while the backend works.
+func (h *Handler) renewLoop(ctx context.Context, key, token string) {
+	t := time.NewTicker(time.Duration(h.LockTTL) / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		rctx, cancel := context.WithTimeout(ctx, time.Duration(h.StoreTimeout))
+		err := h.store.Renew(rctx, key, token, time.Duration(h.LockTTL))
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			h.claimTrouble(key, "renew", err)
+			if errors.Is(err, cache.ErrNotOwner) {
+				return
+			}
+		}
+	}
+}
+
+// complete remembers a successful answer; when the store cannot take it
+// now, the settler keeps it and retries (cache.Settler).
+func (h *Handler) complete(key, token, fp string, ans cache.Answer) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(h.StoreTimeout))
+	defer cancel()
+	err := h.settler.Complete(ctx, key, token, fp, ans, time.Duration(h.TTL), func(err error) {
+		if err != nil {
+			h.claimTrouble(key, "complete", err)
+			return
+		}
+		h.logger.Info("answer settled in the store after a retry", zap.String("key", h.logKey(key)))
+	})
+	switch {
+	case errors.Is(err, cache.ErrKept):
+		h.metrics.storeError(ctx, h.Platform, "complete")
+		h.logger.Warn("store failed to remember the backend's answer: kept in this process and retried",
+			zap.String("key", h.logKey(key)))
+	case err != nil:
+		h.claimTrouble(key, "complete", err)
+	}
+}
+
+func (h *Handler) release(key, token string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(h.StoreTimeout))
+	defer cancel()
+	if err := h.store.Release(ctx, key, token); err != nil {
+		h.claimTrouble(key, "release", err)
+	}
+}
+
+// claimTrouble logs and counts a claim that could not be settled. A lost
+// claim (ErrNotOwner) means another request may have run the backend too.
+func (h *Handler) claimTrouble(key, op string, err error) {
+	if errors.Is(err, cache.ErrNotOwner) {
+		h.metrics.lostClaim(context.Background(), h.Platform, op)
+		h.emit("idempotency.lost_claim", key, 0)
+		h.logger.Error("lost the claim on an idempotency key while its request was at the backend",
+			zap.String("op", op), zap.String("key", h.logKey(key)), zap.Error(err))
+		return
+	}
+	h.metrics.storeError(context.Background(), h.Platform, op)
+	h.logger.Error("store failed to settle a claim; it expires after lock_ttl",
+		zap.String("op", op), zap.String("key", h.logKey(key)), zap.Error(err))
+}

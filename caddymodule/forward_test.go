@@ -1,0 +1,164 @@
+package caddymodule
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// dropBackend counts each request per X-Order header (or order query), and
+// for orders named in drop does the work and then closes the connection
+// without an answer — a kept-alive connection breaking after the request
+// was written.
+type dropBackend struct {
+	ln   net.Listener
+	mu   sync.Mutex
+	hits map[string]int
+	drop map[string]bool
+}
+
+func newDropBackend(t *testing.T, drop ...string) *dropBackend {
+	b := &dropBackend{hits: map[string]int{}, drop: map[string]bool{}}
+	for _, d := range drop {
+		b.drop[d] = true
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.ln = ln
+	srv := &http.Server{Handler: b}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return b
+}
+
+func (b *dropBackend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	io.Copy(io.Discard, r.Body)
+	order := r.Header.Get("Idempotency-Key")
+	if order == "" {
+		order = r.URL.Query().Get("order")
+	}
+	b.mu.Lock()
+	b.hits[order]++
+	drop := b.drop[order]
+	b.mu.Unlock()
+	if drop {
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			conn.Close()
+		}
+		return
+	}
+	io.WriteString(w, "ok "+order)
+}
+
+func (b *dropBackend) count(order string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.hits[order]
+}
+
+// TestNoTransportResend: Go's transport re-sends a replayable request (a
+// GET, or a bodiless POST with Idempotency-Key) when a kept-alive
+// connection breaks after it was written. The gateway refuses that re-send:
+// the backend runs once, the outcome is ambiguous and the claim is held.
+func TestNoTransportResend(t *testing.T) {
+	be := newDropBackend(t, "get-1", "post-1")
+	base := startCaddy(t, `
+	handle /return {
+		idempotency {
+			key {http.request.uri.query.order}
+			store memory
+			lock_ttl 3s
+			in_flight reject
+		}
+		reverse_proxy {backend}
+	}
+	handle /hook {
+		idempotency {
+			key {http.request.header.Idempotency-Key}
+			store memory
+			lock_ttl 3s
+			in_flight reject
+		}
+		reverse_proxy {backend}
+	}`, "{backend}", be.ln.Addr().String())
+
+	get := func(order string) int {
+		resp, err := client.Get(base + "/return?order=" + order)
+		if err != nil {
+			t.Fatalf("GET: %v", err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	postEmpty := func(key string) int {
+		req, _ := http.NewRequest(http.MethodPost, base+"/hook", nil)
+		req.Header.Set("Idempotency-Key", key)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("POST: %v", err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, c := range []struct {
+		name  string
+		send  func(string) int
+		prime string
+		key   string
+	}{
+		{"GET", get, "get-prime", "get-1"},
+		{"bodiless POST with Idempotency-Key", postEmpty, "post-prime", "post-1"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			// Prime: leaves an idle kept-alive connection to the backend,
+			// so the next request goes out on a reused one.
+			if st := c.send(c.prime); st != 200 {
+				t.Fatalf("prime: %d", st)
+			}
+			st := c.send(c.key)
+			if st < 500 {
+				t.Fatalf("broken connection answered %d, want a 5xx", st)
+			}
+			if n := be.count(c.key); n != 1 {
+				t.Fatalf("backend ran %d times, want 1 (the transport re-sent the request)", n)
+			}
+			// Ambiguous: the claim is held, a retry now is refused.
+			if st := c.send(c.key); st != http.StatusConflict {
+				t.Fatalf("retry within lock_ttl: %d, want 409", st)
+			}
+			if n := be.count(c.key); n != 1 {
+				t.Fatalf("backend ran %d times after the retry, want 1", n)
+			}
+		})
+	}
+}
+
+// TestOutcomeBeforeAnswer: {idempotency.outcome} is set before the answer
+// is written, so a deferred header directive sees it.
+func TestOutcomeBeforeAnswer(t *testing.T) {
+	be := newBackend(t)
+	base := startCaddy(t, `
+	handle /notify {
+		header >X-Outcome {idempotency.outcome}
+		idempotency {
+			key demo:{idempotency.form.out_trade_no}
+			store memory
+		}
+		reverse_proxy {backend}
+	}`, "{backend}", be.addr())
+	for _, want := range []string{"forwarded", "replayed"} {
+		r := notify(t, base, "oc-1")
+		if got := r.header.Get("X-Outcome"); got != want {
+			t.Fatalf("X-Outcome %q, want %q", got, want)
+		}
+	}
+	if !strings.HasPrefix(notify(t, base, "oc-2").header.Get("X-Outcome"), "forwarded") {
+		t.Fatal("a new key is not forwarded")
+	}
+}

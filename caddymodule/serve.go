@@ -1,0 +1,138 @@
+package caddymodule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+
+	"github.com/idemgate/idemgate/cache"
+)
+
+// result is what serving one claimed key came to, for the decision record.
+type result struct {
+	outcome outcome
+	copies  int64
+	status  int // the backend's status when it answered failure
+	err     error
+}
+
+// serveKey claims key and acts on the claim: forward the first copy,
+// replay an answered key, wait for (or refuse) an in-flight one, refuse a
+// fingerprint conflict.
+func (h *Handler) serveKey(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler,
+	repl *caddy.Replacer, key, fp string,
+) (result, error) {
+	waited := false
+	var deadline time.Time
+	for {
+		// An answer this process holds while the store cannot take it yet
+		// (see cache.Settler) is replayed without asking the store.
+		if rec := h.settler.Kept(key); rec != nil {
+			return h.replayRecord(w, r, repl, rec, fp, waited)
+		}
+		res, err := h.claim(r.Context(), key, fp)
+		if err != nil && r.Context().Err() != nil {
+			// The platform hung up; the store is not to blame.
+			return result{outcome: outcomeCanceled, err: err}, caddyhttp.Error(499, err)
+		}
+		if err != nil {
+			return h.storeFailed(w, r, next, repl, key, err)
+		}
+		switch res.Outcome {
+		case cache.Won:
+			return h.forward(w, r, next, repl, key, fp, res.Token)
+		case cache.Answered:
+			return h.replayRecord(w, r, repl, res.Record, fp, waited)
+		case cache.Conflict:
+			return conflict(res.Record.Copies)
+		}
+
+		// In flight.
+		copies := res.Record.Copies
+		if h.InFlight == "reject" {
+			return result{outcome: outcomeInFlight, copies: copies},
+				h.tryLater(w, http.StatusConflict, errors.New("the first copy of this notification is still being processed"))
+		}
+		if deadline.IsZero() {
+			deadline = time.Now().Add(time.Duration(h.InFlightWait))
+		}
+		waited = true
+		rec, err := cache.WaitAnswer(r.Context(), h.store, key, cache.WaitOptions{
+			Deadline: deadline, OpTimeout: time.Duration(h.StoreTimeout), Recheck: time.Duration(h.LockTTL) / 3,
+		})
+		switch {
+		case err != nil && h.settler.Kept(key) != nil:
+			continue // the first copy's answer is here, kept while the store is down
+		case err != nil && r.Context().Err() != nil:
+			return result{outcome: outcomeCanceled, copies: copies, err: err}, caddyhttp.Error(499, err)
+		case errors.Is(err, cache.ErrWaitTimeout):
+			return result{outcome: outcomeInFlight, copies: copies},
+				h.tryLater(w, http.StatusConflict, errors.New("timed out waiting for the first copy of this notification"))
+		case err != nil:
+			// The key is known to be in flight: whatever on_store_error
+			// says, forwarding this copy could run the backend twice.
+			h.metrics.storeError(r.Context(), h.Platform, "wait")
+			return result{outcome: outcomeStoreError, copies: copies, err: err},
+				h.tryLater(w, http.StatusServiceUnavailable, fmt.Errorf("waiting for the first copy: %w", err))
+		case rec != nil:
+			return h.replayRecord(w, r, repl, rec, fp, true)
+		}
+		// The first copy was released (the backend failed): this copy is a
+		// legitimate retry and claims again.
+	}
+}
+
+// replayRecord answers a copy of an answered key, or refuses it when its
+// fingerprint differs.
+func (h *Handler) replayRecord(w http.ResponseWriter, r *http.Request, repl *caddy.Replacer,
+	rec *cache.Record, fp string, waited bool,
+) (result, error) {
+	if fp != "" && rec.Fingerprint != "" && fp != rec.Fingerprint {
+		return conflict(rec.Copies)
+	}
+	o := outcomeReplayed
+	if waited {
+		o = outcomeWaited
+	}
+	setOutcome(repl, o)
+	return result{outcome: o, copies: rec.Copies}, h.replay(w, r, repl, rec)
+}
+
+func conflict(copies int64) (result, error) {
+	err := errors.New("same key, different fingerprint: possible tampering")
+	return result{outcome: outcomeConflict, copies: copies, err: err},
+		caddyhttp.Error(http.StatusUnprocessableEntity, err)
+}
+
+// storeFailed applies on_store_error.
+func (h *Handler) storeFailed(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler,
+	repl *caddy.Replacer, key string, err error,
+) (result, error) {
+	h.metrics.storeError(r.Context(), h.Platform, "claim")
+	if h.OnStoreError == "pass" {
+		h.logger.Warn("store unreachable: forwarding WITHOUT idempotency protection (on_store_error pass)",
+			zap.String("key", h.logKey(key)), zap.Error(err))
+		setOutcome(repl, outcomePassed)
+		return result{outcome: outcomePassed, err: err}, next.ServeHTTP(w, r)
+	}
+	return result{outcome: outcomeStoreError, err: err},
+		h.tryLater(w, http.StatusServiceUnavailable, fmt.Errorf("idempotency store unavailable: %w", err))
+}
+
+// tryLater answers an error status with Retry-After.
+func (h *Handler) tryLater(w http.ResponseWriter, status int, err error) error {
+	w.Header().Set("Retry-After", "5")
+	return caddyhttp.Error(status, err)
+}
+
+func (h *Handler) claim(ctx context.Context, key, fp string) (cache.ClaimResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(h.StoreTimeout))
+	defer cancel()
+	return h.store.Claim(ctx, key, fp, time.Duration(h.LockTTL))
+}

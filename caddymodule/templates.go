@@ -1,0 +1,181 @@
+package caddymodule
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+
+	"github.com/idemgate/idemgate/keying"
+)
+
+// rejection is a request refused before any key is claimed: its answer
+// status, its outcome and why.
+type rejection struct {
+	status  int
+	outcome outcome
+	err     error
+}
+
+// parse reads the body, verifies the signature and renders the key and
+// fingerprint. A rejected request touches no key.
+func (h *Handler) parse(r *http.Request, repl *caddy.Replacer) (key, fp string, rej *rejection) {
+	body, rej := h.readBody(r)
+	if rej != nil {
+		return "", "", rej
+	}
+	n, err := h.platform.Verify(&keying.Request{
+		Method: r.Method, URL: r.URL, Header: r.Header, Body: body, Now: now(), Context: r.Context(),
+	})
+	switch {
+	case errors.Is(err, keying.ErrUnavailable):
+		// The check needs the store (PayPal's transmission log).
+		return "", "", &rejection{http.StatusServiceUnavailable, outcomeStoreError, err}
+	case errors.Is(err, keying.ErrSignature):
+		return "", "", &rejection{http.StatusUnauthorized, outcomeRejectedSignature, err}
+	case err != nil:
+		return "", "", &rejection{http.StatusBadRequest, outcomeBadRequest, err}
+	}
+	bp := &bodyPlaceholders{n: n, platform: h.Platform}
+	repl.Map(bp.get)
+	if key, err = h.renderKey(repl, bp, n); err != nil {
+		return "", "", &rejection{http.StatusBadRequest, outcomeBadRequest, err}
+	}
+	repl.Set("idempotency.key", key)
+	if fp, err = h.renderFingerprint(repl, bp, n); err != nil {
+		return key, "", &rejection{http.StatusBadRequest, outcomeBadRequest, err}
+	}
+	return key, fp, nil
+}
+
+// readBody reads the whole request body, bounded by max_body, and puts the
+// same bytes back for the backend.
+func (h *Handler) readBody(r *http.Request) ([]byte, *rejection) {
+	tooLarge := func(err error) *rejection {
+		return &rejection{http.StatusRequestEntityTooLarge, outcomeTooLarge, err}
+	}
+	if r.ContentLength > h.MaxBody {
+		return nil, tooLarge(fmt.Errorf("body of %d bytes is larger than max_body %d", r.ContentLength, h.MaxBody))
+	}
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil, nil
+	}
+	size := r.ContentLength
+	if size < 0 || size > h.MaxBody {
+		size = 512
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, size+1))
+	_, err := buf.ReadFrom(io.LimitReader(r.Body, h.MaxBody+1))
+	if err != nil {
+		return nil, &rejection{http.StatusBadRequest, outcomeBadRequest, fmt.Errorf("reading body: %v", err)}
+	}
+	if int64(buf.Len()) > h.MaxBody {
+		return nil, tooLarge(fmt.Errorf("body is larger than max_body %d", h.MaxBody))
+	}
+	body := buf.Bytes()
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
+	r.TransferEncoding = nil
+	return body, nil
+}
+
+// maxKeyLen bounds a rendered key; stores put it in their own keys.
+const maxKeyLen = 1024
+
+// renderKey renders the key template, or takes the preset's default, and
+// puts the route's scope in front: the full key.
+// Every placeholder of a template must render non-empty: a missing order
+// id must not collapse distinct notifications onto one key.
+func (h *Handler) renderKey(repl *caddy.Replacer, bp *bodyPlaceholders, n *keying.Notification) (string, error) {
+	key := n.Key
+	if h.Key != "" {
+		var empty []string
+		out, err := repl.ReplaceFunc(h.Key, func(name string, val any) (any, error) {
+			if caddy.ToString(val) == "" {
+				empty = append(empty, "{"+name+"}")
+			}
+			return val, nil
+		})
+		if err != nil {
+			return "", fmt.Errorf("key: %v", err)
+		}
+		if bp.err != nil {
+			return "", fmt.Errorf("key: %w", bp.err)
+		}
+		if len(empty) > 0 {
+			return "", fmt.Errorf("key: %s is empty in this request", strings.Join(empty, ", "))
+		}
+		key = out
+	}
+	if strings.TrimSpace(key) == "" {
+		return "", errors.New("no idempotency key in this request")
+	}
+	key = h.fullKey(key)
+	if len(key) > maxKeyLen {
+		return "", fmt.Errorf("key is longer than %d bytes", maxKeyLen)
+	}
+	return key, nil
+}
+
+// renderFingerprint returns the digest of the fingerprint material, "" when off.
+func (h *Handler) renderFingerprint(repl *caddy.Replacer, bp *bodyPlaceholders, n *keying.Notification) (string, error) {
+	switch h.Fingerprint {
+	case "off":
+		return "", nil
+	case "":
+		if n.Fingerprint == "" || h.bodyKeyed {
+			return "", nil
+		}
+		return keying.Digest([]byte(n.Fingerprint)), nil
+	}
+	out := repl.ReplaceAll(h.Fingerprint, "")
+	if bp.err != nil {
+		return "", fmt.Errorf("fingerprint: %w", bp.err)
+	}
+	return keying.Digest([]byte(out)), nil
+}
+
+// bodyPlaceholders serves {idempotency.json.*}, {idempotency.form.*},
+// {idempotency.xml.*} and {idempotency.<platform>.*} from the verified
+// notification, and remembers a parse failure so the 400 can say why.
+type bodyPlaceholders struct {
+	n        *keying.Notification
+	platform string
+	err      error
+}
+
+func (bp *bodyPlaceholders) get(name string) (any, bool) {
+	rest, ok := strings.CutPrefix(name, "idempotency.")
+	if !ok {
+		return nil, false
+	}
+	kind, path, ok := strings.Cut(rest, ".")
+	if !ok {
+		return nil, false
+	}
+	var (
+		val string
+		err error
+	)
+	switch kind {
+	case "json":
+		val, ok, err = bp.n.Fields.JSON(path)
+	case "form":
+		val, ok, err = bp.n.Fields.Form(path)
+	case "xml":
+		val, ok, err = bp.n.Fields.XML(path)
+	default:
+		if kind != bp.platform || bp.n.Extra == nil {
+			return nil, false
+		}
+		val, ok = bp.n.Extra(path)
+	}
+	if err != nil && bp.err == nil {
+		bp.err = err
+	}
+	return val, ok
+}
