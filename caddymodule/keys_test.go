@@ -387,3 +387,43 @@ func TestFullKeyPlaceholder(t *testing.T) {
 		}
 	}
 }
+
+// TestPayPalTransmissionLogStoreDown: when the store that keeps PayPal's
+// transmission log is down, on_store_error decides, as for a claim:
+// fail_closed answers 503 with Retry-After and forwards nothing; pass
+// forwards the verified notification unprotected.
+func TestPayPalTransmissionLogStoreDown(t *testing.T) {
+	k, _ := platformtest.Keys(t)
+	certFile := platformtest.WriteFile(t, "paypal.pem", platformtest.Certificate(t, k, big.NewInt(1), "messageverificationcerts.paypal.com"))
+	rs := redistest.Start(t)
+	be := newBackend(t)
+	route := func(path, policy string) string {
+		return `
+	handle ` + path + ` {
+		idempotency {
+			platform paypal
+			webhook_id ` + testPayPalHookID + `
+			certificate ` + certFile + `
+			store redis ` + rs.Addr() + `
+			store_timeout 500ms
+			on_store_error ` + policy + `
+		}
+		reverse_proxy ` + be.addr() + `
+	}`
+	}
+	base := startCaddy(t, route("/closed", "fail_closed")+route("/pass", "pass"))
+	rs.Stop()
+	pp := platformtest.PayPal{Key: k, WebhookID: testPayPalHookID}
+	body := platformtest.PayPalEvent("WH-DOWN", "PAYMENT.CAPTURE.COMPLETED", "CAP-DOWN", "1.00")
+	r := send(t, base, "down-closed", delivery{path: "/closed", ctype: "application/json", body: string(body), header: pp.Header(t, body, time.Now())})
+	if r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") == "" {
+		t.Fatalf("fail_closed: %d Retry-After=%q, want 503 with Retry-After", r.status, r.header.Get("Retry-After"))
+	}
+	if n := be.count("down-closed"); n != 0 {
+		t.Fatalf("fail_closed forwarded %d times", n)
+	}
+	r = send(t, base, "down-pass", delivery{path: "/pass", ctype: "application/json", body: string(body), header: pp.Header(t, body, time.Now())})
+	if r.status != 200 || be.count("down-pass") != 1 {
+		t.Fatalf("pass: %d, backend ran %d times, want 200 and 1", r.status, be.count("down-pass"))
+	}
+}
