@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -62,6 +63,7 @@ type gatewayProc struct {
 	base string
 	cf   string
 	home string
+	log  string // the path of the process's log output
 }
 
 // startProc runs idemgate with a site on a free port whose body is
@@ -94,7 +96,8 @@ func (p *gatewayProc) start() {
 	p.cmd = exec.Command(binPath, "run", "--config", p.cf, "--adapter", "caddyfile")
 	p.cmd.Env = append(os.Environ(), "HOME="+p.home, "XDG_DATA_HOME="+filepath.Join(p.home, "data"),
 		"XDG_CONFIG_HOME="+filepath.Join(p.home, "config"))
-	logf, err := os.Create(filepath.Join(p.t.TempDir(), "idemgate.log"))
+	p.log = filepath.Join(p.t.TempDir(), "idemgate.log")
+	logf, err := os.Create(p.log)
 	if err != nil {
 		p.t.Fatal(err)
 	}
@@ -262,5 +265,37 @@ func TestBinaryCommands(t *testing.T) {
 	out, err = exec.Command(bin, "version").CombinedOutput()
 	if err != nil || len(strings.TrimSpace(string(out))) == 0 {
 		t.Fatalf("version: %v %q", err, out)
+	}
+}
+
+// TestStartupLine: one log line per handler at start names its platform,
+// scope, store, ttl, lock_ttl and delivery mode.
+func TestStartupLine(t *testing.T) {
+	home := t.TempDir()
+	db := filepath.Join(home, "keys.db")
+	p := startProc(t, home, `
+	idempotency {
+		key demo:{idempotency.form.out_trade_no}
+		store embedded `+db+`
+		ttl 48h
+		lock_ttl 20s
+	}
+	respond "ok"`)
+	var line map[string]any
+	eventually(t, 10*time.Second, "the start-up line", func() bool {
+		b, _ := os.ReadFile(p.log)
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.Contains(l, "idempotency handler ready") && json.Unmarshal([]byte(l), &line) == nil {
+				return true
+			}
+		}
+		return false
+	})
+	want := map[string]any{"platform": "generic", "scope": "generic", "store": "embedded:" + db,
+		"ttl": float64(48 * 3600), "lock_ttl": float64(20), "deliver": "sync"}
+	for k, v := range want {
+		if line[k] != v {
+			t.Errorf("start-up line %s = %v, want %v (line %v)", k, line[k], v, line)
+		}
 	}
 }

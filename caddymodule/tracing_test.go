@@ -231,6 +231,22 @@ func TestDecisionLogs(t *testing.T) {
 		check(t, line{level: zapcore.ErrorLevel, msg: "possible tampering", outcome: "conflict", key: hashKey(key), errorSubstring: "different fingerprint"})
 	})
 
+	t.Run("backend failure", func(t *testing.T) {
+		h := newHandler(t, false)
+		failing := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+			w.WriteHeader(503)
+			return nil
+		})
+		if status := send(h, failing, "log-f", "1"); status != 503 {
+			t.Fatalf("failing backend: %d", status)
+		}
+		all := logs.TakeAll()
+		if len(all) != 1 || all[0].Level != zapcore.WarnLevel || all[0].ContextMap()["upstream_status"] != int64(503) ||
+			all[0].ContextMap()["outcome"] != "backend_failed" {
+			t.Fatalf("backend failure logs: %v", all)
+		}
+	})
+
 	t.Run("log_keys", func(t *testing.T) {
 		h := newHandler(t, true)
 		send(h, backend, "log-2", "1")

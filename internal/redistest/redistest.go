@@ -328,37 +328,5 @@ func StartCluster(t testing.TB, n int) *Cluster {
 // address. It returns the Sentinel as a Server (Addr, Stop).
 func StartSentinel(t testing.TB, master *Server, name string) *Server {
 	t.Helper()
-	bin := lookPath(t, "redis-server")
-	dir := t.TempDir()
-	host, port, _ := net.SplitHostPort(master.Addr())
-	var err error
-	for range 5 {
-		s := &Server{t: t, port: freePort(t, false), dir: dir}
-		conf := filepath.Join(dir, "sentinel.conf") // Sentinel rewrites its config: it must be writable
-		text := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nsentinel monitor %s %s %s 1\n"+
-			"sentinel down-after-milliseconds %s 5000\n", s.port, dir, name, host, port, name)
-		if err = os.WriteFile(conf, []byte(text), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		s.args = []string{conf, "--sentinel"}
-		if err = s.start(bin); err != nil {
-			continue
-		}
-		t.Cleanup(s.Stop)
-		sc := redis.NewSentinelClient(&redis.Options{Addr: s.Addr()})
-		defer sc.Close()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			addr, err := sc.GetMasterAddrByName(context.Background(), name).Result()
-			if err == nil && len(addr) == 2 && net.JoinHostPort(addr[0], addr[1]) == master.Addr() {
-				return s
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("redistest: sentinel never reported master %s: %v %v", name, addr, err)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
-	t.Fatalf("redistest: starting redis sentinel: %v", err)
-	return nil
+	return StartSentinelWith(t, master, name, SentinelOptions{})
 }
