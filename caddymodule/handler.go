@@ -391,7 +391,13 @@ func (h *Handler) Cleanup() error {
 }
 
 // scope is the namespace of this route's keys.
-func (h *Handler) scope() string { return h.Platform }
+// It is Scope when written, else the platform name (see scope.go).
+func (h *Handler) scope() string {
+	if h.Scope != "" {
+		return h.Scope
+	}
+	return h.Platform
+}
 
 // now is the clock signatures are judged against; tests replace it.
 var now = time.Now

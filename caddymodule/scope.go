@@ -15,20 +15,9 @@ import (
 // an unsigned generic route can never claim, block or answer a signed
 // preset's key unless `scope` says it shares that preset's keys.
 
-// scopeName is the route's key namespace: Scope, or the platform name.
-func (h *Handler) scopeName() string {
-	if h.Scope != "" {
-		return h.Scope
-	}
-	if h.Platform == "" {
-		return "generic"
-	}
-	return h.Platform
-}
-
 // fullKey is the key as the store, the admin API, the CLI, the logs
 // (hashed) and {idempotency.key} see it.
-func (h *Handler) fullKey(key string) string { return h.scopeName() + ":" + key }
+func (h *Handler) fullKey(key string) string { return h.scope() + ":" + key }
 
 // validScope accepts the names a scope may take: letters, digits, "_",
 // "-" and "."; no ":" (it separates the scope from the key).
