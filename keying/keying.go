@@ -80,7 +80,8 @@ type Notification struct {
 	// Fields reads the body (JSON, form or XML) for key templates.
 	Fields *Fields
 	// Key is the preset's default idempotency key, built from signed
-	// content; "" for generic, where the key template is required.
+	// content, without a platform prefix (the caller puts the route's
+	// scope in front); "" for generic, where the key template is required.
 	Key string
 	// Fingerprint is the material (not yet hashed) that must be equal
 	// between copies of one key; "" means no check.

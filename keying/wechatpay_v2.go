@@ -161,6 +161,9 @@ func (w *WechatPayV2) refund(r *Request, outer map[string]string) (*Notification
 	if err != nil || inner["refund_id"] == "" {
 		return nil, sigErr(p, "req_info does not decrypt to a refund")
 	}
+	// The outer mch_id is not signed, but it is what the backend reads;
+	// req_info decrypting under this merchant's API key is what binds the
+	// refund to the merchant.
 	if err := w.checkMchID(outer); err != nil {
 		return nil, err
 	}
