@@ -71,8 +71,11 @@ func TestContract(t *testing.T) {
 }
 
 const (
-	longTTL  = time.Minute
-	shortTTL = 200 * time.Millisecond
+	longTTL = time.Minute
+	// shortTTL is a TTL the tests wait out; the calls made before it runs
+	// out must fit in it even when a loaded 2-core machine under -race
+	// stalls a goroutine for hundreds of ms (200ms did not).
+	shortTTL = 2 * time.Second
 	deadline = 3 * time.Second // generous: 2 shared cores, -race
 )
 
@@ -112,10 +115,17 @@ func lookup(t *testing.T, s Store, key string) *Record {
 // eventually polls cond until it holds or the deadline passes.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	end := time.Now().Add(deadline)
+	eventuallyWithin(t, deadline, what, cond)
+}
+
+// eventuallyWithin is eventually with its own bound, for waits that
+// include a TTL running out.
+func eventuallyWithin(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	end := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(end) {
-			t.Fatalf("%s: not within %v", what, deadline)
+			t.Fatalf("%s: not within %v", what, d)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -308,7 +318,7 @@ var contractCases = []struct {
 		if after.Sub(before) < longTTL-shortTTL-time.Second {
 			t.Fatalf("expiry moved from %v to %v", before, after)
 		}
-		time.Sleep(2 * shortTTL) // past the original lock TTL
+		time.Sleep(time.Until(before) + 100*time.Millisecond) // past the original lock TTL
 		claim(t, s, "k", "", shortTTL, InFlight)
 		if err := s.Complete(ctx, "k", won.Token, answer, longTTL); err != nil {
 			t.Fatalf("Complete after renew: %v", err)
@@ -318,7 +328,7 @@ var contractCases = []struct {
 		ctx := ctxT(t)
 		old := claim(t, s, "k", "", shortTTL, Won)
 		var won ClaimResult
-		eventually(t, "claim wins after the lock TTL", func() bool {
+		eventuallyWithin(t, shortTTL+deadline, "claim wins after the lock TTL", func() bool {
 			r, err := s.Claim(ctx, "k", "", longTTL)
 			if err != nil {
 				t.Fatal(err)
@@ -349,7 +359,7 @@ var contractCases = []struct {
 			t.Fatal(err)
 		}
 		claim(t, s, "k", "", longTTL, Answered)
-		eventually(t, "answer forgotten after its ttl", func() bool {
+		eventuallyWithin(t, shortTTL+deadline, "answer forgotten after its ttl", func() bool {
 			_, err := s.Lookup(ctx, "k")
 			return errors.Is(err, ErrNotFound)
 		})

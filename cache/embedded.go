@@ -3,21 +3,32 @@ package cache
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 )
 
 // Embedded is a Store on a bbolt file: records survive restarts, but only
 // one process may open the file (bbolt locks it).
 //
-// Two buckets: "records" (key → encoded entry) and "in_flight" (key → empty),
-// an index kept in the same transactions so InFlight never scans answers.
-// Expired records are ignored on read and removed by a sweeper goroutine that
-// walks the records bucket a bounded batch per tick.
+// Buckets: "records" (key → encoded entry) and two indexes kept in the same
+// transactions as the records: "in_flight" (key → empty), so InFlight never
+// scans answers, and "expiry" (big-endian expiry ms + key → empty), so the
+// sweeper pops exactly the expired records, oldest first, whatever the
+// arrival rate. Expired records are ignored on read and removed by the
+// sweeper; bbolt reuses the freed pages, so under a steady load the file
+// stops growing. "meta" holds the progress of indexing a file written
+// before the expiry index existed.
+//
+// Writes are group-committed: those that arrive while a transaction
+// commits share the next one, and its fsync.
 type Embedded struct {
 	db   *bolt.DB
 	now  func() time.Time
@@ -28,14 +39,24 @@ type Embedded struct {
 	done chan struct{}
 	once sync.Once
 
+	// ops hands writes to the committer goroutine (unbuffered: a write
+	// sent is a write the committer runs); closed stops it, committed
+	// says it stopped.
+	ops       chan *op
+	closed    chan struct{}
+	committed chan struct{}
+	commits   atomic.Int64 // group transactions run, for tests
+
 	// mu serialises the store's transactions with pend, the copies that
 	// replays counted but did not write yet: a replay is a read
 	// transaction, not an fsync, and the counts are written once per
 	// FlushInterval. Copies on disk plus pend is the true count; pend only
 	// ever holds answered keys.
-	mu        sync.Mutex
-	pend      map[string]*pending
-	sweepNext []byte // where the next sweep batch starts
+	mu   sync.Mutex
+	pend map[string]*pending
+	// indexing: the expiry index of an older file is still being built
+	// (meta's indexNext says where); Sweep finishes it first.
+	indexing bool
 }
 
 type pending struct {
@@ -45,29 +66,36 @@ type pending struct {
 
 // EmbeddedOptions tune the embedded store; the zero value is usable.
 type EmbeddedOptions struct {
-	// SweepInterval is how often expired records are removed. Default 1m.
+	// SweepInterval is how often expired records are removed. Default 1s.
 	SweepInterval time.Duration
-	// SweepBatch bounds the records examined per sweep. Default 1000.
+	// SweepBatch bounds the records removed per write transaction, so a
+	// sweep never holds the write lock for long: claims wait behind it. A
+	// sweep runs batches until one is not full. Default 1000.
 	SweepBatch int
-	// NoSync skips fsync per write: faster, but a power cut may lose recent
-	// claims and answers (a crash of the process alone does not).
+	// NoSync skips the fsync per commit: faster, but a power cut may lose
+	// recent claims and answers (a crash of the process alone does not).
 	NoSync bool
 	// FlushInterval is how often the copies counted by replays are
 	// written; a crash loses at most that much counting. Default 1s.
 	FlushInterval time.Duration
-	// OpenTimeout bounds the wait for another process's file lock. Default 5s.
+	// OpenTimeout bounds the wait for another process's file lock. Default 1s.
 	OpenTimeout time.Duration
 }
 
 var (
 	bucketRecords  = []byte("records")
 	bucketInFlight = []byte("in_flight")
+	bucketExpiry   = []byte("expiry")
+	bucketMeta     = []byte("meta")
+	// indexNext, in meta, is the next record key to add to the expiry
+	// index while a file from before the index is being indexed.
+	indexNext = []byte("expiry_index_next")
 )
 
 // NewEmbedded opens (or creates) the bbolt file at path.
 func NewEmbedded(path string, opts EmbeddedOptions) (*Embedded, error) {
 	if opts.SweepInterval <= 0 {
-		opts.SweepInterval = time.Minute
+		opts.SweepInterval = time.Second
 	}
 	if opts.SweepBatch <= 0 {
 		opts.SweepBatch = 1000
@@ -76,18 +104,40 @@ func NewEmbedded(path string, opts EmbeddedOptions) (*Embedded, error) {
 		opts.FlushInterval = time.Second
 	}
 	if opts.OpenTimeout <= 0 {
-		opts.OpenTimeout = 5 * time.Second
+		opts.OpenTimeout = time.Second
 	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: opts.OpenTimeout, NoSync: opts.NoSync})
+	if errors.Is(err, berrors.ErrTimeout) {
+		// bbolt's bare "timeout" names nothing: say which file, why, and
+		// what to do instead.
+		if abs, aerr := filepath.Abs(path); aerr == nil {
+			path = abs
+		}
+		return nil, fmt.Errorf("cache: %s is held by another process (bbolt lock %w after %v); "+
+			"only one process can use an embedded store — run several instances on \"store redis\"",
+			path, err, opts.OpenTimeout)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("cache: opening %s: %w", path, err)
 	}
+	indexing := false
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketRecords, bucketInFlight} {
+		// A file with records but no expiry index was written before the
+		// index existed: index it (in batches, from the sweeper), starting
+		// at the first record key.
+		legacy := tx.Bucket(bucketRecords) != nil && tx.Bucket(bucketExpiry) == nil
+		for _, b := range [][]byte{bucketRecords, bucketInFlight, bucketExpiry, bucketMeta} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
 		}
+		meta := tx.Bucket(bucketMeta)
+		if legacy {
+			if err := meta.Put(indexNext, bkey("")); err != nil {
+				return err
+			}
+		}
+		indexing = meta.Get(indexNext) != nil
 		return nil
 	})
 	if err != nil {
@@ -96,21 +146,100 @@ func NewEmbedded(path string, opts EmbeddedOptions) (*Embedded, error) {
 	}
 	s := &Embedded{
 		db: db, now: now, n: newNotifier(), opts: opts, pend: make(map[string]*pending),
-		stop: make(chan struct{}), done: make(chan struct{}),
+		stop: make(chan struct{}), done: make(chan struct{}), indexing: indexing,
+		ops: make(chan *op), closed: make(chan struct{}), committed: make(chan struct{}),
 	}
+	go s.committer()
 	go s.sweeper()
 	return s, nil
 }
 
-// update runs fn in a write transaction, mapping bbolt's closed error.
+// op is one write waiting for the committer.
+type op struct {
+	fn   func(tx *bolt.Tx, t time.Time) error
+	err  error
+	done chan struct{}
+}
+
+// maxGroup bounds the writes committed together, so one transaction never
+// holds the lock for long.
+const maxGroup = 128
+
+// update runs fn in a write transaction. Writes that arrive while another
+// commits are committed together in the next transaction (group commit:
+// one commit and one fsync for all of them), so concurrent requests are
+// not each held up by the disk. fn changes the store only through tx and
+// may run twice: a write that fails takes its group with it, and the
+// others are then run alone. ErrNotOwner and ErrNotFound are answers, not
+// failures: they fail no group.
 func (s *Embedded) update(ctx context.Context, fn func(tx *bolt.Tx, t time.Time) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	o := &op{fn: fn, done: make(chan struct{})}
+	select {
+	case s.ops <- o:
+	case <-s.closed:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err() // not sent, so never run
+	}
+	<-o.done // once sent it runs: waiting for the outcome is not optional
+	return o.err
+}
+
+// committer runs the writes sent to ops: the first one waiting, plus all
+// that are waiting behind it, in one transaction.
+func (s *Embedded) committer() {
+	defer close(s.committed)
+	group := make([]*op, 0, maxGroup)
+	for {
+		select {
+		case <-s.closed:
+			return
+		case o := <-s.ops:
+			group = append(group[:0], o)
+		}
+	gather:
+		for len(group) < maxGroup {
+			select {
+			case o := <-s.ops:
+				group = append(group, o)
+			default:
+				break gather
+			}
+		}
+		s.commit(group)
+		for _, o := range group {
+			close(o.done)
+		}
+		clear(group)
+	}
+}
+
+// commit runs group in one transaction, or each alone if that fails.
+func (s *Embedded) commit(group []*op) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	err := s.db.Update(func(tx *bolt.Tx) error { return fn(tx, s.now()) })
-	return mapBoltErr(err)
+	s.commits.Add(1)
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		for _, o := range group {
+			o.err = o.fn(tx, s.now())
+			if o.err != nil && !errors.Is(o.err, ErrNotOwner) && !errors.Is(o.err, ErrNotFound) {
+				return o.err
+			}
+		}
+		return nil
+	})
+	switch {
+	case err == nil:
+	case len(group) == 1:
+		group[0].err = mapBoltErr(err)
+	default:
+		for _, o := range group {
+			o.err = mapBoltErr(s.db.Update(func(tx *bolt.Tx) error { return o.fn(tx, s.now()) }))
+		}
+	}
 }
 
 func (s *Embedded) view(ctx context.Context, fn func(tx *bolt.Tx, t time.Time) error) error {
@@ -123,7 +252,7 @@ func (s *Embedded) view(ctx context.Context, fn func(tx *bolt.Tx, t time.Time) e
 }
 
 func mapBoltErr(err error) error {
-	if errors.Is(err, bolt.ErrDatabaseNotOpen) {
+	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
 		return ErrClosed
 	}
 	return err
@@ -154,9 +283,38 @@ func get(tx *bolt.Tx, key []byte, t time.Time) (*entry, error) {
 	return e, nil
 }
 
+// ikey is key's entry in the expiry index: expiry in Unix ms, big-endian so
+// bbolt's byte order is time order, then the record key.
+func ikey(expiresAt time.Time, key []byte) []byte {
+	b := make([]byte, 8, 8+len(key))
+	binary.BigEndian.PutUint64(b, uint64(max(expiresAt.UnixMilli(), 0)))
+	return append(b, key...)
+}
+
+// storedExpiry is the expiry of an encoded record; a corrupt one counts as
+// long expired (the Unix epoch), so the sweeper removes it.
+func storedExpiry(v []byte) time.Time {
+	e, err := decodeEntry(v)
+	if err != nil {
+		return time.UnixMilli(0)
+	}
+	return e.ExpiresAt
+}
+
+// put stores e and moves its expiry index entry from the stored record's
+// expiry (if any) to e's.
 func put(tx *bolt.Tx, e *entry) error {
 	k := bkey(e.Key)
-	if err := tx.Bucket(bucketRecords).Put(k, encodeEntry(e)); err != nil {
+	recs, idx := tx.Bucket(bucketRecords), tx.Bucket(bucketExpiry)
+	if old := recs.Get(k); old != nil {
+		if err := idx.Delete(ikey(storedExpiry(old), k)); err != nil {
+			return err
+		}
+	}
+	if err := recs.Put(k, encodeEntry(e)); err != nil {
+		return err
+	}
+	if err := idx.Put(ikey(e.ExpiresAt, k), nil); err != nil {
 		return err
 	}
 	if e.State == StateInFlight {
@@ -165,9 +323,16 @@ func put(tx *bolt.Tx, e *entry) error {
 	return tx.Bucket(bucketInFlight).Delete(k)
 }
 
+// del removes key's record and its index entries.
 func del(tx *bolt.Tx, key []byte) error {
-	if err := tx.Bucket(bucketRecords).Delete(key); err != nil {
-		return err
+	recs := tx.Bucket(bucketRecords)
+	if old := recs.Get(key); old != nil {
+		if err := tx.Bucket(bucketExpiry).Delete(ikey(storedExpiry(old), key)); err != nil {
+			return err
+		}
+		if err := recs.Delete(key); err != nil {
+			return err
+		}
 	}
 	return tx.Bucket(bucketInFlight).Delete(key)
 }
@@ -372,8 +537,9 @@ func prevKey(c *bolt.Cursor, k []byte) []byte {
 	return bytes.Clone(p)
 }
 
-// sweeper removes expired records, a bounded batch per tick, so the file
-// does not grow with keys nobody asks for again.
+// sweeper removes expired records every SweepInterval, so the file does
+// not grow with keys nobody asks for again, and writes replay counts every
+// FlushInterval.
 func (s *Embedded) sweeper() {
 	defer close(s.done)
 	sweep := time.NewTicker(s.opts.SweepInterval)
@@ -392,40 +558,136 @@ func (s *Embedded) sweeper() {
 	}
 }
 
-// Sweep removes up to SweepBatch expired records, continuing where the last
-// sweep stopped and wrapping around. It returns how many it removed. The
-// sweeper goroutine calls it; it is exported for tests and tooling.
+// Sweep removes every record expired by now, oldest first, in write
+// transactions of at most SweepBatch records each (the lock is released
+// between them, so claims are not held up), and returns how many it
+// removed. On a file from before the expiry index it first finishes
+// building the index, in batches too. The sweeper goroutine calls it; it
+// is exported for tests and tooling.
 func (s *Embedded) Sweep() (int, error) {
+	for {
+		done, err := s.indexBatch()
+		if err != nil {
+			return 0, err
+		}
+		if done {
+			break
+		}
+		if s.stopping() {
+			return 0, nil
+		}
+	}
+	removed := 0
+	for {
+		n, full, err := s.sweepBatch()
+		removed += n
+		if err != nil || !full || s.stopping() {
+			return removed, err
+		}
+	}
+}
+
+// stopping reports whether Close was called: a long sweep stops early so
+// Close does not wait for it.
+func (s *Embedded) stopping() bool {
+	select {
+	case <-s.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// sweepBatch pops up to SweepBatch expired entries off the front of the
+// expiry index and removes their records; full reports whether it found as
+// many as it could take (so more may be waiting).
+func (s *Embedded) sweepBatch() (removed int, full bool, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	removed := 0
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err = s.db.Update(func(tx *bolt.Tx) error {
 		t := s.now()
-		c := tx.Bucket(bucketRecords).Cursor()
-		k, v := c.Seek(s.sweepNext)
-		var dead [][]byte
-		n := 0
-		for ; k != nil && n < s.opts.SweepBatch; k, v = c.Next() {
-			n++
-			e, err := decodeEntry(v)
-			if err != nil || e.expired(t) {
-				dead = append(dead, bytes.Clone(k))
+		limit := uint64(max(t.UnixMilli(), 0))
+		recs, idx, inFlight := tx.Bucket(bucketRecords), tx.Bucket(bucketExpiry), tx.Bucket(bucketInFlight)
+		var due [][]byte
+		c := idx.Cursor()
+		for k, _ := c.First(); k != nil && len(due) < s.opts.SweepBatch; k, _ = c.Next() {
+			if len(k) < 8 || binary.BigEndian.Uint64(k) > limit {
+				break
 			}
+			due = append(due, bytes.Clone(k))
 		}
-		s.sweepNext = nil // wrap around once the end is reached
-		if k != nil {
-			s.sweepNext = bytes.Clone(k)
-		}
-		for _, k := range dead {
-			delete(s.pend, string(k[1:]))
-			if err := del(tx, k); err != nil {
+		full = len(due) == s.opts.SweepBatch
+		for _, ik := range due {
+			if err := idx.Delete(ik); err != nil {
 				return err
 			}
+			k := ik[8:]
+			v := recs.Get(k)
+			if v == nil {
+				continue // the record went without its entry: nothing to do
+			}
+			if e, err := decodeEntry(v); err == nil && !e.expired(t) {
+				// A stale entry (the record's expiry moved without it):
+				// keep the record, indexed at its true expiry.
+				if err := idx.Put(ikey(e.ExpiresAt, k), nil); err != nil {
+					return err
+				}
+				continue
+			}
+			delete(s.pend, string(k[1:]))
+			if err := recs.Delete(k); err != nil {
+				return err
+			}
+			if err := inFlight.Delete(k); err != nil {
+				return err
+			}
+			removed++
 		}
-		removed = len(dead)
 		return nil
 	})
-	return removed, mapBoltErr(err)
+	if err != nil {
+		return 0, false, mapBoltErr(err)
+	}
+	return removed, full, nil
+}
+
+// indexBatch adds up to SweepBatch records of a file from before the expiry
+// index to the index, resuming where the last batch (or the last process)
+// stopped; done reports that the index is complete. Records written since
+// the file was opened are indexed by put already; indexing one twice
+// writes the same entry.
+func (s *Embedded) indexBatch() (done bool, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.indexing {
+		return true, nil
+	}
+	err = s.db.Update(func(tx *bolt.Tx) error {
+		meta, idx := tx.Bucket(bucketMeta), tx.Bucket(bucketExpiry)
+		next := meta.Get(indexNext)
+		if next == nil {
+			done = true
+			return nil
+		}
+		c := tx.Bucket(bucketRecords).Cursor()
+		k, v := c.Seek(bytes.Clone(next))
+		for n := 0; k != nil && n < s.opts.SweepBatch; k, v = c.Next() {
+			if err := idx.Put(ikey(storedExpiry(v), bytes.Clone(k)), nil); err != nil {
+				return err
+			}
+			n++
+		}
+		if k == nil {
+			done = true
+			return meta.Delete(indexNext)
+		}
+		return meta.Put(indexNext, bytes.Clone(k))
+	})
+	if err != nil {
+		return false, mapBoltErr(err)
+	}
+	s.indexing = !done
+	return done, nil
 }
 
 // flush writes the copies counted by replays.
@@ -464,6 +726,8 @@ func (s *Embedded) Close() error {
 	s.once.Do(func() {
 		close(s.stop)
 		<-s.done
+		close(s.closed)
+		<-s.committed
 		err = s.flush()
 		if cerr := s.db.Close(); err == nil {
 			err = cerr

@@ -133,59 +133,6 @@ func TestEmbeddedFlush(t *testing.T) {
 	}
 }
 
-func TestEmbeddedSweeper(t *testing.T) {
-	clock := &fakeClock{t: time.Unix(1_700_000_000, 0)}
-	withClock(t, clock)
-	ctx := context.Background()
-	s, err := NewEmbedded(filepath.Join(t.TempDir(), "idem.db"), EmbeddedOptions{NoSync: true, SweepInterval: time.Hour, SweepBatch: 7})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	for i := range 20 {
-		ttl := time.Minute
-		if i%2 == 0 {
-			ttl = time.Hour
-		}
-		if _, err := s.Claim(ctx, fmt.Sprintf("k%02d", i), "", ttl); err != nil {
-			t.Fatal(err)
-		}
-	}
-	clock.Add(2 * time.Minute)
-	// Expired claims are invisible before any sweep...
-	recs, _, err := s.InFlight(ctx, "", 100)
-	if err != nil || len(recs) != 10 {
-		t.Fatalf("InFlight: %d records, %v", len(recs), err)
-	}
-	if r, err := s.Claim(ctx, "k01", "", time.Hour); err != nil || r.Outcome != Won {
-		t.Fatalf("claim of expired key: %+v %v", r, err)
-	}
-	// ...and a sweep removes them in bounded batches (7 records per call),
-	// wrapping around the file.
-	removed := 0
-	for range 3 {
-		n, err := s.Sweep()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n > 7 {
-			t.Fatalf("swept %d in one batch of 7", n)
-		}
-		removed += n
-	}
-	if removed != 9 {
-		t.Fatalf("swept %d, want 9", removed)
-	}
-	var left int
-	s.db.View(func(tx *bolt.Tx) error {
-		left = tx.Bucket(bucketRecords).Stats().KeyN
-		return nil
-	})
-	if left != 11 {
-		t.Fatalf("%d records left, want 11", left)
-	}
-}
-
 func TestMemoryClock(t *testing.T) {
 	clock := &fakeClock{t: time.Unix(1_700_000_000, 0)}
 	withClock(t, clock)

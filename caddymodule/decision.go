@@ -50,12 +50,12 @@ func setOutcome(repl *caddy.Replacer, o outcome) { repl.Set("idempotency.outcome
 func (h *Handler) record(ctx context.Context, span spanEnder, repl *caddy.Replacer, start time.Time, d *decision) {
 	elapsed := time.Since(start)
 	setOutcome(repl, d.outcome)
-	h.metrics.request(ctx, h.Platform, string(d.outcome), elapsed)
+	h.metrics.request(ctx, h.route(), string(d.outcome), elapsed)
 	if d.outcome == outcomeWaited {
-		h.metrics.waitDuration(ctx, h.Platform, elapsed)
+		h.metrics.waitDuration(ctx, h.route(), elapsed)
 	}
 	if d.copies > 0 {
-		h.metrics.copies(ctx, h.Platform, d.copies)
+		h.metrics.copies(ctx, h.route(), d.copies)
 	}
 	span.end(d)
 	switch d.outcome {

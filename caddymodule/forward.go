@@ -53,7 +53,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, next caddyhttp
 	bctx = httptrace.WithClientTrace(bctx, sent.clientTrace())
 	start := time.Now()
 	err = next.ServeHTTP(tw, r.WithContext(bctx))
-	h.metrics.backendDuration(r.Context(), h.Platform, time.Since(start))
+	h.metrics.backendDuration(r.Context(), h.route(), time.Since(start))
 
 	var body []byte
 	if !tw.overflow {
@@ -241,7 +241,7 @@ func (h *Handler) complete(key, token, fp string, ans cache.Answer) {
 	})
 	switch {
 	case errors.Is(err, cache.ErrKept):
-		h.metrics.storeError(ctx, h.Platform, "complete")
+		h.metrics.storeError(ctx, h.route(), "complete")
 		h.logger.Warn("store failed to remember the backend's answer: kept in this process and retried",
 			zap.String("key", h.logKey(key)))
 	case err != nil:
@@ -261,13 +261,13 @@ func (h *Handler) release(key, token string) {
 // claim (ErrNotOwner) means another request may have run the backend too.
 func (h *Handler) claimTrouble(key, op string, err error) {
 	if errors.Is(err, cache.ErrNotOwner) {
-		h.metrics.lostClaim(context.Background(), h.Platform, op)
+		h.metrics.lostClaim(context.Background(), h.route(), op)
 		h.emit("idempotency.lost_claim", key, 0)
 		h.logger.Error("lost the claim on an idempotency key while its request was at the backend",
 			zap.String("op", op), zap.String("key", h.logKey(key)), zap.Error(err))
 		return
 	}
-	h.metrics.storeError(context.Background(), h.Platform, op)
+	h.metrics.storeError(context.Background(), h.route(), op)
 	h.logger.Error("store failed to settle a claim; it expires after lock_ttl",
 		zap.String("op", op), zap.String("key", h.logKey(key)), zap.Error(err))
 }

@@ -399,6 +399,9 @@ func (h *Handler) scope() string {
 	return h.Platform
 }
 
+// route is this handler's metric labels.
+func (h *Handler) route() route { return route{platform: h.Platform, scope: h.scope()} }
+
 // now is the clock signatures are judged against; tests replace it.
 var now = time.Now
 

@@ -32,13 +32,13 @@ var meterProviders = caddy.NewUsagePool()
 // Exported names (the Prometheus exporter adds _total to counters and
 // _seconds to histograms with unit "s").
 const (
-	metricRequests        = "idemgate_requests"         // _total{platform,outcome}
-	metricRequestDuration = "idemgate_request_duration" // _seconds{platform,outcome}
-	metricBackendDuration = "idemgate_backend_duration" // _seconds{platform}
-	metricWaitDuration    = "idemgate_wait_duration"    // _seconds{platform}
-	metricCopies          = "idemgate_copies_per_key"   // {platform}
-	metricLostClaims      = "idemgate_lost_claims"      // _total{platform,op}
-	metricStoreErrors     = "idemgate_store_errors"     // _total{platform,op}
+	metricRequests        = "idemgate_requests"         // _total{platform,scope,outcome}
+	metricRequestDuration = "idemgate_request_duration" // _seconds{platform,scope,outcome}
+	metricBackendDuration = "idemgate_backend_duration" // _seconds{platform,scope}
+	metricWaitDuration    = "idemgate_wait_duration"    // _seconds{platform,scope}
+	metricCopies          = "idemgate_copies_per_key"   // {platform,scope}
+	metricLostClaims      = "idemgate_lost_claims"      // _total{platform,scope,op}
+	metricStoreErrors     = "idemgate_store_errors"     // _total{platform,scope,op}
 )
 
 // Histogram buckets: the gateway adds well under a millisecond, backends
@@ -49,7 +49,9 @@ var (
 )
 
 // metrics records the handler's counters and histograms. Labels are
-// bounded: platform, outcome and operation — never a key or an address.
+// bounded: platform, scope (a route's configured namespace, so two routes
+// of one platform are told apart), outcome and operation — never a key or
+// an address.
 // A nil *metrics records nothing.
 type metrics struct {
 	requests        metric.Int64Counter
@@ -71,9 +73,13 @@ type metrics struct {
 // labelKey names one label combination; b is the outcome or the operation,
 // kind tells which (or none: platform only).
 type labelKey struct {
-	kind        byte
-	platform, b string
+	kind byte
+	route
+	b string
 }
+
+// route is the platform and scope labels of one handler.
+type route struct{ platform, scope string }
 
 const (
 	kindPlatform byte = iota
@@ -177,54 +183,54 @@ func newMetrics(provider metric.MeterProvider) (*metrics, error) {
 	return m, nil
 }
 
-func (m *metrics) request(ctx context.Context, platform, outcome string, d time.Duration) {
+func (m *metrics) request(ctx context.Context, rt route, outcome string, d time.Duration) {
 	if m == nil {
 		return
 	}
-	ls := m.labelSet(kindOutcome, platform, outcome)
+	ls := m.labelSet(kindOutcome, rt, outcome)
 	m.requests.Add(ctx, 1, ls.add...)
 	m.requestDuration.Record(ctx, d.Seconds(), ls.rec...)
 }
 
-func (m *metrics) backendDuration(ctx context.Context, platform string, d time.Duration) {
+func (m *metrics) backendDuration(ctx context.Context, rt route, d time.Duration) {
 	if m == nil {
 		return
 	}
-	m.backend.Record(ctx, d.Seconds(), m.labelSet(kindPlatform, platform, "").rec...)
+	m.backend.Record(ctx, d.Seconds(), m.labelSet(kindPlatform, rt, "").rec...)
 }
 
-func (m *metrics) waitDuration(ctx context.Context, platform string, d time.Duration) {
+func (m *metrics) waitDuration(ctx context.Context, rt route, d time.Duration) {
 	if m == nil {
 		return
 	}
-	m.wait.Record(ctx, d.Seconds(), m.labelSet(kindPlatform, platform, "").rec...)
+	m.wait.Record(ctx, d.Seconds(), m.labelSet(kindPlatform, rt, "").rec...)
 }
 
-func (m *metrics) copies(ctx context.Context, platform string, n int64) {
+func (m *metrics) copies(ctx context.Context, rt route, n int64) {
 	if m == nil {
 		return
 	}
-	m.copiesPerKey.Record(ctx, n, m.labelSet(kindPlatform, platform, "").rec...)
+	m.copiesPerKey.Record(ctx, n, m.labelSet(kindPlatform, rt, "").rec...)
 }
 
-func (m *metrics) lostClaim(ctx context.Context, platform, op string) {
+func (m *metrics) lostClaim(ctx context.Context, rt route, op string) {
 	if m == nil {
 		return
 	}
-	m.lostClaims.Add(ctx, 1, m.labelSet(kindOp, platform, op).add...)
+	m.lostClaims.Add(ctx, 1, m.labelSet(kindOp, rt, op).add...)
 }
 
-func (m *metrics) storeError(ctx context.Context, platform, op string) {
+func (m *metrics) storeError(ctx context.Context, rt route, op string) {
 	if m == nil {
 		return
 	}
-	m.storeErrors.Add(ctx, 1, m.labelSet(kindOp, platform, op).add...)
+	m.storeErrors.Add(ctx, 1, m.labelSet(kindOp, rt, op).add...)
 }
 
 // labelSet returns the options for one label combination, building them
 // the first time it is seen.
-func (m *metrics) labelSet(kind byte, platform, b string) *labelSet {
-	k := labelKey{kind: kind, platform: platform, b: b}
+func (m *metrics) labelSet(kind byte, rt route, b string) *labelSet {
+	k := labelKey{kind: kind, route: rt, b: b}
 	if ls, ok := (*m.labels.Load())[k]; ok {
 		return ls
 	}
@@ -234,7 +240,7 @@ func (m *metrics) labelSet(kind byte, platform, b string) *labelSet {
 	if ls, ok := cur[k]; ok {
 		return ls
 	}
-	kvs := []attribute.KeyValue{attribute.String("platform", platform)}
+	kvs := []attribute.KeyValue{attribute.String("platform", rt.platform), attribute.String("scope", rt.scope)}
 	switch kind {
 	case kindOutcome:
 		kvs = append(kvs, attribute.String("outcome", b))

@@ -84,17 +84,17 @@ func TestMetricsScrape(t *testing.T) {
 	}
 
 	s, text := scrape(t, g)
-	wantSample(t, s, `idemgate_requests_total{outcome="forwarded",platform="generic"}`, 1)
-	wantSample(t, s, `idemgate_requests_total{outcome="replayed",platform="generic"}`, 3)
-	wantSample(t, s, `idemgate_requests_total{outcome="conflict",platform="generic"}`, 1)
-	wantSample(t, s, `idemgate_requests_total{outcome="rejected_signature",platform="stripe"}`, 1)
-	wantSample(t, s, `idemgate_request_duration_seconds_count{outcome="replayed",platform="generic"}`, 3)
-	wantSample(t, s, `idemgate_backend_duration_seconds_count{platform="generic"}`, 1)
+	wantSample(t, s, `idemgate_requests_total{outcome="forwarded",platform="generic",scope="generic"}`, 1)
+	wantSample(t, s, `idemgate_requests_total{outcome="replayed",platform="generic",scope="generic"}`, 3)
+	wantSample(t, s, `idemgate_requests_total{outcome="conflict",platform="generic",scope="generic"}`, 1)
+	wantSample(t, s, `idemgate_requests_total{outcome="rejected_signature",platform="stripe",scope="stripe"}`, 1)
+	wantSample(t, s, `idemgate_request_duration_seconds_count{outcome="replayed",platform="generic",scope="generic"}`, 3)
+	wantSample(t, s, `idemgate_backend_duration_seconds_count{platform="generic",scope="generic"}`, 1)
 	// Each duplicate records its key's copy count: 2, 3, 4, and the
 	// conflict sees 4 (a conflict is not counted as a copy).
-	wantSample(t, s, `idemgate_copies_per_key_count{platform="generic"}`, 4)
-	wantSample(t, s, `idemgate_copies_per_key_sum{platform="generic"}`, 13)
-	wantSample(t, s, `idemgate_copies_per_key_bucket{platform="generic",le="3"}`, 2)
+	wantSample(t, s, `idemgate_copies_per_key_count{platform="generic",scope="generic"}`, 4)
+	wantSample(t, s, `idemgate_copies_per_key_sum{platform="generic",scope="generic"}`, 13)
+	wantSample(t, s, `idemgate_copies_per_key_bucket{platform="generic",scope="generic",le="3"}`, 2)
 	if n := len(filter(s, "idemgate_requests_total")); n != 4 {
 		t.Errorf("%d idemgate_requests_total series, want 4:\n%s", n, text)
 	}
@@ -127,8 +127,8 @@ func TestMetricsScrape(t *testing.T) {
 	if n := strings.Count(text, "# TYPE idemgate_requests_total counter"); n != 1 {
 		t.Errorf("idemgate_requests_total described %d times after reloads, want 1", n)
 	}
-	wantSample(t, s, `idemgate_requests_total{outcome="forwarded",platform="generic"}`, 1)
-	wantSample(t, s, `idemgate_requests_total{outcome="replayed",platform="generic"}`, 1)
+	wantSample(t, s, `idemgate_requests_total{outcome="forwarded",platform="generic",scope="generic"}`, 1)
+	wantSample(t, s, `idemgate_requests_total{outcome="replayed",platform="generic",scope="generic"}`, 1)
 }
 
 func filter(s map[string]float64, prefix string) map[string]float64 {
@@ -179,10 +179,10 @@ func TestMetricsLostClaimAndWait(t *testing.T) {
 	}
 
 	s, _ := scrape(t, g)
-	wantSample(t, s, `idemgate_lost_claims_total{op="complete",platform="generic"}`, 1)
-	wantSample(t, s, `idemgate_requests_total{outcome="waited",platform="generic"}`, 1)
-	wantSample(t, s, `idemgate_wait_duration_seconds_count{platform="generic"}`, 1)
-	if s[`idemgate_wait_duration_seconds_sum{platform="generic"}`] <= 0 {
+	wantSample(t, s, `idemgate_lost_claims_total{op="complete",platform="generic",scope="generic"}`, 1)
+	wantSample(t, s, `idemgate_requests_total{outcome="waited",platform="generic",scope="generic"}`, 1)
+	wantSample(t, s, `idemgate_wait_duration_seconds_count{platform="generic",scope="generic"}`, 1)
+	if s[`idemgate_wait_duration_seconds_sum{platform="generic",scope="generic"}`] <= 0 {
 		t.Errorf("wait duration sum is not positive")
 	}
 }
@@ -201,8 +201,8 @@ func TestMetricsRegistryReuse(t *testing.T) {
 	if loadMetrics(ctx2) != m1 {
 		t.Fatalf("a derived context got other metrics")
 	}
-	m1.request(context.Background(), "generic", "forwarded", time.Millisecond)
-	m1.request(context.Background(), "generic", "forwarded", time.Millisecond)
+	m1.request(context.Background(), route{"generic", "generic"}, "forwarded", time.Millisecond)
+	m1.request(context.Background(), route{"generic", "generic"}, "forwarded", time.Millisecond)
 	fams, err := ctx1.GetMetricsRegistry().Gather()
 	if err != nil {
 		t.Fatalf("gather: %v", err)
@@ -226,7 +226,7 @@ func TestMetricsRegistryReuse(t *testing.T) {
 		return !loaded
 	})
 	var nilMetrics *metrics
-	nilMetrics.request(context.Background(), "generic", "forwarded", 0) // no registry: no metrics, no panic
+	nilMetrics.request(context.Background(), route{"generic", "generic"}, "forwarded", 0) // no registry: no metrics, no panic
 }
 
 // TestMetricsHotPathAllocations: recording a decision allocates nothing
@@ -237,9 +237,9 @@ func TestMetricsHotPathAllocations(t *testing.T) {
 	m := loadMetrics(ctx)
 	bg := context.Background()
 	record := func() {
-		m.request(bg, "alipay", "replayed", time.Millisecond)
-		m.copies(bg, "alipay", 3)
-		m.backendDuration(bg, "alipay", time.Millisecond)
+		m.request(bg, route{"alipay", "alipay_return"}, "replayed", time.Millisecond)
+		m.copies(bg, route{"alipay", "alipay_return"}, 3)
+		m.backendDuration(bg, route{"alipay", "alipay_return"}, time.Millisecond)
 	}
 	record()
 	if n := testing.AllocsPerRun(200, record); n > 0 {
@@ -255,7 +255,7 @@ func BenchmarkMetricsRequest(b *testing.B) {
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			m.request(bg, "stripe", "forwarded", time.Millisecond)
+			m.request(bg, route{"stripe", "stripe"}, "forwarded", time.Millisecond)
 		}
 	})
 }

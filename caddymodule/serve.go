@@ -77,7 +77,7 @@ func (h *Handler) serveKey(w http.ResponseWriter, r *http.Request, next caddyhtt
 		case err != nil:
 			// The key is known to be in flight: whatever on_store_error
 			// says, forwarding this copy could run the backend twice.
-			h.metrics.storeError(r.Context(), h.Platform, "wait")
+			h.metrics.storeError(r.Context(), h.route(), "wait")
 			return result{outcome: outcomeStoreError, copies: copies, err: err},
 				h.tryLater(w, http.StatusServiceUnavailable, fmt.Errorf("waiting for the first copy: %w", err))
 		case rec != nil:
@@ -114,7 +114,7 @@ func conflict(copies int64) (result, error) {
 func (h *Handler) storeFailed(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler,
 	repl *caddy.Replacer, key string, err error,
 ) (result, error) {
-	h.metrics.storeError(r.Context(), h.Platform, "claim")
+	h.metrics.storeError(r.Context(), h.route(), "claim")
 	if h.OnStoreError == "pass" {
 		h.logger.Warn("store unreachable: forwarding WITHOUT idempotency protection (on_store_error pass)",
 			zap.String("key", h.logKey(key)), zap.Error(err))
