@@ -48,8 +48,7 @@ func wantSample(t testing.TB, samples map[string]float64, name string, want floa
 const metricsSite = `
 	handle /notify {
 		idempotency {
-			key {idempotency.form.out_trade_no}
-			scope demo
+			key demo:{idempotency.form.out_trade_no}
 			fingerprint {idempotency.form.total_amount}
 			store memory
 		}
@@ -162,10 +161,10 @@ func TestMetricsLostClaimAndWait(t *testing.T) {
 	wg.Add(1)
 	go func() { defer wg.Done(); notify(t, g.base, "lc-1") }()
 	eventually(t, 5*time.Second, "lc-1 in flight", func() bool {
-		status, _ := g.adminDo(t, http.MethodGet, keyURI("demo:lc-1"))
+		status, _ := g.adminDo(t, http.MethodGet, keyURI("generic:demo:lc-1"))
 		return status == 200
 	})
-	if status, body := g.adminDo(t, http.MethodDelete, keyURI("demo:lc-1")); status != 200 {
+	if status, body := g.adminDo(t, http.MethodDelete, keyURI("generic:demo:lc-1")); status != 200 {
 		t.Fatalf("purge: %d %s", status, body)
 	}
 	close(release)
