@@ -4,6 +4,8 @@ go 1.26.8
 
 require github.com/caddyserver/caddy/v2 v2.11.9
 
+require github.com/anishathalye/porcupine v1.3.1
+
 require (
 	cel.dev/cel-go v0.32.0 // indirect
 	cel.dev/expr v0.25.3 // indirect

@@ -54,6 +54,16 @@ type RedisOptions struct {
 	ScanCount int
 	// ScanSteps bounds the SCAN calls one InFlight call makes. Default 8.
 	ScanSteps int
+	// WaitReplicas, when above 0, follows every write script (claim,
+	// complete, release, renew, delete) and every Lookup with WAIT on the
+	// same connection and treats fewer than WaitReplicas acknowledging
+	// replicas as an error: the outcome is then unknown to the caller.
+	// Redis replicates asynchronously, so without it a failover can lose a
+	// claim or an answer that was already acknowledged (or read).
+	WaitReplicas int
+	// WaitTimeout bounds each WAIT; keep it below the client's read
+	// time-out. Default 1s.
+	WaitTimeout time.Duration
 }
 
 type subscription struct {
@@ -96,6 +106,9 @@ func NewRedis(client redis.UniversalClient, opts RedisOptions) *Redis {
 	if opts.ScanSteps <= 0 {
 		opts.ScanSteps = 8
 	}
+	if opts.WaitReplicas > 0 && opts.WaitTimeout <= 0 {
+		opts.WaitTimeout = time.Second // WAIT 0 would block for ever
+	}
 	return &Redis{
 		c: client, prefix: opts.Prefix, opts: opts,
 		subs: make(map[string]*subscription), pongs: make(map[string]chan struct{}),
@@ -137,6 +150,138 @@ func (s *Redis) channel(key string) string {
 
 func ms(d time.Duration) int64 { return max(d.Milliseconds(), 1) }
 
+// run runs a write script on key's hash. go-redis re-sends a command whose
+// connection broke after it was written; a script that may already have run
+// must not run twice (a claim would find its own claim in flight, a
+// conflict or copy would count twice, a complete would find the key
+// answered and report a lost claim), so scripts go out as commands
+// go-redis never re-sends: a broken connection is an error, the outcome
+// unknown. With WaitReplicas the script runs inside replicated.
+func (s *Redis) run(ctx context.Context, sc *redis.Script, hkey string, args ...any) *redis.Cmd {
+	keys := []string{hkey}
+	if s.opts.WaitReplicas <= 0 {
+		return sc.Run(ctx, onceScripter{s.c}, keys, args...)
+	}
+	exec := func(load bool) *redis.Cmd {
+		var cmd *redis.Cmd
+		err := s.replicated(ctx, hkey, func(p redis.Pipeliner) redis.Cmder {
+			if load {
+				cmd = sc.Eval(ctx, onceScripter{p}, keys, args...)
+			} else {
+				cmd = sc.EvalSha(ctx, onceScripter{p}, keys, args...)
+			}
+			return cmd
+		})
+		if cmd == nil { // no server to send it to
+			cmd = redis.NewCmd(ctx)
+		}
+		if err != nil {
+			cmd.SetErr(err)
+		}
+		return cmd
+	}
+	cmd := exec(false)
+	if err := cmd.Err(); err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT")) {
+		cmd = exec(true)
+	}
+	return cmd
+}
+
+// replicated sends the command queue adds, a fence and WAIT in one
+// pipeline (one connection) to the server holding hkey — on a Cluster the
+// key's master, as a keyless WAIT would go to any node — and returns
+// ErrNotReplicated unless WaitReplicas replicas acknowledged it all. The
+// fence (a string beside the hash, gone after 1ms) is a write every time:
+// WAIT waits for the connection's own last write, and a command that
+// wrote nothing (a lookup, a not-owner answer) may still have read a
+// write that is not replicated yet. When the command itself failed, that
+// error is left on it and replicated returns nil; when no server holds
+// hkey, queue is not called.
+func (s *Redis) replicated(ctx context.Context, hkey string, queue func(p redis.Pipeliner) redis.Cmder) error {
+	var c redis.Cmdable = s.c
+	cc, cluster := s.c.(*redis.ClusterClient)
+	if cluster {
+		node, err := cc.MasterForKey(ctx, hkey)
+		if err != nil {
+			return err
+		}
+		c = node
+	}
+	pipe := c.Pipeline()
+	cmd := queue(pipe)
+	fence := pipe.Set(ctx, hkey+":fence", 1, time.Millisecond)
+	wait := pipe.Do(ctx, "WAIT", s.opts.WaitReplicas, ms(s.opts.WaitTimeout))
+	_, _ = pipe.Exec(ctx) // each command carries its own error
+	if err := cmd.Err(); err != nil && !errors.Is(err, redis.Nil) {
+		if cluster {
+			cc.ReloadState(ctx) // MOVED or a dead node: route afresh next time
+		}
+		return nil
+	}
+	if err := fence.Err(); err != nil {
+		return err
+	}
+	n, err := wait.Int64()
+	if err == nil && n < int64(s.opts.WaitReplicas) {
+		err = fmt.Errorf("%w: %d of %d replicas within %v", ErrNotReplicated, n, s.opts.WaitReplicas, s.opts.WaitTimeout)
+	}
+	return err
+}
+
+// onceScripter sends EVAL and EVALSHA as commands go-redis never re-sends
+// (see run); SCRIPT EXISTS and LOAD go through unchanged.
+type onceScripter struct {
+	c interface {
+		redis.Scripter
+		Process(ctx context.Context, cmd redis.Cmder) error
+	}
+}
+
+type onceCmd struct{ *redis.Cmd }
+
+func (onceCmd) NoRetry() bool { return true }
+
+func (o onceScripter) eval(ctx context.Context, name, payload string, keys []string, args []any) *redis.Cmd {
+	a := make([]any, 0, 3+len(keys)+len(args))
+	a = append(a, name, payload, len(keys))
+	for _, k := range keys {
+		a = append(a, k)
+	}
+	cmd := redis.NewCmd(ctx, append(a, args...)...)
+	cmd.SetFirstKeyPos(3)
+	_ = o.c.Process(ctx, onceCmd{cmd})
+	return cmd
+}
+
+func (o onceScripter) Eval(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
+	return o.eval(ctx, "eval", script, keys, args)
+}
+
+func (o onceScripter) EvalSha(ctx context.Context, sha1 string, keys []string, args ...any) *redis.Cmd {
+	return o.eval(ctx, "evalsha", sha1, keys, args)
+}
+
+func (o onceScripter) EvalRO(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
+	return o.eval(ctx, "eval_ro", script, keys, args)
+}
+
+func (o onceScripter) EvalShaRO(ctx context.Context, sha1 string, keys []string, args ...any) *redis.Cmd {
+	return o.eval(ctx, "evalsha_ro", sha1, keys, args)
+}
+
+func (o onceScripter) ScriptExists(ctx context.Context, hashes ...string) *redis.BoolSliceCmd {
+	return o.c.ScriptExists(ctx, hashes...)
+}
+
+func (o onceScripter) ScriptLoad(ctx context.Context, script string) *redis.StringCmd {
+	return o.c.ScriptLoad(ctx, script)
+}
+
+// ErrNotReplicated: a write was not acknowledged by RedisOptions.WaitReplicas
+// replicas in time. It may or may not have been applied, and may be lost in
+// a failover: callers treat it like any other store error.
+var ErrNotReplicated = errors.New("cache: redis write not acknowledged by enough replicas")
+
 func (s *Redis) wrap(op string, err error) error {
 	if err == nil {
 		return nil
@@ -152,7 +297,7 @@ func (s *Redis) Claim(ctx context.Context, key, fingerprint string, lockTTL time
 		return ClaimResult{}, ErrClosed
 	}
 	token := newToken()
-	v, err := claimScript.Run(ctx, s.c, []string{s.hashKey(key)}, token, fingerprint, ms(lockTTL), key).Slice()
+	v, err := s.run(ctx, claimScript, s.hashKey(key), token, fingerprint, ms(lockTTL), key).Slice()
 	if err != nil {
 		return ClaimResult{}, s.wrap("claim", err)
 	}
@@ -188,7 +333,7 @@ func (s *Redis) Complete(ctx context.Context, key, token string, a Answer, ttl t
 	if a.BodyCached {
 		body, cached = a.Body, "1"
 	}
-	err := completeScript.Run(ctx, s.c, []string{s.hashKey(key)}, token, a.Status,
+	err := s.run(ctx, completeScript, s.hashKey(key), token, a.Status,
 		appendHeader(nil, a.Header), body, cached, ms(ttl), s.channel(key)).Err()
 	return s.casErr("complete", err)
 }
@@ -204,7 +349,7 @@ func (s *Redis) Release(ctx context.Context, key, token string) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	err := releaseScript.Run(ctx, s.c, []string{s.hashKey(key)}, token, s.channel(key)).Err()
+	err := s.run(ctx, releaseScript, s.hashKey(key), token, s.channel(key)).Err()
 	return s.casErr("release", err)
 }
 
@@ -212,7 +357,7 @@ func (s *Redis) Renew(ctx context.Context, key, token string, lockTTL time.Durat
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	err := renewScript.Run(ctx, s.c, []string{s.hashKey(key)}, token, ms(lockTTL)).Err()
+	err := s.run(ctx, renewScript, s.hashKey(key), token, ms(lockTTL)).Err()
 	return s.casErr("renew", err)
 }
 
@@ -220,7 +365,25 @@ func (s *Redis) Lookup(ctx context.Context, key string) (*Record, error) {
 	if s.closed.Load() {
 		return nil, ErrClosed
 	}
-	v, err := s.c.HMGet(ctx, s.hashKey(key), recordFields...).Result()
+	var v []any
+	var err error
+	if s.opts.WaitReplicas > 0 {
+		// A read may see a write that a failover is about to lose: it too
+		// waits until what it read is on WaitReplicas replicas.
+		var cmd *redis.SliceCmd
+		hk := s.hashKey(key)
+		werr := s.replicated(ctx, hk, func(p redis.Pipeliner) redis.Cmder {
+			cmd = p.HMGet(ctx, hk, recordFields...)
+			return cmd
+		})
+		if cmd == nil { // no server to send it to
+			err = werr
+		} else if v, err = cmd.Result(); err == nil {
+			err = werr
+		}
+	} else {
+		v, err = s.c.HMGet(ctx, s.hashKey(key), recordFields...).Result()
+	}
 	if err != nil {
 		return nil, s.wrap("lookup", err)
 	}
@@ -235,7 +398,7 @@ func (s *Redis) Delete(ctx context.Context, key string) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	err := deleteScript.Run(ctx, s.c, []string{s.hashKey(key)}, s.channel(key)).Err()
+	err := s.run(ctx, deleteScript, s.hashKey(key), s.channel(key)).Err()
 	if errors.Is(err, redis.Nil) {
 		return ErrNotFound
 	}

@@ -53,7 +53,7 @@ func (a *AdminAPI) Provision(ctx caddy.Context) error {
 func (a *AdminAPI) Routes() []caddy.AdminRoute {
 	return []caddy.AdminRoute{{
 		Pattern: adminPrefix,
-		Handler: caddy.AdminHandlerFunc(a.serveHTTP),
+		Handler: caddy.AdminHandlerFunc(a.serveJSONErrors),
 	}}
 }
 
@@ -63,6 +63,25 @@ const (
 	defaultPageLimit = 100
 	maxPageLimit     = 1000
 )
+
+// serveJSONErrors writes the routes' errors itself: Caddy's admin server
+// encodes them with HTML escaping, which shows "<key>" as "\u003ckey\u003e".
+func (a *AdminAPI) serveJSONErrors(w http.ResponseWriter, r *http.Request) error {
+	err := a.serveHTTP(w, r)
+	var apiErr caddy.APIError
+	if err == nil || !errors.As(err, &apiErr) {
+		return err
+	}
+	if apiErr.HTTPStatus == 0 {
+		apiErr.HTTPStatus = http.StatusInternalServerError
+	}
+	if apiErr.Message == "" && apiErr.Err != nil {
+		apiErr.Message = apiErr.Err.Error()
+	}
+	// Logged as Caddy's admin server logs the errors it writes.
+	a.logger.Error("request error", zap.Error(err), zap.Int("status_code", apiErr.HTTPStatus))
+	return writeJSON(w, apiErr.HTTPStatus, apiErr)
+}
 
 func (a *AdminAPI) serveHTTP(w http.ResponseWriter, r *http.Request) error {
 	// The key is taken from the escaped path and unescaped once, so a key
@@ -296,6 +315,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) error {
 	w.WriteHeader(status)
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false) // keys and messages as they are: <key>, not \u003ckey\u003e
 	return enc.Encode(v)
 }
 

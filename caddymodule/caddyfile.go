@@ -75,7 +75,9 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		var err error
 		switch name {
 		case "platform":
-			err = oneArg(d, &h.Platform)
+			if err = oneArg(d, &h.Platform); err == nil && checkPlatform(h.Platform) != nil {
+				return d.Err(checkPlatform(h.Platform).Error())
+			}
 		case "key":
 			err = oneArg(d, &h.Key)
 		case "fingerprint":
@@ -182,6 +184,9 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		if err != nil {
 			return err
 		}
+	}
+	if err := h.checkPlaceholders(); err != nil {
+		return d.Err(err.Error())
 	}
 	return nil
 }

@@ -25,8 +25,8 @@ func init() {
 func idempotencyCommand() caddycmd.Command {
 	return caddycmd.Command{
 		Name:  "idempotency",
-		Usage: "inspect|purge|in-flight [<key>] [--address <interface>] [--config <path> [--adapter <name>]] [--store <id>]",
-		Short: "Inspects and purges idempotency keys of a running gateway",
+		Usage: "inspect|purge|in-flight|send|keygen ...",
+		Short: "Inspects and purges idempotency keys; sends signed test notifications",
 		Long: `
 Talks to the running gateway's admin API (/idempotency/ routes).
 
@@ -38,13 +38,20 @@ Talks to the running gateway's admin API (/idempotency/ routes).
                                            list claims whose first copy is
                                            still at the backend
 
+  idempotency send --platform <p> --url <url> [--id <id>]
+                                           sign and send a test notification
+                                           as the platform does
+  idempotency keygen --platform <p|all> [--dir <dir>]
+                                           write test keys for send and for
+                                           the examples' local Caddyfiles
+
 The admin endpoint is --address if given, else the admin address of --config
 (with --adapter), else Caddy's default (localhost:2019). When the config
 loads several stores, --store <id> picks one (the error lists the ids).
 Keys are passed as they are; quote them for the shell.
 `,
 		CobraFunc: func(cmd *cobra.Command) {
-			cmd.AddCommand(inspectCommand(), purgeCommand(), inFlightCommand())
+			cmd.AddCommand(inspectCommand(), purgeCommand(), inFlightCommand(), sendCommand(), keygenCommand())
 		},
 	}
 }
@@ -207,5 +214,6 @@ func adminError(addr string, err error) error {
 func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false) // keys as they are: a<b, not a\u003cb
 	return enc.Encode(v)
 }

@@ -1,8 +1,10 @@
 package caddymodule
 
 import (
+	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -566,13 +568,20 @@ func TestStoreIDHidesPassword(t *testing.T) {
 func TestPlatformHangsUp(t *testing.T) {
 	eachStore(t, func(t *testing.T, name, store string) {
 		be := newBackend(t)
+		reached := make(chan struct{}, 1)
 		be.setAnswer(func(order string, n int, r *http.Request) (int, string, time.Duration) {
-			return 200, "success", 700 * time.Millisecond
+			reached <- struct{}{}
+			return 200, "success", time.Second
 		})
 		base := gatewayFor(t, store, be.addr(), "")
 		order := "hangup-" + name
-		impatient := &http.Client{Timeout: 150 * time.Millisecond}
-		resp, err := impatient.PostForm(base+"/notify", map[string][]string{"out_trade_no": {order}, "total_amount": {"9.90"}})
+		// The platform hangs up as soon as its copy is at the backend.
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() { <-reached; cancel() }()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/notify",
+			strings.NewReader(url.Values{"out_trade_no": {order}, "total_amount": {"9.90"}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		resp, err := client.Do(req)
 		if err == nil {
 			resp.Body.Close()
 			t.Fatalf("the impatient client got an answer (%d) before the backend finished", resp.StatusCode)

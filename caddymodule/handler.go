@@ -13,7 +13,6 @@ package caddymodule
 import (
 	"fmt"
 	"net/http"
-	"os"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -240,13 +239,18 @@ func (h *Handler) setDefaults() {
 
 // provisionPlatform reads the secrets and builds the platform preset.
 func (h *Handler) provisionPlatform(repl *caddy.Replacer) error {
-	cfg := keying.Config{
-		Secret:      repl.ReplaceKnown(h.Secret, ""),
-		PublicKeyID: repl.ReplaceKnown(h.PublicKeyID, ""),
-		WebhookID:   repl.ReplaceKnown(h.WebhookID, ""),
-		NoVerify:    h.VerifyOff,
-		Tolerance:   time.Duration(h.Tolerance),
+	cfg := keying.Config{NoVerify: h.VerifyOff}
+	var err error
+	if cfg.Secret, err = resolveSecret(repl, "secret", h.Secret); err != nil {
+		return err
 	}
+	if cfg.PublicKeyID, err = resolveSecret(repl, "public_key_id", h.PublicKeyID); err != nil {
+		return err
+	}
+	if cfg.WebhookID, err = resolveSecret(repl, "webhook_id", h.WebhookID); err != nil {
+		return err
+	}
+	cfg.Tolerance = time.Duration(h.Tolerance)
 	for _, id := range h.AppIDs {
 		cfg.AppIDs = append(cfg.AppIDs, repl.ReplaceKnown(id, ""))
 	}
@@ -259,16 +263,14 @@ func (h *Handler) provisionPlatform(repl *caddy.Replacer) error {
 	}
 	h.bodyKeyed = h.Platform == "generic" && keyReadsBody(h.Key)
 	if h.PublicKey != "" {
-		pem, err := os.ReadFile(repl.ReplaceKnown(h.PublicKey, ""))
-		if err != nil {
-			return fmt.Errorf("loading public_key: %v", err)
+		if cfg.PublicKey, err = readPEM(repl, "public_key", h.PublicKey); err != nil {
+			return err
 		}
-		cfg.PublicKey = pem
 	}
 	for _, c := range h.Certificates {
-		pem, err := os.ReadFile(repl.ReplaceKnown(c, ""))
+		pem, err := readPEM(repl, "certificate", c)
 		if err != nil {
-			return fmt.Errorf("loading certificate: %v", err)
+			return err
 		}
 		cfg.Certificates = append(cfg.Certificates, pem)
 	}
@@ -323,6 +325,9 @@ func (h *Handler) provisionStore(repl *caddy.Replacer) error {
 
 // Validate checks the configuration.
 func (h *Handler) Validate() error {
+	if err := h.checkPlaceholders(); err != nil {
+		return err
+	}
 	if h.Platform == "generic" && h.Key == "" {
 		return fmt.Errorf("generic: needs a key template")
 	}

@@ -120,6 +120,7 @@ func TestMetricsScrape(t *testing.T) {
 			t.Fatalf("reload: %v", err)
 		}
 	}
+	client.CloseIdleConnections() // kept-alive connections belong to the old server
 	notify(t, g.base, "m-2")
 	notify(t, g.base, "m-2")
 	s, text = scrape(t, g)

@@ -1,16 +1,22 @@
 // Command idemgate is Caddy with its standard modules and the idempotency
 // gateway: `idemgate run --config Caddyfile`, `idemgate list-modules`,
-// `idemgate idempotency inspect|purge|in-flight`.
+// `idemgate idempotency inspect|purge|in-flight|send|keygen`.
 package main
 
 import (
+	"github.com/caddyserver/caddy/v2"
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
 
-	_ "github.com/idemgate/idemgate/caddymodule"
+	"github.com/idemgate/idemgate"
 )
 
 func main() {
+	// Help and usage lines name this binary, not "caddy".
+	caddy.CustomBinaryName = "idemgate"
+	// `idemgate version` (and --version) name idemgate's version, then
+	// Caddy's, which Caddy appends to CustomVersion.
+	caddy.CustomVersion = "idemgate " + idemgate.Version() + ", caddy"
 	caddycmd.Main()
 }

@@ -12,6 +12,11 @@
 //
 //	DEMO_BACKEND_DELAY=200ms     how long each renewal takes (a slow backend invites retries)
 //	DEMO_BACKEND_FAIL_FIRST=0    answer "fail" (500) to the first N notifications
+//
+// The demo keeps its data (the embedded store, anything Caddy writes) in
+// .idemgate-demo/ under the current directory, not in the user's Caddy data
+// and config directories: it points XDG_DATA_HOME and XDG_CONFIG_HOME there
+// for this process. Remove that directory to start afresh.
 package main
 
 import (
@@ -20,9 +25,11 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
@@ -34,6 +41,7 @@ import (
 const (
 	backendAddr   = "127.0.0.1:9090"
 	defaultConfig = "Caddyfile.example"
+	dataDir       = ".idemgate-demo"
 )
 
 func main() {
@@ -43,6 +51,9 @@ func main() {
 			fatalf("%s not found: run the demo from the repository root (go run ./examples/demo)", defaultConfig)
 		}
 		args = []string{"run", "--config", defaultConfig, "--adapter", "caddyfile"}
+	}
+	if err := ownDataDir(); err != nil {
+		fatalf("%v", err)
 	}
 	// Only a running gateway needs the backend; `version`, `adapt`, … do not.
 	if args[0] == "run" {
@@ -87,10 +98,28 @@ In another terminal:
   curl -s localhost:8080/stats                               # renewals per order
   curl -s localhost:2019/idempotency/keys/demo:o-1           # the remembered answer
   curl -s -X DELETE localhost:2019/idempotency/keys/demo:o-1 # forget it: the next copy goes through
-Answers are kept in Caddy's data directory and survive restarts.
+Answers are kept in %[4]s/ and survive restarts; remove it to start afresh.
 Stop with Ctrl-C.
 
-`, backendAddr, delay, failFirst)
+`, backendAddr, delay, failFirst, dataDir)
+}
+
+// ownDataDir points Caddy's data and config directories (where the
+// embedded store and autosave.json would go) at the demo's own directory.
+func ownDataDir() error {
+	abs, err := filepath.Abs(dataDir)
+	if err != nil {
+		return err
+	}
+	for name, sub := range map[string]string{"XDG_DATA_HOME": "data", "XDG_CONFIG_HOME": "config"} {
+		if err := os.Setenv(name, filepath.Join(abs, sub)); err != nil {
+			return err
+		}
+	}
+	// Caddy's default storage took its path from the environment at
+	// start-up, before the lines above.
+	caddy.DefaultStorage.Path = caddy.AppDataDir()
+	return nil
 }
 
 func env(name, def string) string {

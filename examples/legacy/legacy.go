@@ -14,8 +14,8 @@
 //	POST /reset   forget all counters and restore the FailFirst budget
 //
 // The order id comes from the form field (or query parameter) out_trade_no or
-// order_id, a JSON body's order_id (or out_trade_no, or else the event's id), or
-// an XML body's out_trade_no or order_id.
+// order_id, a JSON body's order_id (or out_trade_no, data.order_id, or else
+// the event's id), or an XML body's out_trade_no or order_id.
 package legacy
 
 import (
@@ -257,13 +257,17 @@ func orderID(w http.ResponseWriter, r *http.Request) (order string, isXML bool, 
 			OrderID    any `json:"order_id"`
 			OutTradeNo any `json:"out_trade_no"`
 			ID         any `json:"id"` // a webhook event's id, when nothing better
+			// Standard Webhooks payloads carry theirs under data.
+			Data struct {
+				OrderID any `json:"order_id"`
+			} `json:"data"`
 		}
 		dec := json.NewDecoder(bytes.NewReader(trimmed))
 		dec.UseNumber() // keep long numeric ids exactly as sent
 		if err := dec.Decode(&v); err != nil {
 			return "", false, fmt.Errorf("body is not JSON: %v", err)
 		}
-		for _, id := range []any{v.OrderID, v.OutTradeNo, v.ID} {
+		for _, id := range []any{v.OrderID, v.OutTradeNo, v.Data.OrderID, v.ID} {
 			switch id := id.(type) {
 			case string:
 				if id != "" {

@@ -5,8 +5,8 @@
 //	go run ./examples/storm                                   # through the gateway
 //	go run ./examples/storm -url http://127.0.0.1:9090/notify # straight to the backend
 //
-// It exits 1 when the backend renewed the order more than once (or nothing
-// answered), so it doubles as a smoke test.
+// It exits 1 when the backend renewed the order more than once or any copy
+// got no 2xx answer, so it doubles as a smoke test.
 package main
 
 import (
@@ -39,8 +39,8 @@ func main() {
 Sends -n identical copies of one form-encoded payment notification
 (out_trade_no=<order>) to -url concurrently, all released at the same instant,
 then reports the answers and how many times the backend renewed the order.
-Exit status: 0 ok; 1 the backend ran more than once, or no copy got an answer;
-2 usage or setup error.
+Exit status: 0 ok; 1 the backend ran more than once, or a copy got no 2xx
+answer (an error status, or none at all); 2 usage or setup error.
 
 Flags:
 `)
@@ -124,10 +124,25 @@ func run(target string, n int, order, backend string, timeout time.Duration) (in
 		fmt.Println("FAIL: no copy got an answer — is the gateway running at", target+"?")
 		return 1, nil
 	}
+	if bad := notOK(answers); bad > 0 {
+		fmt.Printf("FAIL: %d of %d copies got no 2xx answer\n", bad, n)
+		return 1, nil
+	}
 	if backend != "" && after-before == 0 && !strings.HasPrefix(order, "fail-") {
 		fmt.Println("note: the backend never ran for this order (not the backend behind -url, or every copy was refused)")
 	}
 	return 0, nil
+}
+
+// notOK counts the copies that got an error status or no answer.
+func notOK(answers []answer) int {
+	bad := 0
+	for _, a := range answers {
+		if a.err != nil || a.status/100 != 2 {
+			bad++
+		}
+	}
+	return bad
 }
 
 func send(client *http.Client, target, body string) answer {

@@ -1,0 +1,127 @@
+package caddymodule
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+
+	"github.com/idemgate/idemgate/keying"
+)
+
+// The {idempotency.*} placeholders are checked when the config loads: a
+// typo such as {idempotency.jsn.id} would otherwise render empty on every
+// request and turn every notification into a 400.
+
+// extraPlatforms are the presets whose notifications offer
+// {idempotency.<platform>.<path>} (keying's Notification.Extra).
+var extraPlatforms = []string{"alipay", "wechatpay", "wechatpay_v2"}
+
+// checkPlaceholders refuses an unknown {idempotency.*} placeholder in the
+// handler's templates. platform is the route's platform ("" is generic).
+func (h *Handler) checkPlaceholders() error {
+	platform := h.Platform
+	if platform == "" {
+		platform = "generic"
+	}
+	// {idempotency.key} is set once the key is rendered, so the
+	// fingerprint and the duplicate's answer can use it, not the key.
+	// {idempotency.outcome} is known only once the request is decided.
+	templates := []templateUse{
+		{"key", h.Key, false, false},
+		{"fingerprint", h.Fingerprint, true, false},
+	}
+	if d := h.OnDuplicate; d != nil {
+		templates = append(templates,
+			templateUse{"on_duplicate redirect", d.Redirect, true, true},
+			templateUse{"on_duplicate body", d.Body, true, true})
+	}
+	for _, tm := range templates {
+		if tm.name == "fingerprint" && tm.text == "off" {
+			continue
+		}
+		for _, name := range placeholderNames(tm.text) {
+			if err := checkPlaceholder(platform, h.Secret != "", name, tm.key, tm.outcome); err != nil {
+				return fmt.Errorf("%s: {%s}: %v", tm.name, name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// templateUse is one template and which of the handler's own values are
+// set by the time it renders.
+type templateUse struct {
+	name, text   string
+	key, outcome bool
+}
+
+// checkPlaceholder says why {name} cannot be used in a template of a route
+// of platform, or nil. Placeholders outside idempotency.* are Caddy's.
+func checkPlaceholder(platform string, hasSecret bool, name string, keyOK, outcomeOK bool) error {
+	rest, ok := strings.CutPrefix(name, "idempotency.")
+	if !ok {
+		return nil
+	}
+	switch rest {
+	case "key":
+		if !keyOK {
+			return fmt.Errorf("the key is not known yet while the key template renders")
+		}
+		return nil
+	case "outcome":
+		if !outcomeOK {
+			return fmt.Errorf("the outcome is not known yet when this template renders")
+		}
+		return nil
+	}
+	kind, path, _ := strings.Cut(rest, ".")
+	valid := "{idempotency.json.<path>}, {idempotency.form.<field>}, {idempotency.xml.<element>}"
+	if slices.Contains(extraPlatforms, platform) {
+		valid += ", {idempotency." + platform + ".<path>}"
+	}
+	switch {
+	case kind == "json" || kind == "form" || kind == "xml":
+		if path == "" {
+			return fmt.Errorf("names no field: write {idempotency.%s.<field>}", kind)
+		}
+		return nil
+	case kind == platform && slices.Contains(extraPlatforms, platform):
+		if path == "" {
+			return fmt.Errorf("names no field: write {idempotency.%s.<path>}", kind)
+		}
+		if platform == "wechatpay" && !hasSecret {
+			return fmt.Errorf("the wechatpay preset offers its decrypted fields only with `secret` (the APIv3 key)")
+		}
+		return nil
+	case slices.Contains(keying.Names(), kind):
+		if kind == platform {
+			return fmt.Errorf("the %s preset offers no {idempotency.%s.*} fields; known: %s, {idempotency.key}, {idempotency.outcome}", kind, kind, valid)
+		}
+		return fmt.Errorf("this route's platform is %s, not %s; known: %s, {idempotency.key}, {idempotency.outcome}", platform, kind, valid)
+	}
+	return fmt.Errorf("unknown placeholder; known: %s, {idempotency.key}, {idempotency.outcome}", valid)
+}
+
+// placeholderNames lists the placeholders of a template as Caddy's replacer
+// parses them (escapes, unclosed braces and all).
+func placeholderNames(tmpl string) []string {
+	var names []string
+	repl := caddy.NewEmptyReplacer()
+	repl.Map(func(name string) (any, bool) {
+		names = append(names, name)
+		return "", true
+	})
+	repl.ReplaceAll(tmpl, "")
+	return names
+}
+
+// checkPlatform refuses a platform keying does not know, naming the valid
+// ones; the Caddyfile adapter calls it so `adapt` fails, not only `run`.
+func checkPlatform(name string) error {
+	if slices.Contains(keying.Names(), name) {
+		return nil
+	}
+	return fmt.Errorf("unknown platform %q; valid: %s", name, strings.Join(keying.Names(), ", "))
+}
