@@ -340,7 +340,8 @@ func TestFaultBackendAborts(t *testing.T) {
 	})
 	g := startGateway(t, `
 	idempotency {
-		key ab:{idempotency.form.out_trade_no}
+		key {idempotency.form.out_trade_no}
+		scope ab
 		store redis {redis}
 		lock_ttl 3s
 		in_flight reject
