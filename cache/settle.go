@@ -105,9 +105,14 @@ func (st *Settler) complete(ctx context.Context, key, token string, a Answer, tt
 		return err
 	}
 	rec, lerr := st.s.Lookup(ctx, key)
-	if lerr == nil && rec.State == StateAnswered && rec.Status == a.Status &&
-		(!a.BodyCached || bytes.Equal(rec.Body, a.Body)) {
+	switch {
+	case lerr == nil && rec.State == StateAnswered && rec.Status == a.Status &&
+		(!a.BodyCached || bytes.Equal(rec.Body, a.Body)):
 		return nil
+	case lerr != nil && !errors.Is(lerr, ErrNotFound):
+		// Not proven lost: the look-up itself failed (the store is down,
+		// or with WaitReplicas not confirmed), so try again later.
+		return lerr
 	}
 	return err
 }

@@ -37,6 +37,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //			tls
 //			prefix      <prefix>
 //			pool_size   <n>
+//			wait_replicas <n> [<timeout>]
 //		}
 //		lock_ttl  <duration>
 //		ttl       <duration>
@@ -293,6 +294,26 @@ func parseStore(d *caddyfile.Dispenser) (*StoreConfig, error) {
 				return nil, d.ArgErr()
 			}
 			sc.TLS = true
+		case "wait_replicas":
+			var n, tmo string
+			args := d.RemainingArgs()
+			if len(args) < 1 || len(args) > 2 {
+				return nil, d.Errf("store redis: wait_replicas <n> [<timeout>]")
+			}
+			n = args[0]
+			r, perr := strconv.Atoi(n)
+			if perr != nil || r < 1 {
+				return nil, d.Errf("store redis: wait_replicas wants a positive number, got %q", n)
+			}
+			sc.WaitReplicas = r
+			if len(args) == 2 {
+				tmo = args[1]
+				dur, derr := caddy.ParseDuration(tmo)
+				if derr != nil || dur <= 0 {
+					return nil, d.Errf("store redis: bad wait_replicas timeout %q", tmo)
+				}
+				sc.WaitTimeout = caddy.Duration(dur)
+			}
 		case "db", "pool_size":
 			var s string
 			if err = oneArg(d, &s); err == nil {

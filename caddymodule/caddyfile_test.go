@@ -46,6 +46,11 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 				pool_size 20
 			}
 		}`, `{"store":{"type":"redis","addresses":["10.0.0.1:7000","10.0.0.2:7000","10.0.0.3:7000"],"username":"gw","password":"{env.REDIS_PASSWORD}","tls":true,"prefix":"pay","pool_size":20}}`},
+		{"store redis wait_replicas", `idempotency {
+			store redis 127.0.0.1:6379 {
+				wait_replicas 1 500ms
+			}
+		}`, `{"store":{"type":"redis","addresses":["127.0.0.1:6379"],"wait_replicas":1,"wait_timeout":500000000}}`},
 		{"store redis sentinel", `idempotency {
 			store redis rediss://s1:26379 rediss://s2:26379 {
 				master_name mymaster

@@ -42,6 +42,10 @@ func (h *Handler) serveKey(w http.ResponseWriter, r *http.Request, next caddyhtt
 			return result{outcome: outcomeCanceled, err: err}, caddyhttp.Error(499, err)
 		}
 		if err != nil {
+			if rec := h.settler.Kept(key); rec != nil {
+				// The first copy settled here while this claim was failing.
+				return h.replayRecord(w, r, repl, rec, fp, waited)
+			}
 			return h.storeFailed(w, r, next, repl, key, err)
 		}
 		switch res.Outcome {
