@@ -124,6 +124,10 @@ func (h *Handler) unmarshalSubdirective(d *caddyfile.Dispenser, name string) err
 		return sizeArg(d, &h.MaxAnswer)
 	case "journal_body":
 		return journalBodyArg(d, &h.JournalBody)
+	case "alert":
+		var err error
+		h.Alert, err = parseAlert(d)
+		return err
 	case "success":
 		var err error
 		h.Success, err = parseSuccess(d)

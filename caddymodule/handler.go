@@ -95,6 +95,10 @@ type Handler struct {
 	// (`journal_body off`). Default: 64KiB.
 	JournalBody int64 `json:"journal_body,omitempty"`
 
+	// Alert POSTs events (failed, dead, ambiguous, conflict, lost_claim)
+	// as JSON to an operations endpoint, off the request path.
+	Alert *AlertConfig `json:"alert,omitempty"`
+
 	// Success overrides the platform's success rule.
 	Success *SuccessRule `json:"success,omitempty"`
 
@@ -145,6 +149,7 @@ type Handler struct {
 	metrics   *metrics
 	warned    *copyWarnings
 	events    *caddyevents.App
+	alerter   *alerter
 	ctx       caddy.Context
 }
 
@@ -199,6 +204,12 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return err
 	}
 	h.registerJournal()
+	if h.Alert != nil {
+		if err := h.Alert.validate(); err != nil {
+			return err
+		}
+		h.alerter = newAlerter(h.Alert, h.logger)
+	}
 	h.metrics = loadMetrics(ctx)
 	h.warned = newCopyWarnings()
 	h.logger.Info("idempotency handler ready",
@@ -399,6 +410,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 
 // Cleanup drops this handler's reference to its store.
 func (h *Handler) Cleanup() error {
+	h.alerter.close()
 	if h.store == nil {
 		return nil
 	}
