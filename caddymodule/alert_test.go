@@ -2,6 +2,8 @@ package caddymodule
 
 import (
 	"encoding/json"
+
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"io"
 	"net"
 	"net/http"
@@ -102,5 +104,30 @@ func TestAlertDeadEndpoint(t *testing.T) {
 	}
 	if n := be.total.Load(); n != 30 {
 		t.Fatalf("backend ran %d times, want 30", n)
+	}
+}
+
+// TestJournalCaddyfile: journal_body and alert in the Caddyfile.
+func TestJournalCaddyfile(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"journal_body 16KiB", `{"journal_body":16384}`},
+		{"journal_body off", `{"journal_body":-1}`},
+		{"alert https://ops.example/hook", `{"alert":{"url":"https://ops.example/hook"}}`},
+		{"alert http://127.0.0.1:9/x failed dead", `{"alert":{"url":"http://127.0.0.1:9/x","events":["failed","dead"]}}`},
+	} {
+		var h Handler
+		if err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser("idempotency {\n" + c.in + "\n}")); err != nil {
+			t.Fatalf("%s: %v", c.in, err)
+		}
+		b, _ := json.Marshal(h)
+		if !jsonEqual(t, string(b), c.want) {
+			t.Errorf("%s: %s, want %s", c.in, b, c.want)
+		}
+	}
+	for _, in := range []string{"journal_body", "journal_body 0", "alert", "alert ftp://x", "alert http://x/ refunded"} {
+		var h Handler
+		if err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser("idempotency {\n" + in + "\n}")); err == nil {
+			t.Errorf("%q accepted", in)
+		}
 	}
 }
