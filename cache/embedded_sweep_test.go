@@ -46,10 +46,12 @@ func TestEmbeddedSweepsAtRate(t *testing.T) {
 		minRate, lag = 300, 8*time.Second
 	}
 	const (
-		rate    = 1250 // new keys offered per second
-		run     = 60 * time.Second
-		ttl     = 5 * time.Second
-		lockTTL = 2 * time.Second
+		rate = 1250 // new keys offered per second
+		run  = 60 * time.Second
+		ttl  = 5 * time.Second
+		// Claims are completed at once; a long lock TTL keeps a worker
+		// starved of CPU under -race from losing its claim.
+		lockTTL = 30 * time.Second
 		workers = 64
 		slot    = 100 * time.Millisecond
 	)

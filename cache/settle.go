@@ -25,6 +25,7 @@ type Settler struct {
 
 	mu     sync.Mutex
 	kept   map[string]*kept
+	local  map[string]chan struct{} // keys at the backend from this process
 	closed bool
 	stop   chan struct{}
 	wg     sync.WaitGroup
@@ -63,7 +64,46 @@ func NewSettler(s Store, opts SettlerOptions) *Settler {
 	if opts.MaxBackoff <= 0 {
 		opts.MaxBackoff = 2 * time.Second
 	}
-	return &Settler{s: s, opts: opts, kept: make(map[string]*kept), stop: make(chan struct{})}
+	return &Settler{s: s, opts: opts, kept: make(map[string]*kept), local: make(map[string]chan struct{}),
+		stop: make(chan struct{})}
+}
+
+// Local marks key as at the backend from this process until settled is
+// called — after its answer was completed, kept or its claim released. A
+// duplicate whose own claim fails meanwhile (the store just went down)
+// can then wait for it with AwaitLocal instead of failing: the answer is
+// about to be kept here.
+func (st *Settler) Local(key string) (settled func()) {
+	ch := make(chan struct{})
+	st.mu.Lock()
+	st.local[key] = ch
+	st.mu.Unlock()
+	return func() {
+		st.mu.Lock()
+		if st.local[key] == ch {
+			delete(st.local, key)
+		}
+		st.mu.Unlock()
+		close(ch)
+	}
+}
+
+// AwaitLocal waits until the copy of key at the backend from this process
+// settles, and reports whether there was one that settled before ctx
+// ended.
+func (st *Settler) AwaitLocal(ctx context.Context, key string) bool {
+	st.mu.Lock()
+	ch := st.local[key]
+	st.mu.Unlock()
+	if ch == nil {
+		return false
+	}
+	select {
+	case <-ch:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // Complete stores answer for key under token. It returns nil when the
@@ -106,9 +146,14 @@ func (st *Settler) complete(ctx context.Context, key, token string, a Answer, tt
 		return err
 	}
 	rec, lerr := st.s.Lookup(ctx, key)
-	if lerr == nil && rec.State == StateAnswered && rec.Status == a.Status &&
-		(!a.BodyCached || bytes.Equal(rec.Body, a.Body)) {
+	switch {
+	case lerr == nil && rec.State == StateAnswered && rec.Status == a.Status &&
+		(!a.BodyCached || bytes.Equal(rec.Body, a.Body)):
 		return nil
+	case lerr != nil && !errors.Is(lerr, ErrNotFound):
+		// Not proven lost: the look-up itself failed (the store is down,
+		// or with WaitReplicas not confirmed), so try again later.
+		return lerr
 	}
 	return err
 }

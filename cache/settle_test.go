@@ -128,3 +128,33 @@ func TestSettlerClose(t *testing.T) {
 		t.Fatal("Close returned before the retry ended")
 	}
 }
+
+// TestSettlerLocal: a duplicate waits for the copy at the backend from
+// this process, and only for that.
+func TestSettlerLocal(t *testing.T) {
+	st := NewSettler(NewMemory(), SettlerOptions{})
+	defer st.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if st.AwaitLocal(ctx, "k") {
+		t.Fatal("AwaitLocal found a copy nobody marked")
+	}
+	settled := st.Local("k")
+	done := make(chan bool)
+	go func() { done <- st.AwaitLocal(ctx, "k") }()
+	select {
+	case <-done:
+		t.Fatal("AwaitLocal returned before the local copy settled")
+	case <-time.After(100 * time.Millisecond):
+	}
+	settled()
+	if !<-done {
+		t.Fatal("AwaitLocal = false after the local copy settled")
+	}
+	short, cancelShort := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancelShort()
+	defer st.Local("k2")()
+	if st.AwaitLocal(short, "k2") {
+		t.Fatal("AwaitLocal = true when its context ended first")
+	}
+}

@@ -206,14 +206,16 @@ func TestAdminSeveralStores(t *testing.T) {
 	g := startGateway(t, `
 	handle /a {
 		idempotency {
-			key a:{idempotency.form.out_trade_no}
+			key {idempotency.form.out_trade_no}
+			scope a
 			store memory
 		}
 		reverse_proxy {backend}
 	}
 	handle /b {
 		idempotency {
-			key b:{idempotency.form.out_trade_no}
+			key {idempotency.form.out_trade_no}
+			scope b
 			store redis {redis}
 		}
 		reverse_proxy {backend}

@@ -37,6 +37,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //			tls
 //			prefix      <prefix>
 //			pool_size   <n>
+//			wait_replicas <n> [<timeout>]
 //		}
 //		lock_ttl  <duration>
 //		ttl       <duration>
@@ -53,6 +54,10 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		certificate   <pem file>...
 //		webhook_id    <id>
 //		verify off
+//		tolerance     <duration>
+//		app_id        <id>...
+//		mchid         <id>...
+//		scope         <name>
 //		log_keys
 //		warn_copies <n>
 //	}
@@ -68,105 +73,154 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			return d.Errf("duplicate subdirective %q", name)
 		}
 		seen[name] = true
-		var err error
-		switch name {
-		case "platform":
-			if err = oneArg(d, &h.Platform); err == nil && checkPlatform(h.Platform) != nil {
-				return d.Err(checkPlatform(h.Platform).Error())
-			}
-		case "key":
-			err = oneArg(d, &h.Key)
-		case "fingerprint":
-			err = oneArg(d, &h.Fingerprint)
-		case "store":
-			h.Store, err = parseStore(d)
-		case "lock_ttl":
-			err = durationArg(d, &h.LockTTL)
-		case "ttl":
-			err = durationArg(d, &h.TTL)
-		case "store_timeout":
-			err = durationArg(d, &h.StoreTimeout)
-		case "in_flight":
-			if !d.NextArg() {
-				return d.ArgErr()
-			}
-			h.InFlight = d.Val()
-			{
-				switch h.InFlight {
-				case "wait":
-					if d.NextArg() {
-						var dur caddy.Duration
-						if dur, err = parseDuration(d); err == nil {
-							h.InFlightWait = dur
-						}
-					}
-				case "reject":
-				default:
-					return d.Errf("in_flight: want wait [<duration>] or reject, got %q", h.InFlight)
-				}
-			}
-			if err == nil && d.NextArg() {
-				return d.ArgErr()
-			}
-		case "on_store_error":
-			err = oneArg(d, &h.OnStoreError)
-			if err == nil && h.OnStoreError != "fail_closed" && h.OnStoreError != "pass" {
-				return d.Errf("on_store_error: want fail_closed or pass, got %q", h.OnStoreError)
-			}
-		case "max_body":
-			err = sizeArg(d, &h.MaxBody)
-		case "max_answer":
-			err = sizeArg(d, &h.MaxAnswer)
-		case "journal_body":
-			err = journalBodyArg(d, &h.JournalBody)
-		case "success":
-			h.Success, err = parseSuccess(d)
-		case "on_duplicate":
-			h.OnDuplicate, err = parseOnDuplicate(d)
-		case "secret":
-			err = oneArg(d, &h.Secret)
-		case "public_key":
-			err = oneArg(d, &h.PublicKey)
-		case "public_key_id":
-			err = oneArg(d, &h.PublicKeyID)
-		case "certificate":
-			h.Certificates = d.RemainingArgs()
-			if len(h.Certificates) == 0 {
-				return d.ArgErr()
-			}
-		case "webhook_id":
-			err = oneArg(d, &h.WebhookID)
-		case "verify":
-			var v string
-			if err = oneArg(d, &v); err == nil {
-				if v != "off" {
-					return d.Errf("verify: only `verify off` can be written (verification is on by default)")
-				}
-				h.VerifyOff = true
-			}
-		case "log_keys":
-			if d.NextArg() {
-				return d.ArgErr()
-			}
-			h.LogKeys = true
-		case "warn_copies":
-			var s string
-			if err = oneArg(d, &s); err == nil {
-				n, perr := strconv.ParseInt(s, 10, 64)
-				if perr != nil || n < 1 {
-					return d.Errf("warn_copies: want a positive number, got %q", s)
-				}
-				h.WarnCopies = n
-			}
-		default:
-			return d.Errf("unknown subdirective %q", name)
-		}
-		if err != nil {
+		if err := h.unmarshalSubdirective(d, name); err != nil {
 			return err
 		}
 	}
 	if err := h.checkPlaceholders(); err != nil {
 		return d.Err(err.Error())
+	}
+	return nil
+}
+
+// unmarshalSubdirective reads one subdirective and its arguments.
+func (h *Handler) unmarshalSubdirective(d *caddyfile.Dispenser, name string) error {
+	switch name {
+	case "platform":
+		if err := oneArg(d, &h.Platform); err != nil {
+			return err
+		}
+		if err := checkPlatform(h.Platform); err != nil {
+			return d.Err(err.Error())
+		}
+		return nil
+	case "key":
+		return oneArg(d, &h.Key)
+	case "fingerprint":
+		return oneArg(d, &h.Fingerprint)
+	case "store":
+		var err error
+		h.Store, err = parseStore(d)
+		return err
+	case "lock_ttl":
+		return durationArg(d, &h.LockTTL)
+	case "ttl":
+		return durationArg(d, &h.TTL)
+	case "store_timeout":
+		return durationArg(d, &h.StoreTimeout)
+	case "in_flight":
+		return h.parseInFlight(d)
+	case "on_store_error":
+		if err := oneArg(d, &h.OnStoreError); err != nil {
+			return err
+		}
+		if h.OnStoreError != "fail_closed" && h.OnStoreError != "pass" {
+			return d.Errf("on_store_error: want fail_closed or pass, got %q", h.OnStoreError)
+		}
+		return nil
+	case "max_body":
+		return sizeArg(d, &h.MaxBody)
+	case "max_answer":
+		return sizeArg(d, &h.MaxAnswer)
+	case "journal_body":
+		return journalBodyArg(d, &h.JournalBody)
+	case "alert":
+		var err error
+		h.Alert, err = parseAlert(d)
+		return err
+	case "success":
+		var err error
+		h.Success, err = parseSuccess(d)
+		return err
+	case "on_duplicate":
+		var err error
+		h.OnDuplicate, err = parseOnDuplicate(d)
+		return err
+	case "secret":
+		return oneArg(d, &h.Secret)
+	case "public_key":
+		return oneArg(d, &h.PublicKey)
+	case "public_key_id":
+		return oneArg(d, &h.PublicKeyID)
+	case "certificate":
+		return listArg(d, &h.Certificates)
+	case "webhook_id":
+		return oneArg(d, &h.WebhookID)
+	case "verify":
+		var v string
+		if err := oneArg(d, &v); err != nil {
+			return err
+		}
+		if v != "off" {
+			return d.Errf("verify: only `verify off` can be written (verification is on by default)")
+		}
+		h.VerifyOff = true
+		return nil
+	case "tolerance":
+		return durationArg(d, &h.Tolerance)
+	case "app_id":
+		return listArg(d, &h.AppIDs)
+	case "mchid":
+		return listArg(d, &h.MchIDs)
+	case "scope":
+		if err := oneArg(d, &h.Scope); err != nil {
+			return err
+		}
+		if err := validScope(h.Scope); err != nil {
+			return d.Errf("%v", err)
+		}
+		return nil
+	case "log_keys":
+		if d.NextArg() {
+			return d.ArgErr()
+		}
+		h.LogKeys = true
+		return nil
+	case "warn_copies":
+		var s string
+		if err := oneArg(d, &s); err != nil {
+			return err
+		}
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < 1 {
+			return d.Errf("warn_copies: want a positive number, got %q", s)
+		}
+		h.WarnCopies = n
+		return nil
+	}
+	return d.Errf("unknown subdirective %q", name)
+}
+
+// parseInFlight reads `in_flight wait [<duration>] | reject`.
+func (h *Handler) parseInFlight(d *caddyfile.Dispenser) error {
+	if !d.NextArg() {
+		return d.ArgErr()
+	}
+	h.InFlight = d.Val()
+	switch h.InFlight {
+	case "wait":
+		if d.NextArg() {
+			dur, err := parseDuration(d)
+			if err != nil {
+				return err
+			}
+			h.InFlightWait = dur
+		}
+	case "reject":
+	default:
+		return d.Errf("in_flight: want wait [<duration>] or reject, got %q", h.InFlight)
+	}
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	return nil
+}
+
+// listArg reads one or more arguments into dst.
+func listArg(d *caddyfile.Dispenser, dst *[]string) error {
+	*dst = d.RemainingArgs()
+	if len(*dst) == 0 {
+		return d.ArgErr()
 	}
 	return nil
 }
@@ -273,6 +327,26 @@ func parseStore(d *caddyfile.Dispenser) (*StoreConfig, error) {
 				return nil, d.ArgErr()
 			}
 			sc.TLS = true
+		case "wait_replicas":
+			var n, tmo string
+			args := d.RemainingArgs()
+			if len(args) < 1 || len(args) > 2 {
+				return nil, d.Errf("store redis: wait_replicas <n> [<timeout>]")
+			}
+			n = args[0]
+			r, perr := strconv.Atoi(n)
+			if perr != nil || r < 1 {
+				return nil, d.Errf("store redis: wait_replicas wants a positive number, got %q", n)
+			}
+			sc.WaitReplicas = r
+			if len(args) == 2 {
+				tmo = args[1]
+				dur, derr := caddy.ParseDuration(tmo)
+				if derr != nil || dur <= 0 {
+					return nil, d.Errf("store redis: bad wait_replicas timeout %q", tmo)
+				}
+				sc.WaitTimeout = caddy.Duration(dur)
+			}
 		case "db", "pool_size":
 			var s string
 			if err = oneArg(d, &s); err == nil {

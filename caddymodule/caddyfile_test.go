@@ -46,6 +46,11 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 				pool_size 20
 			}
 		}`, `{"store":{"type":"redis","addresses":["10.0.0.1:7000","10.0.0.2:7000","10.0.0.3:7000"],"username":"gw","password":"{env.REDIS_PASSWORD}","tls":true,"prefix":"pay","pool_size":20}}`},
+		{"store redis wait_replicas", `idempotency {
+			store redis 127.0.0.1:6379 {
+				wait_replicas 1 500ms
+			}
+		}`, `{"store":{"type":"redis","addresses":["127.0.0.1:6379"],"wait_replicas":1,"wait_timeout":500000000}}`},
 		{"store redis sentinel", `idempotency {
 			store redis rediss://s1:26379 rediss://s2:26379 {
 				master_name mymaster
@@ -96,6 +101,19 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 			platform paypal
 			webhook_id 1JE4291016473214C
 		}`, `{"platform":"paypal","webhook_id":"1JE4291016473214C"}`},
+		{"alipay pinned app", `idempotency {
+			platform alipay
+			app_id 2016091800538339 2021000000000001
+		}`, `{"platform":"alipay","app_id":["2016091800538339","2021000000000001"]}`},
+		{"wechatpay pinned merchant, tolerance", `idempotency {
+			platform wechatpay
+			mchid 1230000109
+			tolerance 10m
+		}`, `{"platform":"wechatpay","mchid":["1230000109"],"tolerance":600000000000}`},
+		{"generic joining a preset's scope", `idempotency {
+			key {http.request.header.Idempotency-Key}
+			scope standard_webhooks
+		}`, `{"key":"{http.request.header.Idempotency-Key}","scope":"standard_webhooks"}`},
 		{"verify off, logs", `idempotency {
 			platform stripe
 			verify off
@@ -151,6 +169,13 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		{"certificate none", "idempotency {\n\tcertificate\n}", "wrong argument count"},
 		{"warn_copies zero", "idempotency {\n\twarn_copies 0\n}", "positive number"},
 		{"log_keys arg", "idempotency {\n\tlog_keys yes\n}", "wrong argument count"},
+		{"tolerance bad", "idempotency {\n\ttolerance a while\n}", `bad duration "a"`},
+		{"tolerance negative", "idempotency {\n\ttolerance -1m\n}", "must be positive"},
+		{"app_id none", "idempotency {\n\tapp_id\n}", "wrong argument count"},
+		{"mchid none", "idempotency {\n\tmchid\n}", "wrong argument count"},
+		{"scope none", "idempotency {\n\tscope\n}", "wrong argument count"},
+		{"scope two", "idempotency {\n\tscope a b\n}", "wrong argument count"},
+		{"scope with a colon", "idempotency {\n\tscope stripe:x\n}", "no ':'"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

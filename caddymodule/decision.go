@@ -94,6 +94,7 @@ func (h *Handler) record(ctx context.Context, span spanEnder, repl *caddy.Replac
 // emit sends a Caddy event (caddyevents) that operators can hook: an
 // alert, or the refund a business failure after payment needs.
 func (h *Handler) emit(name, key string, status int) {
+	h.alerter.send(alertEvent{Event: name, Time: time.Now().UTC(), Scope: h.scope(), Key: key, Platform: h.Platform, Status: status})
 	if h.events == nil || !h.events.ShouldEmit(name) {
 		return
 	}

@@ -38,7 +38,8 @@ func TestExampleHandleErrors(t *testing.T) {
 	base := startCaddy(t, `
 	handle /notify {
 		idempotency {
-			key demo:{idempotency.form.out_trade_no}
+			key {idempotency.form.out_trade_no}
+			scope demo
 			store memory
 		}
 		reverse_proxy `+be.addr()+`
@@ -69,7 +70,8 @@ func TestAdminAndCLINotHTMLEscaped(t *testing.T) {
 	be := newBackend(t)
 	g := startGateway(t, `
 	idempotency {
-		key demo:{idempotency.form.out_trade_no}
+		key {idempotency.form.out_trade_no}
+		scope demo
 		store memory
 	}
 	reverse_proxy `+be.addr())

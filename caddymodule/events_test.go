@@ -106,14 +106,14 @@ http://127.0.0.1:`+itoa(port)+` {
 	if r := notify(t, base, "ev-ok", "total_amount", "999"); r.status != 422 {
 		t.Fatalf("conflict: %d", r.status)
 	}
-	failed := eventsNamed("idempotency.failed", "demo:ev-fail")
+	failed := eventsNamed("idempotency.failed", "generic:demo:ev-fail")
 	if len(failed) != 1 || failed[0].Data["status"] != 500 || failed[0].Data["scope"] != "generic" || failed[0].Data["platform"] != "generic" {
 		t.Fatalf("idempotency.failed events: %+v", failed)
 	}
-	if c := eventsNamed("idempotency.conflict", "demo:ev-ok"); len(c) != 1 {
+	if c := eventsNamed("idempotency.conflict", "generic:demo:ev-ok"); len(c) != 1 {
 		t.Fatalf("idempotency.conflict events: %+v", c)
 	}
-	if ok := eventsNamed("idempotency.failed", "demo:ev-ok"); len(ok) != 0 {
+	if ok := eventsNamed("idempotency.failed", "generic:demo:ev-ok"); len(ok) != 0 {
 		t.Fatalf("a success emitted failed: %+v", ok)
 	}
 }

@@ -37,7 +37,8 @@ func eachStore(t *testing.T, f func(t *testing.T, name, store string)) {
 const notifyRoute = `
 	handle /notify {
 		idempotency {
-			key demo:{idempotency.form.out_trade_no}
+			key {idempotency.form.out_trade_no}
+			scope demo
 			fingerprint {idempotency.form.total_amount}
 			{store}
 			lock_ttl 2s
@@ -294,13 +295,13 @@ func TestSlowBackendKeepsClaim(t *testing.T) {
 	eachStore(t, func(t *testing.T, name, store string) {
 		be := newBackend(t)
 		be.setAnswer(func(order string, n int, r *http.Request) (int, string, time.Duration) {
-			return 200, "success", 3500 * time.Millisecond // lock_ttl is 1s
+			return 200, "success", 7 * time.Second // lock_ttl is 2s
 		})
 		base := startCaddy(t, `
 	idempotency {
 		key k:{idempotency.form.out_trade_no}
 		{store}
-		lock_ttl 1s
+		lock_ttl 2s
 		in_flight reject
 	}
 	reverse_proxy {backend}`, "{backend}", be.addr(), "{store}", store)
@@ -308,9 +309,9 @@ func TestSlowBackendKeepsClaim(t *testing.T) {
 		first := make(chan reply)
 		go func() { first <- notify(t, base, order) }()
 		eventually(t, 5*time.Second, "the first copy at the backend", func() bool { return be.count(order) == 1 })
-		// Probe every 250ms for the whole backend time, well past 3 lock TTLs.
-		for i := 0; i < 12; i++ {
-			time.Sleep(250 * time.Millisecond)
+		// Probe every 500ms for the whole backend time, well past 3 lock TTLs.
+		for i := 0; i < 16; i++ {
+			time.Sleep(500 * time.Millisecond)
 			r := notify(t, base, order)
 			if r.status == 200 {
 				break // the first copy has answered

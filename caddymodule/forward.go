@@ -30,6 +30,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, next caddyhttp
 	repl *caddy.Replacer, key, fp, token string,
 ) (res result, err error) {
 	setOutcome(repl, outcomeForwarded)
+	defer h.settler.Local(key)() // runs after the claim is settled below
 	note := h.notification(r)
 	start := time.Now()
 	hold := h.hold(key, token)

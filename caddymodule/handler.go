@@ -45,9 +45,15 @@ type Handler struct {
 	Key string `json:"key,omitempty"`
 
 	// Fingerprint is the template of what must be equal between copies of
-	// one key; "off" disables the check. Default: the preset's fields, or
-	// a digest of the body for generic.
+	// one key; "off" disables the check. Default: the preset's fields; for
+	// generic, none when the key template reads the body (the key is the
+	// notification's identity), else a digest of the body.
 	Fingerprint string `json:"fingerprint,omitempty"`
+
+	// Scope is the key namespace: every key is claimed as <scope>:<key>.
+	// Default: the platform name, so a generic route never shares a
+	// preset's keys unless it names that preset's scope here.
+	Scope string `json:"scope,omitempty"`
 
 	// Store says where claims and answers live. Default: embedded.
 	Store *StoreConfig `json:"store,omitempty"`
@@ -89,6 +95,10 @@ type Handler struct {
 	// (`journal_body off`). Default: 64KiB.
 	JournalBody int64 `json:"journal_body,omitempty"`
 
+	// Alert POSTs events (failed, dead, ambiguous, conflict, lost_claim)
+	// as JSON to an operations endpoint, off the request path.
+	Alert *AlertConfig `json:"alert,omitempty"`
+
 	// Success overrides the platform's success rule.
 	Success *SuccessRule `json:"success,omitempty"`
 
@@ -111,6 +121,15 @@ type Handler struct {
 	// VerifyOff runs a preset without signature checks. It is logged at
 	// start; use it only behind something else that verifies.
 	VerifyOff bool `json:"verify_off,omitempty"`
+	// Tolerance is how far a signed timestamp (WeChat Pay v3, Stripe,
+	// PayPal, Standard Webhooks) may be from the gateway's clock.
+	// Default: 5m.
+	Tolerance caddy.Duration `json:"tolerance,omitempty"`
+	// AppIDs pins Alipay notifications to these app_ids.
+	AppIDs []string `json:"app_id,omitempty"`
+	// MchIDs pins WeChat Pay notifications to these merchants (v3: the
+	// decrypted resource's mchid, which needs Secret; v2: mch_id).
+	MchIDs []string `json:"mchid,omitempty"`
 
 	// LogKeys writes keys in clear in logs; by default only a hash.
 	LogKeys bool `json:"log_keys,omitempty"`
@@ -118,7 +137,10 @@ type Handler struct {
 	// many times. Default: 5.
 	WarnCopies int64 `json:"warn_copies,omitempty"`
 
-	platform  keying.Platform
+	platform keying.Platform
+	// bodyKeyed: a generic route whose key reads the body, so its
+	// default fingerprint is off.
+	bodyKeyed bool
 	store     cache.Store
 	settler   *cache.Settler
 	storeConf StoreConfig
@@ -127,6 +149,7 @@ type Handler struct {
 	metrics   *metrics
 	warned    *copyWarnings
 	events    *caddyevents.App
+	alerter   *alerter
 	ctx       caddy.Context
 }
 
@@ -181,6 +204,12 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return err
 	}
 	h.registerJournal()
+	if h.Alert != nil {
+		if err := h.Alert.validate(); err != nil {
+			return err
+		}
+		h.alerter = newAlerter(h.Alert, h.logger)
+	}
 	h.metrics = loadMetrics(ctx)
 	h.warned = newCopyWarnings()
 	h.logger.Info("idempotency handler ready",
@@ -242,6 +271,18 @@ func (h *Handler) provisionPlatform(repl *caddy.Replacer) error {
 	if cfg.WebhookID, err = resolveSecret(repl, "webhook_id", h.WebhookID); err != nil {
 		return err
 	}
+	cfg.Tolerance = time.Duration(h.Tolerance)
+	for _, id := range h.AppIDs {
+		cfg.AppIDs = append(cfg.AppIDs, repl.ReplaceKnown(id, ""))
+	}
+	for _, id := range h.MchIDs {
+		cfg.MchIDs = append(cfg.MchIDs, repl.ReplaceKnown(id, ""))
+	}
+	if h.Platform == "paypal" {
+		// Transmission ids are remembered in this route's store.
+		cfg.TransmissionLog = transmissionLog{h}
+	}
+	h.bodyKeyed = h.Platform == "generic" && keyReadsBody(h.Key)
 	if h.PublicKey != "" {
 		if cfg.PublicKey, err = readPEM(repl, "public_key", h.PublicKey); err != nil {
 			return err
@@ -256,7 +297,7 @@ func (h *Handler) provisionPlatform(repl *caddy.Replacer) error {
 	}
 	p, err := keying.New(h.Platform, cfg)
 	if err != nil {
-		return fmt.Errorf("platform %s: %v", h.Platform, err)
+		return err // "<preset>: <what>" already
 	}
 	h.platform = p
 	if h.VerifyOff {
@@ -309,7 +350,12 @@ func (h *Handler) Validate() error {
 		return err
 	}
 	if h.Platform == "generic" && h.Key == "" {
-		return fmt.Errorf("platform generic needs a key template")
+		return fmt.Errorf("generic: needs a key template")
+	}
+	if h.Scope != "" {
+		if err := validScope(h.Scope); err != nil {
+			return err
+		}
 	}
 	if h.InFlight != "wait" && h.InFlight != "reject" {
 		return fmt.Errorf("in_flight must be wait or reject, not %q", h.InFlight)
@@ -341,6 +387,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 
 	key, fp, rej := h.parse(r, repl)
 	d.key = key
+	if rej != nil && rej.outcome == outcomeStoreError {
+		// The signature check needed the store: on_store_error decides.
+		res, err := h.storeFailed(w, r, next, repl, key, rej.err)
+		d.outcome, d.err = res.outcome, res.err
+		setOutcome(repl, d.outcome)
+		return err
+	}
 	if rej != nil {
 		d.outcome, d.err = rej.outcome, rej.err
 		setOutcome(repl, d.outcome)
@@ -357,6 +410,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 
 // Cleanup drops this handler's reference to its store.
 func (h *Handler) Cleanup() error {
+	h.alerter.close()
 	if h.store == nil {
 		return nil
 	}
@@ -364,7 +418,13 @@ func (h *Handler) Cleanup() error {
 }
 
 // scope is the namespace of this route's keys.
-func (h *Handler) scope() string { return h.Platform }
+// It is Scope when written, else the platform name (see scope.go).
+func (h *Handler) scope() string {
+	if h.Scope != "" {
+		return h.Scope
+	}
+	return h.Platform
+}
 
 // route is this handler's metric labels.
 func (h *Handler) route() route { return route{platform: h.Platform, scope: h.scope()} }

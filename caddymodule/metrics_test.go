@@ -162,10 +162,10 @@ func TestMetricsLostClaimAndWait(t *testing.T) {
 	wg.Add(1)
 	go func() { defer wg.Done(); notify(t, g.base, "lc-1") }()
 	eventually(t, 5*time.Second, "lc-1 in flight", func() bool {
-		status, _ := g.adminDo(t, http.MethodGet, keyURI("demo:lc-1"))
+		status, _ := g.adminDo(t, http.MethodGet, keyURI("generic:demo:lc-1"))
 		return status == 200
 	})
-	if status, body := g.adminDo(t, http.MethodDelete, keyURI("demo:lc-1")+"?force=1"); status != 200 {
+	if status, body := g.adminDo(t, http.MethodDelete, keyURI("generic:demo:lc-1")+"?force=1"); status != 200 {
 		t.Fatalf("purge: %d %s", status, body)
 	}
 	close(release)

@@ -42,6 +42,19 @@ func (h *Handler) serveKey(w http.ResponseWriter, r *http.Request, next caddyhtt
 			return result{outcome: outcomeCanceled, err: err}, caddyhttp.Error(499, err)
 		}
 		if err != nil {
+			// The first copy is at the backend from this process: its
+			// answer is about to be completed or kept here, so wait for it
+			// rather than fail.
+			if deadline.IsZero() {
+				deadline = time.Now().Add(time.Duration(h.InFlightWait))
+			}
+			wctx, cancel := context.WithDeadline(r.Context(), deadline)
+			local := h.settler.AwaitLocal(wctx, key)
+			cancel()
+			if local {
+				waited = true
+				continue
+			}
 			return h.storeFailed(w, r, next, repl, key, err)
 		}
 		switch res.Outcome {

@@ -50,6 +50,14 @@ type StoreConfig struct {
 	// PoolSize is the Redis connection pool size per node; 0 lets the client
 	// choose (10 per CPU).
 	PoolSize int `json:"pool_size,omitempty"`
+	// WaitReplicas, above 0, confirms every store call with WAIT on that
+	// many replicas: Redis replicates asynchronously, so without it a
+	// Sentinel or Cluster failover can lose a claim or an answer the old
+	// master acknowledged, and the backend runs twice. A call not
+	// confirmed within WaitTimeout (default 1s) is a store error.
+	WaitReplicas int `json:"wait_replicas,omitempty"`
+	// WaitTimeout bounds each WAIT. Default: 1s.
+	WaitTimeout caddy.Duration `json:"wait_timeout,omitempty"`
 }
 
 // stores shares one store per configuration across handlers and config
@@ -200,7 +208,8 @@ func openStore(sc StoreConfig) (s cache.Store, client io.Closer, err error) {
 			return nil, nil, err
 		}
 		c := redis.NewUniversalClient(opts)
-		return cache.NewRedis(c, cache.RedisOptions{Prefix: sc.prefix()}), c, nil
+		return cache.NewRedis(c, cache.RedisOptions{Prefix: sc.prefix(),
+			WaitReplicas: sc.WaitReplicas, WaitTimeout: time.Duration(sc.WaitTimeout)}), c, nil
 	case "embedded", "":
 		if err := os.MkdirAll(filepath.Dir(sc.Path), 0o700); err != nil {
 			return nil, nil, err
@@ -236,11 +245,14 @@ func (sc StoreConfig) universalOptions() (*redis.UniversalOptions, error) {
 		return nil, fmt.Errorf("redis store needs at least one address")
 	}
 	opts := &redis.UniversalOptions{
-		MasterName: sc.MasterName,
-		Username:   sc.Username,
-		Password:   sc.Password,
-		DB:         sc.DB,
-		PoolSize:   sc.PoolSize,
+		// Store calls end at the request's store_timeout, not at the
+		// client's own read time-out, when Redis stalls.
+		ContextTimeoutEnabled: true,
+		MasterName:            sc.MasterName,
+		Username:              sc.Username,
+		Password:              sc.Password,
+		DB:                    sc.DB,
+		PoolSize:              sc.PoolSize,
 	}
 	if sc.TLS {
 		opts.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}

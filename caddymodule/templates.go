@@ -29,9 +29,12 @@ func (h *Handler) parse(r *http.Request, repl *caddy.Replacer) (key, fp string, 
 		return "", "", rej
 	}
 	n, err := h.platform.Verify(&keying.Request{
-		Method: r.Method, URL: r.URL, Header: r.Header, Body: body, Now: now(),
+		Method: r.Method, URL: r.URL, Header: r.Header, Body: body, Now: now(), Context: r.Context(),
 	})
 	switch {
+	case errors.Is(err, keying.ErrUnavailable):
+		// The check needs the store (PayPal's transmission log).
+		return "", "", &rejection{http.StatusServiceUnavailable, outcomeStoreError, err}
 	case errors.Is(err, keying.ErrSignature):
 		return "", "", &rejection{http.StatusUnauthorized, outcomeRejectedSignature, err}
 	case err != nil:
@@ -83,7 +86,8 @@ func (h *Handler) readBody(r *http.Request) ([]byte, *rejection) {
 // maxKeyLen bounds a rendered key; stores put it in their own keys.
 const maxKeyLen = 1024
 
-// renderKey renders the key template, or takes the preset's default.
+// renderKey renders the key template, or takes the preset's default, and
+// puts the route's scope in front: the full key.
 // Every placeholder of a template must render non-empty: a missing order
 // id must not collapse distinct notifications onto one key.
 func (h *Handler) renderKey(repl *caddy.Replacer, bp *bodyPlaceholders, n *keying.Notification) (string, error) {
@@ -110,6 +114,7 @@ func (h *Handler) renderKey(repl *caddy.Replacer, bp *bodyPlaceholders, n *keyin
 	if strings.TrimSpace(key) == "" {
 		return "", errors.New("no idempotency key in this request")
 	}
+	key = h.fullKey(key)
 	if len(key) > maxKeyLen {
 		return "", fmt.Errorf("key is longer than %d bytes", maxKeyLen)
 	}
@@ -122,7 +127,7 @@ func (h *Handler) renderFingerprint(repl *caddy.Replacer, bp *bodyPlaceholders, 
 	case "off":
 		return "", nil
 	case "":
-		if n.Fingerprint == "" {
+		if n.Fingerprint == "" || h.bodyKeyed {
 			return "", nil
 		}
 		return keying.Digest([]byte(n.Fingerprint)), nil

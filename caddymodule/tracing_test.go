@@ -73,7 +73,8 @@ func TestDecisionSpans(t *testing.T) {
 		}
 		idemgate_test_span_tap
 		idempotency {
-			key demo:{idempotency.form.out_trade_no}
+			key {idempotency.form.out_trade_no}
+			scope demo
 			store memory
 		}
 		reverse_proxy {backend}
@@ -148,7 +149,7 @@ func countNamed(spans []sdktrace.ReadOnlySpan, name string) int {
 func TestDecisionLogs(t *testing.T) {
 	core, logs := observer.New(zapcore.DebugLevel)
 	newHandler := func(t *testing.T, logKeys bool) *Handler {
-		h := &Handler{Key: "demo:{idempotency.form.out_trade_no}", Fingerprint: "{idempotency.form.total_amount}",
+		h := &Handler{Key: "{idempotency.form.out_trade_no}", Scope: "demo", Fingerprint: "{idempotency.form.total_amount}",
 			Store: &StoreConfig{Type: "memory"}, WarnCopies: 2, LogKeys: logKeys}
 		ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
 		t.Cleanup(cancel)

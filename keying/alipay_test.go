@@ -68,7 +68,7 @@ func TestAlipay(t *testing.T) {
 	der, _ := x509.MarshalPKIXPublicKey(&k.PublicKey)
 	bare := []byte(base64.StdEncoding.EncodeToString(der)) // as Alipay's console shows it
 
-	const wantKey = "alipay:2016091800538339:2026031422001437971000029351:TRADE_SUCCESS:"
+	const wantKey = "2016091800538339:2026031422001437971000029351:TRADE_SUCCESS:"
 	base := alipayNotify()
 
 	// A GBK notify: Alipay signs and percent-encodes the GBK bytes.
@@ -96,11 +96,11 @@ func TestAlipay(t *testing.T) {
 		{"certificate as public key", Config{PublicKey: testCert(t, k, bigInt(7), "alipay")}, alipayPost(rsa2.Sign(t, base)), nil, wantKey},
 		{"retry with later notify_time", cfg, alipayPost(rsa2.Sign(t, with(base, "notify_time", "2026-03-15 09:00:00", "notify_id", "n2"))), nil, wantKey},
 		{"refund", cfg, alipayPost(rsa2.Sign(t, with(base, "trade_status", "TRADE_CLOSED", "out_biz_no", "R1", "refund_fee", "88.88"))), nil,
-			"alipay:2016091800538339:2026031422001437971000029351:TRADE_CLOSED:R1"},
+			"2016091800538339:2026031422001437971000029351:TRADE_CLOSED:R1"},
 		{"empty values are not signed", cfg, alipayPost(with(rsa2.Sign(t, base), "passback_params", "")), nil, wantKey},
 		{"GBK charset", cfg, alipayPost(gbk), nil, wantKey},
 		{"GBK bytes verified as sent, not re-encoded", cfg, alipayPost(gbkAsUTF8), ErrSignature, ""},
-		{"return query with unencoded +", cfg, alipayGet(plusQuery), nil, "alipay:2016091800538339:2026031422001437971000029351::"},
+		{"return query with unencoded +", cfg, alipayGet(plusQuery), nil, "2016091800538339:2026031422001437971000029351::"},
 		{"tampered amount", cfg, alipayPost(with(rsa2.Sign(t, base), "total_amount", "0.01")), ErrSignature, ""},
 		{"tampered trade_status", cfg, alipayPost(with(rsa2.Sign(t, base), "trade_status", "TRADE_FINISHED")), ErrSignature, ""},
 		{"added field", cfg, alipayPost(with(rsa2.Sign(t, base), "out_biz_no", "X")), ErrSignature, ""},
@@ -110,8 +110,16 @@ func TestAlipay(t *testing.T) {
 		{"no sign", cfg, alipayPost(base), ErrSignature, ""},
 		{"sign not base64", cfg, alipayPost(with(base, "sign", "!!!")), ErrSignature, ""},
 		{"signed without trade_no", cfg, alipayPost(rsa2.Sign(t, with(base, "trade_no", "\x00"))), ErrMalformed, ""},
-		{"repeated parameter", cfg, alipayPost(rsa2.Sign(t, base)).withBody("&app_id=1"), ErrMalformed, ""},
-		{"not a form", cfg, alipayPost(nil).withBody("%zz"), ErrMalformed, ""},
+		{"repeated parameter", cfg, alipayPost(rsa2.Sign(t, base)).withBody("&app_id=1"), ErrSignature, ""},
+		{"repeated amount, empty (unsigned) copy", cfg, alipayPost(rsa2.Sign(t, base)).withBody("&total_amount="), ErrSignature, ""},
+		{"repeated sign_type (unsigned)", cfg, alipayPost(rsa2.Sign(t, base)).withBody("&sign_type=RSA2"), ErrSignature, ""},
+		{"name PHP renames, empty so unsigned", cfg, alipayPost(rsa2.Sign(t, base)).withBody("&total.amount="), ErrSignature, ""},
+		{"array name", cfg, alipayPost(rsa2.Sign(t, base)).withBody("&total_amount[]="), ErrSignature, ""},
+		{"semicolon separator", cfg, alipayPost(rsa2.Sign(t, base)).withBody(";total_amount=0.01"), ErrSignature, ""},
+		{"broken escape", cfg, alipayPost(nil).withBody("%zz"), ErrSignature, ""},
+		{"pinned app_id", Config{PublicKey: cfg.PublicKey, AppIDs: []string{"1", "2016091800538339"}}, alipayPost(rsa2.Sign(t, base)), nil, wantKey},
+		{"another app's notification", Config{PublicKey: cfg.PublicKey, AppIDs: []string{"2016000000000001"}}, alipayPost(rsa2.Sign(t, base)), ErrSignature, ""},
+		{"another app's, verify off", Config{NoVerify: true, AppIDs: []string{"2016000000000001"}}, alipayPost(base), ErrSignature, ""},
 		{"empty body", cfg, alipayPost(nil), ErrMalformed, ""},
 		{"verify off", Config{NoVerify: true}, alipayPost(base), nil, wantKey},
 		{"verify off still needs trade_no", Config{NoVerify: true}, alipayPost(with(base, "trade_no", "\x00")), ErrMalformed, ""},
@@ -206,8 +214,25 @@ func FuzzAlipay(f *testing.F) {
 			if n, err := verifying.Verify(r); err == nil && n.Key == "" {
 				t.Fatal("verified with an empty key")
 			}
+			// What verifies is what a backend's form parser reads:
+			// each name once, with the value the signature covered.
+			if n, err := verifying.Verify(r); err == nil {
+				raw := string(body)
+				if method == http.MethodGet {
+					raw = query
+				}
+				q, err := url.ParseQuery(raw)
+				if err != nil {
+					t.Fatalf("verified a form url.ParseQuery refuses: %v", err)
+				}
+				for k, vs := range q {
+					if v, ok := n.Extra(k); len(vs) != 1 || !ok || v != vs[0] {
+						t.Fatalf("field %s: verified %q, a backend reads %q", k, v, vs)
+					}
+				}
+			}
 			fuzzVerify(t, r, func(n *Notification) {
-				if !strings.HasPrefix(n.Key, "alipay:") {
+				if strings.Count(n.Key, ":") < 3 || strings.HasPrefix(n.Key, ":") {
 					t.Fatalf("key %q", n.Key)
 				}
 			}, open)

@@ -132,10 +132,18 @@ func (f *Fields) Form(field string) (val string, ok bool, err error) {
 }
 
 // XML returns the text of a direct child of the body's root element (the
-// WeChat Pay v2 layout: <xml><transaction_id><![CDATA[…]]></transaction_id>…).
-// err wraps ErrMalformed when the body is not XML.
+// WeChat Pay v2 layout: <xml><transaction_id><![CDATA[…]]></transaction_id>…),
+// read strictly (ParseStrictXML). err wraps ErrMalformed when the body is
+// not XML or could be read in more than one way.
 func (f *Fields) XML(elem string) (val string, ok bool, err error) {
-	f.xmlOnce.Do(func() { f.xmlVal, f.xmlErr = ParseFlatXML(f.r.Body) })
+	f.xmlOnce.Do(func() {
+		f.xmlVal, f.xmlErr = ParseStrictXML(f.r.Body)
+		if errors.Is(f.xmlErr, ErrAmbiguous) {
+			// A key must not be read from a field the backend could
+			// read otherwise (a repeated element…).
+			f.xmlErr = fmt.Errorf("%w: %v", ErrMalformed, f.xmlErr)
+		}
+	})
 	if f.xmlErr != nil {
 		return "", false, f.xmlErr
 	}
@@ -143,9 +151,10 @@ func (f *Fields) XML(elem string) (val string, ok bool, err error) {
 	return v, ok, nil
 }
 
-// ParseFlatXML reads the direct children of the root element as name → text.
-// Deeper elements are skipped; a repeated name keeps its first value; a
-// second root element is malformed.
+// ParseFlatXML reads the direct children of the root element as name → text,
+// leniently: deeper elements are skipped, a repeated name keeps its first
+// value, a second root element is malformed. It reads the backend's answers
+// (the success rule); notifications are read with ParseStrictXML.
 func ParseFlatXML(body []byte) (map[string]string, error) {
 	dec := xml.NewDecoder(bytes.NewReader(body))
 	out := map[string]string{}

@@ -80,9 +80,14 @@ func FuzzFieldsXML(f *testing.F) {
 		if !ok && v != "" {
 			t.Fatal("value for a missing element")
 		}
-		m, err := ParseFlatXML(body)
+		m, err := ParseStrictXML(body)
 		if err != nil || m[elem] != v {
-			t.Fatal("ParseFlatXML disagrees with Fields.XML")
+			t.Fatal("ParseStrictXML disagrees with Fields.XML")
+		}
+		// On input the strict reader accepts, the lenient one (used for
+		// answers) reads the same.
+		if l, err := ParseFlatXML(body); err != nil || l[elem] != v {
+			t.Fatal("ParseFlatXML disagrees on strict input")
 		}
 	})
 }

@@ -41,7 +41,7 @@ func (cfg Config) tolerance() time.Duration {
 // needsSecret is the error a preset's constructor returns when what it
 // needs is missing and NoVerify is off.
 func needsSecret(preset, what string) error {
-	return fmt.Errorf("platform %s %w: configure %s", preset, ErrNeedsSecret, what)
+	return fmt.Errorf("%s: %w: configure %s", preset, ErrNeedsSecret, what)
 }
 
 // sigErr and malformed build errors that wrap the two sentinels. Messages
@@ -52,7 +52,7 @@ func sigErr(preset, format string, args ...any) error {
 }
 
 func malformed(preset, format string, args ...any) error {
-	return fmt.Errorf("%w: %s: %s", ErrMalformed, preset, fmt.Sprintf(format, args...))
+	return fmt.Errorf("%s: %w: %s", preset, ErrMalformed, fmt.Sprintf(format, args...))
 }
 
 // clip quotes s for an error message, cut to a few dozen bytes.
@@ -152,4 +152,17 @@ func sortedPairs(fields map[string]string) []byte {
 		b = append(b, fields[k]...)
 	}
 	return b
+}
+
+// pinned reports whether v is one of ids (an empty list pins nothing).
+func pinned(ids []string, v string) bool {
+	if len(ids) == 0 {
+		return true
+	}
+	for _, id := range ids {
+		if id == v {
+			return true
+		}
+	}
+	return false
 }

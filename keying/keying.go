@@ -13,7 +13,9 @@
 package keying
 
 import (
+	"context"
 	"crypto/sha256"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -32,6 +34,10 @@ var (
 	// ErrMalformed: the notification cannot be parsed or lacks a field the
 	// key needs. The gateway answers 400 with the reason.
 	ErrMalformed = errors.New("malformed notification")
+	// ErrUnavailable: something the check needs (the PayPal transmission
+	// log in the store) did not answer. The gateway treats it as a store
+	// error (503 by default) and claims nothing.
+	ErrUnavailable = errors.New("check unavailable")
 )
 
 // Request is a notification as received. Body holds the raw bytes, already
@@ -42,8 +48,31 @@ type Request struct {
 	URL    *url.URL
 	Header http.Header
 	Body   []byte
-	// Now is the time to judge timestamps against.
+	// Now is the time to judge timestamps and certificates against.
 	Now time.Time
+	// Context bounds what a check waits for (a PayPal certificate fetch,
+	// the transmission log); nil means context.Background().
+	Context context.Context
+}
+
+// ctx returns r's context or the background one.
+func (r *Request) ctx() context.Context {
+	if r.Context != nil {
+		return r.Context
+	}
+	return context.Background()
+}
+
+// TransmissionLog remembers which body each PayPal transmission id carried.
+// PayPal signs only a CRC-32 of the body, so a captured delivery's headers
+// could carry a forged body of the same CRC: a transmission id seen before
+// with another body digest is refused. The caller keeps the log (in the
+// idempotency store, for the answers' ttl); keying only asks.
+type TransmissionLog interface {
+	// Seen records that transmission id carried a body of bodyDigest (hex
+	// SHA-256) and reports conflict when id was recorded before with
+	// another digest. The same id with the same digest is no conflict.
+	Seen(ctx context.Context, id, bodyDigest string) (conflict bool, err error)
 }
 
 // Notification is what a verified request yields.
@@ -51,7 +80,8 @@ type Notification struct {
 	// Fields reads the body (JSON, form or XML) for key templates.
 	Fields *Fields
 	// Key is the preset's default idempotency key, built from signed
-	// content; "" for generic, where the key template is required.
+	// content, without a platform prefix (the caller puts the route's
+	// scope in front); "" for generic, where the key template is required.
 	Key string
 	// Fingerprint is the material (not yet hashed) that must be equal
 	// between copies of one key; "" means no check.
@@ -94,11 +124,24 @@ type Config struct {
 	WebhookID string
 	// NoVerify runs the preset without signature checks (`verify off`).
 	NoVerify bool
-	// Tolerance for signed timestamps; 0 means 5 minutes.
+	// Tolerance for signed timestamps (WeChat Pay v3, Stripe, PayPal,
+	// Standard Webhooks); 0 means 5 minutes.
 	Tolerance time.Duration
+	// AppIDs pins Alipay notifications to these app_ids; empty accepts any.
+	AppIDs []string
+	// MchIDs pins WeChat Pay notifications to these merchants (v3: the
+	// decrypted resource's mchid, which needs Secret; v2: mch_id); empty
+	// accepts any.
+	MchIDs []string
 	// HTTPClient fetches PayPal certificates; nil means a client with a
 	// short timeout.
 	HTTPClient *http.Client
+	// PayPalRoots are the roots a fetched PayPal certificate must chain
+	// to; nil means the system's roots. Tests inject their own.
+	PayPalRoots *x509.CertPool
+	// TransmissionLog, when set, refuses a PayPal transmission id already
+	// seen with another body. Nil skips the check.
+	TransmissionLog TransmissionLog
 }
 
 // ErrNeedsSecret is wrapped by New when a preset's secret or key is missing
@@ -122,6 +165,12 @@ func New(name string, cfg Config) (Platform, error) {
 	ctor, ok := presets[name]
 	if !ok {
 		return nil, fmt.Errorf("unknown platform %q (have %s)", name, strings.Join(Names(), ", "))
+	}
+	if len(cfg.AppIDs) > 0 && name != "alipay" {
+		return nil, fmt.Errorf("%s: app_id is for alipay only", name)
+	}
+	if len(cfg.MchIDs) > 0 && name != "wechatpay" && name != "wechatpay_v2" {
+		return nil, fmt.Errorf("%s: mchid is for wechatpay and wechatpay_v2 only", name)
 	}
 	return ctor(cfg)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto"
 	"crypto/rsa"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -28,30 +29,69 @@ func init() { register("paypal", newPayPal) }
 // given (PAYPAL-CERT-URL is then ignored), else of the certificate fetched
 // from PAYPAL-CERT-URL, which must be https on PayPal's own hosts
 // (api.paypal.com, api.sandbox.paypal.com, *.paypal.com; no user info, no
-// port). Fetched certificates must be currently valid; they are cached by URL
-// until they expire, failures for a minute, at most paypalCacheSize URLs.
+// port).
 //
-// Key: paypal:{id} (the event id, the same on every retry). Fingerprint:
+// PayPal signs only a CRC-32 of the body, so a captured delivery's headers
+// could carry a forged body of the same CRC. Hence:
+//   - PAYPAL-TRANSMISSION-TIME (RFC 3339) must be within the tolerance;
+//   - a pinned certificate must be within its validity at Request.Now;
+//   - a fetched certificate must chain to a trusted root
+//     (Config.PayPalRoots, else the system's) with the rest of the fetched
+//     bundle as intermediates, be valid at Request.Now, and name PayPal in
+//     its subject (CN messageverificationcerts….paypal.com), as PayPal's
+//     Java SDK checks;
+//   - with Config.TransmissionLog, a transmission id already seen with
+//     another body digest is refused.
+//
+// Fetched certificates are cached by URL until they expire, failures for a
+// minute, at most paypalCacheSize URLs; concurrent requests for one URL
+// share one fetch, and each waits no longer than its own context.
+//
+// Key: {id} (the event id, the same on every retry). Fingerprint:
 // event_type, resource.id. Success: 2xx. No Extra.
 type PayPal struct {
 	webhookID string
-	keys      []*rsa.PublicKey
+	pinned    []paypalKey
 	noVerify  bool
 	client    *http.Client
+	tol       time.Duration
+	roots     *x509.CertPool
+	txLog     TransmissionLog
 
 	// certURLOK decides which PAYPAL-CERT-URLs may be fetched; tests
 	// replace it to reach an httptest server.
 	certURLOK func(*url.URL) bool
 
-	fetchMu sync.Mutex // one fetch at a time
-	mu      sync.Mutex // guards cache
-	cache   map[string]paypalCacheEntry
+	mu    sync.Mutex // guards cache
+	cache map[string]*paypalEntry
 }
 
-type paypalCacheEntry struct {
-	key   *rsa.PublicKey
+// paypalKey is a verification key with the validity of its certificate.
+type paypalKey struct {
+	key                 *rsa.PublicKey
+	notBefore, notAfter time.Time
+}
+
+func (k paypalKey) validAt(now time.Time) bool {
+	return !now.Before(k.notBefore) && !now.After(k.notAfter)
+}
+
+// paypalEntry is one URL's cache slot. done is closed once key/err/until
+// are set; until then the entry belongs to the request that fetches it.
+type paypalEntry struct {
+	done  chan struct{}
+	key   paypalKey
 	err   error
 	until time.Time
+}
+
+func (e *paypalEntry) ready() bool {
+	select {
+	case <-e.done:
+		return true
+	default:
+		return false
+	}
 }
 
 const (
@@ -60,14 +100,21 @@ const (
 	paypalMaxCertBody  = 64 << 10
 	paypalNegativeTTL  = time.Minute
 	paypalMaxURLLen    = 1024
+	// paypalMaxTimeLen bounds PAYPAL-TRANSMISSION-TIME before parsing.
+	paypalMaxTimeLen = 64
+	// paypalMaxIDLen bounds PAYPAL-TRANSMISSION-ID.
+	paypalMaxIDLen = 128
 )
 
 func newPayPal(cfg Config) (Platform, error) {
 	p := &PayPal{
 		webhookID: strings.TrimSpace(cfg.WebhookID),
 		noVerify:  cfg.NoVerify,
+		tol:       cfg.tolerance(),
+		roots:     cfg.PayPalRoots,
+		txLog:     cfg.TransmissionLog,
 		certURLOK: paypalCertURLOK,
-		cache:     map[string]paypalCacheEntry{},
+		cache:     map[string]*paypalEntry{},
 	}
 	if p.webhookID == "" && !cfg.NoVerify {
 		return nil, needsSecret("paypal", "webhook_id (the webhook subscription's id)")
@@ -75,16 +122,16 @@ func newPayPal(cfg Config) (Platform, error) {
 	for _, pemData := range cfg.Certificates {
 		certs, err := ParseCertificates(pemData)
 		if err != nil {
-			return nil, fmt.Errorf("paypal certificate: %v", err)
+			return nil, fmt.Errorf("paypal: certificate: %v", err)
 		}
 		// A bundle is leaf first; intermediates are not signing keys, but
 		// trying them costs one failed verification each, so keep them all.
 		for _, c := range certs {
 			k, err := certRSAKey(c)
 			if err != nil {
-				return nil, fmt.Errorf("paypal certificate: %v", err)
+				return nil, fmt.Errorf("paypal: certificate: %v", err)
 			}
-			p.keys = append(p.keys, k)
+			p.pinned = append(p.pinned, paypalKey{key: k, notBefore: c.NotBefore, notAfter: c.NotAfter})
 		}
 	}
 	client := cfg.HTTPClient
@@ -146,7 +193,7 @@ func (p *PayPal) Verify(r *Request) (*Notification, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Notification{Fields: f, Key: "paypal:" + id, Fingerprint: Material(fp...)}, nil
+	return &Notification{Fields: f, Key: id, Fingerprint: Material(fp...)}, nil
 }
 
 // PayPalSignContent is the string PayPal signs for a webhook.
@@ -160,6 +207,10 @@ func (p *PayPal) verify(r *Request) error {
 	id, err := header(pp, r, "PAYPAL-TRANSMISSION-ID")
 	if err != nil {
 		return err
+	}
+	if len(id) > paypalMaxIDLen {
+		// A UUID in practice; the id becomes part of a store key.
+		return sigErr(pp, "PAYPAL-TRANSMISSION-ID longer than %d bytes", paypalMaxIDLen)
 	}
 	tt, err := header(pp, r, "PAYPAL-TRANSMISSION-TIME")
 	if err != nil {
@@ -176,38 +227,83 @@ func (p *PayPal) verify(r *Request) error {
 	if !strings.EqualFold(algo, "SHA256withRSA") {
 		return sigErr(pp, "unsupported PAYPAL-AUTH-ALGO %s", clip(algo))
 	}
+	now := r.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
+	if err := p.checkTime(tt, now); err != nil {
+		return err
+	}
 	sig, ok := decodeB64Sig(sigB64)
 	if !ok {
 		return sigErr(pp, "PAYPAL-TRANSMISSION-SIG is not base64")
 	}
-	msg := PayPalSignContent(id, tt, p.webhookID, r.Body)
-	keys := p.keys
-	if len(keys) == 0 {
+	var keys []*rsa.PublicKey
+	if len(p.pinned) > 0 {
+		for _, k := range p.pinned {
+			if k.validAt(now) {
+				keys = append(keys, k.key)
+			}
+		}
+		if len(keys) == 0 {
+			return sigErr(pp, "no configured certificate is valid at %s", now.UTC().Format(time.RFC3339))
+		}
+	} else {
 		certURL, err := header(pp, r, "PAYPAL-CERT-URL")
 		if err != nil {
 			return err
 		}
-		k, err := p.fetchedKey(certURL, r.Now)
+		k, err := p.fetchedKey(r.ctx(), certURL, now)
 		if err != nil {
 			return err
 		}
 		keys = []*rsa.PublicKey{k}
 	}
+	msg := PayPalSignContent(id, tt, p.webhookID, r.Body)
+	verified := false
 	for _, k := range keys {
 		if verifyPKCS1(k, crypto.SHA256, msg, sig) {
-			return nil
+			verified = true
+			break
 		}
 	}
-	return sigErr(pp, "PAYPAL-TRANSMISSION-SIG does not match")
+	if !verified {
+		return sigErr(pp, "PAYPAL-TRANSMISSION-SIG does not match")
+	}
+	if p.txLog != nil {
+		conflict, err := p.txLog.Seen(r.ctx(), id, Digest(r.Body))
+		if err != nil {
+			return fmt.Errorf("paypal: %w: transmission log: %v", ErrUnavailable, err)
+		}
+		if conflict {
+			return sigErr(pp, "transmission %s was seen before with another body", clip(id))
+		}
+	}
+	return nil
+}
+
+// checkTime parses PAYPAL-TRANSMISSION-TIME and checks it against now.
+func (p *PayPal) checkTime(v string, now time.Time) error {
+	const pp = "paypal"
+	if len(v) > paypalMaxTimeLen {
+		return sigErr(pp, "PAYPAL-TRANSMISSION-TIME too long")
+	}
+	ts, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		return sigErr(pp, "PAYPAL-TRANSMISSION-TIME %s is not an RFC 3339 time", clip(v))
+	}
+	if d := now.Sub(ts); d > p.tol {
+		return sigErr(pp, "PAYPAL-TRANSMISSION-TIME is %s old, beyond the tolerance of %s", d.Truncate(time.Second), p.tol)
+	} else if -d > p.tol {
+		return sigErr(pp, "PAYPAL-TRANSMISSION-TIME is %s in the future, beyond the tolerance of %s", (-d).Truncate(time.Second), p.tol)
+	}
+	return nil
 }
 
 // fetchedKey returns the key of the certificate at rawURL, from the cache or
 // fetched. Every error wraps ErrSignature: without the certificate there is
 // no verified notification.
-func (p *PayPal) fetchedKey(rawURL string, now time.Time) (*rsa.PublicKey, error) {
-	if now.IsZero() {
-		now = time.Now()
-	}
+func (p *PayPal) fetchedKey(ctx context.Context, rawURL string, now time.Time) (*rsa.PublicKey, error) {
 	if len(rawURL) > paypalMaxURLLen {
 		return nil, sigErr("paypal", "PAYPAL-CERT-URL too long")
 	}
@@ -215,87 +311,147 @@ func (p *PayPal) fetchedKey(rawURL string, now time.Time) (*rsa.PublicKey, error
 	if err != nil || !p.certURLOK(u) {
 		return nil, sigErr("paypal", "PAYPAL-CERT-URL is not an https URL on PayPal's hosts: %s", clip(rawURL))
 	}
-	if e, ok := p.cached(rawURL, now); ok {
-		return e.key, e.err
-	}
-	p.fetchMu.Lock()
-	defer p.fetchMu.Unlock()
-	if e, ok := p.cached(rawURL, now); ok { // fetched while we waited
-		return e.key, e.err
-	}
-	k, notAfter, ferr := p.fetch(u, now)
-	e := paypalCacheEntry{key: k, until: notAfter}
-	if ferr != nil {
-		e = paypalCacheEntry{err: sigErr("paypal", "certificate: %v", ferr), until: now.Add(paypalNegativeTTL)}
-	}
-	p.store(rawURL, e, now)
-	return e.key, e.err
-}
-
-func (p *PayPal) cached(rawURL string, now time.Time) (paypalCacheEntry, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	e, ok := p.cache[rawURL]
-	if !ok || !now.Before(e.until) {
-		return paypalCacheEntry{}, false
-	}
-	return e, true
-}
-
-func (p *PayPal) store(rawURL string, e paypalCacheEntry, now time.Time) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if len(p.cache) >= paypalCacheSize {
-		for k, old := range p.cache {
-			if !now.Before(old.until) {
-				delete(p.cache, k)
+	for {
+		p.mu.Lock()
+		e := p.cache[rawURL]
+		if e != nil && !e.ready() {
+			// Another request is fetching this URL: wait for it, no
+			// longer than this request may.
+			p.mu.Unlock()
+			select {
+			case <-e.done:
+				continue
+			case <-ctx.Done():
+				return nil, sigErr("paypal", "waiting for the certificate: %v", ctx.Err())
 			}
 		}
+		if e != nil && now.Before(e.until) {
+			p.mu.Unlock()
+			if e.err != nil {
+				return nil, e.err
+			}
+			if !e.key.validAt(now) {
+				return nil, sigErr("paypal", "certificate is not valid at %s", now.UTC().Format(time.RFC3339))
+			}
+			return e.key.key, nil
+		}
+		// Absent or expired: this request fetches it.
+		e = &paypalEntry{done: make(chan struct{})}
+		if !p.makeRoom(now) {
+			p.mu.Unlock()
+			return nil, sigErr("paypal", "too many certificate fetches at once")
+		}
+		p.cache[rawURL] = e
+		p.mu.Unlock()
+
+		k, until, ferr := p.fetch(ctx, u, now)
+		p.mu.Lock()
+		if ferr != nil && ctx.Err() != nil {
+			// This request gave up, not the URL: forget the slot so
+			// the next request (or a waiter) fetches again.
+			if p.cache[rawURL] == e {
+				delete(p.cache, rawURL)
+			}
+			e.err = sigErr("paypal", "certificate: %v", ferr)
+		} else if ferr != nil {
+			e.err, e.until = sigErr("paypal", "certificate: %v", ferr), now.Add(paypalNegativeTTL)
+		} else {
+			e.key, e.until = k, until
+		}
+		close(e.done)
+		p.mu.Unlock()
+		if e.err != nil {
+			return nil, e.err
+		}
+		return k.key, nil
 	}
-	for k := range p.cache { // still full: drop arbitrary entries
+}
+
+// makeRoom keeps the cache under its bound: expired entries go first, then
+// arbitrary finished ones; entries being fetched stay. Called with p.mu.
+func (p *PayPal) makeRoom(now time.Time) bool {
+	if len(p.cache) < paypalCacheSize {
+		return true
+	}
+	for k, e := range p.cache {
+		if e.ready() && !now.Before(e.until) {
+			delete(p.cache, k)
+		}
+	}
+	for k, e := range p.cache {
 		if len(p.cache) < paypalCacheSize {
 			break
 		}
-		delete(p.cache, k)
+		if e.ready() {
+			delete(p.cache, k)
+		}
 	}
-	p.cache[rawURL] = e
+	return len(p.cache) < paypalCacheSize
 }
 
-func (p *PayPal) fetch(u *url.URL, now time.Time) (*rsa.PublicKey, time.Time, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), paypalFetchTimeout)
+// fetch downloads and checks the certificate bundle at u: the leaf must
+// chain to a trusted root, be valid at now and name PayPal in its subject.
+func (p *PayPal) fetch(ctx context.Context, u *url.URL, now time.Time) (paypalKey, time.Time, error) {
+	ctx, cancel := context.WithTimeout(ctx, paypalFetchTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return nil, time.Time{}, err
+		return paypalKey{}, time.Time{}, err
 	}
 	resp, err := p.client.Do(req)
 	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("fetching: %v", err)
+		return paypalKey{}, time.Time{}, fmt.Errorf("fetching: %v", err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, time.Time{}, fmt.Errorf("fetching: status %d", resp.StatusCode)
+		return paypalKey{}, time.Time{}, fmt.Errorf("fetching: status %d", resp.StatusCode)
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, paypalMaxCertBody+1))
 	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("fetching: %v", err)
+		return paypalKey{}, time.Time{}, fmt.Errorf("fetching: %v", err)
 	}
 	if len(body) > paypalMaxCertBody {
-		return nil, time.Time{}, errors.New("fetching: body too large")
+		return paypalKey{}, time.Time{}, errors.New("fetching: body too large")
 	}
 	certs, err := ParseCertificates(body)
 	if err != nil {
-		return nil, time.Time{}, err
+		return paypalKey{}, time.Time{}, err
 	}
 	leaf := certs[0]
-	if now.Before(leaf.NotBefore) || now.After(leaf.NotAfter) {
-		return nil, time.Time{}, errors.New("certificate is not valid now")
+	if err := CheckPayPalCertificate(leaf, certs[1:], p.roots, now); err != nil {
+		return paypalKey{}, time.Time{}, err
 	}
 	k, err := certRSAKey(leaf)
 	if err != nil {
-		return nil, time.Time{}, err
+		return paypalKey{}, time.Time{}, err
 	}
-	return k, leaf.NotAfter, nil
+	return paypalKey{key: k, notBefore: leaf.NotBefore, notAfter: leaf.NotAfter}, leaf.NotAfter, nil
+}
+
+// CheckPayPalCertificate is the check PayPal's Java SDK makes of a fetched
+// webhook certificate: it chains, through intermediates, to one of roots
+// (nil: the system's), every certificate of the chain is valid at now, and
+// the leaf's subject common name is messageverificationcerts….paypal.com.
+func CheckPayPalCertificate(leaf *x509.Certificate, intermediates []*x509.Certificate, roots *x509.CertPool, now time.Time) error {
+	cn := leaf.Subject.CommonName
+	if !strings.HasPrefix(cn, "messageverificationcerts") || !strings.HasSuffix(cn, ".paypal.com") {
+		return fmt.Errorf("certificate subject %s does not name PayPal's message verification", clip(cn))
+	}
+	pool := x509.NewCertPool()
+	for _, c := range intermediates {
+		pool.AddCert(c)
+	}
+	_, err := leaf.Verify(x509.VerifyOptions{
+		Roots:         roots,
+		Intermediates: pool,
+		CurrentTime:   now,
+		// A signing certificate, not a TLS server's: any extended usage.
+		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny},
+	})
+	if err != nil {
+		return fmt.Errorf("certificate does not chain to a trusted root: %v", err)
+	}
+	return nil
 }
 
 // Success: any 2xx.

@@ -43,12 +43,12 @@ func TestPayPalConfiguredCertificate(t *testing.T) {
 		HTTPClient: noNetwork(t)}
 	ev := ppEvent("WH-2WR32451HC0233532-67976317FL4543714", "PAYMENT.CAPTURE.COMPLETED", "42311647XV020574X")
 	valid := ppReq(t, k, ppWebhookID, "69cd13f0-d67a-11e5-baa3-778b53f4ae55", ppCertURL, ev)
-	const key = "paypal:WH-2WR32451HC0233532-67976317FL4543714"
+	const key = "WH-2WR32451HC0233532-67976317FL4543714"
 	cases := []verifyCase{
 		{"valid", cfg, valid, nil, key},
 		{"retry, new transmission", cfg, ppReq(t, k, ppWebhookID, "a1b2c3", ppCertURL, ev), nil, key},
 		{"cert URL ignored when configured", cfg, hdr(valid, "Paypal-Cert-Url", "http://evil.example/cert"), nil, key},
-		{"another event", cfg, ppReq(t, k, ppWebhookID, "x", ppCertURL, ppEvent("WH-2", "PAYMENT.CAPTURE.REFUNDED", "42311647XV020574X")), nil, "paypal:WH-2"},
+		{"another event", cfg, ppReq(t, k, ppWebhookID, "x", ppCertURL, ppEvent("WH-2", "PAYMENT.CAPTURE.REFUNDED", "42311647XV020574X")), nil, "WH-2"},
 		{"wrong key", cfg, ppReq(t, other, ppWebhookID, "x", ppCertURL, ev), ErrSignature, ""},
 		{"other webhook id", cfg, ppReq(t, k, "OTHERWEBHOOK", "x", ppCertURL, ev), ErrSignature, ""},
 		{"tampered body", cfg, withReqBody(valid, ppEvent("WH-2WR32451HC0233532-67976317FL4543714", "PAYMENT.CAPTURE.COMPLETED", "other")), ErrSignature, ""},
@@ -56,6 +56,7 @@ func TestPayPalConfiguredCertificate(t *testing.T) {
 		{"other algorithm", cfg, hdr(valid, "Paypal-Auth-Algo", "SHA1withRSA"), ErrSignature, ""},
 		{"no signature", cfg, hdr(valid, "Paypal-Transmission-Sig", ""), ErrSignature, ""},
 		{"no transmission id", cfg, hdr(valid, "Paypal-Transmission-Id", ""), ErrSignature, ""},
+		{"absurd transmission id", cfg, ppReq(t, k, ppWebhookID, strings.Repeat("x", 200), ppCertURL, ev), ErrSignature, ""},
 		{"no transmission time", cfg, hdr(valid, "Paypal-Transmission-Time", ""), ErrSignature, ""},
 		{"no algorithm", cfg, hdr(valid, "Paypal-Auth-Algo", ""), ErrSignature, ""},
 		{"signature not base64", cfg, hdr(valid, "Paypal-Transmission-Sig", "%%%"), ErrSignature, ""},
@@ -135,10 +136,28 @@ func TestPayPalCertURLOK(t *testing.T) {
 // with the host check widened to that server only.
 func TestPayPalFetch(t *testing.T) {
 	k, other := platformtest.Keys(t)
-	good := testCert(t, k, bigInt(11), "messageverificationcerts.sandbox.paypal.com")
-	expired := platformtest.CertificateValid(t, k, bigInt(12), "expired", testNow.Add(-48*time.Hour), testNow.Add(-24*time.Hour))
+	root := platformtest.NewCA(t, other, "Test Root CA")
+	inter := root.Intermediate(t, other, "Test EV Server CA")
+	issue := func(cn string, from, to time.Time) []byte {
+		return append(inter.Issue(t, k, bigInt(11), cn, from, to), inter.PEM...)
+	}
+	const ppCN = "messageverificationcerts.sandbox.paypal.com"
+	good := issue(ppCN, testNow.Add(-24*time.Hour), testNow.Add(365*24*time.Hour))
+	expired := issue(ppCN, testNow.Add(-48*time.Hour), testNow.Add(-24*time.Hour))
+	notYet := issue(ppCN, testNow.Add(time.Hour), testNow.Add(48*time.Hour))
+	foreignCN := issue("messageverificationcerts.sandbox.example.com", testNow.Add(-24*time.Hour), testNow.Add(365*24*time.Hour))
+	selfSigned := testCert(t, k, bigInt(12), ppCN)
+	noIntermediate := inter.Issue(t, k, bigInt(13), ppCN, testNow.Add(-24*time.Hour), testNow.Add(365*24*time.Hour))
 	var hits atomic.Int32
 	mux := http.NewServeMux()
+	for path, body := range map[string][]byte{
+		"CERT-not-yet-valid": notYet, "CERT-foreign-cn": foreignCN, "CERT-self-signed": selfSigned, "CERT-no-intermediate": noIntermediate,
+	} {
+		mux.HandleFunc("/v1/notifications/certs/"+path, func(w http.ResponseWriter, r *http.Request) {
+			hits.Add(1)
+			w.Write(body)
+		})
+	}
 	mux.HandleFunc("/v1/notifications/certs/CERT-good", func(w http.ResponseWriter, r *http.Request) {
 		hits.Add(1)
 		w.Write(good)
@@ -164,7 +183,7 @@ func TestPayPalFetch(t *testing.T) {
 	srvURL, _ := url.Parse(srv.URL)
 
 	newP := func() *PayPal {
-		p := mustNew(t, "paypal", Config{WebhookID: ppWebhookID, HTTPClient: srv.Client()}).(*PayPal)
+		p := mustNew(t, "paypal", Config{WebhookID: ppWebhookID, HTTPClient: srv.Client(), PayPalRoots: root.Pool()}).(*PayPal)
 		p.certURLOK = func(u *url.URL) bool { return u.Scheme == "https" && u.Host == srvURL.Host }
 		return p
 	}
@@ -179,7 +198,7 @@ func TestPayPalFetch(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if n.Key != "paypal:WH-9" {
+			if n.Key != "WH-9" {
 				t.Fatalf("Key = %q", n.Key)
 			}
 		}
@@ -192,6 +211,10 @@ func TestPayPalFetch(t *testing.T) {
 	})
 	for _, c := range []struct{ name, path string }{
 		{"expired certificate", "CERT-expired"},
+		{"certificate not yet valid", "CERT-not-yet-valid"},
+		{"subject does not name PayPal", "CERT-foreign-cn"},
+		{"self-signed, not chained to the root", "CERT-self-signed"},
+		{"intermediate missing", "CERT-no-intermediate"},
 		{"oversized body", "CERT-huge"},
 		{"redirect off the allowed host", "CERT-redirect"},
 		{"not found", "CERT-missing"},
@@ -222,7 +245,7 @@ func TestPayPalFetch(t *testing.T) {
 		}
 	})
 	t.Run("real host check refuses the test server", func(t *testing.T) {
-		p := mustNew(t, "paypal", Config{WebhookID: ppWebhookID, HTTPClient: srv.Client()})
+		p := mustNew(t, "paypal", Config{WebhookID: ppWebhookID, HTTPClient: srv.Client(), PayPalRoots: root.Pool()})
 		hits.Store(0)
 		_, err := p.Verify(ppReq(t, k, ppWebhookID, "tx", certURL, ev))
 		wantErr(t, err, ErrSignature)

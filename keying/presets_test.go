@@ -171,3 +171,24 @@ func TestUnixTimestamp(t *testing.T) {
 		}
 	}
 }
+
+// TestErrorShape: every preset's errors read "<preset>: <what>", once.
+func TestErrorShape(t *testing.T) {
+	for _, name := range Names() {
+		if name == "generic" {
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			_, err := New(name, Config{})
+			msg := err.Error()
+			if !strings.HasPrefix(msg, name+": ") || strings.Count(msg, name) != 1 || strings.Contains(msg, "platform "+name) {
+				t.Fatalf("New error %q is not %q once", msg, name+": …")
+			}
+			p := mustNew(t, name, Config{NoVerify: true, Secret: wxAPIv3Key})
+			_, err = p.Verify(&Request{Method: http.MethodPost, Header: http.Header{}, Body: []byte("\x00"), Now: testNow})
+			if err == nil || !strings.HasPrefix(err.Error(), name+": ") {
+				t.Fatalf("Verify error %q does not start with %q", err, name+": ")
+			}
+		})
+	}
+}

@@ -17,9 +17,10 @@ func init() { register("standard_webhooks", newStandardWebhooks) }
 //
 // Signature: webhook-signature is a space-separated list of "v1,<base64>";
 // each is the HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<body>" keyed
-// by the base64-decoded secret after its whsec_ prefix, and any may match.
+// by the base64-decoded secret after its whsec_ prefix (padded or not, as
+// the reference libraries accept it), and any may match.
 // Other versions (v1a, asymmetric) are ignored. webhook-timestamp must be
-// within the tolerance (±5 min).
+// within the tolerance (±5 min by default).
 //
 // Key: the webhook-id header as it is (it is signed). Fingerprint: the body
 // digest. Success: 2xx. No Extra.
@@ -37,12 +38,17 @@ func newStandardWebhooks(cfg Config) (Platform, error) {
 		}
 		return nil, needsSecret("standard_webhooks", "secret (whsec_…)")
 	}
-	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(cfg.Secret, "whsec_"))
+	key, err := decodeSecret(strings.TrimPrefix(strings.TrimSpace(cfg.Secret), "whsec_"))
 	if err != nil || len(key) == 0 {
 		return nil, fmt.Errorf("standard_webhooks: the secret must be whsec_ followed by base64")
 	}
 	s.key = key
 	return s, nil
+}
+
+// decodeSecret reads standard base64 with or without its "=" padding.
+func decodeSecret(s string) ([]byte, error) {
+	return base64.RawStdEncoding.DecodeString(strings.TrimRight(s, "="))
 }
 
 func (*StandardWebhooks) Name() string { return "standard_webhooks" }

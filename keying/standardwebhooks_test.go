@@ -30,6 +30,8 @@ func TestStandardWebhooks(t *testing.T) {
 	cases := []verifyCase{
 		{"valid", cfg, valid, nil, id},
 		{"secret without prefix", Config{Secret: strings.TrimPrefix(swSecret, "whsec_")}, valid, nil, id},
+		{"padded secret, padding written", Config{Secret: "whsec_b3RoZXItc2VjcmV0LW90aGVyLXNlY3JldA=="}, other, nil, id},
+		{"padded secret, padding left out", Config{Secret: "whsec_b3RoZXItc2VjcmV0LW90aGVyLXNlY3JldA"}, other, nil, id},
 		{"retry, re-signed", cfg, swReq(t, swSecret, id, testNow.Add(-4*time.Minute), body), nil, id},
 		{"another message", cfg, swReq(t, swSecret, "msg_other", testNow, body), nil, "msg_other"},
 		{"several signatures, one matches", cfg, hdr(valid, "Webhook-Signature", other.Header.Get("Webhook-Signature")+" v1a,AAAA "+valid.Header.Get("Webhook-Signature")), nil, id},

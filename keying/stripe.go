@@ -18,7 +18,7 @@ func init() { register("stripe", newStripe) }
 // one may match (Stripe sends two while a secret is being rolled). A t older
 // than the tolerance (5 min) is rejected; v0 and unknown schemes are ignored.
 //
-// Key: stripe:{id} (the event id, the same on every retry). Fingerprint:
+// Key: {id} (the event id, the same on every retry). Fingerprint:
 // type, data.object.id. Success: 2xx. No Extra: {idempotency.json.*} reads
 // the event.
 type Stripe struct {
@@ -54,7 +54,7 @@ func (s *Stripe) Verify(r *Request) (*Notification, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Notification{Fields: f, Key: "stripe:" + id, Fingerprint: Material(fp...)}, nil
+	return &Notification{Fields: f, Key: id, Fingerprint: Material(fp...)}, nil
 }
 
 func (s *Stripe) verify(r *Request) error {

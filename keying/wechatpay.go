@@ -30,16 +30,22 @@ func init() { register("wechatpay", newWechatPay) }
 //
 // With Config.Secret (the 32-byte APIv3 key) the resource is decrypted
 // (AEAD_AES_256_GCM) and:
-//   - Key: wechatpay:{event_type}:{refund_id} when the resource has a
-//     refund_id (refund events), else wechatpay:{event_type}:{transaction_id};
-//     a resource with neither falls back to wechatpay:{id}.
+//
+//   - Key: {event_type}:{refund_id} when the resource has a refund_id
+//     (refund events), else {event_type}:{transaction_id}; a resource with
+//     neither falls back to {id}.
+//
 //   - Fingerprint: amount.refund and refund_status for refunds, else
 //     amount.total and trade_state.
+//
 //   - Extra: dot paths into the decrypted resource
 //     ({idempotency.wechatpay.transaction_id}, …amount.total).
 //
-// Without Secret: Key wechatpay:{id} (the notification id, the same on every
-// retry), fingerprint event_type, no Extra.
+//   - Config.MchIDs, when set, pins the resource's mchid: another
+//     merchant's notification is ErrSignature (mchid needs Secret).
+//
+// Without Secret: Key {id} (the notification id, the same on every retry),
+// fingerprint event_type, no Extra.
 //
 // Success: 200 or 204.
 type WechatPay struct {
@@ -48,29 +54,33 @@ type WechatPay struct {
 	aead     cipher.AEAD
 	noVerify bool
 	tol      time.Duration
+	mchIDs   []string
 }
 
 func newWechatPay(cfg Config) (Platform, error) {
-	w := &WechatPay{keys: map[string]*rsa.PublicKey{}, noVerify: cfg.NoVerify, tol: cfg.tolerance()}
+	w := &WechatPay{keys: map[string]*rsa.PublicKey{}, noVerify: cfg.NoVerify, tol: cfg.tolerance(), mchIDs: cfg.MchIDs}
+	if len(cfg.MchIDs) > 0 && cfg.Secret == "" {
+		return nil, errors.New("wechatpay: mchid needs secret (the APIv3 key): the merchant is read from the decrypted resource")
+	}
 	if len(bytes.TrimSpace(cfg.PublicKey)) > 0 {
 		if strings.TrimSpace(cfg.PublicKeyID) == "" {
 			return nil, errors.New("wechatpay: public_key needs public_key_id (the Wechatpay-Serial it answers to, PUB_KEY_ID_…)")
 		}
 		k, err := ParseRSAPublicKey(cfg.PublicKey)
 		if err != nil {
-			return nil, fmt.Errorf("wechatpay public_key: %v", err)
+			return nil, fmt.Errorf("wechatpay: public_key: %v", err)
 		}
 		w.keys[normSerial(cfg.PublicKeyID)] = k
 	}
 	for _, pemData := range cfg.Certificates {
 		certs, err := ParseCertificates(pemData)
 		if err != nil {
-			return nil, fmt.Errorf("wechatpay certificate: %v", err)
+			return nil, fmt.Errorf("wechatpay: certificate: %v", err)
 		}
 		for _, c := range certs {
 			k, err := certRSAKey(c)
 			if err != nil {
-				return nil, fmt.Errorf("wechatpay certificate: %v", err)
+				return nil, fmt.Errorf("wechatpay: certificate: %v", err)
 			}
 			w.keys[normSerial(CertSerial(c))] = k
 		}
@@ -123,7 +133,7 @@ func (w *WechatPay) Verify(r *Request) (*Notification, error) {
 		if env.ID == "" {
 			return nil, malformed("wechatpay", "no id in the notification")
 		}
-		n.Key = "wechatpay:" + env.ID
+		n.Key = env.ID
 		n.Fingerprint = Material(env.EventType)
 		return n, nil
 	}
@@ -168,15 +178,18 @@ func (w *WechatPay) Verify(r *Request) (*Notification, error) {
 		}
 		return JSONString(v), true
 	}
+	if mchid := get("mchid"); !pinned(w.mchIDs, mchid) {
+		return nil, sigErr("wechatpay", "mchid %s is not one of the configured mchid", clip(mchid))
+	}
 	switch refundID, txID := get("refund_id"), get("transaction_id"); {
 	case refundID != "":
-		n.Key = "wechatpay:" + env.EventType + ":" + refundID
+		n.Key = env.EventType + ":" + refundID
 		n.Fingerprint = Material(get("amount.refund"), get("refund_status"))
 	case txID != "":
-		n.Key = "wechatpay:" + env.EventType + ":" + txID
+		n.Key = env.EventType + ":" + txID
 		n.Fingerprint = Material(get("amount.total"), get("trade_state"))
 	case env.ID != "":
-		n.Key = "wechatpay:" + env.ID
+		n.Key = env.ID
 		n.Fingerprint = Material(env.EventType)
 	default:
 		return nil, malformed("wechatpay", "no transaction_id, refund_id or id")

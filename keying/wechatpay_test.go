@@ -43,6 +43,19 @@ func wxRequest(t testing.TB, k *rsa.PrivateKey, serial string, ts time.Time, non
 	return post(body, platformtest.WechatPay{Key: k, Serial: serial}.HeaderWithNonce(t, body, ts, nonce))
 }
 
+func withMch(c Config, ids ...string) Config {
+	c.MchIDs = ids
+	return c
+}
+
+func TestWechatPayMchIDNeedsSecret(t *testing.T) {
+	k, _ := platformtest.Keys(t)
+	_, err := New("wechatpay", Config{PublicKey: platformtest.PublicKeyPEM(t, &k.PublicKey), PublicKeyID: wxPubKeyID, MchIDs: []string{"1"}})
+	if err == nil || !strings.Contains(err.Error(), "mchid needs secret") {
+		t.Fatalf("New = %v", err)
+	}
+}
+
 func TestWechatPay(t *testing.T) {
 	k, other := platformtest.Keys(t)
 	pub := platformtest.PublicKeyPEM(t, &k.PublicKey)
@@ -54,7 +67,7 @@ func TestWechatPay(t *testing.T) {
 	pay := wxEvent("EV-2018022511223320873", "TRANSACTION.SUCCESS", wxTransaction("SUCCESS", 100))
 	payBody := wxBody(t, pay)
 	valid := wxRequest(t, k, wxPubKeyID, testNow, "5K8264ILTKCH16CQ2502SI8ZNMTM67VS", payBody)
-	const payKey = "wechatpay:TRANSACTION.SUCCESS:1217752501201407033233368018"
+	const payKey = "TRANSACTION.SUCCESS:1217752501201407033233368018"
 
 	// A retry: re-signed later, new nonce, resource re-encrypted.
 	retryEvent := pay
@@ -78,11 +91,11 @@ func TestWechatPay(t *testing.T) {
 		{"retry: new timestamp, nonce, ciphertext", byKey, retry, nil, payKey, `["100","SUCCESS"]`},
 		{"timestamp 4 min ahead", byKey, wxRequest(t, k, wxPubKeyID, testNow.Add(4*time.Minute), "n", payBody), nil, payKey, ""},
 		{"new event", byKey, wxRequest(t, k, wxPubKeyID, testNow, "n", wxBody(t, wxEvent("EV-9", "TRANSACTION.REFUND", wxTransaction("REFUND", 100)))), nil,
-			"wechatpay:TRANSACTION.REFUND:1217752501201407033233368018", `["100","REFUND"]`},
+			"TRANSACTION.REFUND:1217752501201407033233368018", `["100","REFUND"]`},
 		{"refund", byKey, wxRequest(t, k, wxPubKeyID, testNow, "n", wxBody(t, refund)), nil,
-			"wechatpay:REFUND.SUCCESS:50200207182018070300011301001", `["999","SUCCESS"]`},
-		{"resource without ids", byKey, wxRequest(t, k, wxPubKeyID, testNow, "n", wxBody(t, noIDs)), nil, "wechatpay:EV-3", ""},
-		{"no secret: notification id", noSecret, valid, nil, "wechatpay:EV-2018022511223320873", `["TRANSACTION.SUCCESS"]`},
+			"REFUND.SUCCESS:50200207182018070300011301001", `["999","SUCCESS"]`},
+		{"resource without ids", byKey, wxRequest(t, k, wxPubKeyID, testNow, "n", wxBody(t, noIDs)), nil, "EV-3", ""},
+		{"no secret: notification id", noSecret, valid, nil, "EV-2018022511223320873", `["TRANSACTION.SUCCESS"]`},
 		{"tampered body", byKey, withReqBody(valid, []byte(strings.Replace(string(valid.Body), "EV-2018", "EV-2019", 1))), ErrSignature, "", ""},
 		{"tampered nonce", byKey, hdr(valid, "Wechatpay-Nonce", "other"), ErrSignature, "", ""},
 		{"wrong key", byKey, wxRequest(t, other, wxPubKeyID, testNow, "n", payBody), ErrSignature, "", ""},
@@ -104,6 +117,16 @@ func TestWechatPay(t *testing.T) {
 		{"signed JSON without resource", byKey, wxRequest(t, k, wxPubKeyID, testNow, "n", []byte(`{"id":"EV-1"}`)), ErrMalformed, "", ""},
 		{"signed JSON without id", noSecret, wxRequest(t, k, wxPubKeyID, testNow, "n", []byte(`{"event_type":"X"}`)), ErrMalformed, "", ""},
 		{"verify off", Config{NoVerify: true, Secret: wxAPIv3Key}, hdr(valid, "Wechatpay-Signature", ""), nil, payKey, ""},
+		{"pinned mchid", withMch(byKey, "1900000109", "1230000109"), valid, nil, payKey, ""},
+		{"pinned mchid, refund", withMch(byKey, "1230000109"), wxRequest(t, k, wxPubKeyID, testNow, "n", wxBody(t, refund)), nil,
+			"REFUND.SUCCESS:50200207182018070300011301001", ""},
+		{"another merchant's notification", withMch(byKey, "1900000109"), valid, ErrSignature, "", ""},
+		{"another merchant's, verify off", withMch(Config{NoVerify: true, Secret: wxAPIv3Key}, "1900000109"), valid, ErrSignature, "", ""},
+		{"resource without mchid, pinned", withMch(byKey, "1230000109"), wxRequest(t, k, wxPubKeyID, testNow, "n", wxBody(t, noIDs)), ErrSignature, "", ""},
+		{"within a configured tolerance", Config{PublicKey: pub, PublicKeyID: wxPubKeyID, Secret: wxAPIv3Key, Tolerance: 10 * time.Minute},
+			wxRequest(t, k, wxPubKeyID, testNow.Add(-8*time.Minute), "n", payBody), nil, payKey, ""},
+		{"beyond a configured tolerance", Config{PublicKey: pub, PublicKeyID: wxPubKeyID, Secret: wxAPIv3Key, Tolerance: time.Minute},
+			wxRequest(t, k, wxPubKeyID, testNow.Add(-2*time.Minute), "n", payBody), ErrSignature, "", ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -180,7 +203,7 @@ func FuzzWechatPay(f *testing.F) {
 			"Wechatpay-Signature": {sig}, "Wechatpay-Timestamp": {ts}, "Wechatpay-Nonce": {nonce}, "Wechatpay-Serial": {serial},
 		}}
 		fuzzVerify(t, r, func(n *Notification) {
-			if !strings.HasPrefix(n.Key, "wechatpay:") || len(n.Key) == len("wechatpay:") {
+			if n.Key == "" {
 				t.Fatalf("key %q", n.Key)
 			}
 			if n.Extra != nil {

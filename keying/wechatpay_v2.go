@@ -8,6 +8,8 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"hash"
 	"net/http"
 	"strings"
@@ -22,9 +24,15 @@ func init() { register("wechatpay_v2", newWechatPayV2) }
 // by the API key (64 digits) of the direct children of <xml> other than sign
 // and other than empty ones, sorted by name, k=v joined by "&", followed by
 // "&key=<Config.Secret>". sign_type, when present, must agree with the
-// length. The comparison is constant-time.
+// length. The comparison is constant-time. The XML is read strictly
+// (ParseStrictXML): a repeated element, an element inside a field, a
+// DOCTYPE, a comment or text outside the root is ErrSignature, since the
+// backend's XML parser could read a value that was not verified.
 //
-// Key: wechatpay_v2:{transaction_id} (required). Fingerprint: total_fee,
+// Config.MchIDs, when set, pins mch_id: another merchant's notification is
+// ErrSignature.
+//
+// Key: {transaction_id} (required). Fingerprint: total_fee,
 // result_code. Success: a 2xx whose body is XML with return_code SUCCESS.
 // Extra: every verified field by name.
 //
@@ -32,7 +40,7 @@ func init() { register("wechatpay_v2", newWechatPayV2) }
 // keyed by the lower-case hex MD5 of the API key, PKCS #7 padded, holding
 // an XML <root>. Being able to decrypt it into a refund is what WeChat Pay
 // offers as authentication (it has no MAC), so any failure is ErrSignature.
-// Key: wechatpay_v2:refund:{refund_id}:{refund_status}. Fingerprint:
+// Key: refund:{refund_id}:{refund_status}. Fingerprint:
 // refund_fee, total_fee. Extra: the decrypted fields, then the outer ones.
 // Decrypting needs Config.Secret even with NoVerify.
 type WechatPayV2 struct {
@@ -40,13 +48,14 @@ type WechatPayV2 struct {
 	noVerify bool
 	// refundKey is the AES-256 key for req_info; nil without a secret.
 	refundKey []byte
+	mchIDs    []string
 }
 
 func newWechatPayV2(cfg Config) (Platform, error) {
 	if cfg.Secret == "" && !cfg.NoVerify {
 		return nil, needsSecret("wechatpay_v2", "secret (the API v2 key)")
 	}
-	w := &WechatPayV2{secret: []byte(cfg.Secret), noVerify: cfg.NoVerify}
+	w := &WechatPayV2{secret: []byte(cfg.Secret), noVerify: cfg.NoVerify, mchIDs: cfg.MchIDs}
 	if cfg.Secret != "" {
 		sum := md5.Sum([]byte(cfg.Secret))
 		w.refundKey = []byte(hex.EncodeToString(sum[:])) // 32 bytes: AES-256
@@ -57,7 +66,7 @@ func newWechatPayV2(cfg Config) (Platform, error) {
 func (*WechatPayV2) Name() string { return "wechatpay_v2" }
 
 func (w *WechatPayV2) Verify(r *Request) (*Notification, error) {
-	fields, err := ParseFlatXML(r.Body)
+	fields, err := strictXML(r.Body)
 	if err != nil {
 		return nil, err
 	}
@@ -69,19 +78,42 @@ func (w *WechatPayV2) Verify(r *Request) (*Notification, error) {
 			return nil, err
 		}
 	}
+	if err := w.checkMchID(fields); err != nil {
+		return nil, err
+	}
 	tx := fields["transaction_id"]
 	if tx == "" {
 		return nil, malformed("wechatpay_v2", "no transaction_id")
 	}
 	return &Notification{
 		Fields:      NewFields(r),
-		Key:         "wechatpay_v2:" + tx,
+		Key:         tx,
 		Fingerprint: Material(fields["total_fee"], fields["result_code"]),
 		Extra: func(path string) (string, bool) {
 			v, ok := fields[path]
 			return v, ok
 		},
 	}, nil
+}
+
+// strictXML is ParseStrictXML with ambiguity reported as ErrSignature.
+func strictXML(body []byte) (map[string]string, error) {
+	fields, err := ParseStrictXML(body)
+	switch {
+	case errors.Is(err, ErrAmbiguous):
+		return nil, sigErr("wechatpay_v2", "%v", err)
+	case err != nil:
+		return nil, fmt.Errorf("wechatpay_v2: %w", err)
+	}
+	return fields, nil
+}
+
+// checkMchID refuses another merchant's notification when mchid is set.
+func (w *WechatPayV2) checkMchID(fields map[string]string) error {
+	if !pinned(w.mchIDs, fields["mch_id"]) {
+		return sigErr("wechatpay_v2", "mch_id %s is not one of the configured mchid", clip(fields["mch_id"]))
+	}
+	return nil
 }
 
 func (w *WechatPayV2) verify(fields map[string]string) error {
@@ -125,13 +157,19 @@ func (w *WechatPayV2) refund(r *Request, outer map[string]string) (*Notification
 	if !ok {
 		return nil, sigErr(p, "req_info does not decrypt with the API key")
 	}
-	inner, err := ParseFlatXML(plain)
+	inner, err := ParseStrictXML(plain)
 	if err != nil || inner["refund_id"] == "" {
 		return nil, sigErr(p, "req_info does not decrypt to a refund")
 	}
+	// The outer mch_id is not signed, but it is what the backend reads;
+	// req_info decrypting under this merchant's API key is what binds the
+	// refund to the merchant.
+	if err := w.checkMchID(outer); err != nil {
+		return nil, err
+	}
 	return &Notification{
 		Fields:      NewFields(r),
-		Key:         "wechatpay_v2:refund:" + inner["refund_id"] + ":" + inner["refund_status"],
+		Key:         "refund:" + inner["refund_id"] + ":" + inner["refund_status"],
 		Fingerprint: Material(inner["refund_fee"], inner["total_fee"]),
 		Extra: func(path string) (string, bool) {
 			if v, ok := inner[path]; ok {

@@ -33,6 +33,13 @@ func v2req(body []byte) *Request {
 	return &Request{Method: http.MethodPost, Header: http.Header{"Content-Type": {"text/xml"}}, Body: body, Now: testNow}
 }
 
+// smuggle inserts extra elements just before the closing </xml>.
+func smuggle(doc []byte, extra string) []byte {
+	s := string(doc)
+	i := strings.LastIndex(s, "</xml>")
+	return []byte(s[:i] + extra + s[i:])
+}
+
 func set(m map[string]string, kv ...string) map[string]string {
 	out := map[string]string{}
 	for k, v := range m {
@@ -51,7 +58,7 @@ func set(m map[string]string, kv ...string) map[string]string {
 func TestWechatPayV2(t *testing.T) {
 	cfg := Config{Secret: wxV2Key}
 	base := wxV2Fields()
-	const wantKey = "wechatpay_v2:1004400740201409030005092168"
+	const wantKey = "1004400740201409030005092168"
 	md5Signed := wxV2MD5.Sign(base)
 	cases := []verifyCase{
 		{"MD5", cfg, v2req(wxV2XML(md5Signed)), nil, wantKey},
@@ -60,14 +67,22 @@ func TestWechatPayV2(t *testing.T) {
 		{"lower-case sign", cfg, v2req(wxV2XML(set(md5Signed, "sign", strings.ToLower(md5Signed["sign"])))), nil, wantKey},
 		{"retry with new nonce_str", cfg, v2req(wxV2XML(wxV2MD5.Sign(set(base, "nonce_str", "abc")))), nil, wantKey},
 		{"empty field not signed", cfg, v2req(wxV2XML(set(md5Signed, "device_info", ""))), nil, wantKey},
-		{"other transaction", cfg, v2req(wxV2XML(wxV2MD5.Sign(set(base, "transaction_id", "42")))), nil, "wechatpay_v2:42"},
+		{"other transaction", cfg, v2req(wxV2XML(wxV2MD5.Sign(set(base, "transaction_id", "42")))), nil, "42"},
 		{"tampered fee", cfg, v2req(wxV2XML(set(md5Signed, "total_fee", "100"))), ErrSignature, ""},
 		{"added field", cfg, v2req(wxV2XML(set(md5Signed, "device_info", "X"))), ErrSignature, ""},
 		{"wrong key", cfg, v2req(wxV2XML(platformtest.WechatPayV2{APIKey: "00000000000000000000000000000000"}.Sign(base))), ErrSignature, ""},
 		{"sign_type contradicts length", cfg, v2req(wxV2XML(set(wxV2MD5.Sign(set(base, "sign_type", "HMAC-SHA256"))))), ErrSignature, ""},
 		{"odd sign length", cfg, v2req(wxV2XML(set(md5Signed, "sign", "ABC"))), ErrSignature, ""},
 		{"no sign", cfg, v2req(wxV2XML(base)), ErrSignature, ""},
-		{"second root with another id", cfg, v2req(append(wxV2XML(md5Signed), "<xml><transaction_id>1</transaction_id></xml>"...)), ErrMalformed, ""},
+		{"second root with another id", cfg, v2req(append(wxV2XML(md5Signed), "<xml><transaction_id>1</transaction_id></xml>"...)), ErrSignature, ""},
+		{"smuggled second out_trade_no and total_fee", cfg, v2req(smuggle(wxV2XML(md5Signed), "<out_trade_no>ATTACKER</out_trade_no><total_fee>100000</total_fee>")), ErrSignature, ""},
+		{"smuggled element inside total_fee", cfg, v2req([]byte(strings.Replace(string(wxV2XML(md5Signed)), "<total_fee><![CDATA[1]]></total_fee>", "<total_fee>1<x>00000</x></total_fee>", 1))), ErrSignature, ""},
+		{"smuggled empty (unsigned) duplicate", cfg, v2req(smuggle(wxV2XML(md5Signed), "<total_fee></total_fee>")), ErrSignature, ""},
+		{"DOCTYPE", cfg, v2req(append([]byte("<!DOCTYPE xml>"), wxV2XML(md5Signed)...)), ErrSignature, ""},
+		{"comment in a value", cfg, v2req([]byte(strings.Replace(string(wxV2XML(md5Signed)), "<total_fee><![CDATA[1]]>", "<total_fee><![CDATA[1]]><!-- -->", 1))), ErrSignature, ""},
+		{"text after the root", cfg, v2req(append(wxV2XML(md5Signed), "<total_fee>100000</total_fee>"...)), ErrSignature, ""},
+		{"pinned mch_id", Config{Secret: wxV2Key, MchIDs: []string{"10000100"}}, v2req(wxV2XML(md5Signed)), nil, wantKey},
+		{"another merchant's notification", Config{Secret: wxV2Key, MchIDs: []string{"1900000109"}}, v2req(wxV2XML(md5Signed)), ErrSignature, ""},
 		{"signed without transaction_id", cfg, v2req(wxV2XML(wxV2MD5.Sign(set(base, "transaction_id", "\x00")))), ErrMalformed, ""},
 		{"not XML", cfg, v2req([]byte("return_code=SUCCESS")), ErrMalformed, ""},
 		{"truncated XML", cfg, v2req(wxV2XML(md5Signed)[:40]), ErrMalformed, ""},
@@ -114,11 +129,11 @@ func wxV2Refund(t testing.TB, apiKey, nonce, plain string) []byte {
 
 func TestWechatPayV2Refund(t *testing.T) {
 	cfg := Config{Secret: wxV2Key}
-	const key = "wechatpay_v2:refund:50000408942018111907145868882:SUCCESS"
+	const key = "refund:50000408942018111907145868882:SUCCESS"
 	cases := []verifyCase{
 		{"refund", cfg, v2req(wxV2Refund(t, wxV2Key, "n1", wxV2RefundInfo("SUCCESS"))), nil, key},
 		{"retry", cfg, v2req(wxV2Refund(t, wxV2Key, "n2", wxV2RefundInfo("SUCCESS"))), nil, key},
-		{"new status", cfg, v2req(wxV2Refund(t, wxV2Key, "n3", wxV2RefundInfo("REFUNDCLOSE"))), nil, "wechatpay_v2:refund:50000408942018111907145868882:REFUNDCLOSE"},
+		{"new status", cfg, v2req(wxV2Refund(t, wxV2Key, "n3", wxV2RefundInfo("REFUNDCLOSE"))), nil, "refund:50000408942018111907145868882:REFUNDCLOSE"},
 		{"verify off with secret", Config{Secret: wxV2Key, NoVerify: true}, v2req(wxV2Refund(t, wxV2Key, "n1", wxV2RefundInfo("SUCCESS"))), nil, key},
 		{"other API key", cfg, v2req(wxV2Refund(t, "ffffffffffffffffffffffffffffffff", "n1", wxV2RefundInfo("SUCCESS"))), ErrSignature, ""},
 		{"decrypts to something else", cfg, v2req(wxV2Refund(t, wxV2Key, "n1", "<root><a>1</a></root>")), ErrSignature, ""},
@@ -162,10 +177,30 @@ func FuzzWechatPayV2(f *testing.F) {
 	open := mustNew(f, "wechatpay_v2", Config{NoVerify: true})
 	f.Fuzz(func(t *testing.T, body []byte) {
 		fuzzVerify(t, v2req(body), func(n *Notification) {
-			if n.Key == "wechatpay_v2:" {
+			if n.Key == "" {
 				t.Fatal("empty transaction_id accepted")
 			}
 		}, verifying, open)
+		// What verifies is what a backend's XML binding reads: every
+		// field it sees once, with the value the signature covered.
+		n, err := verifying.Verify(v2req(body))
+		if err != nil {
+			return
+		}
+		other, err := otherXMLReading(body)
+		if err != nil {
+			t.Fatalf("verified a body encoding/xml cannot read: %v", err)
+		}
+		seen := map[string]bool{}
+		for _, kv := range other {
+			if seen[kv[0]] {
+				t.Fatalf("verified a body with %s twice", kv[0])
+			}
+			seen[kv[0]] = true
+			if v, ok := n.Extra(kv[0]); !ok || v != kv[1] && kv[0] != "req_info" {
+				t.Fatalf("field %s: verified %q, a backend reads %q", kv[0], v, kv[1])
+			}
+		}
 		p := open.(*WechatPayV2)
 		p.Success(200, nil, body)
 	})

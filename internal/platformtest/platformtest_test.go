@@ -1,9 +1,12 @@
 package platformtest_test
 
 import (
+	"encoding/json"
+	"hash/crc32"
 	"math/big"
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -45,28 +48,28 @@ func TestSignersVerify(t *testing.T) {
 		key          string
 	}{
 		{"alipay RSA2", "alipay", keying.Config{PublicKey: pub}, post([]byte(alipay.Body(t, notify)), nil),
-			"alipay:2016091800538339:2026t1:TRADE_SUCCESS:"},
+			"2016091800538339:2026t1:TRADE_SUCCESS:"},
 		{"alipay RSA", "alipay", keying.Config{PublicKey: pub}, post([]byte(platformtest.Alipay{Key: k, SignType: "RSA"}.Body(t, notify)), nil),
-			"alipay:2016091800538339:2026t1:TRADE_SUCCESS:"},
+			"2016091800538339:2026t1:TRADE_SUCCESS:"},
 		{"alipay GBK", "alipay", keying.Config{PublicKey: pub}, post([]byte(platformtest.Alipay{Key: k, Charset: "GBK"}.Body(t, notify)), nil),
-			"alipay:2016091800538339:2026t1:TRADE_SUCCESS:"},
+			"2016091800538339:2026t1:TRADE_SUCCESS:"},
 		{"alipay return", "alipay", keying.Config{PublicKey: pub}, &keying.Request{Method: http.MethodGet,
 			URL: &url.URL{Path: "/return", RawQuery: alipay.Query(t, platformtest.AlipayReturn("2016091800538339", "o1", "2026t1", "9.90"))}, Now: now},
-			"alipay:2016091800538339:2026t1::"},
+			"2016091800538339:2026t1::"},
 		{"wechatpay public key", "wechatpay", keying.Config{PublicKey: pub, PublicKeyID: "PUB_KEY_ID_01", Secret: apiV3},
-			post(wx.Notification(t, wxEv)), "wechatpay:TRANSACTION.SUCCESS:4200001"},
+			post(wx.Notification(t, wxEv)), "TRANSACTION.SUCCESS:4200001"},
 		{"wechatpay certificate", "wechatpay", keying.Config{Certificates: [][]byte{cert}, Secret: apiV3},
-			post(wxCert.Notification(t, wxEv)), "wechatpay:TRANSACTION.SUCCESS:4200001"},
+			post(wxCert.Notification(t, wxEv)), "TRANSACTION.SUCCESS:4200001"},
 		{"wechatpay_v2 MD5", "wechatpay_v2", keying.Config{Secret: v2Key},
-			post(v2.Body(platformtest.WechatPayV2Payment("4200002", "o2", 990)), nil), "wechatpay_v2:4200002"},
+			post(v2.Body(platformtest.WechatPayV2Payment("4200002", "o2", 990)), nil), "4200002"},
 		{"wechatpay_v2 HMAC-SHA256", "wechatpay_v2", keying.Config{Secret: v2Key},
-			post(platformtest.WechatPayV2{APIKey: v2Key, SignType: "HMAC-SHA256"}.Body(platformtest.WechatPayV2Payment("4200002", "o2", 990)), nil), "wechatpay_v2:4200002"},
+			post(platformtest.WechatPayV2{APIKey: v2Key, SignType: "HMAC-SHA256"}.Body(platformtest.WechatPayV2Payment("4200002", "o2", 990)), nil), "4200002"},
 		{"wechatpay_v2 refund", "wechatpay_v2", keying.Config{Secret: v2Key},
-			post(v2.Refund(t, platformtest.WechatPayV2RefundInfo("4200002", "o2", "5000", "SUCCESS", 990, 990)), nil), "wechatpay_v2:refund:5000:SUCCESS"},
+			post(v2.Refund(t, platformtest.WechatPayV2RefundInfo("4200002", "o2", "5000", "SUCCESS", 990, 990)), nil), "refund:5000:SUCCESS"},
 		{"paypal", "paypal", keying.Config{WebhookID: "WH1", Certificates: [][]byte{cert}},
-			post(ppBody, pp.Header(t, ppBody, now)), "paypal:WH-1"},
+			post(ppBody, pp.Header(t, ppBody, now)), "WH-1"},
 		{"stripe", "stripe", keying.Config{Secret: whsec},
-			post(stBody, platformtest.StripeHeader(stBody, whsec, now)), "stripe:evt_1"},
+			post(stBody, platformtest.StripeHeader(stBody, whsec, now)), "evt_1"},
 		{"standard_webhooks", "standard_webhooks", keying.Config{Secret: whsec},
 			post(swBody, platformtest.StandardWebhooksHeader(t, whsec, "msg_1", now, swBody)), "msg_1"},
 	}
@@ -91,5 +94,17 @@ func TestSignersVerify(t *testing.T) {
 	p, _ := keying.New("wechatpay", keying.Config{PublicKey: pub, PublicKeyID: "PUB_KEY_ID_01", Secret: apiV3})
 	if _, err := p.Verify(post(body, wx.SigntestHeader(t, body))); err == nil {
 		t.Fatal("a WECHATPAY/SIGNTEST probe verified")
+	}
+}
+
+func TestPayPalForgery(t *testing.T) {
+	genuine := platformtest.PayPalEvent("WH-1", "PAYMENT.CAPTURE.COMPLETED", "CAP1", "7.47")
+	forged := platformtest.PayPalForgery(t, genuine, []byte(`{"id":"WH-2","value":"9999.00","pad":"`+strings.Repeat("a", 64)+`"}`))
+	if crc32.ChecksumIEEE(forged) != crc32.ChecksumIEEE(genuine) {
+		t.Fatal("CRC-32 differs")
+	}
+	var v map[string]string
+	if err := json.Unmarshal(forged, &v); err != nil || v["id"] != "WH-2" {
+		t.Fatalf("forged body is not the forged JSON: %v %v", v, err)
 	}
 }

@@ -1,0 +1,79 @@
+package caddymodule
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/idemgate/idemgate/cache"
+	"github.com/idemgate/idemgate/keying"
+)
+
+// Keys and scopes (the contract's "Keys and scopes"): every key a route
+// claims is <scope>:<key>, the scope defaulting to the platform's name, so
+// an unsigned generic route can never claim, block or answer a signed
+// preset's key unless `scope` says it shares that preset's keys.
+
+// fullKey is the key as the store, the admin API, the CLI, the logs
+// (hashed) and {idempotency.key} see it.
+func (h *Handler) fullKey(key string) string { return h.scope() + ":" + key }
+
+// validScope accepts the names a scope may take: letters, digits, "_",
+// "-" and "."; no ":" (it separates the scope from the key).
+func validScope(s string) error {
+	if s == "" || len(s) > 64 {
+		return fmt.Errorf("scope must be 1 to 64 characters, got %q", s)
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return fmt.Errorf("scope %q: only letters, digits, _, - and . (no ':')", s)
+		}
+	}
+	return nil
+}
+
+// keyReadsBody tells whether a key template takes anything from the body
+// ({idempotency.json|form|xml.*}): the key then is the notification's
+// identity, and generic routes default to no fingerprint, since a retry
+// may differ in other bytes (a new notify_time, fields reordered).
+func keyReadsBody(template string) bool {
+	for _, p := range []string{"{idempotency.json.", "{idempotency.form.", "{idempotency.xml."} {
+		if strings.Contains(template, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// transmissionLog is PayPal's transmission log on the route's store: a
+// transmission id is claimed as <scope>:paypal-transmission:<id> with the
+// body digest as fingerprint and completed at once, so it is remembered
+// for ttl; a claim that conflicts means the id came with another body.
+type transmissionLog struct {
+	h *Handler
+}
+
+func (l transmissionLog) Seen(ctx context.Context, id, bodyDigest string) (bool, error) {
+	h := l.h
+	key := h.fullKey("paypal-transmission:" + id)
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(h.StoreTimeout))
+	defer cancel()
+	res, err := h.store.Claim(ctx, key, bodyDigest, time.Duration(h.LockTTL))
+	if err != nil {
+		return false, err
+	}
+	switch res.Outcome {
+	case cache.Conflict:
+		return true, nil
+	case cache.Won:
+		if err := h.store.Complete(ctx, key, res.Token, cache.Answer{Status: 204, BodyCached: true}, time.Duration(h.TTL), cache.Journal{}); err != nil {
+			return false, err
+		}
+	}
+	// InFlight or Answered: the same transmission with the same body (a
+	// copy racing this one, or a resend): no conflict.
+	return false, nil
+}
+
+var _ keying.TransmissionLog = transmissionLog{}
