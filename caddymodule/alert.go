@@ -69,6 +69,7 @@ type alertEvent struct {
 	Key      string    `json:"key"`
 	Platform string    `json:"platform"`
 	Status   int       `json:"status,omitempty"`
+	Attempts int64     `json:"attempts,omitempty"`
 }
 
 func (c *AlertConfig) validate() error {

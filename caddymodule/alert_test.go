@@ -2,8 +2,6 @@ package caddymodule
 
 import (
 	"encoding/json"
-
-	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"io"
 	"net"
 	"net/http"
@@ -11,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 )
 
 // TestAlert: each event reaches the alert endpoint as exactly one JSON
@@ -59,6 +59,9 @@ func TestAlert(t *testing.T) {
 	if len(got) != 3 || got[0].Event != "idempotency.failed" || got[0].Key != "demo:bad" || got[0].Status != 500 ||
 		got[1].Event != "idempotency.conflict" || got[1].Key != "demo:good" || got[2].Event != "idempotency.failed" {
 		t.Fatalf("alerts: %+v", got)
+	}
+	if got[0].Attempts != 1 || got[2].Attempts != 2 {
+		t.Fatalf("attempt counts: %d then %d, want 1 then 2", got[0].Attempts, got[2].Attempts)
 	}
 	if got[0].Scope != "demo" || got[0].Platform != "generic" || got[0].Time.IsZero() {
 		t.Fatalf("alert fields: %+v", got[0])
@@ -129,5 +132,60 @@ func TestJournalCaddyfile(t *testing.T) {
 		if err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser("idempotency {\n" + in + "\n}")); err == nil {
 			t.Errorf("%q accepted", in)
 		}
+	}
+}
+
+// TestAlertDead: a failure past the platform's retry window since the key
+// was first seen (the clock moved past Stripe's 3 days) sends
+// idempotency.dead besides idempotency.failed.
+func TestAlertDead(t *testing.T) {
+	events := make(chan alertEvent, 10)
+	ops := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var e alertEvent
+		_ = json.NewDecoder(r.Body).Decode(&e)
+		events <- e
+	}))
+	t.Cleanup(ops.Close)
+	be := newBackend(t)
+	be.setAnswer(func(order string, n int, r *http.Request) (int, string, time.Duration) { return 500, "down", 0 })
+	g := startGateway(t, `
+	handle /stripe {
+		idempotency {
+			platform stripe
+			verify off
+			store memory
+			alert `+ops.URL+` failed dead
+		}
+		reverse_proxy {backend}
+	}`, "{backend}", be.addr())
+	send := func() {
+		r := post(t, g.base+"/stripe", "application/json", `{"id":"evt_d","type":"charge.succeeded","data":{"object":{"id":"ch_1"}}}`,
+			http.Header{"X-Order": {"evt_d"}})
+		if r.status != 500 {
+			t.Fatalf("copy: %+v", r)
+		}
+	}
+	next := func() alertEvent {
+		select {
+		case e := <-events:
+			return e
+		case <-time.After(10 * time.Second):
+			t.Fatal("no alert")
+		}
+		return alertEvent{}
+	}
+	send()
+	if e := next(); e.Event != "idempotency.failed" || e.Key != "stripe:evt_d" {
+		t.Fatalf("first failure: %+v", e)
+	}
+	old := journalNow
+	journalNow = func() time.Time { return time.Now().Add(72*time.Hour + time.Minute) }
+	t.Cleanup(func() { journalNow = old })
+	send()
+	if e := next(); e.Event != "idempotency.failed" || e.Attempts != 2 {
+		t.Fatalf("second failure: %+v", e)
+	}
+	if e := next(); e.Event != "idempotency.dead" || e.Key != "stripe:evt_d" || e.Attempts != 2 {
+		t.Fatalf("dead: %+v", e)
 	}
 }

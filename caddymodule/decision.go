@@ -20,6 +20,7 @@ type decision struct {
 	copies  int64
 	status  int // the backend's status, when it answered failure
 	err     error
+	journal journalState // a failed forward's record, for its events
 }
 
 // outcome is a bounded metric label and the {idempotency.outcome} value.
@@ -65,7 +66,7 @@ func (h *Handler) record(ctx context.Context, span spanEnder, repl *caddy.Replac
 	case outcomeConflict:
 		h.emit("idempotency.conflict", d.key, 0)
 	case outcomeBackendFailed, outcomeBackendUnreachable:
-		h.emit("idempotency.failed", d.key, d.status)
+		h.emitFailure(d)
 	}
 
 	level, msg := h.logLevel(d)
@@ -93,14 +94,21 @@ func (h *Handler) record(ctx context.Context, span spanEnder, repl *caddy.Replac
 
 // emit sends a Caddy event (caddyevents) that operators can hook: an
 // alert, or the refund a business failure after payment needs.
-func (h *Handler) emit(name, key string, status int) {
-	h.alerter.send(alertEvent{Event: name, Time: time.Now().UTC(), Scope: h.scope(), Key: key, Platform: h.Platform, Status: status})
+func (h *Handler) emit(name, key string, status int) { h.emitAttempts(name, key, status, 0) }
+
+// emitAttempts is emit with the key's attempt count (0: unknown).
+func (h *Handler) emitAttempts(name, key string, status int, attempts int64) {
+	h.alerter.send(alertEvent{Event: name, Time: time.Now().UTC(), Scope: h.scope(), Key: key,
+		Platform: h.Platform, Status: status, Attempts: attempts})
 	if h.events == nil || !h.events.ShouldEmit(name) {
 		return
 	}
 	data := map[string]any{"scope": h.scope(), "key": key, "platform": h.Platform}
 	if status != 0 {
 		data["status"] = status
+	}
+	if attempts != 0 {
+		data["attempts"] = attempts
 	}
 	h.events.Emit(h.ctx, name, data)
 }

@@ -82,6 +82,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, next caddyhttp
 		h.complete(key, token, fp, ans, j)
 	case backendFailed, backendUnreachable:
 		h.release(key, token, j)
+		res.journal = h.failedJournal(key)
 	default:
 		h.leave(key, token, j)
 	}

@@ -404,6 +404,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	d.outcome = outcomeAmbiguous
 	res, err := h.serveKey(w, r, next, repl, key, fp)
 	d.outcome, d.copies, d.status, d.err = res.outcome, res.copies, res.status, res.err
+	d.journal = res.journal
 	setOutcome(repl, d.outcome)
 	return err
 }

@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net"
 	"net/http"
@@ -127,3 +128,32 @@ func windowOf(key string) time.Duration {
 
 // journalNow is the clock that tells failed from dead; tests move it.
 var journalNow = time.Now
+
+// journalState is what the events of a failed forward tell besides the
+// status: how many attempts the key has had, and whether it is dead.
+type journalState struct {
+	attempts int64
+	dead     bool
+}
+
+// failedJournal reads a key just released after a failure, for its
+// events: one read on the failure path only (never on a replay or a
+// successful first copy). Zero when the store cannot say.
+func (h *Handler) failedJournal(key string) journalState {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(h.StoreTimeout))
+	defer cancel()
+	rec, err := h.store.Lookup(ctx, key)
+	if err != nil {
+		return journalState{}
+	}
+	return journalState{attempts: rec.AttemptCount, dead: rec.StateAt(journalNow(), h.retryWindow()) == cache.StateDead}
+}
+
+// emitFailure sends idempotency.failed, and idempotency.dead when the
+// platform's retry window has passed: nobody will send it again.
+func (h *Handler) emitFailure(d *decision) {
+	h.emitAttempts("idempotency.failed", d.key, d.status, d.journal.attempts)
+	if d.journal.dead {
+		h.emitAttempts("idempotency.dead", d.key, d.status, d.journal.attempts)
+	}
+}

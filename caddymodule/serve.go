@@ -20,6 +20,7 @@ type result struct {
 	copies  int64
 	status  int // the backend's status when it answered failure
 	err     error
+	journal journalState
 }
 
 // serveKey claims key and acts on the claim: forward the first copy,

@@ -2,7 +2,6 @@ package redistest
 
 import (
 	"context"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -46,28 +45,9 @@ func StartClusterWithReplicas(t testing.TB, masters int, nodeTimeout time.Durati
 		}
 	})
 	for i := range 2 * masters {
-		var err error
-		for range 5 {
-			port := freePort(t, true)
-			ndir := filepath.Join(dir, strconv.Itoa(i))
-			if err = os.MkdirAll(ndir, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			s := &Server{t: t, port: port, dir: ndir, args: []string{
-				"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-				"--save", "", "--appendonly", "no", "--dir", ndir,
-				"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-				"--cluster-node-timeout", strconv.FormatInt(nodeTimeout.Milliseconds(), 10),
-			}}
-			if err = s.start(bin); err == nil {
-				c.nodes[s.Addr()] = s
-				c.Addrs = append(c.Addrs, s.Addr())
-				break
-			}
-		}
-		if err != nil {
-			t.Fatalf("redistest: starting cluster node: %v", err)
-		}
+		s := startClusterNode(t, bin, filepath.Join(dir, strconv.Itoa(i)), nodeTimeout)
+		c.nodes[s.Addr()] = s
+		c.Addrs = append(c.Addrs, s.Addr())
 	}
 	args := append([]string{"--cluster", "create"}, c.Addrs...)
 	args = append(args, "--cluster-replicas", "1", "--cluster-yes")

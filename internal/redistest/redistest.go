@@ -241,6 +241,30 @@ type Cluster struct {
 // Client is a ClusterClient for the cluster, closed at cleanup.
 func (c *Cluster) Client() *redis.ClusterClient { return c.client }
 
+// startClusterNode starts one cluster-mode redis-server in dir on a free
+// port pair (the node's and its bus port).
+func startClusterNode(t testing.TB, bin, dir string, nodeTimeout time.Duration) *Server {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	for range 5 {
+		port := freePort(t, true)
+		s := &Server{t: t, port: port, dir: dir, args: []string{
+			"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+			"--save", "", "--appendonly", "no", "--dir", dir,
+			"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+			"--cluster-node-timeout", strconv.FormatInt(nodeTimeout.Milliseconds(), 10),
+		}}
+		if err = s.start(bin); err == nil {
+			return s
+		}
+	}
+	t.Fatalf("redistest: starting cluster node: %v", err)
+	return nil
+}
+
 // StartCluster launches n redis-server nodes in cluster mode (n ≥ 3),
 // joins them with redis-cli --cluster create and waits for cluster_state:ok.
 func StartCluster(t testing.TB, n int) *Cluster {
@@ -259,28 +283,9 @@ func StartCluster(t testing.TB, n int) *Cluster {
 		}
 	})
 	for i := range n {
-		var err error
-		for range 5 {
-			port := freePort(t, true)
-			ndir := filepath.Join(dir, strconv.Itoa(i))
-			if err = os.MkdirAll(ndir, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			s := &Server{t: t, port: port, dir: ndir, args: []string{
-				"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-				"--save", "", "--appendonly", "no", "--dir", ndir,
-				"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-				"--cluster-node-timeout", "5000",
-			}}
-			if err = s.start(bin); err == nil {
-				servers = append(servers, s)
-				c.Addrs = append(c.Addrs, s.Addr())
-				break
-			}
-		}
-		if err != nil {
-			t.Fatalf("redistest: starting cluster node: %v", err)
-		}
+		s := startClusterNode(t, bin, filepath.Join(dir, strconv.Itoa(i)), 5*time.Second)
+		servers = append(servers, s)
+		c.Addrs = append(c.Addrs, s.Addr())
 	}
 	args := append([]string{"--cluster", "create"}, c.Addrs...)
 	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
