@@ -26,7 +26,8 @@ const chromiumPath = "/usr/bin/chromium"
 const consoleSite = `
 	route /shop/notify {
 		idempotency {
-			key shop:{idempotency.json.order.id}
+			scope shop
+			key {idempotency.json.order.id}
 			store memory
 		}
 		reverse_proxy {backend}

@@ -306,7 +306,8 @@ func TestConsoleDeadAndInFlight(t *testing.T) {
 	}
 	route /shop/notify {
 		idempotency {
-			key shop:{idempotency.json.order.id}
+			scope shop
+			key {idempotency.json.order.id}
 			store memory
 		}
 		reverse_proxy {backend}
