@@ -79,7 +79,7 @@ func (a *AdminAPI) redeliver(w http.ResponseWriter, r *http.Request, key string)
 			zap.String("store", ps.id), zap.String("key", hashKey(key)), zap.String("state", string(rec.State)),
 			zap.Bool("force", force), zap.String("remote", r.RemoteAddr))
 	}
-	resp, body, err := sendNotification(r.Context(), n)
+	resp, body, err := sendNotification(r.Context(), n, rec.FirstSeen)
 	if err != nil {
 		return apiError(http.StatusBadGateway, fmt.Errorf("redelivering key %q to %s: %v", key, n.Addr, err))
 	}
@@ -93,8 +93,9 @@ func (a *AdminAPI) redeliver(w http.ResponseWriter, r *http.Request, key string)
 var hopHeaders = []string{"Connection", "Keep-Alive", "Proxy-Connection", "Te", "Trailer",
 	"Transfer-Encoding", "Upgrade", "Content-Length"}
 
-// sendNotification sends n to the listener it came in on.
-func sendNotification(ctx context.Context, n *cache.Notification) (*http.Response, []byte, error) {
+// sendNotification sends n to the listener it came in on, marked as a
+// redelivery of a notification first received at receivedAt.
+func sendNotification(ctx context.Context, n *cache.Notification, receivedAt time.Time) (*http.Response, []byte, error) {
 	scheme := "http"
 	if n.TLS {
 		scheme = "https"
@@ -112,6 +113,7 @@ func sendNotification(ctx context.Context, n *cache.Notification) (*http.Respons
 	for _, h := range hopHeaders {
 		req.Header.Del(h)
 	}
+	markRedelivery(req.Header, receivedAt)
 	req.Host = n.Host
 	tr := &http.Transport{
 		// The gateway's own listener, by the address the notification

@@ -28,8 +28,9 @@ func (h *Handler) parse(r *http.Request, repl *caddy.Replacer) (key, fp string, 
 	if rej != nil {
 		return "", "", rej
 	}
+	at := verifyTime(r.Header)
 	n, err := h.platform.Verify(&keying.Request{
-		Method: r.Method, URL: r.URL, Header: r.Header, Body: body, Now: now(), Context: r.Context(),
+		Method: r.Method, URL: r.URL, Header: r.Header, Body: body, Now: at, Context: r.Context(),
 	})
 	switch {
 	case errors.Is(err, keying.ErrUnavailable):
