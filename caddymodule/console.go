@@ -48,6 +48,12 @@ type Console struct {
 	// Default: 15s.
 	Refresh caddy.Duration `json:"refresh,omitempty"`
 
+	// ShowDecrypted shows a WeChat Pay notification's decrypted resource
+	// (the payer, the amount) on its key page. Off by default: like
+	// log_keys, it puts payment details in front of whoever reaches the
+	// console.
+	ShowDecrypted bool `json:"show_decrypted,omitempty"`
+
 	logger *zap.Logger
 	data   consoleData
 }
@@ -272,6 +278,12 @@ func (c *Console) keyPage(ctx context.Context, r *http.Request, v *consolePage) 
 		return err
 	}
 	v.Key = newKeyDetail(store, rec, c.data.stateOf(rec), v.Now)
+	if c.ShowDecrypted {
+		if plain := decryptedResource(ctx, rec); plain != nil {
+			b := newPrettyBody(plain, int64(len(plain)), "application/json")
+			v.Key.Decrypted = &b
+		}
+	}
 	return nil
 }
 
@@ -373,6 +385,7 @@ func parseConsoleCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler,
 //
 //	idempotency_console [<matcher>] {
 //		refresh <duration> | off
+//		show_decrypted
 //	}
 func (c *Console) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // the directive's name
@@ -403,8 +416,13 @@ func (c *Console) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if d.NextArg() {
 				return d.ArgErr()
 			}
+		case "show_decrypted":
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			c.ShowDecrypted = true
 		default:
-			return d.Errf("unknown subdirective %q (idempotency_console takes: refresh)", name)
+			return d.Errf("unknown subdirective %q (idempotency_console takes: refresh, show_decrypted)", name)
 		}
 	}
 	return nil

@@ -114,7 +114,9 @@ type keyDetail struct {
 	Conflicts    int64
 	Timeline     []event
 	Notification *notificationDetail
-	Answer       *answerDetail
+	// Decrypted is WeChat Pay's decrypted resource (show_decrypted).
+	Decrypted *prettyBody
+	Answer    *answerDetail
 	// CanRedeliver: the journal holds the whole notification and the key
 	// is not at the backend now.
 	CanRedeliver bool

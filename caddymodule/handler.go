@@ -212,6 +212,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	}
 	h.metrics = loadMetrics(ctx)
 	h.warned = newCopyWarnings()
+	registerRoute(h)
 	h.logger.Info("idempotency handler ready",
 		zap.String("platform", h.Platform),
 		zap.String("scope", h.scope()),

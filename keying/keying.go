@@ -90,6 +90,10 @@ type Notification struct {
 	// WeChat Pay's decrypted resource: {idempotency.<platform>.<path>}.
 	// Nil when the platform has none.
 	Extra func(path string) (string, bool)
+	// Decrypted is the plaintext of an encrypted notification (WeChat Pay
+	// v3's resource, with the APIv3 key), for an operator's opt-in view;
+	// nil otherwise. Never logged.
+	Decrypted []byte
 }
 
 // Platform is one notification format: a preset or generic.

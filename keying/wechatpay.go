@@ -155,6 +155,7 @@ func (w *WechatPay) Verify(r *Request) (*Notification, error) {
 	if err != nil {
 		return nil, malformed("wechatpay", "resource does not decrypt (wrong APIv3 key?)")
 	}
+	n.Decrypted = plain
 	dec := json.NewDecoder(bytes.NewReader(plain))
 	dec.UseNumber()
 	var resource any
