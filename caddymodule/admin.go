@@ -251,19 +251,29 @@ func newRecordView(storeID string, rec *cache.Record, withBody bool) recordView 
 	return v
 }
 
-func (a *AdminAPI) getKey(w http.ResponseWriter, r *http.Request, key string) error {
+// lookupKey finds the request's store and key's record, as admin errors:
+// 404 for no record, 503 when the store fails.
+func lookupKey(ctx context.Context, r *http.Request, key string) (*pooledStore, *cache.Record, error) {
 	ps, err := pickStore(r)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)
-	defer cancel()
 	rec, err := ps.Lookup(ctx, key)
 	if errors.Is(err, cache.ErrNotFound) {
-		return apiError(http.StatusNotFound, fmt.Errorf("no record for key %q in store %s", key, ps.id))
+		return ps, nil, apiError(http.StatusNotFound, fmt.Errorf("no record for key %q in store %s", key, ps.id))
 	}
 	if err != nil {
-		return apiError(http.StatusServiceUnavailable, fmt.Errorf("store %s: %v", ps.id, err))
+		return ps, nil, apiError(http.StatusServiceUnavailable, fmt.Errorf("store %s: %v", ps.id, err))
+	}
+	return ps, rec, nil
+}
+
+func (a *AdminAPI) getKey(w http.ResponseWriter, r *http.Request, key string) error {
+	ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)
+	defer cancel()
+	ps, rec, err := lookupKey(ctx, r, key)
+	if err != nil {
+		return err
 	}
 	return writeJSON(w, http.StatusOK, newRecordView(ps.id, rec, boolParam(r, "body")))
 }

@@ -126,27 +126,9 @@ func inFlightCommand() *cobra.Command {
 			if limit < 1 {
 				return fmt.Errorf("--limit must be at least 1")
 			}
-			if !all {
-				q := url.Values{"state": {"in_flight"}, "limit": {strconv.Itoa(limit)}, "cursor": {cursor}}
-				return adminCall(cmd, http.MethodGet, "/idempotency/keys", q, nil)
-			}
-			// --all follows the cursor and prints one list.
-			var total pageView
-			total.Keys = []recordView{}
-			for {
-				q := url.Values{"state": {"in_flight"}, "limit": {strconv.Itoa(limit)}, "cursor": {cursor}}
-				var page pageView
-				if err := adminCall(cmd, http.MethodGet, "/idempotency/keys", q, &page); err != nil {
-					return err
-				}
-				total.Store = page.Store
-				total.Keys = append(total.Keys, page.Keys...)
-				if page.Next == "" {
-					break
-				}
-				cursor = page.Next
-			}
-			return printJSON(cmd.OutOrStdout(), total)
+			return printKeys(cmd, all, cursor, func(cursor string) url.Values {
+				return url.Values{"state": {"in_flight"}, "limit": {strconv.Itoa(limit)}, "cursor": {cursor}}
+			})
 		},
 	}
 	adminFlags(c)
@@ -157,6 +139,27 @@ func inFlightCommand() *cobra.Command {
 }
 
 // keyPath is the admin path of key: escaped, so "/" in a key stays in it.
+// printKeys prints one page of GET /idempotency/keys (the query q makes for
+// cursor), or with all follows the cursors to the end and prints one list.
+func printKeys(cmd *cobra.Command, all bool, cursor string, q func(cursor string) url.Values) error {
+	if !all {
+		return adminCall(cmd, http.MethodGet, "/idempotency/keys", q(cursor), nil)
+	}
+	total := pageView{Keys: []recordView{}}
+	for {
+		var page pageView
+		if err := adminCall(cmd, http.MethodGet, "/idempotency/keys", q(cursor), &page); err != nil {
+			return err
+		}
+		total.Store = page.Store
+		total.Keys = append(total.Keys, page.Keys...)
+		if page.Next == "" {
+			return printJSON(cmd.OutOrStdout(), total)
+		}
+		cursor = page.Next
+	}
+}
+
 func keyPath(key string) string {
 	return "/idempotency/keys/" + url.PathEscape(key)
 }

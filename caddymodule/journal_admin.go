@@ -39,18 +39,11 @@ type redeliveryView struct {
 // answered one would only replay (refused unless ?force=1, which forgets
 // the answer first).
 func (a *AdminAPI) redeliver(w http.ResponseWriter, r *http.Request, key string) error {
-	ps, err := pickStore(r)
-	if err != nil {
-		return err
-	}
 	ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)
 	defer cancel()
-	rec, err := ps.Lookup(ctx, key)
-	if errors.Is(err, cache.ErrNotFound) {
-		return apiError(http.StatusNotFound, fmt.Errorf("no record for key %q in store %s", key, ps.id))
-	}
+	ps, rec, err := lookupKey(ctx, r, key)
 	if err != nil {
-		return apiError(http.StatusServiceUnavailable, fmt.Errorf("store %s: %v", ps.id, err))
+		return err
 	}
 	n := rec.Notification
 	switch {

@@ -36,7 +36,7 @@ func listCommand() *cobra.Command {
 					since = time.Now().Add(-d).UTC().Format(time.RFC3339)
 				}
 			}
-			q := func() url.Values {
+			return printKeys(cmd, all, cursor, func(cursor string) url.Values {
 				v := url.Values{"state": {state}, "limit": {strconv.Itoa(limit)}}
 				for k, s := range map[string]string{"scope": scope, "prefix": prefix, "since": since, "cursor": cursor} {
 					if s != "" {
@@ -44,25 +44,7 @@ func listCommand() *cobra.Command {
 					}
 				}
 				return v
-			}
-			if !all {
-				return adminCall(cmd, http.MethodGet, "/idempotency/keys", q(), nil)
-			}
-			var total pageView
-			total.Keys = []recordView{}
-			for {
-				var page pageView
-				if err := adminCall(cmd, http.MethodGet, "/idempotency/keys", q(), &page); err != nil {
-					return err
-				}
-				total.Store = page.Store
-				total.Keys = append(total.Keys, page.Keys...)
-				if page.Next == "" {
-					break
-				}
-				cursor = page.Next
-			}
-			return printJSON(cmd.OutOrStdout(), total)
+			})
 		},
 	}
 	adminFlags(c)
