@@ -364,6 +364,11 @@ func (s *Redis) Claim(ctx context.Context, key, fingerprint string, lockTTL time
 		return ClaimResult{}, fmt.Errorf("cache: redis claim: unexpected reply %q", v[0])
 	}
 	res.Record, err = parseRecord(v[1:])
+	if err == nil {
+		// The script judged expiry by the server's clock when it ran;
+		// the record it returns is as of then, not as of the reply.
+		res.Record.State = State(str(v[2]))
+	}
 	if err != nil {
 		return ClaimResult{}, s.wrap("claim", err)
 	}

@@ -54,6 +54,9 @@ func eventsNamed(name, key string) []caddy.Event {
 // events, with scope, key, platform and the upstream status, so any events
 // handler can alert or start a refund.
 func TestEvents(t *testing.T) {
+	tappedEventsMu.Lock()
+	tappedEvents = nil // events of an earlier run (-count)
+	tappedEventsMu.Unlock()
 	be := newBackend(t)
 	be.setAnswer(func(order string, n int, r *http.Request) (int, string, time.Duration) {
 		if order == "ev-fail" {
