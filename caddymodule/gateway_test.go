@@ -183,6 +183,25 @@ func waitListening(t testing.TB, base string) {
 	}
 }
 
+// waitServing waits until the gateway answers an HTTP request: after a
+// reload, a connection queued on the listening socket Caddy swapped out
+// is reset before any handler sees it.
+func waitServing(t testing.TB, base string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := client.Get(base + "/")
+		if err == nil {
+			resp.Body.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("gateway at %s never answered after the reload: %v", base, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // reply is what a client got.
 type reply struct {
 	status   int

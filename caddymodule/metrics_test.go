@@ -121,6 +121,7 @@ func TestMetricsScrape(t *testing.T) {
 		}
 	}
 	client.CloseIdleConnections() // kept-alive connections belong to the old server
+	waitServing(t, g.base)
 	notify(t, g.base, "m-2")
 	notify(t, g.base, "m-2")
 	s, text = scrape(t, g)
