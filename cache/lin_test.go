@@ -417,7 +417,10 @@ func linLostClaimVerdict(t *testing.T, name string, wait int, h []porcupine.Oper
 	res := linCheck(t, fmt.Sprintf("lost claim %s wait%d", name, wait), h)
 	t.Logf("LIN lost claim on %s, WAIT %d: first claim %s, second %s; %d operations, history %s",
 		name, wait, linOutDesc(first), linOutDesc(second), len(h), res)
-	if second.Outcome != Won {
+	// With WAIT the second gateway's own earlier tries may have claimed
+	// the key unacknowledged (no replica yet): its later try then finds
+	// its own claim in flight. The checker judges that history.
+	if second.Outcome != Won && (wait == 0 || second.Outcome != InFlight) {
 		t.Errorf("the second gateway's claim after the failover: %s, want won (the claim was lost)", linOutDesc(second))
 	}
 	if wait == 0 {
