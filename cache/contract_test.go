@@ -499,6 +499,24 @@ var contractCases = []struct {
 			t.Fatalf("Complete after purge: %v", err)
 		}
 	}},
+	{"delete_after_renewed_claim_ran_out", func(t *testing.T, s Store) {
+		// Found by the linearizability check: a renewal with a shorter lock
+		// TTL leaves the Redis hash alive past the claim's end. Once the
+		// claim ran out, Delete finds nothing, as Lookup and Claim see it.
+		ctx := ctxT(t)
+		won := claim(t, s, "k", "", longTTL, Won)
+		if err := s.Renew(ctx, "k", won.Token, 50*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(150 * time.Millisecond)
+		if _, err := s.Lookup(ctx, "k"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("Lookup after the claim ran out: %v", err)
+		}
+		if err := s.Delete(ctx, "k"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("Delete after the claim ran out: %v, want ErrNotFound", err)
+		}
+		claim(t, s, "k", "", longTTL, Won)
+	}},
 	{"in_flight_paging", func(t *testing.T, s Store) {
 		ctx := ctxT(t)
 		want := map[string]bool{}

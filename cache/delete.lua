@@ -1,6 +1,14 @@
 -- Delete a key whatever its state. KEYS: the key's hash, notification,
--- attempts. ARGV: wake channel. Returns false when there was nothing.
-if redis.call('DEL', KEYS[1], KEYS[2], KEYS[3]) == 0 then
+-- attempts. ARGV: wake channel. Returns false when there was nothing: a
+-- claim that ran out with no journal counts as nothing, as the claim script
+-- and Lookup see it (a renewal with a shorter lock TTL leaves the hash
+-- alive past the claim's end).
+local h = KEYS[1]
+local v = redis.call('HMGET', h, 'state', 'expires', 'na')
+local t = redis.call('TIME')
+local nowms = t[1] * 1000 + math.floor(t[2] / 1000)
+local gone = v[1] == 'in_flight' and tonumber(v[2]) <= nowms and not v[3]
+if redis.call('DEL', KEYS[1], KEYS[2], KEYS[3]) == 0 or gone then
   return false
 end
 redis.call('PUBLISH', ARGV[1], 'd')
