@@ -60,6 +60,15 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		scope         <name>
 //		log_keys
 //		warn_copies <n>
+//		deliver   sync | async {
+//			to          <url>
+//			ack         <status> [<body>]
+//			concurrency <n>
+//			rate        <n>/s
+//			retry       <initial> <max>
+//			give_up     <duration>
+//			durability  replicas <n>
+//		}
 //	}
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // consume directive name
@@ -124,6 +133,10 @@ func (h *Handler) unmarshalSubdirective(d *caddyfile.Dispenser, name string) err
 		return sizeArg(d, &h.MaxAnswer)
 	case "journal_body":
 		return journalBodyArg(d, &h.JournalBody)
+	case "deliver":
+		var err error
+		h.Deliver, err = parseDeliver(d)
+		return err
 	case "alert":
 		var err error
 		h.Alert, err = parseAlert(d)

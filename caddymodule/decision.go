@@ -41,6 +41,10 @@ const (
 	outcomeBackendUnreachable outcome = "backend_unreachable"
 	outcomeAmbiguous          outcome = "ambiguous"
 	outcomeCanceled           outcome = "canceled"
+	// deliver async: the first copy was queued and acknowledged; a copy
+	// of a queued key was acknowledged.
+	outcomeQueued outcome = "queued"
+	outcomeAcked  outcome = "acked"
 )
 
 // setOutcome publishes {idempotency.outcome} before the answer is written,

@@ -95,6 +95,11 @@ type Handler struct {
 	// (`journal_body off`). Default: 64KiB.
 	JournalBody int64 `json:"journal_body,omitempty"`
 
+	// Deliver is how notifications reach the backend: "sync" (the
+	// default; through the next handler) or "async" (acknowledged once
+	// queued, delivered by the gateway; see DeliverConfig).
+	Deliver *DeliverConfig `json:"deliver,omitempty"`
+
 	// Alert POSTs events (failed, dead, ambiguous, conflict, lost_claim)
 	// as JSON to an operations endpoint, off the request path.
 	Alert *AlertConfig `json:"alert,omitempty"`
@@ -151,6 +156,7 @@ type Handler struct {
 	events    *caddyevents.App
 	alerter   *alerter
 	ctx       caddy.Context
+	dlv       *deliveryState // async delivery; nil for sync
 }
 
 // CaddyModule returns the Caddy module information.
@@ -203,6 +209,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err := h.provisionStore(repl); err != nil {
 		return err
 	}
+	if err := h.provisionDeliver(); err != nil {
+		return err
+	}
 	h.registerJournal()
 	if h.Alert != nil {
 		if err := h.Alert.validate(); err != nil {
@@ -213,13 +222,16 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	h.metrics = loadMetrics(ctx)
 	h.warned = newCopyWarnings()
 	registerRoute(h)
-	h.logger.Info("idempotency handler ready",
+	h.logger.Info("idempotency handler ready", append([]zap.Field{
 		zap.String("platform", h.Platform),
 		zap.String("scope", h.scope()),
 		zap.String("store", h.storeConf.id()),
 		zap.Duration("ttl", time.Duration(h.TTL)),
-		zap.Duration("lock_ttl", time.Duration(h.LockTTL)),
-		zap.String("deliver", "sync"))
+		zap.Duration("lock_ttl", time.Duration(h.LockTTL))},
+		h.deliverFields()...)...)
+	if h.async() {
+		h.dlv.engine.start()
+	}
 	return nil
 }
 
@@ -412,6 +424,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 
 // Cleanup drops this handler's reference to its store.
 func (h *Handler) Cleanup() error {
+	// The engine settles its deliveries in flight while the store is
+	// still loaded.
+	if h.async() {
+		h.dlv.engine.stop()
+	}
 	h.alerter.close()
 	if h.store == nil {
 		return nil

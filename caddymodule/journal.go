@@ -23,13 +23,34 @@ import (
 var journalHeadersDropped = []string{"Authorization", "Cookie", "Proxy-Authorization"}
 
 // notification is the request as received, for the journal: nil when
-// journal_body is off. The body was read whole by parse (bounded by
-// max_body) and put back as an in-memory reader; it is read again here
-// and put back once more, so only forwarded copies pay for the copy.
+// journal_body is off.
 func (h *Handler) notification(r *http.Request) *cache.Notification {
 	if h.JournalBody < 0 {
 		return nil
 	}
+	return h.journaled(h.receivedNotification(r))
+}
+
+// journaled is n as the journal keeps it: the body cut at journal_body,
+// nil when journal_body is off.
+func (h *Handler) journaled(n *cache.Notification) *cache.Notification {
+	if n == nil || h.JournalBody < 0 {
+		return nil
+	}
+	if int64(len(n.Body)) > h.JournalBody {
+		c := *n
+		c.Body = n.Body[:h.JournalBody]
+		return &c
+	}
+	return n
+}
+
+// receivedNotification is the request as received, the whole body
+// included (deliver async sends it). The body was read whole by parse
+// (bounded by max_body) and put back as an in-memory reader; it is read
+// again here and put back once more, so only forwarded copies pay for the
+// copy.
+func (h *Handler) receivedNotification(r *http.Request) *cache.Notification {
 	var body []byte
 	if r.Body != nil && r.Body != http.NoBody {
 		b, err := io.ReadAll(io.LimitReader(r.Body, h.MaxBody))
@@ -52,9 +73,6 @@ func (h *Handler) notification(r *http.Request) *cache.Notification {
 	}
 	if a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
 		n.Addr = a.String()
-	}
-	if int64(len(body)) > h.JournalBody {
-		n.Body = body[:h.JournalBody]
 	}
 	return n
 }
@@ -86,6 +104,11 @@ func (k backendKind) attemptOutcome() string {
 // retryWindow is how long the platform of this route keeps retrying a
 // notification: past it, a failed key is dead.
 func (h *Handler) retryWindow() time.Duration {
+	if h.async() {
+		// The platform was acknowledged and retries nothing: the
+		// gateway's own give_up is the window.
+		return h.dlv.giveUp
+	}
 	if h.platform == nil {
 		return 0
 	}

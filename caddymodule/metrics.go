@@ -61,6 +61,7 @@ type metrics struct {
 	copiesPerKey    metric.Int64Histogram
 	lostClaims      metric.Int64Counter
 	storeErrors     metric.Int64Counter
+	delivery        deliveryInstruments // deliver async (deliver_metrics.go)
 
 	// labels holds the pre-built options of every label combination seen
 	// so far: the hot path does an atomic load and a map lookup, and
@@ -176,6 +177,9 @@ func newMetrics(provider metric.MeterProvider) (*metrics, error) {
 	}
 	if m.storeErrors, err = meter.Int64Counter(metricStoreErrors,
 		metric.WithDescription("Store operations that failed, by operation (claim, complete, release, renew).")); err != nil {
+		return nil, err
+	}
+	if err = m.delivery.init(meter); err != nil {
 		return nil, err
 	}
 	empty := map[labelKey]*labelSet{}

@@ -60,6 +60,9 @@ func (h *Handler) serveKey(w http.ResponseWriter, r *http.Request, next caddyhtt
 		}
 		switch res.Outcome {
 		case cache.Won:
+			if h.async() {
+				return h.enqueue(w, r, repl, key, res.Token)
+			}
 			return h.forward(w, r, next, repl, key, fp, res.Token)
 		case cache.Answered:
 			return h.replayRecord(w, r, repl, res.Record, fp, waited)
@@ -69,6 +72,9 @@ func (h *Handler) serveKey(w http.ResponseWriter, r *http.Request, next caddyhtt
 
 		// In flight.
 		copies := res.Record.Copies
+		if h.async() {
+			return h.queuedCopy(w, r, repl, key, copies)
+		}
 		if h.InFlight == "reject" {
 			return result{outcome: outcomeInFlight, copies: copies},
 				h.tryLater(w, http.StatusConflict, errors.New("the first copy of this notification is still being processed"))

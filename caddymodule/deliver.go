@@ -1,0 +1,389 @@
+package caddymodule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+
+	"github.com/idemgate/idemgate/cache"
+)
+
+// `deliver async`: the gateway answers the platform (the ack) once the
+// notification is durable in the store's delivery queue, and a delivery
+// engine (deliver_engine.go) takes it from there to the backend. This file
+// holds the configuration and the receipt: claim, enqueue, hold the claim,
+// ack.
+
+// DeliverConfig says how a notification reaches the backend.
+type DeliverConfig struct {
+	// Mode is "sync" (the default: the first copy is forwarded to the next
+	// handler and the platform gets the backend's answer) or "async" (the
+	// platform gets Ack as soon as the notification is queued; the gateway
+	// delivers it to To itself).
+	Mode string `json:"mode,omitempty"`
+	// To is the backend's URL (async): the notification's path and query
+	// are appended to its path, as reverse_proxy does. Required.
+	To string `json:"to,omitempty"`
+	// Ack is what the platform is answered once the notification is
+	// queued. Presets know theirs (Alipay `success`, WeChat Pay v2's
+	// SUCCESS XML, 200 for the rest); generic routes must write one.
+	Ack *AckAnswer `json:"ack,omitempty"`
+	// Concurrency bounds the deliveries of this scope in flight at once,
+	// all gateway instances together. Default: 4.
+	Concurrency int `json:"concurrency,omitempty"`
+	// Rate bounds the deliveries started per second, all instances
+	// together; 0 (the default) is unlimited.
+	Rate int `json:"rate,omitempty"`
+	// RetryInitial and RetryMax bound the back-off between failed attempts
+	// (exponential, with full jitter). Defaults: 1s and 10m.
+	RetryInitial caddy.Duration `json:"retry_initial,omitempty"`
+	RetryMax     caddy.Duration `json:"retry_max,omitempty"`
+	// GiveUp is how long after its receipt a notification that keeps
+	// failing is given up: its key is then dead. Default: 24h.
+	GiveUp caddy.Duration `json:"give_up,omitempty"`
+	// Replicas (Redis): the ack waits until this many replicas have the
+	// notification. The store's wait_replicas must be at least this.
+	Replicas int `json:"replicas,omitempty"`
+}
+
+// AckAnswer is the answer a platform gets for a queued notification.
+type AckAnswer struct {
+	Status int    `json:"status,omitempty"`
+	Body   string `json:"body,omitempty"`
+	// ContentType of Body; default: guessed from it (XML, JSON or text).
+	ContentType string `json:"content_type,omitempty"`
+}
+
+// presetAcks are the answers each platform takes as "received, stop
+// retrying".
+var presetAcks = map[string]AckAnswer{
+	"alipay":            {Status: 200, Body: "success", ContentType: "text/plain; charset=utf-8"},
+	"wechatpay":         {Status: 200},
+	"wechatpay_v2":      {Status: 200, Body: "<xml><return_code><![CDATA[SUCCESS]]></return_code><return_msg><![CDATA[OK]]></return_msg></xml>", ContentType: "application/xml"},
+	"stripe":            {Status: 200},
+	"paypal":            {Status: 200},
+	"standard_webhooks": {Status: 200},
+}
+
+// deliveryState is an async handler's runtime: resolved settings, the
+// queue and the engine.
+type deliveryState struct {
+	to                    *url.URL
+	ack                   AckAnswer
+	concurrency, rate     int
+	retryInitial, retryMx time.Duration
+	giveUp                time.Duration
+	queue                 cache.Queue
+	engine                *engine
+}
+
+// async reports whether this route delivers asynchronously.
+func (h *Handler) async() bool { return h.dlv != nil }
+
+// hold is how long a queued key's claim is held at receipt: long enough
+// for every attempt until give_up, the last back-off, and a lease's
+// take-over.
+func (ds *deliveryState) hold(lockTTL time.Duration) time.Duration {
+	return ds.giveUp + ds.retryMx + 2*lockTTL
+}
+
+// provisionDeliver resolves `deliver`: nothing for sync, the queue and
+// the engine for async. It runs after the store is loaded.
+func (h *Handler) provisionDeliver() error {
+	c := h.Deliver
+	if c == nil || c.Mode == "" || c.Mode == "sync" {
+		return nil
+	}
+	if c.Mode != "async" {
+		return fmt.Errorf("deliver: mode must be sync or async, not %q", c.Mode)
+	}
+	if c.To == "" {
+		return fmt.Errorf("deliver async: needs `to <url>` (the backend)")
+	}
+	u, err := url.Parse(caddy.NewReplacer().ReplaceKnown(c.To, ""))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("deliver async: to must be an http:// or https:// URL, not %q", c.To)
+	}
+	ds := &deliveryState{to: u, concurrency: c.Concurrency, rate: c.Rate,
+		retryInitial: time.Duration(c.RetryInitial), retryMx: time.Duration(c.RetryMax), giveUp: time.Duration(c.GiveUp)}
+	if c.Ack != nil {
+		ds.ack = *c.Ack
+	} else if a, ok := presetAcks[h.Platform]; ok {
+		ds.ack = a
+	} else {
+		return fmt.Errorf("deliver async: a %s route needs `ack <status> [<body>]`: what the platform takes as received", h.Platform)
+	}
+	if ds.ack.Status < 200 || ds.ack.Status > 299 {
+		return fmt.Errorf("deliver async: ack status must be 2xx, not %d", ds.ack.Status)
+	}
+	if ds.ack.ContentType == "" && ds.ack.Body != "" {
+		ds.ack.ContentType = guessContentType(ds.ack.Body)
+	}
+	if ds.concurrency == 0 {
+		ds.concurrency = 4
+	}
+	if ds.retryInitial == 0 {
+		ds.retryInitial = time.Second
+	}
+	if ds.retryMx == 0 {
+		ds.retryMx = 10 * time.Minute
+	}
+	if ds.giveUp == 0 {
+		ds.giveUp = 24 * time.Hour
+	}
+	switch {
+	case ds.concurrency < 0 || ds.rate < 0:
+		return fmt.Errorf("deliver async: concurrency and rate must be positive")
+	case ds.retryMx < ds.retryInitial:
+		return fmt.Errorf("deliver async: retry max (%v) is shorter than its initial back-off (%v)", ds.retryMx, ds.retryInitial)
+	case h.OnStoreError == "pass":
+		return fmt.Errorf("deliver async: on_store_error pass cannot apply: a notification is acknowledged only once it is queued in the store")
+	}
+	if c.Replicas > 0 {
+		if h.storeConf.Type != "redis" {
+			return fmt.Errorf("deliver async: durability replicas is for a redis store (this route's store is %s)", h.storeConf.Type)
+		}
+		if h.storeConf.WaitReplicas < c.Replicas {
+			return fmt.Errorf("deliver async: durability replicas %d needs the redis store's wait_replicas to be at least %d "+
+				"(the store WAITs on that many replicas on every write, the queue's included); it is %d",
+				c.Replicas, c.Replicas, h.storeConf.WaitReplicas)
+		}
+	}
+	q, ok := h.store.(cache.Queuer)
+	if !ok {
+		return fmt.Errorf("deliver async: the %s store holds no delivery queue", h.storeConf.Type)
+	}
+	ds.queue = q.Queue()
+	h.dlv = ds
+	ds.engine = newEngine(h, ds)
+	return nil
+}
+
+// guessContentType names an ack body's type: XML, JSON or text.
+func guessContentType(body string) string {
+	switch b := strings.TrimSpace(body); {
+	case strings.HasPrefix(b, "<"):
+		return "application/xml"
+	case strings.HasPrefix(b, "{"), strings.HasPrefix(b, "["):
+		return "application/json"
+	}
+	return "text/plain; charset=utf-8"
+}
+
+// enqueue is the receipt of a won key on an async route: queue the
+// notification (durable when Enqueue returns), hold the claim for the
+// whole delivery, then ack. Any store error before the ack answers 503 +
+// Retry-After, never the ack: the platform's retry comes back.
+func (h *Handler) enqueue(w http.ResponseWriter, r *http.Request, repl *caddy.Replacer, key, token string) (result, error) {
+	ds := h.dlv
+	d := cache.Delivery{Key: key, Token: token, Notification: h.receivedNotification(r), Enqueued: time.Now()}
+	// The platform hanging up must not cut the write half-way: it is
+	// bounded by store_timeout.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), time.Duration(h.StoreTimeout))
+	defer cancel()
+	if err := ds.queue.Enqueue(ctx, h.scope(), d); err != nil {
+		// Not queued: free the key so the platform's retry claims it
+		// again (best effort; else it frees itself after lock_ttl).
+		rctx, rcancel := context.WithTimeout(context.Background(), time.Duration(h.StoreTimeout))
+		_ = h.store.Release(rctx, key, token, 0, cache.Journal{})
+		rcancel()
+		return h.queueFailed(w, r, "enqueue", err)
+	}
+	ds.engine.poke()
+	if err := h.store.Renew(ctx, key, token, ds.hold(time.Duration(h.LockTTL))); err != nil {
+		// Queued, but the claim is not held for the delivery yet: no ack.
+		// The retry finds the key queued (or claims it again, and its
+		// Enqueue keeps the queued place) and is acked then.
+		return h.queueFailed(w, r, "renew", err)
+	}
+	setOutcome(repl, outcomeQueued)
+	return result{outcome: outcomeQueued, copies: 1}, h.ack(w, r)
+}
+
+// queueFailed answers a store failure before the ack.
+func (h *Handler) queueFailed(w http.ResponseWriter, r *http.Request, op string, err error) (result, error) {
+	h.metrics.storeError(r.Context(), h.route(), op)
+	return result{outcome: outcomeStoreError, err: err},
+		h.tryLater(w, http.StatusServiceUnavailable, fmt.Errorf("queueing the notification: %w", err))
+}
+
+// queuedCopy answers a copy of an in-flight key on an async route: the
+// ack when the key is queued (its first copy was acked, or is about to
+// be). A first copy still between its claim and its Enqueue is given a
+// moment; past it, 409 + Retry-After.
+func (h *Handler) queuedCopy(w http.ResponseWriter, r *http.Request, repl *caddy.Replacer, key string, copies int64) (result, error) {
+	deadline := time.Now().Add(time.Second)
+	wait := 20 * time.Millisecond
+	for {
+		ctx, cancel := context.WithTimeout(r.Context(), time.Duration(h.StoreTimeout))
+		queued, err := h.dlv.queue.Queued(ctx, h.scope(), key)
+		cancel()
+		switch {
+		case err != nil && r.Context().Err() != nil:
+			return result{outcome: outcomeCanceled, copies: copies, err: err}, caddyhttp.Error(499, err)
+		case err != nil:
+			h.metrics.storeError(r.Context(), h.route(), "queued")
+			return result{outcome: outcomeStoreError, copies: copies, err: err},
+				h.tryLater(w, http.StatusServiceUnavailable, fmt.Errorf("looking up the delivery queue: %w", err))
+		case queued:
+			setOutcome(repl, outcomeAcked)
+			return result{outcome: outcomeAcked, copies: copies}, h.ack(w, r)
+		}
+		if time.Now().Add(wait).After(deadline) {
+			return result{outcome: outcomeInFlight, copies: copies},
+				h.tryLater(w, http.StatusConflict, errors.New("the first copy of this notification is being queued or was held after an unknown outcome"))
+		}
+		select {
+		case <-time.After(wait):
+		case <-r.Context().Done():
+			return result{outcome: outcomeCanceled, copies: copies, err: r.Context().Err()}, caddyhttp.Error(499, r.Context().Err())
+		}
+		wait *= 2
+	}
+}
+
+// ack writes the route's ack.
+func (h *Handler) ack(w http.ResponseWriter, r *http.Request) error {
+	a := h.dlv.ack
+	if a.ContentType != "" {
+		w.Header().Set("Content-Type", a.ContentType)
+	}
+	w.Header().Set("Content-Length", strconv.Itoa(len(a.Body)))
+	w.WriteHeader(a.Status)
+	if r.Method == http.MethodHead || a.Body == "" {
+		return nil
+	}
+	_, err := io.WriteString(w, a.Body)
+	return err
+}
+
+// deliverFields name the route's delivery mode in its start-up line.
+func (h *Handler) deliverFields() []zap.Field {
+	if !h.async() {
+		return []zap.Field{zap.String("deliver", "sync")}
+	}
+	return []zap.Field{zap.String("deliver", "async"), zap.String("deliver_to", h.dlv.to.Redacted()),
+		zap.Int("concurrency", h.dlv.concurrency), zap.Int("rate", h.dlv.rate), zap.Duration("give_up", h.dlv.giveUp)}
+}
+
+// parseDeliver reads `deliver sync | async { ... }`.
+func parseDeliver(d *caddyfile.Dispenser) (*DeliverConfig, error) {
+	if !d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	c := &DeliverConfig{Mode: d.Val()}
+	if c.Mode != "sync" && c.Mode != "async" {
+		return nil, d.Errf("deliver: want sync or async, got %q", c.Mode)
+	}
+	if d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	seen := map[string]bool{}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		if c.Mode == "sync" {
+			return nil, d.Errf("deliver sync takes no options")
+		}
+		name := d.Val()
+		if seen[name] {
+			return nil, d.Errf("deliver async: duplicate option %q", name)
+		}
+		seen[name] = true
+		if err := c.unmarshalOption(d, name); err != nil {
+			return nil, err
+		}
+	}
+	if c.Mode == "async" && c.To == "" {
+		return nil, d.Errf("deliver async: needs `to <url>` (the backend)")
+	}
+	return c, nil
+}
+
+func (c *DeliverConfig) unmarshalOption(d *caddyfile.Dispenser, name string) error {
+	switch name {
+	case "to":
+		return oneArg(d, &c.To)
+	case "ack":
+		args := d.RemainingArgs()
+		if len(args) < 1 || len(args) > 2 {
+			return d.Errf("deliver async: ack <status> [<body>]")
+		}
+		st, err := strconv.Atoi(args[0])
+		if err != nil || st < 200 || st > 299 {
+			return d.Errf("deliver async: ack status must be 2xx, got %q", args[0])
+		}
+		c.Ack = &AckAnswer{Status: st}
+		if len(args) == 2 {
+			c.Ack.Body = args[1]
+		}
+		return nil
+	case "concurrency":
+		return positiveArg(d, name, &c.Concurrency)
+	case "rate":
+		var s string
+		if err := oneArg(d, &s); err != nil {
+			return err
+		}
+		n, err := strconv.Atoi(strings.TrimSuffix(s, "/s"))
+		if err != nil || n < 1 || !strings.HasSuffix(s, "/s") {
+			return d.Errf("deliver async: rate wants <n>/s, got %q", s)
+		}
+		c.Rate = n
+		return nil
+	case "retry":
+		args := d.RemainingArgs()
+		if len(args) != 2 {
+			return d.Errf("deliver async: retry <initial> <max>")
+		}
+		var ds [2]caddy.Duration
+		for i, a := range args {
+			v, err := caddy.ParseDuration(a)
+			if err != nil || v <= 0 {
+				return d.Errf("deliver async: bad retry duration %q", a)
+			}
+			ds[i] = caddy.Duration(v)
+		}
+		if ds[1] < ds[0] {
+			return d.Errf("deliver async: retry max %s is shorter than initial %s", args[1], args[0])
+		}
+		c.RetryInitial, c.RetryMax = ds[0], ds[1]
+		return nil
+	case "give_up":
+		return durationArg(d, &c.GiveUp)
+	case "durability":
+		args := d.RemainingArgs()
+		if len(args) != 2 || args[0] != "replicas" {
+			return d.Errf("deliver async: durability replicas <n>")
+		}
+		n, err := strconv.Atoi(args[1])
+		if err != nil || n < 0 {
+			return d.Errf("deliver async: durability replicas wants a number, got %q", args[1])
+		}
+		c.Replicas = n
+		return nil
+	}
+	return d.Errf("deliver async: unknown option %q", name)
+}
+
+func positiveArg(d *caddyfile.Dispenser, name string, dst *int) error {
+	var s string
+	if err := oneArg(d, &s); err != nil {
+		return err
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 {
+		return d.Errf("deliver async: %s wants a positive number, got %q", name, s)
+	}
+	*dst = n
+	return nil
+}

@@ -1,0 +1,569 @@
+package caddymodule
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/idemgate/idemgate/cache"
+)
+
+// The delivery engine of one async route: `concurrency` workers take
+// deliveries from the scope's queue (the queue enforces concurrency and
+// rate across every instance) and send each to the backend, settling the
+// key's claim by the outcome as the synchronous path does. It starts at
+// Provision and stops at Cleanup; on a reload the new route's engine
+// starts before the old one stops, and both take from the one queue for a
+// moment, within its limits.
+
+const (
+	// maxTakeWait bounds a worker's sleep between takes, so a delivery
+	// enqueued on another instance waits at most this long.
+	maxTakeWait = 200 * time.Millisecond
+	// stopGrace is how long Cleanup lets deliveries in flight finish
+	// before cutting them off (they are then settled as ambiguous).
+	stopGrace = 10 * time.Second
+	// statsEvery refreshes the queue gauges.
+	statsEvery = 2 * time.Second
+	// maxDeliveryAnswer bounds the answer body read from the backend
+	// beyond what is remembered: it is read to the end to know the answer
+	// is whole.
+	maxDeliveryAnswer = 64 << 20
+	// markerPrefix names the marker a taker claims before it sends an
+	// attempt (see mark).
+	markerPrefix = "_delivering:"
+)
+
+// engines maps a scope to its running engine, for the admin API, the
+// console and the queue gauges. On a reload the newer engine replaces the
+// older one.
+var engines sync.Map // scope → *engine
+
+type engine struct {
+	h     *Handler
+	ds    *deliveryState
+	scope string
+	lim   cache.QueueLimits
+
+	client *http.Client
+	wake   chan struct{}
+
+	takeCtx    context.Context // done: take nothing more
+	stopTaking context.CancelFunc
+	sendCtx    context.Context // done: cut deliveries in flight off
+	abortSends context.CancelFunc
+	wg         sync.WaitGroup
+	stopOnce   sync.Once
+
+	stats      atomic.Pointer[cache.QueueStats]
+	takeLogged atomic.Int64 // when a take error was last logged (unix ns)
+}
+
+func newEngine(h *Handler, ds *deliveryState) *engine {
+	e := &engine{h: h, ds: ds, scope: h.scope(),
+		lim:  cache.QueueLimits{Concurrency: ds.concurrency, Rate: ds.rate, Lease: time.Duration(h.LockTTL)},
+		wake: make(chan struct{}, ds.concurrency)}
+	e.takeCtx, e.stopTaking = context.WithCancel(context.Background())
+	e.sendCtx, e.abortSends = context.WithCancel(context.Background())
+	e.client = &http.Client{
+		// A redirect is the backend's answer, not a place to re-send the
+		// notification to.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		Transport: &http.Transport{
+			DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			TLSHandshakeTimeout: 5 * time.Second,
+			MaxIdleConnsPerHost: ds.concurrency,
+			IdleConnTimeout:     90 * time.Second,
+			DisableCompression:  true,
+		},
+	}
+	return e
+}
+
+// start runs the workers and the stats refresher.
+func (e *engine) start() {
+	engines.Store(e.scope, e)
+	for range e.ds.concurrency {
+		e.wg.Add(1)
+		go e.work()
+	}
+	e.wg.Add(1)
+	go e.refreshStats()
+}
+
+// stop takes nothing more, lets the deliveries in flight finish (cut off
+// after stopGrace) and settle, and returns once every worker is gone.
+func (e *engine) stop() {
+	e.stopOnce.Do(func() {
+		e.stopTaking()
+		done := make(chan struct{})
+		go func() { e.wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(stopGrace):
+			e.h.logger.Warn("deliveries still in flight at shutdown: cut off, settled as ambiguous", zap.String("scope", e.scope))
+			e.abortSends()
+			<-done
+		}
+		e.abortSends()
+		engines.CompareAndDelete(e.scope, e)
+		e.client.CloseIdleConnections()
+	})
+}
+
+// poke wakes a worker: a delivery was just enqueued here.
+func (e *engine) poke() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// work is one worker: take, deliver, repeat.
+func (e *engine) work() {
+	defer e.wg.Done()
+	for e.takeCtx.Err() == nil {
+		ctx, cancel := context.WithTimeout(e.takeCtx, time.Duration(e.h.StoreTimeout))
+		d, wait, err := e.ds.queue.Take(ctx, e.scope, e.lim)
+		cancel()
+		if err != nil {
+			if e.takeCtx.Err() != nil {
+				return
+			}
+			e.takeTrouble(err)
+			wait = maxTakeWait
+		}
+		if d != nil {
+			e.deliver(d)
+			continue
+		}
+		t := time.NewTimer(min(max(wait, time.Millisecond), maxTakeWait))
+		select {
+		case <-t.C:
+		case <-e.wake:
+		case <-e.takeCtx.Done():
+		}
+		t.Stop()
+	}
+}
+
+// takeTrouble logs a failed take, at most once every 10s per engine.
+func (e *engine) takeTrouble(err error) {
+	e.h.metrics.storeError(context.Background(), e.h.route(), "take")
+	now := time.Now().UnixNano()
+	if last := e.takeLogged.Load(); now-last < int64(10*time.Second) || !e.takeLogged.CompareAndSwap(last, now) {
+		return
+	}
+	e.h.logger.Error("cannot take deliveries from the queue", zap.String("scope", e.scope), zap.Error(err))
+}
+
+// refreshStats keeps the queue's stats for the gauges.
+func (e *engine) refreshStats() {
+	defer e.wg.Done()
+	t := time.NewTicker(statsEvery)
+	defer t.Stop()
+	for {
+		ctx, cancel := context.WithTimeout(e.takeCtx, time.Duration(e.h.StoreTimeout))
+		if st, err := e.ds.queue.Stats(ctx, e.scope); err == nil {
+			e.stats.Store(&st)
+		}
+		cancel()
+		select {
+		case <-e.takeCtx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// deliver makes one attempt of a taken delivery and settles it.
+func (e *engine) deliver(d *cache.Delivery) {
+	h := e.h
+	lockTTL := time.Duration(h.LockTTL)
+	stopLease := e.keepLease(d)
+	defer stopLease()
+
+	// The claim must outlive this attempt and the next back-off, also
+	// when the queue was paused for longer than the hold taken at receipt.
+	hold := max(time.Until(d.Enqueued.Add(e.ds.hold(lockTTL))), e.ds.retryMx+2*lockTTL)
+	if err := e.try(func(ctx context.Context) error { return h.store.Renew(ctx, d.Key, d.Token, hold) }); err != nil {
+		if errors.Is(err, cache.ErrNotOwner) {
+			// Purged, or answered by another taker: nothing to deliver.
+			h.claimTrouble(d.Key, "renew", err)
+			e.done(d)
+			return
+		}
+		e.storeTrouble(d, "renew", err)
+		return
+	}
+	marker, fresh, err := e.mark(d, hold)
+	if err != nil {
+		e.storeTrouble(d, "mark", err)
+		return
+	}
+	if !fresh {
+		e.heldAmbiguous(d)
+		return
+	}
+
+	attempt := d.Attempts + 1
+	start := time.Now()
+	out := e.send(d, attempt)
+	elapsed := time.Since(start)
+	h.metrics.deliveryAttempt(context.Background(), h.route(), out.kind.attemptOutcome(), elapsed)
+
+	a := &cache.Attempt{Start: start, Duration: elapsed, Status: out.status, Outcome: out.kind.attemptOutcome()}
+	if out.kind == backendFailed && len(out.body) > 0 {
+		a.Body = bytes.Clone(out.body[:min(len(out.body), cache.MaxAttemptBody)])
+	}
+	j := cache.Journal{Notification: h.journaled(d.Notification), Attempt: a}
+	ttl := time.Duration(h.TTL)
+
+	if out.kind == backendAnswered {
+		ans := cache.Answer{Status: out.status, Header: replayHeaders(out.header), BodyCached: !out.overflow}
+		if ans.BodyCached {
+			ans.Body = out.body
+		}
+		e.logAttempt(zapcore.InfoLevel, "notification delivered", d, attempt, out, elapsed)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(h.StoreTimeout))
+		err := h.settler.Complete(ctx, d.Key, d.Token, "", ans, ttl, j, func(err error) {
+			if err != nil {
+				h.claimTrouble(d.Key, "complete", err)
+			}
+		})
+		cancel()
+		switch {
+		case err == nil, errors.Is(err, cache.ErrNotOwner):
+			if err != nil {
+				h.claimTrouble(d.Key, "complete", err)
+			}
+			e.unmark(d, marker)
+			e.done(d)
+		case errors.Is(err, cache.ErrKept):
+			// Kept in this process and retried; duplicates reaching this
+			// instance are answered from it. The marker stays until the
+			// store has it, so another instance never sends it again.
+			h.metrics.storeError(context.Background(), h.route(), "complete")
+			h.logger.Warn("store failed to remember the delivered answer: kept in this process and retried",
+				zap.String("key", h.logKey(d.Key)))
+			e.done(d)
+		default:
+			h.claimTrouble(d.Key, "complete", err)
+		}
+		return
+	}
+
+	giveUp := time.Since(d.Enqueued) >= e.ds.giveUp
+	settle := h.store.Leave
+	if giveUp {
+		settle = h.store.Release
+	}
+	if err := e.try(func(ctx context.Context) error { return settle(ctx, d.Key, d.Token, ttl, j) }); err != nil {
+		if errors.Is(err, cache.ErrNotOwner) {
+			h.claimTrouble(d.Key, "leave", err)
+			e.unmark(d, marker)
+			e.done(d)
+			return
+		}
+		// The outcome is known (nothing to hold), only its journal entry
+		// is lost: go on.
+		h.claimTrouble(d.Key, "leave", err)
+	}
+	status := out.status
+	if out.kind == backendAmbiguous {
+		h.emitAttempts("idempotency.ambiguous", d.Key, status, int64(attempt))
+	} else {
+		h.emitAttempts("idempotency.failed", d.Key, status, int64(attempt))
+	}
+	e.unmark(d, marker)
+	if giveUp {
+		h.metrics.deadLetter(context.Background(), h.route())
+		e.logAttempt(zapcore.ErrorLevel, "delivery given up: the key is dead, an operator must redeliver it", d, attempt, out, elapsed)
+		h.emitAttempts("idempotency.dead", d.Key, status, int64(attempt))
+		e.done(d)
+		return
+	}
+	next := e.ds.backoff(attempt)
+	if out.kind == backendAmbiguous {
+		next = lockTTL
+	}
+	e.logAttempt(zapcore.WarnLevel, "delivery attempt failed: retried later", d, attempt, out, elapsed, zap.Duration("retry_in", next))
+	if err := e.try(func(ctx context.Context) error {
+		return e.ds.queue.Retry(ctx, e.scope, d.Key, d.Lease, time.Now().Add(next), attempt)
+	}); err != nil && !errors.Is(err, cache.ErrNotOwner) {
+		// The lease runs out and the delivery is taken again.
+		h.logger.Error("could not reschedule a delivery; it is taken again after lock_ttl",
+			zap.String("key", h.logKey(d.Key)), zap.Error(err))
+	}
+}
+
+// heldAmbiguous settles a delivery whose previous taker started an
+// attempt and never settled it (its instance died or lost its lease): the
+// backend may have run, so it is not sent again. The claim is held; an
+// operator decides (the ambiguous event and alert say so).
+func (e *engine) heldAmbiguous(d *cache.Delivery) {
+	h := e.h
+	a := &cache.Attempt{Start: time.Now(), Outcome: cache.AttemptAmbiguous}
+	j := cache.Journal{Notification: h.journaled(d.Notification), Attempt: a}
+	if err := e.try(func(ctx context.Context) error {
+		return h.store.Leave(ctx, d.Key, d.Token, time.Duration(h.TTL), j)
+	}); err != nil {
+		h.claimTrouble(d.Key, "leave", err)
+	}
+	h.metrics.deliveryAttempt(context.Background(), h.route(), cache.AttemptAmbiguous, 0)
+	h.logger.Warn("a delivery's previous attempt was started by a taker that never settled it (its gateway died?): "+
+		"the backend may have run, so it is not sent again; the key is held, inspect and redeliver it if needed",
+		zap.String("scope", e.scope), zap.String("key", h.logKey(d.Key)), zap.Int("attempts", d.Attempts))
+	h.emitAttempts("idempotency.ambiguous", d.Key, 0, int64(d.Attempts+1))
+	e.done(d)
+}
+
+// mark claims the delivery's attempt marker before anything is sent: a
+// taker that dies mid-attempt leaves it, and whoever takes the delivery
+// over finds it and knows the backend may have run. fresh is false when
+// the marker was already there. A queue that counted takes would make
+// this unneeded.
+func (e *engine) mark(d *cache.Delivery, hold time.Duration) (token string, fresh bool, err error) {
+	var res cache.ClaimResult
+	err = e.try(func(ctx context.Context) error {
+		var err error
+		res, err = e.h.store.Claim(ctx, markerPrefix+d.Key, "", hold)
+		return err
+	})
+	if err != nil {
+		return "", false, err
+	}
+	return res.Token, res.Outcome == cache.Won, nil
+}
+
+// unmark drops the marker once the attempt is settled.
+func (e *engine) unmark(d *cache.Delivery, token string) {
+	if err := e.try(func(ctx context.Context) error {
+		return e.h.store.Release(ctx, markerPrefix+d.Key, token, 0, cache.Journal{})
+	}); err != nil && !errors.Is(err, cache.ErrNotOwner) {
+		e.h.logger.Warn("could not drop a delivery's attempt marker: its next attempt will be held as ambiguous",
+			zap.String("key", e.h.logKey(d.Key)), zap.Error(err))
+	}
+}
+
+// done removes a settled delivery from the queue.
+func (e *engine) done(d *cache.Delivery) {
+	if err := e.try(func(ctx context.Context) error {
+		return e.ds.queue.Done(ctx, e.scope, d.Key, d.Lease)
+	}); err != nil && !errors.Is(err, cache.ErrNotOwner) {
+		e.h.logger.Error("could not remove a settled delivery from the queue; it is taken again after lock_ttl and found settled",
+			zap.String("key", e.h.logKey(d.Key)), zap.Error(err))
+	}
+}
+
+// storeTrouble: the store failed before anything was sent; the lease runs
+// out and the delivery is taken again.
+func (e *engine) storeTrouble(d *cache.Delivery, op string, err error) {
+	e.h.metrics.storeError(context.Background(), e.h.route(), op)
+	e.h.logger.Error("store failed before a delivery attempt; it is taken again after lock_ttl",
+		zap.String("op", op), zap.String("key", e.h.logKey(d.Key)), zap.Error(err))
+}
+
+// try runs a store operation, retrying transient failures for up to half
+// a lock_ttl (the lease is being extended meanwhile). ErrNotOwner and
+// ErrClosed are final.
+func (e *engine) try(op func(ctx context.Context) error) error {
+	deadline := time.Now().Add(time.Duration(e.h.LockTTL) / 2)
+	wait := 100 * time.Millisecond
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(e.h.StoreTimeout))
+		err := op(ctx)
+		cancel()
+		if err == nil || errors.Is(err, cache.ErrNotOwner) || errors.Is(err, cache.ErrClosed) || time.Now().Add(wait).After(deadline) {
+			return err
+		}
+		time.Sleep(wait)
+		wait = min(2*wait, time.Second)
+	}
+}
+
+// keepLease extends the delivery's lease at a third of lock_ttl until the
+// returned stop is called.
+func (e *engine) keepLease(d *cache.Delivery) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	lockTTL := time.Duration(e.h.LockTTL)
+	go func() {
+		defer close(done)
+		t := time.NewTicker(lockTTL / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			xctx, xcancel := context.WithTimeout(ctx, time.Duration(e.h.StoreTimeout))
+			err := e.ds.queue.Extend(xctx, e.scope, d.Key, d.Lease, lockTTL)
+			xcancel()
+			if errors.Is(err, cache.ErrNotOwner) {
+				e.h.logger.Warn("lost a delivery's lease: another taker may take it over (and finds its attempt marker)",
+					zap.String("key", e.h.logKey(d.Key)))
+				return
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// sendResult is what one attempt came to.
+type sendResult struct {
+	kind     backendKind
+	status   int
+	header   http.Header
+	body     []byte // up to max_answer
+	overflow bool
+	err      error
+}
+
+// send posts the notification to the backend once: never re-sent by the
+// transport (sendTrace), classified by the route's success rule.
+func (e *engine) send(d *cache.Delivery, attempt int) sendResult {
+	h := e.h
+	n := d.Notification
+	if n == nil {
+		return sendResult{kind: backendUnreachable, err: errors.New("the queued delivery holds no notification")}
+	}
+	target, err := e.target(n.URI)
+	if err != nil {
+		return sendResult{kind: backendUnreachable, err: err}
+	}
+	sent := &sendTrace{}
+	ctx, cancel := context.WithTimeout(e.sendCtx, backendCeiling)
+	defer cancel()
+	ctx = httptrace.WithClientTrace(ctx, sent.clientTrace())
+	req, err := http.NewRequestWithContext(ctx, n.Method, target, bytes.NewReader(n.Body))
+	if err != nil {
+		return sendResult{kind: backendUnreachable, err: err}
+	}
+	req.Header = deliveryHeaders(n.Header)
+	req.Header.Set("Idemgate-Delivery-Attempt", strconv.Itoa(attempt))
+	if n.Host != "" {
+		req.Header.Set("X-Forwarded-Host", n.Host)
+	}
+	if n.TLS {
+		req.Header.Set("X-Forwarded-Proto", "https")
+	} else {
+		req.Header.Set("X-Forwarded-Proto", "http")
+	}
+	resp, err := e.client.Do(req)
+	var out sendResult
+	if err == nil {
+		out.status, out.header = resp.StatusCode, resp.Header
+		limit := h.MaxAnswer
+		b, rerr := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+		if rerr == nil && int64(len(b)) > limit {
+			out.overflow = true
+			b = nil
+			_, rerr = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDeliveryAnswer))
+		}
+		resp.Body.Close()
+		out.body, out.err = b, rerr
+	} else {
+		out.err = err
+	}
+	// Nothing written (no connection, or one refused before a byte went
+	// out) is unreachable, as classify reads a taken connection.
+	nothingWritten := resp == nil && !sent.written.Load()
+	out.kind = classify(backendResult{
+		err: out.err, attempted: sent.attempted.Load() || nothingWritten, written: sent.written.Load(), answered: resp != nil,
+		success: out.err == nil && h.success(out.status, out.header, out.body),
+	})
+	return out
+}
+
+// target is the backend URL for a notification received at uri: its path
+// and query appended to `to`'s, as reverse_proxy does.
+func (e *engine) target(uri string) (string, error) {
+	ref, err := url.ParseRequestURI(uri)
+	if err != nil {
+		return "", err
+	}
+	u := *e.ds.to
+	switch {
+	case strings.HasSuffix(u.Path, "/") && strings.HasPrefix(ref.Path, "/"):
+		u.Path += ref.Path[1:]
+	case !strings.HasSuffix(u.Path, "/") && !strings.HasPrefix(ref.Path, "/"):
+		u.Path += "/" + ref.Path
+	default:
+		u.Path += ref.Path
+	}
+	u.RawPath = ""
+	switch {
+	case u.RawQuery == "":
+		u.RawQuery = ref.RawQuery
+	case ref.RawQuery != "":
+		u.RawQuery += "&" + ref.RawQuery
+	}
+	return u.String(), nil
+}
+
+// deliveryHeaders are the notification's headers minus hop-by-hop ones.
+func deliveryHeaders(h http.Header) http.Header {
+	out := make(http.Header, len(h)+3)
+	for k, v := range h {
+		switch k {
+		case "Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate", "Proxy-Authorization",
+			"Te", "Trailer", "Transfer-Encoding", "Upgrade", "Content-Length", "Host":
+			continue
+		}
+		out[k] = append([]string(nil), v...)
+	}
+	return out
+}
+
+// backoff is the wait before the next attempt after attempts failed ones:
+// full jitter between retry's initial and min(max, initial·2^attempts).
+func (ds *deliveryState) backoff(attempts int) time.Duration {
+	ceil := ds.retryMx
+	if attempts < 40 {
+		if c := ds.retryInitial << attempts; c > 0 && c < ceil {
+			ceil = c
+		}
+	}
+	if ceil <= ds.retryInitial {
+		return ds.retryInitial
+	}
+	return ds.retryInitial + rand.N(ceil-ds.retryInitial+1)
+}
+
+// logAttempt logs one attempt.
+func (e *engine) logAttempt(level zapcore.Level, msg string, d *cache.Delivery, attempt int, out sendResult,
+	elapsed time.Duration, extra ...zap.Field,
+) {
+	ce := e.h.logger.Check(level, msg)
+	if ce == nil {
+		return
+	}
+	fields := append([]zap.Field{
+		zap.String("platform", e.h.Platform), zap.String("scope", e.scope), zap.String("key", e.h.logKey(d.Key)),
+		zap.Int("attempt", attempt), zap.String("outcome", out.kind.attemptOutcome()), zap.Duration("duration", elapsed),
+		zap.Duration("queued", time.Since(d.Enqueued)),
+	}, extra...)
+	if out.status != 0 {
+		fields = append(fields, zap.Int("upstream_status", out.status))
+	}
+	if out.err != nil {
+		fields = append(fields, zap.Error(out.err))
+	}
+	ce.Write(fields...)
+}
