@@ -57,6 +57,8 @@ type Embedded struct {
 	// indexing: the expiry index of an older file is still being built
 	// (meta's indexNext says where); Sweep finishes it first.
 	indexing bool
+
+	queue embeddedQueue
 }
 
 type pending struct {

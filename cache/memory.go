@@ -17,11 +17,20 @@ type Memory struct {
 	m      map[string]*entry
 	ops    int
 	closed bool
+
+	queueOnce sync.Once
+	queue     *localQueue
 }
 
 // NewMemory returns an empty in-memory store.
 func NewMemory() *Memory {
 	return &Memory{now: now, n: newNotifier(), m: make(map[string]*entry)}
+}
+
+// Queue returns the store's delivery queue, in memory like the store.
+func (s *Memory) Queue() Queue {
+	s.queueOnce.Do(func() { s.queue = newLocalQueue(s.now, nil) })
+	return s.queue
 }
 
 // sweepEvery and sweepBatch bound the memory store's housekeeping: every

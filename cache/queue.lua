@@ -1,0 +1,133 @@
+-- The delivery queue's scripts, one scope's keys each (they share a hash
+-- tag, hence a slot). KEYS, for every function:
+--   1 due     ZSET key → due (ms)            waiting deliveries
+--   2 items   HASH key → delivery blob       what to deliver (immutable)
+--   3 meta    HASH key → "<token> <attempts>"
+--   4 leases  ZSET key → lease end (ms)      deliveries being delivered
+--   5 owners  HASH key → lease token
+--   6 starts  ZSET lease token → start (ms)  for the rate limit
+--   7 paused  STRING
+--   8 enq     ZSET key → enqueued (ms)       every queued delivery, oldest first
+-- ARGV[1] names the function; the rest are its arguments.
+local due, items, meta, leases, owners, starts, paused, enq =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local fn = ARGV[1]
+
+-- held: does lease hold key's delivery now?
+local function held(key, lease)
+  if redis.call('HGET', owners, key) ~= lease then
+    return false
+  end
+  local e = redis.call('ZSCORE', leases, key)
+  return e and tonumber(e) > now
+end
+
+if fn == 'enqueue' then
+  -- ARGV: key, blob, token, enqueued (ms)
+  local key = ARGV[2]
+  if redis.call('HEXISTS', items, key) == 1 then
+    local m = redis.call('HGET', meta, key) or ''
+    local attempts = string.match(m, ' (%d+)$') or '0'
+    redis.call('HSET', meta, key, ARGV[4] .. ' ' .. attempts)
+    return 0
+  end
+  redis.call('HSET', items, key, ARGV[3])
+  redis.call('HSET', meta, key, ARGV[4] .. ' 0')
+  redis.call('ZADD', due, now, key)
+  redis.call('ZADD', enq, ARGV[5], key)
+  return 1
+end
+
+if fn == 'take' then
+  -- ARGV: lease (ms), concurrency, rate, rate window (ms), lease token,
+  -- idle wait (ms). Returns {wait ms} or {0, key, blob, meta}.
+  local lease, conc, rate, window = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+  local idle = tonumber(ARGV[7])
+  -- Leases that ran out: their taker is gone, the delivery is due now.
+  for _, k in ipairs(redis.call('ZRANGE', leases, '-inf', now, 'BYSCORE', 'LIMIT', 0, 100)) do
+    redis.call('ZREM', leases, k)
+    redis.call('HDEL', owners, k)
+    redis.call('ZADD', due, now, k)
+  end
+  if redis.call('EXISTS', paused) == 1 then
+    return {idle}
+  end
+  if conc > 0 and redis.call('ZCARD', leases) >= conc then
+    return {10}
+  end
+  if rate > 0 then
+    redis.call('ZREMRANGEBYSCORE', starts, '-inf', now - window)
+    if redis.call('ZCARD', starts) >= rate then
+      local oldest = redis.call('ZRANGE', starts, 0, 0, 'WITHSCORES')
+      return {tonumber(oldest[2]) + window - now + 1}
+    end
+  end
+  local first = redis.call('ZRANGE', due, 0, 0, 'WITHSCORES')
+  if #first == 0 then
+    return {idle}
+  end
+  local key, at = first[1], tonumber(first[2])
+  if at > now then
+    return {math.min(at - now, idle)}
+  end
+  redis.call('ZREM', due, key)
+  redis.call('ZADD', leases, now + lease, key)
+  redis.call('HSET', owners, key, ARGV[6])
+  if rate > 0 then
+    redis.call('ZADD', starts, now, ARGV[6])
+  end
+  return {0, key, redis.call('HGET', items, key), redis.call('HGET', meta, key)}
+end
+
+if fn == 'extend' then
+  -- ARGV: key, lease token, lease (ms)
+  if not held(ARGV[2], ARGV[3]) then
+    return false
+  end
+  redis.call('ZADD', leases, now + tonumber(ARGV[4]), ARGV[2])
+  return 1
+end
+
+if fn == 'retry' then
+  -- ARGV: key, lease token, due (ms), attempts
+  local key = ARGV[2]
+  if not held(key, ARGV[3]) then
+    return false
+  end
+  redis.call('ZREM', leases, key)
+  redis.call('HDEL', owners, key)
+  redis.call('ZADD', due, ARGV[4], key)
+  local m = redis.call('HGET', meta, key) or ''
+  local token = string.match(m, '^(%S*)') or ''
+  redis.call('HSET', meta, key, token .. ' ' .. ARGV[5])
+  return 1
+end
+
+if fn == 'done' then
+  -- ARGV: key, lease token
+  local key = ARGV[2]
+  if not held(key, ARGV[3]) then
+    return false
+  end
+  redis.call('ZREM', leases, key)
+  redis.call('HDEL', owners, key)
+  redis.call('ZREM', due, key)
+  redis.call('ZREM', enq, key)
+  redis.call('HDEL', items, key)
+  redis.call('HDEL', meta, key)
+  return 1
+end
+
+if fn == 'pause' then
+  redis.call('SET', paused, '1')
+  return 1
+end
+
+if fn == 'resume' then
+  redis.call('DEL', paused)
+  return 1
+end
+
+return redis.error_reply('queue: unknown function ' .. tostring(fn))

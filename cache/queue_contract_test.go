@@ -1,0 +1,393 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// The delivery queue's contract, run on every store (see factories).
+func TestQueueContract(t *testing.T) {
+	for _, f := range factories(t) {
+		t.Run(f.name, func(t *testing.T) {
+			for _, c := range queueCases {
+				t.Run(c.name, func(t *testing.T) {
+					t.Parallel()
+					s := f.new(t)
+					qr, ok := s.(Queuer)
+					if !ok {
+						t.Fatalf("%T holds no delivery queue", s)
+					}
+					c.run(t, qr.Queue())
+				})
+			}
+		})
+	}
+}
+
+const qLease = 2 * time.Second
+
+func delivery(key string) Delivery {
+	return Delivery{Key: key, Token: "tok-" + key, Enqueued: time.Now().Truncate(time.Millisecond),
+		Notification: &Notification{Method: http.MethodPost, URI: "/notify?k=" + key,
+			Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"id":"` + key + `"}`), BodySize: int64(len(key) + 9)}}
+}
+
+func mustTake(t *testing.T, q Queue, scope string, lim QueueLimits) *Delivery {
+	t.Helper()
+	d, wait, err := q.Take(ctxT(t), scope, lim)
+	if err != nil {
+		t.Fatalf("Take: %v", err)
+	}
+	if d == nil {
+		t.Fatalf("Take: nothing (wait %v), want a delivery", wait)
+	}
+	if d.Lease == "" {
+		t.Fatal("Take: a delivery without a lease")
+	}
+	return d
+}
+
+func noTake(t *testing.T, q Queue, scope string, lim QueueLimits) time.Duration {
+	t.Helper()
+	d, wait, err := q.Take(ctxT(t), scope, lim)
+	if err != nil {
+		t.Fatalf("Take: %v", err)
+	}
+	if d != nil {
+		t.Fatalf("Take: %q, want nothing", d.Key)
+	}
+	if wait <= 0 {
+		t.Fatalf("Take: nothing and a wait of %v", wait)
+	}
+	return wait
+}
+
+var queueCases = []struct {
+	name string
+	run  func(t *testing.T, q Queue)
+}{
+	{"enqueue_take_done", func(t *testing.T, q Queue) {
+		ctx := ctxT(t)
+		lim := QueueLimits{Lease: qLease}
+		want := delivery("s:k1")
+		if ok, err := q.Queued(ctx, "s", want.Key); err != nil || ok {
+			t.Fatalf("Queued before Enqueue: %v %v", ok, err)
+		}
+		noTake(t, q, "s", lim)
+		if err := q.Enqueue(ctx, "s", want); err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := q.Queued(ctx, "s", want.Key); err != nil || !ok {
+			t.Fatalf("Queued after Enqueue: %v %v", ok, err)
+		}
+		if ok, _ := q.Queued(ctx, "other", want.Key); ok {
+			t.Fatal("queued in another scope")
+		}
+		noTake(t, q, "other", lim)
+		got := mustTake(t, q, "s", lim)
+		if got.Key != want.Key || got.Token != want.Token || got.Attempts != 0 || !got.Enqueued.Equal(want.Enqueued) ||
+			got.Notification == nil || string(got.Notification.Body) != string(want.Notification.Body) ||
+			got.Notification.URI != want.Notification.URI || got.Notification.Header.Get("Content-Type") != "application/json" {
+			t.Fatalf("took %+v (notification %+v), want %+v", got, got.Notification, want)
+		}
+		noTake(t, q, "s", lim) // leased: not handed out twice
+		if ok, _ := q.Queued(ctx, "s", want.Key); !ok {
+			t.Fatal("a leased delivery is no longer queued")
+		}
+		st, err := q.Stats(ctx, "s")
+		if err != nil || st.Depth != 1 || st.Leased != 1 || !st.Oldest.Equal(want.Enqueued) {
+			t.Fatalf("Stats while leased: %+v %v", st, err)
+		}
+		if err := q.Done(ctx, "s", want.Key, "not-the-lease"); !errors.Is(err, ErrNotOwner) {
+			t.Fatalf("Done with another lease: %v", err)
+		}
+		if err := q.Done(ctx, "s", want.Key, got.Lease); err != nil {
+			t.Fatal(err)
+		}
+		if ok, _ := q.Queued(ctx, "s", want.Key); ok {
+			t.Fatal("queued after Done")
+		}
+		if err := q.Done(ctx, "s", want.Key, got.Lease); !errors.Is(err, ErrNotOwner) {
+			t.Fatalf("second Done: %v", err)
+		}
+		st, _ = q.Stats(ctx, "s")
+		if st.Depth != 0 || st.Leased != 0 || !st.Oldest.IsZero() {
+			t.Fatalf("Stats after Done: %+v", st)
+		}
+		noTake(t, q, "s", lim)
+	}},
+	{"enqueue_again_keeps_place_takes_token", func(t *testing.T, q Queue) {
+		ctx := ctxT(t)
+		lim := QueueLimits{Lease: qLease}
+		first, second := delivery("s:a"), delivery("s:b")
+		for _, d := range []Delivery{first, second} {
+			if err := q.Enqueue(ctx, "s", d); err != nil {
+				t.Fatal(err)
+			}
+		}
+		again := first
+		again.Token = "new-token"
+		again.Enqueued = first.Enqueued.Add(time.Hour)
+		if err := q.Enqueue(ctx, "s", again); err != nil {
+			t.Fatal(err)
+		}
+		if st, _ := q.Stats(ctx, "s"); st.Depth != 2 {
+			t.Fatalf("depth %d after enqueueing a key twice, want 2", st.Depth)
+		}
+		got := mustTake(t, q, "s", lim)
+		if got.Key != first.Key || got.Token != "new-token" || !got.Enqueued.Equal(first.Enqueued) {
+			t.Fatalf("took %q token %q enqueued %v; want the first key, first place, new token", got.Key, got.Token, got.Enqueued)
+		}
+	}},
+	{"retry_later", func(t *testing.T, q Queue) {
+		ctx := ctxT(t)
+		lim := QueueLimits{Lease: qLease}
+		if err := q.Enqueue(ctx, "s", delivery("s:r")); err != nil {
+			t.Fatal(err)
+		}
+		d := mustTake(t, q, "s", lim)
+		due := time.Now().Add(1500 * time.Millisecond)
+		if err := q.Retry(ctx, "s", d.Key, "other", due, 1); !errors.Is(err, ErrNotOwner) {
+			t.Fatalf("Retry with another lease: %v", err)
+		}
+		if err := q.Retry(ctx, "s", d.Key, d.Lease, due, 1); err != nil {
+			t.Fatal(err)
+		}
+		if wait := noTake(t, q, "s", lim); wait > 1500*time.Millisecond {
+			t.Fatalf("wait %v, longer than the time to the due delivery", wait)
+		}
+		if st, _ := q.Stats(ctx, "s"); st.Depth != 1 || st.Leased != 0 {
+			t.Fatalf("Stats while waiting to retry: %+v", st)
+		}
+		time.Sleep(time.Until(due) + 20*time.Millisecond)
+		again := mustTake(t, q, "s", lim)
+		if again.Attempts != 1 || again.Lease == d.Lease {
+			t.Fatalf("retried delivery: attempts %d, lease reused %v", again.Attempts, again.Lease == d.Lease)
+		}
+	}},
+	{"lease_runs_out_taken_over", func(t *testing.T, q Queue) {
+		ctx := ctxT(t)
+		lim := QueueLimits{Lease: time.Second}
+		if err := q.Enqueue(ctx, "s", delivery("s:l")); err != nil {
+			t.Fatal(err)
+		}
+		d := mustTake(t, q, "s", lim)
+		noTake(t, q, "s", lim)
+		time.Sleep(1100 * time.Millisecond)
+		again := mustTake(t, q, "s", QueueLimits{Lease: qLease})
+		if again.Key != d.Key || again.Lease == d.Lease {
+			t.Fatalf("taken over: %q lease %q (was %q)", again.Key, again.Lease, d.Lease)
+		}
+		for name, err := range map[string]error{
+			"Extend": q.Extend(ctx, "s", d.Key, d.Lease, qLease),
+			"Retry":  q.Retry(ctx, "s", d.Key, d.Lease, time.Now(), 1),
+			"Done":   q.Done(ctx, "s", d.Key, d.Lease),
+		} {
+			if !errors.Is(err, ErrNotOwner) {
+				t.Errorf("%s with the lease that ran out: %v, want ErrNotOwner", name, err)
+			}
+		}
+		if err := q.Done(ctx, "s", again.Key, again.Lease); err != nil {
+			t.Fatal(err)
+		}
+	}},
+	{"extend_keeps_lease", func(t *testing.T, q Queue) {
+		ctx := ctxT(t)
+		lim := QueueLimits{Lease: time.Second}
+		if err := q.Enqueue(ctx, "s", delivery("s:e")); err != nil {
+			t.Fatal(err)
+		}
+		d := mustTake(t, q, "s", lim)
+		for range 3 {
+			time.Sleep(500 * time.Millisecond)
+			if err := q.Extend(ctx, "s", d.Key, d.Lease, time.Second); err != nil {
+				t.Fatal(err)
+			}
+		}
+		noTake(t, q, "s", lim) // 1.5s after Take, the lease holds
+		if err := q.Done(ctx, "s", d.Key, d.Lease); err != nil {
+			t.Fatal(err)
+		}
+	}},
+	{"concurrency_and_rate", func(t *testing.T, q Queue) {
+		ctx := ctxT(t)
+		for i := range 6 {
+			if err := q.Enqueue(ctx, "s", delivery(fmt.Sprintf("s:c%d", i))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		lim := QueueLimits{Concurrency: 2, Lease: qLease}
+		a, b := mustTake(t, q, "s", lim), mustTake(t, q, "s", lim)
+		noTake(t, q, "s", lim)
+		if err := q.Done(ctx, "s", a.Key, a.Lease); err != nil {
+			t.Fatal(err)
+		}
+		c := mustTake(t, q, "s", lim)
+		noTake(t, q, "s", lim)
+		for _, d := range []*Delivery{b, c} {
+			if err := q.Done(ctx, "s", d.Key, d.Lease); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Rate: 2 starts per window; three were made before without a
+		// rate, which do not count.
+		lim = QueueLimits{Rate: 2, Lease: qLease}
+		mustTake(t, q, "s", lim)
+		mustTake(t, q, "s", lim)
+		if wait := noTake(t, q, "s", lim); wait > RateWindow+10*time.Millisecond {
+			t.Fatalf("rate wait %v, longer than the window", wait)
+		}
+		time.Sleep(RateWindow + 20*time.Millisecond)
+		mustTake(t, q, "s", lim)
+	}},
+	{"pause_resume", func(t *testing.T, q Queue) {
+		ctx := ctxT(t)
+		lim := QueueLimits{Lease: qLease}
+		if err := q.Pause(ctx, "s"); err != nil {
+			t.Fatal(err)
+		}
+		if err := q.Enqueue(ctx, "s", delivery("s:p")); err != nil {
+			t.Fatalf("Enqueue while paused: %v", err)
+		}
+		noTake(t, q, "s", lim)
+		if st, _ := q.Stats(ctx, "s"); !st.Paused || st.Depth != 1 {
+			t.Fatalf("Stats while paused: %+v", st)
+		}
+		if st, _ := q.Stats(ctx, "other"); st.Paused {
+			t.Fatal("pausing one scope paused another")
+		}
+		if err := q.Resume(ctx, "s"); err != nil {
+			t.Fatal(err)
+		}
+		mustTake(t, q, "s", lim)
+	}},
+	{"many_takers_concurrency", func(t *testing.T, q Queue) {
+		// Many goroutines take and finish 200 deliveries under
+		// Concurrency 3: each is handed out once, never more than 3 at
+		// once.
+		ctx := ctxT(t)
+		const n = 200
+		for i := range n {
+			if err := q.Enqueue(ctx, "s", delivery(fmt.Sprintf("s:m%03d", i))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		lim := QueueLimits{Concurrency: 3, Lease: 10 * time.Second}
+		var mu sync.Mutex
+		seen := map[string]int{}
+		var active, peak atomic.Int64
+		var wg sync.WaitGroup
+		deadline := time.Now().Add(30 * time.Second)
+		for range 8 {
+			wg.Go(func() {
+				for time.Now().Before(deadline) {
+					d, wait, err := q.Take(context.Background(), "s", lim)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if d == nil {
+						if st, _ := q.Stats(context.Background(), "s"); st.Depth == 0 {
+							return
+						}
+						time.Sleep(min(wait, 5*time.Millisecond))
+						continue
+					}
+					a := active.Add(1)
+					for p := peak.Load(); a > p && !peak.CompareAndSwap(p, a); p = peak.Load() {
+					}
+					mu.Lock()
+					seen[d.Key]++
+					mu.Unlock()
+					time.Sleep(time.Millisecond)
+					active.Add(-1)
+					if err := q.Done(context.Background(), "s", d.Key, d.Lease); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if len(seen) != n {
+			t.Fatalf("%d deliveries taken, want %d", len(seen), n)
+		}
+		for k, c := range seen {
+			if c != 1 {
+				t.Fatalf("%s taken %d times", k, c)
+			}
+		}
+		if p := peak.Load(); p > 3 {
+			t.Fatalf("%d deliveries at once, limit 3", p)
+		}
+	}},
+}
+
+// The embedded queue survives a restart: deliveries, their attempts and a
+// paused scope; leases do not (their process is gone).
+func TestEmbeddedQueueSurvivesRestart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "q.db")
+	open := func() (*Embedded, Queue) {
+		s, err := NewEmbedded(path, EmbeddedOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s, s.Queue()
+	}
+	ctx := ctxT(t)
+	lim := QueueLimits{Lease: time.Hour}
+	s, q := open()
+	for _, k := range []string{"s:1", "s:2", "s:3"} {
+		if err := q.Enqueue(ctx, "s", delivery(k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d1 := mustTake(t, q, "s", lim)
+	if err := q.Done(ctx, "s", d1.Key, d1.Lease); err != nil {
+		t.Fatal(err)
+	}
+	d2 := mustTake(t, q, "s", lim)
+	if err := q.Retry(ctx, "s", d2.Key, d2.Lease, time.Now(), 4); err != nil {
+		t.Fatal(err)
+	}
+	d3 := mustTake(t, q, "s", lim) // leased when the process goes
+	if err := q.Pause(ctx, "other"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s, q = open()
+	defer s.Close()
+	if st, err := q.Stats(ctx, "s"); err != nil || st.Depth != 2 || st.Leased != 0 {
+		t.Fatalf("Stats after the restart: %+v %v, want 2 queued, none leased", st, err)
+	}
+	if st, _ := q.Stats(ctx, "other"); !st.Paused {
+		t.Fatal("the paused scope was resumed by the restart")
+	}
+	got := map[string]int{}
+	for range 2 {
+		d := mustTake(t, q, "s", lim)
+		got[d.Key] = d.Attempts
+		if d.Notification == nil || len(d.Notification.Body) == 0 {
+			t.Fatalf("%s came back without its notification", d.Key)
+		}
+	}
+	if a, ok := got[d2.Key]; !ok || a != 4 {
+		t.Errorf("retried delivery after the restart: %v", got)
+	}
+	if _, ok := got[d3.Key]; !ok {
+		t.Errorf("the delivery leased at the restart is lost: %v", got)
+	}
+	if _, ok := got[d1.Key]; ok {
+		t.Errorf("the done delivery came back: %v", got)
+	}
+}
