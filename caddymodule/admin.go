@@ -30,6 +30,8 @@ func init() {
 //	POST   /idempotency/keys/<key>/redeliver[?force=1]   send the journaled notification again
 //	GET    /idempotency/keys?state=<state>[&scope=…&prefix=…&since=…&cursor=…&limit=…]
 //	                                            records by state, newest first, paged
+//	GET    /idempotency/deliveries              deliver async: every scope's queue
+//	POST   /idempotency/deliveries/<scope>/pause|resume   stop or restart its deliveries
 //
 // <key> is URL-escaped (a "/" in a key as %2F). Every route takes
 // ?store=<id> to pick a store when several are loaded.
@@ -95,6 +97,8 @@ func (a *AdminAPI) serveHTTP(w http.ResponseWriter, r *http.Request) error {
 			return errMethod(r)
 		}
 		return a.listStores(w)
+	case rest == "deliveries" || strings.HasPrefix(rest, "deliveries/"):
+		return a.deliveries(w, r, strings.TrimPrefix(strings.TrimPrefix(rest, "deliveries"), "/"))
 	case rest == "keys":
 		if r.Method != http.MethodGet {
 			return errMethod(r)

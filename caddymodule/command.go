@@ -25,7 +25,7 @@ func init() {
 func idempotencyCommand() caddycmd.Command {
 	return caddycmd.Command{
 		Name:  "idempotency",
-		Usage: "inspect|list|redeliver|purge|in-flight|send|keygen ...",
+		Usage: "inspect|list|redeliver|purge|in-flight|pause|resume|deliveries|send|keygen ...",
 		Short: "Inspects and purges idempotency keys; sends signed test notifications",
 		Long: `
 Talks to the running gateway's admin API (/idempotency/ routes).
@@ -47,6 +47,10 @@ Talks to the running gateway's admin API (/idempotency/ routes).
   idempotency in-flight [--limit N] [--all] [--cursor C]
                                            list claims whose first copy is
                                            still at the backend
+  idempotency deliveries                   deliver async: each scope's queue
+                                           (depth, leased, oldest, paused)
+  idempotency pause|resume <scope>         stop or restart a scope's
+                                           deliveries (acks go on)
 
   idempotency send --platform <p> --url <url> [--id <id>]
                                            sign and send a test notification
@@ -62,7 +66,7 @@ Keys are passed as they are; quote them for the shell.
 `,
 		CobraFunc: func(cmd *cobra.Command) {
 			cmd.AddCommand(inspectCommand(), listCommand(), redeliverCommand(), purgeCommand(), inFlightCommand(),
-				sendCommand(), keygenCommand())
+				pauseCommand(true), pauseCommand(false), deliveriesCommand(), sendCommand(), keygenCommand())
 		},
 	}
 }

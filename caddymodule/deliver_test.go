@@ -1,0 +1,420 @@
+package caddymodule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idemgate/idemgate/cache"
+	"github.com/idemgate/idemgate/internal/redistest"
+)
+
+// The deliver async suite: the real module (in this process, or the built
+// binary as separate processes), a real backend and real stores. Every
+// case asserts how many times the backend ran per key.
+
+// asyncBackend is the backend behind `deliver async`: it counts runs per
+// key (the form's out_trade_no), deliveries in flight at once, and when
+// each started.
+type asyncBackend struct {
+	t  testing.TB
+	ln net.Listener
+
+	mu          sync.Mutex
+	hits        map[string]int
+	attempts    map[string][]string // Idemgate-Delivery-Attempt per run
+	uris        map[string]string   // the request URI of the last run
+	starts      []time.Time
+	inFlight    int
+	maxInFlight int
+	delay       time.Duration
+	// answer decides the n-th (1-based) run's answer; default 200 "ok <key>".
+	answer  func(key string, n int) (int, string)
+	arrived chan string
+}
+
+// newAsyncBackend listens on addr ("127.0.0.1:0" for any port).
+func newAsyncBackend(t testing.TB, addr string) *asyncBackend {
+	b := &asyncBackend{t: t, hits: map[string]int{}, attempts: map[string][]string{}, uris: map[string]string{},
+		arrived: make(chan string, 100000)}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.ln = ln
+	srv := &http.Server{Handler: b}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return b
+}
+
+func (b *asyncBackend) addr() string { return b.ln.Addr().String() }
+
+func (b *asyncBackend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	v, _ := url.ParseQuery(string(body))
+	key := v.Get("out_trade_no")
+	b.mu.Lock()
+	b.hits[key]++
+	n := b.hits[key]
+	b.attempts[key] = append(b.attempts[key], r.Header.Get("Idemgate-Delivery-Attempt"))
+	b.uris[key] = r.RequestURI
+	b.starts = append(b.starts, time.Now())
+	b.inFlight++
+	b.maxInFlight = max(b.maxInFlight, b.inFlight)
+	delay, answer := b.delay, b.answer
+	b.mu.Unlock()
+	b.arrived <- key
+	defer func() {
+		b.mu.Lock()
+		b.inFlight--
+		b.mu.Unlock()
+	}()
+	if delay > 0 {
+		select {
+		case <-time.After(delay):
+		case <-r.Context().Done():
+			return
+		}
+	}
+	status, text := 200, "ok "+key
+	if answer != nil {
+		status, text = answer(key, n)
+	}
+	w.Header().Set("Content-Type", "text/plain")
+	w.WriteHeader(status)
+	io.WriteString(w, text)
+}
+
+func (b *asyncBackend) count(key string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.hits[key]
+}
+
+func (b *asyncBackend) total() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := 0
+	for _, c := range b.hits {
+		n += c
+	}
+	return n
+}
+
+func (b *asyncBackend) setDelay(d time.Duration) {
+	b.mu.Lock()
+	b.delay = d
+	b.mu.Unlock()
+}
+
+// reservePort returns a loopback address nothing listens on (yet).
+func reservePort(t testing.TB) string { return fmt.Sprintf("127.0.0.1:%d", freePort(t)) }
+
+const asyncRoute = `
+	handle /notify {
+		idempotency {
+			key {idempotency.form.out_trade_no}
+			scope demo
+			{store}
+			lock_ttl 2s
+			store_timeout 1s
+			deliver async {
+				to http://{backend}
+				ack 200 success
+				{extra}
+			}
+		}
+	}`
+
+// record looks a key up in the only store loaded in this process.
+func record(t testing.TB, key string) *cache.Record {
+	t.Helper()
+	ps, ids := findStore("")
+	if ps == nil {
+		t.Fatalf("want one loaded store, have %v", ids)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	rec, err := ps.Lookup(ctx, key)
+	if errors.Is(err, cache.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		t.Fatalf("lookup %s: %v", key, err)
+	}
+	return rec
+}
+
+// answered waits until key is answered in the store.
+func waitAnswered(t testing.TB, within time.Duration, key string) *cache.Record {
+	t.Helper()
+	var rec *cache.Record
+	eventually(t, within, key+" to be answered", func() bool {
+		rec = record(t, key)
+		return rec != nil && rec.State == cache.StateAnswered
+	})
+	return rec
+}
+
+// percentiles returns the median and the maximum.
+func percentiles(ds []time.Duration) (p50, top time.Duration) {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2], s[len(s)-1]
+}
+
+// TestAsyncSlowBackendAckedAtOnce: a backend slower than the platform's
+// time-out (3s). Every copy of one key is acknowledged at once, the
+// backend runs once, and copies after the delivery get its remembered
+// answer.
+func TestAsyncSlowBackendAckedAtOnce(t *testing.T) {
+	eachStore(t, func(t *testing.T, name, store string) {
+		be := newAsyncBackend(t, "127.0.0.1:0")
+		be.setDelay(3 * time.Second)
+		base := startCaddy(t, asyncRoute, "{store}", store, "{backend}", be.addr(), "{extra}", "")
+		const copies = 20
+		lat := make([]time.Duration, copies)
+		replies := storm(t, copies, func(i int) reply {
+			start := time.Now()
+			r := notify(t, base, "slow-1")
+			lat[i] = time.Since(start)
+			return r
+		})
+		for i, r := range replies {
+			if r.status != 200 || r.body != "success" || r.replayed {
+				t.Fatalf("copy %d: got %d %q replayed=%v, want the ack 200 success", i, r.status, r.body, r.replayed)
+			}
+		}
+		// Copies one after another, while the delivery is at the backend.
+		for range copies {
+			start := time.Now()
+			if r := notify(t, base, "slow-1"); r.status != 200 || r.body != "success" {
+				t.Fatalf("copy while delivering: got %d %q, want the ack", r.status, r.body)
+			}
+			lat = append(lat, time.Since(start))
+		}
+		p50, top := percentiles(lat)
+		limit := 500 * time.Millisecond
+		if !raceDetector {
+			limit = 50 * time.Millisecond
+		}
+		t.Logf("%s: ack latency over %d copies (%d at once, then one by one): p50 %v, max %v", name, len(lat), copies, p50, top)
+		if top > limit {
+			t.Errorf("%s: slowest ack took %v, want under %v", name, top, limit)
+		}
+		if be.count("slow-1") > 1 {
+			t.Fatalf("backend ran %d times before the delivery ended", be.count("slow-1"))
+		}
+		rec := waitAnswered(t, 20*time.Second, "demo:slow-1")
+		if rec.AttemptCount != 1 || rec.Attempts[0].Outcome != cache.AttemptAnswered {
+			t.Errorf("journal: %d attempts %+v, want one answered", rec.AttemptCount, rec.Attempts)
+		}
+		if rec.Notification == nil || !strings.Contains(string(rec.Notification.Body), "out_trade_no=slow-1") {
+			t.Errorf("journal kept no notification: %+v", rec.Notification)
+		}
+		r := notify(t, base, "slow-1")
+		if r.status != 200 || r.body != "ok slow-1" || !r.replayed {
+			t.Errorf("copy after the delivery: got %d %q replayed=%v, want the backend's answer replayed", r.status, r.body, r.replayed)
+		}
+		if got := be.count("slow-1"); got != 1 {
+			t.Errorf("backend ran %d times, want 1", got)
+		}
+		be.mu.Lock()
+		uri, att := be.uris["slow-1"], be.attempts["slow-1"]
+		be.mu.Unlock()
+		if uri != "/notify" || !slices.Equal(att, []string{"1"}) {
+			t.Errorf("backend got URI %q attempts %v, want /notify and attempt 1", uri, att)
+		}
+	})
+}
+
+// TestAsyncBackendDownThenBack: the backend refuses connections for a
+// while, then comes up. Every queued notification is delivered once, after
+// unreachable attempts spaced by the back-off.
+func TestAsyncBackendDownThenBack(t *testing.T) {
+	rs := redistest.Start(t)
+	addr := reservePort(t)
+	base := startCaddy(t, asyncRoute, "{store}", "store redis "+rs.Addr(), "{backend}", addr,
+		"{extra}", "retry 200ms 800ms")
+	keys := []string{"down-0", "down-1", "down-2", "down-3", "down-4"}
+	for _, k := range keys {
+		if r := notify(t, base, k); r.status != 200 || r.body != "success" {
+			t.Fatalf("%s: got %d %q, want the ack", k, r.status, r.body)
+		}
+	}
+	// Down until every key has been tried three times.
+	eventually(t, 20*time.Second, "three attempts per key", func() bool {
+		for _, k := range keys {
+			if rec := record(t, "demo:"+k); rec == nil || rec.AttemptCount < 3 {
+				return false
+			}
+		}
+		return true
+	})
+	be := newAsyncBackend(t, addr)
+	for _, k := range keys {
+		rec := waitAnswered(t, 20*time.Second, "demo:"+k)
+		if got := be.count(k); got != 1 {
+			t.Errorf("%s: backend ran %d times, want 1", k, got)
+		}
+		n := len(rec.Attempts)
+		if n < 4 || rec.Attempts[n-1].Outcome != cache.AttemptAnswered {
+			t.Fatalf("%s: attempts %+v, want unreachable ones then answered", k, rec.Attempts)
+		}
+		for i, a := range rec.Attempts[:n-1] {
+			if a.Outcome != cache.AttemptUnreachable {
+				t.Errorf("%s: attempt %d is %s, want unreachable", k, i+1, a.Outcome)
+			}
+			// Back-off: at least retry's initial 200ms between attempts
+			// (a little less for the clock's granularity), at most the
+			// max 800ms plus a loaded machine's slack.
+			gap := rec.Attempts[i+1].Start.Sub(a.Start.Add(a.Duration))
+			if gap < 190*time.Millisecond || gap > 3*time.Second {
+				t.Errorf("%s: %v between attempts %d and %d, want the back-off (200ms..800ms)", k, gap, i+1, i+2)
+			}
+		}
+		be.mu.Lock()
+		att := be.attempts[k]
+		be.mu.Unlock()
+		if want := strconv.Itoa(n); !slices.Equal(att, []string{want}) {
+			t.Errorf("%s: the backend saw Idemgate-Delivery-Attempt %v, want [%s]", k, att, want)
+		}
+	}
+}
+
+// TestAsyncStoreDownNoAck: with the store down the platform gets 503 +
+// Retry-After, never the ack, and nothing reaches the backend; when it is
+// back, notifications are acked and delivered.
+func TestAsyncStoreDownNoAck(t *testing.T) {
+	rs := redistest.Start(t)
+	be := newAsyncBackend(t, "127.0.0.1:0")
+	base := startCaddy(t, asyncRoute, "{store}", "store redis "+rs.Addr(), "{backend}", be.addr(), "{extra}", "")
+	rs.Stop()
+	for range 3 {
+		r := notify(t, base, "sd-1")
+		if r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") == "" || r.body == "success" {
+			t.Fatalf("store down: got %d %q Retry-After=%q, want 503 with Retry-After and no ack", r.status, r.body, r.header.Get("Retry-After"))
+		}
+	}
+	if got := be.total(); got != 0 {
+		t.Fatalf("backend ran %d times with the store down, want 0", got)
+	}
+	rs.Restart()
+	eventually(t, 10*time.Second, "the store to be back", func() bool {
+		r := notify(t, base, "sd-1")
+		return r.status == 200 && r.body == "success"
+	})
+	waitAnswered(t, 15*time.Second, "demo:sd-1")
+	if got := be.count("sd-1"); got != 1 {
+		t.Errorf("backend ran %d times for sd-1, want 1", got)
+	}
+}
+
+// TestAsyncPauseResume: paused, nothing is delivered while acks go on and
+// the queue grows (admin API and CLI); resumed, the queue drains, each key
+// once.
+func TestAsyncPauseResume(t *testing.T) {
+	be := newAsyncBackend(t, "127.0.0.1:0")
+	g := startGateway(t, asyncRoute, "{store}", "store memory", "{backend}", be.addr(), "{extra}", "concurrency 2")
+	if out, err := runCLI(t, "pause", "demo", "--address", g.admin); err != nil || !strings.Contains(out, `"paused": true`) {
+		t.Fatalf("pause: %v %s", err, out)
+	}
+	const n = 10
+	for i := range n {
+		if r := notify(t, g.base, "p-"+itoa(i)); r.status != 200 || r.body != "success" {
+			t.Fatalf("ack while paused: got %d %q", r.status, r.body)
+		}
+	}
+	var view deliveriesView
+	eventually(t, 5*time.Second, "the queue to show every notification", func() bool {
+		g.adminJSON(t, http.MethodGet, "/idempotency/deliveries", &view)
+		return len(view.Deliveries) == 1 && view.Deliveries[0].Depth == n
+	})
+	if d := view.Deliveries[0]; d.Scope != "demo" || !d.Paused || d.Oldest.IsZero() || d.Leased != 0 {
+		t.Errorf("paused queue: %+v", d)
+	}
+	// Paused for five take periods: nothing may start.
+	time.Sleep(5 * maxTakeWait)
+	if got := be.total(); got != 0 {
+		t.Fatalf("backend ran %d times while paused, want 0", got)
+	}
+	out, err := runCLI(t, "deliveries", "--address", g.admin)
+	if err != nil || !strings.Contains(out, `"depth": 10`) {
+		t.Errorf("deliveries: %v %s", err, out)
+	}
+	if status, body := g.adminDo(t, http.MethodPost, "/idempotency/deliveries/nosuch/pause"); status != http.StatusNotFound {
+		t.Errorf("pausing an unknown scope: got %d %s, want 404", status, body)
+	}
+	if _, err := runCLI(t, "resume", "demo", "--address", g.admin); err != nil {
+		t.Fatalf("resume: %v", err)
+	}
+	for i := range n {
+		waitAnswered(t, 15*time.Second, "demo:p-"+itoa(i))
+	}
+	for i := range n {
+		if got := be.count("p-" + itoa(i)); got != 1 {
+			t.Errorf("p-%d: backend ran %d times, want 1", i, got)
+		}
+	}
+	be.mu.Lock()
+	most := be.maxInFlight
+	be.mu.Unlock()
+	if most > 2 {
+		t.Errorf("backend saw %d deliveries at once, want at most concurrency 2", most)
+	}
+	g.adminJSON(t, http.MethodGet, "/idempotency/deliveries", &view)
+	if d := view.Deliveries[0]; d.Depth != 0 || d.Paused {
+		t.Errorf("drained queue: %+v", d)
+	}
+}
+
+// TestAsyncGiveUp: a backend that keeps failing is given up after
+// give_up: the key is dead (dead letter counted) and is not delivered
+// again.
+func TestAsyncGiveUp(t *testing.T) {
+	be := newAsyncBackend(t, "127.0.0.1:0")
+	be.mu.Lock()
+	be.answer = func(key string, n int) (int, string) { return 500, "broken" }
+	be.mu.Unlock()
+	base := startCaddy(t, asyncRoute, "{store}", "store memory", "{backend}", be.addr(),
+		"{extra}", "retry 100ms 200ms\n\t\t\t\tgive_up 1s")
+	if r := notify(t, base, "gu-1"); r.status != 200 {
+		t.Fatalf("ack: %d", r.status)
+	}
+	var rec *cache.Record
+	eventually(t, 15*time.Second, "the key to be given up", func() bool {
+		rec = record(t, "demo:gu-1")
+		return rec != nil && rec.State == cache.StateFailed
+	})
+	if st := rec.StateAt(time.Now(), time.Second); st != cache.StateDead {
+		t.Errorf("state %s, want dead", st)
+	}
+	runs := be.count("gu-1")
+	if runs < 2 || int64(runs) != rec.AttemptCount {
+		t.Errorf("backend ran %d times, journal has %d attempts; want the same, at least 2", runs, rec.AttemptCount)
+	}
+	for _, a := range rec.Attempts {
+		if a.Outcome != cache.AttemptFailed || a.Status != 500 || string(a.Body) != "broken" {
+			t.Errorf("attempt %+v, want failed 500 broken", a)
+		}
+	}
+	time.Sleep(500 * time.Millisecond)
+	if got := be.count("gu-1"); got != runs {
+		t.Errorf("backend ran %d more times after give_up", got-runs)
+	}
+	// A copy of a failed key is a new notification: acked and delivered.
+	if r := notify(t, base, "gu-1"); r.status != 200 || r.body != "success" {
+		t.Errorf("copy after give_up: %d %q", r.status, r.body)
+	}
+}
