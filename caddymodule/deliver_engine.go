@@ -43,6 +43,13 @@ const (
 	// beyond what is remembered: it is read to the end to know the answer
 	// is whole.
 	maxDeliveryAnswer = 64 << 20
+	// sendAlign: on a scope with a rate, each delivery is sent this long
+	// after its take began. The queue counts a start when it hands the
+	// delivery out; were the send to follow after a varying time (the
+	// marker's round trip, a busy moment), a late one would land in the
+	// next second as the backend sees it, and the backend would see more
+	// than the rate. A fixed delay shifts every start alike.
+	sendAlign = 15 * time.Millisecond
 	// markerPrefix names the marker a taker claims before it sends an
 	// attempt (see mark).
 	markerPrefix = "_delivering:"
@@ -137,6 +144,7 @@ func (e *engine) poke() {
 func (e *engine) work() {
 	defer e.wg.Done()
 	for e.takeCtx.Err() == nil {
+		took := time.Now()
 		ctx, cancel := context.WithTimeout(e.takeCtx, time.Duration(e.h.StoreTimeout))
 		d, wait, err := e.ds.queue.Take(ctx, e.scope, e.lim)
 		cancel()
@@ -148,7 +156,7 @@ func (e *engine) work() {
 			wait = maxTakeWait
 		}
 		if d != nil {
-			e.deliver(d)
+			e.deliver(d, took)
 			continue
 		}
 		t := time.NewTimer(min(max(wait, time.Millisecond), maxTakeWait))
@@ -190,25 +198,31 @@ func (e *engine) refreshStats() {
 	}
 }
 
-// deliver makes one attempt of a taken delivery and settles it.
-func (e *engine) deliver(d *cache.Delivery) {
+// deliver makes one attempt of a delivery taken at took, and settles it.
+func (e *engine) deliver(d *cache.Delivery, took time.Time) {
 	h := e.h
 	lockTTL := time.Duration(h.LockTTL)
 	stopLease := e.keepLease(d)
 	defer stopLease()
 
-	// The claim must outlive this attempt and the next back-off, also
-	// when the queue was paused for longer than the hold taken at receipt.
-	hold := max(time.Until(d.Enqueued.Add(e.ds.hold(lockTTL))), e.ds.retryMx+2*lockTTL)
-	if err := e.try(func(ctx context.Context) error { return h.store.Renew(ctx, d.Key, d.Token, hold) }); err != nil {
-		if errors.Is(err, cache.ErrNotOwner) {
-			// Purged, or answered by another taker: nothing to deliver.
-			h.claimTrouble(d.Key, "renew", err)
-			e.done(d)
+	// The claim must outlive this attempt and the next back-off. The
+	// hold taken at receipt does, unless the queue was paused or backed
+	// up for long: then it is renewed (one round trip more between the
+	// start the queue counted and the send, which the rate's window
+	// tolerates only a little of).
+	minHold := e.ds.retryMx + 2*lockTTL
+	hold := max(time.Until(d.Enqueued.Add(e.ds.hold(lockTTL))), minHold)
+	if time.Until(d.Enqueued.Add(e.ds.hold(lockTTL))) < minHold+time.Minute {
+		if err := e.try(func(ctx context.Context) error { return h.store.Renew(ctx, d.Key, d.Token, hold) }); err != nil {
+			if errors.Is(err, cache.ErrNotOwner) {
+				// Purged, or answered by another taker: nothing to deliver.
+				h.claimTrouble(d.Key, "renew", err)
+				e.done(d)
+				return
+			}
+			e.storeTrouble(d, "renew", err)
 			return
 		}
-		e.storeTrouble(d, "renew", err)
-		return
 	}
 	marker, fresh, err := e.mark(d, hold)
 	if err != nil {
@@ -220,6 +234,11 @@ func (e *engine) deliver(d *cache.Delivery) {
 		return
 	}
 
+	if e.ds.rate > 0 {
+		if wait := time.Until(took.Add(sendAlign)); wait > 0 {
+			time.Sleep(wait)
+		}
+	}
 	attempt := d.Attempts + 1
 	start := time.Now()
 	out := e.send(d, attempt)

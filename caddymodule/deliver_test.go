@@ -61,6 +61,7 @@ func newAsyncBackend(t testing.TB, addr string) *asyncBackend {
 func (b *asyncBackend) addr() string { return b.ln.Addr().String() }
 
 func (b *asyncBackend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	arrived := time.Now()
 	body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 	v, _ := url.ParseQuery(string(body))
 	key := v.Get("out_trade_no")
@@ -69,7 +70,7 @@ func (b *asyncBackend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	n := b.hits[key]
 	b.attempts[key] = append(b.attempts[key], r.Header.Get("Idemgate-Delivery-Attempt"))
 	b.uris[key] = r.RequestURI
-	b.starts = append(b.starts, time.Now())
+	b.starts = append(b.starts, arrived)
 	b.inFlight++
 	b.maxInFlight = max(b.maxInFlight, b.inFlight)
 	delay, answer := b.delay, b.answer
