@@ -357,3 +357,24 @@ func TestAsyncEmbeddedRestart(t *testing.T) {
 		}
 	}
 }
+
+// TestAsyncStartupLine: the start-up line names async delivery and where
+// it goes (without the URL's password).
+func TestAsyncStartupLine(t *testing.T) {
+	p := startProc(t, t.TempDir(), asyncProcSite("line", "store memory", "gw:secret@127.0.0.1:9", "concurrency 3"))
+	var line map[string]any
+	eventually(t, 10*time.Second, "the start-up line", func() bool {
+		for _, l := range strings.Split(procLog(p), "\n") {
+			if strings.Contains(l, "idempotency handler ready") && json.Unmarshal([]byte(l), &line) == nil {
+				return true
+			}
+		}
+		return false
+	})
+	want := map[string]any{"scope": "line", "deliver": "async", "deliver_to": "http://gw:xxxxx@127.0.0.1:9", "concurrency": float64(3)}
+	for k, v := range want {
+		if line[k] != v {
+			t.Errorf("start-up line %s = %v, want %v (line %v)", k, line[k], v, line)
+		}
+	}
+}

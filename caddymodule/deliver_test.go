@@ -2,11 +2,13 @@ package caddymodule
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strconv"
@@ -381,16 +383,25 @@ func TestAsyncPauseResume(t *testing.T) {
 }
 
 // TestAsyncGiveUp: a backend that keeps failing is given up after
-// give_up: the key is dead (dead letter counted) and is not delivered
-// again.
+// give_up: the key is dead (the journal says so, the idempotency.failed
+// and idempotency.dead alerts went out, the dead-letter metric counts it)
+// and it is not delivered again.
 func TestAsyncGiveUp(t *testing.T) {
+	events := make(chan alertEvent, 100)
+	ops := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var e alertEvent
+		_ = json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&e)
+		events <- e
+	}))
+	t.Cleanup(ops.Close)
 	be := newAsyncBackend(t, "127.0.0.1:0")
 	be.mu.Lock()
 	be.answer = func(key string, n int) (int, string) { return 500, "broken" }
 	be.mu.Unlock()
-	base := startCaddy(t, asyncRoute, "{store}", "store memory", "{backend}", be.addr(),
+	route := strings.Replace(asyncRoute, "lock_ttl 2s", "lock_ttl 2s\n\t\t\talert "+ops.URL+" failed dead", 1)
+	g := startGateway(t, route, "{store}", "store memory", "{backend}", be.addr(),
 		"{extra}", "retry 100ms 200ms\n\t\t\t\tgive_up 1s")
-	if r := notify(t, base, "gu-1"); r.status != 200 {
+	if r := notify(t, g.base, "gu-1"); r.status != 200 {
 		t.Fatalf("ack: %d", r.status)
 	}
 	var rec *cache.Record
@@ -398,8 +409,10 @@ func TestAsyncGiveUp(t *testing.T) {
 		rec = record(t, "demo:gu-1")
 		return rec != nil && rec.State == cache.StateFailed
 	})
-	if st := rec.StateAt(time.Now(), time.Second); st != cache.StateDead {
-		t.Errorf("state %s, want dead", st)
+	var list pageView
+	g.adminJSON(t, http.MethodGet, "/idempotency/keys?state=dead", &list)
+	if len(list.Keys) != 1 || list.Keys[0].Key != "demo:gu-1" {
+		t.Errorf("dead keys: %+v, want demo:gu-1 (dead after give_up)", list.Keys)
 	}
 	runs := be.count("gu-1")
 	if runs < 2 || int64(runs) != rec.AttemptCount {
@@ -410,12 +423,42 @@ func TestAsyncGiveUp(t *testing.T) {
 			t.Errorf("attempt %+v, want failed 500 broken", a)
 		}
 	}
+	failed := 0
+	for dead := false; !dead; {
+		select {
+		case e := <-events:
+			switch e.Event {
+			case "idempotency.failed":
+				failed++
+			case "idempotency.dead":
+				dead = true
+				if e.Key != "demo:gu-1" || e.Attempts != int64(runs) || e.Status != 500 {
+					t.Errorf("dead alert %+v", e)
+				}
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no idempotency.dead alert (%d failed ones)", failed)
+		}
+	}
+	if failed != runs {
+		t.Errorf("%d idempotency.failed alerts for %d failed attempts", failed, runs)
+	}
+	s, _ := scrape(t, g)
+	wantSample(t, s, `idemgate_delivery_dead_total{platform="generic",scope="demo"}`, 1)
+	wantSample(t, s, `idemgate_delivery_attempts_total{outcome="failed",platform="generic",scope="demo"}`, float64(runs))
+	wantSample(t, s, `idemgate_delivery_duration_seconds_count{outcome="failed",platform="generic",scope="demo"}`, float64(runs))
+	wantSample(t, s, `idemgate_requests_total{outcome="queued",platform="generic",scope="demo"}`, 1)
+	eventually(t, 5*time.Second, "the queue gauge to read empty", func() bool {
+		s, _ := scrape(t, g)
+		v, ok := s[`idemgate_delivery_queue_depth{platform="generic",scope="demo"}`]
+		return ok && v == 0
+	})
 	time.Sleep(500 * time.Millisecond)
 	if got := be.count("gu-1"); got != runs {
 		t.Errorf("backend ran %d more times after give_up", got-runs)
 	}
 	// A copy of a failed key is a new notification: acked and delivered.
-	if r := notify(t, base, "gu-1"); r.status != 200 || r.body != "success" {
+	if r := notify(t, g.base, "gu-1"); r.status != 200 || r.body != "success" {
 		t.Errorf("copy after give_up: %d %q", r.status, r.body)
 	}
 }

@@ -1,0 +1,183 @@
+package caddymodule
+
+import (
+	"context"
+	"encoding/json"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+)
+
+// TestDeliverCaddyfile: `deliver` adapts to the handler's JSON.
+func TestDeliverCaddyfile(t *testing.T) {
+	tests := []struct{ name, input, want string }{
+		{"sync", "idempotency {\n\tdeliver sync\n}", `{"deliver":{"mode":"sync"}}`},
+		{"async minimal", "idempotency {\n\tplatform alipay\n\tdeliver async {\n\t\tto http://127.0.0.1:9000\n\t}\n}",
+			`{"platform":"alipay","deliver":{"mode":"async","to":"http://127.0.0.1:9000"}}`},
+		{"async everything", `idempotency {
+			key {idempotency.json.id}
+			deliver async {
+				to https://legacy.internal/base
+				ack 202 "<ok/>"
+				concurrency 8
+				rate 200/s
+				retry 2s 5m
+				give_up 12h
+				durability replicas 1
+			}
+		}`, `{"key":"{idempotency.json.id}","deliver":{"mode":"async","to":"https://legacy.internal/base",
+			"ack":{"status":202,"body":"<ok/>"},"concurrency":8,"rate":200,"retry_initial":2000000000,
+			"retry_max":300000000000,"give_up":43200000000000,"replicas":1}}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var h Handler
+			if err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser(tt.input)); err != nil {
+				t.Fatal(err)
+			}
+			got, _ := json.Marshal(h)
+			if !jsonEqual(t, string(got), tt.want) {
+				t.Errorf("got  %s\nwant %s", got, tt.want)
+			}
+		})
+	}
+	errs := []struct{ name, input, want string }{
+		{"no mode", "idempotency {\n\tdeliver\n}", "wrong argument count"},
+		{"bad mode", "idempotency {\n\tdeliver later\n}", "want sync or async"},
+		{"sync with options", "idempotency {\n\tdeliver sync {\n\t\tto http://a\n\t}\n}", "takes no options"},
+		{"async without to", "idempotency {\n\tdeliver async {\n\t\tconcurrency 2\n\t}\n}", "needs `to <url>`"},
+		{"unknown option", "idempotency {\n\tdeliver async {\n\t\tto http://a\n\t\tworkers 2\n\t}\n}", `unknown option "workers"`},
+		{"duplicate option", "idempotency {\n\tdeliver async {\n\t\tto http://a\n\t\tto http://b\n\t}\n}", `duplicate option "to"`},
+		{"ack not 2xx", "idempotency {\n\tdeliver async {\n\t\tto http://a\n\t\tack 500\n\t}\n}", "must be 2xx"},
+		{"rate without /s", "idempotency {\n\tdeliver async {\n\t\tto http://a\n\t\trate 200\n\t}\n}", "wants <n>/s"},
+		{"retry one", "idempotency {\n\tdeliver async {\n\t\tto http://a\n\t\tretry 1s\n\t}\n}", "retry <initial> <max>"},
+		{"retry reversed", "idempotency {\n\tdeliver async {\n\t\tto http://a\n\t\tretry 1m 1s\n\t}\n}", "shorter than initial"},
+		{"concurrency zero", "idempotency {\n\tdeliver async {\n\t\tto http://a\n\t\tconcurrency 0\n\t}\n}", "positive number"},
+		{"durability bad", "idempotency {\n\tdeliver async {\n\t\tto http://a\n\t\tdurability fsync\n\t}\n}", "durability replicas <n>"},
+	}
+	for _, tt := range errs {
+		t.Run(tt.name, func(t *testing.T) {
+			var h Handler
+			err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser(tt.input))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("got %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestDeliverProvision: what provisioning an async route checks, and the
+// acks the presets get.
+func TestDeliverProvision(t *testing.T) {
+	provision := func(h *Handler) error {
+		ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+		defer cancel()
+		err := h.Provision(ctx)
+		if err == nil {
+			err = h.Validate()
+		}
+		h.Cleanup()
+		return err
+	}
+	async := func(extra ...string) *DeliverConfig {
+		c := &DeliverConfig{Mode: "async", To: "http://127.0.0.1:9"}
+		if len(extra) > 0 {
+			c.To = extra[0]
+		}
+		return c
+	}
+	memory := &StoreConfig{Type: "memory"}
+	refused := []struct {
+		name string
+		h    *Handler
+		want string
+	}{
+		{"generic without ack", &Handler{Key: "{idempotency.form.id}", Store: memory, Deliver: async()}, "needs `ack <status> [<body>]`"},
+		{"to not a URL", &Handler{Platform: "stripe", VerifyOff: true, Store: memory, Deliver: async("legacy:9000")}, "http:// or https:// URL"},
+		{"on_store_error pass", &Handler{Platform: "stripe", VerifyOff: true, Store: memory, OnStoreError: "pass", Deliver: async()}, "on_store_error pass"},
+		{"replicas on memory", &Handler{Platform: "stripe", VerifyOff: true, Store: memory,
+			Deliver: &DeliverConfig{Mode: "async", To: "http://a", Replicas: 1}}, "for a redis store"},
+		{"replicas beyond wait_replicas", &Handler{Platform: "stripe", VerifyOff: true,
+			Store:   &StoreConfig{Type: "redis", Addresses: []string{"127.0.0.1:1"}, WaitReplicas: 1},
+			Deliver: &DeliverConfig{Mode: "async", To: "http://a", Replicas: 2}}, "wait_replicas to be at least 2"},
+	}
+	for _, tt := range refused {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := provision(tt.h); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("got %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+	for platform, want := range map[string]AckAnswer{
+		"alipay":       {Status: 200, Body: "success", ContentType: "text/plain; charset=utf-8"},
+		"wechatpay":    {Status: 200},
+		"wechatpay_v2": {Status: 200, Body: "<xml><return_code><![CDATA[SUCCESS]]></return_code><return_msg><![CDATA[OK]]></return_msg></xml>", ContentType: "application/xml"},
+		"stripe":       {Status: 200},
+		"paypal":       {Status: 200},
+	} {
+		t.Run("ack "+platform, func(t *testing.T) {
+			h := &Handler{Platform: platform, VerifyOff: true, Store: memory, Deliver: async()}
+			ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+			defer cancel()
+			if err := h.Provision(ctx); err != nil {
+				t.Fatal(err)
+			}
+			defer h.Cleanup()
+			if h.dlv.ack != want {
+				t.Errorf("ack %+v, want %+v", h.dlv.ack, want)
+			}
+			if h.retryWindow() != h.dlv.giveUp {
+				t.Errorf("retry window %v, want give_up %v (dead after give_up)", h.retryWindow(), h.dlv.giveUp)
+			}
+		})
+	}
+	h := &Handler{Key: "{idempotency.form.id}", Store: memory, Deliver: async()}
+	h.Deliver.Ack = &AckAnswer{Status: 200, Body: `{"ok":true}`}
+	if err := provision(h); err != nil {
+		t.Fatal(err)
+	}
+	if h.dlv.ack.ContentType != "application/json" || h.dlv.concurrency != 4 || h.dlv.retryMx.String() != "10m0s" || h.dlv.giveUp.String() != "24h0m0s" {
+		t.Errorf("defaults: %+v", *h.dlv)
+	}
+}
+
+// TestDeliverTarget: the notification's path and query go after `to`'s,
+// as reverse_proxy does; hop-by-hop headers stay behind.
+func TestDeliverTarget(t *testing.T) {
+	for _, tt := range []struct{ to, uri, want string }{
+		{"http://127.0.0.1:9000", "/notify?x=1", "http://127.0.0.1:9000/notify?x=1"},
+		{"http://b/base/", "/notify", "http://b/base/notify"},
+		{"http://b/base", "/notify", "http://b/base/notify"},
+		{"http://b/base?k=v", "/n?x=1", "http://b/base/n?k=v&x=1"},
+	} {
+		e := &engine{ds: &deliveryState{}}
+		e.ds.to = mustURL(t, tt.to)
+		got, err := e.target(tt.uri)
+		if err != nil || got != tt.want {
+			t.Errorf("to %s + %s = %s %v, want %s", tt.to, tt.uri, got, err, tt.want)
+		}
+	}
+	h := deliveryHeaders(map[string][]string{"Connection": {"close"}, "Content-Type": {"text/xml"}, "Transfer-Encoding": {"chunked"},
+		"Wechatpay-Signature": {"sig"}})
+	if len(h) != 2 || h.Get("Content-Type") != "text/xml" || h.Get("Wechatpay-Signature") != "sig" {
+		t.Errorf("headers %v", h)
+	}
+	ds := &deliveryState{retryInitial: 100, retryMx: 1000}
+	for n := 1; n < 60; n++ {
+		if b := ds.backoff(n); b < 100 || b > 1000 || (n == 1 && b > 200) {
+			t.Errorf("backoff(%d) = %v", n, b)
+		}
+	}
+}
+
+func mustURL(t *testing.T, s string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
