@@ -118,6 +118,11 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 			return c.render(w, http.StatusMethodNotAllowed, v.fail("redeliver is a POST from the key's page"))
 		}
 		return c.act(ctx, w, r, v, c.redeliver)
+	case "deliveries":
+		if r.Method != http.MethodPost {
+			return c.render(w, http.StatusMethodNotAllowed, v.fail("pause and resume are POSTs from the overview"))
+		}
+		return c.act(ctx, w, r, v, pauseFromConsole)
 	default:
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			return c.render(w, http.StatusMethodNotAllowed, v.fail("GET only"))
@@ -145,7 +150,7 @@ func consolePaths(r *http.Request) (base, page string) {
 		dir, last = p[:i+1], p[i+1:]
 	}
 	switch last {
-	case "key", "purge", "redeliver":
+	case "key", "purge", "redeliver", "deliveries":
 		base, page = dir, last
 	case "":
 		base = dir
@@ -234,11 +239,17 @@ func (c *Console) overview(ctx context.Context, r *http.Request, v *consolePage)
 	v.Chart = newChart(consoleCounts.last())
 	v.Stores = c.data.storeIDs()
 	v.Delivery = "synchronous delivery: each notification goes to the backend on the platform's own request, so there is no queue"
+	var errs []string
+	if queues, err := queueViews(ctx); err != nil {
+		errs = append(errs, "delivery queues: "+err.Error())
+	} else if len(queues) > 0 {
+		v.Queues = queues
+		v.Delivery = "asynchronous delivery: notifications are acknowledged once queued and delivered by the gateway"
+	}
 	states := []cache.State{cache.StateInFlight, cache.StateFailed, cache.StateDead}
 	if v.Prefix != "" {
 		states = append(states, cache.StateAnswered)
 	}
-	var errs []string
 	for _, st := range states {
 		var rows []keyRow
 		for _, id := range v.Stores {
@@ -340,6 +351,10 @@ func noteText(q url.Values) string {
 		return "Purged: the key's next copy will be forwarded to the backend."
 	case "redelivered":
 		return "Redelivered through the notification's route: it answered " + strconv.Itoa(atoiOr0(q.Get("status"))) + "."
+	case "paused":
+		return "Deliveries paused: notifications are still acknowledged and queued."
+	case "resumed":
+		return "Deliveries resumed: the queue drains."
 	case "replayed":
 		return "Redelivered, but the route replayed a remembered answer (" + strconv.Itoa(atoiOr0(q.Get("status"))) + "): the backend did not run."
 	}

@@ -55,6 +55,7 @@ type consolePage struct {
 	Chart                            chart
 	Stores                           []string
 	Delivery                         string
+	Queues                           []deliveryView // deliver async scopes
 	InFlight, Failed, Dead, Answered []keyRow
 	Errors                           []string
 

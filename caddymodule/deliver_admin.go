@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
 	"github.com/idemgate/idemgate/cache"
@@ -132,4 +133,22 @@ func setPaused(ctx context.Context, scope string, paused bool) (deliveryView, er
 		return deliveryView{}, apiError(http.StatusServiceUnavailable, errors.Join(errors.New("the queue's stats"), err))
 	}
 	return newDeliveryView(e, st), nil
+}
+
+// pauseFromConsole is the console's pause/resume button (a POST that
+// passed the console's cross-site checks).
+func pauseFromConsole(ctx context.Context, w http.ResponseWriter, r *http.Request, v *consolePage) error {
+	action := r.PostForm.Get("action")
+	if action != "pause" && action != "resume" {
+		return &consoleError{status: http.StatusBadRequest, msg: "action must be pause or resume"}
+	}
+	if _, err := setPaused(ctx, r.PostForm.Get("scope"), action == "pause"); err != nil {
+		var ae caddy.APIError
+		if errors.As(err, &ae) && ae.Err != nil {
+			return &consoleError{status: ae.HTTPStatus, msg: ae.Err.Error()}
+		}
+		return err
+	}
+	http.Redirect(w, r, v.Base+"?"+url.Values{"note": {action + "d"}}.Encode(), http.StatusSeeOther)
+	return nil
 }

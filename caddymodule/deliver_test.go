@@ -462,3 +462,77 @@ func TestAsyncGiveUp(t *testing.T) {
 		t.Errorf("copy after give_up: %d %q", r.status, r.body)
 	}
 }
+
+// TestAsyncConsole: the console's overview shows each async scope's queue
+// and pauses and resumes it with a same-origin POST carrying its token; a
+// cross-site POST changes nothing.
+func TestAsyncConsole(t *testing.T) {
+	be := newAsyncBackend(t, "127.0.0.1:0")
+	base := startCaddy(t, asyncRoute+`
+	route /console/* {
+		idempotency_console
+	}`, "{store}", "store memory", "{backend}", be.addr(), "{extra}", "")
+	noRedirect := &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error {
+		return http.ErrUseLastResponse
+	}}
+	send := func(form url.Values, hdr map[string]string) int {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, base+"/console/deliveries", strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		resp, err := noRedirect.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	page := func() string {
+		t.Helper()
+		resp, err := client.Get(base + "/console/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return string(b)
+	}
+	origin := map[string]string{"Origin": base, "Sec-Fetch-Site": "same-origin"}
+	pause := url.Values{"csrf": {consoleToken}, "scope": {"demo"}, "action": {"pause"}}
+	if got := send(pause, map[string]string{"Origin": "http://evil.example"}); got != http.StatusForbidden {
+		t.Errorf("cross-site pause: %d, want 403", got)
+	}
+	if got := send(url.Values{"scope": {"demo"}, "action": {"pause"}}, nil); got != http.StatusForbidden {
+		t.Errorf("pause without the token: %d, want 403", got)
+	}
+	if p := page(); !strings.Contains(p, "asynchronous delivery") || !strings.Contains(p, `<code>demo</code>`) || strings.Contains(p, "badge failed\">paused") {
+		t.Fatalf("overview before the pause:\n%s", p)
+	}
+	if got := send(pause, origin); got != http.StatusSeeOther {
+		t.Fatalf("pause: %d, want 303", got)
+	}
+	for i := range 3 {
+		if r := notify(t, base, "c-"+itoa(i)); r.status != 200 || r.body != "success" {
+			t.Fatalf("ack while paused: %d %q", r.status, r.body)
+		}
+	}
+	p := page()
+	if !strings.Contains(p, `badge failed">paused`) || !strings.Contains(p, `<td class="num">3</td>`) || !strings.Contains(p, `value="resume"`) {
+		t.Fatalf("overview while paused shows no paused queue of 3:\n%s", p)
+	}
+	time.Sleep(3 * maxTakeWait)
+	if got := be.total(); got != 0 {
+		t.Fatalf("backend ran %d times while paused", got)
+	}
+	if got := send(url.Values{"csrf": {consoleToken}, "scope": {"demo"}, "action": {"resume"}}, origin); got != http.StatusSeeOther {
+		t.Fatalf("resume: %d, want 303", got)
+	}
+	for i := range 3 {
+		waitAnswered(t, 10*time.Second, "demo:c-"+itoa(i))
+		if got := be.count("c-" + itoa(i)); got != 1 {
+			t.Errorf("c-%d: backend ran %d times, want 1", i, got)
+		}
+	}
+}
