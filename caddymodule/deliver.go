@@ -224,7 +224,7 @@ func (h *Handler) queueFailed(w http.ResponseWriter, r *http.Request, op string,
 // moment; past it, 409 + Retry-After.
 func (h *Handler) queuedCopy(w http.ResponseWriter, r *http.Request, repl *caddy.Replacer, key string, copies int64) (result, error) {
 	deadline := time.Now().Add(time.Second)
-	wait := 20 * time.Millisecond
+	wait := 2 * time.Millisecond
 	for {
 		ctx, cancel := context.WithTimeout(r.Context(), time.Duration(h.StoreTimeout))
 		queued, err := h.dlv.queue.Queued(ctx, h.scope(), key)
@@ -249,7 +249,7 @@ func (h *Handler) queuedCopy(w http.ResponseWriter, r *http.Request, repl *caddy
 		case <-r.Context().Done():
 			return result{outcome: outcomeCanceled, copies: copies, err: r.Context().Err()}, caddyhttp.Error(499, r.Context().Err())
 		}
-		wait *= 2
+		wait += wait / 2
 	}
 }
 
