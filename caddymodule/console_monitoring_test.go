@@ -16,13 +16,14 @@ import (
 // a histogram's _bucket, _sum and _count).
 func exportedMetricNames() []string {
 	var names []string
-	for _, c := range []string{metricRequests, metricLostClaims, metricStoreErrors} {
+	for _, c := range []string{metricRequests, metricLostClaims, metricStoreErrors, metricDeliveryAttempts, metricDeadLetters} {
 		names = append(names, c+"_total")
 	}
 	for _, h := range []string{metricRequestDuration + "_seconds", metricBackendDuration + "_seconds",
-		metricWaitDuration + "_seconds", metricCopies} {
+		metricWaitDuration + "_seconds", metricCopies, metricDeliveryDuration + "_seconds"} {
 		names = append(names, h+"_bucket", h+"_sum", h+"_count")
 	}
+	names = append(names, metricQueueDepth, metricQueueOldest+"_seconds")
 	return names
 }
 

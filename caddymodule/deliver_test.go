@@ -349,6 +349,11 @@ func TestAsyncPauseResume(t *testing.T) {
 	if d := view.Deliveries[0]; d.Scope != "demo" || !d.Paused || d.Oldest.IsZero() || d.Leased != 0 {
 		t.Errorf("paused queue: %+v", d)
 	}
+	eventually(t, 10*time.Second, "the queue gauges to show the paused queue", func() bool {
+		s, _ := scrape(t, g)
+		return s[`idemgate_delivery_queue_depth{platform="generic",scope="demo"}`] == n &&
+			s[`idemgate_delivery_queue_oldest_age_seconds{platform="generic",scope="demo"}`] > 0
+	})
 	// Paused for five take periods: nothing may start.
 	time.Sleep(5 * maxTakeWait)
 	if got := be.total(); got != 0 {
