@@ -1,6 +1,6 @@
 -- Claim one idempotency key. KEYS: the key's hash, notification, attempts.
 -- ARGV: token, fingerprint, lock TTL (ms), original key.
--- Returns {"won"}, or {outcome, <record fields in recordFields order>} where
+-- Returns {"won", <now ms>}, or {outcome, <record fields in recordFields order>} where
 -- outcome is "in_flight", "answered" or "conflict"; the answer fields are
 -- only filled for "answered" so a duplicate costs one round trip.
 local h, nk, ak = KEYS[1], KEYS[2], KEYS[3]
@@ -11,7 +11,7 @@ local st = redis.call('HGET', h, 'state')
 if st == 'in_flight' and tonumber(redis.call('HGET', h, 'expires')) <= nowms then
   -- The claim ran out: the key is free, its journal (if any) stays.
   st = 'failed'
-  if not redis.call('HGET', h, 'na') then
+  if not redis.call('HGET', h, 'na') and not redis.call('HGET', h, 'nn') then
     st = false -- nothing to keep: Redis is about to expire it
   end
 end
@@ -21,7 +21,7 @@ if not st then
     'fp', ARGV[2], 'copies', 1, 'conflicts', 0, 'first', now, 'last', now,
     'expires', string.format('%d', nowms + ttl), 'changed', now, 'nf', 1)
   redis.call('PEXPIRE', h, ttl)
-  return {'won'}
+  return {'won', now}
 end
 if st == 'failed' then
   -- Free again: the claim wins and the history stays.
@@ -33,7 +33,7 @@ if st == 'failed' then
   redis.call('HINCRBY', h, 'copies', 1)
   redis.call('HINCRBY', h, 'nf', 1)
   keep_for(h, nk, ak, ttl)
-  return {'won'}
+  return {'won', now}
 end
 local fp = redis.call('HGET', h, 'fp')
 local outcome
@@ -52,7 +52,7 @@ else
 end
 local r = redis.call('HMGET', h, 'key', 'state', 'status', 'headers', 'body',
   'body_cached', 'fp', 'copies', 'conflicts', 'first', 'last', 'expires',
-  'changed', 'nf', 'nr', 'ni', 'na')
+  'changed', 'nf', 'nr', 'ni', 'na', 'nn')
 if outcome ~= 'answered' then
   -- Metadata only: an in-flight or conflicting copy gets no answer.
   r[3], r[4], r[5], r[6] = false, false, false, false

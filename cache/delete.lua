@@ -4,10 +4,10 @@
 -- and Lookup see it (a renewal with a shorter lock TTL leaves the hash
 -- alive past the claim's end).
 local h = KEYS[1]
-local v = redis.call('HMGET', h, 'state', 'expires', 'na')
+local v = redis.call('HMGET', h, 'state', 'expires', 'na', 'nn')
 local t = redis.call('TIME')
 local nowms = t[1] * 1000 + math.floor(t[2] / 1000)
-local gone = v[1] == 'in_flight' and tonumber(v[2]) <= nowms and not v[3]
+local gone = v[1] == 'in_flight' and tonumber(v[2]) <= nowms and not v[3] and not v[4]
 if redis.call('DEL', KEYS[1], KEYS[2], KEYS[3]) == 0 or gone then
   return false
 end

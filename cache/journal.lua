@@ -19,6 +19,8 @@ end
 local function journal(h, nk, ak, notif, att)
   if notif ~= '' then
     redis.call('SET', nk, notif, 'NX')
+    -- nn: the record keeps a notification, so it outlives its claim.
+    redis.call('HSET', h, 'nn', 1)
   end
   if att ~= '' then
     redis.call('APPEND', ak, att)

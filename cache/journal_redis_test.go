@@ -166,7 +166,7 @@ func TestRedisMemoryPerKey(t *testing.T) {
 	// The index: its shards' memory spread over the keys.
 	var ix int64
 	for sh := range ixShards {
-		if m, err := c.MemoryUsage(ctx, s.ixShardKey(StateAnswered, sh)).Result(); err == nil {
+		if m, err := c.MemoryUsage(ctx, s.ixShardKey(StateAnswered, "259200000", sh)).Result(); err == nil {
 			ix += m
 		}
 	}
@@ -176,5 +176,47 @@ func TestRedisMemoryPerKey(t *testing.T) {
 		body.Len(), per, hash/keys, enc, notif/keys, atts/keys, ix/keys)
 	if per > 1536 {
 		t.Fatalf("%d bytes per key, contract ≤ 1536", per)
+	}
+}
+
+// TestRedisIndexMixedTTLs: two routes with other ttls on one store. Each
+// settle trims its index of entries older than its own ttl; a short ttl
+// must not cut a long-lived record's entry out of the listing (it did when
+// every ttl shared one index).
+func TestRedisIndexMixedTTLs(t *testing.T) {
+	c := redistest.Start(t).Client()
+	s := NewRedis(c, RedisOptions{Prefix: "mixed"})
+	t.Cleanup(func() { s.Close() })
+	ctx := context.Background()
+	settle := func(key string, ttl time.Duration, fail bool) {
+		t.Helper()
+		won := claim(t, s, key, "", time.Minute, Won)
+		var err error
+		if fail {
+			err = s.Release(ctx, key, won.Token, ttl, Journal{Attempt: attempt(500, AttemptFailed, "")})
+		} else {
+			err = s.Complete(ctx, key, won.Token, answer, ttl, Journal{})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	settle("long:answered", 72*time.Hour, false)
+	settle("long:failed", 72*time.Hour, true)
+	time.Sleep(20 * time.Millisecond)
+	// The short route's settles trim entries older than 5ms: its own.
+	for i := range 3 {
+		settle(fmt.Sprintf("short:%d", i), 5*time.Millisecond, i == 1)
+	}
+	time.Sleep(20 * time.Millisecond)
+	if got := listAll(t, s, ListQuery{State: StateAnswered, Limit: 10}); len(got) != 1 || got[0] != "long:answered" {
+		t.Fatalf("answered: %v, want the long-lived record", got)
+	}
+	if got := listAll(t, s, ListQuery{State: StateFailed, Limit: 10}); len(got) != 1 || got[0] != "long:failed" {
+		t.Fatalf("failed: %v, want the long-lived record", got)
+	}
+	classes, err := c.SMembers(ctx, s.ixClassesKey()).Result()
+	if err != nil || len(classes) != 4 {
+		t.Fatalf("index classes %v (%v), want answered and failed for each ttl", classes, err)
 	}
 }

@@ -90,14 +90,22 @@ if fn == 'extend' then
   return 1
 end
 
-if fn == 'retry' then
-  -- ARGV: key, lease token, due (ms), attempts
-  local key = ARGV[2]
-  if not held(key, ARGV[3]) then
+-- end_lease: ends the lease on key if lease holds it.
+local function end_lease(key, lease)
+  if not held(key, lease) then
     return false
   end
   redis.call('ZREM', leases, key)
   redis.call('HDEL', owners, key)
+  return true
+end
+
+if fn == 'retry' then
+  -- ARGV: key, lease token, due (ms), attempts
+  local key = ARGV[2]
+  if not end_lease(key, ARGV[3]) then
+    return false
+  end
   redis.call('ZADD', due, ARGV[4], key)
   local m = redis.call('HGET', meta, key) or ''
   local token = string.match(m, '^(%S*)') or ''
@@ -108,11 +116,9 @@ end
 if fn == 'done' then
   -- ARGV: key, lease token
   local key = ARGV[2]
-  if not held(key, ARGV[3]) then
+  if not end_lease(key, ARGV[3]) then
     return false
   end
-  redis.call('ZREM', leases, key)
-  redis.call('HDEL', owners, key)
   redis.call('ZREM', due, key)
   redis.call('ZREM', enq, key)
   redis.call('HDEL', items, key)

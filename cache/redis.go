@@ -32,14 +32,17 @@ import (
 // <prefix>:{<key>}:wake. Every script touches one key's hash tag only, so
 // nothing is ever CROSSSLOT on Cluster.
 //
-// List indexes (answered and failed records): sorted sets
-// <prefix>:ix:{<state>:<shard>}, 16 shards per state, each on its own hash
-// tag so Cluster spreads them over its masters. Members are
-// ixMember(changed, key), all of score 0, so ZRANGE BYLEX walks them newest
-// first. An index entry is written in the same pipeline as the script that
-// settles the claim (one round trip on a single server; on Cluster the two
-// nodes are written in parallel); List checks each entry against its record
-// and drops stale ones. In-flight claims live seconds and are listed by SCAN.
+// List indexes: sorted sets <prefix>:ix:{<state>:<ttl ms>:<shard>} for
+// answered and failed records, one class per ttl (so each is trimmed by its
+// own ttl: routes with other ttls share a store without cutting each
+// other's entries short), named in the set <prefix>:ix:classes; and
+// <prefix>:ix:{in_flight:<shard>} for claims (redis_inflight.go). 16 shards
+// each, each on its own hash tag so Cluster spreads them over its masters.
+// Members are ixMember(changed, key), all of score 0, so ZRANGE BYLEX walks
+// them newest first. An index entry is written in the same pipeline as the
+// script that settles the claim (one round trip on a single server; on
+// Cluster the nodes are written in parallel); List checks each entry
+// against its record and drops stale ones.
 //
 // Times come from the Redis server (TIME inside the scripts), so gateway
 // instances with skewed clocks agree; expiry is PEXPIRE on the hash.
@@ -55,16 +58,15 @@ type Redis struct {
 	subs     map[string]*subscription // channel → its waiters
 	pongs    map[string]chan struct{} // PING payload → Wait blocked on it
 	loopDone chan struct{}
+
+	ifx     *inFlightIx
+	classes sync.Map // "<state>/<class>" → when this process last named it
 }
 
 // RedisOptions tune the Redis store; the zero value is usable.
 type RedisOptions struct {
 	// Prefix namespaces every key and channel. Default "idem".
 	Prefix string
-	// ScanCount is the COUNT hint of each SCAN step in InFlight. Default 500.
-	ScanCount int
-	// ScanSteps bounds the SCAN calls one InFlight call makes. Default 8.
-	ScanSteps int
 	// WaitReplicas, when above 0, follows every write script (claim,
 	// complete, release, renew, delete) and every Lookup with WAIT on the
 	// same connection and treats fewer than WaitReplicas acknowledging
@@ -109,7 +111,7 @@ var (
 // recordFields is the order in which the scripts and Lookup read a record.
 var recordFields = []string{"key", "state", "status", "headers", "body",
 	"body_cached", "fp", "copies", "conflicts", "first", "last", "expires",
-	"changed", "nf", "nr", "ni", "na"}
+	"changed", "nf", "nr", "ni", "na", "nn"}
 
 // ixShards is the number of list index shards per state.
 const ixShards = 16
@@ -120,19 +122,15 @@ func NewRedis(client redis.UniversalClient, opts RedisOptions) *Redis {
 	if opts.Prefix == "" {
 		opts.Prefix = "idem"
 	}
-	if opts.ScanCount <= 0 {
-		opts.ScanCount = 500
-	}
-	if opts.ScanSteps <= 0 {
-		opts.ScanSteps = 8
-	}
 	if opts.WaitReplicas > 0 && opts.WaitTimeout <= 0 {
 		opts.WaitTimeout = time.Second // WAIT 0 would block for ever
 	}
-	return &Redis{
+	s := &Redis{
 		c: client, prefix: opts.Prefix, opts: opts,
 		subs: make(map[string]*subscription), pongs: make(map[string]chan struct{}),
 	}
+	s.ifx = newInFlightIx(s)
+	return s
 }
 
 // escapeKey makes key safe inside a hash tag (see Redis).
@@ -173,13 +171,36 @@ func (s *Redis) keys(key string) []string {
 	return []string{h, h + ":n", h + ":a"}
 }
 
-// ixKey is the list index shard of key in state st.
-func (s *Redis) ixKey(st State, key string) string {
-	return s.ixShardKey(st, int(crc32.ChecksumIEEE([]byte(key))%ixShards))
+// ixKey is the list index shard of key in state st and class (the ttl in
+// ms; "" for in-flight claims).
+func (s *Redis) ixKey(st State, class, key string) string {
+	return s.ixShardKey(st, class, int(crc32.ChecksumIEEE([]byte(key))%ixShards))
 }
 
-func (s *Redis) ixShardKey(st State, shard int) string {
-	return s.prefix + ":ix:{" + string(st) + ":" + strconv.Itoa(shard) + "}"
+func (s *Redis) ixShardKey(st State, class string, shard int) string {
+	if class == "" {
+		return s.prefix + ":ix:{" + string(st) + ":" + strconv.Itoa(shard) + "}"
+	}
+	return s.prefix + ":ix:{" + string(st) + ":" + class + ":" + strconv.Itoa(shard) + "}"
+}
+
+func (s *Redis) ixClassesKey() string { return s.prefix + ":ix:classes" }
+
+// ixClassRefresh: a class is named in ixClassesKey again this often, so a
+// Redis that lost it (restarted without persistence) learns it back.
+const ixClassRefresh = time.Minute
+
+// ixClass returns the class of ttl in state st, and whether this settle
+// must name it in ixClassesKey.
+func (s *Redis) ixClass(st State, ttl time.Duration) (class string, register bool) {
+	class = strconv.FormatInt(ttl.Milliseconds(), 10)
+	name := string(st) + "/" + class
+	t := time.Now()
+	if last, ok := s.classes.Load(name); ok && t.Sub(last.(time.Time)) < ixClassRefresh {
+		return class, false
+	}
+	s.classes.Store(name, t)
+	return class, true
 }
 
 // channel is the pub/sub channel that wakes key's waiters. Channels are not
@@ -294,6 +315,9 @@ func (s *Redis) Claim(ctx context.Context, key, fingerprint string, lockTTL time
 	var res ClaimResult
 	switch str(v[0]) {
 	case "won":
+		if len(v) > 1 {
+			s.ifx.won(key, num(v[1]))
+		}
 		return ClaimResult{Outcome: Won, Token: token}, nil
 	case "in_flight":
 		res.Outcome = InFlight
@@ -327,7 +351,7 @@ func (s *Redis) Complete(ctx context.Context, key, token string, a Answer, ttl t
 	}
 	changed := time.Now().UnixMilli()
 	notif, att := journalArgs(j)
-	err := s.settle(ctx, completeScript, key, StateAnswered, changed, ttl, token, a.Status,
+	err := s.settle(ctx, completeScript, key, StateAnswered, changed, ttl, false, token, a.Status,
 		appendHeader(nil, a.Header), body, cached, ms(ttl), s.channel(key), changed, notif, att)
 	return s.casErr("complete", err)
 }
@@ -354,13 +378,25 @@ func journalArgs(j Journal) (notif, att []byte) {
 // With WaitReplicas the script runs through run (WAIT) and the index is
 // written after it.
 func (s *Redis) settle(ctx context.Context, sc *redis.Script, key string, st State, changed int64,
-	ttl time.Duration, args ...any,
+	ttl time.Duration, stillHeld bool, args ...any,
 ) error {
 	keys := s.keys(key)
-	ix := s.ixKey(st, key)
+	class, register := s.ixClass(st, ttl)
+	ix := s.ixKey(st, class, key)
+	old, written := s.ifx.settled(key)
 	index := func(p redis.Pipeliner) {
+		if register {
+			p.SAdd(ctx, s.ixClassesKey(), string(st)+"/"+class)
+		}
 		p.ZAdd(ctx, ix, redis.Z{Member: ixMember(changed, key)})
 		p.ZRemRangeByLex(ctx, ix, "["+ixMember(changed-ttl.Milliseconds(), "")[:16], "+")
+		if written {
+			p.ZRem(ctx, s.ixKey(StateInFlight, "", key), old)
+		}
+		if stillHeld {
+			// Leave changed the record's time: its in-flight entry too.
+			p.ZAdd(ctx, s.ixKey(StateInFlight, "", key), redis.Z{Member: ixMember(changed, key)})
+		}
 	}
 	if s.opts.WaitReplicas > 0 {
 		err := s.run(ctx, sc, keys, args...).Err()
@@ -407,7 +443,7 @@ func (s *Redis) Release(ctx context.Context, key, token string, ttl time.Duratio
 		err := s.run(ctx, releaseScript, s.keys(key), token, s.channel(key), 0, changed, notif, att).Err()
 		return s.casErr("release", err)
 	}
-	err := s.settle(ctx, releaseScript, key, StateFailed, changed, ttl,
+	err := s.settle(ctx, releaseScript, key, StateFailed, changed, ttl, false,
 		token, s.channel(key), ms(ttl), changed, notif, att)
 	return s.casErr("release", err)
 }
@@ -420,8 +456,11 @@ func (s *Redis) Leave(ctx context.Context, key, token string, ttl time.Duration,
 	// failed now, and List shows it once it reads so.
 	changed := time.Now().UnixMilli()
 	notif, att := journalArgs(j)
-	err := s.settle(ctx, leaveScript, key, StateFailed, changed, ttl,
+	err := s.settle(ctx, leaveScript, key, StateFailed, changed, ttl, true,
 		token, ms(ttl), changed, notif, att)
+	if err == nil {
+		s.ifx.left(key, changed)
+	}
 	return s.casErr("leave", err)
 }
 
@@ -472,7 +511,7 @@ func (s *Redis) Lookup(ctx context.Context, key string) (*Record, error) {
 	// The journal only when there is one: a waiter's look at an
 	// in-flight claim stays one command.
 	var notif, atts string
-	if rec.AttemptCount > 0 {
+	if rec.AttemptCount > 0 || str(v[17]) == "1" {
 		jv, err := s.c.MGet(ctx, keys[1], keys[2]).Result()
 		if err != nil {
 			return nil, s.wrap("lookup", err)
@@ -512,6 +551,9 @@ func (s *Redis) Delete(ctx context.Context, key string) error {
 		return ErrClosed
 	}
 	err := s.run(ctx, deleteScript, s.keys(key), s.channel(key)).Err()
+	if m, ok := s.ifx.settled(key); ok {
+		_ = s.c.ZRem(ctx, s.ixKey(StateInFlight, "", key), m).Err() // else List repairs it
+	}
 	if errors.Is(err, redis.Nil) {
 		return ErrNotFound
 	}

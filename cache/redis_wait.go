@@ -169,6 +169,7 @@ func (s *Redis) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
+	s.ifx.close()
 	s.psMu.Lock()
 	ps, done := s.ps, s.loopDone
 	s.psMu.Unlock()

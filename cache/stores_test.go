@@ -233,48 +233,78 @@ func TestRedisClusterHashTags(t *testing.T) {
 	}
 }
 
-// TestRedisInFlightSmallSteps pages with a tiny SCAN budget: pages may be
-// short or empty, but together they list every in-flight claim once.
-func TestRedisInFlightSmallSteps(t *testing.T) {
+// TestRedisInFlightAcrossInstances: claims won by one gateway instance are
+// listed by another, newest first and paged across a 3-master Cluster,
+// once the first has written its notes (redis_inflight.go); settled
+// claims leave the index.
+func TestRedisInFlightAcrossInstances(t *testing.T) {
 	cl := redistest.StartCluster(t, 3).Client()
 	ctx := context.Background()
-	s := NewRedis(cl, RedisOptions{Prefix: "small", ScanCount: 3, ScanSteps: 1})
-	defer s.Close()
-	var want []string
+	a := NewRedis(cl, RedisOptions{Prefix: "ifx"})
+	defer a.Close()
+	b := NewRedis(cl, RedisOptions{Prefix: "ifx"})
+	defer b.Close()
+	var want []string // newest first
+	tokens := map[string]string{}
 	for i := range 30 {
 		key := fmt.Sprintf("k%02d", i)
-		if _, err := s.Claim(ctx, key, "", time.Minute); err != nil {
-			t.Fatal(err)
+		res, err := a.Claim(ctx, key, "", time.Minute)
+		if err != nil || res.Outcome != Won {
+			t.Fatal(res, err)
 		}
-		want = append(want, key)
+		tokens[key] = res.Token
+		want = append([]string{key}, want...)
+		time.Sleep(2 * time.Millisecond) // distinct claim times
 	}
 	// Another store's keys on the same cluster are not listed.
-	other := NewRedis(cl, RedisOptions{Prefix: "smallx"})
+	other := NewRedis(cl, RedisOptions{Prefix: "ifxx"})
 	defer other.Close()
 	if _, err := other.Claim(ctx, "k00", "", time.Minute); err != nil {
 		t.Fatal(err)
 	}
+	list := func() []string {
+		var got []string
+		cursor := ""
+		for pages := 0; ; pages++ {
+			recs, next, err := listInFlight(ctx, b, cursor, 4)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range recs {
+				got = append(got, r.Key)
+			}
+			if next == "" {
+				return got
+			}
+			if pages > 100 {
+				t.Fatal("no end")
+			}
+			cursor = next
+		}
+	}
 	var got []string
-	cursor := ""
-	for pages := 0; ; pages++ {
-		recs, next, err := listInFlight(ctx, s, cursor, 4)
-		if err != nil {
+	eventually(t, "the other instance lists every claim", func() bool {
+		got = list()
+		return len(got) == len(want)
+	})
+	if !slices.Equal(got, want) {
+		t.Fatalf("listed %v\nwant (newest first) %v", got, want)
+	}
+	// Settle the older half on a: they leave the listing and the index.
+	for _, key := range want[15:] {
+		if err := a.Complete(ctx, key, tokens[key], Answer{Status: 200}, time.Minute, Journal{}); err != nil {
 			t.Fatal(err)
 		}
-		for _, r := range recs {
-			got = append(got, r.Key)
-		}
-		if next == "" {
-			break
-		}
-		if pages > 1000 {
-			t.Fatal("no end")
-		}
-		cursor = next
 	}
-	slices.Sort(got)
-	if !slices.Equal(got, want) {
-		t.Fatalf("listed %v", got)
+	if got := list(); !slices.Equal(got, want[:15]) {
+		t.Fatalf("after settling: %v, want %v", got, want[:15])
+	}
+	var entries int64
+	for i := range ixShards {
+		entries += cl.ZCard(ctx, a.ixShardKey(StateInFlight, "", i)).Val()
+	}
+	if entries != 15 {
+		t.Fatalf("%d in-flight index entries left, want 15 (settling removes its own)", entries)
 	}
 }
 

@@ -33,7 +33,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, next caddyhttp
 	defer h.settler.Local(key)() // runs after the claim is settled below
 	note := h.notification(r)
 	start := time.Now()
-	hold := h.hold(key, token)
+	hold := h.hold(key, token, note)
 	settled := false
 	defer func() {
 		if !settled {
@@ -198,11 +198,37 @@ type heldClaim struct {
 	done   chan struct{}
 }
 
-func (h *Handler) hold(key, token string) *heldClaim {
+// keepAfter: a claim still at the backend this long journals its
+// notification (see hold).
+const keepAfter = 250 * time.Millisecond
+
+// hold renews the claim while the backend works. A backend slower than
+// keepAfter gets its notification journaled on the claim as well (Leave,
+// without an attempt): should this gateway die before it settles, the
+// record outlives the claim as a failed notification an operator can see
+// and redeliver, instead of vanishing with the lock. Fast backends, most of
+// them, cost nothing extra.
+func (h *Handler) hold(key, token string, note *cache.Notification) *heldClaim {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &heldClaim{cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(c.done)
+		if note != nil {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(min(keepAfter, time.Duration(h.LockTTL)/3)):
+			}
+			rctx, rcancel := context.WithTimeout(ctx, time.Duration(h.StoreTimeout))
+			err := h.store.Leave(rctx, key, token, time.Duration(h.TTL), cache.Journal{Notification: note})
+			rcancel()
+			if err != nil && ctx.Err() == nil {
+				h.claimTrouble(key, "keep", err)
+				if errors.Is(err, cache.ErrNotOwner) {
+					return
+				}
+			}
+		}
 		h.renewLoop(ctx, key, token)
 	}()
 	return c

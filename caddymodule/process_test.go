@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -13,7 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/internal/redistest"
+	"github.com/redis/go-redis/v9"
 )
 
 // These tests run the built idemgate binary as separate processes: several
@@ -223,10 +226,32 @@ func TestKilledMidRequest(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the first copy never reached the backend")
 	}
+	// Killed once the copy has been at the backend longer than keepAfter
+	// (its notification is then journaled on the claim).
+	time.Sleep(keepAfter + 500*time.Millisecond)
 	a.kill()
 	killed := time.Now()
 	if r := notify(t, b.base, "kill-1"); r.status != http.StatusConflict {
 		t.Fatalf("copy right after the kill: got %d, want 409 (the dead gateway's claim holds)", r.status)
+	}
+	// The copy was at the backend longer than keepAfter: its notification
+	// was journaled on the claim, so when the claim runs out the record
+	// stays, failed with no attempt, for the operator to see and redeliver.
+	st := cache.NewRedis(redis.NewClient(&redis.Options{Addr: rs.Addr()}), cache.RedisOptions{})
+	defer st.Close()
+	const full = "generic:k:kill-1"
+	var rec *cache.Record
+	eventually(t, 10*time.Second, "the dead gateway's claim to run out, its record kept", func() bool {
+		var err error
+		rec, err = st.Lookup(context.Background(), full)
+		return err == nil && rec.State == cache.StateFailed
+	})
+	if rec.Notification == nil || !strings.Contains(string(rec.Notification.Body), "out_trade_no=kill-1") || rec.AttemptCount != 0 {
+		t.Fatalf("record of the claim that ran out: notification %+v, %d attempts", rec.Notification, rec.AttemptCount)
+	}
+	page, err := st.List(context.Background(), cache.ListQuery{State: cache.StateFailed, Limit: 10})
+	if err != nil || len(page.Records) != 1 || page.Records[0].Key != full {
+		t.Fatalf("failed listing: %+v %v, want the claim that ran out", page.Records, err)
 	}
 	// After lock_ttl the claim is gone: retries go through, once.
 	var r reply

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Load comparison, side by side in one run on loopback: plain reverse_proxy vs
-# idemgate with a real Redis, for unique keys (first-copy path) and one repeated
-# key (replay path). Reports requests/s, p50, p99 and the contract's ratios,
+# Load comparison, side by side in one run on loopback: plain reverse_proxy, a
+# Caddy respond (the floor of any answer from the gateway itself), and
+# idemgate with a real Redis, for unique keys (first-copy path) and one
+# repeated key (replay path). Reports requests/s, p50, p99 and the contract's ratios,
 # checks what reached the backend, and counts Redis round trips and CPU time
 # per request (the steadiest figure when the machine is shared).
 #
@@ -41,6 +42,8 @@ PROFILE=${PROFILE:-0}
 TARGET_UNIQUE=0.85 # unique-key req/s ≥ 0.85 × plain
 TARGET_REPLAY=1.5  # replay req/s ≥ 1.5 × plain
 TARGET_P99_MS=1    # added p99 on the first-copy path ≤ 1 ms
+TARGET_UNIQUE_CPU=60 # first copy: gateway CPU µs per request ≤ plain's + 60
+TARGET_REPLAY_CPU=30 # replay: gateway CPU µs per request ≤ respond's + 30
 
 die() { echo "load.sh: $*" >&2; exit 2; }
 
@@ -132,6 +135,7 @@ grep -qx 'http.handlers.idempotency' <<<"$modules" ||
 REDIS_PORT=$(free_port)
 BACKEND_PORT=$(free_port)
 PLAIN_PORT=$(free_port)
+RESPOND_PORT=$(free_port)
 UNIQUE_PORT=$(free_port)
 REPLAY_PORT=$(free_port)
 ADMIN="admin off"
@@ -177,6 +181,12 @@ http://127.0.0.1:$PLAIN_PORT {
 	reverse_proxy 127.0.0.1:$BACKEND_PORT
 }
 
+# (a') Caddy answering by itself: what the replay path is measured against
+http://127.0.0.1:$RESPOND_PORT {
+	bind 127.0.0.1
+	respond "success" 200
+}
+
 # (b) a fresh key per request: claim + complete on Redis, then the backend
 http://127.0.0.1:$UNIQUE_PORT {
 	bind 127.0.0.1
@@ -202,12 +212,12 @@ http://127.0.0.1:$REPLAY_PORT {
 }
 EOF
 
-echo "== idemgate on :$PLAIN_PORT (plain), :$UNIQUE_PORT (unique keys), :$REPLAY_PORT (replay)"
+echo "== idemgate on :$PLAIN_PORT (plain), :$RESPOND_PORT (respond), :$UNIQUE_PORT (unique keys), :$REPLAY_PORT (replay)"
 XDG_DATA_HOME="$WORK/xdg-data" XDG_CONFIG_HOME="$WORK/xdg-config" \
 	"$WORK/idemgate" run --config "$WORK/Caddyfile" --adapter caddyfile >"$WORK/caddy.log" 2>&1 &
 PIDS+=($!)
 CADDY_PID=$!
-for port in "$PLAIN_PORT" "$UNIQUE_PORT" "$REPLAY_PORT"; do
+for port in "$PLAIN_PORT" "$RESPOND_PORT" "$UNIQUE_PORT" "$REPLAY_PORT"; do
 	# Any HTTP answer will do: the gateway sites refuse a request without a key.
 	wait_up "idemgate on :$port" "${PIDS[-1]}" "$WORK/caddy.log" curl -sS -o /dev/null --max-time 1 "http://127.0.0.1:$port/"
 done
@@ -259,6 +269,7 @@ measure() {
 	local name=$1 round=$2 duration=${3:-$DURATION} port mode run out
 	case $name in
 	plain | plain-1c) port=$PLAIN_PORT mode=unique ;;
+	respond) port=$RESPOND_PORT mode=unique ;;
 	unique | unique-1c) port=$UNIQUE_PORT mode=unique ;;
 	replay) port=$REPLAY_PORT mode=fixed ;;
 	esac
@@ -311,9 +322,9 @@ measure() {
 	tail -n1 "$RESULTS" | awk '{ printf "   %-9s round %d: %9.0f req/s  p50 %.3f ms  p99 %.3f ms  (%d requests, backend ran %d)\n", $1, $2, $3, $4, $5, $6, $7 }'
 }
 
-echo "== $ROUNDS round(s) × plain, unique, replay: wrk -t$THREADS -c$CONNS -d$DURATION (warm-up $WARMUP)"
+echo "== $ROUNDS round(s) × plain, respond, unique, replay: wrk -t$THREADS -c$CONNS -d$DURATION (warm-up $WARMUP)"
 for round in $(seq "$ROUNDS"); do
-	for name in plain unique replay; do
+	for name in plain respond unique replay; do
 		measure "$name" "$round"
 	done
 done
@@ -332,7 +343,7 @@ median() {
 # sum <case> <column>: the total over rounds.
 sum() { awk -v n="$1" -v c="$2" '$1 == n { s += $c } END { print s + 0 }' "$RESULTS"; }
 
-for name in plain unique replay; do
+for name in plain respond unique replay; do
 	declare "${name}_rps=$(median "$name" 3)" "${name}_p50=$(median "$name" 4)" "${name}_p99=$(median "$name" 5)"
 	declare "${name}_req=$(sum "$name" 6)" "${name}_fwd=$(sum "$name" 7)" "${name}_bad=$(( $(sum "$name" 8) + $(sum "$name" 9) ))"
 done
@@ -341,7 +352,7 @@ echo
 label="median of $ROUNDS rounds"
 [[ $ROUNDS == 1 ]] && label="one round"
 printf '%-8s %11s %10s %10s %10s %10s %14s\n' case req/s p50 p99 requests forwarded "non-2xx/errors"
-for name in plain unique replay; do
+for name in plain respond unique replay; do
 	rps=${name}_rps p50=${name}_p50 p99=${name}_p99 req=${name}_req fwd=${name}_fwd bad=${name}_bad
 	printf '%-8s %11.0f %8.3fms %8.3fms %10d %10d %14d\n' "$name" "${!rps}" "${!p50}" "${!p99}" "${!req}" "${!fwd}" "${!bad}"
 done
@@ -389,10 +400,15 @@ printf '%-34s backend ran %s time(s) for %s requests on one key (expect %s)  %s\
 # CPU per request: µs of CPU time per completed request, over all rounds.
 us() { awk -v t="$(sum "$1" "$2")" -v q="$3" -v hz="$CLK_TCK" 'BEGIN { printf "%.0f", t * 1e6 / hz / q }'; }
 printf '%-34s %s\n' "CPU µs per request" "idemgate / redis-server / backend"
-for name in plain unique replay; do
+for name in plain respond unique replay; do
 	req=${name}_req
 	printf '%-34s %s / %s / %s\n' "  $name" "$(us "$name" 12 "${!req}")" "$(us "$name" 13 "${!req}")" "$(us "$name" 14 "${!req}")"
 done
+# The contract's CPU targets: the figure that holds on a shared machine.
+cpu_plain=$(us plain 12 "$plain_req") cpu_respond=$(us respond 12 "$respond_req")
+cpu_unique=$(us unique 12 "$unique_req") cpu_replay=$(us replay 12 "$replay_req")
+check "first copy CPU − plain's" "$((cpu_unique - cpu_plain))" "<=" "$TARGET_UNIQUE_CPU" "$((cpu_unique - cpu_plain)) µs"
+check "replay CPU − respond's" "$((cpu_replay - cpu_respond))" "<=" "$TARGET_REPLAY_CPU" "$((cpu_replay - cpu_respond)) µs"
 if command -v redis-cli >/dev/null; then
 	# wrk does not count the requests in flight when it stops: a little above
 	# the exact figure is expected.
