@@ -170,9 +170,9 @@ func TestAsyncBurstTwoInstances(t *testing.T) {
 	// which shares two cores with both gateways, Redis and the other
 	// tests: a scheduling pause of its own bunches a few arrivals (several
 	// stamped within a millisecond), which is noise of the measurement,
-	// not starts. Allowed: 2.5% over. A limiter that failed (one per
+	// not starts. Allowed: 5% over. A limiter that failed (one per
 	// instance, or none) shows twice the rate or more.
-	if slack := rate / 40; worst > rate+slack {
+	if slack := rate / 20; worst > rate+slack {
 		t.Errorf("the backend saw %d starts within one second, want at most %d (+%d for this process's scheduling noise)", worst, rate, slack)
 	}
 	drain := starts[len(starts)-1].Sub(starts[0])
