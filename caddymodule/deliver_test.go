@@ -41,7 +41,10 @@ type asyncBackend struct {
 	maxInFlight int
 	delay       time.Duration
 	// answer decides the n-th (1-based) run's answer; default 200 "ok <key>".
-	answer  func(key string, n int) (int, string)
+	answer func(key string, n int) (int, string)
+	// cut, when it says so, closes the connection after reading the
+	// request, before any answer: the request reached the backend.
+	cut     func(key string, n int) bool
 	arrived chan string
 }
 
@@ -75,9 +78,18 @@ func (b *asyncBackend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	b.starts = append(b.starts, arrived)
 	b.inFlight++
 	b.maxInFlight = max(b.maxInFlight, b.inFlight)
-	delay, answer := b.delay, b.answer
+	delay, answer, cut := b.delay, b.answer, b.cut
 	b.mu.Unlock()
 	b.arrived <- key
+	if cut != nil && cut(key, n) {
+		if c, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			c.Close()
+		}
+		b.mu.Lock()
+		b.inFlight--
+		b.mu.Unlock()
+		return
+	}
 	defer func() {
 		b.mu.Lock()
 		b.inFlight--
@@ -549,5 +561,49 @@ func TestAsyncConsole(t *testing.T) {
 		if got := be.count("c-" + itoa(i)); got != 1 {
 			t.Errorf("c-%d: backend ran %d times, want 1", i, got)
 		}
+	}
+}
+
+// TestAsyncAmbiguousNeverResent: the backend reads a delivery and breaks
+// the connection without answering. The delivery carries an
+// Idempotency-Key header on a kept-alive connection, which Go's transport
+// would silently send again: it is not. The attempt is ambiguous, journaled
+// and retried only after lock_ttl, as the contract says.
+func TestAsyncAmbiguousNeverResent(t *testing.T) {
+	be := newAsyncBackend(t, "127.0.0.1:0")
+	be.mu.Lock()
+	be.cut = func(key string, n int) bool { return key == "amb-1" && n == 1 }
+	be.mu.Unlock()
+	base := startCaddy(t, asyncRoute, "{store}", "store memory", "{backend}", be.addr(), "{extra}", "concurrency 1")
+	// A first delivery leaves a kept-alive connection for the next.
+	if r := notify(t, base, "amb-0"); r.status != 200 {
+		t.Fatalf("ack: %d", r.status)
+	}
+	waitAnswered(t, 10*time.Second, "demo:amb-0")
+	hdr := http.Header{"Idempotency-Key": {"amb-1"}}
+	if r := post(t, base+"/notify", "application/x-www-form-urlencoded", form("amb-1"), hdr); r.status != 200 || r.body != "success" {
+		t.Fatalf("ack: %d %q", r.status, r.body)
+	}
+	var rec *cache.Record
+	eventually(t, 10*time.Second, "the ambiguous attempt journaled", func() bool {
+		rec = record(t, "demo:amb-1")
+		return rec != nil && rec.AttemptCount >= 1
+	})
+	if got := be.count("amb-1"); got != 1 {
+		t.Fatalf("backend ran %d times for the first attempt, want 1 (the transport re-sent it)", got)
+	}
+	first := rec.Attempts[0]
+	if first.Outcome != cache.AttemptAmbiguous {
+		t.Fatalf("first attempt %+v, want ambiguous", first)
+	}
+	rec = waitAnswered(t, 15*time.Second, "demo:amb-1")
+	if n := len(rec.Attempts); n != 2 || rec.Attempts[1].Outcome != cache.AttemptAnswered {
+		t.Fatalf("attempts %+v, want ambiguous then answered", rec.Attempts)
+	}
+	if gap := rec.Attempts[1].Start.Sub(first.Start); gap < 2*time.Second-50*time.Millisecond {
+		t.Errorf("retried %v after the ambiguous attempt, want lock_ttl (2s)", gap)
+	}
+	if got := be.count("amb-1"); got != 2 {
+		t.Errorf("backend ran %d times, want 2 (the broken attempt and the retry after lock_ttl)", got)
 	}
 }
