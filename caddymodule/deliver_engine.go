@@ -213,14 +213,7 @@ func (e *engine) deliver(d *cache.Delivery, took time.Time) {
 	minHold := e.ds.retryMx + 2*lockTTL
 	hold := max(time.Until(d.Enqueued.Add(e.ds.hold(lockTTL))), minHold)
 	if time.Until(d.Enqueued.Add(e.ds.hold(lockTTL))) < minHold+time.Minute {
-		if err := e.try(func(ctx context.Context) error { return h.store.Renew(ctx, d.Key, d.Token, hold) }); err != nil {
-			if errors.Is(err, cache.ErrNotOwner) {
-				// Purged, or answered by another taker: nothing to deliver.
-				h.claimTrouble(d.Key, "renew", err)
-				e.done(d)
-				return
-			}
-			e.storeTrouble(d, "renew", err)
+		if !e.renewClaim(d, hold) {
 			return
 		}
 	}
@@ -260,9 +253,12 @@ func (e *engine) deliver(d *cache.Delivery, took time.Time) {
 		e.logAttempt(zapcore.InfoLevel, "notification delivered", d, attempt, out, elapsed)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(h.StoreTimeout))
 		err := h.settler.Complete(ctx, d.Key, d.Token, "", ans, ttl, j, func(err error) {
+			// Called only after ErrKept, once the store took the answer
+			// or the claim proved lost.
 			if err != nil {
 				h.claimTrouble(d.Key, "complete", err)
 			}
+			e.unmark(d, marker)
 		})
 		cancel()
 		switch {
@@ -275,7 +271,7 @@ func (e *engine) deliver(d *cache.Delivery, took time.Time) {
 		case errors.Is(err, cache.ErrKept):
 			// Kept in this process and retried; duplicates reaching this
 			// instance are answered from it. The marker stays until the
-			// store has it, so another instance never sends it again.
+			// settler is done, so another instance never sends it again.
 			h.metrics.storeError(context.Background(), h.route(), "complete")
 			h.logger.Warn("store failed to remember the delivered answer: kept in this process and retried",
 				zap.String("key", h.logKey(d.Key)))
@@ -328,6 +324,51 @@ func (e *engine) deliver(d *cache.Delivery, took time.Time) {
 		h.logger.Error("could not reschedule a delivery; it is taken again after lock_ttl",
 			zap.String("key", h.logKey(d.Key)), zap.Error(err))
 	}
+}
+
+// renewClaim extends the key's claim to hold before an attempt. A claim
+// that ran out while the delivery waited (a long pause or backlog) or was
+// purged is claimed again, so the notification the platform was
+// acknowledged for is still delivered. false: do not deliver now.
+func (e *engine) renewClaim(d *cache.Delivery, hold time.Duration) bool {
+	h := e.h
+	err := e.try(func(ctx context.Context) error { return h.store.Renew(ctx, d.Key, d.Token, hold) })
+	if err == nil {
+		return true
+	}
+	if !errors.Is(err, cache.ErrNotOwner) {
+		e.storeTrouble(d, "renew", err)
+		return false
+	}
+	var res cache.ClaimResult
+	if err := e.try(func(ctx context.Context) error {
+		var err error
+		res, err = h.store.Claim(ctx, d.Key, "", hold)
+		return err
+	}); err != nil {
+		e.storeTrouble(d, "claim", err)
+		return false
+	}
+	switch res.Outcome {
+	case cache.Won:
+		h.logger.Warn("a queued delivery's claim ran out (paused or backed up longer than give_up): claimed again",
+			zap.String("key", h.logKey(d.Key)))
+		d.Token = res.Token
+		return true
+	case cache.Answered:
+		// Delivered meanwhile (a redelivery): nothing to do.
+		e.done(d)
+		return false
+	}
+	// Claimed by a newer copy, which queued it again with its own token:
+	// the next take of this delivery carries that token.
+	if err := e.try(func(ctx context.Context) error {
+		return e.ds.queue.Retry(ctx, e.scope, d.Key, d.Lease, time.Now().Add(time.Duration(h.LockTTL)), d.Attempts)
+	}); err != nil && !errors.Is(err, cache.ErrNotOwner) {
+		h.logger.Error("could not reschedule a delivery; it is taken again after lock_ttl",
+			zap.String("key", h.logKey(d.Key)), zap.Error(err))
+	}
+	return false
 }
 
 // heldAmbiguous settles a delivery whose previous taker started an

@@ -607,3 +607,25 @@ func TestAsyncAmbiguousNeverResent(t *testing.T) {
 		t.Errorf("backend ran %d times, want 2 (the broken attempt and the retry after lock_ttl)", got)
 	}
 }
+
+// TestAsyncClaimRanOutWhilePaused: a scope paused for longer than the
+// claim's hold (give_up + retry max + 2×lock_ttl) still delivers its
+// queued notification once resumed, once: the delivery claims its key
+// again.
+func TestAsyncClaimRanOutWhilePaused(t *testing.T) {
+	be := newAsyncBackend(t, "127.0.0.1:0")
+	g := startGateway(t, asyncRoute, "{store}", "store memory", "{backend}", be.addr(),
+		"{extra}", "retry 100ms 200ms\n\t\t\t\tgive_up 1s")
+	adminPost(t, g.admin, "/idempotency/deliveries/demo/pause")
+	if r := notify(t, g.base, "ro-1"); r.status != 200 || r.body != "success" {
+		t.Fatalf("ack: %d %q", r.status, r.body)
+	}
+	// The hold is 1s + 200ms + 2×2s: the claim (without a journal yet)
+	// is then gone.
+	eventually(t, 15*time.Second, "the claim to run out", func() bool { return record(t, "demo:ro-1") == nil })
+	adminPost(t, g.admin, "/idempotency/deliveries/demo/resume")
+	rec := waitAnswered(t, 10*time.Second, "demo:ro-1")
+	if got := be.count("ro-1"); got != 1 || rec.AttemptCount != 1 {
+		t.Errorf("backend ran %d times, journal has %d attempts; want 1 and 1", got, rec.AttemptCount)
+	}
+}
