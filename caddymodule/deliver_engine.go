@@ -373,8 +373,10 @@ func (e *engine) renewClaim(d *cache.Delivery, hold time.Duration) bool {
 
 // heldAmbiguous settles a delivery whose previous taker started an
 // attempt and never settled it (its instance died or lost its lease): the
-// backend may have run, so it is not sent again. The claim is held; an
-// operator decides (the ambiguous event and alert say so).
+// backend may have run, so it is not sent again. As an ambiguous forward
+// on the sync path, the claim is held for lock_ttl, then the key reads
+// failed with its journal: an operator decides and can redeliver it (the
+// ambiguous event and alert say so).
 func (e *engine) heldAmbiguous(d *cache.Delivery) {
 	h := e.h
 	a := &cache.Attempt{Start: time.Now(), Outcome: cache.AttemptAmbiguous}
@@ -383,10 +385,14 @@ func (e *engine) heldAmbiguous(d *cache.Delivery) {
 		return h.store.Leave(ctx, d.Key, d.Token, time.Duration(h.TTL), j)
 	}); err != nil {
 		h.claimTrouble(d.Key, "leave", err)
+	} else if err := e.try(func(ctx context.Context) error {
+		return h.store.Renew(ctx, d.Key, d.Token, time.Duration(h.LockTTL))
+	}); err != nil {
+		h.claimTrouble(d.Key, "renew", err)
 	}
 	h.metrics.deliveryAttempt(context.Background(), h.route(), cache.AttemptAmbiguous, 0)
 	h.logger.Warn("a delivery's previous attempt was started by a taker that never settled it (its gateway died?): "+
-		"the backend may have run, so it is not sent again; the key is held, inspect and redeliver it if needed",
+		"the backend may have run, so it is not sent again; the key is held for lock_ttl, then reads failed: inspect and redeliver it if needed",
 		zap.String("scope", e.scope), zap.String("key", h.logKey(d.Key)), zap.Int("attempts", d.Attempts))
 	h.emitAttempts("idempotency.ambiguous", d.Key, 0, int64(d.Attempts+1))
 	e.done(d)

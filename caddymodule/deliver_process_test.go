@@ -220,8 +220,10 @@ func TestAsyncKilledGatewayTakenOver(t *testing.T) {
 		if rec.State == cache.StateAnswered {
 			return true, false
 		}
+		// Held: the claim for lock_ttl, then the key reads failed.
 		n := len(rec.Attempts)
-		return false, rec.State == cache.StateInFlight && n > 0 && rec.Attempts[n-1].Outcome == cache.AttemptAmbiguous
+		return false, (rec.State == cache.StateInFlight || rec.State == cache.StateFailed) &&
+			n > 0 && rec.Attempts[n-1].Outcome == cache.AttemptAmbiguous
 	}
 	eventually(t, 30*time.Second, "every key delivered or held", func() bool {
 		for _, k := range keys {
@@ -260,6 +262,17 @@ func TestAsyncKilledGatewayTakenOver(t *testing.T) {
 		len(first), answered, held)
 	if !strings.Contains(procLog(b), "never settled it") {
 		t.Errorf("the taking-over gateway did not log the ambiguous hold")
+	}
+	// The hold ends after lock_ttl: the key reads failed, with its
+	// journal, so an operator can redeliver it; nothing sends it again.
+	for _, k := range first {
+		eventually(t, 10*time.Second, k+" to read failed after the hold", func() bool {
+			rec := lookup("kill:" + k)
+			return rec != nil && rec.State == cache.StateFailed && rec.Notification != nil
+		})
+		if got := be.count(k); got != 1 {
+			t.Errorf("%s: backend ran %d times after the hold, want 1", k, got)
+		}
 	}
 }
 
