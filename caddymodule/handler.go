@@ -9,7 +9,9 @@ package caddymodule
 // ServeHTTP; templates.go the body, key and fingerprint; serve.go the claim
 // and wait loop; forward.go the trip to the backend and the settling of its
 // claim; replay.go the answer recorder and the replay; decision.go the one
-// place that logs, counts and traces what was decided.
+// place that logs, counts and traces what was decided; deliver.go the
+// receipt of `deliver async` (claim, enqueue, ack) and deliver_engine.go
+// the engine that delivers the queue to the backend.
 import (
 	"fmt"
 	"net/http"
