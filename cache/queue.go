@@ -30,6 +30,10 @@ type Delivery struct {
 	Enqueued     time.Time
 	// Attempts made so far; Retry sets it.
 	Attempts int
+	// Started: a taker marked an attempt started (Start) and never ended
+	// it (Retry or Done): its gateway died or lost the lease mid-attempt,
+	// so the backend may have run it. Take reports it.
+	Started bool
 	// Lease identifies the taker's lease (set by Take).
 	Lease string
 }
@@ -78,6 +82,10 @@ type Queue interface {
 	// trying again (the scope is paused, at its limits, or nothing is due
 	// yet).
 	Take(ctx context.Context, scope string, lim QueueLimits) (*Delivery, time.Duration, error)
+	// Start marks the leased delivery's attempt as started, before
+	// anything is sent, so that a taker-over knows (Delivery.Started).
+	// Retry and Done end it. ErrNotOwner as for Extend.
+	Start(ctx context.Context, scope, key, lease string) error
 	// Extend renews a lease for d from now. ErrNotOwner if the lease ran
 	// out (the delivery may have been taken over) or the delivery is gone.
 	Extend(ctx context.Context, scope, key, lease string, d time.Duration) error
@@ -111,7 +119,7 @@ const idleWait = 50 * time.Millisecond
 // encodeDelivery is a delivery's stored form (the lease is not stored:
 // it lives in memory or in its own key).
 func encodeDelivery(d *Delivery, due time.Time) []byte {
-	b := []byte{1}
+	b := []byte{2}
 	b = appendString(b, d.Key)
 	b = appendString(b, d.Token)
 	b = binary.AppendVarint(b, d.Enqueued.UnixMilli())
@@ -121,13 +129,18 @@ func encodeDelivery(d *Delivery, due time.Time) []byte {
 	if d.Notification != nil {
 		n = encodeNotification(d.Notification)
 	}
-	return appendBytes(b, n)
+	b = appendBytes(b, n)
+	if d.Started {
+		return append(b, 1)
+	}
+	return append(b, 0)
 }
 
 func decodeDelivery(b []byte) (*Delivery, time.Time, error) {
-	if len(b) == 0 || b[0] != 1 {
+	if len(b) == 0 || (b[0] != 1 && b[0] != 2) {
 		return nil, time.Time{}, errCorrupt
 	}
+	version := b[0]
 	r := reader{b: b[1:]}
 	d := &Delivery{Key: r.string(), Token: r.string()}
 	d.Enqueued = time.UnixMilli(r.varint())
@@ -136,6 +149,9 @@ func decodeDelivery(b []byte) (*Delivery, time.Time, error) {
 	n := r.bytes()
 	if r.err != nil {
 		return nil, time.Time{}, r.err
+	}
+	if version >= 2 && len(r.b) > 0 {
+		d.Started = r.b[0] == 1
 	}
 	if len(n) > 0 {
 		var err error

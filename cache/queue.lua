@@ -2,7 +2,7 @@
 -- tag, hence a slot). KEYS, for every function:
 --   1 due     ZSET key → due (ms)            waiting deliveries
 --   2 items   HASH key → delivery blob       what to deliver (immutable)
---   3 meta    HASH key → "<token> <attempts>"
+--   3 meta    HASH key → "<token> <attempts> <started 0|1>"
 --   4 leases  ZSET key → lease end (ms)      deliveries being delivered
 --   5 owners  HASH key → lease token
 --   6 starts  ZSET lease token → start (ms)  for the rate limit
@@ -29,12 +29,12 @@ if fn == 'enqueue' then
   local key = ARGV[2]
   if redis.call('HEXISTS', items, key) == 1 then
     local m = redis.call('HGET', meta, key) or ''
-    local attempts = string.match(m, ' (%d+)$') or '0'
-    redis.call('HSET', meta, key, ARGV[4] .. ' ' .. attempts)
+    local _, attempts, started = string.match(m, '^(%S*) (%d+) ?(%d?)$')
+    redis.call('HSET', meta, key, ARGV[4] .. ' ' .. (attempts or '0') .. ' ' .. ((started ~= '' and started) or '0'))
     return 0
   end
   redis.call('HSET', items, key, ARGV[3])
-  redis.call('HSET', meta, key, ARGV[4] .. ' 0')
+  redis.call('HSET', meta, key, ARGV[4] .. ' 0 0')
   redis.call('ZADD', due, now, key)
   redis.call('ZADD', enq, ARGV[5], key)
   return 1
@@ -81,6 +81,18 @@ if fn == 'take' then
   return {0, key, redis.call('HGET', items, key), redis.call('HGET', meta, key)}
 end
 
+if fn == 'start' then
+  -- ARGV: key, lease token
+  local key = ARGV[2]
+  if not held(key, ARGV[3]) then
+    return false
+  end
+  local m = redis.call('HGET', meta, key) or ''
+  local token, attempts = string.match(m, '^(%S*) (%d+)')
+  redis.call('HSET', meta, key, (token or '') .. ' ' .. (attempts or '0') .. ' 1')
+  return 1
+end
+
 if fn == 'extend' then
   -- ARGV: key, lease token, lease (ms)
   if not held(ARGV[2], ARGV[3]) then
@@ -109,7 +121,7 @@ if fn == 'retry' then
   redis.call('ZADD', due, ARGV[4], key)
   local m = redis.call('HGET', meta, key) or ''
   local token = string.match(m, '^(%S*)') or ''
-  redis.call('HSET', meta, key, token .. ' ' .. ARGV[5])
+  redis.call('HSET', meta, key, token .. ' ' .. ARGV[5] .. ' 0')
   return 1
 end
 

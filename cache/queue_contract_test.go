@@ -198,6 +198,44 @@ var queueCases = []struct {
 			t.Fatal(err)
 		}
 	}},
+	{"started_attempt_taken_over", func(t *testing.T, q Queue) {
+		// A taker marks its attempt started and dies: whoever takes the
+		// delivery over is told, so it does not send it blindly again.
+		ctx := ctxT(t)
+		lim := QueueLimits{Lease: time.Second}
+		if err := q.Enqueue(ctx, "s", delivery("s:st")); err != nil {
+			t.Fatal(err)
+		}
+		d := mustTake(t, q, "s", lim)
+		if d.Started {
+			t.Fatal("a fresh delivery reads started")
+		}
+		if err := q.Start(ctx, "s", d.Key, "other"); !errors.Is(err, ErrNotOwner) {
+			t.Fatalf("Start with another lease: %v", err)
+		}
+		if err := q.Start(ctx, "s", d.Key, d.Lease); err != nil {
+			t.Fatal(err)
+		}
+		// Re-enqueued by a new claim of the key meanwhile: still started.
+		again := delivery("s:st")
+		again.Token = "tok-2"
+		if err := q.Enqueue(ctx, "s", again); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(1100 * time.Millisecond) // the taker is gone
+		over := mustTake(t, q, "s", QueueLimits{Lease: qLease})
+		if !over.Started || over.Token != "tok-2" {
+			t.Fatalf("taken over: started %v token %q, want started with the new token", over.Started, over.Token)
+		}
+		// An attempt that ended (Retry) is not started any more.
+		if err := q.Retry(ctx, "s", over.Key, over.Lease, time.Now(), 1); err != nil {
+			t.Fatal(err)
+		}
+		next := mustTake(t, q, "s", QueueLimits{Lease: qLease})
+		if next.Started || next.Attempts != 1 {
+			t.Fatalf("after Retry: started %v attempts %d", next.Started, next.Attempts)
+		}
+	}},
 	{"extend_keeps_lease", func(t *testing.T, q Queue) {
 		ctx := ctxT(t)
 		lim := QueueLimits{Lease: time.Second}
@@ -357,7 +395,10 @@ func TestEmbeddedQueueSurvivesRestart(t *testing.T) {
 	if err := q.Retry(ctx, "s", d2.Key, d2.Lease, time.Now(), 4); err != nil {
 		t.Fatal(err)
 	}
-	d3 := mustTake(t, q, "s", lim) // leased when the process goes
+	d3 := mustTake(t, q, "s", lim) // leased, its attempt started, when the process goes
+	if err := q.Start(ctx, "s", d3.Key, d3.Lease); err != nil {
+		t.Fatal(err)
+	}
 	if err := q.Pause(ctx, "other"); err != nil {
 		t.Fatal(err)
 	}
@@ -377,6 +418,9 @@ func TestEmbeddedQueueSurvivesRestart(t *testing.T) {
 	for range 2 {
 		d := mustTake(t, q, "s", lim)
 		got[d.Key] = d.Attempts
+		if d.Started != (d.Key == d3.Key) {
+			t.Errorf("%s after the restart: started %v", d.Key, d.Started)
+		}
 		if d.Notification == nil || len(d.Notification.Body) == 0 {
 			t.Fatalf("%s came back without its notification", d.Key)
 		}

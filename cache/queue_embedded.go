@@ -124,6 +124,7 @@ func (b brokenQueue) Queued(context.Context, string, string) (bool, error) {
 func (b brokenQueue) Take(context.Context, string, QueueLimits) (*Delivery, time.Duration, error) {
 	return nil, 0, b.err
 }
+func (b brokenQueue) Start(context.Context, string, string, string) error { return b.err }
 func (b brokenQueue) Extend(context.Context, string, string, string, time.Duration) error {
 	return b.err
 }

@@ -90,7 +90,7 @@ func (q *localQueue) Enqueue(ctx context.Context, scope string, d Delivery) erro
 	q.mu.Lock()
 	sq := q.scope(scope)
 	if it, ok := sq.items[d.Key]; ok && !it.pending {
-		it.d.Token = d.Token
+		it.d.Token = d.Token // attempts and Started stay
 		v := encodeDelivery(&it.d, it.due)
 		q.mu.Unlock()
 		if q.disk == nil {
@@ -181,7 +181,7 @@ func (q *localQueue) Take(ctx context.Context, scope string, lim QueueLimits) (*
 		sq.starts = append(sq.starts, t)
 	}
 	d := it.d
-	return &d, 0, nil
+	return &d, 0, nil // d.Started: a taken-over attempt
 }
 
 // held returns the leased item of key if lease holds it now.
@@ -192,6 +192,27 @@ func (q *localQueue) held(scope, key, lease string) (*scopeQueue, *qitem, error)
 		return nil, nil, ErrNotOwner
 	}
 	return sq, it, nil
+}
+
+func (q *localQueue) Start(ctx context.Context, scope, key, lease string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	q.mu.Lock()
+	_, it, err := q.held(scope, key, lease)
+	if err != nil {
+		q.mu.Unlock()
+		return err
+	}
+	it.d.Started = true
+	v := encodeDelivery(&it.d, it.due)
+	q.mu.Unlock()
+	if q.disk == nil {
+		return nil
+	}
+	// On disk before the attempt is sent: a process that dies mid-attempt
+	// comes back knowing it.
+	return q.disk.putDelivery(ctx, scope, key, v)
 }
 
 func (q *localQueue) Extend(ctx context.Context, scope, key, lease string, d time.Duration) error {
@@ -219,7 +240,7 @@ func (q *localQueue) Retry(ctx context.Context, scope, key, lease string, due ti
 		return err
 	}
 	delete(sq.leased, key)
-	it.d.Lease, it.d.Attempts, it.due = "", attempts, due
+	it.d.Lease, it.d.Attempts, it.due, it.d.Started = "", attempts, due, false
 	heap.Push(&sq.due, it)
 	v := encodeDelivery(&it.d, due)
 	q.mu.Unlock()

@@ -81,12 +81,19 @@ func (q redisQueue) Take(ctx context.Context, scope string, lim QueueLimits) (*D
 	if err != nil {
 		return nil, 0, q.s.wrap("take", err)
 	}
-	token, attempts, _ := strings.Cut(str(v[3]), " ")
-	d.Token = token
-	n, _ := strconv.Atoi(attempts)
-	d.Attempts = n
+	meta := strings.Fields(str(v[3])) // token, attempts, started
+	if len(meta) < 2 {
+		return nil, 0, q.s.wrap("take", errCorrupt)
+	}
+	d.Token = meta[0]
+	d.Attempts, _ = strconv.Atoi(meta[1])
+	d.Started = len(meta) > 2 && meta[2] == "1"
 	d.Lease = lease
 	return d, 0, nil
+}
+
+func (q redisQueue) Start(ctx context.Context, scope, key, lease string) error {
+	return q.s.casErr("start", q.call(ctx, scope, "start", key, lease).Err())
 }
 
 func (q redisQueue) Extend(ctx context.Context, scope, key, lease string, d time.Duration) error {
