@@ -46,13 +46,10 @@ const (
 	// sendAlign: on a scope with a rate, each delivery is sent this long
 	// after its take began. The queue counts a start when it hands the
 	// delivery out; were the send to follow after a varying time (the
-	// marker's round trip, a busy moment), a late one would land in the
+	// Start's round trip, a busy moment), a late one would land in the
 	// next second as the backend sees it, and the backend would see more
 	// than the rate. A fixed delay shifts every start alike.
 	sendAlign = 15 * time.Millisecond
-	// markerPrefix names the marker a taker claims before it sends an
-	// attempt (see mark).
-	markerPrefix = "_delivering:"
 )
 
 // engines maps a scope to its running engine, for the admin API, the
@@ -204,6 +201,10 @@ func (e *engine) deliver(d *cache.Delivery, took time.Time) {
 	lockTTL := time.Duration(h.LockTTL)
 	stopLease := e.keepLease(d)
 	defer stopLease()
+	if d.Started {
+		e.heldAmbiguous(d)
+		return
+	}
 
 	// The claim must outlive this attempt and the next back-off. The
 	// hold taken at receipt does, unless the queue was paused or backed
@@ -217,13 +218,13 @@ func (e *engine) deliver(d *cache.Delivery, took time.Time) {
 			return
 		}
 	}
-	marker, fresh, err := e.mark(d, hold)
-	if err != nil {
-		e.storeTrouble(d, "mark", err)
-		return
-	}
-	if !fresh {
-		e.heldAmbiguous(d)
+	// Marked started before a byte is sent: if this instance dies now,
+	// whoever takes the delivery over knows the backend may have run it.
+	if err := e.try(func(ctx context.Context) error { return e.ds.queue.Start(ctx, e.scope, d.Key, d.Lease) }); err != nil {
+		if !errors.Is(err, cache.ErrNotOwner) {
+			e.storeTrouble(d, "start", err)
+		}
+		// ErrNotOwner: the lease ran out already; another taker has it.
 		return
 	}
 
@@ -258,7 +259,6 @@ func (e *engine) deliver(d *cache.Delivery, took time.Time) {
 			if err != nil {
 				h.claimTrouble(d.Key, "complete", err)
 			}
-			e.unmark(d, marker)
 		})
 		cancel()
 		switch {
@@ -266,17 +266,17 @@ func (e *engine) deliver(d *cache.Delivery, took time.Time) {
 			if err != nil {
 				h.claimTrouble(d.Key, "complete", err)
 			}
-			e.unmark(d, marker)
 			e.done(d)
 		case errors.Is(err, cache.ErrKept):
 			// Kept in this process and retried; duplicates reaching this
-			// instance are answered from it. The marker stays until the
-			// settler is done, so another instance never sends it again.
+			// instance are answered from it. Done: nobody takes it again.
 			h.metrics.storeError(context.Background(), h.route(), "complete")
 			h.logger.Warn("store failed to remember the delivered answer: kept in this process and retried",
 				zap.String("key", h.logKey(d.Key)))
 			e.done(d)
 		default:
+			// Not settled: the lease runs out, and the taker-over finds
+			// the attempt started and holds it.
 			h.claimTrouble(d.Key, "complete", err)
 		}
 		return
@@ -290,7 +290,6 @@ func (e *engine) deliver(d *cache.Delivery, took time.Time) {
 	if err := e.try(func(ctx context.Context) error { return settle(ctx, d.Key, d.Token, ttl, j) }); err != nil {
 		if errors.Is(err, cache.ErrNotOwner) {
 			h.claimTrouble(d.Key, "leave", err)
-			e.unmark(d, marker)
 			e.done(d)
 			return
 		}
@@ -304,7 +303,6 @@ func (e *engine) deliver(d *cache.Delivery, took time.Time) {
 	} else {
 		h.emitAttempts("idempotency.failed", d.Key, status, int64(attempt))
 	}
-	e.unmark(d, marker)
 	if giveUp {
 		h.metrics.deadLetter(context.Background(), h.route())
 		e.logAttempt(zapcore.ErrorLevel, "delivery given up: the key is dead, an operator must redeliver it", d, attempt, out, elapsed)
@@ -398,34 +396,6 @@ func (e *engine) heldAmbiguous(d *cache.Delivery) {
 	e.done(d)
 }
 
-// mark claims the delivery's attempt marker before anything is sent: a
-// taker that dies mid-attempt leaves it, and whoever takes the delivery
-// over finds it and knows the backend may have run. fresh is false when
-// the marker was already there. A queue that counted takes would make
-// this unneeded.
-func (e *engine) mark(d *cache.Delivery, hold time.Duration) (token string, fresh bool, err error) {
-	var res cache.ClaimResult
-	err = e.try(func(ctx context.Context) error {
-		var err error
-		res, err = e.h.store.Claim(ctx, markerPrefix+d.Key, "", hold)
-		return err
-	})
-	if err != nil {
-		return "", false, err
-	}
-	return res.Token, res.Outcome == cache.Won, nil
-}
-
-// unmark drops the marker once the attempt is settled.
-func (e *engine) unmark(d *cache.Delivery, token string) {
-	if err := e.try(func(ctx context.Context) error {
-		return e.h.store.Release(ctx, markerPrefix+d.Key, token, 0, cache.Journal{})
-	}); err != nil && !errors.Is(err, cache.ErrNotOwner) {
-		e.h.logger.Warn("could not drop a delivery's attempt marker: its next attempt will be held as ambiguous",
-			zap.String("key", e.h.logKey(d.Key)), zap.Error(err))
-	}
-}
-
 // done removes a settled delivery from the queue.
 func (e *engine) done(d *cache.Delivery) {
 	if err := e.try(func(ctx context.Context) error {
@@ -482,7 +452,7 @@ func (e *engine) keepLease(d *cache.Delivery) (stop func()) {
 			err := e.ds.queue.Extend(xctx, e.scope, d.Key, d.Lease, lockTTL)
 			xcancel()
 			if errors.Is(err, cache.ErrNotOwner) {
-				e.h.logger.Warn("lost a delivery's lease: another taker may take it over (and finds its attempt marker)",
+				e.h.logger.Warn("lost a delivery's lease: another taker may take it over (and finds its attempt started)",
 					zap.String("key", e.h.logKey(d.Key)))
 				return
 			}
