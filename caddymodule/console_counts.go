@@ -23,7 +23,7 @@ var consoleOutcomes = [...]outcome{
 	outcomeForwarded, outcomeReplayed, outcomeWaited, outcomeInFlight,
 	outcomeBackendFailed, outcomeBackendUnreachable, outcomeAmbiguous,
 	outcomeConflict, outcomeRejectedSignature, outcomeBadRequest, outcomeTooLarge,
-	outcomeStoreError, outcomePassed, outcomeCanceled,
+	outcomeStoreError, outcomePassed, outcomeCanceled, outcomeQueued, outcomeAcked,
 }
 
 const numOutcomes = len(consoleOutcomes)
@@ -59,6 +59,10 @@ func outcomeIndex(o outcome) int {
 		return 12
 	case outcomeCanceled:
 		return 13
+	case outcomeQueued:
+		return 14
+	case outcomeAcked:
+		return 15
 	}
 	return -1
 }

@@ -363,8 +363,8 @@ var outcomeGroups = []struct {
 	class, name string
 	outcomes    []outcome
 }{
-	{"forwarded", "forwarded", []outcome{outcomeForwarded, outcomePassed}},
-	{"replayed", "replayed", []outcome{outcomeReplayed, outcomeWaited}},
+	{"forwarded", "forwarded", []outcome{outcomeForwarded, outcomePassed, outcomeQueued}},
+	{"replayed", "replayed", []outcome{outcomeReplayed, outcomeWaited, outcomeAcked}},
 	{"failed", "backend failed", []outcome{outcomeBackendFailed, outcomeBackendUnreachable, outcomeAmbiguous, outcomeCanceled}},
 	{"refused", "refused", []outcome{outcomeInFlight, outcomeConflict, outcomeRejectedSignature, outcomeBadRequest, outcomeTooLarge}},
 	{"storeerr", "store error", []outcome{outcomeStoreError}},

@@ -137,7 +137,7 @@ func (h *Handler) logLevel(d *decision) (zapcore.Level, string) {
 	if d.copies > h.WarnCopies && h.warned.due(d.key, time.Now()) {
 		return zapcore.WarnLevel, "idempotency key seen more often than warn_copies"
 	}
-	if d.outcome == outcomeReplayed || d.outcome == outcomeWaited {
+	if d.outcome == outcomeReplayed || d.outcome == outcomeWaited || d.outcome == outcomeAcked {
 		return zapcore.DebugLevel, "idempotency decision"
 	}
 	return zapcore.InfoLevel, "idempotency decision"
