@@ -193,11 +193,7 @@ func (h *Handler) enqueue(w http.ResponseWriter, r *http.Request, repl *caddy.Re
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), time.Duration(h.StoreTimeout))
 	defer cancel()
 	if err := ds.queue.Enqueue(ctx, h.scope(), d); err != nil {
-		// Not queued: free the key so the platform's retry claims it
-		// again (best effort; else it frees itself after lock_ttl).
-		rctx, rcancel := context.WithTimeout(context.Background(), time.Duration(h.StoreTimeout))
-		_ = h.store.Release(rctx, key, token, 0, cache.Journal{})
-		rcancel()
+		h.unclaim(key, token)
 		return h.queueFailed(w, r, "enqueue", err)
 	}
 	ds.engine.poke()
@@ -209,6 +205,20 @@ func (h *Handler) enqueue(w http.ResponseWriter, r *http.Request, repl *caddy.Re
 	}
 	setOutcome(repl, outcomeQueued)
 	return result{outcome: outcomeQueued, copies: 1}, h.ack(w, r)
+}
+
+// unclaim frees a key whose notification could not be queued, so the
+// platform's retry claims it again (best effort; else it frees itself
+// after lock_ttl). A key with a journal (a failed or dead key sent again)
+// keeps it; a new one leaves nothing behind.
+func (h *Handler) unclaim(key, token string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(h.StoreTimeout))
+	defer cancel()
+	var ttl time.Duration
+	if rec, err := h.store.Lookup(ctx, key); err == nil && (rec.AttemptCount > 0 || rec.Notification != nil) {
+		ttl = time.Duration(h.TTL)
+	}
+	_ = h.store.Release(ctx, key, token, ttl, cache.Journal{})
 }
 
 // queueFailed answers a store failure before the ack.

@@ -629,3 +629,35 @@ func TestAsyncClaimRanOutWhilePaused(t *testing.T) {
 		t.Errorf("backend ran %d times, journal has %d attempts; want 1 and 1", got, rec.AttemptCount)
 	}
 }
+
+// TestAsyncEnqueueFailsNoAck: the claim is won but the queue refuses the
+// notification (its Redis key holds the wrong type, a real error from the
+// real server): 503 + Retry-After, never the ack, the key freed at once
+// for the platform's retry, nothing delivered; once the queue works, the
+// retry is acked and delivered once.
+func TestAsyncEnqueueFailsNoAck(t *testing.T) {
+	rs := redistest.Start(t)
+	be := newAsyncBackend(t, "127.0.0.1:0")
+	base := startCaddy(t, asyncRoute, "{store}", "store redis "+rs.Addr(), "{backend}", be.addr(), "{extra}", "")
+	items := "idem:q:{demo}:items"
+	if err := rs.Client().Set(context.Background(), items, "not a hash", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	r := notify(t, base, "eq-1")
+	if r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") == "" || r.body == "success" {
+		t.Fatalf("enqueue refused: got %d %q, want 503 with Retry-After and no ack", r.status, r.body)
+	}
+	if rec := record(t, "demo:eq-1"); rec != nil {
+		t.Errorf("the key was not freed after the failed enqueue: %+v", rec)
+	}
+	if err := rs.Client().Del(context.Background(), items).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if r := notify(t, base, "eq-1"); r.status != 200 || r.body != "success" {
+		t.Fatalf("retry once the queue works: %d %q", r.status, r.body)
+	}
+	waitAnswered(t, 10*time.Second, "demo:eq-1")
+	if got := be.count("eq-1"); got != 1 {
+		t.Errorf("backend ran %d times, want 1", got)
+	}
+}
