@@ -405,6 +405,13 @@ func (e *entry) fail(t time.Time, ttl time.Duration, j Journal) {
 	e.journal(j)
 }
 
+// reopen turns an answered entry failed: the answer goes, the history
+// stays for at least ttl.
+func (e *entry) reopen(t time.Time, ttl time.Duration) {
+	e.Status, e.Header, e.Body, e.BodyCached = 0, nil, nil, false
+	e.fail(t, max(ttl, e.keep.Sub(t)), Journal{})
+}
+
 // leave journals an ambiguous attempt; the claim runs out at its lock.
 func (e *entry) leave(t time.Time, ttl time.Duration, j Journal) {
 	e.keepUntil(t.Add(ttl))

@@ -477,6 +477,22 @@ func (s *Embedded) Release(ctx context.Context, key, token string, ttl time.Dura
 	return err
 }
 
+func (s *Embedded) Reopen(ctx context.Context, key string, ttl time.Duration) error {
+	return s.update(ctx, func(tx *bolt.Tx, t time.Time) error {
+		e, err := get(tx, bkey(key), t)
+		if err != nil {
+			return err
+		}
+		if e == nil || e.State != StateAnswered {
+			return ErrNotFound
+		}
+		s.merge(e) // the copies replays counted and did not write yet
+		delete(s.pend, key)
+		e.reopen(t, ttl)
+		return put(tx, e)
+	})
+}
+
 func (s *Embedded) Leave(ctx context.Context, key, token string, ttl time.Duration, j Journal) error {
 	return s.owned(ctx, key, token, func(e *entry, t time.Time) *entry {
 		e.leave(t, ttl, j)

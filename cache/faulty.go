@@ -198,6 +198,13 @@ func (f *Faulty) Leave(ctx context.Context, key, token string, ttl time.Duration
 	return f.afterErr(OpLeave, f.s.Leave(ctx, key, token, ttl, j))
 }
 
+func (f *Faulty) Reopen(ctx context.Context, key string, ttl time.Duration) error {
+	if err := f.before(ctx, OpDelete); err != nil {
+		return err
+	}
+	return f.afterErr(OpDelete, f.s.Reopen(ctx, key, ttl))
+}
+
 func (f *Faulty) Renew(ctx context.Context, key, token string, lockTTL time.Duration) error {
 	if err := f.before(ctx, OpRenew); err != nil {
 		return err

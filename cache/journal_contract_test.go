@@ -170,6 +170,39 @@ var journalCases = []struct {
 			t.Fatal(err)
 		}
 	}},
+	{"journal_reopen_keeps_history", func(t *testing.T, s Store) {
+		// A forced redelivery reopens an answered key: free for the next
+		// claim, its history kept.
+		ctx := ctxT(t)
+		if err := s.Reopen(ctx, "ro", longTTL); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("Reopen of nothing: %v", err)
+		}
+		won := claim(t, s, "ro", "", longTTL, Won)
+		if err := s.Reopen(ctx, "ro", longTTL); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("Reopen of an in-flight key: %v, want ErrNotFound", err)
+		}
+		if err := s.Complete(ctx, "ro", won.Token, answer, longTTL, Journal{Notification: testNotification, Attempt: attempt(200, AttemptAnswered, "")}); err != nil {
+			t.Fatal(err)
+		}
+		claim(t, s, "ro", "", longTTL, Answered)
+		if err := s.Reopen(ctx, "ro", longTTL); err != nil {
+			t.Fatal(err)
+		}
+		rec := lookup(t, s, "ro")
+		if rec.State != StateFailed || rec.Status != 0 || len(rec.Body) != 0 || rec.Notification == nil || rec.AttemptCount != 1 || rec.Copies != 2 {
+			t.Fatalf("reopened record: %+v", rec)
+		}
+		if got := listAll(t, s, ListQuery{State: StateFailed, Limit: 10}); len(got) != 1 || got[0] != "ro" {
+			t.Fatalf("failed listing after Reopen: %v", got)
+		}
+		again := claim(t, s, "ro", "", longTTL, Won)
+		if err := s.Complete(ctx, "ro", again.Token, answer, longTTL, Journal{Attempt: attempt(200, AttemptAnswered, "")}); err != nil {
+			t.Fatal(err)
+		}
+		if rec := lookup(t, s, "ro"); rec.State != StateAnswered || rec.AttemptCount != 2 || rec.Copies != 3 || rec.CopyOutcomes.Forwarded != 2 {
+			t.Fatalf("after the redelivery: %+v", rec)
+		}
+	}},
 	{"journal_attempts_bounded", func(t *testing.T, s Store) {
 		ctx := ctxT(t)
 		for i := range MaxAttempts + 3 {

@@ -128,6 +128,24 @@ func (s *Memory) Release(ctx context.Context, key, token string, ttl time.Durati
 	return err
 }
 
+func (s *Memory) Reopen(ctx context.Context, key string, ttl time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	t := s.now()
+	e := s.get(key, t)
+	if e == nil || e.State != StateAnswered {
+		return ErrNotFound
+	}
+	e.reopen(t, ttl)
+	return nil
+}
+
 func (s *Memory) Leave(ctx context.Context, key, token string, ttl time.Duration, j Journal) error {
 	return s.owned(ctx, key, token, func(e *entry, t time.Time) { e.leave(t, ttl, j) })
 }

@@ -99,6 +99,8 @@ var (
 	leaveLua string
 	//go:embed journal.lua
 	journalLua string
+	//go:embed reopen.lua
+	reopenLua string
 
 	claimScript    = redis.NewScript(journalLua + claimLua)
 	completeScript = redis.NewScript(journalLua + completeLua)
@@ -106,6 +108,7 @@ var (
 	leaveScript    = redis.NewScript(journalLua + leaveLua)
 	renewScript    = redis.NewScript(journalLua + renewLua)
 	deleteScript   = redis.NewScript(deleteLua)
+	reopenScript   = redis.NewScript(journalLua + reopenLua)
 )
 
 // recordFields is the order in which the scripts and Lookup read a record.
@@ -544,6 +547,18 @@ func (s *Redis) Lookup(ctx context.Context, key string) (*Record, error) {
 		a = a[2+n:]
 	}
 	return rec, nil
+}
+
+func (s *Redis) Reopen(ctx context.Context, key string, ttl time.Duration) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	changed := time.Now().UnixMilli()
+	err := s.settle(ctx, reopenScript, key, StateFailed, changed, ttl, false, ms(ttl), changed)
+	if errors.Is(err, redis.Nil) {
+		return ErrNotFound
+	}
+	return s.wrap("reopen", err)
 }
 
 func (s *Redis) Delete(ctx context.Context, key string) error {

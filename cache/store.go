@@ -181,6 +181,11 @@ type Store interface {
 	// completion between the two is not missed.
 	Wait(ctx context.Context, key string) (done <-chan struct{}, stop func(), err error)
 
+	// Reopen turns an answered key failed (an operator's forced
+	// redelivery): its answer is dropped, the key is free — the next Claim
+	// wins — and its history (copies, notification, attempts) stays, for
+	// at least ttl. ErrNotFound if key has no answered record.
+	Reopen(ctx context.Context, key string, ttl time.Duration) error
 	// Delete forgets key whatever its state (the admin purge) and wakes its
 	// waiters. ErrNotFound if there was nothing.
 	Delete(ctx context.Context, key string) error

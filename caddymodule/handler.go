@@ -245,7 +245,7 @@ func (h *Handler) setDefaults() {
 		h.LockTTL = caddy.Duration(30 * time.Second)
 	}
 	if h.TTL == 0 {
-		h.TTL = caddy.Duration(72 * time.Hour)
+		h.TTL = caddy.Duration(defaultTTL)
 	}
 	if h.InFlight == "" {
 		h.InFlight = "wait"
@@ -449,6 +449,10 @@ func (h *Handler) scope() string {
 
 // route is this handler's metric labels.
 func (h *Handler) route() route { return route{platform: h.Platform, scope: h.scope()} }
+
+// defaultTTL is how long answers are remembered unless ttl says: longer
+// than every preset's retry window but Adyen's.
+const defaultTTL = 72 * time.Hour
 
 // now is the clock signatures are judged against; tests replace it.
 var now = time.Now

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -28,9 +29,9 @@ type redeliveryView struct {
 	Replayed bool        `json:"replayed"`
 	Header   http.Header `json:"header,omitempty"`
 	Body     string      `json:"body"`
-	// Purged: an answered key was forgotten first (?force=1), so its
-	// earlier history is gone.
-	Purged bool `json:"purged,omitempty"`
+	// Reopened: an answered key was made free first (?force=1); its
+	// history stays, the redelivery's attempt added to it.
+	Reopened bool `json:"reopened,omitempty"`
 }
 
 // redeliver sends the journaled notification of key (its exact bytes and
@@ -57,15 +58,17 @@ func (a *AdminAPI) redeliver(w http.ResponseWriter, r *http.Request, key string)
 		return apiError(http.StatusConflict, fmt.Errorf("key %q is in flight: its first copy is at the backend now; wait for it (or purge with force if its gateway is gone)", key))
 	}
 	force := boolParam(r, "force")
-	purged := false
+	reopened := false
 	if rec.State == cache.StateAnswered {
 		if !force {
 			return apiError(http.StatusConflict, fmt.Errorf("key %q is answered (status %d): a redelivery runs the backend again; add ?force=1 (--force) if that is what is needed", key, rec.Status))
 		}
-		if err := ps.Delete(ctx, key); err != nil && !errors.Is(err, cache.ErrNotFound) {
+		// Reopened, not deleted: the key's history (copies, the earlier
+		// attempts) stays beside the redelivery's.
+		if err := ps.Reopen(ctx, key, routeTTL(key)); err != nil && !errors.Is(err, cache.ErrNotFound) {
 			return apiError(http.StatusServiceUnavailable, fmt.Errorf("store %s: %v", ps.id, err))
 		}
-		purged = true
+		reopened = true
 	}
 	if a.logger != nil {
 		a.logger.Info("redelivering a journaled notification through the admin API",
@@ -78,8 +81,18 @@ func (a *AdminAPI) redeliver(w http.ResponseWriter, r *http.Request, key string)
 	}
 	return writeJSON(w, http.StatusOK, redeliveryView{
 		Store: ps.id, Key: key, Status: resp.StatusCode, Replayed: resp.Header.Get("Idempotent-Replayed") == "true",
-		Header: resp.Header, Body: string(body), Purged: purged,
+		Header: resp.Header, Body: string(body), Reopened: reopened,
 	})
+}
+
+// routeTTL is how long the route of key's scope keeps records (its ttl),
+// or the default when no route of that scope is loaded.
+func routeTTL(key string) time.Duration {
+	scope, _, _ := strings.Cut(key, ":")
+	if h, ok := routes.Load(scope); ok {
+		return time.Duration(h.(*Handler).TTL)
+	}
+	return defaultTTL
 }
 
 // hopHeaders are not resent: they describe the platform's connection.

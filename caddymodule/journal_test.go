@@ -202,8 +202,16 @@ func TestJournalRedeliver(t *testing.T) {
 		t.Fatalf("refused redelivery ran the backend: %d", n)
 	}
 	g.adminJSON(t, http.MethodPost, keyURI("demo:r1")+"/redeliver?force=1", &red)
-	if red.Status != 200 || !red.Purged || be.count("r1") != 3 {
+	if red.Status != 200 || !red.Reopened || be.count("r1") != 3 {
 		t.Fatalf("forced redelivery: %+v, backend %d", red, be.count("r1"))
+	}
+	// The forced redelivery kept the key's history: the first copy's
+	// failure, the first redelivery, the copy replayed, and now this one.
+	var rec recordView
+	g.adminJSON(t, http.MethodGet, keyURI("demo:r1"), &rec)
+	if rec.State != "answered" || rec.AttemptCount != 3 || rec.Copies != 4 {
+		t.Fatalf("record after the forced redelivery: state %s, %d attempts, %d copies; want answered, 3 attempts, 4 copies (history kept)",
+			rec.State, rec.AttemptCount, rec.Copies)
 	}
 	if status, _ := g.adminDo(t, http.MethodPost, keyURI("demo:nope")+"/redeliver"); status != 404 {
 		t.Fatalf("redelivery of an unknown key: %d", status)
