@@ -181,10 +181,12 @@ func guessContentType(body string) string {
 	return "text/plain; charset=utf-8"
 }
 
-// enqueue is the receipt of a won key on an async route: queue the
-// notification (durable when Enqueue returns), hold the claim for the
-// whole delivery, then ack. Any store error before the ack answers 503 +
-// Retry-After, never the ack: the platform's retry comes back.
+// enqueue is the receipt of a won key on an async route: hold the claim
+// for the whole delivery, queue the notification (durable when Enqueue
+// returns), then ack. The hold comes first: once queued, the delivery may
+// be taken and settled before this copy's next step. Any store error
+// before the ack answers 503 + Retry-After, never the ack: the platform's
+// retry comes back.
 func (h *Handler) enqueue(w http.ResponseWriter, r *http.Request, repl *caddy.Replacer, key, token string) (result, error) {
 	ds := h.dlv
 	d := cache.Delivery{Key: key, Token: token, Notification: h.receivedNotification(r), Enqueued: time.Now()}
@@ -192,17 +194,15 @@ func (h *Handler) enqueue(w http.ResponseWriter, r *http.Request, repl *caddy.Re
 	// bounded by store_timeout.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), time.Duration(h.StoreTimeout))
 	defer cancel()
+	if err := h.store.Renew(ctx, key, token, ds.hold(time.Duration(h.LockTTL))); err != nil {
+		h.unclaim(key, token)
+		return h.queueFailed(w, r, "renew", err)
+	}
 	if err := ds.queue.Enqueue(ctx, h.scope(), d); err != nil {
 		h.unclaim(key, token)
 		return h.queueFailed(w, r, "enqueue", err)
 	}
 	ds.engine.poke()
-	if err := h.store.Renew(ctx, key, token, ds.hold(time.Duration(h.LockTTL))); err != nil {
-		// Queued, but the claim is not held for the delivery yet: no ack.
-		// The retry finds the key queued (or claims it again, and its
-		// Enqueue keeps the queued place) and is acked then.
-		return h.queueFailed(w, r, "renew", err)
-	}
 	setOutcome(repl, outcomeQueued)
 	return result{outcome: outcomeQueued, copies: 1}, h.ack(w, r)
 }
@@ -230,37 +230,61 @@ func (h *Handler) queueFailed(w http.ResponseWriter, r *http.Request, op string,
 
 // queuedCopy answers a copy of an in-flight key on an async route: the
 // ack when the key is queued (its first copy was acked, or is about to
-// be). A first copy still between its claim and its Enqueue is given a
-// moment; past it, 409 + Retry-After.
-func (h *Handler) queuedCopy(w http.ResponseWriter, r *http.Request, repl *caddy.Replacer, key string, copies int64) (result, error) {
+// be), the remembered answer when the delivery ended meanwhile. A first
+// copy still between its claim and its Enqueue is given a moment; past
+// it, 409 + Retry-After. again: the key was released meanwhile (the
+// copy is a retry: claim again).
+func (h *Handler) queuedCopy(w http.ResponseWriter, r *http.Request, repl *caddy.Replacer, key, fp string, copies int64,
+) (res result, err error, again bool) {
 	deadline := time.Now().Add(time.Second)
 	wait := 2 * time.Millisecond
 	for {
-		ctx, cancel := context.WithTimeout(r.Context(), time.Duration(h.StoreTimeout))
-		queued, err := h.dlv.queue.Queued(ctx, h.scope(), key)
-		cancel()
+		queued, rec, err := h.queueState(r.Context(), key)
 		switch {
 		case err != nil && r.Context().Err() != nil:
-			return result{outcome: outcomeCanceled, copies: copies, err: err}, caddyhttp.Error(499, err)
+			return result{outcome: outcomeCanceled, copies: copies, err: err}, caddyhttp.Error(499, err), false
 		case err != nil:
 			h.metrics.storeError(r.Context(), h.route(), "queued")
 			return result{outcome: outcomeStoreError, copies: copies, err: err},
-				h.tryLater(w, http.StatusServiceUnavailable, fmt.Errorf("looking up the delivery queue: %w", err))
+				h.tryLater(w, http.StatusServiceUnavailable, fmt.Errorf("looking up the delivery queue: %w", err)), false
 		case queued:
 			setOutcome(repl, outcomeAcked)
-			return result{outcome: outcomeAcked, copies: copies}, h.ack(w, r)
+			return result{outcome: outcomeAcked, copies: copies}, h.ack(w, r), false
+		case rec == nil || rec.State == cache.StateFailed:
+			return result{}, nil, true
+		case rec.State == cache.StateAnswered:
+			// Delivered between this copy's claim and now.
+			res, err := h.replayRecord(w, r, repl, rec, fp, true)
+			return res, err, false
 		}
 		if time.Now().Add(wait).After(deadline) {
 			return result{outcome: outcomeInFlight, copies: copies},
-				h.tryLater(w, http.StatusConflict, errors.New("the first copy of this notification is being queued or was held after an unknown outcome"))
+				h.tryLater(w, http.StatusConflict, errors.New("the first copy of this notification is being queued or was held after an unknown outcome")), false
 		}
 		select {
 		case <-time.After(wait):
 		case <-r.Context().Done():
-			return result{outcome: outcomeCanceled, copies: copies, err: r.Context().Err()}, caddyhttp.Error(499, r.Context().Err())
+			return result{outcome: outcomeCanceled, copies: copies, err: r.Context().Err()}, caddyhttp.Error(499, r.Context().Err()), false
 		}
 		wait += wait / 2
 	}
+}
+
+// queueState tells whether key is queued and, when it is not, its record
+// (nil when there is none): a delivery may have ended since the copy's
+// claim found the key in flight.
+func (h *Handler) queueState(ctx context.Context, key string) (bool, *cache.Record, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(h.StoreTimeout))
+	defer cancel()
+	queued, err := h.dlv.queue.Queued(ctx, h.scope(), key)
+	if err != nil || queued {
+		return queued, nil, err
+	}
+	rec, err := h.store.Lookup(ctx, key)
+	if errors.Is(err, cache.ErrNotFound) {
+		return false, nil, nil
+	}
+	return false, rec, err
 }
 
 // ack writes the route's ack.

@@ -661,3 +661,36 @@ func TestAsyncEnqueueFailsNoAck(t *testing.T) {
 		t.Errorf("backend ran %d times, want 1", got)
 	}
 }
+
+// TestAsyncFastBackendStorm: copies of each key at once with a fast
+// backend, on every store and on a Redis Cluster (the queue of a scope in
+// one slot, the keys' records spread over the masters): each copy gets the
+// ack or, when it came after the delivery ended, the remembered answer;
+// none gets an error; the backend runs once per key. (Copies race the
+// delivery's end here: a copy that found the key in flight may find it
+// answered and no longer queued.)
+func TestAsyncFastBackendStorm(t *testing.T) {
+	stores := storeLines(t)
+	stores["cluster"] = "store redis " + strings.Join(redistest.StartCluster(t, 3).Addrs, " ")
+	for name, store := range stores {
+		t.Run(name, func(t *testing.T) {
+			be := newAsyncBackend(t, "127.0.0.1:0")
+			base := startCaddy(t, asyncRoute, "{store}", store, "{backend}", be.addr(), "{extra}", "")
+			for i := range 10 {
+				k := "fs-" + itoa(i)
+				for j, r := range storm(t, 5, func(int) reply { return notify(t, base, k) }) {
+					if r.status != 200 || (r.body != "success" && !(r.replayed && r.body == "ok "+k)) {
+						t.Fatalf("%s copy %d: %d %q replayed=%v", k, j, r.status, r.body, r.replayed)
+					}
+				}
+			}
+			for i := range 10 {
+				k := "fs-" + itoa(i)
+				waitAnswered(t, 10*time.Second, "demo:"+k)
+				if got := be.count(k); got != 1 {
+					t.Errorf("%s: backend ran %d times, want 1", k, got)
+				}
+			}
+		})
+	}
+}

@@ -73,7 +73,10 @@ func (h *Handler) serveKey(w http.ResponseWriter, r *http.Request, next caddyhtt
 		// In flight.
 		copies := res.Record.Copies
 		if h.async() {
-			return h.queuedCopy(w, r, repl, key, copies)
+			if res, err, again := h.queuedCopy(w, r, repl, key, fp, copies); !again {
+				return res, err
+			}
+			continue // released meanwhile: this copy is a retry and claims again
 		}
 		if h.InFlight == "reject" {
 			return result{outcome: outcomeInFlight, copies: copies},
