@@ -285,12 +285,19 @@ func (e *engine) deliver(d *cache.Delivery, took time.Time) {
 	giveUp := time.Since(d.Enqueued) >= e.ds.giveUp
 	settle := h.store.Leave
 	if giveUp {
+		// Out of the queue before the key is freed: a copy that claims
+		// the freed key queues a new delivery, which this Done must not
+		// remove.
+		stopLease()
+		e.done(d)
 		settle = h.store.Release
 	}
 	if err := e.try(func(ctx context.Context) error { return settle(ctx, d.Key, d.Token, ttl, j) }); err != nil {
 		if errors.Is(err, cache.ErrNotOwner) {
 			h.claimTrouble(d.Key, "leave", err)
-			e.done(d)
+			if !giveUp {
+				e.done(d)
+			}
 			return
 		}
 		// The outcome is known (nothing to hold), only its journal entry
@@ -307,7 +314,6 @@ func (e *engine) deliver(d *cache.Delivery, took time.Time) {
 		h.metrics.deadLetter(context.Background(), h.route())
 		e.logAttempt(zapcore.ErrorLevel, "delivery given up: the key is dead, an operator must redeliver it", d, attempt, out, elapsed)
 		h.emitAttempts("idempotency.dead", d.Key, status, int64(attempt))
-		e.done(d)
 		return
 	}
 	next := e.ds.backoff(attempt)
@@ -458,6 +464,7 @@ func (e *engine) keepLease(d *cache.Delivery) (stop func()) {
 			}
 		}
 	}()
+	// Safe to call more than once.
 	return func() { cancel(); <-done }
 }
 
