@@ -694,3 +694,28 @@ func TestAsyncFastBackendStorm(t *testing.T) {
 		})
 	}
 }
+
+// TestAsyncDurabilityReplicas: with `durability replicas 1` (and the
+// store's wait_replicas 1), a notification is acked once a replica has it;
+// with the replica gone the WAIT is not confirmed: 503, never the ack,
+// and nothing is delivered.
+func TestAsyncDurabilityReplicas(t *testing.T) {
+	master := redistest.Start(t)
+	replica := redistest.StartWith(t, redistest.Options{ReplicaOf: master})
+	be := newAsyncBackend(t, "127.0.0.1:0")
+	store := "store redis " + master.Addr() + " {\n\t\t\t\twait_replicas 1 300ms\n\t\t\t}"
+	base := startCaddy(t, asyncRoute, "{store}", store, "{backend}", be.addr(), "{extra}", "durability replicas 1")
+	if r := notify(t, base, "dr-1"); r.status != 200 || r.body != "success" {
+		t.Fatalf("with the replica up: %d %q, want the ack", r.status, r.body)
+	}
+	waitAnswered(t, 10*time.Second, "demo:dr-1")
+	replica.Stop()
+	r := notify(t, base, "dr-2")
+	if r.status != http.StatusServiceUnavailable || r.body == "success" {
+		t.Fatalf("with the replica gone: %d %q, want 503 and no ack", r.status, r.body)
+	}
+	time.Sleep(3 * maxTakeWait)
+	if be.count("dr-1") != 1 || be.count("dr-2") != 0 {
+		t.Errorf("backend ran %d times for dr-1 (want 1) and %d for dr-2 (want 0)", be.count("dr-1"), be.count("dr-2"))
+	}
+}
