@@ -130,45 +130,8 @@ func TestConsoleBrowser(t *testing.T) {
 		t.Fatalf("backend ran %d times for %s before the console, want 2", n, order)
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromiumPath), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.WindowSize(1280, 1000))...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(actx)
-	defer cancelBrowser()
+	bctx, run, text := headlessBrowser(t)
 	dir := artefactDir(t)
-	// The first run starts the browser, bound to bctx (not to a step's
-	// shorter context).
-	if err := chromedp.Do(bctx, chromedp.Navigate("about:blank")); err != nil {
-		t.Fatalf("starting chromium: %v", err)
-	}
-	// The operator's browser may run no JavaScript: every step below
-	// works with page scripts off (the body's <script> would not run
-	// anyway; the title check below still looks).
-	if _, err := chromedp.Call(bctx, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true}); err != nil {
-		t.Fatalf("turning JavaScript off: %v", err)
-	}
-
-	run := func(what string, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		sctx, cancel := context.WithTimeout(bctx, 15*time.Second)
-		defer cancel()
-		if err := chromedp.Do(sctx, steps...); err != nil {
-			// Say what the browser shows instead.
-			body, _ := chromedp.Run(bctx, chromedp.Text(chromedp.CSS("main")))
-			t.Fatalf("%s: %v; the page says:\n%s", what, err, body)
-		}
-	}
-	text := func(sel string) string {
-		t.Helper()
-		s, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(sel)))
-		if err != nil {
-			t.Fatalf("text of %s: %v", sel, err)
-		}
-		return s
-	}
 	shot := func(name string) {
 		t.Helper()
 		png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
@@ -239,14 +202,14 @@ func TestConsoleBrowser(t *testing.T) {
 
 	// Purge asks first: the key is still there on the confirmation page.
 	run("purge", chromedp.Click(chromedp.CSS("#purge button")), chromedp.WaitVisible(chromedp.CSS("#confirm-purge")))
-	if _, err := (poolData{}).lookup(ctx, "memory", key); err != nil {
+	if _, err := (poolData{}).lookup(context.Background(), "memory", key); err != nil {
 		t.Fatalf("the key is gone before the purge was confirmed: %v", err)
 	}
 	run("confirm purge", chromedp.Click(chromedp.CSS("#confirm-purge")), chromedp.WaitVisible(chromedp.CSS(".note")))
 	if msg := text(".note"); !strings.Contains(msg, "Purged") {
 		t.Errorf("after purge: %q", msg)
 	}
-	if _, err := (poolData{}).lookup(ctx, "memory", key); !errors.Is(err, cache.ErrNotFound) {
+	if _, err := (poolData{}).lookup(context.Background(), "memory", key); !errors.Is(err, cache.ErrNotFound) {
 		t.Fatalf("after the confirmed purge, lookup: %v", err)
 	}
 	if n := be.count(order); n != 3 {
@@ -289,4 +252,46 @@ func TestConsoleBrowser(t *testing.T) {
 	if u.Query().Get("k") != "shop:A-1002" {
 		t.Errorf("key link: %s", loc)
 	}
+}
+
+// headlessBrowser starts Debian's Chromium headless with page scripts off
+// (the operator's browser may run no JavaScript: every step works
+// without), for at most a minute. run performs steps (15s each) and, on
+// failure, says what the page shows instead; text reads an element's text.
+func headlessBrowser(t *testing.T) (bctx context.Context, run func(what string, steps ...chromedp.Action[chromedp.Void]), text func(sel string) string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromiumPath), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.WindowSize(1280, 1000))...)
+	t.Cleanup(cancelAlloc)
+	bctx, cancelBrowser := chromedp.NewContext(actx)
+	t.Cleanup(cancelBrowser)
+	// The first run starts the browser, bound to bctx (not to a step's
+	// shorter context).
+	if err := chromedp.Do(bctx, chromedp.Navigate("about:blank")); err != nil {
+		t.Fatalf("starting chromium: %v", err)
+	}
+	if _, err := chromedp.Call(bctx, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true}); err != nil {
+		t.Fatalf("turning JavaScript off: %v", err)
+	}
+	run = func(what string, steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		sctx, cancel := context.WithTimeout(bctx, 15*time.Second)
+		defer cancel()
+		if err := chromedp.Do(sctx, steps...); err != nil {
+			body, _ := chromedp.Run(bctx, chromedp.Text(chromedp.CSS("main")))
+			t.Fatalf("%s: %v; the page says:\n%s", what, err, body)
+		}
+	}
+	text = func(sel string) string {
+		t.Helper()
+		s, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(sel)))
+		if err != nil {
+			t.Fatalf("text of %s: %v", sel, err)
+		}
+		return s
+	}
+	return bctx, run, text
 }

@@ -1,13 +1,11 @@
 package caddymodule
 
 import (
-	"context"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 )
 
@@ -26,37 +24,7 @@ func TestAsyncConsoleBrowser(t *testing.T) {
 		}
 	}`, "{store}", "store memory", "{backend}", be.addr(), "{extra}", "")
 
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromiumPath), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.WindowSize(1280, 1000))...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(actx)
-	defer cancelBrowser()
-	if err := chromedp.Do(bctx, chromedp.Navigate("about:blank")); err != nil {
-		t.Fatalf("starting chromium: %v", err)
-	}
-	if _, err := chromedp.Call(bctx, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true}); err != nil {
-		t.Fatalf("turning JavaScript off: %v", err)
-	}
-	run := func(what string, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		sctx, cancel := context.WithTimeout(bctx, 15*time.Second)
-		defer cancel()
-		if err := chromedp.Do(sctx, steps...); err != nil {
-			body, _ := chromedp.Run(bctx, chromedp.Text(chromedp.CSS("main")))
-			t.Fatalf("%s: %v; the page says:\n%s", what, err, body)
-		}
-	}
-	text := func(sel string) string {
-		t.Helper()
-		s, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(sel)))
-		if err != nil {
-			t.Fatalf("text of %s: %v", sel, err)
-		}
-		return s
-	}
+	_, run, text := headlessBrowser(t)
 
 	run("overview", chromedp.Navigate(base+"/console/"), chromedp.WaitVisible(chromedp.CSS("#queues")))
 	if q := text("#queues"); !strings.Contains(q, "demo") || !strings.Contains(q, "delivering") {
