@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -24,7 +25,7 @@ func TestAsyncConsoleBrowser(t *testing.T) {
 		}
 	}`, "{store}", "store memory", "{backend}", be.addr(), "{extra}", "")
 
-	_, run, text := headlessBrowser(t)
+	bctx, run, text := headlessBrowser(t)
 
 	run("overview", chromedp.Navigate(base+"/console/"), chromedp.WaitVisible(chromedp.CSS("#queues")))
 	if q := text("#queues"); !strings.Contains(q, "demo") || !strings.Contains(q, "delivering") {
@@ -42,6 +43,13 @@ func TestAsyncConsoleBrowser(t *testing.T) {
 	run("reload", chromedp.Navigate(base+"/console/"), chromedp.WaitVisible(chromedp.CSS("#queues")))
 	if q := text("#queues"); !strings.Contains(q, "paused") || !strings.Contains(q, "3") || !strings.Contains(q, "Resume") {
 		t.Fatalf("queue table while paused: %q", q)
+	}
+	png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(artefactDir(t), "console-async-paused.png"), png, 0o644); err != nil {
+		t.Fatal(err)
 	}
 	time.Sleep(3 * maxTakeWait) // takes that would have started by now
 	if got := be.total(); got != 0 {
