@@ -97,6 +97,10 @@ type Queue interface {
 	// Done removes a delivery whose lease is held. ErrNotOwner as for
 	// Extend.
 	Done(ctx context.Context, scope, key, lease string) error
+	// Remove drops key's delivery unless a taker holds it now (the
+	// operator's purge of a queued notification): ErrNotFound when none is
+	// queued, ErrNotOwner when it is being delivered.
+	Remove(ctx context.Context, scope, key string) error
 	// Pause stops Take from handing out deliveries of scope (on every
 	// instance) until Resume; Enqueue goes on.
 	Pause(ctx context.Context, scope string) error

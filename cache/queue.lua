@@ -138,6 +138,26 @@ if fn == 'done' then
   return 1
 end
 
+if fn == 'remove' then
+  -- ARGV: key. Returns 1 when removed, 0 when not queued, -1 when a taker
+  -- holds it now.
+  local key = ARGV[2]
+  if redis.call('HEXISTS', items, key) == 0 then
+    return 0
+  end
+  local e = redis.call('ZSCORE', leases, key)
+  if e and tonumber(e) > now then
+    return -1
+  end
+  redis.call('ZREM', leases, key)
+  redis.call('HDEL', owners, key)
+  redis.call('ZREM', due, key)
+  redis.call('ZREM', enq, key)
+  redis.call('HDEL', items, key)
+  redis.call('HDEL', meta, key)
+  return 1
+end
+
 if fn == 'pause' then
   redis.call('SET', paused, '1')
   return 1

@@ -285,6 +285,36 @@ var queueCases = []struct {
 		time.Sleep(RateWindow + 20*time.Millisecond)
 		mustTake(t, q, "s", lim)
 	}},
+	{"remove", func(t *testing.T, q Queue) {
+		// The operator's purge of a queued notification.
+		ctx := ctxT(t)
+		lim := QueueLimits{Lease: qLease}
+		if err := q.Remove(ctx, "s", "s:none"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("Remove of nothing: %v", err)
+		}
+		for _, k := range []string{"s:r1", "s:r2", "s:r3"} {
+			if err := q.Enqueue(ctx, "s", delivery(k)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		taken := mustTake(t, q, "s", lim) // s:r1, being delivered
+		if err := q.Remove(ctx, "s", taken.Key); !errors.Is(err, ErrNotOwner) {
+			t.Fatalf("Remove of a leased delivery: %v, want ErrNotOwner", err)
+		}
+		if err := q.Remove(ctx, "s", "s:r2"); err != nil {
+			t.Fatal(err)
+		}
+		if ok, _ := q.Queued(ctx, "s", "s:r2"); ok {
+			t.Fatal("removed, still queued")
+		}
+		if st, _ := q.Stats(ctx, "s"); st.Depth != 2 {
+			t.Fatalf("depth %d after Remove, want 2", st.Depth)
+		}
+		if d := mustTake(t, q, "s", lim); d.Key != "s:r3" {
+			t.Fatalf("took %q, want s:r3 (s:r2 was removed)", d.Key)
+		}
+		noTake(t, q, "s", lim)
+	}},
 	{"pause_resume", func(t *testing.T, q Queue) {
 		ctx := ctxT(t)
 		lim := QueueLimits{Lease: qLease}

@@ -272,6 +272,33 @@ func (q *localQueue) Done(ctx context.Context, scope, key, lease string) error {
 	return q.disk.delDelivery(ctx, scope, key)
 }
 
+func (q *localQueue) Remove(ctx context.Context, scope, key string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	q.mu.Lock()
+	sq := q.scope(scope)
+	it, ok := sq.items[key]
+	switch {
+	case !ok || it.pending:
+		q.mu.Unlock()
+		return ErrNotFound
+	case sq.leased[key] != nil && it.leaseEnd.After(q.now()):
+		q.mu.Unlock()
+		return ErrNotOwner
+	}
+	delete(sq.leased, key)
+	if it.idx >= 0 {
+		heap.Remove(&sq.due, it.idx)
+	}
+	delete(sq.items, key)
+	q.mu.Unlock()
+	if q.disk == nil {
+		return nil
+	}
+	return q.disk.delDelivery(ctx, scope, key)
+}
+
 func (q *localQueue) setPaused(ctx context.Context, scope string, paused bool) error {
 	if scope == "" {
 		return errBadScope

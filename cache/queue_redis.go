@@ -108,6 +108,19 @@ func (q redisQueue) Done(ctx context.Context, scope, key, lease string) error {
 	return q.s.casErr("done", q.call(ctx, scope, "done", key, lease).Err())
 }
 
+func (q redisQueue) Remove(ctx context.Context, scope, key string) error {
+	n, err := q.call(ctx, scope, "remove", key).Int64()
+	switch {
+	case err != nil:
+		return q.s.wrap("remove", err)
+	case n == 0:
+		return ErrNotFound
+	case n < 0:
+		return ErrNotOwner
+	}
+	return nil
+}
+
 func (q redisQueue) Pause(ctx context.Context, scope string) error {
 	return q.s.wrap("pause", q.call(ctx, scope, "pause").Err())
 }

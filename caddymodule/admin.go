@@ -285,7 +285,28 @@ func (a *AdminAPI) getKey(w http.ResponseWriter, r *http.Request, key string) er
 // deletedView is the answer to DELETE: what was forgotten.
 type deletedView struct {
 	Deleted bool `json:"deleted"`
+	// QueuedDelivery says what became of the key's async delivery:
+	// "removed", or "being delivered" (it may still reach the backend).
+	QueuedDelivery string `json:"queued_delivery,omitempty"`
 	recordView
+}
+
+// purge forgets key and drops its queued async delivery, if any, first
+// (so no delivery engine takes it after the record is gone). It returns
+// what became of that delivery ("" when there was none).
+func (p *pooledStore) purge(ctx context.Context, key string) (delivery string, err error) {
+	if q, ok := p.Store.(cache.Queuer); ok {
+		scope, _, _ := strings.Cut(key, ":")
+		switch err := q.Queue().Remove(ctx, scope, key); {
+		case err == nil:
+			delivery = "removed"
+		case errors.Is(err, cache.ErrNotOwner):
+			delivery = "being delivered"
+		case !errors.Is(err, cache.ErrNotFound):
+			return "", err
+		}
+	}
+	return delivery, p.Delete(ctx, key)
 }
 
 func (a *AdminAPI) deleteKey(w http.ResponseWriter, r *http.Request, key string) error {
@@ -303,14 +324,17 @@ func (a *AdminAPI) deleteKey(w http.ResponseWriter, r *http.Request, key string)
 			"forgetting it lets the next copy run the backend a second time; if the gateway that holds it is gone, "+
 			"purge with force (?force=1, --force)", key))
 	}
-	err = ps.Delete(ctx, key)
+	queued, err := ps.purge(ctx, key)
 	if errors.Is(err, cache.ErrNotFound) {
-		return apiError(http.StatusNotFound, fmt.Errorf("no record for key %q in store %s", key, ps.id))
+		if queued == "" {
+			return apiError(http.StatusNotFound, fmt.Errorf("no record for key %q in store %s", key, ps.id))
+		}
+		err = nil // only the queued delivery was left
 	}
 	if err != nil {
 		return apiError(http.StatusServiceUnavailable, fmt.Errorf("store %s: %v", ps.id, err))
 	}
-	out := deletedView{Deleted: true}
+	out := deletedView{Deleted: true, QueuedDelivery: queued}
 	state := "unknown"
 	if lerr == nil {
 		out.recordView = newRecordView(ps.id, rec, false)

@@ -97,7 +97,7 @@ func (d poolData) purge(ctx context.Context, store, key string, force bool, logg
 		return &consoleError{http.StatusConflict, "this key is in flight: its first copy is at the backend now, and " +
 			"forgetting it lets the next copy run the backend a second time; purge with force only if the gateway that holds it is gone"}
 	}
-	if err := ps.Delete(ctx, key); err != nil {
+	if _, err := ps.purge(ctx, key); err != nil {
 		return err
 	}
 	if logger != nil {
