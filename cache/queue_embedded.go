@@ -132,7 +132,7 @@ func (b brokenQueue) Retry(context.Context, string, string, string, time.Time, i
 	return b.err
 }
 func (b brokenQueue) Done(context.Context, string, string, string) error { return b.err }
-func (b brokenQueue) Remove(context.Context, string, string) error { return b.err }
+func (b brokenQueue) Remove(context.Context, string, string) error       { return b.err }
 func (b brokenQueue) Pause(context.Context, string) error                { return b.err }
 func (b brokenQueue) Resume(context.Context, string) error               { return b.err }
 func (b brokenQueue) Stats(context.Context, string) (QueueStats, error) {
