@@ -24,17 +24,40 @@ local function held(key, lease)
   return e and tonumber(e) > now
 end
 
+-- get_meta and set_meta read and write key's "<token> <attempts> <started>".
+local function get_meta(key)
+  local m = redis.call('HGET', meta, key) or ''
+  local token, attempts, started = string.match(m, '^(%S*) (%d+) ?(%d?)$')
+  if started == nil or started == '' then
+    started = '0'
+  end
+  return token or '', attempts or '0', started
+end
+
+local function set_meta(key, token, attempts, started)
+  redis.call('HSET', meta, key, token .. ' ' .. attempts .. ' ' .. started)
+end
+
+-- forget removes every trace of key's delivery.
+local function forget(key)
+  redis.call('ZREM', leases, key)
+  redis.call('HDEL', owners, key)
+  redis.call('ZREM', due, key)
+  redis.call('ZREM', enq, key)
+  redis.call('HDEL', items, key)
+  redis.call('HDEL', meta, key)
+end
+
 if fn == 'enqueue' then
   -- ARGV: key, blob, token, enqueued (ms)
   local key = ARGV[2]
   if redis.call('HEXISTS', items, key) == 1 then
-    local m = redis.call('HGET', meta, key) or ''
-    local _, attempts, started = string.match(m, '^(%S*) (%d+) ?(%d?)$')
-    redis.call('HSET', meta, key, ARGV[4] .. ' ' .. (attempts or '0') .. ' ' .. ((started ~= '' and started) or '0'))
+    local _, attempts, started = get_meta(key)
+    set_meta(key, ARGV[4], attempts, started)
     return 0
   end
   redis.call('HSET', items, key, ARGV[3])
-  redis.call('HSET', meta, key, ARGV[4] .. ' 0 0')
+  set_meta(key, ARGV[4], '0', '0')
   redis.call('ZADD', due, now, key)
   redis.call('ZADD', enq, ARGV[5], key)
   return 1
@@ -87,9 +110,8 @@ if fn == 'start' then
   if not held(key, ARGV[3]) then
     return false
   end
-  local m = redis.call('HGET', meta, key) or ''
-  local token, attempts = string.match(m, '^(%S*) (%d+)')
-  redis.call('HSET', meta, key, (token or '') .. ' ' .. (attempts or '0') .. ' 1')
+  local token, attempts = get_meta(key)
+  set_meta(key, token, attempts, '1')
   return 1
 end
 
@@ -119,22 +141,17 @@ if fn == 'retry' then
     return false
   end
   redis.call('ZADD', due, ARGV[4], key)
-  local m = redis.call('HGET', meta, key) or ''
-  local token = string.match(m, '^(%S*)') or ''
-  redis.call('HSET', meta, key, token .. ' ' .. ARGV[5] .. ' 0')
+  set_meta(key, (get_meta(key)), ARGV[5], '0')
   return 1
 end
 
 if fn == 'done' then
   -- ARGV: key, lease token
   local key = ARGV[2]
-  if not end_lease(key, ARGV[3]) then
+  if not held(key, ARGV[3]) then
     return false
   end
-  redis.call('ZREM', due, key)
-  redis.call('ZREM', enq, key)
-  redis.call('HDEL', items, key)
-  redis.call('HDEL', meta, key)
+  forget(key)
   return 1
 end
 
@@ -149,12 +166,7 @@ if fn == 'remove' then
   if e and tonumber(e) > now then
     return -1
   end
-  redis.call('ZREM', leases, key)
-  redis.call('HDEL', owners, key)
-  redis.call('ZREM', due, key)
-  redis.call('ZREM', enq, key)
-  redis.call('HDEL', items, key)
-  redis.call('HDEL', meta, key)
+  forget(key)
   return 1
 end
 
