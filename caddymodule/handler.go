@@ -10,8 +10,9 @@ package caddymodule
 // and wait loop; forward.go the trip to the backend and the settling of its
 // claim; replay.go the answer recorder and the replay; decision.go the one
 // place that logs, counts and traces what was decided; deliver.go the
-// receipt of `deliver async` (claim, enqueue, ack) and deliver_engine.go
-// the engine that delivers the queue to the backend.
+// receipt of `deliver async` (claim, enqueue, ack), deliver_engine.go
+// the engine that delivers the queue to the backend and deliver_send.go
+// one attempt's trip there.
 import (
 	"fmt"
 	"net/http"

@@ -1,0 +1,125 @@
+package caddymodule
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptrace"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/idemgate/idemgate/cache"
+)
+
+// Sending one delivery attempt to the backend: the request built from the
+// queued notification, the transport that never re-sends it, and what the
+// answer came to.
+
+// sendResult is what one attempt came to.
+type sendResult struct {
+	kind     backendKind
+	status   int
+	header   http.Header
+	body     []byte // up to max_answer
+	overflow bool
+	err      error
+}
+
+// send posts the notification to the backend once: never re-sent by the
+// transport (sendTrace), classified by the route's success rule.
+func (e *engine) send(d *cache.Delivery, attempt int) sendResult {
+	h := e.h
+	n := d.Notification
+	if n == nil {
+		return sendResult{kind: backendUnreachable, err: errors.New("the queued delivery holds no notification")}
+	}
+	target, err := e.target(n.URI)
+	if err != nil {
+		return sendResult{kind: backendUnreachable, err: err}
+	}
+	sent := &sendTrace{}
+	ctx, cancel := context.WithTimeout(e.sendCtx, backendCeiling)
+	defer cancel()
+	ctx = httptrace.WithClientTrace(ctx, sent.clientTrace())
+	req, err := http.NewRequestWithContext(ctx, n.Method, target, bytes.NewReader(n.Body))
+	if err != nil {
+		return sendResult{kind: backendUnreachable, err: err}
+	}
+	req.Header = deliveryHeaders(n.Header)
+	req.Header.Set("Idemgate-Delivery-Attempt", strconv.Itoa(attempt))
+	if n.Host != "" {
+		req.Header.Set("X-Forwarded-Host", n.Host)
+	}
+	if n.TLS {
+		req.Header.Set("X-Forwarded-Proto", "https")
+	} else {
+		req.Header.Set("X-Forwarded-Proto", "http")
+	}
+	resp, err := e.client.Do(req)
+	var out sendResult
+	if err == nil {
+		out.status, out.header = resp.StatusCode, resp.Header
+		limit := h.MaxAnswer
+		b, rerr := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+		if rerr == nil && int64(len(b)) > limit {
+			out.overflow = true
+			b = nil
+			_, rerr = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDeliveryAnswer))
+		}
+		resp.Body.Close()
+		out.body, out.err = b, rerr
+	} else {
+		out.err = err
+	}
+	// Nothing written (no connection, or one refused before a byte went
+	// out) is unreachable, as classify reads a taken connection.
+	nothingWritten := resp == nil && !sent.written.Load()
+	out.kind = classify(backendResult{
+		err: out.err, attempted: sent.attempted.Load() || nothingWritten, written: sent.written.Load(), answered: resp != nil,
+		success: out.err == nil && h.success(out.status, out.header, out.body),
+	})
+	return out
+}
+
+// target is the backend URL for a notification received at uri: its path
+// and query appended to `to`'s, as reverse_proxy does.
+func (e *engine) target(uri string) (string, error) {
+	ref, err := url.ParseRequestURI(uri)
+	if err != nil {
+		return "", err
+	}
+	u := *e.ds.to
+	switch {
+	case strings.HasSuffix(u.Path, "/") && strings.HasPrefix(ref.Path, "/"):
+		u.Path += ref.Path[1:]
+	case !strings.HasSuffix(u.Path, "/") && !strings.HasPrefix(ref.Path, "/"):
+		u.Path += "/" + ref.Path
+	default:
+		u.Path += ref.Path
+	}
+	u.RawPath = ""
+	switch {
+	case u.RawQuery == "":
+		u.RawQuery = ref.RawQuery
+	case ref.RawQuery != "":
+		u.RawQuery += "&" + ref.RawQuery
+	}
+	return u.String(), nil
+}
+
+// deliveryHeaders are the notification's headers minus hop-by-hop ones.
+func deliveryHeaders(h http.Header) http.Header {
+	out := make(http.Header, len(h)+3)
+	for k, v := range h {
+		switch k {
+		case "Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate", "Proxy-Authorization",
+			"Te", "Trailer", "Transfer-Encoding", "Upgrade", "Content-Length", "Host":
+			continue
+		}
+		out[k] = append([]string(nil), v...)
+	}
+	return out
+}
