@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"strconv"
 	"strings"
 	"sync"
@@ -116,9 +115,6 @@ var recordFields = []string{"key", "state", "status", "headers", "body",
 	"body_cached", "fp", "copies", "conflicts", "first", "last", "expires",
 	"changed", "nf", "nr", "ni", "na", "nn"}
 
-// ixShards is the number of list index shards per state.
-const ixShards = 16
-
 // NewRedis returns a store on client. The client stays the caller's: Close
 // does not close it, so one client can serve several stores and reloads.
 func NewRedis(client redis.UniversalClient, opts RedisOptions) *Redis {
@@ -172,38 +168,6 @@ func (s *Redis) hashKey(key string) string {
 func (s *Redis) keys(key string) []string {
 	h := s.hashKey(key)
 	return []string{h, h + ":n", h + ":a"}
-}
-
-// ixKey is the list index shard of key in state st and class (the ttl in
-// ms; "" for in-flight claims).
-func (s *Redis) ixKey(st State, class, key string) string {
-	return s.ixShardKey(st, class, int(crc32.ChecksumIEEE([]byte(key))%ixShards))
-}
-
-func (s *Redis) ixShardKey(st State, class string, shard int) string {
-	if class == "" {
-		return s.prefix + ":ix:{" + string(st) + ":" + strconv.Itoa(shard) + "}"
-	}
-	return s.prefix + ":ix:{" + string(st) + ":" + class + ":" + strconv.Itoa(shard) + "}"
-}
-
-func (s *Redis) ixClassesKey() string { return s.prefix + ":ix:classes" }
-
-// ixClassRefresh: a class is named in ixClassesKey again this often, so a
-// Redis that lost it (restarted without persistence) learns it back.
-const ixClassRefresh = time.Minute
-
-// ixClass returns the class of ttl in state st, and whether this settle
-// must name it in ixClassesKey.
-func (s *Redis) ixClass(st State, ttl time.Duration) (class string, register bool) {
-	class = strconv.FormatInt(ttl.Milliseconds(), 10)
-	name := string(st) + "/" + class
-	t := time.Now()
-	if last, ok := s.classes.Load(name); ok && t.Sub(last.(time.Time)) < ixClassRefresh {
-		return class, false
-	}
-	s.classes.Store(name, t)
-	return class, true
 }
 
 // channel is the pub/sub channel that wakes key's waiters. Channels are not

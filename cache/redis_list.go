@@ -3,8 +3,11 @@ package cache
 import (
 	"context"
 	"errors"
+	"hash/crc32"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -165,4 +168,39 @@ func (s *Redis) listIndexed(ctx context.Context, q ListQuery) (ListPage, error) 
 		})
 	}
 	return page, nil
+}
+
+// ixShards is the number of list index shards per state.
+const ixShards = 16
+
+// ixKey is the list index shard of key in state st and class (the ttl in
+// ms; "" for in-flight claims).
+func (s *Redis) ixKey(st State, class, key string) string {
+	return s.ixShardKey(st, class, int(crc32.ChecksumIEEE([]byte(key))%ixShards))
+}
+
+func (s *Redis) ixShardKey(st State, class string, shard int) string {
+	if class == "" {
+		return s.prefix + ":ix:{" + string(st) + ":" + strconv.Itoa(shard) + "}"
+	}
+	return s.prefix + ":ix:{" + string(st) + ":" + class + ":" + strconv.Itoa(shard) + "}"
+}
+
+func (s *Redis) ixClassesKey() string { return s.prefix + ":ix:classes" }
+
+// ixClassRefresh: a class is named in ixClassesKey again this often, so a
+// Redis that lost it (restarted without persistence) learns it back.
+const ixClassRefresh = time.Minute
+
+// ixClass returns the class of ttl in state st, and whether this settle
+// must name it in ixClassesKey.
+func (s *Redis) ixClass(st State, ttl time.Duration) (class string, register bool) {
+	class = strconv.FormatInt(ttl.Milliseconds(), 10)
+	name := string(st) + "/" + class
+	t := time.Now()
+	if last, ok := s.classes.Load(name); ok && t.Sub(last.(time.Time)) < ixClassRefresh {
+		return class, false
+	}
+	s.classes.Store(name, t)
+	return class, true
 }
