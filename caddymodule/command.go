@@ -105,11 +105,7 @@ func purgeCommand() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cmd.SilenceUsage = true
-			q := url.Values{}
-			if force, _ := cmd.Flags().GetBool("force"); force {
-				q.Set("force", "1")
-			}
-			return adminCall(cmd, http.MethodDelete, keyPath(args[0]), q, nil)
+			return adminCall(cmd, http.MethodDelete, keyPath(args[0]), forceQuery(cmd), nil)
 		},
 	}
 	adminFlags(c)
@@ -239,4 +235,13 @@ func printJSON(w io.Writer, v any) error {
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false) // keys as they are: a<b, not a\u003cb
 	return enc.Encode(v)
+}
+
+// forceQuery is ?force=1 when --force was given (purge, redeliver).
+func forceQuery(cmd *cobra.Command) url.Values {
+	q := url.Values{}
+	if force, _ := cmd.Flags().GetBool("force"); force {
+		q.Set("force", "1")
+	}
+	return q
 }

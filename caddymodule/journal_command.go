@@ -65,11 +65,7 @@ func redeliverCommand() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cmd.SilenceUsage = true
-			q := url.Values{}
-			if force, _ := cmd.Flags().GetBool("force"); force {
-				q.Set("force", "1")
-			}
-			return adminCall(cmd, http.MethodPost, keyPath(args[0])+"/redeliver", q, nil)
+			return adminCall(cmd, http.MethodPost, keyPath(args[0])+"/redeliver", forceQuery(cmd), nil)
 		},
 	}
 	adminFlags(c)
