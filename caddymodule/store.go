@@ -248,11 +248,15 @@ func (sc StoreConfig) universalOptions() (*redis.UniversalOptions, error) {
 		// Store calls end at the request's store_timeout, not at the
 		// client's own read time-out, when Redis stalls.
 		ContextTimeoutEnabled: true,
-		MasterName:            sc.MasterName,
-		Username:              sc.Username,
-		Password:              sc.Password,
-		DB:                    sc.DB,
-		PoolSize:              sc.PoolSize,
+		// RESP2: the store uses no RESP3 feature (its wake-ups are plain
+		// Pub/Sub), and on RESP3 go-redis checks every reply for pending
+		// push notifications, about 5% of the gateway's CPU per round trip.
+		Protocol:   2,
+		MasterName: sc.MasterName,
+		Username:   sc.Username,
+		Password:   sc.Password,
+		DB:         sc.DB,
+		PoolSize:   sc.PoolSize,
 	}
 	if sc.TLS {
 		opts.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
