@@ -1,8 +1,10 @@
 -- Complete a claim. KEYS: the key's hash, notification, attempts.
 -- ARGV: token, status, headers, body, body_cached ("1"/"0"), ttl (ms), wake
--- channel, changed (ms), notification, attempt ("" for none).
+-- channel, changed (ms), notification, attempt ("" for none), then the
+-- index's (see index).
 -- Returns false when the token does not hold the claim.
 local h, nk, ak = KEYS[1], KEYS[2], KEYS[3]
+index(11)
 local now = now_ms()
 if not held(h, ARGV[1], now) then
   return false

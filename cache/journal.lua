@@ -51,3 +51,28 @@ local function keep_for(h, nk, ak, ttl)
     redis.call('PEXPIRE', ak, ttl)
   end
 end
+
+-- index writes a settled key's list index entries in the settling script
+-- itself, when the caller passes the index keys (a single server, where a
+-- script may touch keys of any slot; on Cluster they go in a pipeline
+-- beside it). It runs whatever the script then answers, as the pipeline
+-- did: List checks entries against their records. KEYS[4]: the state's
+-- shard, KEYS[5]: the in-flight shard, KEYS[6]: the class registry. ARGV
+-- from i: member, trim bound, in-flight member to remove, in-flight member
+-- to add, class to name ("" for none of the last three).
+local function index(i)
+  if #KEYS < 6 then
+    return
+  end
+  if ARGV[i + 4] ~= '' then
+    redis.call('SADD', KEYS[6], ARGV[i + 4])
+  end
+  redis.call('ZADD', KEYS[4], 0, ARGV[i])
+  redis.call('ZREMRANGEBYLEX', KEYS[4], ARGV[i + 1], '+')
+  if ARGV[i + 2] ~= '' then
+    redis.call('ZREM', KEYS[5], ARGV[i + 2])
+  end
+  if ARGV[i + 3] ~= '' then
+    redis.call('ZADD', KEYS[5], 0, ARGV[i + 3])
+  end
+end

@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -15,8 +16,11 @@ import (
 )
 
 // replyDropper dials real connections and, when armed, lets the server
-// answer the next command and then breaks the connection before the client
-// reads the answer: the command ran, the client sees EOF.
+// answer the next script call (EVALSHA) and then breaks its connection
+// before the client reads the answer: the script ran, the client sees EOF.
+// The arm is taken by the connection that writes the script, so a new
+// connection's handshake, or a read already waiting on a pipelining
+// client's connection, does not take it.
 type replyDropper struct {
 	armed atomic.Int32
 }
@@ -31,18 +35,25 @@ func (d *replyDropper) dial(ctx context.Context, network, addr string) (net.Conn
 
 type droppingConn struct {
 	net.Conn
-	d *replyDropper
+	d    *replyDropper
+	drop atomic.Bool
+}
+
+func (c *droppingConn) Write(p []byte) (int, error) {
+	if bytes.Contains(bytes.ToLower(p), []byte("evalsha")) && c.d.armed.CompareAndSwap(1, 0) {
+		c.drop.Store(true)
+	}
+	return c.Conn.Write(p)
 }
 
 func (c *droppingConn) Read(p []byte) (int, error) {
-	if c.d.armed.CompareAndSwap(1, 0) {
-		// Wait for the server's answer (so the command surely ran), drop it.
-		_ = c.Conn.SetReadDeadline(time.Now().Add(2 * time.Second))
-		_, _ = c.Conn.Read(make([]byte, 64<<10))
+	n, err := c.Conn.Read(p)
+	if n > 0 && c.drop.Load() {
+		// The server answered (so the script surely ran): drop it.
 		c.Conn.Close()
 		return 0, io.EOF
 	}
-	return c.Conn.Read(p)
+	return n, err
 }
 
 // Regression: go-redis re-sent a write script whose answer was lost with

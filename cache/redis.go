@@ -23,13 +23,13 @@ import (
 // conflicts, first, last, expires, changed, and the journal's counters nf,
 // nr, ni (copies forwarded, replayed, found in flight) and na (attempts).
 // Beside it, with the same hash tag, the journal: <prefix>:{<key>}:n, the
-// notification (a string, zstd), and <prefix>:{<key>}:a, the attempts (a
+// notification (a string; zstd past 512 bytes), and <prefix>:{<key>}:a, the attempts (a
 // string of length-prefixed records: a list costs three times as much). Keeping the big values out of the hash keeps it a small listpack.
 // The key inside the braces is escaped ("%" → %25, "{" → %7B, "}" → %7D) so
 // every key, whatever its bytes, is one intact hash tag; keys without those
 // bytes stay readable. Wake-ups go to the pub/sub channel
-// <prefix>:{<key>}:wake. Every script touches one key's hash tag only, so
-// nothing is ever CROSSSLOT on Cluster.
+// <prefix>:{<key>}:wake. On Cluster every script touches one key's hash tag
+// only, so nothing is ever CROSSSLOT.
 //
 // List indexes: sorted sets <prefix>:ix:{<state>:<ttl ms>:<shard>} for
 // answered and failed records, one class per ttl (so each is trimmed by its
@@ -38,10 +38,14 @@ import (
 // <prefix>:ix:{in_flight:<shard>} for claims (redis_inflight.go). 16 shards
 // each, each on its own hash tag so Cluster spreads them over its masters.
 // Members are ixMember(changed, key), all of score 0, so ZRANGE BYLEX walks
-// them newest first. An index entry is written in the same pipeline as the
-// script that settles the claim (one round trip on a single server; on
-// Cluster the nodes are written in parallel); List checks each entry
+// them newest first. An index entry is written by the script that settles
+// the claim on a single server, or in the same pipeline as that script on
+// Cluster (the nodes are written in parallel); List checks each entry
 // against its record and drops stale ones.
+//
+// Write scripts go through go-redis's autopipeliner, so concurrent
+// requests share the connection's writes and reads; it never re-sends a
+// script (see run).
 //
 // Times come from the Redis server (TIME inside the scripts), so gateway
 // instances with skewed clocks agree; expiry is PEXPIRE on the hash.
@@ -59,7 +63,8 @@ type Redis struct {
 	loopDone chan struct{}
 
 	ifx     *inFlightIx
-	classes sync.Map // "<state>/<class>" → when this process last named it
+	ap      redis.UniversalClient // where write scripts go (see run)
+	classes sync.Map              // "<state>/<class>" → when this process last named it
 }
 
 // RedisOptions tune the Redis store; the zero value is usable.
@@ -129,6 +134,10 @@ func NewRedis(client redis.UniversalClient, opts RedisOptions) *Redis {
 		subs: make(map[string]*subscription), pongs: make(map[string]chan struct{}),
 	}
 	s.ifx = newInFlightIx(s)
+	s.ap = client
+	if ap, err := client.AutoPipeline(); err == nil {
+		s.ap = ap
+	}
 	return s
 }
 
@@ -189,7 +198,7 @@ func ms(d time.Duration) int64 { return max(d.Milliseconds(), 1) }
 func (s *Redis) run(ctx context.Context, sc *redis.Script, keys []string, args ...any) *redis.Cmd {
 	hkey := keys[0]
 	if s.opts.WaitReplicas <= 0 {
-		return sc.Run(ctx, onceScripter{s.c}, keys, args...)
+		return sc.Run(ctx, onceScripter{s.ap}, keys, args...)
 	}
 	exec := func(load bool) *redis.Cmd {
 		var cmd *redis.Cmd
@@ -337,32 +346,48 @@ func journalArgs(j Journal) (notif, att []byte) {
 	return notif, att
 }
 
-// settle runs a settling script and writes key's list index entry in
-// the same pipeline (one round trip; on Cluster the two nodes are written
-// in parallel), trimming the shard of entries older than ttl. The index
-// entry is written whatever the script answers: List checks entries
-// against their records, so a refused settle leaves only a stale entry.
-// With WaitReplicas the script runs through run (WAIT) and the index is
-// written after it.
+// settle runs a settling script and writes key's list index entry with
+// it, trimming the shard of entries older than ttl. On a single server the
+// script writes the index itself (one command, which the autopipeliner
+// shares with other requests'); on Cluster the index shards live on other
+// nodes, and the index commands go in the same pipeline as the script (one
+// round trip; the nodes are written in parallel). The index entry is
+// written whatever the script answers: List checks entries against their
+// records, so a refused settle leaves only a stale entry. With
+// WaitReplicas on Cluster, the script runs through run (WAIT) and the index
+// is written after it.
 func (s *Redis) settle(ctx context.Context, sc *redis.Script, key string, st State, changed int64,
 	ttl time.Duration, stillHeld bool, args ...any,
 ) error {
 	keys := s.keys(key)
 	class, register := s.ixClass(st, ttl)
 	ix := s.ixKey(st, class, key)
+	member := ixMember(changed, key)
+	trim := "[" + ixMember(changed-ttl.Milliseconds(), "")[:16]
 	old, written := s.ifx.settled(key)
+	held, name := "", ""
+	if stillHeld {
+		// Leave changed the record's time: its in-flight entry too.
+		held = member
+	}
+	if register {
+		name = string(st) + "/" + class
+	}
+	if _, cluster := s.c.(*redis.ClusterClient); !cluster {
+		keys = append(keys, ix, s.ixKey(StateInFlight, "", key), s.ixClassesKey())
+		return s.run(ctx, sc, keys, append(args, member, trim, old, held, name)...).Err()
+	}
 	index := func(p redis.Pipeliner) {
-		if register {
-			p.SAdd(ctx, s.ixClassesKey(), string(st)+"/"+class)
+		if name != "" {
+			p.SAdd(ctx, s.ixClassesKey(), name)
 		}
-		p.ZAdd(ctx, ix, redis.Z{Member: ixMember(changed, key)})
-		p.ZRemRangeByLex(ctx, ix, "["+ixMember(changed-ttl.Milliseconds(), "")[:16], "+")
+		p.ZAdd(ctx, ix, redis.Z{Member: member})
+		p.ZRemRangeByLex(ctx, ix, trim, "+")
 		if written {
 			p.ZRem(ctx, s.ixKey(StateInFlight, "", key), old)
 		}
-		if stillHeld {
-			// Leave changed the record's time: its in-flight entry too.
-			p.ZAdd(ctx, s.ixKey(StateInFlight, "", key), redis.Z{Member: ixMember(changed, key)})
+		if held != "" {
+			p.ZAdd(ctx, s.ixKey(StateInFlight, "", key), redis.Z{Member: held})
 		}
 	}
 	if s.opts.WaitReplicas > 0 {

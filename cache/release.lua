@@ -1,9 +1,10 @@
 -- Release a claim: the key is free, the record stays failed for ttl.
 -- KEYS: the key's hash, notification, attempts.
 -- ARGV: token, wake channel, ttl (ms; 0 forgets the key), changed (ms),
--- notification, attempt.
+-- notification, attempt, then the index's (see index).
 -- Returns false when the token does not hold the claim.
 local h, nk, ak = KEYS[1], KEYS[2], KEYS[3]
+index(7)
 local now = now_ms()
 if not held(h, ARGV[1], now) then
   return false

@@ -1,8 +1,9 @@
 -- Reopen an answered key (a forced redelivery): the answer goes, the key is
 -- free (state failed: the next claim wins) and the history stays for at
 -- least ttl. KEYS: the key's hash, notification, attempts. ARGV: ttl (ms),
--- changed (ms). Returns false when the key has no answered record.
+-- changed (ms), then the index's (see index). Returns false when the key has no answered record.
 local h, nk, ak = KEYS[1], KEYS[2], KEYS[3]
+index(3)
 if redis.call('HGET', h, 'state') ~= 'answered' then
   return false
 end
