@@ -52,7 +52,9 @@ func (h *Handler) serveKey(w http.ResponseWriter, r *http.Request, next caddyhtt
 			wctx, cancel := context.WithDeadline(r.Context(), deadline)
 			local := h.settler.AwaitLocal(wctx, key)
 			cancel()
-			if local {
+			// Or it settled (kept here) between this copy's look at the
+			// kept answers and its claim.
+			if local || h.settler.Kept(key) != nil {
 				waited = true
 				continue
 			}
