@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptrace"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -192,10 +193,15 @@ func (s *sendTrace) clientTrace() *httptrace.ClientTrace {
 }
 
 // heldClaim is a won claim while its copy is at the backend: renewed at a
-// third of lock_ttl until stop, which waits for the renewal to end.
+// third of lock_ttl until stop, which waits for a renewal under way. A
+// timer, not a goroutine per request: most backends answer before it
+// first fires.
 type heldClaim struct {
-	cancel context.CancelFunc
-	done   chan struct{}
+	mu      sync.Mutex
+	stopped bool
+	timer   *time.Timer
+	cancel  context.CancelFunc // the store call under way, if any
+	busy    sync.WaitGroup
 }
 
 // keepAfter: a claim still at the backend this long journals its
@@ -209,56 +215,99 @@ const keepAfter = 250 * time.Millisecond
 // and redeliver, instead of vanishing with the lock. Fast backends, most of
 // them, cost nothing extra.
 func (h *Handler) hold(key, token string, note *cache.Notification) *heldClaim {
-	ctx, cancel := context.WithCancel(context.Background())
-	c := &heldClaim{cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(c.done)
+	c := &heldClaim{}
+	every := time.Duration(h.LockTTL) / 3
+	first := every
+	if note != nil {
+		first = min(keepAfter, every)
+	}
+	// Set under the lock: a run (begin) waits for the timer to be known.
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.timer = time.AfterFunc(first, func() {
+		ctx, ok := c.begin()
+		if !ok {
+			return
+		}
+		defer c.end(every)
 		if note != nil {
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(min(keepAfter, time.Duration(h.LockTTL)/3)):
-			}
-			rctx, rcancel := context.WithTimeout(ctx, time.Duration(h.StoreTimeout))
-			err := h.store.Leave(rctx, key, token, time.Duration(h.TTL), cache.Journal{Notification: note})
-			rcancel()
+			// Once: the later runs of this timer renew.
+			n := note
+			note = nil
+			err := h.storeCall(ctx, func(ctx context.Context) error {
+				return h.store.Leave(ctx, key, token, time.Duration(h.TTL), cache.Journal{Notification: n})
+			})
 			if err != nil && ctx.Err() == nil {
 				h.claimTrouble(key, "keep", err)
 				if errors.Is(err, cache.ErrNotOwner) {
-					return
+					c.halt()
 				}
 			}
-		}
-		h.renewLoop(ctx, key, token)
-	}()
-	return c
-}
-
-func (c *heldClaim) stop() {
-	c.cancel()
-	<-c.done
-}
-
-// renewLoop extends the claim at a third of lock_ttl while the backend works.
-func (h *Handler) renewLoop(ctx context.Context, key, token string) {
-	t := time.NewTicker(time.Duration(h.LockTTL) / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
 			return
-		case <-t.C:
 		}
-		rctx, cancel := context.WithTimeout(ctx, time.Duration(h.StoreTimeout))
-		err := h.store.Renew(rctx, key, token, time.Duration(h.LockTTL))
-		cancel()
+		err := h.storeCall(ctx, func(ctx context.Context) error {
+			return h.store.Renew(ctx, key, token, time.Duration(h.LockTTL))
+		})
 		if err != nil && ctx.Err() == nil {
 			h.claimTrouble(key, "renew", err)
 			if errors.Is(err, cache.ErrNotOwner) {
-				return
+				c.halt()
 			}
 		}
+	})
+	return c
+}
+
+// begin starts one run of the timer, unless the claim was stopped.
+func (c *heldClaim) begin() (context.Context, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped {
+		return nil, false
 	}
+	var ctx context.Context
+	ctx, c.cancel = context.WithCancel(context.Background())
+	c.busy.Add(1)
+	return ctx, true
+}
+
+// end finishes a run and sets the next one.
+func (c *heldClaim) end(next time.Duration) {
+	c.mu.Lock()
+	c.cancel()
+	c.cancel = nil
+	if !c.stopped {
+		c.timer.Reset(next)
+	}
+	c.mu.Unlock()
+	c.busy.Done()
+}
+
+// stop ends the renewals and waits for one under way (its store call is
+// canceled).
+func (c *heldClaim) stop() {
+	c.mu.Lock()
+	c.stopped = true
+	c.timer.Stop()
+	if c.cancel != nil {
+		c.cancel()
+	}
+	c.mu.Unlock()
+	c.busy.Wait()
+}
+
+// halt, from the timer's own run, sets no further run: the claim is lost.
+func (c *heldClaim) halt() {
+	c.mu.Lock()
+	c.stopped = true
+	c.mu.Unlock()
+}
+
+// storeCall runs one store call bounded by store_timeout.
+func (h *Handler) storeCall(ctx context.Context, call func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(h.StoreTimeout))
+	defer cancel()
+	return call(ctx)
 }
 
 // complete remembers a successful answer; when the store cannot take it
