@@ -19,6 +19,10 @@
 #   LOG_LEVEL=WARN Caddy's log level during the run
 #   PROFILE=1      also take a CPU profile of idemgate during each measured run
 #                  (implies KEEP=1; read with: go tool pprof -top <work>/idemgate <work>/unique-1.pprof)
+#   BASE=<git rev> also build idemgate at that revision and measure its unique and
+#                  replay cases in the same rounds (unique@base, replay@base):
+#                  before/after figures that the machine's drift between runs
+#                  does not blur
 #
 # Needs: go, wrk, redis-server, curl (redis-cli for the round trips). Everything listens on 127.0.0.1 only, on
 # free ports, and stops on exit. Exit status: 0 ok; 1 forwarding was wrong
@@ -36,6 +40,7 @@ STRICT=${STRICT:-0}
 KEEP=${KEEP:-0}
 LOG_LEVEL=${LOG_LEVEL:-WARN}
 PROFILE=${PROFILE:-0}
+BASE=${BASE:-}
 [[ $PROFILE == 1 ]] && KEEP=1
 
 # Targets from the product contract (DESIGN.md, "Figures to reach").
@@ -127,6 +132,14 @@ wait_up() {
 echo "== building (once) into $WORK"
 (cd "$ROOT" && go build -o "$WORK/idemgate" ./cmd/idemgate && go build -o "$WORK/backend" ./examples/legacy-backend) ||
 	die "build failed"
+CASES="plain respond unique replay"
+if [[ -n $BASE ]]; then
+	echo "== building idemgate at $BASE (the base)"
+	mkdir "$WORK/base-src"
+	git -C "$ROOT" archive "$BASE" | tar -x -C "$WORK/base-src" || die "cannot read revision $BASE"
+	(cd "$WORK/base-src" && go build -o "$WORK/idemgate-base" ./cmd/idemgate) || die "building the base failed"
+	CASES+=" unique@base replay@base"
+fi
 # Captured first: grep -q stopping early would fail the pipeline under pipefail.
 modules=$("$WORK/idemgate" list-modules 2>/dev/null) || die "idemgate list-modules failed"
 grep -qx 'http.handlers.idempotency' <<<"$modules" ||
@@ -138,6 +151,8 @@ PLAIN_PORT=$(free_port)
 RESPOND_PORT=$(free_port)
 UNIQUE_PORT=$(free_port)
 REPLAY_PORT=$(free_port)
+BASE_UNIQUE_PORT=$(free_port)
+BASE_REPLAY_PORT=$(free_port)
 ADMIN="admin off"
 if [[ $PROFILE == 1 ]]; then
 	ADMIN_PORT=$(free_port)
@@ -163,6 +178,35 @@ PIDS+=($!)
 BACKEND_PID=$!
 wait_up backend "$!" "$WORK/backend.log" curl -fsS --max-time 1 "$BACKEND/stats"
 
+# gateway_sites <unique port> <replay port>: the two idemgate sites.
+gateway_sites() {
+	cat <<EOF
+# (b) a fresh key per request: claim + complete on Redis, then the backend
+http://127.0.0.1:$1 {
+	bind 127.0.0.1
+	idempotency {
+		platform generic
+		key load:{http.request.header.X-Order}
+		store redis 127.0.0.1:$REDIS_PORT
+		in_flight wait 5s
+	}
+	reverse_proxy 127.0.0.1:$BACKEND_PORT
+}
+
+# (c) one key for every request: the replay path, never the backend
+http://127.0.0.1:$2 {
+	bind 127.0.0.1
+	idempotency {
+		platform generic
+		key replay:{http.request.header.X-Order}
+		store redis 127.0.0.1:$REDIS_PORT
+		in_flight wait 5s
+	}
+	reverse_proxy 127.0.0.1:$BACKEND_PORT
+}
+EOF
+}
+
 # Each site binds 127.0.0.1: a site address alone would listen on every interface.
 cat >"$WORK/Caddyfile" <<EOF
 {
@@ -187,29 +231,7 @@ http://127.0.0.1:$RESPOND_PORT {
 	respond "success" 200
 }
 
-# (b) a fresh key per request: claim + complete on Redis, then the backend
-http://127.0.0.1:$UNIQUE_PORT {
-	bind 127.0.0.1
-	idempotency {
-		platform generic
-		key load:{http.request.header.X-Order}
-		store redis 127.0.0.1:$REDIS_PORT
-		in_flight wait 5s
-	}
-	reverse_proxy 127.0.0.1:$BACKEND_PORT
-}
-
-# (c) one key for every request: the replay path, never the backend
-http://127.0.0.1:$REPLAY_PORT {
-	bind 127.0.0.1
-	idempotency {
-		platform generic
-		key replay:{http.request.header.X-Order}
-		store redis 127.0.0.1:$REDIS_PORT
-		in_flight wait 5s
-	}
-	reverse_proxy 127.0.0.1:$BACKEND_PORT
-}
+$(gateway_sites "$UNIQUE_PORT" "$REPLAY_PORT")
 EOF
 
 echo "== idemgate on :$PLAIN_PORT (plain), :$RESPOND_PORT (respond), :$UNIQUE_PORT (unique keys), :$REPLAY_PORT (replay)"
@@ -221,6 +243,22 @@ for port in "$PLAIN_PORT" "$RESPOND_PORT" "$UNIQUE_PORT" "$REPLAY_PORT"; do
 	# Any HTTP answer will do: the gateway sites refuse a request without a key.
 	wait_up "idemgate on :$port" "${PIDS[-1]}" "$WORK/caddy.log" curl -sS -o /dev/null --max-time 1 "http://127.0.0.1:$port/"
 done
+BASE_PID=$CADDY_PID
+if [[ -n $BASE ]]; then
+	{
+		printf '{\n\tadmin off\n\tpersist_config off\n\tauto_https off\n\tstorage file_system %s\n\tlog {\n\t\tlevel %s\n\t}\n}\n\n' \
+			"$WORK/caddy-data-base" "$LOG_LEVEL"
+		gateway_sites "$BASE_UNIQUE_PORT" "$BASE_REPLAY_PORT"
+	} >"$WORK/Caddyfile-base"
+	echo "== base idemgate ($BASE) on :$BASE_UNIQUE_PORT (unique keys), :$BASE_REPLAY_PORT (replay)"
+	XDG_DATA_HOME="$WORK/xdg-data-base" XDG_CONFIG_HOME="$WORK/xdg-config-base" \
+		"$WORK/idemgate-base" run --config "$WORK/Caddyfile-base" --adapter caddyfile >"$WORK/caddy-base.log" 2>&1 &
+	PIDS+=($!)
+	BASE_PID=$!
+	for port in "$BASE_UNIQUE_PORT" "$BASE_REPLAY_PORT"; do
+		wait_up "base idemgate on :$port" "$BASE_PID" "$WORK/caddy-base.log" curl -sS -o /dev/null --max-time 1 "http://127.0.0.1:$port/"
+	done
+fi
 
 # redis_calls prints "<script calls> <all commands>" Redis has run so far, or
 # nothing without redis-cli. The contract: a replay costs one round trip, a
@@ -234,13 +272,14 @@ redis_calls() {
 		END { print scripts + 0, all + 0 }'
 }
 
-# cpu_ticks prints the CPU time (user + system, in clock ticks) that idemgate,
-# redis-server and the backend have used so far. Per request, it is a figure
-# that other load on a shared machine hardly moves, unlike requests/s.
+# cpu_ticks [<gateway pid>] prints the CPU time (user + system, in clock ticks)
+# that idemgate, redis-server and the backend have used so far. Per request,
+# it is a figure that other load on a shared machine moves much less than
+# requests/s.
 CLK_TCK=$(getconf CLK_TCK 2>/dev/null || echo 100)
 cpu_ticks() {
 	local pid
-	for pid in "$CADDY_PID" "$REDIS_PID" "$BACKEND_PID"; do
+	for pid in "${1:-$CADDY_PID}" "$REDIS_PID" "$BACKEND_PID"; do
 		awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$pid/stat" 2>/dev/null || echo 0
 	done | tr '\n' ' '
 }
@@ -266,17 +305,19 @@ run_id() { echo "$1-r$2-$$-$(date +%s%N)"; }
 # a result line: case round rps p50_ms p99_ms requests forwarded non2xx errors
 # redis_scripts redis_commands (-1: not counted) cpu_ticks_idemgate _redis _backend
 measure() {
-	local name=$1 round=$2 duration=${3:-$DURATION} port mode run out
+	local name=$1 round=$2 duration=${3:-$DURATION} port mode run out gw=$CADDY_PID
 	case $name in
 	plain | plain-1c) port=$PLAIN_PORT mode=unique ;;
 	respond) port=$RESPOND_PORT mode=unique ;;
 	unique | unique-1c) port=$UNIQUE_PORT mode=unique ;;
 	replay) port=$REPLAY_PORT mode=fixed ;;
+	unique@base) port=$BASE_UNIQUE_PORT mode=unique gw=$BASE_PID ;;
+	replay@base) port=$BASE_REPLAY_PORT mode=fixed gw=$BASE_PID ;;
 	esac
 	run=$(run_id "$name" "$round")
 	out="$WORK/wrk-$name-$round.txt"
 
-	if [[ $name == replay ]]; then
+	if [[ $name == replay* ]]; then
 		# The replay key is answered once, before anything is measured: count
 		# from here, through warm-up and run, and the backend must run once.
 		reset_backend
@@ -291,11 +332,11 @@ measure() {
 		[[ $mode == unique ]] && warm=$(run_id "warm-$name" "$round")
 		run_wrk "$mode" "$warm" "$WARMUP" "$port" "$out.warmup"
 	fi
-	[[ $name != replay ]] && reset_backend
+	[[ $name != replay* ]] && reset_backend
 	local prof= calls_before cpu_before
 	calls_before=($(redis_calls))
-	cpu_before=($(cpu_ticks))
-	if [[ $PROFILE == 1 ]]; then
+	cpu_before=($(cpu_ticks "$gw"))
+	if [[ $PROFILE == 1 && $gw == "$CADDY_PID" ]]; then
 		curl -fsS --max-time $(($(seconds "$duration") + 30)) -o "$WORK/$name-$round.pprof" \
 			"http://127.0.0.1:$ADMIN_PORT/debug/pprof/profile?seconds=$(seconds "$duration")" &
 		prof=$!
@@ -306,7 +347,7 @@ measure() {
 	fi
 
 	local result forwarded scripts=-1 commands=-1 calls_after cpu_after
-	cpu_after=($(cpu_ticks))
+	cpu_after=($(cpu_ticks "$gw"))
 	result=$(grep '^LOAD_RESULT' "$out") || die "no result from wrk on :$port (see $out)"
 	forwarded=$(backend_total)
 	if ((${#calls_before[@]} == 2)); then
@@ -319,12 +360,12 @@ measure() {
 		-v f="$forwarded" -v s="$non2xx" -v e="$errors" -v sc="$scripts" -v c="$commands" \
 		-v cg=$((cpu_after[0] - cpu_before[0])) -v cr=$((cpu_after[1] - cpu_before[1])) -v cb=$((cpu_after[2] - cpu_before[2])) \
 		'BEGIN { printf "%s %d %.1f %.3f %.3f %d %d %d %d %d %d %d %d %d\n", n, r, q / (d / 1e6), p50 / 1000, p99 / 1000, q, f, s, e, sc, c, cg, cr, cb }' >>"$RESULTS"
-	tail -n1 "$RESULTS" | awk '{ printf "   %-9s round %d: %9.0f req/s  p50 %.3f ms  p99 %.3f ms  (%d requests, backend ran %d)\n", $1, $2, $3, $4, $5, $6, $7 }'
+	tail -n1 "$RESULTS" | awk '{ printf "   %-11s round %d: %9.0f req/s  p50 %.3f ms  p99 %.3f ms  (%d requests, backend ran %d)\n", $1, $2, $3, $4, $5, $6, $7 }'
 }
 
-echo "== $ROUNDS round(s) × plain, respond, unique, replay: wrk -t$THREADS -c$CONNS -d$DURATION (warm-up $WARMUP)"
+echo "== $ROUNDS round(s) × ${CASES// /, }: wrk -t$THREADS -c$CONNS -d$DURATION (warm-up $WARMUP)"
 for round in $(seq "$ROUNDS"); do
-	for name in plain respond unique replay; do
+	for name in $CASES; do
 		measure "$name" "$round"
 	done
 done
@@ -343,18 +384,22 @@ median() {
 # sum <case> <column>: the total over rounds.
 sum() { awk -v n="$1" -v c="$2" '$1 == n { s += $c } END { print s + 0 }' "$RESULTS"; }
 
-for name in plain respond unique replay; do
-	declare "${name}_rps=$(median "$name" 3)" "${name}_p50=$(median "$name" 4)" "${name}_p99=$(median "$name" 5)"
-	declare "${name}_req=$(sum "$name" 6)" "${name}_fwd=$(sum "$name" 7)" "${name}_bad=$(( $(sum "$name" 8) + $(sum "$name" 9) ))"
+# var <case>: the case's name as a shell variable prefix (unique@base → unique_base).
+var() { echo "${1//@/_}"; }
+for name in $CASES; do
+	v=$(var "$name")
+	declare "${v}_rps=$(median "$name" 3)" "${v}_p50=$(median "$name" 4)" "${v}_p99=$(median "$name" 5)"
+	declare "${v}_req=$(sum "$name" 6)" "${v}_fwd=$(sum "$name" 7)" "${v}_bad=$(( $(sum "$name" 8) + $(sum "$name" 9) ))"
 done
 
 echo
 label="median of $ROUNDS rounds"
 [[ $ROUNDS == 1 ]] && label="one round"
-printf '%-8s %11s %10s %10s %10s %10s %14s\n' case req/s p50 p99 requests forwarded "non-2xx/errors"
-for name in plain respond unique replay; do
-	rps=${name}_rps p50=${name}_p50 p99=${name}_p99 req=${name}_req fwd=${name}_fwd bad=${name}_bad
-	printf '%-8s %11.0f %8.3fms %8.3fms %10d %10d %14d\n' "$name" "${!rps}" "${!p50}" "${!p99}" "${!req}" "${!fwd}" "${!bad}"
+printf '%-11s %11s %10s %10s %10s %10s %14s\n' case req/s p50 p99 requests forwarded "non-2xx/errors"
+for name in $CASES; do
+	v=$(var "$name")
+	rps=${v}_rps p50=${v}_p50 p99=${v}_p99 req=${v}_req fwd=${v}_fwd bad=${v}_bad
+	printf '%-11s %11.0f %8.3fms %8.3fms %10d %10d %14d\n' "$name" "${!rps}" "${!p50}" "${!p99}" "${!req}" "${!fwd}" "${!bad}"
 done
 echo "($label; $THREADS threads, $CONNS connections, $DURATION each, loopback, redis-server $(redis-server --version | sed -n 's/.*v=\([^ ]*\).*/\1/p'))"
 echo
@@ -400,8 +445,8 @@ printf '%-34s backend ran %s time(s) for %s requests on one key (expect %s)  %s\
 # CPU per request: µs of CPU time per completed request, over all rounds.
 us() { awk -v t="$(sum "$1" "$2")" -v q="$3" -v hz="$CLK_TCK" 'BEGIN { printf "%.0f", t * 1e6 / hz / q }'; }
 printf '%-34s %s\n' "CPU µs per request" "idemgate / redis-server / backend"
-for name in plain respond unique replay; do
-	req=${name}_req
+for name in $CASES; do
+	req=$(var "$name")_req
 	printf '%-34s %s / %s / %s\n' "  $name" "$(us "$name" 12 "${!req}")" "$(us "$name" 13 "${!req}")" "$(us "$name" 14 "${!req}")"
 done
 # The contract's CPU targets: the figure that holds on a shared machine.
@@ -409,6 +454,15 @@ cpu_plain=$(us plain 12 "$plain_req") cpu_respond=$(us respond 12 "$respond_req"
 cpu_unique=$(us unique 12 "$unique_req") cpu_replay=$(us replay 12 "$replay_req")
 check "first copy CPU − plain's" "$((cpu_unique - cpu_plain))" "<=" "$TARGET_UNIQUE_CPU" "$((cpu_unique - cpu_plain)) µs"
 check "replay CPU − respond's" "$((cpu_replay - cpu_respond))" "<=" "$TARGET_REPLAY_CPU" "$((cpu_replay - cpu_respond)) µs"
+if [[ -n $BASE ]]; then
+	b_unique=$(us unique@base 12 "$unique_base_req") b_replay=$(us replay@base 12 "$replay_base_req")
+	printf '%-34s first copy %+d µs (%d → %d), replay %+d µs (%d → %d) per request\n' "this tree against $BASE" \
+		"$((cpu_unique - b_unique))" "$b_unique" "$cpu_unique" "$((cpu_replay - b_replay))" "$b_replay" "$cpu_replay"
+	if ((replay_base_fwd != ROUNDS || unique_base_bad + replay_base_bad > 0)); then
+		echo "base: forwarding or answers were wrong (see caddy-base.log)"
+		wrong=1
+	fi
+fi
 if command -v redis-cli >/dev/null; then
 	# wrk does not count the requests in flight when it stops: a little above
 	# the exact figure is expected.
