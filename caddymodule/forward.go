@@ -76,7 +76,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, next caddyhttp
 	switch kind {
 	case backendAnswered:
 		res.err = nil
-		ans := cache.Answer{Status: tw.statusCode(), Header: replayHeaders(tw.header), BodyCached: !tw.overflow}
+		ans := cache.Answer{Status: tw.statusCode(), Header: tw.header, BodyCached: !tw.overflow}
 		if ans.BodyCached {
 			ans.Body = bytes.Clone(body)
 		}

@@ -105,9 +105,9 @@ func (t *teeWriter) WriteHeader(status int) {
 	}
 	t.wroteHeader = true
 	t.status = status
-	// The header map is live: clone it before the next handler or the
-	// server changes it.
-	t.header = t.Header().Clone()
+	// The header map is live: copy it before the next handler or the
+	// server changes it; only what a replay sends is kept.
+	t.header = replayHeaders(t.Header())
 	t.ResponseWriterWrapper.WriteHeader(status)
 }
 
