@@ -15,6 +15,6 @@ redis.call('HSET', h, 'state', 'answered', 'status', ARGV[2], 'headers', ARGV[3]
   'changed', ARGV[8])
 redis.call('HDEL', h, 'token')
 redis.call('PEXPIRE', h, ttl)
-journal(h, nk, ak, ARGV[9], ARGV[10])
+journal(h, nk, ak, ARGV[9], ARGV[10], ttl)
 redis.call('PUBLISH', ARGV[7], 'c')
 return 1

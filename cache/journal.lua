@@ -12,11 +12,11 @@ local function held(h, token, now)
 end
 
 -- journal keeps the notification (the first one only) and appends the
--- attempt, then gives both keys the hash's lifetime. Attempts are one
--- string of records, each behind a 2-byte big-endian length (a list costs
--- three times the memory for the usual one or two attempts); past 32 the
--- oldest is cut.
-local function journal(h, nk, ak, notif, att)
+-- attempt, then gives both keys the hash's lifetime (pttl when the caller
+-- has just set it, else read). Attempts are one string of records, each
+-- behind a 2-byte big-endian length (a list costs three times the memory
+-- for the usual one or two attempts); past 32 the oldest is cut.
+local function journal(h, nk, ak, notif, att, pttl)
   if notif ~= '' then
     redis.call('SET', nk, notif, 'NX')
     -- nn: the record keeps a notification, so it outlives its claim.
@@ -36,7 +36,7 @@ local function journal(h, nk, ak, notif, att)
       end
     end
   end
-  local pttl = redis.call('PTTL', h)
+  pttl = pttl or redis.call('PTTL', h)
   if pttl > 0 then
     redis.call('PEXPIRE', nk, pttl)
     redis.call('PEXPIRE', ak, pttl)
@@ -58,8 +58,8 @@ end
 -- beside it). It runs whatever the script then answers, as the pipeline
 -- did: List checks entries against their records. KEYS[4]: the state's
 -- shard, KEYS[5]: the in-flight shard, KEYS[6]: the class registry. ARGV
--- from i: member, trim bound, in-flight member to remove, in-flight member
--- to add, class to name ("" for none of the last three).
+-- from i: member, then trim bound, in-flight member to remove, in-flight
+-- member to add and class to name, each "" for none.
 local function index(i)
   if #KEYS < 6 then
     return
@@ -68,7 +68,9 @@ local function index(i)
     redis.call('SADD', KEYS[6], ARGV[i + 4])
   end
   redis.call('ZADD', KEYS[4], 0, ARGV[i])
-  redis.call('ZREMRANGEBYLEX', KEYS[4], ARGV[i + 1], '+')
+  if ARGV[i + 1] ~= '' then
+    redis.call('ZREMRANGEBYLEX', KEYS[4], ARGV[i + 1], '+')
+  end
   if ARGV[i + 2] ~= '' then
     redis.call('ZREM', KEYS[5], ARGV[i + 2])
   end

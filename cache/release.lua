@@ -20,6 +20,6 @@ redis.call('HSET', h, 'state', 'failed', 'expires', string.format('%d', now + tt
   'changed', ARGV[4])
 redis.call('HDEL', h, 'token')
 redis.call('PEXPIRE', h, ttl)
-journal(h, nk, ak, ARGV[5], ARGV[6])
+journal(h, nk, ak, ARGV[5], ARGV[6], ttl)
 redis.call('PUBLISH', ARGV[2], 'r')
 return 1
