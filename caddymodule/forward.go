@@ -230,26 +230,18 @@ func (h *Handler) hold(key, token string, note *cache.Notification) *heldClaim {
 			return
 		}
 		defer c.end(every)
-		if note != nil {
-			// Once: the later runs of this timer renew.
-			n := note
-			note = nil
-			err := h.storeCall(ctx, func(ctx context.Context) error {
-				return h.store.Leave(ctx, key, token, time.Duration(h.TTL), cache.Journal{Notification: n})
-			})
-			if err != nil && ctx.Err() == nil {
-				h.claimTrouble(key, "keep", err)
-				if errors.Is(err, cache.ErrNotOwner) {
-					c.halt()
-				}
-			}
-			return
-		}
-		err := h.storeCall(ctx, func(ctx context.Context) error {
+		op, call := "renew", func(ctx context.Context) error {
 			return h.store.Renew(ctx, key, token, time.Duration(h.LockTTL))
-		})
-		if err != nil && ctx.Err() == nil {
-			h.claimTrouble(key, "renew", err)
+		}
+		if n := note; n != nil {
+			// Once: the later runs of this timer renew.
+			note = nil
+			op, call = "keep", func(ctx context.Context) error {
+				return h.store.Leave(ctx, key, token, time.Duration(h.TTL), cache.Journal{Notification: n})
+			}
+		}
+		if err := h.storeCall(ctx, call); err != nil && ctx.Err() == nil {
+			h.claimTrouble(key, op, err)
 			if errors.Is(err, cache.ErrNotOwner) {
 				c.halt()
 			}
