@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -203,4 +204,19 @@ func (s *Redis) ixClass(st State, ttl time.Duration) (class string, register boo
 	}
 	s.classes.Store(name, t)
 	return class, true
+}
+
+// trimEvery: one process trims a list index shard of the entries past
+// their ttl at most this often, not on every settle.
+const trimEvery = time.Second
+
+// trimDue reports whether the settle at now (ms) trims shard ix.
+func (s *Redis) trimDue(ix string, now int64) bool {
+	v, ok := s.trims.Load(ix)
+	if !ok {
+		v, _ = s.trims.LoadOrStore(ix, new(atomic.Int64))
+	}
+	last := v.(*atomic.Int64)
+	l := last.Load()
+	return now-l >= trimEvery.Milliseconds() && last.CompareAndSwap(l, now)
 }
