@@ -23,8 +23,10 @@ import (
 // conflicts, first, last, expires, changed, and the journal's counters nf,
 // nr, ni (copies forwarded, replayed, found in flight) and na (attempts).
 // Beside it, with the same hash tag, the journal: <prefix>:{<key>}:n, the
-// notification (a string; zstd past 512 bytes), and <prefix>:{<key>}:a, the attempts (a
-// string of length-prefixed records: a list costs three times as much). Keeping the big values out of the hash keeps it a small listpack.
+// notification (a string; zstd past 512 bytes), and <prefix>:{<key>}:a, the
+// attempts (a string of length-prefixed records: a list costs three times
+// as much). Keeping the big values out of the hash keeps it a small
+// listpack.
 // The key inside the braces is escaped ("%" → %25, "{" → %7B, "}" → %7D) so
 // every key, whatever its bytes, is one intact hash tag; keys without those
 // bytes stay readable. Wake-ups go to the pub/sub channel
@@ -43,9 +45,9 @@ import (
 // Cluster (the nodes are written in parallel); List checks each entry
 // against its record and drops stale ones.
 //
-// Write scripts go through go-redis's autopipeliner, so concurrent
-// requests share the connection's writes and reads; it never re-sends a
-// script (see run).
+// Write scripts go through go-redis's autopipeliner when another is under
+// way, so concurrent requests share the connection's writes and reads, and
+// are never re-sent (see run and scripter in redis_once.go).
 //
 // Times come from the Redis server (TIME inside the scripts), so gateway
 // instances with skewed clocks agree; expiry is PEXPIRE on the hash.
