@@ -1,8 +1,10 @@
 -- Claim one idempotency key. KEYS: the key's hash, notification, attempts.
 -- ARGV: token, fingerprint, lock TTL (ms), original key.
--- Returns {"won", <now ms>}, or {outcome, <record fields in recordFields order>} where
--- outcome is "in_flight", "answered" or "conflict"; the answer fields are
--- only filled for "answered" so a duplicate costs one round trip.
+-- Returns {"won", <now ms>}, or {outcome, <record fields in recordFields
+-- order, packed>} where outcome is "in_flight", "answered" or "conflict";
+-- the answer fields are only filled for "answered" so a duplicate costs one
+-- round trip. Packed: each field as <length>:<bytes> (a missing one empty),
+-- one string, so the gateway reads one reply instead of 18.
 local h, nk, ak = KEYS[1], KEYS[2], KEYS[3]
 local nowms = now_ms()
 local now = string.format('%d', nowms)
@@ -57,5 +59,8 @@ if outcome ~= 'answered' then
   -- Metadata only: an in-flight or conflicting copy gets no answer.
   r[3], r[4], r[5], r[6] = false, false, false, false
 end
-table.insert(r, 1, outcome)
-return r
+for i = 1, 18 do
+  local v = r[i] or ''
+  r[i] = #v .. ':' .. v
+end
+return {outcome, table.concat(r)}

@@ -45,3 +45,17 @@ func TestNotificationCodec(t *testing.T) {
 		t.Error("a corrupt zstd notification was read")
 	}
 }
+
+// The claim script packs a record's fields into one string; values may hold
+// the separator, and a damaged reply is an error, not a misread record.
+func TestUnpackFields(t *testing.T) {
+	got, err := unpackFields("3:a:b0:5:x\x00y:z")
+	if err != nil || !reflect.DeepEqual(got, []string{"a:b", "", "x\x00y:z"}) {
+		t.Fatalf("unpack: %q %v", got, err)
+	}
+	for _, bad := range []string{"4:abc", "x:abc", "-1:", "3abc", ":abc"} {
+		if got, err := unpackFields(bad); err == nil {
+			t.Errorf("%q read as %q", bad, got)
+		}
+	}
+}

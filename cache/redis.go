@@ -230,16 +230,38 @@ func (s *Redis) Claim(ctx context.Context, key, fingerprint string, lockTTL time
 	default:
 		return ClaimResult{}, fmt.Errorf("cache: redis claim: unexpected reply %q", v[0])
 	}
-	res.Record, err = parseRecord(v[1:])
+	var fields []string
+	if len(v) == 2 {
+		fields, err = unpackFields(str(v[1]))
+	}
+	if err == nil {
+		res.Record, err = parseRecord(fields)
+	}
 	if err == nil {
 		// The script judged expiry by the server's clock when it ran;
 		// the record it returns is as of then, not as of the reply.
-		res.Record.State = State(str(v[2]))
+		res.Record.State = State(fields[1])
 	}
 	if err != nil {
 		return ClaimResult{}, s.wrap("claim", err)
 	}
 	return res, nil
+}
+
+// unpackFields reads the claim script's packed record: <length>:<bytes>
+// per field, in recordFields order. The fields share the reply's memory.
+func unpackFields(p string) ([]string, error) {
+	fields := make([]string, 0, len(recordFields))
+	for len(p) > 0 {
+		i := strings.IndexByte(p, ':')
+		n, err := strconv.Atoi(p[:max(i, 0)])
+		if i < 0 || err != nil || n < 0 || n > len(p)-i-1 {
+			return nil, fmt.Errorf("cache: redis claim: malformed record")
+		}
+		fields = append(fields, p[i+1:i+1+n])
+		p = p[i+1+n:]
+	}
+	return fields, nil
 }
 
 func (s *Redis) Complete(ctx context.Context, key, token string, a Answer, ttl time.Duration, j Journal) error {
@@ -428,7 +450,7 @@ func (s *Redis) Lookup(ctx context.Context, key string) (*Record, error) {
 	if len(v) < 2 || v[1] == nil {
 		return nil, ErrNotFound
 	}
-	rec, err := parseRecord(v)
+	rec, err := parseRecord(strs(v))
 	if err != nil {
 		return nil, s.wrap("lookup", err)
 	}
@@ -497,42 +519,57 @@ func (s *Redis) Delete(ctx context.Context, key string) error {
 }
 
 // parseRecord reads the values of recordFields.
-func parseRecord(v []any) (*Record, error) {
+// parseRecord reads a record's fields in recordFields order ("" for a
+// missing one).
+func parseRecord(v []string) (*Record, error) {
 	if len(v) != len(recordFields) {
 		return nil, fmt.Errorf("record of %d fields, want %d", len(v), len(recordFields))
 	}
+	at := func(i int) int64 {
+		n, _ := strconv.ParseInt(v[i], 10, 64)
+		return n
+	}
 	r := &Record{
-		Key:         str(v[0]),
-		State:       State(str(v[1])),
-		Status:      int(num(v[2])),
-		BodyCached:  str(v[5]) == "1",
-		Fingerprint: str(v[6]),
-		Copies:      num(v[7]),
-		Conflicts:   num(v[8]),
-		FirstSeen:   time.UnixMilli(num(v[9])),
-		LastSeen:    time.UnixMilli(num(v[10])),
-		ExpiresAt:   time.UnixMilli(num(v[11])),
-		Changed:     time.UnixMilli(num(v[12])),
+		Key:         v[0],
+		State:       State(v[1]),
+		Status:      int(at(2)),
+		BodyCached:  v[5] == "1",
+		Fingerprint: v[6],
+		Copies:      at(7),
+		Conflicts:   at(8),
+		FirstSeen:   time.UnixMilli(at(9)),
+		LastSeen:    time.UnixMilli(at(10)),
+		ExpiresAt:   time.UnixMilli(at(11)),
+		Changed:     time.UnixMilli(at(12)),
 		CopyOutcomes: CopyCounts{
-			Forwarded: num(v[13]), Replayed: num(v[14]), InFlight: num(v[15]),
+			Forwarded: at(13), Replayed: at(14), InFlight: at(15),
 		},
-		AttemptCount: num(v[16]),
+		AttemptCount: at(16),
 	}
 	if r.State == StateInFlight && !time.Now().Before(r.ExpiresAt) {
 		// The claim ran out; a record still here keeps a journal and
 		// reads as failed (the scripts judge by the server's clock).
 		r.State = StateFailed
 	}
-	if h := str(v[3]); h != "" {
+	if h := v[3]; h != "" {
 		var err error
 		if r.Header, err = decodeHeader([]byte(h)); err != nil {
 			return nil, err
 		}
 	}
-	if b := str(v[4]); b != "" {
+	if b := v[4]; b != "" {
 		r.Body = []byte(b)
 	}
 	return r, nil
+}
+
+// strs is an HMGET reply as strings ("" for a missing field).
+func strs(v []any) []string {
+	out := make([]string, len(v))
+	for i := range v {
+		out[i] = str(v[i])
+	}
+	return out
 }
 
 func str(v any) string {

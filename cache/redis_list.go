@@ -139,7 +139,7 @@ func (s *Redis) listIndexed(ctx context.Context, q ListQuery) (ListPage, error) 
 			v := cmds[i].Val()
 			var rec *Record
 			if len(v) > 1 && v[1] != nil {
-				if rec, err = parseRecord(v); err != nil {
+				if rec, err = parseRecord(strs(v)); err != nil {
 					return ListPage{}, s.wrap("list", err)
 				}
 			}
