@@ -121,7 +121,27 @@ func (e *engine) stop() {
 		e.abortSends()
 		engines.CompareAndDelete(e.scope, e)
 		e.client.CloseIdleConnections()
+		if _, running := engines.Load(e.scope); !running {
+			// Not a reload (the new engine starts first): the route is
+			// gone, or the process is stopping.
+			e.leftQueued()
+		}
 	})
+}
+
+// leftQueued warns of the deliveries the scope's queue still holds once no
+// async route of the scope runs in this process: nothing here delivers
+// them any more. They wait in the store for a gateway that runs one.
+func (e *engine) leftQueued() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(e.h.StoreTimeout))
+	defer cancel()
+	st, err := e.ds.queue.Stats(ctx, e.scope)
+	if err != nil || st.Depth == 0 {
+		return
+	}
+	e.h.logger.Warn("no async route of this scope runs here any more: its queued deliveries wait in the store "+
+		"until a gateway with one runs (the memory store loses them with the process)",
+		zap.String("scope", e.scope), zap.Int64("queued", st.Depth), zap.Time("oldest", st.Oldest))
 }
 
 // poke wakes a worker: a delivery was just enqueued here.

@@ -386,3 +386,60 @@ func TestAsyncStartupLine(t *testing.T) {
 		}
 	}
 }
+
+// TestAsyncRouteRemovedWarns: a reload that drops the async route leaves
+// its queued deliveries in the store, and says so; loaded again, the route
+// delivers each once.
+func TestAsyncRouteRemovedWarns(t *testing.T) {
+	rs := redistest.Start(t)
+	be := newAsyncBackend(t, "127.0.0.1:0")
+	site := asyncProcSite("gone", "store redis "+rs.Addr(), be.addr(), "")
+	gw, admin, caddyfile := startProcAdmin(t, site)
+	adminPost(t, admin, "/idempotency/deliveries/gone/pause")
+	keys := []string{"g-1", "g-2", "g-3"}
+	sendAll(t, []string{gw.base}, keys, 3)
+	load := func(site string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, "http://"+admin+"/load", strings.NewReader(caddyfile(site)))
+		req.Header.Set("Content-Type", "text/caddyfile")
+		resp, err := freshClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("reload: %d %s", resp.StatusCode, b)
+		}
+	}
+	// A reload that keeps the route says nothing.
+	load(site)
+	load(`respond "no gateway here"`)
+	eventually(t, 10*time.Second, "the warning about the queued deliveries", func() bool {
+		return strings.Contains(procLog(gw), "no async route of this scope runs here any more")
+	})
+	for _, line := range strings.Split(procLog(gw), "\n") {
+		if strings.Contains(line, "no async route of this scope") &&
+			(!strings.Contains(line, `"scope":"gone"`) || !strings.Contains(line, `"queued":3`)) {
+			t.Errorf("warning without the scope or the count: %s", line)
+		}
+	}
+	if n := strings.Count(procLog(gw), "no async route of this scope"); n != 1 {
+		t.Errorf("%d warnings, want 1 (the reload that kept the route must not warn)", n)
+	}
+	if be.total() != 0 {
+		t.Fatalf("backend ran %d times while paused", be.total())
+	}
+	load(site)
+	adminPost(t, admin, "/idempotency/deliveries/gone/resume")
+	eventually(t, 20*time.Second, "every key delivered", func() bool { return be.total() >= len(keys) })
+	time.Sleep(300 * time.Millisecond) // a second delivery would show by now
+	for _, k := range keys {
+		if got := be.count(k); got != 1 {
+			t.Errorf("%s: backend ran %d times, want 1", k, got)
+		}
+	}
+	if t.Failed() {
+		t.Logf("gateway log:\n%s", procLog(gw))
+	}
+}
