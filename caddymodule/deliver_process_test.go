@@ -289,16 +289,8 @@ func TestAsyncReloadMidDrain(t *testing.T) {
 	sendAll(t, []string{gw.base}, keys, 8)
 	for i, rate := range []int{25, 30} {
 		eventually(t, 20*time.Second, "the drain to be under way", func() bool { return be.total() >= 10+15*i })
-		req, _ := http.NewRequest(http.MethodPost, "http://"+admin+"/load", strings.NewReader(caddyfile(site(rate))))
-		req.Header.Set("Content-Type", "text/caddyfile")
-		resp, err := freshClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			t.Fatalf("reload: %d %s", resp.StatusCode, b)
+		if err := adminLoad(admin, caddyfile(site(rate))); err != nil {
+			t.Fatalf("reload: %v", err)
 		}
 	}
 	lookup := redisRecords(t, rs)
@@ -400,16 +392,8 @@ func TestAsyncRouteRemovedWarns(t *testing.T) {
 	sendAll(t, []string{gw.base}, keys, 3)
 	load := func(site string) {
 		t.Helper()
-		req, _ := http.NewRequest(http.MethodPost, "http://"+admin+"/load", strings.NewReader(caddyfile(site)))
-		req.Header.Set("Content-Type", "text/caddyfile")
-		resp, err := freshClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			t.Fatalf("reload: %d %s", resp.StatusCode, b)
+		if err := adminLoad(admin, caddyfile(site)); err != nil {
+			t.Fatalf("reload: %v", err)
 		}
 	}
 	// A reload that keeps the route says nothing.

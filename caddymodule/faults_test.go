@@ -658,17 +658,8 @@ func TestFaultReloadMidStorm(t *testing.T) {
 		var errs []error
 		for i, ttl := range []string{"5s", "6s"} {
 			time.Sleep(time.Duration(600+600*i) * time.Millisecond)
-			req, _ := http.NewRequest(http.MethodPost, "http://"+admin+"/load", strings.NewReader(caddyfile(site(ttl))))
-			req.Header.Set("Content-Type", "text/caddyfile")
-			resp, err := freshClient.Do(req)
-			if err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-			resp.Body.Close()
-			if resp.StatusCode != 200 {
-				errs = append(errs, fmt.Errorf("reload to lock_ttl %s: %d %s", ttl, resp.StatusCode, b))
+			if err := adminLoad(admin, caddyfile(site(ttl))); err != nil {
+				errs = append(errs, fmt.Errorf("reload to lock_ttl %s: %w", ttl, err))
 			}
 		}
 		reloads <- errors.Join(errs...)
@@ -738,6 +729,22 @@ func TestFaultReloadMidStorm(t *testing.T) {
 }
 
 // procLog is what the gateway process wrote so far.
+// adminLoad loads a Caddyfile through the admin API at admin (a reload).
+func adminLoad(admin, caddyfile string) error {
+	req, _ := http.NewRequest(http.MethodPost, "http://"+admin+"/load", strings.NewReader(caddyfile))
+	req.Header.Set("Content-Type", "text/caddyfile")
+	resp, err := freshClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return fmt.Errorf("%d %s", resp.StatusCode, b)
+	}
+	return nil
+}
+
 func procLog(p *gatewayProc) string {
 	f, ok := p.cmd.Stdout.(*os.File)
 	if !ok {
