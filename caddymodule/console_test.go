@@ -175,22 +175,9 @@ func TestConsoleRefusesCrossSite(t *testing.T) {
 		}
 	}
 
-	noRedirect := &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error {
-		return http.ErrUseLastResponse
-	}}
 	send := func(path string, form url.Values, hdr map[string]string) int {
 		t.Helper()
-		req, _ := http.NewRequest(http.MethodPost, base+path, strings.NewReader(form.Encode()))
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		for k, v := range hdr {
-			req.Header.Set(k, v)
-		}
-		resp, err := noRedirect.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
+		return consolePost(t, base+path, form, hdr)
 	}
 	good := url.Values{"csrf": {consoleToken}, "store": {"memory"}, "k": {key}, "confirm": {"yes"}}
 	noToken := url.Values{"store": {"memory"}, "k": {key}, "confirm": {"yes"}}
@@ -374,4 +361,26 @@ func BenchmarkConsoleCountsAdd(b *testing.B) {
 			c.add(outcomeReplayed)
 		}
 	})
+}
+
+// consoleClient shows the console's redirects instead of following them.
+var consoleClient = &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error {
+	return http.ErrUseLastResponse
+}}
+
+// consolePost posts form to the console at u with the extra headers hdr,
+// and returns the status.
+func consolePost(t *testing.T, u string, form url.Values, hdr map[string]string) int {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, u, strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := consoleClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }

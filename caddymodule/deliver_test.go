@@ -510,22 +510,9 @@ func TestAsyncConsole(t *testing.T) {
 	route /console/* {
 		idempotency_console
 	}`, "{store}", "store memory", "{backend}", be.addr(), "{extra}", "")
-	noRedirect := &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error {
-		return http.ErrUseLastResponse
-	}}
 	send := func(form url.Values, hdr map[string]string) int {
 		t.Helper()
-		req, _ := http.NewRequest(http.MethodPost, base+"/console/deliveries", strings.NewReader(form.Encode()))
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		for k, v := range hdr {
-			req.Header.Set(k, v)
-		}
-		resp, err := noRedirect.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
+		return consolePost(t, base+"/console/deliveries", form, hdr)
 	}
 	page := func() string {
 		t.Helper()
