@@ -31,9 +31,9 @@ var prefixSeq atomic.Int64
 func factories(t *testing.T) []factory {
 	single := redistest.Start(t).Client()
 	cluster := redistest.StartCluster(t, 3).Client()
-	redisStore := func(c redis.UniversalClient) func(t *testing.T) Store {
+	redisStore := func(c redis.UniversalClient, hot int) func(t *testing.T) Store {
 		return func(t *testing.T) Store {
-			s := NewRedis(c, RedisOptions{Prefix: fmt.Sprintf("t%d", prefixSeq.Add(1))})
+			s := NewRedis(c, RedisOptions{Prefix: fmt.Sprintf("t%d", prefixSeq.Add(1)), HotAnswers: hot})
 			t.Cleanup(func() { s.Close() })
 			return s
 		}
@@ -52,8 +52,9 @@ func factories(t *testing.T) []factory {
 			t.Cleanup(func() { s.Close() })
 			return s
 		}},
-		{"redis", redisStore(single)},
-		{"redis_cluster", redisStore(cluster)},
+		{"redis", redisStore(single, 0)},
+		{"redis_cluster", redisStore(cluster, 0)},
+		{"redis_hot", redisStore(single, 100)},
 	}
 }
 

@@ -1,5 +1,6 @@
 -- Delete a key whatever its state. KEYS: the key's hash, notification,
--- attempts. ARGV: wake channel. Returns false when there was nothing: a
+-- attempts. ARGV: wake channel, the hot answers' channel and invalidation
+-- (see redis_hot.go). Returns false when there was nothing: a
 -- claim that ran out with no journal counts as nothing, as the claim script
 -- and Lookup see it (a renewal with a shorter lock TTL leaves the hash
 -- alive past the claim's end).
@@ -12,4 +13,5 @@ if redis.call('DEL', KEYS[1], KEYS[2], KEYS[3]) == 0 or gone then
   return false
 end
 redis.call('PUBLISH', ARGV[1], 'd')
+redis.call('PUBLISH', ARGV[2], ARGV[3])
 return 1

@@ -65,6 +65,7 @@ type Redis struct {
 	loopDone chan struct{}
 
 	ifx     *inFlightIx
+	hot     *hotAnswers           // nil unless RedisOptions.HotAnswers
 	ap      redis.UniversalClient // the client's autopipeliner (see scripter)
 	calls   atomic.Int32          // write scripts under way
 	trims   sync.Map              // list index shard → when this process last trimmed it (ms; trimDue)
@@ -85,6 +86,11 @@ type RedisOptions struct {
 	// WaitTimeout bounds each WAIT; keep it below the client's read
 	// time-out. Default 1s.
 	WaitTimeout time.Duration
+	// HotAnswers, above 0, keeps up to that many answered records in the
+	// process, so a duplicate of a key answered recently is replayed with
+	// no round trip to Redis; purges and reopens on any instance drop them
+	// before they return (see hotAnswers).
+	HotAnswers int
 }
 
 type subscription struct {
@@ -141,6 +147,13 @@ func NewRedis(client redis.UniversalClient, opts RedisOptions) *Redis {
 	s.ap = client
 	if ap, err := client.AutoPipeline(); err == nil {
 		s.ap = ap
+	}
+	if opts.HotAnswers > 0 {
+		s.psMu.Lock()
+		s.startPubSub(context.Background())
+		_ = s.ps.Subscribe(context.Background(), s.hotChannel()) // else the lease never starts
+		s.psMu.Unlock()
+		s.hot = newHotAnswers(s, opts.HotAnswers)
 	}
 	return s
 }
@@ -206,6 +219,14 @@ func (s *Redis) Claim(ctx context.Context, key, fingerprint string, lockTTL time
 	if s.closed.Load() {
 		return ClaimResult{}, ErrClosed
 	}
+	var gen uint64
+	keep := false
+	if s.hot != nil {
+		if rec, ok := s.hot.claim(key, fingerprint); ok {
+			return ClaimResult{Outcome: Answered, Record: rec}, nil
+		}
+		gen, keep = s.hot.begin()
+	}
 	token := newToken()
 	v, err := s.run(ctx, claimScript, s.keys(key), token, fingerprint, ms(lockTTL), key).Slice()
 	if err != nil {
@@ -244,6 +265,11 @@ func (s *Redis) Claim(ctx context.Context, key, fingerprint string, lockTTL time
 	}
 	if err != nil {
 		return ClaimResult{}, s.wrap("claim", err)
+	}
+	if keep && res.Outcome == Answered {
+		s.hot.keep(key, res.Record, gen)
+		r := *res.Record // the kept one is shared
+		res.Record = &r
 	}
 	return res, nil
 }
@@ -424,6 +450,9 @@ func (s *Redis) Lookup(ctx context.Context, key string) (*Record, error) {
 	if s.closed.Load() {
 		return nil, ErrClosed
 	}
+	if s.hot != nil {
+		s.hot.flush(ctx, key) // copies replayed here: counted first
+	}
 	keys := s.keys(key)
 	var hm *redis.SliceCmd
 	var err error
@@ -497,9 +526,13 @@ func (s *Redis) Reopen(ctx context.Context, key string, ttl time.Duration) error
 		return ErrClosed
 	}
 	changed := time.Now().UnixMilli()
-	err := s.settle(ctx, reopenScript, key, StateFailed, changed, ttl, false, ms(ttl), changed)
+	ch, msg, nonce := s.hotMessage(key)
+	err := s.settle(ctx, reopenScript, key, StateFailed, changed, ttl, false, ms(ttl), changed, ch, msg)
 	if errors.Is(err, redis.Nil) {
 		return ErrNotFound
+	}
+	if err == nil {
+		s.invalidated(ctx, key, nonce)
 	}
 	return s.wrap("reopen", err)
 }
@@ -508,7 +541,11 @@ func (s *Redis) Delete(ctx context.Context, key string) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	err := s.run(ctx, deleteScript, s.keys(key), s.channel(key)).Err()
+	ch, msg, nonce := s.hotMessage(key)
+	err := s.run(ctx, deleteScript, s.keys(key), s.channel(key), ch, msg).Err()
+	if err == nil {
+		s.invalidated(ctx, key, nonce)
+	}
 	if m, ok := s.ifx.settled(key); ok {
 		_ = s.c.ZRem(ctx, s.ixKey(StateInFlight, "", key), m).Err() // else List repairs it
 	}

@@ -30,13 +30,7 @@ func (s *Redis) Wait(ctx context.Context, key string) (<-chan struct{}, func(), 
 		s.psMu.Unlock()
 		return nil, nil, ErrClosed
 	}
-	if s.ps == nil {
-		// The pub/sub connection lives as long as the store, not the
-		// first waiter's request.
-		s.ps = s.c.Subscribe(context.WithoutCancel(ctx))
-		s.loopDone = make(chan struct{})
-		go s.receive(s.ps, s.loopDone)
-	}
+	s.startPubSub(ctx)
 	sub := s.subs[ch]
 	var err error
 	if sub == nil {
@@ -65,6 +59,17 @@ func (s *Redis) Wait(ctx context.Context, key string) (<-chan struct{}, func(), 
 		stop()
 		return nil, nil, ctx.Err()
 	}
+}
+
+// startPubSub starts the store's pub/sub connection, if not yet, under
+// psMu. It lives as long as the store, not the first waiter's request.
+func (s *Redis) startPubSub(ctx context.Context) {
+	if s.ps != nil {
+		return
+	}
+	s.ps = s.c.Subscribe(context.WithoutCancel(ctx))
+	s.loopDone = make(chan struct{})
+	go s.receive(s.ps, s.loopDone)
 }
 
 // unsubscribe drops one waiter; the last one out sends UNSUBSCRIBE. Both
@@ -111,6 +116,9 @@ func (s *Redis) receive(ps *redis.PubSub, done chan struct{}) {
 			}
 			// Lost connection: go-redis reconnects and resubscribes on the
 			// next receive, but messages may have been missed meanwhile.
+			if s.hot != nil {
+				s.hot.reset()
+			}
 			s.wakeAll()
 			time.Sleep(backoff)
 			backoff = min(2*backoff, time.Second)
@@ -119,6 +127,10 @@ func (s *Redis) receive(ps *redis.PubSub, done chan struct{}) {
 		backoff = 50 * time.Millisecond
 		switch m := msg.(type) {
 		case *redis.Message:
+			if m.Channel == s.hotChannel() {
+				s.dropHot(m.Payload)
+				continue
+			}
 			s.psMu.Lock()
 			var ws []*waiter
 			if sub := s.subs[m.Channel]; sub != nil {
@@ -170,6 +182,9 @@ func (s *Redis) Close() error {
 		return nil
 	}
 	s.ifx.close()
+	if s.hot != nil {
+		s.hot.close()
+	}
 	s.psMu.Lock()
 	ps, done := s.ps, s.loopDone
 	s.psMu.Unlock()

@@ -1,0 +1,35 @@
+-- The hot answers' scripts (redis_hot.go); one of them is called at the end.
+
+local function now_ms()
+  local t = redis.call('TIME')
+  return t[1] * 1000 + math.floor(t[2] / 1000)
+end
+
+-- count: copies replayed from memory, counted in their record. KEYS[1]:
+-- the key's hash. ARGV: the record's first-seen time (ms), the copies. A
+-- record with another first-seen time is another record (the key was
+-- purged and seen anew): the copies were not its own.
+local function count()
+  local h = KEYS[1]
+  if redis.call('HGET', h, 'first') ~= ARGV[1] then
+    return 0
+  end
+  redis.call('HINCRBY', h, 'copies', ARGV[2])
+  redis.call('HINCRBY', h, 'nr', ARGV[2])
+  redis.call('HSET', h, 'last', string.format('%d', now_ms()))
+  return 1
+end
+
+-- beat: an instance's heartbeat in the registry. KEYS[1]: the registry.
+-- ARGV: the instance's id, how long an entry counts (ms); older ones go.
+local function beat()
+  local now = now_ms()
+  redis.call('ZADD', KEYS[1], now, ARGV[1])
+  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - 60 * tonumber(ARGV[2]))
+  return 1
+end
+
+-- live: the instances whose heartbeat is newer than ARGV[1] ms.
+local function live()
+  return redis.call('ZRANGEBYSCORE', KEYS[1], now_ms() - tonumber(ARGV[1]), '+inf')
+end

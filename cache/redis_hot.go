@@ -1,0 +1,444 @@
+package cache
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// hotAnswers keeps answered records in the process (RedisOptions.
+// HotAnswers), so a duplicate of a key answered recently is replayed with
+// no round trip to Redis. It must never replay an answer the store has
+// dropped (a purge, a reopen) or let an expired one outlive its ttl. How:
+//
+//   - Invalidation. Delete and Reopen publish the key on <prefix>:hot;
+//     every instance with the cache drops it, then acknowledges in
+//     <prefix>:hot:ack:<nonce>. The purger waits, before it returns, until
+//     every live instance (the registry <prefix>:hot:live, a sorted set of
+//     instance ids by the server's time of their last heartbeat) has
+//     acknowledged, or a lease has passed.
+//   - A lease. An instance replays from memory only while a PING sent on
+//     its pub/sub connection less than a lease ago has come back, after a
+//     heartbeat in the registry. Redis delivers a connection's messages in
+//     order, so that pong proves every invalidation published before the
+//     ping was handled here; a purger that waited a lease without an
+//     instance's acknowledgement knows it cannot be replaying from memory.
+//     A lost pub/sub connection ends the lease at once and empties the cache
+//     (invalidations may have been missed in between).
+//   - A generation, bumped by every invalidation and loss of the
+//     connection: a claim reply that left Redis before an invalidation
+//     reached this process is not kept.
+//   - An entry lives at most until the record's own expiry, as the claim
+//     script measured it on the server's clock, less a margin.
+//   - Copies replayed from memory are counted in Redis in batches (every
+//     hotFlush, and at Close); the record's first-seen time guards the
+//     count, so copies of a purged key are not counted in a new record of
+//     the same key. Lookup on this instance counts the key's copies first.
+//     Another instance sees them within hotFlush.
+type hotAnswers struct {
+	s     *Redis
+	id    string
+	max   int
+	lease time.Duration
+	base  time.Time // monotonic origin of until
+	done  chan struct{}
+	wg    sync.WaitGroup
+
+	gen   atomic.Uint64 // bumped by every invalidation and reset
+	until atomic.Int64  // the lease: entries serve until base+until
+
+	mu      sync.Mutex
+	m       map[string]*hotEntry
+	pending map[string]hotCount // copies replayed here, not yet counted in Redis
+	epoch   uint64              // resets so far (a pong from before one renews nothing)
+}
+
+type hotEntry struct {
+	rec     *Record // as the claim returned it; shared, never written
+	hits    int64   // copies replayed from this entry
+	expires time.Time
+}
+
+type hotCount struct {
+	first int64 // the record's first-seen time, ms: which record they belong to
+	n     int64
+}
+
+const (
+	hotLease  = 2 * time.Second
+	hotFlush  = 100 * time.Millisecond
+	hotMargin = 100 * time.Millisecond // an entry ends this much before its record
+	hotMaxAge = time.Minute
+)
+
+var (
+	//go:embed hot.lua
+	hotLua         string
+	hotCountScript = redis.NewScript(hotLua + "\nreturn count()")
+	hotLiveScript  = redis.NewScript(hotLua + "\nreturn live()")
+	hotBeatScript  = redis.NewScript(hotLua + "\nreturn beat()")
+)
+
+func newHotAnswers(s *Redis, max int) *hotAnswers {
+	h := &hotAnswers{
+		s: s, id: newToken(), max: max, lease: hotLease, base: time.Now(),
+		done: make(chan struct{}), m: make(map[string]*hotEntry), pending: make(map[string]hotCount),
+	}
+	h.wg.Add(1)
+	go h.loop()
+	return h
+}
+
+func (s *Redis) hotChannel() string { return s.prefix + ":hot" }
+func (s *Redis) hotLiveKey() string { return s.prefix + ":hot:live" }
+func (s *Redis) hotAckKey(nonce string) string {
+	return s.prefix + ":hot:ack:" + nonce
+}
+
+// now is the monotonic time since base.
+func (h *hotAnswers) now() int64 { return int64(time.Since(h.base)) }
+
+// leased: may entries be served now?
+func (h *hotAnswers) leased() bool { return h.now() < h.until.Load() }
+
+// begin is called before a claim goes to Redis: the generation to hand to
+// keep, or ok false when no reply of this claim may be kept.
+func (h *hotAnswers) begin() (gen uint64, ok bool) {
+	gen = h.gen.Load()
+	return gen, h.leased()
+}
+
+// claim answers a duplicate from memory: a copy of the record with this
+// copy counted, or ok false.
+func (h *hotAnswers) claim(key, fingerprint string) (*Record, bool) {
+	if !h.leased() {
+		return nil, false
+	}
+	now := time.Now()
+	h.mu.Lock()
+	e := h.m[key]
+	if e == nil || !now.Before(e.expires) ||
+		(fingerprint != "" && e.rec.Fingerprint != "" && fingerprint != e.rec.Fingerprint) {
+		// Expired, or a conflict: Redis counts and answers it.
+		if e != nil && !now.Before(e.expires) {
+			delete(h.m, key)
+		}
+		h.mu.Unlock()
+		return nil, false
+	}
+	e.hits++
+	c := h.pending[key]
+	c.first, c.n = e.rec.FirstSeen.UnixMilli(), c.n+1
+	h.pending[key] = c
+	rec := *e.rec
+	hits := e.hits
+	h.mu.Unlock()
+	rec.Copies += hits
+	rec.CopyOutcomes.Replayed += hits
+	rec.LastSeen = now
+	return &rec, true
+}
+
+// keep remembers an answered record a claim returned, unless an
+// invalidation or reset came since begin returned gen.
+func (h *hotAnswers) keep(key string, rec *Record, gen uint64) {
+	// What was left of the record's ttl when the claim ran, by the
+	// server's clock (the claim set LastSeen to its time).
+	left := min(rec.ExpiresAt.Sub(rec.LastSeen)-hotMargin, hotMaxAge)
+	if left <= 0 || rec.State != StateAnswered {
+		return
+	}
+	expires := time.Now().Add(left)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.gen.Load() != gen || !h.leased() {
+		return
+	}
+	if _, ok := h.m[key]; !ok && len(h.m) >= h.max {
+		for k := range h.m { // full: one out, whichever the map yields
+			delete(h.m, k)
+			break
+		}
+	}
+	h.m[key] = &hotEntry{rec: rec, expires: expires}
+}
+
+// drop forgets key, and any claim reply under way.
+func (h *hotAnswers) drop(key string) {
+	h.mu.Lock()
+	h.gen.Add(1)
+	delete(h.m, key)
+	h.mu.Unlock()
+}
+
+// reset forgets everything and ends the lease: invalidations may have
+// been missed.
+func (h *hotAnswers) reset() {
+	h.mu.Lock()
+	h.gen.Add(1)
+	h.epoch++
+	h.until.Store(0)
+	clear(h.m)
+	h.mu.Unlock()
+}
+
+// loop renews the lease and counts replayed copies in Redis until close.
+func (h *hotAnswers) loop() {
+	defer h.wg.Done()
+	renew := time.NewTicker(h.lease / 4)
+	flush := time.NewTicker(hotFlush)
+	defer renew.Stop()
+	defer flush.Stop()
+	h.renew()
+	for {
+		select {
+		case <-h.done:
+			return
+		case <-renew.C:
+			h.renew()
+		case <-flush.C:
+			h.flush(context.Background())
+		}
+	}
+}
+
+// renew extends the lease: a heartbeat in the registry, then a PING on the
+// pub/sub connection, both sent after sent; the lease runs a lease from
+// sent.
+func (h *hotAnswers) renew() {
+	sent := h.now()
+	h.mu.Lock()
+	epoch := h.epoch
+	h.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), h.lease/2)
+	defer cancel()
+	err := hotBeatScript.Run(ctx, h.s.c, []string{h.s.hotLiveKey()}, h.id, ms(h.lease)).Err()
+	if err == nil {
+		err = h.s.ping(ctx)
+	}
+	if err != nil {
+		return // the lease runs out by itself
+	}
+	h.mu.Lock()
+	if h.epoch == epoch {
+		h.until.Store(sent + int64(h.lease))
+	}
+	h.mu.Unlock()
+}
+
+// flush counts the copies replayed from memory in their records.
+func (h *hotAnswers) flush(ctx context.Context, only ...string) {
+	h.mu.Lock()
+	var batch map[string]hotCount
+	if only == nil {
+		if len(h.pending) == 0 {
+			h.mu.Unlock()
+			return
+		}
+		batch, h.pending = h.pending, make(map[string]hotCount)
+	} else {
+		batch = make(map[string]hotCount)
+		for _, k := range only {
+			if c, ok := h.pending[k]; ok {
+				batch[k] = c
+				delete(h.pending, k)
+			}
+		}
+	}
+	h.mu.Unlock()
+	if len(batch) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	failed := h.s.count(ctx, batch)
+	if len(failed) == 0 {
+		return
+	}
+	// Counted next time. A count whose connection broke after it was sent
+	// may have run: it is not sent again (onceScripter), and is lost.
+	h.mu.Lock()
+	for k, c := range failed {
+		if p, ok := h.pending[k]; ok && p.first == c.first {
+			c.n += p.n
+		} else if ok {
+			continue // a newer record of the key: the old copies go
+		}
+		h.pending[k] = c
+	}
+	h.mu.Unlock()
+}
+
+// close counts what is pending and stops the loop.
+func (h *hotAnswers) close() {
+	close(h.done)
+	h.wg.Wait()
+	h.reset()
+	h.flush(context.Background())
+}
+
+// count runs the count script for each key in one pipeline and returns
+// the counts Redis never got (to try again).
+func (s *Redis) count(ctx context.Context, batch map[string]hotCount) map[string]hotCount {
+	keys := make([]string, 0, len(batch))
+	for k := range batch {
+		keys = append(keys, k)
+	}
+	exec := func(keys []string, load bool) (redo []string, failed map[string]hotCount) {
+		cmds := make([]*redis.Cmd, len(keys))
+		_, _ = s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, k := range keys {
+				c := batch[k]
+				args := []any{strconv.FormatInt(c.first, 10), c.n}
+				if load {
+					cmds[i] = hotCountScript.Eval(ctx, onceScripter{p}, []string{s.hashKey(k)}, args...)
+				} else {
+					cmds[i] = hotCountScript.EvalSha(ctx, onceScripter{p}, []string{s.hashKey(k)}, args...)
+				}
+			}
+			return nil
+		})
+		for i, cmd := range cmds {
+			err := cmd.Err()
+			switch {
+			case err == nil || errors.Is(err, redis.Nil):
+			case !load && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT")):
+				redo = append(redo, keys[i])
+			case isSent(err):
+				// It may have run: not again.
+			default:
+				if failed == nil {
+					failed = make(map[string]hotCount)
+				}
+				failed[keys[i]] = batch[keys[i]]
+			}
+		}
+		return redo, failed
+	}
+	redo, failed := exec(keys, false)
+	if len(redo) > 0 {
+		_, f := exec(redo, true)
+		for k, c := range f {
+			if failed == nil {
+				failed = make(map[string]hotCount)
+			}
+			failed[k] = c
+		}
+	}
+	return failed
+}
+
+// isSent: may the command have reached Redis? Only a refused dial, an
+// exhausted pool or a closed client say for sure that it did not.
+func isSent(err error) bool {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return false
+	}
+	return !errors.Is(err, redis.ErrPoolTimeout) && !errors.Is(err, redis.ErrClosed)
+}
+
+// hotMessage is an invalidation of key for the settling script to
+// publish (delete.lua, reopen.lua): in the same script, so no change of an
+// answered record goes unannounced.
+func (s *Redis) hotMessage(key string) (channel, msg, nonce string) {
+	nonce = newToken()
+	return s.hotChannel(), nonce + "\n" + key, nonce
+}
+
+// invalidated is called once a script has changed key's answered record
+// and published nonce's invalidation: it returns once every live instance
+// with hot answers has dropped key, or a lease has passed (by then one
+// that has not said so cannot replay from memory: see hotAnswers).
+func (s *Redis) invalidated(ctx context.Context, key, nonce string) {
+	start := time.Now()
+	if s.hot != nil {
+		s.hot.drop(key)
+	}
+	// Its own bound: a purge that returned early could leave an answer
+	// replayed elsewhere.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), hotLease+time.Second)
+	defer cancel()
+	live, err := hotLiveScript.Run(ctx, s.c, []string{s.hotLiveKey()}, ms(hotLease+time.Second)).StringSlice()
+	if err != nil {
+		live = []string{""} // unknown: wait the lease out
+	}
+	if s.hot != nil {
+		live = slices.DeleteFunc(live, func(id string) bool { return id == s.hot.id })
+	}
+	if len(live) == 0 {
+		return
+	}
+	ackKey := s.hotAckKey(nonce)
+	defer s.c.Del(ctx, ackKey)
+	for wait := 500 * time.Microsecond; ; wait = min(2*wait, 20*time.Millisecond) {
+		acked, err := s.c.SMembers(ctx, ackKey).Result()
+		if err == nil && !slices.ContainsFunc(live, func(id string) bool { return !slices.Contains(acked, id) }) {
+			return
+		}
+		left := hotLease - time.Since(start)
+		if left <= 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(min(wait, left)):
+		}
+	}
+}
+
+// dropHot handles an invalidation from the pub/sub connection: drop, then
+// say so.
+func (s *Redis) dropHot(payload string) {
+	nonce, key, ok := strings.Cut(payload, "\n")
+	if !ok || s.hot == nil {
+		return
+	}
+	s.hot.drop(key)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), hotLease)
+		defer cancel()
+		p := s.c.Pipeline()
+		p.SAdd(ctx, s.hotAckKey(nonce), s.hot.id)
+		p.PExpire(ctx, s.hotAckKey(nonce), 2*hotLease)
+		_, _ = p.Exec(ctx)
+	}()
+}
+
+// ping sends a PING on the pub/sub connection and waits for its pong.
+func (s *Redis) ping(ctx context.Context) error {
+	payload := newToken()
+	pong := make(chan struct{})
+	s.psMu.Lock()
+	if s.closed.Load() {
+		s.psMu.Unlock()
+		return ErrClosed
+	}
+	s.startPubSub(ctx)
+	s.pongs[payload] = pong
+	err := s.ps.Ping(ctx, payload)
+	s.psMu.Unlock()
+	if err == nil {
+		select {
+		case <-pong:
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+	}
+	if err != nil {
+		s.psMu.Lock()
+		delete(s.pongs, payload)
+		s.psMu.Unlock()
+	}
+	return err
+}
