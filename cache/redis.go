@@ -149,11 +149,12 @@ func NewRedis(client redis.UniversalClient, opts RedisOptions) *Redis {
 		s.ap = ap
 	}
 	if opts.HotAnswers > 0 {
+		s.hot = newHotAnswers(s, opts.HotAnswers) // before the pub/sub loop reads it
 		s.psMu.Lock()
 		s.startPubSub(context.Background())
 		_ = s.ps.Subscribe(context.Background(), s.hotChannel()) // else the lease never starts
 		s.psMu.Unlock()
-		s.hot = newHotAnswers(s, opts.HotAnswers)
+		s.hot.start()
 	}
 	return s
 }

@@ -93,9 +93,13 @@ func newHotAnswers(s *Redis, max int) *hotAnswers {
 		s: s, id: newToken(), max: max, lease: hotLease, base: time.Now(),
 		done: make(chan struct{}), m: make(map[string]*hotEntry), pending: make(map[string]hotCount),
 	}
+	return h
+}
+
+// start renews the lease and counts copies until close.
+func (h *hotAnswers) start() {
 	h.wg.Add(1)
 	go h.loop()
-	return h
 }
 
 func (s *Redis) hotChannel() string { return s.prefix + ":hot" }

@@ -38,6 +38,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //			prefix      <prefix>
 //			pool_size   <n>
 //			wait_replicas <n> [<timeout>]
+//			replay_cache <entries> | off
 //		}
 //		lock_ttl  <duration>
 //		ttl       <duration>
@@ -359,6 +360,19 @@ func parseStore(d *caddyfile.Dispenser) (*StoreConfig, error) {
 					return nil, d.Errf("store redis: bad wait_replicas timeout %q", tmo)
 				}
 				sc.WaitTimeout = caddy.Duration(dur)
+			}
+		case "replay_cache":
+			var v string
+			if err = oneArg(d, &v); err == nil {
+				n, perr := strconv.Atoi(v)
+				switch {
+				case v == "off":
+					sc.ReplayCache = -1
+				case perr != nil || n < 1:
+					return nil, d.Errf("store redis: replay_cache wants a number of entries or off, got %q", v)
+				default:
+					sc.ReplayCache = n
+				}
 			}
 		case "db", "pool_size":
 			var s string

@@ -58,6 +58,25 @@ type StoreConfig struct {
 	WaitReplicas int `json:"wait_replicas,omitempty"`
 	// WaitTimeout bounds each WAIT. Default: 1s.
 	WaitTimeout caddy.Duration `json:"wait_timeout,omitempty"`
+	// ReplayCache is how many answered keys each gateway keeps in memory
+	// to replay their duplicates with no round trip to Redis (a purge or a
+	// reopen on any instance drops them before it returns: see
+	// cache.RedisOptions.HotAnswers). 0: the default, 10,000; below 0:
+	// off, every duplicate asks Redis.
+	ReplayCache int `json:"replay_cache,omitempty"`
+}
+
+// defaultReplayCache: 10,000 answers of a few hundred bytes each.
+const defaultReplayCache = 10_000
+
+func (sc StoreConfig) replayCache() int {
+	switch {
+	case sc.ReplayCache < 0:
+		return 0
+	case sc.ReplayCache == 0:
+		return defaultReplayCache
+	}
+	return sc.ReplayCache
 }
 
 // stores shares one store per configuration across handlers and config
@@ -209,7 +228,8 @@ func openStore(sc StoreConfig) (s cache.Store, client io.Closer, err error) {
 		}
 		c := redis.NewUniversalClient(opts)
 		return cache.NewRedis(c, cache.RedisOptions{Prefix: sc.prefix(),
-			WaitReplicas: sc.WaitReplicas, WaitTimeout: time.Duration(sc.WaitTimeout)}), c, nil
+			WaitReplicas: sc.WaitReplicas, WaitTimeout: time.Duration(sc.WaitTimeout),
+			HotAnswers: sc.replayCache()}), c, nil
 	case "embedded", "":
 		if err := os.MkdirAll(filepath.Dir(sc.Path), 0o700); err != nil {
 			return nil, nil, err
