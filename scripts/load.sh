@@ -261,8 +261,8 @@ if [[ -n $BASE ]]; then
 fi
 
 # redis_calls prints "<script calls> <all commands>" Redis has run so far, or
-# nothing without redis-cli. The contract: a replay costs one round trip, a
-# first copy two; the store's round trips are script calls (EVALSHA, or EVAL
+# nothing without redis-cli. The contract: a replay costs at most one round
+# trip (none from the replay cache), a first copy two; the store's round trips are script calls (EVALSHA, or EVAL
 # on a cold cache), while commandstats also counts every redis.call inside.
 redis_calls() {
 	command -v redis-cli >/dev/null || return 0
@@ -467,7 +467,7 @@ if command -v redis-cli >/dev/null; then
 	# wrk does not count the requests in flight when it stops: a little above
 	# the exact figure is expected.
 	per() { awk -v c="$(sum "$1" "$2")" -v q="$3" 'BEGIN { printf "%.2f", c / q }'; }
-	printf '%-34s unique %s, replay %s   (contract: 2 and 1; all commands, inside scripts too: %s, %s)\n' \
+	printf '%-34s unique %s, replay %s   (contract: at most 2 and 1; all commands, inside scripts too: %s, %s)\n' \
 		"Redis round trips per request" "$(per unique 10 "$unique_req")" "$(per replay 10 "$replay_req")" \
 		"$(per unique 11 "$unique_req")" "$(per replay 11 "$replay_req")"
 fi
