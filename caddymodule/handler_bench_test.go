@@ -33,6 +33,8 @@ func BenchmarkHandler(b *testing.B) {
 		{"memory", &StoreConfig{Type: "memory"}},
 		{"embedded", &StoreConfig{Type: "embedded", Path: filepath.Join(b.TempDir(), "bench.db")}},
 		{"redis", &StoreConfig{Type: "redis", Addresses: []string{rs.Addr()}}},
+		// Every replay a round trip: the replay cache off.
+		{"redis_uncached", &StoreConfig{Type: "redis", Addresses: []string{rs.Addr()}, Prefix: "uncached", ReplayCache: -1}},
 	}
 	next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
 		io.Copy(io.Discard, r.Body)
