@@ -47,10 +47,12 @@ import (
 type hotAnswers struct {
 	s     *Redis
 	id    string
-	max   int
+	max   int   // entries
+	room  int64 // bytes: answers are up to max_answer each, most a few bytes
 	lease time.Duration
 	base  time.Time // monotonic origin of until
-	done  chan struct{}
+	ctx   context.Context
+	stop  context.CancelFunc
 	wg    sync.WaitGroup
 
 	gen   atomic.Uint64 // bumped by every invalidation and reset
@@ -58,6 +60,7 @@ type hotAnswers struct {
 
 	mu      sync.Mutex
 	m       map[string]*hotEntry
+	bytes   int64               // held by m's entries (hotEntry.size)
 	pending map[string]hotCount // copies replayed here, not yet counted in Redis
 	epoch   uint64              // resets so far (a pong from before one renews nothing)
 }
@@ -66,6 +69,23 @@ type hotEntry struct {
 	rec     *Record // as the claim returned it; shared, never written
 	hits    int64   // copies replayed from this entry
 	expires time.Time
+	size    int64
+}
+
+// hotEntryBytes is a budget per entry on average: 10,000 entries hold at
+// most 20 MiB, however large the answers.
+const hotEntryBytes = 2 << 10
+
+// entrySize is about what an entry holds in memory.
+func entrySize(key string, r *Record) int64 {
+	n := len(key) + len(r.Key) + len(r.Body) + len(r.Fingerprint) + 400
+	for k, vs := range r.Header {
+		n += len(k) + 16
+		for _, v := range vs {
+			n += len(v) + 16
+		}
+	}
+	return int64(n)
 }
 
 type hotCount struct {
@@ -90,9 +110,10 @@ var (
 
 func newHotAnswers(s *Redis, max int) *hotAnswers {
 	h := &hotAnswers{
-		s: s, id: newToken(), max: max, lease: hotLease, base: time.Now(),
-		done: make(chan struct{}), m: make(map[string]*hotEntry), pending: make(map[string]hotCount),
+		s: s, id: newToken(), max: max, room: int64(max) * hotEntryBytes, lease: hotLease, base: time.Now(),
+		m: make(map[string]*hotEntry), pending: make(map[string]hotCount),
 	}
+	h.ctx, h.stop = context.WithCancel(context.Background())
 	return h
 }
 
@@ -134,7 +155,7 @@ func (h *hotAnswers) claim(key, fingerprint string) (*Record, bool) {
 		(fingerprint != "" && e.rec.Fingerprint != "" && fingerprint != e.rec.Fingerprint) {
 		// Expired, or a conflict: Redis counts and answers it.
 		if e != nil && !now.Before(e.expires) {
-			delete(h.m, key)
+			h.remove(key, e)
 		}
 		h.mu.Unlock()
 		return nil, false
@@ -161,26 +182,41 @@ func (h *hotAnswers) keep(key string, rec *Record, gen uint64) {
 	if left <= 0 || rec.State != StateAnswered {
 		return
 	}
-	expires := time.Now().Add(left)
+	e := &hotEntry{rec: rec, expires: time.Now().Add(left), size: entrySize(key, rec)}
+	if e.size > h.room/8 {
+		return // one answer would crowd out the others
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.gen.Load() != gen || !h.leased() {
 		return
 	}
-	if _, ok := h.m[key]; !ok && len(h.m) >= h.max {
-		for k := range h.m { // full: one out, whichever the map yields
-			delete(h.m, k)
+	if old, ok := h.m[key]; ok {
+		h.remove(key, old)
+	}
+	for k, o := range h.m { // full: out go whichever the map yields
+		if len(h.m) < h.max && h.bytes+e.size <= h.room {
 			break
 		}
+		h.remove(k, o)
 	}
-	h.m[key] = &hotEntry{rec: rec, expires: expires}
+	h.m[key] = e
+	h.bytes += e.size
+}
+
+// remove takes e, key's entry, out; under mu.
+func (h *hotAnswers) remove(key string, e *hotEntry) {
+	delete(h.m, key)
+	h.bytes -= e.size
 }
 
 // drop forgets key, and any claim reply under way.
 func (h *hotAnswers) drop(key string) {
 	h.mu.Lock()
 	h.gen.Add(1)
-	delete(h.m, key)
+	if e, ok := h.m[key]; ok {
+		h.remove(key, e)
+	}
 	h.mu.Unlock()
 }
 
@@ -192,6 +228,7 @@ func (h *hotAnswers) reset() {
 	h.epoch++
 	h.until.Store(0)
 	clear(h.m)
+	h.bytes = 0
 	h.mu.Unlock()
 }
 
@@ -205,7 +242,7 @@ func (h *hotAnswers) loop() {
 	h.renew()
 	for {
 		select {
-		case <-h.done:
+		case <-h.ctx.Done():
 			return
 		case <-renew.C:
 			h.renew()
@@ -223,7 +260,7 @@ func (h *hotAnswers) renew() {
 	h.mu.Lock()
 	epoch := h.epoch
 	h.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), h.lease/2)
+	ctx, cancel := context.WithTimeout(h.ctx, h.lease/2)
 	defer cancel()
 	err := hotBeatScript.Run(ctx, h.s.c, []string{h.s.hotLiveKey()}, h.id, ms(h.lease)).Err()
 	if err == nil {
@@ -282,12 +319,16 @@ func (h *hotAnswers) flush(ctx context.Context, only ...string) {
 	h.mu.Unlock()
 }
 
-// close counts what is pending and stops the loop.
+// close counts what is pending, stops the loop and leaves the registry,
+// so purges stop waiting for this instance.
 func (h *hotAnswers) close() {
-	close(h.done)
+	h.stop()
 	h.wg.Wait()
 	h.reset()
 	h.flush(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = h.s.c.ZRem(ctx, h.s.hotLiveKey(), h.id).Err() // else it ages out of the window
 }
 
 // count runs the count script for each key in one pipeline and returns

@@ -339,3 +339,61 @@ func TestHotAnswersGeneration(t *testing.T) {
 		t.Fatal("a fresh reply was not kept")
 	}
 }
+
+// TestHotAnswersBounded: entries are bounded in number and in bytes, and
+// an answer too large for its share is never kept.
+func TestHotAnswersBounded(t *testing.T) {
+	_, b, _ := hotPair(t, false)
+	h := b.hot
+	rec := func(body int) *Record {
+		now := time.Now()
+		return &Record{Key: "k", State: StateAnswered, Status: 200, Body: make([]byte, body), BodyCached: true,
+			LastSeen: now, ExpiresAt: now.Add(time.Minute)}
+	}
+	keep := func(key string, r *Record) {
+		gen, ok := h.begin()
+		if !ok {
+			t.Fatal("no lease")
+		}
+		h.keep(key, r, gen)
+	}
+	for i := range 300 {
+		keep(fmt.Sprint("small", i), rec(10))
+	}
+	h.mu.Lock()
+	if len(h.m) != h.max {
+		t.Errorf("%d entries kept, want the most, %d", len(h.m), h.max)
+	}
+	h.mu.Unlock()
+	for i := range 300 {
+		keep(fmt.Sprint("big", i), rec(20_000))
+	}
+	h.mu.Lock()
+	var sum int64
+	for k, e := range h.m {
+		sum += entrySize(k, e.rec)
+	}
+	if sum != h.bytes || h.bytes > h.room || len(h.m) >= h.max {
+		t.Errorf("%d entries of %d bytes (counted %d), room %d: want fewer entries, within the room", len(h.m), sum, h.bytes, h.room)
+	}
+	h.mu.Unlock()
+	keep("huge", rec(int(h.room)))
+	if _, ok := h.claim("huge", ""); ok {
+		t.Error("an answer larger than an eighth of the room was kept")
+	}
+}
+
+// TestHotAnswersCloseLeaves: a closed instance leaves the registry, so a
+// purge does not wait for it.
+func TestHotAnswersCloseLeaves(t *testing.T) {
+	a, b, _ := hotPair(t, false)
+	b.Close()
+	answered(t, a, "k", longTTL)
+	start := time.Now()
+	if err := a.Delete(ctxT(t), "k"); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > hotLease/2 {
+		t.Fatalf("a purge waited %v for an instance that closed", d)
+	}
+}
