@@ -1,6 +1,6 @@
 -- Delete a key whatever its state. KEYS: the key's hash, notification,
--- attempts. ARGV: wake channel, the hot answers' channel and invalidation
--- (see redis_hot.go). Returns false when there was nothing: a
+-- attempts. ARGV: wake channel, the hot answers' channel and the fence's
+-- done message (see redis_hot.go), published whatever the outcome. Returns false when there was nothing: a
 -- claim that ran out with no journal counts as nothing, as the claim script
 -- and Lookup see it (a renewal with a shorter lock TTL leaves the hash
 -- alive past the claim's end).
@@ -9,9 +9,9 @@ local v = redis.call('HMGET', h, 'state', 'expires', 'na', 'nn')
 local t = redis.call('TIME')
 local nowms = t[1] * 1000 + math.floor(t[2] / 1000)
 local gone = v[1] == 'in_flight' and tonumber(v[2]) <= nowms and not v[3] and not v[4]
+redis.call('PUBLISH', ARGV[2], ARGV[3])
 if redis.call('DEL', KEYS[1], KEYS[2], KEYS[3]) == 0 or gone then
   return false
 end
 redis.call('PUBLISH', ARGV[1], 'd')
-redis.call('PUBLISH', ARGV[2], ARGV[3])
 return 1

@@ -105,10 +105,15 @@ func linClientOpts(addr string) *redis.Options {
 
 // linRedisPair is two gateway instances: two stores on two clients.
 func linRedisPair(t *testing.T, newClient func() redis.UniversalClient, wait int) []Store {
+	return linRedisPairWith(t, newClient, RedisOptions{WaitReplicas: wait})
+}
+
+func linRedisPairWith(t *testing.T, newClient func() redis.UniversalClient, o RedisOptions) []Store {
+	o.Prefix, o.WaitTimeout = "lin", linWaitTimeout
 	var stores []Store
 	for range 2 {
 		c := newClient()
-		s := NewRedis(c, RedisOptions{Prefix: "lin", WaitReplicas: wait, WaitTimeout: linWaitTimeout})
+		s := NewRedis(c, o)
 		t.Cleanup(func() { s.Close(); c.Close() })
 		stores = append(stores, s)
 	}
@@ -123,6 +128,60 @@ func TestLinearizableRedis(t *testing.T) {
 		linExpect(t, "redis", linRun{stores: stores, keys: linKeys, dur: 2 * time.Second,
 			pace: time.Millisecond, tail: time.Millisecond}, porcupine.Ok)
 	})
+}
+
+// Two instances with hot answers: replays from memory, purges across
+// instances, answers expiring under them, all linearizable (copies aside).
+// With a pause past the clients' time-out, an instance goes on replaying
+// from memory only while its lease lasts.
+func TestLinearizableRedisHot(t *testing.T) {
+	t.Parallel()
+	linRounds(t, func(t *testing.T) {
+		srv := redistest.Start(t)
+		stores := linRedisPairWith(t, func() redis.UniversalClient { return redis.NewClient(linClientOpts(srv.Addr())) },
+			RedisOptions{HotAnswers: 100})
+		for _, s := range stores {
+			eventually(t, "the lease starts", s.(*Redis).hot.leased)
+		}
+		hits := hotHits(stores)
+		linExpect(t, "redis hot", linRun{stores: stores, keys: linKeys, dur: 2 * time.Second,
+			pace: time.Millisecond, tail: time.Millisecond}, porcupine.Ok)
+		n := hotHits(stores) - hits
+		t.Logf("claims answered from memory: %d", n)
+		if n == 0 {
+			t.Error("no claim was answered from memory")
+		}
+	})
+}
+
+func TestLinearizableRedisHotPause(t *testing.T) {
+	t.Parallel()
+	linRounds(t, func(t *testing.T) {
+		srv := redistest.Start(t)
+		stores := linRedisPairWith(t, func() redis.UniversalClient { return redis.NewClient(linClientOpts(srv.Addr())) },
+			RedisOptions{HotAnswers: 100})
+		for _, s := range stores {
+			eventually(t, "the lease starts", s.(*Redis).hot.leased)
+		}
+		st := linExpect(t, "redis hot pause", linRun{stores: stores, keys: linKeys, dur: 3 * time.Second,
+			pace: time.Millisecond, fault: func() {
+				srv.Pause()
+				time.Sleep(hotLease + 500*time.Millisecond) // past the lease
+				srv.Resume()
+			}}, porcupine.Ok)
+		if st.unknown == 0 {
+			t.Errorf("the pause produced no time-out: %s", st)
+		}
+	})
+}
+
+// hotHits is how many claims the stores answered from memory so far.
+func hotHits(stores []Store) int64 {
+	var n int64
+	for _, s := range stores {
+		n += s.(*Redis).hot.hits.Load()
+	}
+	return n
 }
 
 // A Redis with AOF (fsync always) killed and restarted mid-history keeps

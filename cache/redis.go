@@ -220,13 +220,13 @@ func (s *Redis) Claim(ctx context.Context, key, fingerprint string, lockTTL time
 	if s.closed.Load() {
 		return ClaimResult{}, ErrClosed
 	}
-	var gen uint64
+	var ticket hotTicket
 	keep := false
 	if s.hot != nil {
 		if rec, ok := s.hot.claim(key, fingerprint); ok {
 			return ClaimResult{Outcome: Answered, Record: rec}, nil
 		}
-		gen, keep = s.hot.begin()
+		ticket, keep = s.hot.begin()
 	}
 	token := newToken()
 	v, err := s.run(ctx, claimScript, s.keys(key), token, fingerprint, ms(lockTTL), key).Slice()
@@ -268,7 +268,7 @@ func (s *Redis) Claim(ctx context.Context, key, fingerprint string, lockTTL time
 		return ClaimResult{}, s.wrap("claim", err)
 	}
 	if keep && res.Outcome == Answered {
-		s.hot.keep(key, res.Record, gen)
+		s.hot.keep(key, res.Record, ticket)
 		r := *res.Record // the kept one is shared
 		res.Record = &r
 	}
@@ -526,14 +526,14 @@ func (s *Redis) Reopen(ctx context.Context, key string, ttl time.Duration) error
 	if s.closed.Load() {
 		return ErrClosed
 	}
+	ch, done, err := s.fence(ctx, key)
+	if err != nil {
+		return err
+	}
 	changed := time.Now().UnixMilli()
-	ch, msg, nonce := s.hotMessage(key)
-	err := s.settle(ctx, reopenScript, key, StateFailed, changed, ttl, false, ms(ttl), changed, ch, msg)
+	err = s.settle(ctx, reopenScript, key, StateFailed, changed, ttl, false, ms(ttl), changed, ch, done)
 	if errors.Is(err, redis.Nil) {
 		return ErrNotFound
-	}
-	if err == nil {
-		s.invalidated(ctx, key, nonce)
 	}
 	return s.wrap("reopen", err)
 }
@@ -542,11 +542,11 @@ func (s *Redis) Delete(ctx context.Context, key string) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	ch, msg, nonce := s.hotMessage(key)
-	err := s.run(ctx, deleteScript, s.keys(key), s.channel(key), ch, msg).Err()
-	if err == nil {
-		s.invalidated(ctx, key, nonce)
+	ch, done, err := s.fence(ctx, key)
+	if err != nil {
+		return err
 	}
+	err = s.run(ctx, deleteScript, s.keys(key), s.channel(key), ch, done).Err()
 	if m, ok := s.ifx.settled(key); ok {
 		_ = s.c.ZRem(ctx, s.ixKey(StateInFlight, "", key), m).Err() // else List repairs it
 	}

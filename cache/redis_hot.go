@@ -20,25 +20,34 @@ import (
 // no round trip to Redis. It must never replay an answer the store has
 // dropped (a purge, a reopen) or let an expired one outlive its ttl. How:
 //
-//   - Invalidation. Delete and Reopen publish the key on <prefix>:hot;
-//     every instance with the cache drops it, then acknowledges in
-//     <prefix>:hot:ack:<nonce>. The purger waits, before it returns, until
-//     every live instance (the registry <prefix>:hot:live, a sorted set of
-//     instance ids by the server's time of their last heartbeat) has
-//     acknowledged, or a lease has passed.
+//   - A fence. Before Delete and Reopen drop an answer, they publish a
+//     block of the key on <prefix>:hot; every instance with the cache drops
+//     the key, keeps it out of memory, and acknowledges in
+//     <prefix>:hot:ack:<nonce>. Only once every live instance (the registry
+//     <prefix>:hot:live, a sorted set of instance ids by the server's time
+//     of their last heartbeat) has acknowledged, or a lease has passed, does
+//     the script run; it publishes the key's unblock itself. Blocking
+//     before the script, not invalidating after it, is what keeps the
+//     history linearizable: once the script has run, a reader of Redis sees
+//     the answer gone, and no instance may replay it after that
+//     (TestLinearizableRedisHot found the difference).
 //   - A lease. An instance replays from memory only while a PING sent on
 //     its pub/sub connection less than a lease ago has come back, after a
 //     heartbeat in the registry. Redis delivers a connection's messages in
-//     order, so that pong proves every invalidation published before the
-//     ping was handled here; a purger that waited a lease without an
+//     order, so that pong proves every block published before the ping
+//     was handled here; a purger that waited a lease without an
 //     instance's acknowledgement knows it cannot be replaying from memory.
 //     A lost pub/sub connection ends the lease at once and empties the cache
-//     (invalidations may have been missed in between).
-//   - A generation, bumped by every invalidation and loss of the
-//     connection: a claim reply that left Redis before an invalidation
-//     reached this process is not kept.
+//     (blocks may have been missed in between).
+//   - A generation, bumped by every block, unblock and loss of the
+//     connection: a claim reply that left Redis before one of them reached
+//     this process is not kept.
 //   - An entry lives at most until the record's own expiry, as the claim
-//     script measured it on the server's clock, less a margin.
+//     script measured it on the server's clock, less a margin, counted
+//     from when the claim was sent.
+//   - A replay from memory carries the copies this instance knows of and
+//     the conflicts as they were when the entry was kept: those two counts
+//     are not linearizable; everything else is.
 //   - Copies replayed from memory are counted in Redis in batches (every
 //     hotFlush, and at Close); the record's first-seen time guards the
 //     count, so copies of a purged key are not counted in a new record of
@@ -56,13 +65,15 @@ type hotAnswers struct {
 	wg    sync.WaitGroup
 
 	gen   atomic.Uint64 // bumped by every invalidation and reset
+	hits  atomic.Int64  // claims answered from memory
 	until atomic.Int64  // the lease: entries serve until base+until
 
 	mu      sync.Mutex
 	m       map[string]*hotEntry
-	bytes   int64               // held by m's entries (hotEntry.size)
-	pending map[string]hotCount // copies replayed here, not yet counted in Redis
-	epoch   uint64              // resets so far (a pong from before one renews nothing)
+	bytes   int64                // held by m's entries (hotEntry.size)
+	pending map[string]hotCount  // copies replayed here, not yet counted in Redis
+	blocked map[string]time.Time // keys being dropped (fence): kept out of memory until then
+	epoch   uint64               // resets so far (a pong from before one renews nothing)
 }
 
 type hotEntry struct {
@@ -98,6 +109,9 @@ const (
 	hotFlush  = 100 * time.Millisecond
 	hotMargin = 100 * time.Millisecond // an entry ends this much before its record
 	hotMaxAge = time.Minute
+	// hotBlock: a key being dropped stays out of memory at most this long
+	// when the drop's own message never comes; far past any store call.
+	hotBlock = 30 * time.Second
 )
 
 var (
@@ -111,7 +125,7 @@ var (
 func newHotAnswers(s *Redis, max int) *hotAnswers {
 	h := &hotAnswers{
 		s: s, id: newToken(), max: max, room: int64(max) * hotEntryBytes, lease: hotLease, base: time.Now(),
-		m: make(map[string]*hotEntry), pending: make(map[string]hotCount),
+		m: make(map[string]*hotEntry), pending: make(map[string]hotCount), blocked: make(map[string]time.Time),
 	}
 	h.ctx, h.stop = context.WithCancel(context.Background())
 	return h
@@ -135,11 +149,17 @@ func (h *hotAnswers) now() int64 { return int64(time.Since(h.base)) }
 // leased: may entries be served now?
 func (h *hotAnswers) leased() bool { return h.now() < h.until.Load() }
 
-// begin is called before a claim goes to Redis: the generation to hand to
+// hotTicket is what keep needs to know of a claim: the generation when
+// it was sent, and when (the script ran after that).
+type hotTicket struct {
+	gen  uint64
+	sent time.Time
+}
+
+// begin is called before a claim goes to Redis: the ticket to hand to
 // keep, or ok false when no reply of this claim may be kept.
-func (h *hotAnswers) begin() (gen uint64, ok bool) {
-	gen = h.gen.Load()
-	return gen, h.leased()
+func (h *hotAnswers) begin() (t hotTicket, ok bool) {
+	return hotTicket{gen: h.gen.Load(), sent: time.Now()}, h.leased()
 }
 
 // claim answers a duplicate from memory: a copy of the record with this
@@ -151,7 +171,7 @@ func (h *hotAnswers) claim(key, fingerprint string) (*Record, bool) {
 	now := time.Now()
 	h.mu.Lock()
 	e := h.m[key]
-	if e == nil || !now.Before(e.expires) ||
+	if e == nil || !now.Before(e.expires) || (len(h.blocked) > 0 && h.isBlocked(key, now)) ||
 		(fingerprint != "" && e.rec.Fingerprint != "" && fingerprint != e.rec.Fingerprint) {
 		// Expired, or a conflict: Redis counts and answers it.
 		if e != nil && !now.Before(e.expires) {
@@ -161,6 +181,7 @@ func (h *hotAnswers) claim(key, fingerprint string) (*Record, bool) {
 		return nil, false
 	}
 	e.hits++
+	h.hits.Add(1)
 	c := h.pending[key]
 	c.first, c.n = e.rec.FirstSeen.UnixMilli(), c.n+1
 	h.pending[key] = c
@@ -174,21 +195,23 @@ func (h *hotAnswers) claim(key, fingerprint string) (*Record, bool) {
 }
 
 // keep remembers an answered record a claim returned, unless an
-// invalidation or reset came since begin returned gen.
-func (h *hotAnswers) keep(key string, rec *Record, gen uint64) {
+// invalidation or reset came since begin returned t.
+func (h *hotAnswers) keep(key string, rec *Record, t hotTicket) {
 	// What was left of the record's ttl when the claim ran, by the
-	// server's clock (the claim set LastSeen to its time).
+	// server's clock (the claim set LastSeen to its time), counted from
+	// when the claim was sent: a reply that came late (a paused server)
+	// must not stretch it.
 	left := min(rec.ExpiresAt.Sub(rec.LastSeen)-hotMargin, hotMaxAge)
 	if left <= 0 || rec.State != StateAnswered {
 		return
 	}
-	e := &hotEntry{rec: rec, expires: time.Now().Add(left), size: entrySize(key, rec)}
+	e := &hotEntry{rec: rec, expires: t.sent.Add(left), size: entrySize(key, rec)}
 	if e.size > h.room/8 {
 		return // one answer would crowd out the others
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.gen.Load() != gen || !h.leased() {
+	if h.gen.Load() != t.gen || !h.leased() || h.isBlocked(key, time.Now()) {
 		return
 	}
 	if old, ok := h.m[key]; ok {
@@ -210,14 +233,42 @@ func (h *hotAnswers) remove(key string, e *hotEntry) {
 	h.bytes -= e.size
 }
 
-// drop forgets key, and any claim reply under way.
-func (h *hotAnswers) drop(key string) {
+// block forgets key, and any claim reply under way, and keeps it out of
+// memory until unblock, or hotBlock if that never comes (the script that
+// was to drop the answer never ran, or its message was lost).
+func (h *hotAnswers) block(key string) {
 	h.mu.Lock()
 	h.gen.Add(1)
 	if e, ok := h.m[key]; ok {
 		h.remove(key, e)
 	}
+	if len(h.blocked) >= 4*h.max { // a flood of purges: start afresh
+		clear(h.blocked)
+	}
+	h.blocked[key] = time.Now().Add(hotBlock)
 	h.mu.Unlock()
+}
+
+// unblock forgets key again (its answer was dropped just now: a reply
+// from before must not be kept) and lets it back into memory.
+func (h *hotAnswers) unblock(key string) {
+	h.mu.Lock()
+	h.gen.Add(1)
+	if e, ok := h.m[key]; ok {
+		h.remove(key, e)
+	}
+	delete(h.blocked, key)
+	h.mu.Unlock()
+}
+
+// isBlocked: is key kept out of memory? Under mu.
+func (h *hotAnswers) isBlocked(key string, now time.Time) bool {
+	until, ok := h.blocked[key]
+	if ok && !now.Before(until) {
+		delete(h.blocked, key)
+		return false
+	}
+	return ok
 }
 
 // reset forgets everything and ends the lease: invalidations may have
@@ -392,27 +443,30 @@ func isSent(err error) bool {
 	return !errors.Is(err, redis.ErrPoolTimeout) && !errors.Is(err, redis.ErrClosed)
 }
 
-// hotMessage is an invalidation of key for the settling script to
-// publish (delete.lua, reopen.lua): in the same script, so no change of an
-// answered record goes unannounced.
-func (s *Redis) hotMessage(key string) (channel, msg, nonce string) {
-	nonce = newToken()
-	return s.hotChannel(), nonce + "\n" + key, nonce
-}
-
-// invalidated is called once a script has changed key's answered record
-// and published nonce's invalidation: it returns once every live instance
-// with hot answers has dropped key, or a lease has passed (by then one
-// that has not said so cannot replay from memory: see hotAnswers).
-func (s *Redis) invalidated(ctx context.Context, key, nonce string) {
+// fence runs before a script that drops key's answer (delete.lua,
+// reopen.lua): it blocks key on every live instance with hot answers —
+// each drops it and stops keeping and replaying it from memory — and
+// returns once each has said so, or a lease has passed (by then one that
+// has not cannot replay from memory: see hotAnswers). The script then
+// publishes done (the returned message) in itself, which unblocks key
+// wherever it arrives. Blocking first matters: once the script has run,
+// any reader of Redis sees the answer gone, and no instance may replay it
+// after that. An error means nothing was blocked: do not drop the answer.
+func (s *Redis) fence(ctx context.Context, key string) (channel, done string, err error) {
+	nonce := newToken()
 	start := time.Now()
 	if s.hot != nil {
-		s.hot.drop(key)
+		s.hot.block(key)
 	}
-	// Its own bound: a purge that returned early could leave an answer
-	// replayed elsewhere.
+	// Its own bound, not the caller's: the wait is part of the drop.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), hotLease+time.Second)
 	defer cancel()
+	if err := s.c.Publish(ctx, s.hotChannel(), "b\n"+nonce+"\n"+key).Err(); err != nil {
+		return "", "", s.wrap("fence", err)
+	}
+	done = "d\n" + nonce + "\n" + key
+	// Read after the publish: an instance that joins later renews its
+	// lease after it has seen the block.
 	live, err := hotLiveScript.Run(ctx, s.c, []string{s.hotLiveKey()}, ms(hotLease+time.Second)).StringSlice()
 	if err != nil {
 		live = []string{""} // unknown: wait the lease out
@@ -421,35 +475,41 @@ func (s *Redis) invalidated(ctx context.Context, key, nonce string) {
 		live = slices.DeleteFunc(live, func(id string) bool { return id == s.hot.id })
 	}
 	if len(live) == 0 {
-		return
+		return s.hotChannel(), done, nil
 	}
 	ackKey := s.hotAckKey(nonce)
 	defer s.c.Del(ctx, ackKey)
 	for wait := 500 * time.Microsecond; ; wait = min(2*wait, 20*time.Millisecond) {
 		acked, err := s.c.SMembers(ctx, ackKey).Result()
 		if err == nil && !slices.ContainsFunc(live, func(id string) bool { return !slices.Contains(acked, id) }) {
-			return
+			break
 		}
 		left := hotLease - time.Since(start)
 		if left <= 0 {
-			return
+			break
 		}
 		select {
 		case <-ctx.Done():
-			return
+			return "", "", s.wrap("fence", ctx.Err())
 		case <-time.After(min(wait, left)):
 		}
 	}
+	return s.hotChannel(), done, nil
 }
 
-// dropHot handles an invalidation from the pub/sub connection: drop, then
-// say so.
-func (s *Redis) dropHot(payload string) {
-	nonce, key, ok := strings.Cut(payload, "\n")
+// hotMessage handles a message on the hot answers' channel: "b" blocks the
+// key and says so (fence), "d" unblocks it. Both drop it.
+func (s *Redis) hotMessage(payload string) {
+	kind, rest, _ := strings.Cut(payload, "\n")
+	nonce, key, ok := strings.Cut(rest, "\n")
 	if !ok || s.hot == nil {
 		return
 	}
-	s.hot.drop(key)
+	if kind != "b" {
+		s.hot.unblock(key)
+		return
+	}
+	s.hot.block(key)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), hotLease)
 		defer cancel()

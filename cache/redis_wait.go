@@ -128,7 +128,7 @@ func (s *Redis) receive(ps *redis.PubSub, done chan struct{}) {
 		switch m := msg.(type) {
 		case *redis.Message:
 			if m.Channel == s.hotChannel() {
-				s.dropHot(m.Payload)
+				s.hotMessage(m.Payload)
 				continue
 			}
 			s.psMu.Lock()

@@ -1,11 +1,12 @@
 -- Reopen an answered key (a forced redelivery): the answer goes, the key is
 -- free (state failed: the next claim wins) and the history stays for at
 -- least ttl. KEYS: the key's hash, notification, attempts. ARGV: ttl (ms),
--- changed (ms), the hot answers' channel and invalidation (see
--- redis_hot.go), then the index's (see index). Returns false when the key
--- has no answered record.
+-- changed (ms), the hot answers' channel and the fence's done message (see
+-- redis_hot.go; published whatever the outcome), then the index's (see
+-- index). Returns false when the key has no answered record.
 local h, nk, ak = KEYS[1], KEYS[2], KEYS[3]
 index(5)
+redis.call('PUBLISH', ARGV[3], ARGV[4])
 if redis.call('HGET', h, 'state') ~= 'answered' then
   return false
 end
@@ -16,6 +17,4 @@ redis.call('HSET', h, 'state', 'failed', 'expires', string.format('%d', now_ms()
   'changed', ARGV[2], 'body_cached', '0')
 redis.call('HDEL', h, 'status', 'headers', 'body')
 keep_for(h, nk, ak, keep)
--- In the same script: no instance keeps replaying the dropped answer.
-redis.call('PUBLISH', ARGV[3], ARGV[4])
 return 1
