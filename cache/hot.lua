@@ -20,16 +20,23 @@ local function count()
   return 1
 end
 
--- beat: an instance's heartbeat in the registry. KEYS[1]: the registry.
--- ARGV: the instance's id, how long an entry counts (ms); older ones go.
+-- beat: an instance's heartbeat in the registry, and its lease's ping on
+-- the channel. KEYS[1]: the registry. ARGV: the instance's id, how long an
+-- entry counts (ms; older ones go), the channel, the ping. The ping goes
+-- out from the registry's server, as every block does (fence), so each
+-- instance gets both in the order they were published, even through a
+-- replica or another Cluster node.
 local function beat()
   local now = now_ms()
   redis.call('ZADD', KEYS[1], now, ARGV[1])
   redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - 60 * tonumber(ARGV[2]))
+  redis.call('PUBLISH', ARGV[3], ARGV[4])
   return 1
 end
 
--- live: the instances whose heartbeat is newer than ARGV[1] ms.
-local function live()
-  return redis.call('ZRANGEBYSCORE', KEYS[1], now_ms() - tonumber(ARGV[1]), '+inf')
+-- fence: publish a block, then name the instances whose heartbeat is newer
+-- than ARGV[3] ms. KEYS[1]: the registry. ARGV: the channel, the block.
+local function fence()
+  redis.call('PUBLISH', ARGV[1], ARGV[2])
+  return redis.call('ZRANGEBYSCORE', KEYS[1], now_ms() - tonumber(ARGV[3]), '+inf')
 end

@@ -175,6 +175,37 @@ func TestLinearizableRedisHotPause(t *testing.T) {
 	})
 }
 
+// A Sentinel failover with WAIT 1 and hot answers: the instances' pub/sub
+// connections may still be on the old master, now a replica, while blocks
+// and the leases' pings are published on the new one.
+func TestLinearizableSentinelFailoverHot(t *testing.T) {
+	t.Parallel()
+	linRounds(t, func(t *testing.T) {
+		ls := startLinSentinel(t)
+		stores := linRedisPairWith(t, ls.client, RedisOptions{WaitReplicas: 1, HotAnswers: 100})
+		for _, s := range stores {
+			eventually(t, "the lease starts", s.(*Redis).hot.leased)
+		}
+		hits := hotHits(stores)
+		st := linExpect(t, "sentinel failover hot (WAIT 1)", linRun{stores: stores, keys: linKeys, dur: 2 * time.Second,
+			pace: time.Millisecond, fault: func() {
+				newMaster := redistest.Failover(t, ls.sentinel, linMasterName, ls.master.Addr())
+				c := redis.NewClient(&redis.Options{Addr: ls.master.Addr()})
+				host, port, _ := net.SplitHostPort(newMaster)
+				if err := c.ReplicaOf(context.Background(), host, port).Err(); err != nil {
+					t.Errorf("REPLICAOF on the old master: %v", err)
+				}
+				c.Close()
+				waitLinReplica(t, ls.master.Addr())
+			}}, porcupine.Ok)
+		n := hotHits(stores) - hits
+		t.Logf("claims answered from memory: %d", n)
+		if n == 0 || st.unknown == 0 {
+			t.Errorf("the history exercised too little: %d from memory; %s", n, st)
+		}
+	})
+}
+
 // hotHits is how many claims the stores answered from memory so far.
 func hotHits(stores []Store) int64 {
 	var n int64

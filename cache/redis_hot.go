@@ -70,10 +70,11 @@ type hotAnswers struct {
 
 	mu      sync.Mutex
 	m       map[string]*hotEntry
-	bytes   int64                // held by m's entries (hotEntry.size)
-	pending map[string]hotCount  // copies replayed here, not yet counted in Redis
-	blocked map[string]time.Time // keys being dropped (fence): kept out of memory until then
-	epoch   uint64               // resets so far (a pong from before one renews nothing)
+	bytes   int64                    // held by m's entries (hotEntry.size)
+	pending map[string]hotCount      // copies replayed here, not yet counted in Redis
+	blocked map[string]time.Time     // keys being dropped (fence): kept out of memory until then
+	pings   map[string]chan struct{} // the lease's pings under way, by payload
+	epoch   uint64                   // resets so far (a pong from before one renews nothing)
 }
 
 type hotEntry struct {
@@ -118,7 +119,7 @@ var (
 	//go:embed hot.lua
 	hotLua         string
 	hotCountScript = redis.NewScript(hotLua + "\nreturn count()")
-	hotLiveScript  = redis.NewScript(hotLua + "\nreturn live()")
+	hotFenceScript = redis.NewScript(hotLua + "\nreturn fence()")
 	hotBeatScript  = redis.NewScript(hotLua + "\nreturn beat()")
 )
 
@@ -126,6 +127,7 @@ func newHotAnswers(s *Redis, max int) *hotAnswers {
 	h := &hotAnswers{
 		s: s, id: newToken(), max: max, room: int64(max) * hotEntryBytes, lease: hotLease, base: time.Now(),
 		m: make(map[string]*hotEntry), pending: make(map[string]hotCount), blocked: make(map[string]time.Time),
+		pings: make(map[string]chan struct{}),
 	}
 	h.ctx, h.stop = context.WithCancel(context.Background())
 	return h
@@ -303,26 +305,46 @@ func (h *hotAnswers) loop() {
 	}
 }
 
-// renew extends the lease: a heartbeat in the registry, then a PING on the
-// pub/sub connection, both sent after sent; the lease runs a lease from
-// sent.
+// renew extends the lease: a heartbeat in the registry that publishes a
+// ping, sent after sent; once the ping has come back on the pub/sub
+// connection, the lease runs a lease from sent.
 func (h *hotAnswers) renew() {
 	sent := h.now()
+	ping := "p\n" + h.id + "\n" + newToken()
+	back := make(chan struct{})
 	h.mu.Lock()
 	epoch := h.epoch
+	h.pings[ping] = back
 	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		delete(h.pings, ping)
+		h.mu.Unlock()
+	}()
 	ctx, cancel := context.WithTimeout(h.ctx, h.lease/2)
 	defer cancel()
-	err := hotBeatScript.Run(ctx, h.s.c, []string{h.s.hotLiveKey()}, h.id, ms(h.lease)).Err()
-	if err == nil {
-		err = h.s.ping(ctx)
-	}
+	err := hotBeatScript.Run(ctx, h.s.c, []string{h.s.hotLiveKey()}, h.id, ms(h.lease), h.s.hotChannel(), ping).Err()
 	if err != nil {
 		return // the lease runs out by itself
+	}
+	select {
+	case <-back:
+	case <-ctx.Done():
+		return
 	}
 	h.mu.Lock()
 	if h.epoch == epoch {
 		h.until.Store(sent + int64(h.lease))
+	}
+	h.mu.Unlock()
+}
+
+// pong takes a lease's ping back from the pub/sub connection.
+func (h *hotAnswers) pong(ping string) {
+	h.mu.Lock()
+	if c, ok := h.pings[ping]; ok {
+		close(c)
+		delete(h.pings, ping)
 	}
 	h.mu.Unlock()
 }
@@ -461,16 +483,16 @@ func (s *Redis) fence(ctx context.Context, key string) (channel, done string, er
 	// Its own bound, not the caller's: the wait is part of the drop.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), hotLease+time.Second)
 	defer cancel()
-	if err := s.c.Publish(ctx, s.hotChannel(), "b\n"+nonce+"\n"+key).Err(); err != nil {
+	// The registry is read after the publish, in the same script: an
+	// instance that joins later renews its lease after it has seen the
+	// block. The block goes out from the registry's server, as the
+	// lease's pings do (see beat in hot.lua).
+	live, err := hotFenceScript.Run(ctx, s.c, []string{s.hotLiveKey()},
+		s.hotChannel(), "b\n"+nonce+"\n"+key, ms(hotLease+time.Second)).StringSlice()
+	if err != nil {
 		return "", "", s.wrap("fence", err)
 	}
 	done = "d\n" + nonce + "\n" + key
-	// Read after the publish: an instance that joins later renews its
-	// lease after it has seen the block.
-	live, err := hotLiveScript.Run(ctx, s.c, []string{s.hotLiveKey()}, ms(hotLease+time.Second)).StringSlice()
-	if err != nil {
-		live = []string{""} // unknown: wait the lease out
-	}
 	if s.hot != nil {
 		live = slices.DeleteFunc(live, func(id string) bool { return id == s.hot.id })
 	}
@@ -505,6 +527,10 @@ func (s *Redis) hotMessage(payload string) {
 	if !ok || s.hot == nil {
 		return
 	}
+	if kind == "p" {
+		s.hot.pong(payload)
+		return
+	}
 	if kind != "b" {
 		s.hot.unblock(key)
 		return
@@ -518,32 +544,4 @@ func (s *Redis) hotMessage(payload string) {
 		p.PExpire(ctx, s.hotAckKey(nonce), 2*hotLease)
 		_, _ = p.Exec(ctx)
 	}()
-}
-
-// ping sends a PING on the pub/sub connection and waits for its pong.
-func (s *Redis) ping(ctx context.Context) error {
-	payload := newToken()
-	pong := make(chan struct{})
-	s.psMu.Lock()
-	if s.closed.Load() {
-		s.psMu.Unlock()
-		return ErrClosed
-	}
-	s.startPubSub(ctx)
-	s.pongs[payload] = pong
-	err := s.ps.Ping(ctx, payload)
-	s.psMu.Unlock()
-	if err == nil {
-		select {
-		case <-pong:
-		case <-ctx.Done():
-			err = ctx.Err()
-		}
-	}
-	if err != nil {
-		s.psMu.Lock()
-		delete(s.pongs, payload)
-		s.psMu.Unlock()
-	}
-	return err
 }

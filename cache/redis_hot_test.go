@@ -198,7 +198,7 @@ func TestHotAnswersFence(t *testing.T) {
 		t.Fatalf("a purge with every instance answering took %v", d)
 	}
 	// A ghost: registered, never answering.
-	if err := hotBeatScript.Run(ctxT(t), b.c, []string{b.hotLiveKey()}, "ghost", ms(hotLease)).Err(); err != nil {
+	if err := hotBeatScript.Run(ctxT(t), b.c, []string{b.hotLiveKey()}, "ghost", ms(hotLease), "nowhere", "").Err(); err != nil {
 		t.Fatal(err)
 	}
 	answered(t, a, "k", longTTL)
