@@ -165,9 +165,26 @@ func (h *Handler) provisionDeliver() error {
 		return fmt.Errorf("deliver async: the %s store holds no delivery queue", h.storeConf.Type)
 	}
 	ds.queue = q.Queue()
+	if v, ok := engines.Load(h.scope()); ok {
+		// Routes of one scope share its queue: in one config they must
+		// deliver it alike, or each delivery goes wherever a worker of
+		// either route happens to take it. (A reload's route may differ
+		// from the one it replaces, whose engine stops.)
+		if o := v.(*engine); o.h.ctx.Context == h.ctx.Context && !o.ds.alike(ds) {
+			return fmt.Errorf("deliver async: scope %q is already delivered by another route of this config, to %s "+
+				"(concurrency %d, rate %d/s): routes of one scope share its queue, so they must deliver it alike; "+
+				"give this route a `scope` of its own, or the same `to`, `concurrency` and `rate`",
+				h.scope(), o.ds.to, o.ds.concurrency, o.ds.rate)
+		}
+	}
 	h.dlv = ds
 	ds.engine = newEngine(h, ds)
 	return nil
+}
+
+// alike: do ds and o deliver a queue the same way?
+func (ds *deliveryState) alike(o *deliveryState) bool {
+	return ds.to.String() == o.to.String() && ds.concurrency == o.concurrency && ds.rate == o.rate
 }
 
 // guessContentType names an ack body's type: XML, JSON or text.

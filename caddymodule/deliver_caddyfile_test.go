@@ -181,3 +181,44 @@ func mustURL(t *testing.T, s string) *url.URL {
 	}
 	return u
 }
+
+// TestDeliverScopeShared: two async routes of one scope in one config share
+// its queue, so a config where they deliver it differently is refused; the
+// same routes delivering alike load, and a reload may change the one route
+// of a scope.
+func TestDeliverScopeShared(t *testing.T) {
+	route := func(path, to string) string {
+		return `
+	handle ` + path + ` {
+		idempotency {
+			key {idempotency.form.id}
+			scope shared
+			store memory
+			deliver async {
+				to ` + to + `
+				ack 200 ok
+			}
+		}
+	}`
+	}
+	port := freePort(t)
+	config := func(routes ...string) []byte {
+		cf := "{\n\tadmin off\n\tauto_https off\n}\nhttp://127.0.0.1:" + itoa(port) + " {" + strings.Join(routes, "") + "\n}\n"
+		cfgJSON, _, err := caddyfileAdapter().Adapt([]byte(cf), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfgJSON
+	}
+	t.Cleanup(func() { caddy.Stop() })
+	err := caddy.Load(config(route("/a", "http://127.0.0.1:9001"), route("/b", "http://127.0.0.1:9002")), true)
+	if err == nil || !strings.Contains(err.Error(), `scope "shared" is already delivered by another route of this config`) {
+		t.Fatalf("two routes of one scope delivering to two backends: %v", err)
+	}
+	if err := caddy.Load(config(route("/a", "http://127.0.0.1:9001"), route("/b", "http://127.0.0.1:9001")), true); err != nil {
+		t.Fatalf("two routes of one scope delivering alike: %v", err)
+	}
+	if err := caddy.Load(config(route("/a", "http://127.0.0.1:9002")), true); err != nil {
+		t.Fatalf("a reload that moves the scope's one route to another backend: %v", err)
+	}
+}
