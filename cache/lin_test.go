@@ -138,11 +138,7 @@ func TestLinearizableRedisHot(t *testing.T) {
 	t.Parallel()
 	linRounds(t, func(t *testing.T) {
 		srv := redistest.Start(t)
-		stores := linRedisPairWith(t, func() redis.UniversalClient { return redis.NewClient(linClientOpts(srv.Addr())) },
-			RedisOptions{HotAnswers: 100})
-		for _, s := range stores {
-			eventually(t, "the lease starts", s.(*Redis).hot.leased)
-		}
+		stores := linHotPair(t, func() redis.UniversalClient { return redis.NewClient(linClientOpts(srv.Addr())) }, 0)
 		hits := hotHits(stores)
 		linExpect(t, "redis hot", linRun{stores: stores, keys: linKeys, dur: 2 * time.Second,
 			pace: time.Millisecond, tail: time.Millisecond}, porcupine.Ok)
@@ -158,11 +154,7 @@ func TestLinearizableRedisHotPause(t *testing.T) {
 	t.Parallel()
 	linRounds(t, func(t *testing.T) {
 		srv := redistest.Start(t)
-		stores := linRedisPairWith(t, func() redis.UniversalClient { return redis.NewClient(linClientOpts(srv.Addr())) },
-			RedisOptions{HotAnswers: 100})
-		for _, s := range stores {
-			eventually(t, "the lease starts", s.(*Redis).hot.leased)
-		}
+		stores := linHotPair(t, func() redis.UniversalClient { return redis.NewClient(linClientOpts(srv.Addr())) }, 0)
 		st := linExpect(t, "redis hot pause", linRun{stores: stores, keys: linKeys, dur: 3 * time.Second,
 			pace: time.Millisecond, fault: func() {
 				srv.Pause()
@@ -182,28 +174,25 @@ func TestLinearizableSentinelFailoverHot(t *testing.T) {
 	t.Parallel()
 	linRounds(t, func(t *testing.T) {
 		ls := startLinSentinel(t)
-		stores := linRedisPairWith(t, ls.client, RedisOptions{WaitReplicas: 1, HotAnswers: 100})
-		for _, s := range stores {
-			eventually(t, "the lease starts", s.(*Redis).hot.leased)
-		}
+		stores := linHotPair(t, ls.client, 1)
 		hits := hotHits(stores)
 		st := linExpect(t, "sentinel failover hot (WAIT 1)", linRun{stores: stores, keys: linKeys, dur: 2 * time.Second,
-			pace: time.Millisecond, fault: func() {
-				newMaster := redistest.Failover(t, ls.sentinel, linMasterName, ls.master.Addr())
-				c := redis.NewClient(&redis.Options{Addr: ls.master.Addr()})
-				host, port, _ := net.SplitHostPort(newMaster)
-				if err := c.ReplicaOf(context.Background(), host, port).Err(); err != nil {
-					t.Errorf("REPLICAOF on the old master: %v", err)
-				}
-				c.Close()
-				waitLinReplica(t, ls.master.Addr())
-			}}, porcupine.Ok)
+			pace: time.Millisecond, fault: func() { ls.failover(t, true) }}, porcupine.Ok)
 		n := hotHits(stores) - hits
 		t.Logf("claims answered from memory: %d", n)
 		if n == 0 || st.unknown == 0 {
 			t.Errorf("the history exercised too little: %d from memory; %s", n, st)
 		}
 	})
+}
+
+// linHotPair is linRedisPair with hot answers, once both leases run.
+func linHotPair(t *testing.T, newClient func() redis.UniversalClient, wait int) []Store {
+	stores := linRedisPairWith(t, newClient, RedisOptions{WaitReplicas: wait, HotAnswers: 100})
+	for _, s := range stores {
+		eventually(t, "the lease starts", s.(*Redis).hot.leased)
+	}
+	return stores
 }
 
 // hotHits is how many claims the stores answered from memory so far.
@@ -274,6 +263,23 @@ func (ls linSentinel) client() redis.UniversalClient {
 		ReadTimeout: linReadTimeout, WriteTimeout: linReadTimeout})
 }
 
+// failover fails the master over to the replica, and waits until the old
+// master follows the new one: from then on WAIT 1 is satisfied again.
+// Sentinel makes it a replica itself within ~15s (its INFO period); with
+// rejoin the test does it at once.
+func (ls linSentinel) failover(t *testing.T, rejoin bool) {
+	newMaster := redistest.Failover(t, ls.sentinel, linMasterName, ls.master.Addr())
+	if rejoin {
+		c := redis.NewClient(&redis.Options{Addr: ls.master.Addr()})
+		host, port, _ := net.SplitHostPort(newMaster)
+		if err := c.ReplicaOf(context.Background(), host, port).Err(); err != nil {
+			t.Errorf("REPLICAOF on the old master: %v", err)
+		}
+		c.Close()
+	}
+	waitLinReplica(t, ls.master.Addr())
+}
+
 // waitLinReplica waits until the server at addr is an in-sync replica.
 func waitLinReplica(t *testing.T, addr string) {
 	t.Helper()
@@ -308,23 +314,9 @@ func TestLinearizableSentinelFailover(t *testing.T) {
 			ls := startLinSentinel(t)
 			stores := linRedisPair(t, ls.client, wait)
 			r := linRun{stores: stores, keys: linKeys, dur: 2 * time.Second, pace: time.Millisecond,
-				fault: func() {
-					newMaster := redistest.Failover(t, ls.sentinel, linMasterName, ls.master.Addr())
-					// The old master comes back as the new one's replica:
-					// from then on WAIT 1 is satisfied again. Sentinel does
-					// that itself within ~15s (its INFO period), which soak
-					// runs wait for every other round, the old master
-					// taking writes all along; CI rounds do it at once.
-					if round%2 == 0 {
-						c := redis.NewClient(&redis.Options{Addr: ls.master.Addr()})
-						host, port, _ := net.SplitHostPort(newMaster)
-						if err := c.ReplicaOf(context.Background(), host, port).Err(); err != nil {
-							t.Errorf("REPLICAOF on the old master: %v", err)
-						}
-						c.Close()
-					}
-					waitLinReplica(t, ls.master.Addr())
-				}}
+				// Soak runs let Sentinel bring the old master back every
+				// other round, the old master taking writes all along.
+				fault: func() { ls.failover(t, round%2 == 0) }}
 			h, st := r.record(t)
 			return h, st, r
 		}
