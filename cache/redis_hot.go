@@ -64,17 +64,19 @@ type hotAnswers struct {
 	stop  context.CancelFunc
 	wg    sync.WaitGroup
 
-	gen   atomic.Uint64 // bumped by every invalidation and reset
+	gen   atomic.Uint64 // bumped by every block, unblock and reset
 	hits  atomic.Int64  // claims answered from memory
 	until atomic.Int64  // the lease: entries serve until base+until
 
 	mu      sync.Mutex
 	m       map[string]*hotEntry
-	bytes   int64                    // held by m's entries (hotEntry.size)
-	pending map[string]hotCount      // copies replayed here, not yet counted in Redis
-	blocked map[string]time.Time     // keys being dropped (fence): kept out of memory until then
-	pings   map[string]chan struct{} // the lease's pings under way, by payload
-	epoch   uint64                   // resets so far (a pong from before one renews nothing)
+	bytes   int64                           // held by m's entries (hotEntry.size)
+	pending map[string]hotCount             // copies replayed here, not yet counted in Redis
+	blocked map[string]map[string]time.Time // keys being dropped: the fences (nonce → until) keeping them out of memory
+	nblocks int                             // fences in blocked
+	floodTo time.Time                       // too many fences at once: nothing kept or replayed until then
+	pings   map[string]chan struct{}        // the lease's pings under way, by payload
+	epoch   uint64                          // resets so far (a pong from before one renews nothing)
 }
 
 type hotEntry struct {
@@ -126,7 +128,7 @@ var (
 func newHotAnswers(s *Redis, max int) *hotAnswers {
 	h := &hotAnswers{
 		s: s, id: newToken(), max: max, room: int64(max) * hotEntryBytes, lease: hotLease, base: time.Now(),
-		m: make(map[string]*hotEntry), pending: make(map[string]hotCount), blocked: make(map[string]time.Time),
+		m: make(map[string]*hotEntry), pending: make(map[string]hotCount), blocked: make(map[string]map[string]time.Time),
 		pings: make(map[string]chan struct{}),
 	}
 	h.ctx, h.stop = context.WithCancel(context.Background())
@@ -173,7 +175,7 @@ func (h *hotAnswers) claim(key, fingerprint string) (*Record, bool) {
 	now := time.Now()
 	h.mu.Lock()
 	e := h.m[key]
-	if e == nil || !now.Before(e.expires) || (len(h.blocked) > 0 && h.isBlocked(key, now)) ||
+	if e == nil || !now.Before(e.expires) || h.isBlocked(key, now) ||
 		(fingerprint != "" && e.rec.Fingerprint != "" && fingerprint != e.rec.Fingerprint) {
 		// Expired, or a conflict: Redis counts and answers it.
 		if e != nil && !now.Before(e.expires) {
@@ -236,41 +238,85 @@ func (h *hotAnswers) remove(key string, e *hotEntry) {
 }
 
 // block forgets key, and any claim reply under way, and keeps it out of
-// memory until unblock, or hotBlock if that never comes (the script that
-// was to drop the answer never ran, or its message was lost).
-func (h *hotAnswers) block(key string) {
+// memory until the fence nonce unblocks it, or for hotBlock if that never
+// comes (the script that was to drop the answer never ran, or its message
+// was lost). Two fences of one key each hold it.
+func (h *hotAnswers) block(key, nonce string) {
+	now := time.Now()
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	h.gen.Add(1)
 	if e, ok := h.m[key]; ok {
 		h.remove(key, e)
 	}
-	if len(h.blocked) >= 4*h.max { // a flood of purges: start afresh
+	if h.nblocks >= 4*h.max {
+		// A flood of purges: rather than track them all, keep and
+		// replay nothing for as long as the newest could hold its key.
+		h.floodTo = now.Add(hotBlock)
 		clear(h.blocked)
+		clear(h.m)
+		h.nblocks, h.bytes = 0, 0
+		return
 	}
-	h.blocked[key] = time.Now().Add(hotBlock)
-	h.mu.Unlock()
+	fences := h.blocked[key]
+	if fences == nil {
+		fences = make(map[string]time.Time, 1)
+		h.blocked[key] = fences
+	}
+	if _, ok := fences[nonce]; !ok {
+		h.nblocks++
+	}
+	fences[nonce] = now.Add(hotBlock)
 }
 
-// unblock forgets key again (its answer was dropped just now: a reply
-// from before must not be kept) and lets it back into memory.
-func (h *hotAnswers) unblock(key string) {
+// unblock ends the fence nonce on key: its script has dropped the answer
+// just now, so key is forgotten again (a reply from before must not be
+// kept), and it may come back into memory once no other fence holds it.
+func (h *hotAnswers) unblock(key, nonce string) {
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	h.gen.Add(1)
 	if e, ok := h.m[key]; ok {
 		h.remove(key, e)
 	}
-	delete(h.blocked, key)
-	h.mu.Unlock()
+	if fences := h.blocked[key]; fences != nil {
+		if _, ok := fences[nonce]; ok {
+			delete(fences, nonce)
+			h.nblocks--
+		}
+		if len(fences) == 0 {
+			delete(h.blocked, key)
+		}
+	}
 }
 
 // isBlocked: is key kept out of memory? Under mu.
 func (h *hotAnswers) isBlocked(key string, now time.Time) bool {
-	until, ok := h.blocked[key]
-	if ok && !now.Before(until) {
+	if now.Before(h.floodTo) {
+		return true
+	}
+	fences := h.blocked[key]
+	for nonce, until := range fences {
+		if !now.Before(until) {
+			delete(fences, nonce)
+			h.nblocks--
+		}
+	}
+	if len(fences) == 0 {
 		delete(h.blocked, key)
 		return false
 	}
-	return ok
+	return true
+}
+
+// prune forgets the fences that ran out on keys nobody asked for since.
+func (h *hotAnswers) prune() {
+	now := time.Now()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for key := range h.blocked {
+		h.isBlocked(key, now)
+	}
 }
 
 // reset forgets everything and ends the lease: invalidations may have
@@ -301,6 +347,7 @@ func (h *hotAnswers) loop() {
 			h.renew()
 		case <-flush.C:
 			h.flush(context.Background())
+			h.prune()
 		}
 	}
 }
@@ -478,7 +525,7 @@ func (s *Redis) fence(ctx context.Context, key string) (channel, done string, er
 	nonce := newToken()
 	start := time.Now()
 	if s.hot != nil {
-		s.hot.block(key)
+		s.hot.block(key, nonce)
 	}
 	// Its own bound, not the caller's: the wait is part of the drop.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), hotLease+time.Second)
@@ -527,15 +574,18 @@ func (s *Redis) hotMessage(payload string) {
 	if !ok || s.hot == nil {
 		return
 	}
-	if kind == "p" {
+	switch kind {
+	case "p":
 		s.hot.pong(payload)
 		return
-	}
-	if kind != "b" {
-		s.hot.unblock(key)
+	case "d":
+		s.hot.unblock(key, nonce)
+		return
+	case "b":
+	default:
 		return
 	}
-	s.hot.block(key)
+	s.hot.block(key, nonce)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), hotLease)
 		defer cancel()

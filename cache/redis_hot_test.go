@@ -118,16 +118,19 @@ func TestHotAnswers(t *testing.T) {
 			}
 			claim(t, b, "k", "fp", longTTL, Answered)
 			claim(t, a, "k", "fp", longTTL, Answered) // both keep it
-			claim(t, a, "k", "fp", longTTL, Answered)
+			if r := claim(t, a, "k", "fp", longTTL, Answered); r.Record.Copies != 4 {
+				t.Fatalf("a's replay from memory: %d copies, want 4", r.Record.Copies)
+			}
 
 			// A reopen on b (its own entry) and on a (the other's).
 			if err := b.Reopen(ctxT(t), "k", longTTL); err != nil {
 				t.Fatal(err)
 			}
 			claim(t, a, "k", "fp", longTTL, Won)
-			if r := lookup(t, b, "k"); r.Copies != 4 {
-				t.Fatalf("after purge and reopen: %d copies, want 4 (the new record's)", r.Copies)
-			}
+			// The new record's copies: b's first and replay, a's replay
+			// from Redis and from memory (counted within a flush), and
+			// a's win after the reopen.
+			eventually(t, "the new record counts 5 copies", func() bool { return lookup(t, b, "k").Copies == 5 })
 		})
 	}
 }
@@ -328,7 +331,7 @@ func TestHotAnswersGeneration(t *testing.T) {
 	if !ok {
 		t.Fatal("no lease")
 	}
-	b.hot.unblock("other") // bumps the generation, as any drop
+	b.hot.unblock("other", "nonce") // bumps the generation, as any drop
 	b.hot.keep("k", rec, ticket)
 	if _, ok := b.hot.claim("k", "fp"); ok {
 		t.Fatal("a reply from before an invalidation was kept")
@@ -395,5 +398,47 @@ func TestHotAnswersCloseLeaves(t *testing.T) {
 	}
 	if d := time.Since(start); d > hotLease/2 {
 		t.Fatalf("a purge waited %v for an instance that closed", d)
+	}
+}
+
+// TestHotAnswersFences: a key two purges are dropping at once stays out of
+// memory until both have run; a flood of purges keeps everything out.
+func TestHotAnswersFences(t *testing.T) {
+	_, b, _ := hotPair(t, false)
+	h := b.hot
+	now := time.Now()
+	rec := &Record{Key: "k", State: StateAnswered, Status: 200, LastSeen: now, ExpiresAt: now.Add(time.Minute)}
+	kept := func(key string) bool {
+		ticket, ok := h.begin()
+		if !ok {
+			t.Fatal("no lease")
+		}
+		h.keep(key, rec, ticket)
+		_, ok = h.claim(key, "")
+		return ok
+	}
+	h.block("k", "one")
+	h.block("k", "two")
+	h.block("k", "two") // its own message, after the purger blocked it
+	h.unblock("k", "one")
+	if kept("k") {
+		t.Fatal("kept while a second purge still holds it")
+	}
+	h.unblock("k", "two")
+	if !kept("k") {
+		t.Fatal("not kept once both purges ran")
+	}
+	h.unblock("k", "never blocked here") // a purge from before this instance joined
+	if h.nblocks != 0 || len(h.blocked) != 0 {
+		t.Fatalf("%d fences left over", h.nblocks)
+	}
+	for i := range 4*h.max + 1 {
+		h.block(fmt.Sprint("flood", i), "n")
+	}
+	if kept("other") {
+		t.Fatal("kept during a flood of purges")
+	}
+	if h.nblocks != 0 || len(h.m) != 0 {
+		t.Fatalf("a flood left %d fences and %d entries", h.nblocks, len(h.m))
 	}
 }
