@@ -87,8 +87,8 @@ type RedisOptions struct {
 	WaitTimeout time.Duration
 	// HotAnswers, above 0, keeps up to that many answered records in the
 	// process, so a duplicate of a key answered recently is replayed with
-	// no round trip to Redis; purges and reopens on any instance drop them
-	// before they return (see hotAnswers).
+	// no round trip to Redis; a purge or reopen on any instance has every
+	// instance drop the key before it drops the answer (see hotAnswers).
 	HotAnswers int
 }
 
@@ -151,7 +151,9 @@ func NewRedis(client redis.UniversalClient, opts RedisOptions) *Redis {
 		s.hot = newHotAnswers(s, opts.HotAnswers) // before the pub/sub loop reads it
 		s.psMu.Lock()
 		s.startPubSub(context.Background())
-		_ = s.ps.Subscribe(context.Background(), s.hotChannel()) // else the lease never starts
+		// On failure the channel is still the connection's: its
+		// reconnect subscribes it, and the lease starts after that.
+		_ = s.ps.Subscribe(context.Background(), s.hotChannel())
 		s.psMu.Unlock()
 		s.hot.start()
 	}

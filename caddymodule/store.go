@@ -60,13 +60,14 @@ type StoreConfig struct {
 	WaitTimeout caddy.Duration `json:"wait_timeout,omitempty"`
 	// ReplayCache is how many answered keys each gateway keeps in memory
 	// to replay their duplicates with no round trip to Redis (a purge or a
-	// reopen on any instance drops them before it returns: see
+	// reopen on any instance has every gateway drop the key first: see
 	// cache.RedisOptions.HotAnswers). 0: the default, 10,000; below 0:
 	// off, every duplicate asks Redis.
 	ReplayCache int `json:"replay_cache,omitempty"`
 }
 
-// defaultReplayCache: 10,000 answers of a few hundred bytes each.
+// defaultReplayCache: 10,000 answers, in at most 20 MiB (2 KiB an entry on
+// average, whatever the answers' sizes).
 const defaultReplayCache = 10_000
 
 func (sc StoreConfig) replayCache() int {
