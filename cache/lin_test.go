@@ -186,6 +186,31 @@ func TestLinearizableSentinelFailoverHot(t *testing.T) {
 	})
 }
 
+// A Cluster failover with WAIT 1 and hot answers: the master that falls
+// is the registry's, the server every block and lease ping is published
+// from; a history's keys live on all three masters.
+func TestLinearizableClusterFailoverHot(t *testing.T) {
+	t.Parallel()
+	linRounds(t, func(t *testing.T) {
+		c := redistest.StartClusterWithReplicas(t, 3, 2*time.Second)
+		stores := linHotPair(t, func() redis.UniversalClient {
+			return redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs, DialTimeout: linReadTimeout,
+				ReadTimeout: linReadTimeout, WriteTimeout: linReadTimeout})
+		}, 1)
+		hits := hotHits(stores)
+		st := linExpect(t, "cluster failover hot (WAIT 1)", linRun{stores: stores, keys: linKeys, dur: 2 * time.Second,
+			pace: time.Millisecond, fault: func() {
+				old, _ := c.KillMasterOf(stores[0].(*Redis).hotLiveKey())
+				c.Rejoin(old)
+			}}, porcupine.Ok)
+		n := hotHits(stores) - hits
+		t.Logf("claims answered from memory: %d", n)
+		if n == 0 || st.unknown == 0 {
+			t.Errorf("the history exercised too little: %d from memory; %s", n, st)
+		}
+	})
+}
+
 // linHotPair is linRedisPair with hot answers, once both leases run.
 func linHotPair(t *testing.T, newClient func() redis.UniversalClient, wait int) []Store {
 	stores := linRedisPairWith(t, newClient, RedisOptions{WaitReplicas: wait, HotAnswers: 100})
