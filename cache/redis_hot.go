@@ -527,8 +527,9 @@ func (s *Redis) fence(ctx context.Context, key string) (channel, done string, er
 	if s.hot != nil {
 		s.hot.block(key, nonce)
 	}
-	// Its own bound, not the caller's: the wait is part of the drop.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), hotLease+time.Second)
+	// The caller's bound too: a fence cut short is an error, and then
+	// nothing is dropped.
+	ctx, cancel := context.WithTimeout(ctx, hotLease+time.Second)
 	defer cancel()
 	// The registry is read after the publish, in the same script: an
 	// instance that joins later renews its lease after it has seen the
