@@ -54,15 +54,16 @@ import (
 //     the same key. Lookup on this instance counts the key's copies first.
 //     Another instance sees them within hotFlush.
 type hotAnswers struct {
-	s     *Redis
-	id    string
-	max   int   // entries
-	room  int64 // bytes: answers are up to max_answer each, most a few bytes
-	lease time.Duration
-	base  time.Time // monotonic origin of until
-	ctx   context.Context
-	stop  context.CancelFunc
-	wg    sync.WaitGroup
+	s       *Redis
+	id      string
+	channel string // s.hotChannel(), named once: receive compares every message with it
+	max     int    // entries
+	room    int64  // bytes: answers are up to max_answer each, most a few bytes
+	lease   time.Duration
+	base    time.Time // monotonic origin of until
+	ctx     context.Context
+	stop    context.CancelFunc
+	wg      sync.WaitGroup
 
 	gen   atomic.Uint64 // bumped by every block, unblock and reset
 	hits  atomic.Int64  // claims answered from memory
@@ -127,7 +128,7 @@ var (
 
 func newHotAnswers(s *Redis, max int) *hotAnswers {
 	h := &hotAnswers{
-		s: s, id: newToken(), max: max, room: int64(max) * hotEntryBytes, lease: hotLease, base: time.Now(),
+		s: s, id: newToken(), channel: s.hotChannel(), max: max, room: int64(max) * hotEntryBytes, lease: hotLease, base: time.Now(),
 		m: make(map[string]*hotEntry), pending: make(map[string]hotCount), blocked: make(map[string]map[string]time.Time),
 		pings: make(map[string]chan struct{}),
 	}

@@ -127,7 +127,7 @@ func (s *Redis) receive(ps *redis.PubSub, done chan struct{}) {
 		backoff = 50 * time.Millisecond
 		switch m := msg.(type) {
 		case *redis.Message:
-			if m.Channel == s.hotChannel() {
+			if s.hot != nil && m.Channel == s.hot.channel {
 				s.hotMessage(m.Payload)
 				continue
 			}
