@@ -1,9 +1,19 @@
 // Package platformtest builds payment notifications signed exactly as each
 // platform signs them, for tests: Alipay, WeChat Pay (API v3 and v2),
-// PayPal, Stripe and Standard Webhooks. The signers follow the platforms'
-// documentation (or their own libraries, for Stripe and Standard Webhooks),
-// independently of the verifying code in keying, which this package must
-// not import: keying's own tests can use it without an import cycle.
+// PayPal, Stripe and Standard Webhooks.
+//
+// The signing logic lives in internal/signer, the production package the
+// CLI uses; this package is a thin testing.TB wrapper over it (a signer's
+// error fails the test), plus what only tests need: generated and fixed
+// keys (Keys, FixedKeys), WriteFile, a test certificate authority (CA) and
+// PayPal's CRC-32 forgery (PayPalForgery). StripeHeader and
+// StandardWebhooksHeader sign with the platforms' own libraries (stripe-go
+// and the Standard Webhooks reference library), not with signer's
+// hand-written versions, so tests check the verifiers against an
+// independent signer.
+//
+// Neither this package nor signer imports keying, the verifying code:
+// keying's own tests can use it without an import cycle.
 //
 // Every signer re-signs on each call, with a fresh timestamp and nonce where
 // the platform has them, the way a platform's retry arrives.
@@ -13,19 +23,14 @@ import (
 	"crypto"
 	"crypto/rand"
 	"crypto/rsa"
-	"crypto/sha1"
-	"crypto/sha256"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/hex"
-	"encoding/pem"
 	"math/big"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/idemgate/idemgate/internal/signer"
 )
 
 var (
@@ -55,47 +60,37 @@ func Keys(t testing.TB) (platform, other *rsa.PrivateKey) {
 	return keyA, keyB
 }
 
-// PublicKeyPEM is k as a PEM "PUBLIC KEY" (PKIX) block, the form Alipay's
-// and WeChat Pay's platform public keys are downloaded in.
+// PublicKeyPEM is signer.PublicKeyPEM: k as a PEM "PUBLIC KEY" (PKIX)
+// block, the form Alipay's and WeChat Pay's platform public keys are
+// downloaded in.
 func PublicKeyPEM(t testing.TB, k *rsa.PublicKey) []byte {
 	t.Helper()
-	der, err := x509.MarshalPKIXPublicKey(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})
+	v, err := signer.PublicKeyPEM(k)
+	check(t, err)
+	return v
 }
 
-// Certificate is a self-signed certificate for k with the given serial
-// number and common name, valid from a day ago for a year, as PEM.
+// Certificate is signer.Certificate: a self-signed certificate for k with
+// the given serial number and common name, valid from a day ago for a
+// year, as PEM.
 func Certificate(t testing.TB, k *rsa.PrivateKey, serial *big.Int, cn string) []byte {
 	t.Helper()
-	now := time.Now()
-	return CertificateValid(t, k, serial, cn, now.Add(-24*time.Hour), now.Add(365*24*time.Hour))
+	v, err := signer.Certificate(k, serial, cn)
+	check(t, err)
+	return v
 }
 
 // CertificateValid is Certificate with an explicit validity period.
 func CertificateValid(t testing.TB, k *rsa.PrivateKey, serial *big.Int, cn string, notBefore, notAfter time.Time) []byte {
 	t.Helper()
-	tmpl := &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: cn},
-		NotBefore:    notBefore,
-		NotAfter:     notAfter,
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	v, err := signer.CertificateValid(k, serial, cn, notBefore, notAfter)
+	check(t, err)
+	return v
 }
 
 // SerialHex is a certificate serial number as WeChat Pay writes it in
-// Wechatpay-Serial: upper-case hex.
-func SerialHex(serial *big.Int) string {
-	return strings.ToUpper(hex.EncodeToString(serial.Bytes()))
-}
+// Wechatpay-Serial: upper-case hex (signer.SerialHex).
+func SerialHex(serial *big.Int) string { return signer.SerialHex(serial) }
 
 // WriteFile writes data to name in a temporary directory that lives as long
 // as t, and returns its path, for Caddyfiles to name (public_key,
@@ -109,35 +104,23 @@ func WriteFile(t testing.TB, name string, data []byte) string {
 	return p
 }
 
-// SignPKCS1 signs msg with SHA256withRSA (crypto.SHA256) or SHA1withRSA
-// (crypto.SHA1), PKCS #1 v1.5.
+// SignPKCS1 is signer.SignPKCS1: msg signed with SHA256withRSA
+// (crypto.SHA256) or SHA1withRSA (crypto.SHA1), PKCS #1 v1.5.
 func SignPKCS1(t testing.TB, k *rsa.PrivateKey, h crypto.Hash, msg []byte) []byte {
 	t.Helper()
-	var digest []byte
-	switch h {
-	case crypto.SHA256:
-		d := sha256.Sum256(msg)
-		digest = d[:]
-	case crypto.SHA1:
-		d := sha1.Sum(msg)
-		digest = d[:]
-	default:
-		t.Fatalf("platformtest: no platform signs with %v", h)
-	}
-	sig, err := rsa.SignPKCS1v15(rand.Reader, k, h, digest)
+	v, err := signer.SignPKCS1(k, h, msg)
+	check(t, err)
+	return v
+}
+
+// Nonce is n random characters from [0-9A-Za-z], as platforms' nonces are
+// (signer.Nonce).
+func Nonce(n int) string { return signer.Nonce(n) }
+
+// check fails t if err, a signer's error, is not nil.
+func check(t testing.TB, err error) {
+	t.Helper()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return sig
-}
-
-// Nonce is n random characters from [0-9A-Za-z], as platforms' nonces are.
-func Nonce(n int) string {
-	const alphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-	b := make([]byte, n)
-	rand.Read(b)
-	for i := range b {
-		b[i] = alphabet[int(b[i])%len(alphabet)]
-	}
-	return string(b)
 }

@@ -1,7 +1,6 @@
 package platformtest
 
 import (
-	"fmt"
 	"net/http"
 	"strconv"
 	"testing"
@@ -9,31 +8,25 @@ import (
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"github.com/stripe/stripe-go/v82/webhook"
+
+	"github.com/idemgate/idemgate/internal/signer"
 )
 
 // StripeEvent is a Stripe event shaped as Stripe's API reference shows one,
-// created now.
+// created now (signer.StripeEvent).
 func StripeEvent(id, eventType, objectID string, amount int) []byte {
-	return StripeEventAt(id, eventType, objectID, amount, time.Now())
+	return signer.StripeEvent(id, eventType, objectID, amount)
 }
 
 // StripeEventAt is StripeEvent created at the given time.
 func StripeEventAt(id, eventType, objectID string, amount int, created time.Time) []byte {
-	return []byte(fmt.Sprintf(`{
-  "id": %q,
-  "object": "event",
-  "api_version": "2025-03-31.basil",
-  "created": %d,
-  "data": {"object": {"id": %q, "object": "payment_intent", "amount": %d, "currency": "usd", "status": "succeeded"}},
-  "livemode": false,
-  "pending_webhooks": 1,
-  "request": {"id": null, "idempotency_key": null},
-  "type": %q
-}`, id, created.Unix(), objectID, amount, eventType))
+	return signer.StripeEventAt(id, eventType, objectID, amount, created)
 }
 
 // StripeHeader signs body at ts with the endpoint's whsec_… secret, using
-// stripe-go's own test signer: Stripe-Signature "t=…,v1=…".
+// stripe-go's own test signer: Stripe-Signature "t=…,v1=…". (signer's
+// StripeHeader is a hand-written one, for the CLI; this one stays with
+// Stripe's library so that tests check the verifier independently.)
 func StripeHeader(body []byte, secret string, ts time.Time) http.Header {
 	sp := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: body, Secret: secret, Timestamp: ts})
 	return http.Header{"Stripe-Signature": {sp.Header}, "Content-Type": {"application/json"}}
@@ -41,7 +34,9 @@ func StripeHeader(body []byte, secret string, ts time.Time) http.Header {
 
 // StandardWebhooksHeader signs body for message id at ts with a whsec_…
 // secret, using the Standard Webhooks reference library: webhook-id,
-// webhook-timestamp, webhook-signature.
+// webhook-timestamp, webhook-signature. (signer's StandardWebhooksHeader is
+// a hand-written one, for the CLI; this one stays with the reference
+// library so that tests check the verifier independently.)
 func StandardWebhooksHeader(t testing.TB, secret, id string, ts time.Time, body []byte) http.Header {
 	t.Helper()
 	wh, err := standardwebhooks.NewWebhook(secret)

@@ -1,62 +1,32 @@
 package platformtest
 
 import (
-	"crypto"
-	"crypto/aes"
-	"crypto/cipher"
-	"crypto/rsa"
-	"encoding/base64"
-	"encoding/json"
-	"fmt"
 	"net/http"
-	"strconv"
 	"testing"
 	"time"
+
+	"github.com/idemgate/idemgate/internal/signer"
 )
 
 // WechatPay signs WeChat Pay API v3 notifications: the resource is
 // encrypted with AEAD_AES_256_GCM under the APIv3 key, and the envelope is
-// signed with SHA256withRSA over "<timestamp>\n<nonce>\n<body>\n".
-type WechatPay struct {
-	// Key is WeChat Pay's platform key (its public half is the merchant's
-	// public_key or is in the platform certificate).
-	Key *rsa.PrivateKey
-	// Serial goes in Wechatpay-Serial: the public key id (PUB_KEY_ID_…)
-	// or the platform certificate's serial (SerialHex).
-	Serial string
-	// APIv3Key is the merchant's 32-byte APIv3 key.
-	APIv3Key string
-}
+// signed with SHA256withRSA over "<timestamp>\n<nonce>\n<body>\n". Its
+// fields are signer.WechatPay's: Key, Serial and APIv3Key.
+type WechatPay signer.WechatPay
 
-// WechatPayEvent is one notification before encryption.
-type WechatPayEvent struct {
-	// ID is the notification id, the same on every retry.
-	ID string
-	// EventType is TRANSACTION.SUCCESS, REFUND.SUCCESS, …
-	EventType string
-	// Resource is the plaintext JSON of the resource
-	// (WechatPayTransaction, WechatPayRefund).
-	Resource string
-	// Summary is the human summary; optional.
-	Summary string
-	// Nonce is the 12-character nonce the resource is encrypted with;
-	// default: a fresh one on each Body, as each retry has.
-	Nonce string
-	// CreateTime is the envelope's create_time; default: now.
-	CreateTime time.Time
-}
+// WechatPayEvent is one notification before encryption (signer.WechatPayEvent).
+type WechatPayEvent = signer.WechatPayEvent
 
 // WechatPayTransaction is the decrypted resource of a TRANSACTION.SUCCESS
-// notification, shaped as WeChat Pay's documentation shows it.
+// notification (signer.WechatPayTransaction).
 func WechatPayTransaction(transactionID, outTradeNo, tradeState string, total int) string {
-	return fmt.Sprintf(`{"transaction_id":%q,"amount":{"payer_total":%d,"total":%d,"currency":"CNY","payer_currency":"CNY"},"mchid":"1230000109","trade_state":%q,"bank_type":"CMC","success_time":"2026-03-14T17:26:32+08:00","payer":{"openid":"oUpF8uMuAJO_M2pxb1Q9zNjWeS6o"},"out_trade_no":%q,"appid":"wxd678efh567hg6787","trade_state_desc":"支付成功","trade_type":"NATIVE","attach":""}`,
-		transactionID, total, total, tradeState, outTradeNo)
+	return signer.WechatPayTransaction(transactionID, outTradeNo, tradeState, total)
 }
 
-// WechatPayRefund is the decrypted resource of a REFUND.SUCCESS notification.
+// WechatPayRefund is the decrypted resource of a REFUND.SUCCESS
+// notification (signer.WechatPayRefund).
 func WechatPayRefund(transactionID, outTradeNo, refundID, refundStatus string, refund, total int) string {
-	return fmt.Sprintf(`{"mchid":"1230000109","transaction_id":%q,"out_trade_no":%q,"refund_id":%q,"out_refund_no":"R%s","refund_status":%q,"success_time":"2026-03-14T17:30:00+08:00","user_received_account":"招商银行信用卡0403","amount":{"total":%d,"refund":%d,"payer_total":%d,"payer_refund":%d}}`,
-		transactionID, outTradeNo, refundID, outTradeNo, refundStatus, total, refund, total, refund)
+	return signer.WechatPayRefund(transactionID, outTradeNo, refundID, refundStatus, refund, total)
 }
 
 // Body is the notification envelope with the resource freshly encrypted
@@ -64,83 +34,43 @@ func WechatPayRefund(transactionID, outTradeNo, refundID, refundStatus string, r
 // is set).
 func (w WechatPay) Body(t testing.TB, ev WechatPayEvent) []byte {
 	t.Helper()
-	block, err := aes.NewCipher([]byte(w.APIv3Key))
-	if err != nil {
-		t.Fatalf("platformtest: APIv3 key: %v", err)
-	}
-	gcm, err := cipher.NewGCM(block)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nonce := ev.Nonce
-	if nonce == "" {
-		nonce = Nonce(12)
-	}
-	created := ev.CreateTime
-	if created.IsZero() {
-		created = time.Now()
-	}
-	ad := "transaction"
-	if ev.Summary == "" {
-		ev.Summary = "支付成功"
-	}
-	body, err := json.Marshal(map[string]any{
-		"id":            ev.ID,
-		"create_time":   created.Format(time.RFC3339),
-		"resource_type": "encrypt-resource",
-		"event_type":    ev.EventType,
-		"summary":       ev.Summary,
-		"resource": map[string]string{
-			"original_type":   ad,
-			"algorithm":       "AEAD_AES_256_GCM",
-			"ciphertext":      base64.StdEncoding.EncodeToString(gcm.Seal(nil, []byte(nonce), []byte(ev.Resource), []byte(ad))),
-			"associated_data": ad,
-			"nonce":           nonce,
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return body
+	v, err := signer.WechatPay(w).Body(ev)
+	check(t, err)
+	return v
 }
 
 // Header signs body at ts with a fresh nonce: Wechatpay-Timestamp,
 // -Nonce, -Signature, -Serial and -Signature-Type.
 func (w WechatPay) Header(t testing.TB, body []byte, ts time.Time) http.Header {
 	t.Helper()
-	return w.HeaderWithNonce(t, body, ts, Nonce(32))
+	v, err := signer.WechatPay(w).Header(body, ts)
+	check(t, err)
+	return v
 }
 
 // HeaderWithNonce is Header with the given Wechatpay-Nonce, for tests that
 // need the same header on every run or name the nonce themselves.
 func (w WechatPay) HeaderWithNonce(t testing.TB, body []byte, ts time.Time, nonce string) http.Header {
 	t.Helper()
-	tsS := strconv.FormatInt(ts.Unix(), 10)
-	msg := tsS + "\n" + nonce + "\n" + string(body) + "\n"
-	return http.Header{
-		"Wechatpay-Timestamp":      {tsS},
-		"Wechatpay-Nonce":          {nonce},
-		"Wechatpay-Signature":      {base64.StdEncoding.EncodeToString(SignPKCS1(t, w.Key, crypto.SHA256, []byte(msg)))},
-		"Wechatpay-Serial":         {w.Serial},
-		"Wechatpay-Signature-Type": {"WECHATPAY2-SHA256-RSA2048"},
-		"Content-Type":             {"application/json"},
-	}
+	v, err := signer.WechatPay(w).HeaderWithNonce(body, ts, nonce)
+	check(t, err)
+	return v
 }
 
 // Notification is Body and Header at the current time: one delivery.
 func (w WechatPay) Notification(t testing.TB, ev WechatPayEvent) ([]byte, http.Header) {
 	t.Helper()
-	body := w.Body(t, ev)
-	return body, w.Header(t, body, time.Now())
+	body, h, err := signer.WechatPay(w).Notification(ev)
+	check(t, err)
+	return body, h
 }
 
-// SigntestHeader is the header of a WeChat Pay signature probe: WeChat Pay
-// sends notifications whose Wechatpay-Signature starts with
-// "WECHATPAY/SIGNTEST/" to check that the merchant verifies signatures;
-// the merchant must reject them.
+// SigntestHeader is the header of a WeChat Pay signature probe, whose
+// Wechatpay-Signature starts with "WECHATPAY/SIGNTEST/": the merchant must
+// reject it.
 func (w WechatPay) SigntestHeader(t testing.TB, body []byte) http.Header {
 	t.Helper()
-	h := w.Header(t, body, time.Now())
-	h.Set("Wechatpay-Signature", "WECHATPAY/SIGNTEST/"+base64.StdEncoding.EncodeToString([]byte(Nonce(48))))
-	return h
+	v, err := signer.WechatPay(w).SigntestHeader(body)
+	check(t, err)
+	return v
 }
