@@ -4,7 +4,9 @@
 -- order, packed>} where outcome is "in_flight", "answered" or "conflict";
 -- the answer fields are only filled for "answered" so a duplicate costs one
 -- round trip. Packed: each field as <length>:<bytes> (a missing one empty),
--- one string, so the gateway reads one reply instead of 18.
+-- one string, so the gateway reads one reply instead of one per field.
+-- The HMGET below names the fields in recordFields' order (redis.go);
+-- TestClaimScriptFields holds the two lists together.
 local h, nk, ak = KEYS[1], KEYS[2], KEYS[3]
 local nowms = now_ms()
 local now = string.format('%d', nowms)
@@ -59,7 +61,7 @@ if outcome ~= 'answered' then
   -- Metadata only: an in-flight or conflicting copy gets no answer.
   r[3], r[4], r[5], r[6] = false, false, false, false
 end
-for i = 1, 18 do
+for i = 1, #r do
   local v = r[i] or ''
   r[i] = #v .. ':' .. v
 end

@@ -6,8 +6,7 @@
 -- alive past the claim's end).
 local h = KEYS[1]
 local v = redis.call('HMGET', h, 'state', 'expires', 'na', 'nn')
-local t = redis.call('TIME')
-local nowms = t[1] * 1000 + math.floor(t[2] / 1000)
+local nowms = now_ms()
 local gone = v[1] == 'in_flight' and tonumber(v[2]) <= nowms and not v[3] and not v[4]
 redis.call('PUBLISH', ARGV[2], ARGV[3])
 if redis.call('DEL', KEYS[1], KEYS[2], KEYS[3]) == 0 or gone then

@@ -1,10 +1,5 @@
 -- The hot answers' scripts (redis_hot.go); one of them is called at the end.
 
-local function now_ms()
-  local t = redis.call('TIME')
-  return t[1] * 1000 + math.floor(t[2] / 1000)
-end
-
 -- count: copies replayed from memory, counted in their record. KEYS[1]:
 -- the key's hash. ARGV: the record's first-seen time (ms), the copies. A
 -- record with another first-seen time is another record (the key was

@@ -1,9 +1,5 @@
--- Shared by the scripts that settle a claim (prepended to them).
--- now_ms: the server's clock in milliseconds.
-local function now_ms()
-  local t = redis.call('TIME')
-  return t[1] * 1000 + math.floor(t[2] / 1000)
-end
+-- Shared by the scripts that settle a claim (prepended to them, after
+-- clock.lua).
 
 -- held: does token own the live claim of hash h at now?
 local function held(h, token, now)

@@ -11,8 +11,7 @@
 -- ARGV[1] names the function; the rest are its arguments.
 local due, items, meta, leases, owners, starts, paused, enq =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
-local t = redis.call('TIME')
-local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local now = now_ms()
 local fn = ARGV[1]
 
 -- held: does lease hold key's delivery now?

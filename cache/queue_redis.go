@@ -24,7 +24,7 @@ import (
 //go:embed queue.lua
 var queueLua string
 
-var queueScript = redis.NewScript(queueLua)
+var queueScript = redis.NewScript(clockLua + queueLua)
 
 type redisQueue struct{ s *Redis }
 

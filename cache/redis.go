@@ -110,18 +110,20 @@ var (
 	deleteLua string
 	//go:embed leave.lua
 	leaveLua string
+	//go:embed clock.lua
+	clockLua string
 	//go:embed journal.lua
 	journalLua string
 	//go:embed reopen.lua
 	reopenLua string
 
-	claimScript    = redis.NewScript(journalLua + claimLua)
-	completeScript = redis.NewScript(journalLua + completeLua)
-	releaseScript  = redis.NewScript(journalLua + releaseLua)
-	leaveScript    = redis.NewScript(journalLua + leaveLua)
-	renewScript    = redis.NewScript(journalLua + renewLua)
-	deleteScript   = redis.NewScript(deleteLua)
-	reopenScript   = redis.NewScript(journalLua + reopenLua)
+	claimScript    = redis.NewScript(clockLua + journalLua + claimLua)
+	completeScript = redis.NewScript(clockLua + journalLua + completeLua)
+	releaseScript  = redis.NewScript(clockLua + journalLua + releaseLua)
+	leaveScript    = redis.NewScript(clockLua + journalLua + leaveLua)
+	renewScript    = redis.NewScript(clockLua + journalLua + renewLua)
+	deleteScript   = redis.NewScript(clockLua + deleteLua)
+	reopenScript   = redis.NewScript(clockLua + journalLua + reopenLua)
 )
 
 // recordFields is the order in which the scripts and Lookup read a record.

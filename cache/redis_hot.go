@@ -121,9 +121,9 @@ const (
 var (
 	//go:embed hot.lua
 	hotLua         string
-	hotCountScript = redis.NewScript(hotLua + "\nreturn count()")
-	hotFenceScript = redis.NewScript(hotLua + "\nreturn fence()")
-	hotBeatScript  = redis.NewScript(hotLua + "\nreturn beat()")
+	hotCountScript = redis.NewScript(clockLua + hotLua + "\nreturn count()")
+	hotFenceScript = redis.NewScript(clockLua + hotLua + "\nreturn fence()")
+	hotBeatScript  = redis.NewScript(clockLua + hotLua + "\nreturn beat()")
 )
 
 func newHotAnswers(s *Redis, max int) *hotAnswers {
