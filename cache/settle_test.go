@@ -1,17 +1,21 @@
-package cache
+package cache_test
 
 import (
 	"context"
 	"errors"
+	"net/http"
 	"testing"
 	"time"
+
+	"github.com/idemgate/idemgate/cache"
+	"github.com/idemgate/idemgate/internal/faultystore"
 )
 
 // TestSettlerKeepsAndRetries: a completion that fails is kept, served by
 // Kept, retried until the store takes it, and reported once.
 func TestSettlerKeepsAndRetries(t *testing.T) {
-	f := NewFaulty(NewMemory())
-	st := NewSettler(f, SettlerOptions{MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
+	f := faultystore.NewFaulty(cache.NewMemory())
+	st := cache.NewSettler(f, cache.SettlerOptions{MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
 	defer st.Close()
 	ctx := context.Background()
 	won, err := f.Claim(ctx, "k", "fp", time.Minute)
@@ -19,11 +23,11 @@ func TestSettlerKeepsAndRetries(t *testing.T) {
 		t.Fatal(err)
 	}
 	boom := errors.New("store down")
-	f.SetFail(boom, OpComplete, OpLookup)
+	f.SetFail(boom, faultystore.OpComplete, faultystore.OpLookup)
 	done := make(chan error, 1)
-	err = st.Complete(ctx, "k", won.Token, "fp", answer, time.Hour, Journal{}, func(err error) { done <- err })
-	if !errors.Is(err, ErrKept) {
-		t.Fatalf("Complete with the store down = %v, want ErrKept", err)
+	err = st.Complete(ctx, "k", won.Token, "fp", answer, time.Hour, cache.Journal{}, func(err error) { done <- err })
+	if !errors.Is(err, cache.ErrKept) {
+		t.Fatalf("Complete with the store down = %v, want cache.ErrKept", err)
 	}
 	rec := st.Kept("k")
 	if rec == nil || rec.Status != answer.Status || string(rec.Body) != string(answer.Body) || rec.Fingerprint != "fp" {
@@ -33,7 +37,7 @@ func TestSettlerKeepsAndRetries(t *testing.T) {
 		t.Fatal("Kept answers a key it does not hold")
 	}
 	time.Sleep(100 * time.Millisecond)
-	if n := f.Calls(OpComplete); n < 2 {
+	if n := f.Calls(faultystore.OpComplete); n < 2 {
 		t.Fatalf("completion tried %d times in 100ms, want retries", n)
 	}
 	f.Reset()
@@ -49,7 +53,7 @@ func TestSettlerKeepsAndRetries(t *testing.T) {
 		t.Fatal("answer still kept after it was settled")
 	}
 	got, err := f.Lookup(ctx, "k")
-	if err != nil || got.State != StateAnswered || got.Status != answer.Status {
+	if err != nil || got.State != cache.StateAnswered || got.Status != answer.Status {
 		t.Fatalf("store has %+v %v, want the answer", got, err)
 	}
 }
@@ -58,15 +62,15 @@ func TestSettlerKeepsAndRetries(t *testing.T) {
 // but whose reply was lost is recognised on the next one, not reported as
 // a lost claim.
 func TestSettlerAppliedButUnacknowledged(t *testing.T) {
-	f := NewFaulty(NewMemory())
-	st := NewSettler(f, SettlerOptions{MinBackoff: 10 * time.Millisecond})
+	f := faultystore.NewFaulty(cache.NewMemory())
+	st := cache.NewSettler(f, cache.SettlerOptions{MinBackoff: 10 * time.Millisecond})
 	defer st.Close()
 	ctx := context.Background()
 	won, _ := f.Claim(ctx, "k", "", time.Minute)
-	f.SetFailAfter(errors.New("reply lost"), OpComplete)
+	f.SetFailAfter(errors.New("reply lost"), faultystore.OpComplete)
 	done := make(chan error, 1)
-	if err := st.Complete(ctx, "k", won.Token, "", answer, time.Hour, Journal{}, func(err error) { done <- err }); !errors.Is(err, ErrKept) {
-		t.Fatalf("Complete = %v, want ErrKept", err)
+	if err := st.Complete(ctx, "k", won.Token, "", answer, time.Hour, cache.Journal{}, func(err error) { done <- err }); !errors.Is(err, cache.ErrKept) {
+		t.Fatalf("Complete = %v, want cache.ErrKept", err)
 	}
 	f.Reset()
 	select {
@@ -80,18 +84,18 @@ func TestSettlerAppliedButUnacknowledged(t *testing.T) {
 }
 
 // TestSettlerLostClaim: when the claim is gone meanwhile (expired, taken by
-// another request), the retry ends with ErrNotOwner and the answer is
+// another request), the retry ends with cache.ErrNotOwner and the answer is
 // dropped.
 func TestSettlerLostClaim(t *testing.T) {
-	f := NewFaulty(NewMemory())
-	st := NewSettler(f, SettlerOptions{MinBackoff: 10 * time.Millisecond})
+	f := faultystore.NewFaulty(cache.NewMemory())
+	st := cache.NewSettler(f, cache.SettlerOptions{MinBackoff: 10 * time.Millisecond})
 	defer st.Close()
 	ctx := context.Background()
 	won, _ := f.Claim(ctx, "k", "", time.Minute)
-	f.SetFail(errors.New("down"), OpComplete)
+	f.SetFail(errors.New("down"), faultystore.OpComplete)
 	done := make(chan error, 1)
-	if err := st.Complete(ctx, "k", won.Token, "", answer, time.Hour, Journal{}, func(err error) { done <- err }); !errors.Is(err, ErrKept) {
-		t.Fatalf("Complete = %v, want ErrKept", err)
+	if err := st.Complete(ctx, "k", won.Token, "", answer, time.Hour, cache.Journal{}, func(err error) { done <- err }); !errors.Is(err, cache.ErrKept) {
+		t.Fatalf("Complete = %v, want cache.ErrKept", err)
 	}
 	if err := f.Delete(ctx, "k"); err != nil { // an operator purged it
 		t.Fatal(err)
@@ -99,8 +103,8 @@ func TestSettlerLostClaim(t *testing.T) {
 	f.Reset()
 	select {
 	case err := <-done:
-		if !errors.Is(err, ErrNotOwner) {
-			t.Fatalf("done(%v), want ErrNotOwner", err)
+		if !errors.Is(err, cache.ErrNotOwner) {
+			t.Fatalf("done(%v), want cache.ErrNotOwner", err)
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("never ended")
@@ -110,19 +114,19 @@ func TestSettlerLostClaim(t *testing.T) {
 	}
 }
 
-// TestSettlerClose: Close ends the retries with ErrClosed and waits for them.
+// TestSettlerClose: Close ends the retries with cache.ErrClosed and waits for them.
 func TestSettlerClose(t *testing.T) {
-	f := NewFaulty(NewMemory())
-	st := NewSettler(f, SettlerOptions{MinBackoff: 10 * time.Millisecond})
+	f := faultystore.NewFaulty(cache.NewMemory())
+	st := cache.NewSettler(f, cache.SettlerOptions{MinBackoff: 10 * time.Millisecond})
 	won, _ := f.Claim(context.Background(), "k", "", time.Minute)
-	f.SetFail(errors.New("down"), OpComplete)
+	f.SetFail(errors.New("down"), faultystore.OpComplete)
 	done := make(chan error, 1)
-	_ = st.Complete(context.Background(), "k", won.Token, "", answer, time.Hour, Journal{}, func(err error) { done <- err })
+	_ = st.Complete(context.Background(), "k", won.Token, "", answer, time.Hour, cache.Journal{}, func(err error) { done <- err })
 	st.Close()
 	select {
 	case err := <-done:
-		if !errors.Is(err, ErrClosed) {
-			t.Fatalf("done(%v), want ErrClosed", err)
+		if !errors.Is(err, cache.ErrClosed) {
+			t.Fatalf("done(%v), want cache.ErrClosed", err)
 		}
 	default:
 		t.Fatal("Close returned before the retry ended")
@@ -132,7 +136,7 @@ func TestSettlerClose(t *testing.T) {
 // TestSettlerLocal: a duplicate waits for the copy at the backend from
 // this process, and only for that.
 func TestSettlerLocal(t *testing.T) {
-	st := NewSettler(NewMemory(), SettlerOptions{})
+	st := cache.NewSettler(cache.NewMemory(), cache.SettlerOptions{})
 	defer st.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -157,4 +161,12 @@ func TestSettlerLocal(t *testing.T) {
 	if st.AwaitLocal(short, "k2") {
 		t.Fatal("AwaitLocal = true when its context ended first")
 	}
+}
+
+// answer is the backend's answer the settler keeps (the contract suite's).
+var answer = cache.Answer{
+	Status:     201,
+	Header:     http.Header{"Content-Type": {"application/json"}},
+	Body:       []byte("{\"ok\":true}\x00\xff\r\n binary \x01"),
+	BodyCached: true,
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/idemgate/idemgate/cache"
+	"github.com/idemgate/idemgate/internal/faultystore"
 )
 
 // TestWaitFailureNeverForwards: when waiting on an in-flight key fails
@@ -21,9 +22,9 @@ func TestWaitFailureNeverForwards(t *testing.T) {
 	h := provisionHandler(t, &Handler{
 		Key: "k:{idempotency.form.out_trade_no}", Store: &StoreConfig{Type: "memory"}, OnStoreError: "pass",
 	})
-	faulty := cache.NewFaulty(h.store)
+	faulty := faultystore.NewFaulty(h.store)
 	h.store = faulty
-	faulty.SetFail(errors.New("pub/sub connection lost"), cache.OpWait)
+	faulty.SetFail(errors.New("pub/sub connection lost"), faultystore.OpWait)
 
 	var calls atomic.Int32
 	release := make(chan struct{})
@@ -63,9 +64,9 @@ func TestStoreDownPolicies(t *testing.T) {
 			h := provisionHandler(t, &Handler{
 				Key: "k:{idempotency.form.out_trade_no}", Store: &StoreConfig{Type: "memory"}, OnStoreError: policy,
 			})
-			faulty := cache.NewFaulty(h.store)
+			faulty := faultystore.NewFaulty(h.store)
 			h.store = faulty
-			faulty.SetFail(errors.New("connection refused"), cache.OpClaim)
+			faulty.SetFail(errors.New("connection refused"), faultystore.OpClaim)
 			var calls atomic.Int32
 			next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
 				calls.Add(1)

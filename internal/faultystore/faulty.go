@@ -1,12 +1,18 @@
-package cache
+// Package faultystore is test support: Faulty wraps a real cache.Store and
+// injects failures and latency, so the tests of the stores' callers (the
+// settler, the handler) drive their store-error paths against a real store
+// underneath. Only tests import it.
+package faultystore
 
 import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/idemgate/idemgate/cache"
 )
 
-// Op names a Store method, for Faulty's rules.
+// Op names a cache.Store method, for Faulty's rules.
 type Op string
 
 const (
@@ -21,11 +27,11 @@ const (
 	OpLeave    Op = "leave"
 )
 
-// Faulty wraps a real Store and injects failures and latency on demand, so
-// tests can drive the store-error paths of its callers. Calls without a
+// Faulty wraps a real cache.Store and injects failures and latency on
+// demand, so tests can drive the store-error paths of its callers. Calls without a
 // matching rule go straight to the wrapped store. Close is never faulted.
 type Faulty struct {
-	s Store
+	s cache.Store
 
 	mu      sync.Mutex
 	fail    map[Op]error // every call fails
@@ -41,14 +47,14 @@ type countedErr struct {
 }
 
 // NewFaulty wraps s; without rules it behaves exactly like s.
-func NewFaulty(s Store) *Faulty {
+func NewFaulty(s cache.Store) *Faulty {
 	f := &Faulty{s: s}
 	f.Reset()
 	return f
 }
 
 // Unwrap returns the wrapped store.
-func (f *Faulty) Unwrap() Store { return f.s }
+func (f *Faulty) Unwrap() cache.Store { return f.s }
 
 // allOps is what a rule without ops applies to.
 var allOps = []Op{OpClaim, OpComplete, OpRelease, OpRenew, OpLookup, OpWait, OpDelete, OpList, OpLeave}
@@ -166,32 +172,32 @@ func (f *Faulty) afterErr(op Op, err error) error {
 	return f.after[op]
 }
 
-func (f *Faulty) Claim(ctx context.Context, key, fingerprint string, lockTTL time.Duration) (ClaimResult, error) {
+func (f *Faulty) Claim(ctx context.Context, key, fingerprint string, lockTTL time.Duration) (cache.ClaimResult, error) {
 	if err := f.before(ctx, OpClaim); err != nil {
-		return ClaimResult{}, err
+		return cache.ClaimResult{}, err
 	}
 	res, err := f.s.Claim(ctx, key, fingerprint, lockTTL)
 	if err = f.afterErr(OpClaim, err); err != nil {
-		return ClaimResult{}, err
+		return cache.ClaimResult{}, err
 	}
 	return res, nil
 }
 
-func (f *Faulty) Complete(ctx context.Context, key, token string, a Answer, ttl time.Duration, j Journal) error {
+func (f *Faulty) Complete(ctx context.Context, key, token string, a cache.Answer, ttl time.Duration, j cache.Journal) error {
 	if err := f.before(ctx, OpComplete); err != nil {
 		return err
 	}
 	return f.afterErr(OpComplete, f.s.Complete(ctx, key, token, a, ttl, j))
 }
 
-func (f *Faulty) Release(ctx context.Context, key, token string, ttl time.Duration, j Journal) error {
+func (f *Faulty) Release(ctx context.Context, key, token string, ttl time.Duration, j cache.Journal) error {
 	if err := f.before(ctx, OpRelease); err != nil {
 		return err
 	}
 	return f.afterErr(OpRelease, f.s.Release(ctx, key, token, ttl, j))
 }
 
-func (f *Faulty) Leave(ctx context.Context, key, token string, ttl time.Duration, j Journal) error {
+func (f *Faulty) Leave(ctx context.Context, key, token string, ttl time.Duration, j cache.Journal) error {
 	if err := f.before(ctx, OpLeave); err != nil {
 		return err
 	}
@@ -212,7 +218,7 @@ func (f *Faulty) Renew(ctx context.Context, key, token string, lockTTL time.Dura
 	return f.afterErr(OpRenew, f.s.Renew(ctx, key, token, lockTTL))
 }
 
-func (f *Faulty) Lookup(ctx context.Context, key string) (*Record, error) {
+func (f *Faulty) Lookup(ctx context.Context, key string) (*cache.Record, error) {
 	if err := f.before(ctx, OpLookup); err != nil {
 		return nil, err
 	}
@@ -245,13 +251,13 @@ func (f *Faulty) Delete(ctx context.Context, key string) error {
 	return f.afterErr(OpDelete, f.s.Delete(ctx, key))
 }
 
-func (f *Faulty) List(ctx context.Context, q ListQuery) (ListPage, error) {
+func (f *Faulty) List(ctx context.Context, q cache.ListQuery) (cache.ListPage, error) {
 	if err := f.before(ctx, OpList); err != nil {
-		return ListPage{}, err
+		return cache.ListPage{}, err
 	}
 	page, err := f.s.List(ctx, q)
 	if err = f.afterErr(OpList, err); err != nil {
-		return ListPage{}, err
+		return cache.ListPage{}, err
 	}
 	return page, nil
 }
@@ -259,4 +265,4 @@ func (f *Faulty) List(ctx context.Context, q ListQuery) (ListPage, error) {
 // Close closes the wrapped store; it is never faulted.
 func (f *Faulty) Close() error { return f.s.Close() }
 
-var _ Store = (*Faulty)(nil)
+var _ cache.Store = (*Faulty)(nil)
