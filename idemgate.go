@@ -1,17 +1,26 @@
-// Package idemgate registers the idempotency gateway's Caddy modules (the
-// `idempotency` HTTP handler and directive, the admin API, the CLI
-// subcommand) when imported, so a Caddy build adds it in one step:
+// Package idemgate registers every piece of the idempotency gateway when
+// imported, so a Caddy build adds it in one step:
 //
 //	xcaddy build --with github.com/idemgate/idemgate
 //
-// The code lives in caddymodule (the Caddy adapter), keying and cache.
+// It brings the `idempotency` HTTP handler and directive
+// (http.handlers.idempotency, package caddymodule), the operator's console
+// (http.handlers.idempotency_console and its directive, caddymodule/console),
+// the admin API (admin.api.idempotency, caddymodule/admin) and the
+// `idemgate idempotency …` CLI (caddymodule/command). caddymodule's package
+// doc is the map of the whole project.
 package idemgate
 
 import (
 	"runtime/debug"
 	"strings"
 
+	// Each module package registers itself, as caddy-l4's imports.go
+	// lists its modules: the handler, the admin API, the console, the CLI.
 	_ "github.com/idemgate/idemgate/caddymodule"
+	_ "github.com/idemgate/idemgate/caddymodule/admin"
+	_ "github.com/idemgate/idemgate/caddymodule/command"
+	_ "github.com/idemgate/idemgate/caddymodule/console"
 )
 
 // ModulePath is this module's import path.

@@ -15,7 +15,8 @@ import (
 // TestXcaddyBuild builds Caddy the way `xcaddy build --with
 // github.com/idemgate/idemgate=<checkout>` does: a throw-away main module
 // that imports Caddy's command and this root package only, with a replace
-// pointing at this checkout. The build must list both of idemgate's modules.
+// pointing at this checkout. The build must list all three of idemgate's
+// modules and have its CLI.
 func TestXcaddyBuild(t *testing.T) {
 	repo, err := filepath.Abs(".")
 	if err != nil {
@@ -74,7 +75,7 @@ replace github.com/idemgate/idemgate => ` + repo + `
 		t.Fatalf("list-modules: %v\n%s", err, out)
 	}
 	mods := strings.Fields(string(out))
-	for _, want := range []string{"http.handlers.idempotency", "admin.api.idempotency"} {
+	for _, want := range []string{"http.handlers.idempotency", "http.handlers.idempotency_console", "admin.api.idempotency"} {
 		found := false
 		for _, m := range mods {
 			found = found || m == want
@@ -83,7 +84,29 @@ replace github.com/idemgate/idemgate => ` + repo + `
 			t.Errorf("list-modules of the xcaddy-style build does not show %s:\n%s", want, out)
 		}
 	}
+	if out, err := exec.Command(bin, "idempotency", "--help").CombinedOutput(); err != nil || !strings.Contains(string(out), "redeliver") {
+		t.Errorf("the xcaddy-style build has no idempotency subcommand: %v\n%s", err, out)
+	}
 }
+
+// TestBinaryLinksNoTestCode: the shipped binary links neither the testing
+// package nor a test-support package of this module.
+func TestBinaryLinksNoTestCode(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "./cmd/idemgate").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		switch {
+		case dep == "testing",
+			strings.HasPrefix(dep, ModulePath+"/internal/") && slices.Contains(testSupport, strings.TrimPrefix(dep, ModulePath+"/internal/")):
+			t.Errorf("cmd/idemgate links %s", dep)
+		}
+	}
+}
+
+// testSupport are the internal packages only tests may import.
+var testSupport = []string{"gatewaytest", "platformtest", "redistest", "faultystore"}
 
 // depVersion is the version of a dependency this module requires.
 func depVersion(t *testing.T, path string) string {

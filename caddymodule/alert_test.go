@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemgate/idemgate/internal/registry"
+
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 )
 
@@ -105,7 +107,7 @@ func TestAlertDeadEndpoint(t *testing.T) {
 	if slowest > time.Second {
 		t.Fatalf("slowest request took %v with a dead alert endpoint", slowest)
 	}
-	if n := be.total.Load(); n != 30 {
+	if n := be.totalHits(); n != 30 {
 		t.Fatalf("backend ran %d times, want 30", n)
 	}
 }
@@ -178,9 +180,9 @@ func TestAlertDead(t *testing.T) {
 	if e := next(); e.Event != "idempotency.failed" || e.Key != "stripe:evt_d" {
 		t.Fatalf("first failure: %+v", e)
 	}
-	old := journalNow
-	journalNow = func() time.Time { return time.Now().Add(72*time.Hour + time.Minute) }
-	t.Cleanup(func() { journalNow = old })
+	old := registry.Now
+	registry.Now = func() time.Time { return time.Now().Add(72*time.Hour + time.Minute) }
+	t.Cleanup(func() { registry.Now = old })
 	send()
 	if e := next(); e.Event != "idempotency.failed" || e.Attempts != 2 {
 		t.Fatalf("second failure: %+v", e)

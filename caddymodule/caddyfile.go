@@ -7,7 +7,8 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-	"github.com/dustin/go-humanize"
+
+	"github.com/idemgate/idemgate/internal/cfparse"
 )
 
 func init() {
@@ -76,16 +77,8 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	if d.NextArg() {
 		return d.ArgErr()
 	}
-	seen := map[string]bool{}
-	for d.NextBlock(0) {
-		name := d.Val()
-		if seen[name] {
-			return d.Errf("duplicate subdirective %q", name)
-		}
-		seen[name] = true
-		if err := h.unmarshalSubdirective(d, name); err != nil {
-			return err
-		}
+	if err := cfparse.Block(d, 0, "", func(name string) error { return h.unmarshalSubdirective(d, name) }); err != nil {
+		return err
 	}
 	if err := h.checkPlaceholders(); err != nil {
 		return d.Err(err.Error())
@@ -97,7 +90,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 func (h *Handler) unmarshalSubdirective(d *caddyfile.Dispenser, name string) error {
 	switch name {
 	case "platform":
-		if err := oneArg(d, &h.Platform); err != nil {
+		if err := cfparse.OneArg(d, &h.Platform); err != nil {
 			return err
 		}
 		if err := checkPlatform(h.Platform); err != nil {
@@ -105,23 +98,23 @@ func (h *Handler) unmarshalSubdirective(d *caddyfile.Dispenser, name string) err
 		}
 		return nil
 	case "key":
-		return oneArg(d, &h.Key)
+		return cfparse.OneArg(d, &h.Key)
 	case "fingerprint":
-		return oneArg(d, &h.Fingerprint)
+		return cfparse.OneArg(d, &h.Fingerprint)
 	case "store":
 		var err error
 		h.Store, err = parseStore(d)
 		return err
 	case "lock_ttl":
-		return durationArg(d, &h.LockTTL)
+		return cfparse.DurationArg(d, &h.LockTTL)
 	case "ttl":
-		return durationArg(d, &h.TTL)
+		return cfparse.DurationArg(d, &h.TTL)
 	case "store_timeout":
-		return durationArg(d, &h.StoreTimeout)
+		return cfparse.DurationArg(d, &h.StoreTimeout)
 	case "in_flight":
 		return h.parseInFlight(d)
 	case "on_store_error":
-		if err := oneArg(d, &h.OnStoreError); err != nil {
+		if err := cfparse.OneArg(d, &h.OnStoreError); err != nil {
 			return err
 		}
 		if h.OnStoreError != "fail_closed" && h.OnStoreError != "pass" {
@@ -129,9 +122,9 @@ func (h *Handler) unmarshalSubdirective(d *caddyfile.Dispenser, name string) err
 		}
 		return nil
 	case "max_body":
-		return sizeArg(d, &h.MaxBody)
+		return cfparse.SizeArg(d, &h.MaxBody)
 	case "max_answer":
-		return sizeArg(d, &h.MaxAnswer)
+		return cfparse.SizeArg(d, &h.MaxAnswer)
 	case "journal_body":
 		return journalBodyArg(d, &h.JournalBody)
 	case "deliver":
@@ -151,18 +144,18 @@ func (h *Handler) unmarshalSubdirective(d *caddyfile.Dispenser, name string) err
 		h.OnDuplicate, err = parseOnDuplicate(d)
 		return err
 	case "secret":
-		return oneArg(d, &h.Secret)
+		return cfparse.OneArg(d, &h.Secret)
 	case "public_key":
-		return oneArg(d, &h.PublicKey)
+		return cfparse.OneArg(d, &h.PublicKey)
 	case "public_key_id":
-		return oneArg(d, &h.PublicKeyID)
+		return cfparse.OneArg(d, &h.PublicKeyID)
 	case "certificate":
-		return listArg(d, &h.Certificates)
+		return cfparse.ListArg(d, &h.Certificates)
 	case "webhook_id":
-		return oneArg(d, &h.WebhookID)
+		return cfparse.OneArg(d, &h.WebhookID)
 	case "verify":
 		var v string
-		if err := oneArg(d, &v); err != nil {
+		if err := cfparse.OneArg(d, &v); err != nil {
 			return err
 		}
 		if v != "off" {
@@ -171,13 +164,13 @@ func (h *Handler) unmarshalSubdirective(d *caddyfile.Dispenser, name string) err
 		h.VerifyOff = true
 		return nil
 	case "tolerance":
-		return durationArg(d, &h.Tolerance)
+		return cfparse.DurationArg(d, &h.Tolerance)
 	case "app_id":
-		return listArg(d, &h.AppIDs)
+		return cfparse.ListArg(d, &h.AppIDs)
 	case "mchid":
-		return listArg(d, &h.MchIDs)
+		return cfparse.ListArg(d, &h.MchIDs)
 	case "scope":
-		if err := oneArg(d, &h.Scope); err != nil {
+		if err := cfparse.OneArg(d, &h.Scope); err != nil {
 			return err
 		}
 		if err := validScope(h.Scope); err != nil {
@@ -185,14 +178,11 @@ func (h *Handler) unmarshalSubdirective(d *caddyfile.Dispenser, name string) err
 		}
 		return nil
 	case "log_keys":
-		if d.NextArg() {
-			return d.ArgErr()
-		}
 		h.LogKeys = true
-		return nil
+		return cfparse.NoArgs(d)
 	case "warn_copies":
 		var s string
-		if err := oneArg(d, &s); err != nil {
+		if err := cfparse.OneArg(d, &s); err != nil {
 			return err
 		}
 		n, err := strconv.ParseInt(s, 10, 64)
@@ -214,7 +204,7 @@ func (h *Handler) parseInFlight(d *caddyfile.Dispenser) error {
 	switch h.InFlight {
 	case "wait":
 		if d.NextArg() {
-			dur, err := parseDuration(d)
+			dur, err := cfparse.Duration(d)
 			if err != nil {
 				return err
 			}
@@ -227,66 +217,6 @@ func (h *Handler) parseInFlight(d *caddyfile.Dispenser) error {
 	if d.NextArg() {
 		return d.ArgErr()
 	}
-	return nil
-}
-
-// listArg reads one or more arguments into dst.
-func listArg(d *caddyfile.Dispenser, dst *[]string) error {
-	*dst = d.RemainingArgs()
-	if len(*dst) == 0 {
-		return d.ArgErr()
-	}
-	return nil
-}
-
-// oneArg reads exactly one argument into dst.
-func oneArg(d *caddyfile.Dispenser, dst *string) error {
-	if !d.NextArg() {
-		return d.ArgErr()
-	}
-	*dst = d.Val()
-	if d.NextArg() {
-		return d.ArgErr()
-	}
-	return nil
-}
-
-func durationArg(d *caddyfile.Dispenser, dst *caddy.Duration) error {
-	if !d.NextArg() {
-		return d.ArgErr()
-	}
-	dur, err := parseDuration(d)
-	if err != nil {
-		return err
-	}
-	*dst = dur
-	if d.NextArg() {
-		return d.ArgErr()
-	}
-	return nil
-}
-
-func parseDuration(d *caddyfile.Dispenser) (caddy.Duration, error) {
-	dur, err := caddy.ParseDuration(d.Val())
-	if err != nil {
-		return 0, d.Errf("bad duration %q: %v", d.Val(), err)
-	}
-	if dur <= 0 {
-		return 0, d.Errf("duration must be positive, got %q", d.Val())
-	}
-	return caddy.Duration(dur), nil
-}
-
-func sizeArg(d *caddyfile.Dispenser, dst *int64) error {
-	var s string
-	if err := oneArg(d, &s); err != nil {
-		return err
-	}
-	n, err := humanize.ParseBytes(s)
-	if err != nil || n == 0 || n > 1<<40 {
-		return d.Errf("bad size %q (want e.g. 1MiB, 64KiB)", s)
-	}
-	*dst = int64(n)
 	return nil
 }
 
@@ -316,85 +246,82 @@ func parseStore(d *caddyfile.Dispenser) (*StoreConfig, error) {
 	default:
 		return nil, d.Errf("store: want embedded, memory or redis, got %q", sc.Type)
 	}
-	seen := map[string]bool{}
-	for nesting := d.Nesting(); d.NextBlock(nesting); {
+	err := cfparse.Block(d, d.Nesting(), "store redis", func(name string) error {
 		if sc.Type != "redis" {
-			return nil, d.Errf("store %s takes no options", sc.Type)
+			return d.Errf("store %s takes no options", sc.Type)
 		}
-		name := d.Val()
-		if seen[name] {
-			return nil, d.Errf("store redis: duplicate option %q", name)
-		}
-		seen[name] = true
-		var err error
-		switch name {
-		case "master_name":
-			err = oneArg(d, &sc.MasterName)
-		case "username":
-			err = oneArg(d, &sc.Username)
-		case "password":
-			err = oneArg(d, &sc.Password)
-		case "prefix":
-			err = oneArg(d, &sc.Prefix)
-		case "tls":
-			if d.NextArg() {
-				return nil, d.ArgErr()
-			}
-			sc.TLS = true
-		case "wait_replicas":
-			var n, tmo string
-			args := d.RemainingArgs()
-			if len(args) < 1 || len(args) > 2 {
-				return nil, d.Errf("store redis: wait_replicas <n> [<timeout>]")
-			}
-			n = args[0]
-			r, perr := strconv.Atoi(n)
-			if perr != nil || r < 1 {
-				return nil, d.Errf("store redis: wait_replicas wants a positive number, got %q", n)
-			}
-			sc.WaitReplicas = r
-			if len(args) == 2 {
-				tmo = args[1]
-				dur, derr := caddy.ParseDuration(tmo)
-				if derr != nil || dur <= 0 {
-					return nil, d.Errf("store redis: bad wait_replicas timeout %q", tmo)
-				}
-				sc.WaitTimeout = caddy.Duration(dur)
-			}
-		case "replay_cache":
-			var v string
-			if err = oneArg(d, &v); err == nil {
-				n, perr := strconv.Atoi(v)
-				switch {
-				case v == "off":
-					sc.ReplayCache = -1
-				case perr != nil || n < 1:
-					return nil, d.Errf("store redis: replay_cache wants a number of entries or off, got %q", v)
-				default:
-					sc.ReplayCache = n
-				}
-			}
-		case "db", "pool_size":
-			var s string
-			if err = oneArg(d, &s); err == nil {
-				n, perr := strconv.Atoi(s)
-				if perr != nil || n < 0 {
-					return nil, d.Errf("store redis: %s wants a number, got %q", name, s)
-				}
-				if name == "db" {
-					sc.DB = n
-				} else {
-					sc.PoolSize = n
-				}
-			}
-		default:
-			return nil, d.Errf("store redis: unknown option %q", name)
-		}
-		if err != nil {
-			return nil, err
-		}
+		return sc.unmarshalOption(d, name)
+	})
+	if err != nil {
+		return nil, err
 	}
 	return sc, nil
+}
+
+// unmarshalOption reads one option of a `store redis` block.
+func (sc *StoreConfig) unmarshalOption(d *caddyfile.Dispenser, name string) error {
+	switch name {
+	case "master_name":
+		return cfparse.OneArg(d, &sc.MasterName)
+	case "username":
+		return cfparse.OneArg(d, &sc.Username)
+	case "password":
+		return cfparse.OneArg(d, &sc.Password)
+	case "prefix":
+		return cfparse.OneArg(d, &sc.Prefix)
+	case "tls":
+		sc.TLS = true
+		return cfparse.NoArgs(d)
+	case "wait_replicas":
+		args := d.RemainingArgs()
+		if len(args) < 1 || len(args) > 2 {
+			return d.Errf("store redis: wait_replicas <n> [<timeout>]")
+		}
+		r, err := strconv.Atoi(args[0])
+		if err != nil || r < 1 {
+			return d.Errf("store redis: wait_replicas wants a positive number, got %q", args[0])
+		}
+		sc.WaitReplicas = r
+		if len(args) == 2 {
+			dur, err := caddy.ParseDuration(args[1])
+			if err != nil || dur <= 0 {
+				return d.Errf("store redis: bad wait_replicas timeout %q", args[1])
+			}
+			sc.WaitTimeout = caddy.Duration(dur)
+		}
+		return nil
+	case "replay_cache":
+		var v string
+		if err := cfparse.OneArg(d, &v); err != nil {
+			return err
+		}
+		n, err := strconv.Atoi(v)
+		switch {
+		case v == "off":
+			sc.ReplayCache = -1
+		case err != nil || n < 1:
+			return d.Errf("store redis: replay_cache wants a number of entries or off, got %q", v)
+		default:
+			sc.ReplayCache = n
+		}
+		return nil
+	case "db", "pool_size":
+		var v string
+		if err := cfparse.OneArg(d, &v); err != nil {
+			return err
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return d.Errf("store redis: %s wants a number, got %q", name, v)
+		}
+		if name == "db" {
+			sc.DB = n
+		} else {
+			sc.PoolSize = n
+		}
+		return nil
+	}
+	return d.Errf("store redis: unknown option %q", name)
 }
 
 // parseSuccess reads `success <status|class>... [body <text>]`.

@@ -9,12 +9,13 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/idemgate/idemgate/keying"
+	"github.com/idemgate/idemgate/internal/registry"
 )
 
-// decision is what one request's trip through the handler decided, for the
-// log line, the span and the metrics; record writes it once.
-type decision struct {
+// result is what one request's trip through the handler came to: each
+// step returns it, and record writes it once (log line, span, metrics,
+// events).
+type result struct {
 	key     string
 	outcome outcome
 	copies  int64
@@ -23,40 +24,42 @@ type decision struct {
 	journal journalState // a failed forward's record, for its events
 }
 
-// outcome is a bounded metric label and the {idempotency.outcome} value.
-type outcome string
+// outcome is a bounded metric label and the {idempotency.outcome} value;
+// the registry names them, so the console's chart counts the same ones.
+type outcome = registry.Outcome
 
 const (
-	outcomeForwarded          outcome = "forwarded"
-	outcomeReplayed           outcome = "replayed"
-	outcomeWaited             outcome = "waited"
-	outcomeInFlight           outcome = "in_flight"
-	outcomeConflict           outcome = "conflict"
-	outcomeRejectedSignature  outcome = "rejected_signature"
-	outcomeBadRequest         outcome = "bad_request"
-	outcomeTooLarge           outcome = "too_large"
-	outcomeStoreError         outcome = "store_error"
-	outcomePassed             outcome = "passed"
-	outcomeBackendFailed      outcome = "backend_failed"
-	outcomeBackendUnreachable outcome = "backend_unreachable"
-	outcomeAmbiguous          outcome = "ambiguous"
-	outcomeCanceled           outcome = "canceled"
-	// deliver async: the first copy was queued and acknowledged; a copy
-	// of a queued key was acknowledged.
-	outcomeQueued outcome = "queued"
-	outcomeAcked  outcome = "acked"
+	outcomeForwarded          = registry.Forwarded
+	outcomeReplayed           = registry.Replayed
+	outcomeWaited             = registry.Waited
+	outcomeInFlight           = registry.InFlight
+	outcomeConflict           = registry.Conflict
+	outcomeRejectedSignature  = registry.RejectedSignature
+	outcomeBadRequest         = registry.BadRequest
+	outcomeTooLarge           = registry.TooLarge
+	outcomeStoreError         = registry.StoreError
+	outcomePassed             = registry.Passed
+	outcomeBackendFailed      = registry.BackendFailed
+	outcomeBackendUnreachable = registry.BackendUnreachable
+	outcomeAmbiguous          = registry.Ambiguous
+	outcomeCanceled           = registry.Canceled
+	outcomeQueued             = registry.Queued
+	outcomeAcked              = registry.Acked
 )
 
 // setOutcome publishes {idempotency.outcome} before the answer is written,
-// so a deferred `header` directive or handle_errors sees it.
+// so a deferred `header` directive sees it.
 func setOutcome(repl *caddy.Replacer, o outcome) { repl.Set("idempotency.outcome", string(o)) }
 
-// record logs, counts and ends the span of one decision.
-func (h *Handler) record(ctx context.Context, span spanEnder, repl *caddy.Replacer, start time.Time, d *decision) {
+// record logs, counts and ends the span of one request's result. It
+// publishes the final outcome for handle_errors and the access log, which
+// may differ from the one published before the answer (a forward whose
+// backend then failed); a map write is cheaper than reading it back.
+func (h *Handler) record(ctx context.Context, span spanEnder, repl *caddy.Replacer, start time.Time, d *result) {
 	elapsed := time.Since(start)
 	setOutcome(repl, d.outcome)
 	h.metrics.request(ctx, h.route(), string(d.outcome), elapsed)
-	consoleCounts.add(d.outcome)
+	registry.Counts.Add(d.outcome)
 	if d.outcome == outcomeWaited {
 		h.metrics.waitDuration(ctx, h.route(), elapsed)
 	}
@@ -119,7 +122,7 @@ func (h *Handler) emitAttempts(name, key string, status int, attempts int64) {
 
 // logLevel: replays are routine (debug); what an operator must look at is
 // warn or error.
-func (h *Handler) logLevel(d *decision) (zapcore.Level, string) {
+func (h *Handler) logLevel(d *result) (zapcore.Level, string) {
 	switch d.outcome {
 	case outcomeConflict:
 		return zapcore.ErrorLevel, "same idempotency key with a different fingerprint: possible tampering"
@@ -177,7 +180,5 @@ func (h *Handler) logKey(key string) string {
 	if h.LogKeys || key == "" {
 		return key
 	}
-	return hashKey(key)
+	return registry.HashKey(key)
 }
-
-func hashKey(key string) string { return keying.Digest([]byte(key))[:16] }

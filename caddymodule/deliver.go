@@ -17,6 +17,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/idemgate/idemgate/cache"
+	"github.com/idemgate/idemgate/internal/cfparse"
+	"github.com/idemgate/idemgate/internal/registry"
 )
 
 // `deliver async`: the gateway answers the platform (the ack) once the
@@ -165,12 +167,12 @@ func (h *Handler) provisionDeliver() error {
 		return fmt.Errorf("deliver async: the %s store holds no delivery queue", h.storeConf.Type)
 	}
 	ds.queue = q.Queue()
-	if v, ok := engines.Load(h.scope()); ok {
+	if re, ok := registry.EngineOf(h.scope()); ok {
 		// Routes of one scope share its queue: in one config they must
 		// deliver it alike, or each delivery goes wherever a worker of
 		// either route happens to take it. (A reload's route may differ
 		// from the one it replaces, whose engine stops.)
-		if o := v.(*engine); o.h.ctx.Context == h.ctx.Context && !o.ds.alike(ds) {
+		if o, ok := re.(*engine); ok && o.h.ctx.Context == h.ctx.Context && !o.ds.alike(ds) {
 			return fmt.Errorf("deliver async: scope %q is already delivered by another route of this config, to %s "+
 				"(concurrency %d, rate %d/s): routes of one scope share its queue, so they must deliver it alike; "+
 				"give this route a `scope` of its own, or the same `to`, `concurrency` and `rate`",
@@ -252,36 +254,36 @@ func (h *Handler) queueFailed(w http.ResponseWriter, r *http.Request, op string,
 // it, 409 + Retry-After. again: the key was released meanwhile (the
 // copy is a retry: claim again).
 func (h *Handler) queuedCopy(w http.ResponseWriter, r *http.Request, repl *caddy.Replacer, key, fp string, copies int64,
-) (res result, err error, again bool) {
+) (res result, again bool, err error) {
 	deadline := time.Now().Add(time.Second)
 	wait := 2 * time.Millisecond
 	for {
 		queued, rec, err := h.queueState(r.Context(), key)
 		switch {
 		case err != nil && r.Context().Err() != nil:
-			return result{outcome: outcomeCanceled, copies: copies, err: err}, caddyhttp.Error(499, err), false
+			return result{outcome: outcomeCanceled, copies: copies, err: err}, false, caddyhttp.Error(499, err)
 		case err != nil:
 			h.metrics.storeError(r.Context(), h.route(), "queued")
-			return result{outcome: outcomeStoreError, copies: copies, err: err},
-				h.tryLater(w, http.StatusServiceUnavailable, fmt.Errorf("looking up the delivery queue: %w", err)), false
+			return result{outcome: outcomeStoreError, copies: copies, err: err}, false,
+				h.tryLater(w, http.StatusServiceUnavailable, fmt.Errorf("looking up the delivery queue: %w", err))
 		case queued:
 			setOutcome(repl, outcomeAcked)
-			return result{outcome: outcomeAcked, copies: copies}, h.ack(w, r), false
+			return result{outcome: outcomeAcked, copies: copies}, false, h.ack(w, r)
 		case rec == nil || rec.State == cache.StateFailed:
-			return result{}, nil, true
+			return result{}, true, nil
 		case rec.State == cache.StateAnswered:
 			// Delivered between this copy's claim and now.
 			res, err := h.replayRecord(w, r, repl, rec, fp, true)
-			return res, err, false
+			return res, false, err
 		}
 		if time.Now().Add(wait).After(deadline) {
-			return result{outcome: outcomeInFlight, copies: copies},
-				h.tryLater(w, http.StatusConflict, errors.New("the first copy of this notification is being queued or was held after an unknown outcome")), false
+			return result{outcome: outcomeInFlight, copies: copies}, false,
+				h.tryLater(w, http.StatusConflict, errors.New("the first copy of this notification is being queued or was held after an unknown outcome"))
 		}
 		select {
 		case <-time.After(wait):
 		case <-r.Context().Done():
-			return result{outcome: outcomeCanceled, copies: copies, err: r.Context().Err()}, caddyhttp.Error(499, r.Context().Err()), false
+			return result{outcome: outcomeCanceled, copies: copies, err: r.Context().Err()}, false, caddyhttp.Error(499, r.Context().Err())
 		}
 		wait += wait / 2
 	}
@@ -340,19 +342,14 @@ func parseDeliver(d *caddyfile.Dispenser) (*DeliverConfig, error) {
 	if d.NextArg() {
 		return nil, d.ArgErr()
 	}
-	seen := map[string]bool{}
-	for nesting := d.Nesting(); d.NextBlock(nesting); {
+	err := cfparse.Block(d, d.Nesting(), "deliver async", func(name string) error {
 		if c.Mode == "sync" {
-			return nil, d.Errf("deliver sync takes no options")
+			return d.Errf("deliver sync takes no options")
 		}
-		name := d.Val()
-		if seen[name] {
-			return nil, d.Errf("deliver async: duplicate option %q", name)
-		}
-		seen[name] = true
-		if err := c.unmarshalOption(d, name); err != nil {
-			return nil, err
-		}
+		return c.unmarshalOption(d, name)
+	})
+	if err != nil {
+		return nil, err
 	}
 	if c.Mode == "async" && c.To == "" {
 		return nil, d.Errf("deliver async: needs `to <url>` (the backend)")
@@ -363,7 +360,7 @@ func parseDeliver(d *caddyfile.Dispenser) (*DeliverConfig, error) {
 func (c *DeliverConfig) unmarshalOption(d *caddyfile.Dispenser, name string) error {
 	switch name {
 	case "to":
-		return oneArg(d, &c.To)
+		return cfparse.OneArg(d, &c.To)
 	case "ack":
 		args := d.RemainingArgs()
 		if len(args) < 1 || len(args) > 2 {
@@ -382,7 +379,7 @@ func (c *DeliverConfig) unmarshalOption(d *caddyfile.Dispenser, name string) err
 		return positiveArg(d, name, &c.Concurrency)
 	case "rate":
 		var s string
-		if err := oneArg(d, &s); err != nil {
+		if err := cfparse.OneArg(d, &s); err != nil {
 			return err
 		}
 		n, err := strconv.Atoi(strings.TrimSuffix(s, "/s"))
@@ -410,7 +407,7 @@ func (c *DeliverConfig) unmarshalOption(d *caddyfile.Dispenser, name string) err
 		c.RetryInitial, c.RetryMax = ds[0], ds[1]
 		return nil
 	case "give_up":
-		return durationArg(d, &c.GiveUp)
+		return cfparse.DurationArg(d, &c.GiveUp)
 	case "durability":
 		args := d.RemainingArgs()
 		if len(args) != 2 || args[0] != "replicas" {
@@ -428,7 +425,7 @@ func (c *DeliverConfig) unmarshalOption(d *caddyfile.Dispenser, name string) err
 
 func positiveArg(d *caddyfile.Dispenser, name string, dst *int) error {
 	var s string
-	if err := oneArg(d, &s); err != nil {
+	if err := cfparse.OneArg(d, &s); err != nil {
 		return err
 	}
 	n, err := strconv.Atoi(s)

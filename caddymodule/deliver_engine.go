@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/idemgate/idemgate/cache"
+	"github.com/idemgate/idemgate/internal/registry"
 )
 
 // The delivery engine of one async route: `concurrency` workers take
@@ -46,11 +47,6 @@ const (
 	// than the rate. A fixed delay shifts every start alike.
 	sendAlign = 15 * time.Millisecond
 )
-
-// engines maps a scope to its running engine, for the admin API, the
-// console and the queue gauges. On a reload the newer engine replaces the
-// older one.
-var engines sync.Map // scope → *engine
 
 type engine struct {
 	h     *Handler
@@ -95,7 +91,7 @@ func newEngine(h *Handler, ds *deliveryState) *engine {
 
 // start runs the workers and the stats refresher.
 func (e *engine) start() {
-	engines.Store(e.scope, e)
+	registry.RegisterEngine(e)
 	for range e.ds.concurrency {
 		e.wg.Add(1)
 		go e.work()
@@ -119,9 +115,9 @@ func (e *engine) stop() {
 			<-done
 		}
 		e.abortSends()
-		engines.CompareAndDelete(e.scope, e)
+		replaced := registry.UnregisterEngine(e)
 		e.client.CloseIdleConnections()
-		if _, running := engines.Load(e.scope); !running {
+		if !replaced {
 			// Not a reload (the new engine starts first): the route is
 			// gone, or the process is stopping.
 			e.leftQueued()
@@ -143,6 +139,13 @@ func (e *engine) leftQueued() {
 		"until a gateway with one runs (the memory store loses them with the process)",
 		zap.String("scope", e.scope), zap.Int64("queued", st.Depth), zap.Time("oldest", st.Oldest))
 }
+
+// The engine as the admin API and the console see it (registry.Engine).
+func (e *engine) Scope() string      { return e.scope }
+func (e *engine) Platform() string   { return e.h.Platform }
+func (e *engine) Target() string     { return e.ds.to.Redacted() }
+func (e *engine) Queue() cache.Queue { return e.ds.queue }
+func (e *engine) Poke()              { e.poke() }
 
 // poke wakes a worker: a delivery was just enqueued here.
 func (e *engine) poke() {
@@ -519,3 +522,5 @@ func (e *engine) logAttempt(level zapcore.Level, msg string, d *cache.Delivery, 
 	}
 	ce.Write(fields...)
 }
+
+var _ registry.Engine = (*engine)(nil)

@@ -6,6 +6,8 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+
+	"github.com/idemgate/idemgate/internal/registry"
 )
 
 // The metrics of deliver async, on the handler metrics' meter.
@@ -52,11 +54,14 @@ func (d *deliveryInstruments) init(meter metric.Meter) error {
 		return err
 	}
 	_, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		engines.Range(func(_, v any) bool {
-			e := v.(*engine)
+		for _, re := range registry.Engines() {
+			e, ok := re.(*engine)
+			if !ok {
+				continue
+			}
 			st := e.stats.Load()
 			if st == nil {
-				return true
+				continue
 			}
 			opt := metric.WithAttributes(attribute.String("platform", e.h.Platform), attribute.String("scope", e.scope))
 			o.ObserveInt64(depth, st.Depth, opt)
@@ -65,8 +70,7 @@ func (d *deliveryInstruments) init(meter metric.Meter) error {
 				age = max(time.Since(st.Oldest).Seconds(), 0)
 			}
 			o.ObserveFloat64(oldest, age, opt)
-			return true
-		})
+		}
 		return nil
 	}, depth, oldest)
 	return err

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	adminapi "github.com/idemgate/idemgate/caddymodule/admin"
+
 	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/internal/redistest"
 )
@@ -334,7 +336,7 @@ func TestAsyncEmbeddedRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var view deliveriesView
+	var view adminapi.DeliveriesView
 	json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&view)
 	resp.Body.Close()
 	if len(view.Deliveries) != 1 || view.Deliveries[0].Depth != 5 || !view.Deliveries[0].Paused {
@@ -347,7 +349,7 @@ func TestAsyncEmbeddedRestart(t *testing.T) {
 			if err != nil {
 				return false
 			}
-			var rec recordView
+			var rec adminapi.RecordView
 			json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&rec)
 			resp.Body.Close()
 			return rec.State == "answered"

@@ -3,8 +3,6 @@ package caddymodule
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -18,6 +16,8 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/cache"
+	adminapi "github.com/idemgate/idemgate/caddymodule/admin"
+	"github.com/idemgate/idemgate/internal/gatewaytest"
 	"github.com/idemgate/idemgate/internal/redistest"
 )
 
@@ -133,53 +133,15 @@ func (b *asyncBackend) setDelay(d time.Duration) {
 	b.mu.Unlock()
 }
 
-// reservePort returns a loopback address nothing listens on (yet).
-func reservePort(t testing.TB) string { return fmt.Sprintf("127.0.0.1:%d", freePort(t)) }
-
-const asyncRoute = `
-	handle /notify {
-		idempotency {
-			key {idempotency.form.out_trade_no}
-			scope demo
-			{store}
-			lock_ttl 2s
-			store_timeout 1s
-			deliver async {
-				to http://{backend}
-				ack 200 success
-				{extra}
-			}
-		}
-	}`
+const asyncRoute = gatewaytest.AsyncRoute
 
 // record looks a key up in the only store loaded in this process.
-func record(t testing.TB, key string) *cache.Record {
-	t.Helper()
-	ps, ids := findStore("")
-	if ps == nil {
-		t.Fatalf("want one loaded store, have %v", ids)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	rec, err := ps.Lookup(ctx, key)
-	if errors.Is(err, cache.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
-		t.Fatalf("lookup %s: %v", key, err)
-	}
-	return rec
-}
+func record(t testing.TB, key string) *cache.Record { t.Helper(); return gatewaytest.Record(t, key) }
 
-// answered waits until key is answered in the store.
+// waitAnswered waits until key is answered in the store.
 func waitAnswered(t testing.TB, within time.Duration, key string) *cache.Record {
 	t.Helper()
-	var rec *cache.Record
-	eventually(t, within, key+" to be answered", func() bool {
-		rec = record(t, key)
-		return rec != nil && rec.State == cache.StateAnswered
-	})
-	return rec
+	return gatewaytest.WaitAnswered(t, within, key)
 }
 
 // percentiles returns the median and the maximum.
@@ -361,7 +323,7 @@ func TestAsyncPauseResume(t *testing.T) {
 			t.Fatalf("ack while paused: got %d %q", r.status, r.body)
 		}
 	}
-	var view deliveriesView
+	var view adminapi.DeliveriesView
 	eventually(t, 5*time.Second, "the queue to show every notification", func() bool {
 		g.adminJSON(t, http.MethodGet, "/idempotency/deliveries", &view)
 		return len(view.Deliveries) == 1 && view.Deliveries[0].Depth == n
@@ -388,7 +350,7 @@ func TestAsyncPauseResume(t *testing.T) {
 	}
 	// An operator purges one queued notification (in flight: force): its
 	// delivery goes with it and is never sent.
-	var purged deletedView
+	var purged adminapi.DeletedView
 	g.adminJSON(t, http.MethodDelete, keyURI("demo:p-0")+"?force=1", &purged)
 	if !purged.Deleted || purged.QueuedDelivery != "removed" {
 		t.Fatalf("purge of a queued key: %+v", purged)
@@ -447,7 +409,7 @@ func TestAsyncGiveUp(t *testing.T) {
 		rec = record(t, "demo:gu-1")
 		return rec != nil && rec.State == cache.StateFailed
 	})
-	var list pageView
+	var list adminapi.PageView
 	g.adminJSON(t, http.MethodGet, "/idempotency/keys?state=dead", &list)
 	if len(list.Keys) != 1 || list.Keys[0].Key != "demo:gu-1" {
 		t.Errorf("dead keys: %+v, want demo:gu-1 (dead after give_up)", list.Keys)
@@ -498,67 +460,6 @@ func TestAsyncGiveUp(t *testing.T) {
 	// A copy of a failed key is a new notification: acked and delivered.
 	if r := notify(t, g.base, "gu-1"); r.status != 200 || r.body != "success" {
 		t.Errorf("copy after give_up: %d %q", r.status, r.body)
-	}
-}
-
-// TestAsyncConsole: the console's overview shows each async scope's queue
-// and pauses and resumes it with a same-origin POST carrying its token; a
-// cross-site POST changes nothing.
-func TestAsyncConsole(t *testing.T) {
-	be := newAsyncBackend(t, "127.0.0.1:0")
-	base := startCaddy(t, asyncRoute+`
-	route /console/* {
-		idempotency_console
-	}`, "{store}", "store memory", "{backend}", be.addr(), "{extra}", "")
-	send := func(form url.Values, hdr map[string]string) int {
-		t.Helper()
-		return consolePost(t, base+"/console/deliveries", form, hdr)
-	}
-	page := func() string {
-		t.Helper()
-		resp, err := client.Get(base + "/console/")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		return string(b)
-	}
-	origin := map[string]string{"Origin": base, "Sec-Fetch-Site": "same-origin"}
-	pause := url.Values{"csrf": {consoleToken}, "scope": {"demo"}, "action": {"pause"}}
-	if got := send(pause, map[string]string{"Origin": "http://evil.example"}); got != http.StatusForbidden {
-		t.Errorf("cross-site pause: %d, want 403", got)
-	}
-	if got := send(url.Values{"scope": {"demo"}, "action": {"pause"}}, nil); got != http.StatusForbidden {
-		t.Errorf("pause without the token: %d, want 403", got)
-	}
-	if p := page(); !strings.Contains(p, "asynchronous delivery") || !strings.Contains(p, `<code>demo</code>`) || strings.Contains(p, "badge failed\">paused") {
-		t.Fatalf("overview before the pause:\n%s", p)
-	}
-	if got := send(pause, origin); got != http.StatusSeeOther {
-		t.Fatalf("pause: %d, want 303", got)
-	}
-	for i := range 3 {
-		if r := notify(t, base, "c-"+itoa(i)); r.status != 200 || r.body != "success" {
-			t.Fatalf("ack while paused: %d %q", r.status, r.body)
-		}
-	}
-	p := page()
-	if !strings.Contains(p, `badge failed">paused`) || !strings.Contains(p, `<td class="num">3</td>`) || !strings.Contains(p, `value="resume"`) {
-		t.Fatalf("overview while paused shows no paused queue of 3:\n%s", p)
-	}
-	time.Sleep(3 * maxTakeWait)
-	if got := be.total(); got != 0 {
-		t.Fatalf("backend ran %d times while paused", got)
-	}
-	if got := send(url.Values{"csrf": {consoleToken}, "scope": {"demo"}, "action": {"resume"}}, origin); got != http.StatusSeeOther {
-		t.Fatalf("resume: %d, want 303", got)
-	}
-	for i := range 3 {
-		waitAnswered(t, 10*time.Second, "demo:c-"+itoa(i))
-		if got := be.count("c-" + itoa(i)); got != 1 {
-			t.Errorf("c-%d: backend ran %d times, want 1", i, got)
-		}
 	}
 }
 
@@ -668,7 +569,7 @@ func TestAsyncEnqueueFailsNoAck(t *testing.T) {
 // delivery's end here: a copy that found the key in flight may find it
 // answered and no longer queued.)
 func TestAsyncFastBackendStorm(t *testing.T) {
-	stores := storeLines(t)
+	stores := gatewaytest.StoreLines(t)
 	stores["cluster"] = "store redis " + strings.Join(redistest.StartCluster(t, 3).Addrs, " ")
 	for name, store := range stores {
 		t.Run(name, func(t *testing.T) {

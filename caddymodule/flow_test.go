@@ -5,48 +5,23 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
 
+	"github.com/idemgate/idemgate/internal/gatewaytest"
 	"github.com/idemgate/idemgate/internal/redistest"
 )
 
-// storeLines returns the `store` line for each store the flow runs on.
-func storeLines(t *testing.T) map[string]string {
-	t.Helper()
-	rs := redistest.Start(t)
-	return map[string]string{
-		"memory":   "store memory",
-		"embedded": "store embedded " + filepath.Join(t.TempDir(), "keys.db"),
-		"redis":    "store redis " + rs.Addr(),
-	}
-}
-
-// eachStore runs f as a subtest per store.
+// eachStore runs f as a subtest per store (gatewaytest.EachStore).
 func eachStore(t *testing.T, f func(t *testing.T, name, store string)) {
 	t.Helper()
-	for name, store := range storeLines(t) {
-		t.Run(name, func(t *testing.T) { f(t, name, store) })
-	}
+	gatewaytest.EachStore(t, f)
 }
 
-const notifyRoute = `
-	handle /notify {
-		idempotency {
-			key {idempotency.form.out_trade_no}
-			scope demo
-			fingerprint {idempotency.form.total_amount}
-			{store}
-			lock_ttl 2s
-			in_flight wait 20s
-			{extra}
-		}
-		reverse_proxy {backend}
-	}`
+const notifyRoute = gatewaytest.NotifyRoute
 
 func gatewayFor(t *testing.T, store, backendAddr, extra string) string {
 	return startCaddy(t, notifyRoute, "{store}", store, "{backend}", backendAddr, "{extra}", extra)
@@ -166,8 +141,8 @@ func TestBadInputClaimsNothing(t *testing.T) {
 	if r := post(t, base+"/notify", "application/x-www-form-urlencoded", "%zz", nil); r.status != 400 {
 		t.Fatalf("unparsable body: got %d, want 400", r.status)
 	}
-	if be.total.Load() != 0 {
-		t.Fatalf("refused requests reached the backend %d times", be.total.Load())
+	if be.totalHits() != 0 {
+		t.Fatalf("refused requests reached the backend %d times", be.totalHits())
 	}
 	// The same key as the refused large body is still free.
 	forwardedOnce(t, base, be, "b-1")

@@ -1,18 +1,5 @@
-// Package caddymodule is idemgate's Caddy adapter: the `idempotency` HTTP
-// handler, its Caddyfile directive, the admin API, the CLI subcommand and the
-// metrics. The logic that does not need Caddy lives in keying (notification
-// parsing and signatures) and cache (the stores).
 package caddymodule
 
-//
-// The handler is split by concern: this file holds the lifecycle and
-// ServeHTTP; templates.go the body, key and fingerprint; serve.go the claim
-// and wait loop; forward.go the trip to the backend and the settling of its
-// claim; replay.go the answer recorder and the replay; decision.go the one
-// place that logs, counts and traces what was decided; deliver.go the
-// receipt of `deliver async` (claim, enqueue, ack), deliver_engine.go
-// the engine that delivers the queue to the backend and deliver_send.go
-// one attempt's trip there.
 import (
 	"fmt"
 	"net/http"
@@ -24,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/idemgate/idemgate/cache"
+	"github.com/idemgate/idemgate/internal/registry"
 	"github.com/idemgate/idemgate/keying"
 )
 
@@ -159,7 +147,8 @@ type Handler struct {
 	events    *caddyevents.App
 	alerter   *alerter
 	ctx       caddy.Context
-	dlv       *deliveryState // async delivery; nil for sync
+	dlv       *deliveryState  // async delivery; nil for sync
+	reg       *registry.Route // this route in the registry, once provisioned
 }
 
 // CaddyModule returns the Caddy module information.
@@ -215,7 +204,6 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err := h.provisionDeliver(); err != nil {
 		return err
 	}
-	h.registerJournal()
 	if h.Alert != nil {
 		if err := h.Alert.validate(); err != nil {
 			return err
@@ -224,7 +212,8 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	}
 	h.metrics = loadMetrics(ctx)
 	h.warned = newCopyWarnings()
-	registerRoute(h)
+	h.reg = &registry.Route{Scope: h.scope(), Platform: h.platform, TTL: time.Duration(h.TTL), RetryWindow: h.retryWindow()}
+	registry.RegisterRoute(h.reg)
 	h.logger.Info("idempotency handler ready", append([]zap.Field{
 		zap.String("platform", h.Platform),
 		zap.String("scope", h.scope()),
@@ -356,7 +345,7 @@ func (h *Handler) provisionStore(repl *caddy.Replacer) error {
 	if err != nil {
 		return fmt.Errorf("loading store: %v", err)
 	}
-	h.store, h.settler, h.storeConf = ps.Store, ps.settler, sc
+	h.store, h.settler, h.storeConf = ps.Store, ps.Settler, sc
 	return nil
 }
 
@@ -392,36 +381,34 @@ func (h *Handler) Validate() error {
 }
 
 // ServeHTTP runs one notification through the claim / forward / remember /
-// replay cycle; see the contract's answer table. It decides, then records
-// the decision once (decision.go), also when the backend's handler panics.
+// replay cycle; see the contract's answer table. Each step returns its
+// result, which is recorded once (decision.go), also when the backend's
+// handler panics.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	start := time.Now()
 	ctx, span := h.startSpan(r)
 	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
-	var d decision
-	defer func() { h.record(ctx, span, repl, start, &d) }()
+	var res result
+	defer func() { h.record(ctx, span, repl, start, &res) }()
 
 	key, fp, rej := h.parse(r, repl)
-	d.key = key
 	if rej != nil && rej.outcome == outcomeStoreError {
 		// The signature check needed the store: on_store_error decides.
-		res, err := h.storeFailed(w, r, next, repl, key, rej.err)
-		d.outcome, d.err = res.outcome, res.err
-		setOutcome(repl, d.outcome)
+		var err error
+		res, err = h.storeFailed(w, r, next, repl, key, rej.err)
+		res.key = key
 		return err
 	}
 	if rej != nil {
-		d.outcome, d.err = rej.outcome, rej.err
-		setOutcome(repl, d.outcome)
+		res = result{key: key, outcome: rej.outcome, err: rej.err}
 		return caddyhttp.Error(rej.status, rej.err)
 	}
 	// What a panic past this point leaves: reverse_proxy panics with
 	// http.ErrAbortHandler when the backend breaks mid-answer.
-	d.outcome = outcomeAmbiguous
-	res, err := h.serveKey(w, r, next, repl, key, fp)
-	d.outcome, d.copies, d.status, d.err = res.outcome, res.copies, res.status, res.err
-	d.journal = res.journal
-	setOutcome(repl, d.outcome)
+	res = result{key: key, outcome: outcomeAmbiguous}
+	var err error
+	res, err = h.serveKey(w, r, next, repl, key, fp)
+	res.key = key
 	return err
 }
 
@@ -433,6 +420,9 @@ func (h *Handler) Cleanup() error {
 		h.dlv.engine.stop()
 	}
 	h.alerter.close()
+	if h.reg != nil {
+		registry.UnregisterRoute(h.reg)
+	}
 	if h.store == nil {
 		return nil
 	}
@@ -453,7 +443,7 @@ func (h *Handler) route() route { return route{platform: h.Platform, scope: h.sc
 
 // defaultTTL is how long answers are remembered unless ttl says: longer
 // than every preset's retry window but Adyen's.
-const defaultTTL = 72 * time.Hour
+const defaultTTL = registry.DefaultTTL
 
 // now is the clock signatures are judged against; tests replace it.
 var now = time.Now

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	adminapi "github.com/idemgate/idemgate/caddymodule/admin"
+
 	"github.com/idemgate/idemgate/internal/redistest"
 )
 
@@ -73,7 +75,7 @@ func TestReplayCacheAcrossInstances(t *testing.T) {
 		t.Fatalf("40 duplicates on B ran %d scripts in Redis: not replayed from memory", n)
 	}
 	eventually(t, 3*time.Second, "A sees B's 41 copies counted", func() bool {
-		var rec recordView
+		var rec adminapi.RecordView
 		a.adminJSON(t, http.MethodGet, keyURI("hot:"+order), &rec)
 		return rec.Copies == 42
 	})
@@ -108,7 +110,7 @@ func TestReplayCacheAcrossInstances(t *testing.T) {
 		}()
 	}
 	time.Sleep(200 * time.Millisecond)
-	var del deletedView
+	var del adminapi.DeletedView
 	a.adminJSON(t, http.MethodDelete, keyURI("hot:"+order), &del)
 	purged.Store(true)
 	time.Sleep(300 * time.Millisecond)
@@ -129,7 +131,7 @@ func TestReplayCacheAcrossInstances(t *testing.T) {
 	if r := notify(t, pb.base, order); r.body != "success 2" || !r.replayed {
 		t.Fatalf("copy on B: %q replayed=%v", r.body, r.replayed)
 	}
-	var rd redeliveryView
+	var rd adminapi.RedeliveryView
 	a.adminJSON(t, http.MethodPost, keyURI("hot:"+order)+"/redeliver?force=1", &rd)
 	if !rd.Reopened || rd.Replayed || rd.Body != "success 3" {
 		t.Fatalf("redeliver: %+v", rd)

@@ -6,13 +6,13 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
 	"github.com/idemgate/idemgate/cache"
+	"github.com/idemgate/idemgate/internal/cfparse"
+	"github.com/idemgate/idemgate/internal/registry"
 )
 
 // The journal (cache.Journal): what the forward of a winning copy adds to
@@ -124,33 +124,8 @@ func journalBodyArg(d *caddyfile.Dispenser, dst *int64) error {
 		}
 		d.Prev()
 	}
-	return sizeArg(d, dst)
+	return cfparse.SizeArg(d, dst)
 }
-
-// scopeWindows maps a scope to its platform's retry window, for the admin
-// API's dead state: handlers register theirs at provision. Routes of one
-// scope share a platform, hence a window; the last registered wins.
-var scopeWindows sync.Map // string → time.Duration
-
-func (h *Handler) registerJournal() {
-	scopeWindows.Store(h.scope(), h.retryWindow())
-}
-
-// windowOf is the retry window of a full key's scope ("<scope>:<key>");
-// 0 (never dead) when no loaded route has that scope.
-func windowOf(key string) time.Duration {
-	scope, _, ok := strings.Cut(key, ":")
-	if !ok {
-		return 0
-	}
-	if w, ok := scopeWindows.Load(scope); ok {
-		return w.(time.Duration)
-	}
-	return 0
-}
-
-// journalNow is the clock that tells failed from dead; tests move it.
-var journalNow = time.Now
 
 // journalState is what the events of a failed forward tell besides the
 // status: how many attempts the key has had, and whether it is dead.
@@ -169,12 +144,12 @@ func (h *Handler) failedJournal(key string) journalState {
 	if err != nil {
 		return journalState{}
 	}
-	return journalState{attempts: rec.AttemptCount, dead: rec.StateAt(journalNow(), h.retryWindow()) == cache.StateDead}
+	return journalState{attempts: rec.AttemptCount, dead: rec.StateAt(registry.Now(), h.retryWindow()) == cache.StateDead}
 }
 
 // emitFailure sends idempotency.failed, and idempotency.dead when the
 // platform's retry window has passed: nobody will send it again.
-func (h *Handler) emitFailure(d *decision) {
+func (h *Handler) emitFailure(d *result) {
 	h.emitAttempts("idempotency.failed", d.key, d.status, d.journal.attempts)
 	if d.journal.dead {
 		h.emitAttempts("idempotency.dead", d.key, d.status, d.journal.attempts)

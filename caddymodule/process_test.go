@@ -14,9 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/internal/redistest"
-	"github.com/redis/go-redis/v9"
 )
 
 // These tests run the built idemgate binary as separate processes: several
@@ -284,7 +285,7 @@ func TestBinaryCommands(t *testing.T) {
 	if err != nil {
 		t.Fatalf("list-modules: %v\n%s", err, out)
 	}
-	for _, mod := range []string{"http.handlers.idempotency", "http.handlers.reverse_proxy"} {
+	for _, mod := range []string{"http.handlers.idempotency", "http.handlers.idempotency_console", "admin.api.idempotency", "http.handlers.reverse_proxy"} {
 		if !strings.Contains(string(out), mod) {
 			t.Errorf("list-modules does not show %s", mod)
 		}

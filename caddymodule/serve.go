@@ -14,15 +14,6 @@ import (
 	"github.com/idemgate/idemgate/cache"
 )
 
-// result is what serving one claimed key came to, for the decision record.
-type result struct {
-	outcome outcome
-	copies  int64
-	status  int // the backend's status when it answered failure
-	err     error
-	journal journalState
-}
-
 // serveKey claims key and acts on the claim: forward the first copy,
 // replay an answered key, wait for (or refuse) an in-flight one, refuse a
 // fingerprint conflict.
@@ -75,7 +66,7 @@ func (h *Handler) serveKey(w http.ResponseWriter, r *http.Request, next caddyhtt
 		// In flight.
 		copies := res.Record.Copies
 		if h.async() {
-			if res, err, again := h.queuedCopy(w, r, repl, key, fp, copies); !again {
+			if res, again, err := h.queuedCopy(w, r, repl, key, fp, copies); !again {
 				return res, err
 			}
 			continue // released meanwhile: this copy is a retry and claims again

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -18,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/idemgate/idemgate/cache"
+	"github.com/idemgate/idemgate/internal/registry"
 )
 
 // StoreConfig says where claims and answers live.
@@ -80,33 +80,6 @@ func (sc StoreConfig) replayCache() int {
 	return sc.ReplayCache
 }
 
-// stores shares one store per configuration across handlers and config
-// reloads: a reload loads the new config (taking a reference) before the old
-// one is cleaned up, so a Redis client or bbolt file is never reopened.
-var stores = caddy.NewUsagePool()
-
-// pooledStore is a stores entry. Its settler keeps answers the store could
-// not take yet; it lives as long as the store, across config reloads.
-type pooledStore struct {
-	id string
-	cache.Store
-	settler *cache.Settler
-	client  io.Closer // the Redis client, which the store does not own
-}
-
-func (p *pooledStore) Destruct() error {
-	if n := p.settler.Pending(); n > 0 {
-		caddy.Log().Error("closing the idempotency store with answers it never took: their keys expire after lock_ttl",
-			zap.String("store", p.id), zap.Int("answers", n))
-	}
-	p.settler.Close()
-	err := p.Store.Close()
-	if p.client != nil {
-		err = errors.Join(err, p.client.Close())
-	}
-	return err
-}
-
 // id names a store configuration for the pool, the admin API and logs;
 // it holds no secret.
 func (sc StoreConfig) id() string {
@@ -164,14 +137,12 @@ func (sc StoreConfig) resolve(repl *caddy.Replacer) (StoreConfig, error) {
 
 // loadStore returns the shared store for sc (already resolved: path
 // filled, placeholders replaced), opening it on first use.
-func loadStore(sc StoreConfig, logger *zap.Logger) (*pooledStore, error) {
-	// The pool key is the whole resolved configuration, so two handlers
-	// whose configurations differ only by a password do not share.
-	keyBytes, err := json.Marshal(sc)
+func loadStore(sc StoreConfig, logger *zap.Logger) (*registry.Store, error) {
+	key, err := sc.poolKey()
 	if err != nil {
 		return nil, err
 	}
-	val, _, err := stores.LoadOrNew(string(keyBytes), func() (caddy.Destructor, error) {
+	return registry.LoadStore(key, func() (*registry.Store, error) {
 		s, client, err := openStore(sc)
 		if err != nil {
 			return nil, err
@@ -179,41 +150,24 @@ func loadStore(sc StoreConfig, logger *zap.Logger) (*pooledStore, error) {
 		if rc, ok := client.(redis.UniversalClient); ok {
 			warnWithoutPersistence(rc, sc.id(), logger)
 		}
-		return &pooledStore{id: sc.id(), Store: s, settler: cache.NewSettler(s, cache.SettlerOptions{}), client: client}, nil
+		return &registry.Store{ID: sc.id(), Store: s, Settler: cache.NewSettler(s, cache.SettlerOptions{}), Client: client}, nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return val.(*pooledStore), nil
 }
 
 // unloadStore drops this handler's reference to sc's store.
 func unloadStore(sc StoreConfig) error {
-	keyBytes, err := json.Marshal(sc)
+	key, err := sc.poolKey()
 	if err != nil {
 		return err
 	}
-	_, err = stores.Delete(string(keyBytes))
-	return err
+	return registry.UnloadStore(key)
 }
 
-// findStore returns a loaded store by its id (the admin API's ?store=), or
-// the only loaded store when id is "".
-func findStore(id string) (*pooledStore, []string) {
-	var found *pooledStore
-	var ids []string
-	stores.Range(func(_, v any) bool {
-		ps := v.(*pooledStore)
-		ids = append(ids, ps.id)
-		if ps.id == id {
-			found = ps
-		}
-		return true
-	})
-	if id == "" && len(ids) == 1 {
-		stores.Range(func(_, v any) bool { found = v.(*pooledStore); return false })
-	}
-	return found, ids
+// poolKey is the whole resolved configuration, so two handlers whose
+// configurations differ only by a password do not share a store.
+func (sc StoreConfig) poolKey() (string, error) {
+	b, err := json.Marshal(sc)
+	return string(b), err
 }
 
 // openStore opens the store sc names; client is what must be closed

@@ -7,6 +7,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/idemgate/idemgate/internal/registry"
 )
 
 const instrumentationName = "github.com/idemgate/idemgate/caddymodule"
@@ -29,14 +31,14 @@ func (h *Handler) startSpan(r *http.Request) (context.Context, spanEnder) {
 	return ctx, spanEnder{span: span}
 }
 
-func (s spanEnder) end(d *decision) {
+func (s spanEnder) end(d *result) {
 	if s.span == nil {
 		return
 	}
 	s.span.SetAttributes(attribute.String("idempotency.outcome", string(d.outcome)))
 	if d.key != "" {
 		// Always hashed: traces leave the machine more often than logs.
-		s.span.SetAttributes(attribute.String("idempotency.key_hash", hashKey(d.key)))
+		s.span.SetAttributes(attribute.String("idempotency.key_hash", registry.HashKey(d.key)))
 	}
 	if d.copies > 0 {
 		s.span.SetAttributes(attribute.Int64("idempotency.copies", d.copies))

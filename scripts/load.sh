@@ -143,7 +143,7 @@ fi
 # Captured first: grep -q stopping early would fail the pipeline under pipefail.
 modules=$("$WORK/idemgate" list-modules 2>/dev/null) || die "idemgate list-modules failed"
 grep -qx 'http.handlers.idempotency' <<<"$modules" ||
-	die "cmd/idemgate does not include the idempotency module (import github.com/idemgate/idemgate/caddymodule)"
+	die "cmd/idemgate does not include the idempotency module (import github.com/idemgate/idemgate)"
 
 REDIS_PORT=$(free_port)
 BACKEND_PORT=$(free_port)

@@ -1,6 +1,8 @@
 // Command idemgate is Caddy with its standard modules and the idempotency
-// gateway: `idemgate run --config Caddyfile`, `idemgate list-modules`,
-// `idemgate idempotency inspect|purge|in-flight|send|keygen`.
+// gateway (every module the module root registers: the handler, the
+// console, the admin API and the CLI): `idemgate run --config Caddyfile`,
+// `idemgate list-modules`, `idemgate version`, and `idemgate idempotency
+// inspect|list|in-flight|redeliver|purge|deliveries|pause|resume|send|keygen`.
 package main
 
 import (

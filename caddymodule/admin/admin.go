@@ -1,0 +1,450 @@
+// Package admin is the idempotency admin API (admin.api.idempotency), on
+// Caddy's admin endpoint: keys and their journal, listings by state,
+// purge, redelivery and the async delivery queues. It reads the running
+// config's stores, routes and engines through internal/registry; the
+// console calls its operations in process (Redeliver, QueueViews,
+// SetPaused) and the CLI (caddymodule/command) over HTTP, decoding its
+// exported views.
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap"
+
+	"github.com/idemgate/idemgate/cache"
+	"github.com/idemgate/idemgate/internal/registry"
+)
+
+func init() {
+	caddy.RegisterModule(AdminAPI{})
+}
+
+// AdminAPI serves the idempotency routes on Caddy's admin endpoint:
+//
+//	GET    /idempotency/stores                  the loaded stores' ids
+//	GET    /idempotency/keys/<key>[?body=1]     one key's record and journal
+//	DELETE /idempotency/keys/<key>[?force=1]    forget a key: its next copy is forwarded
+//	POST   /idempotency/keys/<key>/redeliver[?force=1]   send the journaled notification again
+//	GET    /idempotency/keys?state=<state>[&scope=…&prefix=…&since=…&cursor=…&limit=…]
+//	                                            records by state, newest first, paged
+//	GET    /idempotency/deliveries              deliver async: every scope's queue
+//	POST   /idempotency/deliveries/<scope>/pause|resume   stop or restart its deliveries
+//
+// <key> is URL-escaped (a "/" in a key as %2F). Every route takes
+// ?store=<id> to pick a store when several are loaded.
+type AdminAPI struct {
+	logger *zap.Logger
+}
+
+// CaddyModule returns the Caddy module information.
+func (AdminAPI) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "admin.api.idempotency",
+		New: func() caddy.Module { return new(AdminAPI) },
+	}
+}
+
+// Provision takes the logger.
+func (a *AdminAPI) Provision(ctx caddy.Context) error {
+	a.logger = ctx.Logger()
+	return nil
+}
+
+// Routes returns the /idempotency/ routes.
+func (a *AdminAPI) Routes() []caddy.AdminRoute {
+	return []caddy.AdminRoute{{
+		Pattern: adminPrefix,
+		Handler: caddy.AdminHandlerFunc(a.serveJSONErrors),
+	}}
+}
+
+const (
+	adminPrefix      = "/idempotency/"
+	adminTimeout     = 10 * time.Second
+	DefaultPageLimit = 100
+	maxPageLimit     = 1000
+)
+
+// serveJSONErrors writes the routes' errors itself: Caddy's admin server
+// encodes them with HTML escaping, which shows "<key>" as "\u003ckey\u003e".
+func (a *AdminAPI) serveJSONErrors(w http.ResponseWriter, r *http.Request) error {
+	err := a.serveHTTP(w, r)
+	var apiErr caddy.APIError
+	if err == nil || !errors.As(err, &apiErr) {
+		return err
+	}
+	if apiErr.HTTPStatus == 0 {
+		apiErr.HTTPStatus = http.StatusInternalServerError
+	}
+	if apiErr.Message == "" && apiErr.Err != nil {
+		apiErr.Message = apiErr.Err.Error()
+	}
+	// Logged as Caddy's admin server logs the errors it writes.
+	a.logger.Error("request error", zap.Error(err), zap.Int("status_code", apiErr.HTTPStatus))
+	return writeJSON(w, apiErr.HTTPStatus, apiErr)
+}
+
+func (a *AdminAPI) serveHTTP(w http.ResponseWriter, r *http.Request) error {
+	// The key is taken from the escaped path and unescaped once, so a key
+	// holding "/" (sent as %2F) stays one key.
+	rest := strings.TrimPrefix(r.URL.EscapedPath(), adminPrefix)
+	switch {
+	case rest == "stores":
+		if r.Method != http.MethodGet {
+			return errMethod(r)
+		}
+		return a.listStores(w)
+	case rest == "deliveries" || strings.HasPrefix(rest, "deliveries/"):
+		return a.deliveries(w, r, strings.TrimPrefix(strings.TrimPrefix(rest, "deliveries"), "/"))
+	case rest == "keys":
+		if r.Method != http.MethodGet {
+			return errMethod(r)
+		}
+		return a.listKeys(w, r)
+	case strings.HasPrefix(rest, "keys/"):
+		rest = strings.TrimPrefix(rest, "keys/")
+		redeliver := strings.HasSuffix(rest, "/redeliver")
+		rest = strings.TrimSuffix(rest, "/redeliver")
+		key, err := url.PathUnescape(rest)
+		if err != nil {
+			return apiError(http.StatusBadRequest, fmt.Errorf("key is not properly escaped: %v", err))
+		}
+		if key == "" {
+			return apiError(http.StatusBadRequest, errors.New("missing key: /idempotency/keys/<key>"))
+		}
+		if redeliver {
+			if r.Method != http.MethodPost {
+				return errMethod(r)
+			}
+			return a.redeliver(w, r, key)
+		}
+		switch r.Method {
+		case http.MethodGet:
+			return a.getKey(w, r, key)
+		case http.MethodDelete:
+			return a.deleteKey(w, r, key)
+		}
+		return errMethod(r)
+	}
+	return apiError(http.StatusNotFound, fmt.Errorf("no such route: %s (try /idempotency/keys/<key>, /idempotency/keys?state=failed, /idempotency/stores)", r.URL.Path))
+}
+
+// StoresView is the answer to GET /idempotency/stores.
+type StoresView struct {
+	Stores []string `json:"stores"`
+}
+
+func (a *AdminAPI) listStores(w http.ResponseWriter) error {
+	ids := registry.StoreIDs()
+	if ids == nil {
+		ids = []string{}
+	}
+	return writeJSON(w, http.StatusOK, StoresView{Stores: ids})
+}
+
+// RecordView is a record as the admin API shows it: everything but the
+// answer's header values and, unless asked for, its body.
+type RecordView struct {
+	Store       string    `json:"store"`
+	Key         string    `json:"key"`
+	State       string    `json:"state"`
+	Status      int       `json:"status,omitempty"`
+	Copies      int64     `json:"copies"`
+	Conflicts   int64     `json:"conflicts"`
+	FirstSeen   time.Time `json:"first_seen"`
+	LastSeen    time.Time `json:"last_seen"`
+	ExpiresAt   time.Time `json:"expires_at"`
+	ExpiresIn   string    `json:"expires_in"`
+	Fingerprint string    `json:"fingerprint,omitempty"`
+	BodyCached  *bool     `json:"body_cached,omitempty"` // answered keys only
+	BodySize    *int      `json:"body_size,omitempty"`
+	HeaderNames []string  `json:"header_names,omitempty"`
+	Body        *[]byte   `json:"body,omitempty"` // base64 in JSON; only with ?body=1
+
+	// The journal.
+	Changed      time.Time         `json:"changed"`
+	CopyOutcomes cache.CopyCounts  `json:"copy_outcomes"`
+	AttemptCount int64             `json:"attempt_count"`
+	Notification *NotificationView `json:"notification,omitempty"`
+	Attempts     []AttemptView     `json:"attempts,omitempty"`
+}
+
+// NotificationView is the journaled request; its body only with ?body=1.
+type NotificationView struct {
+	Method    string      `json:"method"`
+	URI       string      `json:"uri"`
+	Host      string      `json:"host,omitempty"`
+	Header    http.Header `json:"header,omitempty"`
+	BodySize  int64       `json:"body_size"`
+	Truncated bool        `json:"truncated,omitempty"`
+	Body      *[]byte     `json:"body,omitempty"`
+}
+
+type AttemptView struct {
+	Start    time.Time `json:"start"`
+	Duration string    `json:"duration"`
+	Status   int       `json:"status,omitempty"`
+	Outcome  string    `json:"outcome"`
+	BodySize int       `json:"body_size,omitempty"`
+	Body     *[]byte   `json:"body,omitempty"`
+}
+
+func NewRecordView(storeID string, rec *cache.Record, withBody bool) RecordView {
+	v := RecordView{
+		Store:       storeID,
+		Key:         rec.Key,
+		State:       string(rec.State),
+		Status:      rec.Status,
+		Copies:      rec.Copies,
+		Conflicts:   rec.Conflicts,
+		FirstSeen:   rec.FirstSeen,
+		LastSeen:    rec.LastSeen,
+		ExpiresAt:   rec.ExpiresAt,
+		ExpiresIn:   time.Until(rec.ExpiresAt).Round(time.Second).String(),
+		Fingerprint: rec.Fingerprint,
+
+		Changed:      rec.Changed,
+		CopyOutcomes: rec.CopyOutcomes,
+		AttemptCount: rec.AttemptCount,
+	}
+	v.State = string(rec.StateAt(registry.Now(), registry.WindowOf(rec.Key)))
+	if n := rec.Notification; n != nil {
+		nv := &NotificationView{Method: n.Method, URI: n.URI, Host: n.Host, Header: n.Header,
+			BodySize: n.BodySize, Truncated: n.Truncated()}
+		if withBody {
+			b := n.Body
+			if b == nil {
+				b = []byte{}
+			}
+			nv.Body = &b
+		}
+		v.Notification = nv
+	}
+	for _, a := range rec.Attempts {
+		av := AttemptView{Start: a.Start, Duration: a.Duration.String(), Status: a.Status,
+			Outcome: a.Outcome, BodySize: len(a.Body)}
+		if withBody && len(a.Body) > 0 {
+			b := a.Body
+			av.Body = &b
+		}
+		v.Attempts = append(v.Attempts, av)
+	}
+	if rec.State == cache.StateAnswered {
+		v.BodyCached = &rec.BodyCached
+		if rec.BodyCached {
+			n := len(rec.Body)
+			v.BodySize = &n
+			if withBody {
+				b := rec.Body
+				if b == nil {
+					b = []byte{}
+				}
+				v.Body = &b
+			}
+		}
+		for name := range rec.Header {
+			v.HeaderNames = append(v.HeaderNames, name)
+		}
+		slices.Sort(v.HeaderNames)
+	}
+	return v
+}
+
+// lookupKey finds the request's store and key's record, as admin errors:
+// 404 for no record, 503 when the store fails.
+func lookupKey(ctx context.Context, r *http.Request, key string) (*registry.Store, *cache.Record, error) {
+	ps, err := pickStore(r)
+	if err != nil {
+		return nil, nil, err
+	}
+	rec, err := lookup(ctx, ps, key)
+	return ps, rec, err
+}
+
+// lookup reads key's record in ps, as admin errors: 404 for no record,
+// 503 when the store fails.
+func lookup(ctx context.Context, ps *registry.Store, key string) (*cache.Record, error) {
+	rec, err := ps.Lookup(ctx, key)
+	if errors.Is(err, cache.ErrNotFound) {
+		return nil, apiError(http.StatusNotFound, fmt.Errorf("no record for key %q in store %s", key, ps.ID))
+	}
+	if err != nil {
+		return nil, apiError(http.StatusServiceUnavailable, fmt.Errorf("store %s: %v", ps.ID, err))
+	}
+	return rec, nil
+}
+
+func (a *AdminAPI) getKey(w http.ResponseWriter, r *http.Request, key string) error {
+	ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)
+	defer cancel()
+	ps, rec, err := lookupKey(ctx, r, key)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, NewRecordView(ps.ID, rec, boolParam(r, "body")))
+}
+
+// DeletedView is the answer to DELETE: what was forgotten.
+type DeletedView struct {
+	Deleted bool `json:"deleted"`
+	// QueuedDelivery says what became of the key's async delivery:
+	// "removed", or "being delivered" (it may still reach the backend).
+	QueuedDelivery string `json:"queued_delivery,omitempty"`
+	RecordView
+}
+
+func (a *AdminAPI) deleteKey(w http.ResponseWriter, r *http.Request, key string) error {
+	ps, err := pickStore(r)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)
+	defer cancel()
+	// Look first to refuse an in-flight key without force and to report
+	// what is forgotten; Delete decides.
+	rec, lerr := ps.Lookup(ctx, key)
+	if lerr == nil && rec.State == cache.StateInFlight && !boolParam(r, "force") {
+		return apiError(http.StatusConflict, fmt.Errorf("key %q is in flight: its first copy is at the backend now, and "+
+			"forgetting it lets the next copy run the backend a second time; if the gateway that holds it is gone, "+
+			"purge with force (?force=1, --force)", key))
+	}
+	queued, err := ps.Purge(ctx, key)
+	if errors.Is(err, cache.ErrNotFound) {
+		if queued == "" {
+			return apiError(http.StatusNotFound, fmt.Errorf("no record for key %q in store %s", key, ps.ID))
+		}
+		err = nil // only the queued delivery was left
+	}
+	if err != nil {
+		return apiError(http.StatusServiceUnavailable, fmt.Errorf("store %s: %v", ps.ID, err))
+	}
+	out := DeletedView{Deleted: true, QueuedDelivery: queued}
+	state := "unknown"
+	if lerr == nil {
+		out.RecordView = NewRecordView(ps.ID, rec, false)
+		state = string(rec.State)
+	} else {
+		out.RecordView = RecordView{Store: ps.ID, Key: key}
+	}
+	if a.logger != nil {
+		// Admin actions are rare and worth a line; the key stays hashed.
+		a.logger.Info("idempotency key purged through the admin API: its next copy will be forwarded",
+			zap.String("store", ps.ID), zap.String("key", registry.HashKey(key)), zap.String("state", state),
+			zap.String("remote", r.RemoteAddr))
+	}
+	return writeJSON(w, http.StatusOK, out)
+}
+
+// PageView is the answer to GET /idempotency/keys?state=….
+type PageView struct {
+	Store string       `json:"store"`
+	Keys  []RecordView `json:"keys"`
+	// Next is the cursor of the next page; "" on the last page.
+	Next string `json:"next"`
+}
+
+func (a *AdminAPI) listKeys(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	lq := cache.ListQuery{State: cache.State(q.Get("state")), Scope: q.Get("scope"), Prefix: q.Get("prefix"),
+		Cursor: q.Get("cursor"), Window: registry.WindowOf, Now: registry.Now()}
+	switch lq.State {
+	case cache.StateInFlight, cache.StateAnswered, cache.StateFailed, cache.StateDead:
+	default:
+		return apiError(http.StatusBadRequest, fmt.Errorf("state must be in_flight, answered, failed or dead, not %q", lq.State))
+	}
+	if s := q.Get("since"); s != "" {
+		t, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			return apiError(http.StatusBadRequest, fmt.Errorf("since must be an RFC 3339 time (2026-01-02T15:04:05Z), not %q", s))
+		}
+		lq.Since = t
+	}
+	limit := DefaultPageLimit
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			return apiError(http.StatusBadRequest, fmt.Errorf("limit must be a positive number, not %q", s))
+		}
+		limit = min(n, maxPageLimit)
+	}
+	ps, err := pickStore(r)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)
+	defer cancel()
+	lq.Limit = limit
+	page, err := ps.List(ctx, lq)
+	recs, next := page.Records, page.Next
+	if errors.Is(err, cache.ErrBadQuery) {
+		return apiError(http.StatusBadRequest, err)
+	}
+	if err != nil {
+		return apiError(http.StatusServiceUnavailable, fmt.Errorf("store %s: %v", ps.ID, err))
+	}
+	out := PageView{Store: ps.ID, Keys: make([]RecordView, 0, len(recs)), Next: next}
+	for _, rec := range recs {
+		out.Keys = append(out.Keys, NewRecordView(ps.ID, rec, false))
+	}
+	return writeJSON(w, http.StatusOK, out)
+}
+
+// pickStore finds the store named by ?store=, or the only one loaded.
+func pickStore(r *http.Request) (*registry.Store, error) {
+	return PickStore(r.URL.Query().Get("store"))
+}
+
+// PickStore finds the store named id, or the only one loaded when id is
+// "", as an admin error that lists the loaded stores when it cannot.
+func PickStore(id string) (*registry.Store, error) {
+	ps, ids := registry.FindStore(id)
+	if ps != nil {
+		return ps, nil
+	}
+	switch {
+	case len(ids) == 0:
+		return nil, apiError(http.StatusNotFound, errors.New("no idempotency store is loaded: the running config has no idempotency handler"))
+	case id == "":
+		return nil, apiError(http.StatusBadRequest, fmt.Errorf("several stores are loaded; pick one with ?store=<id> (--store): %s", strings.Join(ids, ", ")))
+	}
+	return nil, apiError(http.StatusNotFound, fmt.Errorf("no store %q is loaded; loaded: %s", id, strings.Join(ids, ", ")))
+}
+
+func boolParam(r *http.Request, name string) bool {
+	b, _ := strconv.ParseBool(r.URL.Query().Get(name))
+	return b
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false) // keys and messages as they are: <key>, not \u003ckey\u003e
+	return enc.Encode(v)
+}
+
+func apiError(status int, err error) error {
+	return caddy.APIError{HTTPStatus: status, Err: err}
+}
+
+func errMethod(r *http.Request) error {
+	return apiError(http.StatusMethodNotAllowed, fmt.Errorf("method %s not allowed on %s", r.Method, r.URL.Path))
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner = (*AdminAPI)(nil)
+	_ caddy.AdminRouter = (*AdminAPI)(nil)
+)

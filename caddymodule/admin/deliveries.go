@@ -1,0 +1,123 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/idemgate/idemgate/cache"
+	"github.com/idemgate/idemgate/internal/registry"
+)
+
+// The admin API's delivery routes (deliver async):
+//
+//	GET  /idempotency/deliveries                 every async scope's queue
+//	POST /idempotency/deliveries/<scope>/pause   stop delivering (acks go on)
+//	POST /idempotency/deliveries/<scope>/resume
+
+// DeliveryView is one async scope's queue as the admin API shows it.
+type DeliveryView struct {
+	Scope    string    `json:"scope"`
+	Platform string    `json:"platform"`
+	To       string    `json:"to"`
+	Depth    int64     `json:"depth"`
+	Leased   int64     `json:"leased"`
+	Oldest   time.Time `json:"oldest,omitzero"`
+	// OldestAge is Oldest as an age, for people.
+	OldestAge string `json:"oldest_age,omitempty"`
+	Paused    bool   `json:"paused"`
+}
+
+type DeliveriesView struct {
+	Deliveries []DeliveryView `json:"deliveries"`
+}
+
+// QueueViews reads every async scope's queue now.
+func QueueViews(ctx context.Context) ([]DeliveryView, error) {
+	out := []DeliveryView{}
+	for _, e := range registry.Engines() {
+		st, err := e.Queue().Stats(ctx, e.Scope())
+		if err != nil {
+			return nil, fmt.Errorf("scope %s: %w", e.Scope(), err)
+		}
+		out = append(out, newDeliveryView(e, st))
+	}
+	return out, nil
+}
+
+func newDeliveryView(e registry.Engine, st cache.QueueStats) DeliveryView {
+	v := DeliveryView{Scope: e.Scope(), Platform: e.Platform(), To: e.Target(),
+		Depth: st.Depth, Leased: st.Leased, Oldest: st.Oldest, Paused: st.Paused}
+	if !st.Oldest.IsZero() {
+		v.OldestAge = time.Since(st.Oldest).Round(time.Second).String()
+	}
+	return v
+}
+
+// deliveries serves /idempotency/deliveries[/<scope>/pause|resume].
+func (a *AdminAPI) deliveries(w http.ResponseWriter, r *http.Request, rest string) error {
+	ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)
+	defer cancel()
+	if rest == "" {
+		if r.Method != http.MethodGet {
+			return errMethod(r)
+		}
+		views, err := QueueViews(ctx)
+		if err != nil {
+			return apiError(http.StatusServiceUnavailable, err)
+		}
+		return writeJSON(w, http.StatusOK, DeliveriesView{Deliveries: views})
+	}
+	esc, action, ok := strings.Cut(rest, "/")
+	if !ok || (action != "pause" && action != "resume") {
+		return apiError(http.StatusNotFound, fmt.Errorf("no such route: %s (try /idempotency/deliveries/<scope>/pause or /resume)", r.URL.Path))
+	}
+	if r.Method != http.MethodPost {
+		return errMethod(r)
+	}
+	scope, err := url.PathUnescape(esc)
+	if err != nil {
+		return apiError(http.StatusBadRequest, fmt.Errorf("scope is not properly escaped: %v", err))
+	}
+	v, err := SetPaused(ctx, scope, action == "pause")
+	if err != nil {
+		return err
+	}
+	a.logger.Info("deliveries "+action+"d", zap.String("scope", scope))
+	return writeJSON(w, http.StatusOK, v)
+}
+
+// SetPaused pauses or resumes an async scope's deliveries, on every
+// instance sharing its queue, and returns the queue after.
+func SetPaused(ctx context.Context, scope string, paused bool) (DeliveryView, error) {
+	e, ok := registry.EngineOf(scope)
+	if !ok {
+		var names []string
+		for _, e := range registry.Engines() {
+			names = append(names, e.Scope())
+		}
+		return DeliveryView{}, apiError(http.StatusNotFound,
+			fmt.Errorf("no route delivers scope %q asynchronously; async scopes: %s", scope, strings.Join(names, ", ")))
+	}
+	op := e.Queue().Resume
+	if paused {
+		op = e.Queue().Pause
+	}
+	if err := op(ctx, scope); err != nil {
+		return DeliveryView{}, apiError(http.StatusServiceUnavailable, err)
+	}
+	if !paused {
+		e.Poke()
+	}
+	st, err := e.Queue().Stats(ctx, scope)
+	if err != nil {
+		return DeliveryView{}, apiError(http.StatusServiceUnavailable, errors.Join(errors.New("the queue's stats"), err))
+	}
+	return newDeliveryView(e, st), nil
+}

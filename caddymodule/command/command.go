@@ -1,0 +1,253 @@
+// Package command is the `idemgate idempotency …` CLI: inspect, list,
+// in-flight, redeliver, purge, deliveries, pause and resume are clients of
+// the admin API (caddymodule/admin) over HTTP, found as Caddy's own stop
+// and reload find it; send and keygen sign test notifications locally
+// with internal/signer.
+package command
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strconv"
+
+	caddycmd "github.com/caddyserver/caddy/v2/cmd"
+	"github.com/spf13/cobra"
+
+	"github.com/idemgate/idemgate/caddymodule/admin"
+)
+
+func init() {
+	caddycmd.RegisterCommand(idempotencyCommand())
+}
+
+// idempotencyCommand is `idemgate idempotency …`: every subcommand its
+// Usage lists; see the package doc.
+func idempotencyCommand() caddycmd.Command {
+	return caddycmd.Command{
+		Name:  "idempotency",
+		Usage: "inspect|list|redeliver|purge|in-flight|pause|resume|deliveries|send|keygen ...",
+		Short: "Inspects and purges idempotency keys; sends signed test notifications",
+		Long: `
+Talks to the running gateway's admin API (/idempotency/ routes).
+
+  idempotency inspect <key> [--body]       show a key's record (state, status,
+                                           copies, times, fingerprint digest)
+                                           and journal: the notification and
+                                           every attempt (--body: the bytes)
+  idempotency list --state failed|dead|answered|in_flight [--scope S]
+                   [--prefix P] [--since 24h|<RFC 3339>] [--all]
+                                           keys by state, newest first
+  idempotency redeliver <key> [--force]    send the journaled notification
+                                           through its route again; prints
+                                           the backend's answer (--force:
+                                           also an answered key)
+  idempotency purge <key> [--force]        forget a key: its next copy is
+                                           forwarded to the backend again
+                                           (--force: also an in-flight key)
+  idempotency in-flight [--limit N] [--all] [--cursor C]
+                                           list claims whose first copy is
+                                           still at the backend
+  idempotency deliveries                   deliver async: each scope's queue
+                                           (depth, leased, oldest, paused)
+  idempotency pause|resume <scope>         stop or restart a scope's
+                                           deliveries (acks go on)
+
+  idempotency send --platform <p> --url <url> [--id <id>]
+                                           sign and send a test notification
+                                           as the platform does
+  idempotency keygen --platform <p|all> [--dir <dir>]
+                                           write test keys for send and for
+                                           the examples' local Caddyfiles
+
+The admin endpoint is --address if given, else the admin address of --config
+(with --adapter), else Caddy's default (localhost:2019). When the config
+loads several stores, --store <id> picks one (the error lists the ids).
+Keys are passed as they are; quote them for the shell.
+`,
+		CobraFunc: func(cmd *cobra.Command) {
+			cmd.AddCommand(inspectCommand(), listCommand(), redeliverCommand(), purgeCommand(), inFlightCommand(),
+				pauseCommand(true), pauseCommand(false), deliveriesCommand(), sendCommand(), keygenCommand())
+		},
+	}
+}
+
+// adminFlags are the flags every subcommand takes.
+func adminFlags(c *cobra.Command) {
+	c.Flags().StringP("config", "c", "", "Configuration file to read the admin address from, if --address is not used")
+	c.Flags().StringP("adapter", "a", "", "Name of config adapter to apply (when --config is used)")
+	c.Flags().String("address", "", "The address of the admin API endpoint, if not the default")
+	c.Flags().String("store", "", "The store id, when the running config loads several")
+}
+
+func inspectCommand() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "inspect <key> [--body]",
+		Short: "Shows an idempotency key's record",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cmd.SilenceUsage = true
+			q := url.Values{}
+			if body, _ := cmd.Flags().GetBool("body"); body {
+				q.Set("body", "1")
+			}
+			return adminCall(cmd, http.MethodGet, keyPath(args[0]), q, nil)
+		},
+	}
+	adminFlags(c)
+	c.Flags().Bool("body", false, "Include the remembered answer's body (base64)")
+	return c
+}
+
+func purgeCommand() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "purge <key> [--force]",
+		Short: "Forgets an idempotency key so its next copy is forwarded again",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cmd.SilenceUsage = true
+			return adminCall(cmd, http.MethodDelete, keyPath(args[0]), forceQuery(cmd), nil)
+		},
+	}
+	adminFlags(c)
+	c.Flags().Bool("force", false, "Forget an in-flight key too (its gateway is gone): the next copy may run the backend a second time")
+	return c
+}
+
+func inFlightCommand() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "in-flight [--limit N] [--all] [--cursor C]",
+		Short: "Lists claims whose first copy is still at the backend",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cmd.SilenceUsage = true
+			limit, _ := cmd.Flags().GetInt("limit")
+			all, _ := cmd.Flags().GetBool("all")
+			cursor, _ := cmd.Flags().GetString("cursor")
+			if limit < 1 {
+				return fmt.Errorf("--limit must be at least 1")
+			}
+			return printKeys(cmd, all, cursor, func(cursor string) url.Values {
+				return url.Values{"state": {"in_flight"}, "limit": {strconv.Itoa(limit)}, "cursor": {cursor}}
+			})
+		},
+	}
+	adminFlags(c)
+	c.Flags().Int("limit", admin.DefaultPageLimit, "Keys per page (the store may return fewer)")
+	c.Flags().Bool("all", false, "Follow the pages to the end and print one list")
+	c.Flags().String("cursor", "", "Start at this cursor (the \"next\" of a previous page)")
+	return c
+}
+
+// keyPath is the admin path of key: escaped, so "/" in a key stays in it.
+// printKeys prints one page of GET /idempotency/keys (the query q makes for
+// cursor), or with all follows the cursors to the end and prints one list.
+func printKeys(cmd *cobra.Command, all bool, cursor string, q func(cursor string) url.Values) error {
+	if !all {
+		return adminCall(cmd, http.MethodGet, "/idempotency/keys", q(cursor), nil)
+	}
+	total := admin.PageView{Keys: []admin.RecordView{}}
+	for {
+		var page admin.PageView
+		if err := adminCall(cmd, http.MethodGet, "/idempotency/keys", q(cursor), &page); err != nil {
+			return err
+		}
+		total.Store = page.Store
+		total.Keys = append(total.Keys, page.Keys...)
+		if page.Next == "" {
+			return printJSON(cmd.OutOrStdout(), total)
+		}
+		cursor = page.Next
+	}
+}
+
+func keyPath(key string) string {
+	return "/idempotency/keys/" + url.PathEscape(key)
+}
+
+// adminCall sends one request to the admin API. With into == nil it
+// prints the answer as indented JSON; else it decodes into it.
+func adminCall(cmd *cobra.Command, method, path string, q url.Values, into any) error {
+	fl := cmd.Flags()
+	address, _ := fl.GetString("address")
+	config, _ := fl.GetString("config")
+	adapter, _ := fl.GetString("adapter")
+	if store, _ := fl.GetString("store"); store != "" {
+		q.Set("store", store)
+	}
+	adminAddr, err := caddycmd.DetermineAdminAPIAddress(address, nil, config, adapter)
+	if err != nil {
+		return fmt.Errorf("couldn't determine admin API address: %v", err)
+	}
+	uri := path
+	if enc := q.Encode(); enc != "" {
+		uri += "?" + enc
+	}
+	resp, err := caddycmd.AdminAPIRequest(adminAddr, method, uri, nil, nil)
+	if err != nil {
+		return adminError(adminAddr, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("reading the admin API's answer: %v", err)
+	}
+	if into != nil {
+		if err := json.Unmarshal(body, into); err != nil {
+			return fmt.Errorf("decoding the admin API's answer: %v", err)
+		}
+		return nil
+	}
+	var pretty bytes.Buffer
+	if json.Indent(&pretty, bytes.TrimSpace(body), "", "  ") != nil {
+		_, err = cmd.OutOrStdout().Write(body)
+		return err
+	}
+	pretty.WriteByte('\n')
+	_, err = cmd.OutOrStdout().Write(pretty.Bytes())
+	return err
+}
+
+// adminHTTPError matches the error AdminAPIRequest makes of an answer >= 400.
+var adminHTTPError = regexp.MustCompile(`(?s)^caddy responded with error: HTTP (\d+): (.*)$`)
+
+// adminError turns AdminAPIRequest's error into a plain message: the API's
+// own {"error": …} text and the status.
+func adminError(addr string, err error) error {
+	m := adminHTTPError.FindStringSubmatch(err.Error())
+	if m == nil {
+		return fmt.Errorf("admin API at %s: %v (is the gateway running with its admin endpoint on?)", addr, err)
+	}
+	msg := m[2]
+	var apiErr struct {
+		Error string `json:"error"`
+	}
+	if json.Unmarshal([]byte(msg), &apiErr) == nil && apiErr.Error != "" {
+		msg = apiErr.Error
+	}
+	if m[1] == "404" && msg == "404 page not found\n" {
+		msg = "the admin API has no /idempotency/ routes: is this an idemgate build?"
+	}
+	return errors.New(msg + " (HTTP " + m[1] + ")")
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false) // keys as they are: a<b, not a\u003cb
+	return enc.Encode(v)
+}
+
+// forceQuery is ?force=1 when --force was given (purge, redeliver).
+func forceQuery(cmd *cobra.Command) url.Values {
+	q := url.Values{}
+	if force, _ := cmd.Flags().GetBool("force"); force {
+		q.Set("force", "1")
+	}
+	return q
+}

@@ -1,0 +1,450 @@
+// Package console is the operator's console (http.handlers.idempotency_console
+// and its Caddyfile directive): server-rendered pages from embedded
+// templates (templates/), usable without JavaScript, that show requests by
+// outcome, keys in flight, failed and dead notifications, the async
+// queues and one key's journal, with redeliver, purge and pause/resume
+// behind cross-site checks. It reads through internal/registry and acts
+// through the admin API's own code (caddymodule/admin), so the rules stay
+// in one place.
+package console
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+
+	"github.com/idemgate/idemgate/cache"
+	"github.com/idemgate/idemgate/caddymodule/admin"
+	"github.com/idemgate/idemgate/internal/cfparse"
+	"github.com/idemgate/idemgate/internal/registry"
+)
+
+func init() {
+	caddy.RegisterModule(Console{})
+	httpcaddyfile.RegisterHandlerDirective("idempotency_console", parseConsoleCaddyfile)
+	httpcaddyfile.RegisterDirectiveOrder("idempotency_console", httpcaddyfile.Before, "reverse_proxy")
+}
+
+// Console is the operator's page: recent requests by outcome, keys in
+// flight, failed and dead notifications, and one key's journal with
+// redeliver and purge. Mount it in a route the operator protects
+// (basic_auth, remote_ip, a site bound to localhost), under any path:
+//
+//	route /console/* {
+//		basic_auth { ops <hash> }
+//		idempotency_console
+//	}
+//
+// It is not offered on Caddy's admin endpoint: that endpoint answers 403 to
+// a browser's navigation (its Origin and Sec-Fetch checks run before any
+// module), so only a console in a site is reachable from a browser.
+type Console struct {
+	// Refresh is how often the overview reloads itself (with JavaScript
+	// on); a negative value (Caddyfile: refresh off) turns it off.
+	// Default: 15s.
+	Refresh caddy.Duration `json:"refresh,omitempty"`
+
+	// ShowDecrypted shows a WeChat Pay notification's decrypted resource
+	// (the payer, the amount) on its key page. Off by default: like
+	// log_keys, it puts payment details in front of whoever reaches the
+	// console.
+	ShowDecrypted bool `json:"show_decrypted,omitempty"`
+
+	logger *zap.Logger
+	data   consoleData
+}
+
+// CaddyModule returns the Caddy module information.
+func (Console) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.handlers.idempotency_console",
+		New: func() caddy.Module { return new(Console) },
+	}
+}
+
+// Provision takes the logger and the stores' data.
+func (c *Console) Provision(ctx caddy.Context) error {
+	c.logger = ctx.Logger()
+	if c.Refresh == 0 {
+		c.Refresh = caddy.Duration(15 * time.Second)
+	}
+	if c.data == nil {
+		c.data = poolData{}
+	}
+	return nil
+}
+
+// consoleTimeout bounds one page's store reads.
+const consoleTimeout = 10 * time.Second
+
+// ServeHTTP serves the console's pages. The pages it knows are the last
+// path segment (key, purge, redeliver; anything else is the overview), and
+// everything before it is the mount point, so links work under any prefix,
+// handle_path's stripping included.
+func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
+	base, page := consolePaths(r)
+	nonce := newNonce()
+	h := w.Header()
+	// Nothing but this page's own nonce'd script and style runs; forms
+	// post only here; no framing (clickjacking of the action buttons).
+	h.Set("Content-Security-Policy", "default-src 'none'; img-src 'self' data:; style-src 'nonce-"+nonce+
+		"'; script-src 'nonce-"+nonce+"'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "same-origin") // no-referrer would make Chromium send "Origin: null" with the forms
+	h.Set("Cache-Control", "no-store")
+
+	v := &consolePage{Base: base, Nonce: nonce, CSRF: consoleToken, Now: time.Now()}
+	ctx, cancel := context.WithTimeout(r.Context(), consoleTimeout)
+	defer cancel()
+	var err error
+	switch page {
+	case "key":
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			return c.render(w, http.StatusMethodNotAllowed, v.fail("GET only"))
+		}
+		err = c.keyPage(ctx, r, v)
+	case "purge":
+		if r.Method == http.MethodPost {
+			return c.act(ctx, w, r, v, c.purge)
+		}
+		err = c.confirmPurge(ctx, r, v)
+	case "redeliver":
+		if r.Method != http.MethodPost {
+			return c.render(w, http.StatusMethodNotAllowed, v.fail("redeliver is a POST from the key's page"))
+		}
+		return c.act(ctx, w, r, v, c.redeliver)
+	case "deliveries":
+		if r.Method != http.MethodPost {
+			return c.render(w, http.StatusMethodNotAllowed, v.fail("pause and resume are POSTs from the overview"))
+		}
+		return c.act(ctx, w, r, v, pauseFromConsole)
+	default:
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			return c.render(w, http.StatusMethodNotAllowed, v.fail("GET only"))
+		}
+		err = c.overview(ctx, r, v)
+	}
+	status := http.StatusOK
+	if err != nil {
+		status = errStatus(err)
+		v.fail(err.Error())
+	}
+	return c.render(w, status, v)
+}
+
+// consolePaths splits the request's original path (before any
+// handle_path stripping) into the console's mount point, ending in "/",
+// and the page.
+func consolePaths(r *http.Request) (base, page string) {
+	p := r.URL.Path
+	if orig, ok := r.Context().Value(caddyhttp.OriginalRequestCtxKey).(http.Request); ok && orig.URL != nil {
+		p = orig.URL.Path
+	}
+	dir, last := p, ""
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		dir, last = p[:i+1], p[i+1:]
+	}
+	switch last {
+	case "key", "purge", "redeliver", "deliveries":
+		base, page = dir, last
+	case "":
+		base = dir
+	default:
+		// The mount point itself without its trailing slash (/console).
+		base = p + "/"
+	}
+	// Links are absolute paths: never "//host/…", which a browser reads
+	// as another site.
+	base = "/" + strings.TrimLeft(base, "/")
+	return (&url.URL{Path: base}).EscapedPath(), page
+}
+
+// act runs a POST action after the cross-site checks.
+func (c *Console) act(ctx context.Context, w http.ResponseWriter, r *http.Request, v *consolePage,
+	do func(context.Context, http.ResponseWriter, *http.Request, *consolePage) error,
+) error {
+	if err := checkSameOrigin(r); err != nil {
+		if c.logger != nil {
+			c.logger.Warn("console action refused", zap.Error(err), zap.String("remote", r.RemoteAddr))
+		}
+		return c.render(w, http.StatusForbidden, v.fail(err.Error()))
+	}
+	if err := do(ctx, w, r, v); err != nil {
+		return c.render(w, errStatus(err), v.fail(err.Error()))
+	}
+	return nil
+}
+
+// maxConsoleForm bounds an action's form.
+const maxConsoleForm = 16 << 10
+
+// checkSameOrigin refuses a POST a browser sent from another site (a form
+// on a page elsewhere that the operator's logged-in browser submits): the
+// browser's Sec-Fetch-Site must say same-origin, an Origin must be this
+// host, and the form must carry this process's token, which only the
+// console's own pages hold.
+func checkSameOrigin(r *http.Request) error {
+	if s := r.Header.Get("Sec-Fetch-Site"); s != "" && s != "same-origin" {
+		return fmt.Errorf("cross-site request refused (Sec-Fetch-Site: %s)", s)
+	}
+	if o := r.Header.Get("Origin"); o != "" {
+		u, err := url.Parse(o)
+		if o == "null" || err != nil || u.Host != r.Host {
+			return errors.New("cross-site request refused (Origin is not this console's host)")
+		}
+	}
+	r.Body = http.MaxBytesReader(nil, r.Body, maxConsoleForm)
+	if err := r.ParseForm(); err != nil {
+		return fmt.Errorf("unreadable form: %v", err)
+	}
+	got := r.PostForm.Get("csrf")
+	if got == "" || subtle.ConstantTimeCompare([]byte(got), []byte(consoleToken)) != 1 {
+		return errors.New("the form's token is missing or stale: reload the console's page and try again")
+	}
+	return nil
+}
+
+// consoleToken is this process's anti-forgery token: every console page
+// carries it in its forms; another site cannot read it. A restart makes
+// open pages' forms stale, which only asks for a reload.
+var consoleToken = func() string {
+	b := make([]byte, 24)
+	_, _ = rand.Read(b)
+	return base64.RawURLEncoding.EncodeToString(b)
+}()
+
+func newNonce() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// overviewLimit bounds each list on the overview.
+const overviewLimit = 50
+
+func (c *Console) overview(ctx context.Context, r *http.Request, v *consolePage) error {
+	v.Page = "overview"
+	v.Title = "Overview"
+	if c.Refresh > 0 {
+		v.RefreshMS = time.Duration(c.Refresh).Milliseconds()
+	}
+	q := r.URL.Query()
+	v.Prefix = q.Get("prefix")
+	v.Note = noteText(q)
+	v.Chart = newChart(registry.Counts.Last())
+	v.Stores = c.data.storeIDs()
+	v.Delivery = "synchronous delivery: each notification goes to the backend on the platform's own request, so there is no queue"
+	var errs []string
+	if queues, err := admin.QueueViews(ctx); err != nil {
+		errs = append(errs, "delivery queues: "+err.Error())
+	} else if len(queues) > 0 {
+		v.Queues = queues
+		v.Delivery = "asynchronous delivery: notifications are acknowledged once queued and delivered by the gateway"
+	}
+	states := []cache.State{cache.StateInFlight, cache.StateFailed, cache.StateDead}
+	if v.Prefix != "" {
+		states = append(states, cache.StateAnswered)
+	}
+	for _, st := range states {
+		var rows []keyRow
+		for _, id := range v.Stores {
+			recs, err := c.data.list(ctx, id, cache.ListQuery{State: st, Prefix: v.Prefix, Limit: overviewLimit})
+			if err != nil {
+				errs = append(errs, fmt.Sprintf("store %s: listing %s keys: %v", id, st, err))
+				continue
+			}
+			for _, rec := range recs {
+				rows = append(rows, newKeyRow(id, rec, c.data.stateOf(rec), v.Now))
+			}
+		}
+		switch st {
+		case cache.StateInFlight:
+			v.InFlight = rows
+		case cache.StateFailed:
+			v.Failed = rows
+		case cache.StateDead:
+			v.Dead = rows
+		case cache.StateAnswered:
+			v.Answered = rows
+		}
+	}
+	v.Errors = errs
+	return nil
+}
+
+func (c *Console) keyPage(ctx context.Context, r *http.Request, v *consolePage) error {
+	q := r.URL.Query()
+	store, key := q.Get("store"), q.Get("k")
+	v.Page, v.Title, v.Note = "key", "Key "+key, noteText(q)
+	if key == "" {
+		return &consoleError{http.StatusBadRequest, "which key? (?k=<full key>)"}
+	}
+	rec, err := c.data.lookup(ctx, store, key)
+	if err != nil {
+		return err
+	}
+	v.Key = newKeyDetail(store, rec, c.data.stateOf(rec), v.Now)
+	if c.ShowDecrypted {
+		if plain := decryptedResource(ctx, rec); plain != nil {
+			b := newPrettyBody(plain, int64(len(plain)), "application/json")
+			v.Key.Decrypted = &b
+		}
+	}
+	return nil
+}
+
+func (c *Console) confirmPurge(ctx context.Context, r *http.Request, v *consolePage) error {
+	q := r.URL.Query()
+	store, key := q.Get("store"), q.Get("k")
+	v.Page, v.Title = "purge", "Purge "+key
+	rec, err := c.data.lookup(ctx, store, key)
+	if err != nil {
+		return err
+	}
+	v.Key = newKeyDetail(store, rec, c.data.stateOf(rec), v.Now)
+	return nil
+}
+
+func (c *Console) purge(ctx context.Context, w http.ResponseWriter, r *http.Request, v *consolePage) error {
+	store, key := r.PostForm.Get("store"), r.PostForm.Get("k")
+	if r.PostForm.Get("confirm") != "yes" {
+		// A purge is confirmed on its own page, without JavaScript.
+		http.Redirect(w, r, v.Base+"purge?"+url.Values{"store": {store}, "k": {key}}.Encode(), http.StatusSeeOther)
+		return nil
+	}
+	force := r.PostForm.Get("force") == "yes"
+	if err := c.data.purge(ctx, store, key, force, c.logger, r.RemoteAddr); err != nil {
+		return err
+	}
+	http.Redirect(w, r, v.Base+"?"+url.Values{"note": {"purged"}, "k": {key}}.Encode(), http.StatusSeeOther)
+	return nil
+}
+
+func (c *Console) redeliver(ctx context.Context, w http.ResponseWriter, r *http.Request, v *consolePage) error {
+	store, key := r.PostForm.Get("store"), r.PostForm.Get("k")
+	// The redelivery waits for the backend: give it the admin API's bound,
+	// not the page's.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), admin.RedeliverTimeout)
+	defer cancel()
+	res, err := c.data.redeliver(ctx, store, key, r.PostForm.Get("force") == "yes", c.logger, r.RemoteAddr)
+	if err != nil {
+		return err
+	}
+	note := url.Values{"store": {store}, "k": {key}, "note": {"redelivered"}, "status": {strconv.Itoa(res.Status)}}
+	if res.Replayed {
+		note.Set("note", "replayed")
+	}
+	http.Redirect(w, r, v.Base+"key?"+note.Encode(), http.StatusSeeOther)
+	return nil
+}
+
+// noteText is the message a redirect after an action asks for: fixed
+// texts, so a crafted link cannot put words on the page.
+func noteText(q url.Values) string {
+	switch q.Get("note") {
+	case "purged":
+		return "Purged: the key's next copy will be forwarded to the backend."
+	case "redelivered":
+		return "Redelivered through the notification's route: it answered " + strconv.Itoa(atoiOr0(q.Get("status"))) + "."
+	case "paused":
+		return "Deliveries paused: notifications are still acknowledged and queued."
+	case "resumed":
+		return "Deliveries resumed: the queue drains."
+	case "replayed":
+		return "Redelivered, but the route replayed a remembered answer (" + strconv.Itoa(atoiOr0(q.Get("status"))) + "): the backend did not run."
+	}
+	return ""
+}
+
+func atoiOr0(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
+}
+
+func errStatus(err error) int {
+	var ce *consoleError
+	switch {
+	case errors.As(err, &ce):
+		return ce.status
+	case errors.Is(err, cache.ErrNotFound), errors.Is(err, errConsoleStore):
+		return http.StatusNotFound
+	}
+	return http.StatusServiceUnavailable
+}
+
+// render writes a page; a template error is the console's bug, answered 500.
+func (c *Console) render(w http.ResponseWriter, status int, v *consolePage) error {
+	var buf bytes.Buffer
+	if err := consoleTemplates.ExecuteTemplate(&buf, "page", v); err != nil {
+		return caddyhttp.Error(http.StatusInternalServerError, fmt.Errorf("rendering the console: %v", err))
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_, err := w.Write(buf.Bytes())
+	return err
+}
+
+// parseConsoleCaddyfile sets up the handler from Caddyfile tokens.
+func parseConsoleCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	c := new(Console)
+	err := c.UnmarshalCaddyfile(h.Dispenser)
+	return c, err
+}
+
+// UnmarshalCaddyfile sets up the console from Caddyfile tokens. Syntax:
+//
+//	idempotency_console [<matcher>] {
+//		refresh <duration> | off
+//		show_decrypted
+//	}
+func (c *Console) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // the directive's name
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	return cfparse.Block(d, 0, "", func(name string) error {
+		switch name {
+		case "refresh":
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			if d.Val() == "off" {
+				c.Refresh = -1
+			} else {
+				dur, err := caddy.ParseDuration(d.Val())
+				if err != nil || dur <= 0 {
+					return d.Errf("refresh: a positive duration or off, not %q", d.Val())
+				}
+				c.Refresh = caddy.Duration(dur)
+			}
+			return cfparse.NoArgs(d)
+		case "show_decrypted":
+			c.ShowDecrypted = true
+			return cfparse.NoArgs(d)
+		}
+		return d.Errf("unknown subdirective %q (idempotency_console takes: refresh, show_decrypted)", name)
+	})
+}
+
+// Interface guards.
+var (
+	_ caddy.Provisioner           = (*Console)(nil)
+	_ caddyhttp.MiddlewareHandler = (*Console)(nil)
+	_ caddyfile.Unmarshaler       = (*Console)(nil)
+)

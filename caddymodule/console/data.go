@@ -1,0 +1,163 @@
+package console
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+
+	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap"
+
+	"github.com/idemgate/idemgate/cache"
+	"github.com/idemgate/idemgate/caddymodule/admin"
+	"github.com/idemgate/idemgate/internal/registry"
+	"github.com/idemgate/idemgate/keying"
+)
+
+// consoleData is everything the console reads and does, behind one small
+// interface: the pages never touch a store or the admin API directly, so a
+// change in either is a change of this file alone.
+type consoleData interface {
+	// storeIDs are the loaded stores' ids, sorted.
+	storeIDs() []string
+	// list pages through one store's records in one state, newest first.
+	list(ctx context.Context, store string, q cache.ListQuery) ([]*cache.Record, error)
+	// lookup is one key's record with its journal.
+	lookup(ctx context.Context, store, key string) (*cache.Record, error)
+	// stateOf is a record's state as operators see it (failed or dead).
+	stateOf(rec *cache.Record) cache.State
+	// purge forgets a key; an in-flight key only with force.
+	purge(ctx context.Context, store, key string, force bool, logger *zap.Logger, remote string) error
+	// redeliver sends the journaled notification through its route again.
+	redeliver(ctx context.Context, store, key string, force bool, logger *zap.Logger, remote string) (admin.RedeliveryView, error)
+}
+
+// errConsoleStore: the store named is not loaded.
+var errConsoleStore = errors.New("no such store is loaded")
+
+// consoleError is an action refused with a status and a reason for the page.
+type consoleError struct {
+	status int
+	msg    string
+}
+
+func (e *consoleError) Error() string { return e.msg }
+
+// poolData reads the stores loaded by idempotency handlers in this process
+// (the registry) and acts through the admin API's own code paths.
+type poolData struct{}
+
+func (poolData) storeIDs() []string { return registry.StoreIDs() }
+
+func (poolData) store(id string) (*registry.Store, error) {
+	ps, _ := registry.FindStore(id)
+	if ps == nil {
+		return nil, fmt.Errorf("%w: %q", errConsoleStore, id)
+	}
+	return ps, nil
+}
+
+func (d poolData) list(ctx context.Context, store string, q cache.ListQuery) ([]*cache.Record, error) {
+	ps, err := d.store(store)
+	if err != nil {
+		return nil, err
+	}
+	q.Window, q.Now = registry.WindowOf, registry.Now()
+	page, err := ps.List(ctx, q)
+	return page.Records, err
+}
+
+func (d poolData) lookup(ctx context.Context, store, key string) (*cache.Record, error) {
+	ps, err := d.store(store)
+	if err != nil {
+		return nil, err
+	}
+	return ps.Lookup(ctx, key)
+}
+
+func (poolData) stateOf(rec *cache.Record) cache.State {
+	return rec.StateAt(registry.Now(), registry.WindowOf(rec.Key))
+}
+
+func (d poolData) purge(ctx context.Context, store, key string, force bool, logger *zap.Logger, remote string) error {
+	ps, err := d.store(store)
+	if err != nil {
+		return err
+	}
+	// The admin API's rule: an in-flight key is at the backend now, and
+	// forgetting it lets the next copy run the backend a second time.
+	rec, err := ps.Lookup(ctx, key)
+	if err == nil && rec.State == cache.StateInFlight && !force {
+		return &consoleError{http.StatusConflict, "this key is in flight: its first copy is at the backend now, and " +
+			"forgetting it lets the next copy run the backend a second time; purge with force only if the gateway that holds it is gone"}
+	}
+	if _, err := ps.Purge(ctx, key); err != nil {
+		return err
+	}
+	if logger != nil {
+		logger.Info("idempotency key purged through the console: its next copy will be forwarded",
+			zap.String("store", ps.ID), zap.String("key", registry.HashKey(key)), zap.String("remote", remote))
+	}
+	return nil
+}
+
+// redeliver runs the admin API's redelivery (admin.Redeliver) in process,
+// so its rules (no in-flight key, an answered key only with force, only
+// whole notifications) stay in one place.
+func (d poolData) redeliver(ctx context.Context, store, key string, force bool, logger *zap.Logger, remote string) (admin.RedeliveryView, error) {
+	ps, err := d.store(store)
+	if err != nil {
+		return admin.RedeliveryView{}, err
+	}
+	out, err := admin.Redeliver(ctx, ps, key, force, logger, remote)
+	return out, consoleErr(err)
+}
+
+// consoleErr turns an admin error into the console's, keeping its status.
+func consoleErr(err error) error {
+	var ae caddy.APIError
+	if errors.As(err, &ae) && ae.Err != nil {
+		return &consoleError{status: ae.HTTPStatus, msg: ae.Err.Error()}
+	}
+	return err
+}
+
+// pauseFromConsole is the console's pause/resume button (a POST that
+// passed the console's cross-site checks).
+func pauseFromConsole(ctx context.Context, w http.ResponseWriter, r *http.Request, v *consolePage) error {
+	action := r.PostForm.Get("action")
+	if action != "pause" && action != "resume" {
+		return &consoleError{status: http.StatusBadRequest, msg: "action must be pause or resume"}
+	}
+	if _, err := admin.SetPaused(ctx, r.PostForm.Get("scope"), action == "pause"); err != nil {
+		return consoleErr(err)
+	}
+	http.Redirect(w, r, v.Base+"?"+url.Values{"note": {action + "d"}}.Encode(), http.StatusSeeOther)
+	return nil
+}
+
+// decryptedResource returns the plaintext of a journaled encrypted
+// notification, verified as its route verifies it (judged against its
+// first receipt), or nil when there is none or it does not verify.
+func decryptedResource(ctx context.Context, rec *cache.Record) []byte {
+	n := rec.Notification
+	if n == nil || n.Truncated() {
+		return nil
+	}
+	rt, ok := registry.RouteOfKey(rec.Key)
+	if !ok || rt.Platform == nil {
+		return nil
+	}
+	u, err := url.ParseRequestURI(n.URI)
+	if err != nil {
+		return nil
+	}
+	got, err := rt.Platform.Verify(&keying.Request{Method: n.Method, URL: u, Header: n.Header.Clone(),
+		Body: n.Body, Now: rec.FirstSeen, Context: ctx})
+	if err != nil {
+		return nil
+	}
+	return got.Decrypted
+}

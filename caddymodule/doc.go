@@ -1,0 +1,70 @@
+// Package caddymodule is the request path of idemgate, the idempotency
+// gateway for payment notifications: the `idempotency` HTTP handler
+// (http.handlers.idempotency) and its Caddyfile directive. For every
+// notification it verifies the platform's signature, renders the key,
+// claims it in a store, forwards only the first copy, remembers the
+// backend's answer and replays it to every duplicate — or, with `deliver
+// async`, acknowledges once the notification is queued and delivers it
+// itself.
+//
+// # The map of the project
+//
+// Which package owns what, and where a change of each kind goes:
+//
+//	idemgate (module root)   blank-imports every module package below, so
+//	                         `xcaddy build --with github.com/idemgate/idemgate`
+//	                         brings all of it; Version
+//	cmd/idemgate             main: Caddy's standard modules + the module root
+//	caddymodule              this package: the request path (below)
+//	caddymodule/admin        admin.api.idempotency: keys, journal,
+//	                         redelivery, deliveries on Caddy's admin endpoint
+//	caddymodule/console      http.handlers.idempotency_console: the
+//	                         operator's pages and their embedded templates
+//	caddymodule/command      `idemgate idempotency …`: the CLI, a client of
+//	                         the admin API over HTTP (and `send`, `keygen`)
+//	keying                   notification parsing per platform: signature,
+//	                         key, fingerprint, success rule; no Caddy
+//	cache                    the stores (embedded bbolt, memory, Redis):
+//	                         claim, complete, release, renew, journal,
+//	                         queue; no Caddy
+//	internal/registry        what the operator surfaces share with the
+//	                         handler while a config runs: pooled stores,
+//	                         routes, delivery engines, the chart's counts
+//	internal/cfparse         the Caddyfile readers the directives share
+//	internal/signer          signs notifications as each platform does
+//	                         (the CLI's send and keygen)
+//	internal/gatewaytest,    test support, linked into no binary: an
+//	internal/platformtest,   in-process gateway, the platforms' signers
+//	internal/redistest,      for tests, real redis-server processes, a
+//	internal/faultystore     fault-injecting store wrapper
+//	examples/                runnable Caddyfiles, the stand-in legacy
+//	                         backend, the demo, monitoring assets
+//
+// The arrows point one way: command talks to admin over HTTP (and reads its
+// view types); console → admin → registry ← caddymodule; everything above
+// uses keying and cache, which import neither Caddy nor each other's users.
+//
+// Where a change goes: a new platform or a change to a platform's rules is
+// keying (and its presets table test here); a store's semantics or a Redis
+// script is cache; what the gateway answers in a situation is this package;
+// a new admin route is caddymodule/admin, shown in the console
+// (caddymodule/console) and wrapped by a CLI subcommand
+// (caddymodule/command); state an operator surface needs from a running
+// route goes through internal/registry.
+//
+// # This package, by file
+//
+// handler.go holds the configuration, its lifecycle and ServeHTTP;
+// caddyfile.go the directive; templates.go and placeholders.go the body,
+// key and fingerprint templates; scope.go the key namespace; secrets.go
+// the secrets read at start; store.go the store configuration and pool;
+// verify.go the signature clock; serve.go the claim and wait loop;
+// forward.go the trip to the backend and the settling of its claim;
+// replay.go the answer recorder and the replay; journal.go what a forward
+// adds to its key's record; decision.go the one place that logs, counts,
+// traces and emits what each request came to; metrics.go, tracing.go and
+// alert.go those outputs; deliver.go the receipt of `deliver async`
+// (claim, enqueue, ack), deliver_engine.go the engine that delivers the
+// queue to the backend, deliver_send.go one attempt's trip there and
+// deliver_metrics.go its gauges.
+package caddymodule

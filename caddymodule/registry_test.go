@@ -1,0 +1,100 @@
+package caddymodule
+
+import (
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+
+	"github.com/idemgate/idemgate/internal/gatewaytest"
+	"github.com/idemgate/idemgate/internal/registry"
+)
+
+// TestRegistriesAcrossReloads: 100 config reloads, each replacing a sync
+// route and an async route with two of new scopes, leave in the
+// process-wide registries exactly what the last config has — its two
+// routes, its one engine, its one store, one meter provider — and no
+// goroutine of a dropped route behind.
+func TestRegistriesAcrossReloads(t *testing.T) {
+	be := newBackend(t)
+	port := freePort(t)
+	config := func(i int) string {
+		return fmt.Sprintf(`{
+	admin off
+	auto_https off
+	persist_config off
+	storage file_system %s
+	log {
+		level ERROR
+	}
+}
+http://127.0.0.1:%d {
+	handle /sync {
+		idempotency {
+			key {idempotency.form.out_trade_no}
+			scope sync-%d
+			store memory
+		}
+		reverse_proxy %s
+	}
+	handle /async {
+		idempotency {
+			key {idempotency.form.out_trade_no}
+			scope async-%d
+			store memory
+			deliver async {
+				to http://%s
+				ack 200 success
+			}
+		}
+	}
+}
+`, t.TempDir(), port, i, be.addr(), i, be.addr())
+	}
+	gatewaytest.LoadCaddyfile(t, config(0))
+	t.Cleanup(func() { caddy.Stop() })
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	waitListening(t, base)
+	if r := post(t, base+"/sync", "application/x-www-form-urlencoded", "out_trade_no=warm", nil); r.status != 200 {
+		t.Fatalf("the first config's sync route: %d %q", r.status, r.body)
+	}
+	goroutines := runtime.NumGoroutine()
+
+	for i := 1; i <= 100; i++ {
+		gatewaytest.LoadCaddyfile(t, config(i))
+	}
+	waitServing(t, base)
+	if r := post(t, base+"/sync", "application/x-www-form-urlencoded", "out_trade_no=after", nil); r.status != 200 {
+		t.Fatalf("the last config's sync route: %d %q", r.status, r.body)
+	}
+
+	if n := registry.Scopes(); n != 2 {
+		t.Errorf("%d scopes registered after 100 reloads, want the last config's 2", n)
+	}
+	for _, scope := range []string{"sync-100", "async-100"} {
+		if _, ok := registry.RouteOf(scope); !ok {
+			t.Errorf("scope %s of the running config is not registered", scope)
+		}
+	}
+	if _, ok := registry.RouteOf("sync-99"); ok {
+		t.Error("a dropped route's scope is still registered")
+	}
+	if es := registry.Engines(); len(es) != 1 || es[0].Scope() != "async-100" {
+		t.Errorf("engines after 100 reloads: %d, want the last config's one", len(es))
+	}
+	if ids := registry.StoreIDs(); len(ids) != 1 {
+		t.Errorf("stores after 100 reloads: %v, want one", ids)
+	}
+	providers := 0
+	meterProviders.Range(func(_, _ any) bool { providers++; return true })
+	if providers > 1 {
+		t.Errorf("%d meter providers after 100 reloads, want at most one", providers)
+	}
+	// Dropped engines' workers and refreshers are gone (a little slack for
+	// the HTTP server's own connection goroutines).
+	eventually(t, 10*time.Second, "the dropped routes' goroutines to end", func() bool {
+		return runtime.NumGoroutine() <= goroutines+10
+	})
+}

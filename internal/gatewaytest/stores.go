@@ -1,0 +1,64 @@
+package gatewaytest
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/idemgate/idemgate/cache"
+	"github.com/idemgate/idemgate/internal/redistest"
+	"github.com/idemgate/idemgate/internal/registry"
+)
+
+// StoreLines returns the `store` line for each store a flow runs on: the
+// memory store, an embedded file and a real redis-server started for t.
+func StoreLines(t *testing.T) map[string]string {
+	t.Helper()
+	rs := redistest.Start(t)
+	return map[string]string{
+		"memory":   "store memory",
+		"embedded": "store embedded " + filepath.Join(t.TempDir(), "keys.db"),
+		"redis":    "store redis " + rs.Addr(),
+	}
+}
+
+// EachStore runs f as a subtest per store of StoreLines.
+func EachStore(t *testing.T, f func(t *testing.T, name, store string)) {
+	t.Helper()
+	for name, store := range StoreLines(t) {
+		t.Run(name, func(t *testing.T) { f(t, name, store) })
+	}
+}
+
+// Record looks a key up in the only store loaded in this process; nil
+// when it has no record.
+func Record(t testing.TB, key string) *cache.Record {
+	t.Helper()
+	ps, ids := registry.FindStore("")
+	if ps == nil {
+		t.Fatalf("want one loaded store, have %v", ids)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	rec, err := ps.Lookup(ctx, key)
+	if errors.Is(err, cache.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		t.Fatalf("lookup %s: %v", key, err)
+	}
+	return rec
+}
+
+// WaitAnswered waits until key is answered in the only loaded store.
+func WaitAnswered(t testing.TB, within time.Duration, key string) *cache.Record {
+	t.Helper()
+	var rec *cache.Record
+	Eventually(t, within, key+" to be answered", func() bool {
+		rec = Record(t, key)
+		return rec != nil && rec.State == cache.StateAnswered
+	})
+	return rec
+}
