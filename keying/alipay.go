@@ -27,11 +27,24 @@ func init() { register("alipay", newAlipay) }
 // Config.AppIDs, when set, pins app_id: another app's notification, even
 // validly signed, is ErrSignature.
 //
-// Key: {app_id}:{trade_no}:{trade_status}:{out_biz_no}; app_id and
-// trade_no are required. The return query carries no trade_status, so its
-// key differs from the notify's: give both routes one key template (see the
-// design's "two channels, one order").
+// Key: the business event of the order, {app_id}:{trade_no}:<event>
+// (Order {app_id}:{trade_no}; app_id and trade_no are required, the signed
+// return carries both). The event, following Alipay's notify documentation
+// (opendocs.alipay.com/open/203/105286, "异步通知参数说明" and the
+// trade_status table) and its sample code, which treats TRADE_SUCCESS and
+// TRADE_FINISHED alike as "paid: process if not yet processed":
 //
+//   - refund:{out_biz_no} when the notification carries out_biz_no or
+//     refund_fee (a partial refund comes with TRADE_SUCCESS, a full one
+//     with TRADE_CLOSED): a refund without out_biz_no is ErrMalformed, as
+//     it cannot be told from another refund of the order;
+//   - paid for TRADE_SUCCESS or TRADE_FINISHED, and for the signed browser
+//     return (no trade_status): return and notify share one key;
+//   - closed for TRADE_CLOSED; created for WAIT_BUYER_PAY;
+//   - any other trade_status is ErrMalformed.
+//
+// Money: refund_fee for a refund (Alipay's cumulative refunded amount of
+// the trade), else total_amount; currency CNY unless trans_currency says.
 // Fingerprint: total_amount, refund_fee. Success: 200 with body "success".
 // Extra: every verified parameter by name ({idempotency.alipay.out_trade_no}),
 // as decoded: in the request's charset, not converted to UTF-8.
@@ -88,15 +101,62 @@ func (a *Alipay) Verify(r *Request) (*Notification, error) {
 	if !pinned(a.appIDs, appID) {
 		return nil, sigErr("alipay", "app_id %s is not one of the configured app_id", clip(appID))
 	}
+	event, money, err := alipayEvent(params)
+	if err != nil {
+		return nil, err
+	}
+	order := appID + ":" + tradeNo
 	return &Notification{
 		Fields:      NewFields(r),
-		Key:         appID + ":" + tradeNo + ":" + params["trade_status"] + ":" + params["out_biz_no"],
+		Key:         order + ":" + event,
+		Order:       order,
+		Event:       event,
+		Money:       money,
+		LegacyKey:   appID + ":" + tradeNo + ":" + params["trade_status"] + ":" + params["out_biz_no"],
 		Fingerprint: Material(params["total_amount"], params["refund_fee"]),
 		Extra: func(path string) (string, bool) {
 			v, ok := params[path]
 			return v, ok
 		},
 	}, nil
+}
+
+// alipayEvent classifies a verified notify or return (see Alipay).
+func alipayEvent(params map[string]string) (string, Money, error) {
+	currency := params["trans_currency"]
+	if currency == "" {
+		currency = "CNY"
+	}
+	if bizNo, refundFee := params["out_biz_no"], params["refund_fee"]; bizNo != "" || refundFee != "" {
+		if bizNo == "" {
+			return "", Money{}, malformed("alipay", "a refund (refund_fee %s) without out_biz_no: which refund of the trade it is cannot be told", clip(refundFee))
+		}
+		m, err := Major(refundFee, currency)
+		if refundFee == "" {
+			m, err = Money{}, nil // out_biz_no alone: a refund whose amount is not named
+		}
+		if err != nil {
+			return "", Money{}, malformed("alipay", "refund_fee: %v", err)
+		}
+		return refundEvent(bizNo, ""), m, nil
+	}
+	m, err := Money{}, error(nil)
+	if params["total_amount"] != "" {
+		if m, err = Major(params["total_amount"], currency); err != nil {
+			return "", Money{}, malformed("alipay", "total_amount: %v", err)
+		}
+	}
+	switch st := params["trade_status"]; st {
+	case "TRADE_SUCCESS", "TRADE_FINISHED", "":
+		// "": the signed browser return, sent once the trade is paid.
+		return EventPaid, m, nil
+	case "TRADE_CLOSED":
+		return EventClosed, m, nil
+	case "WAIT_BUYER_PAY":
+		return EventCreated, m, nil
+	default:
+		return "", Money{}, malformed("alipay", "unknown trade_status %s: not a business event this preset knows", clip(st))
+	}
 }
 
 func (a *Alipay) verify(params map[string]string) error {

@@ -82,7 +82,29 @@ type Notification struct {
 	// Key is the preset's default idempotency key, built from signed
 	// content, without a platform prefix (the caller puts the route's
 	// scope in front); "" for generic, where the key template is required.
+	// For a preset that classifies business events it is
+	// Order + ":" + Event.
 	Key string
+	// Order is the order this notification reports on, "<merchant or
+	// app>:<order>" (Alipay "<app_id>:<trade_no>", WeChat Pay
+	// "<mchid>:<transaction_id>"), and Event its business event in that
+	// order ("paid", "refund:<id>", "closed"; see EventPaid); both "" for
+	// the presets whose platform names each event itself (Stripe, PayPal,
+	// Standard Webhooks: the event id is its own business event).
+	Order, Event string
+	// Money is the amount and currency the signed content names (Alipay
+	// total_amount or refund_fee, WeChat Pay amount.total or
+	// amount.refund, Stripe data.object.amount, PayPal resource.amount),
+	// in major units; zero when it names none.
+	Money Money
+	// LegacyKey is the key this notification had under the preset's
+	// default key before business events (Alipay
+	// "<app_id>:<trade_no>:<trade_status>:<out_biz_no>", WeChat Pay
+	// "<event_type>:<refund_id|transaction_id>", WeChat Pay v2
+	// "<transaction_id>" or "refund:<refund_id>:<refund_status>"), so
+	// records written under it are still found while they live; "" when
+	// the key did not change.
+	LegacyKey string
 	// Fingerprint is the material (not yet hashed) that must be equal
 	// between copies of one key; "" means no check.
 	Fingerprint string

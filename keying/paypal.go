@@ -47,7 +47,8 @@ func init() { register("paypal", newPayPal) }
 // minute, at most paypalCacheSize URLs; concurrent requests for one URL
 // share one fetch, and each waits no longer than its own context.
 //
-// Key: {id} (the event id, the same on every retry). Fingerprint:
+// Key: {id} (the event id, the same on every retry: its own business
+// event). Money: resource.amount (value, currency_code). Fingerprint:
 // event_type, resource.id. Success: 2xx. No Extra.
 type PayPal struct {
 	webhookID string
@@ -189,11 +190,20 @@ func (p *PayPal) Verify(r *Request) (*Notification, error) {
 	if err != nil {
 		return nil, err
 	}
-	fp, err := jsonFields("paypal", f, "event_type", "resource.id")
+	fp, err := jsonFields("paypal", f, "event_type", "resource.id", "resource.amount.value", "resource.amount.currency_code")
 	if err != nil {
 		return nil, err
 	}
-	return &Notification{Fields: f, Key: id, Fingerprint: Material(fp...)}, nil
+	n := &Notification{Fields: f, Key: id, Fingerprint: Material(fp[:2]...)}
+	if fp[2] != "" {
+		// Captures, refunds and sales carry resource.amount in major units
+		// (developer.paypal.com, "Webhook event names" and the Payments v2
+		// capture object).
+		if n.Money, err = Major(fp[2], fp[3]); err != nil {
+			return nil, malformed("paypal", "resource.amount: %v", err)
+		}
+	}
+	return n, nil
 }
 
 // PayPalSignContent is the string PayPal signs for a webhook.

@@ -18,8 +18,9 @@ func init() { register("stripe", newStripe) }
 // one may match (Stripe sends two while a secret is being rolled). A t older
 // than the tolerance (5 min) is rejected; v0 and unknown schemes are ignored.
 //
-// Key: {id} (the event id, the same on every retry). Fingerprint:
-// type, data.object.id. Success: 2xx. No Extra: {idempotency.json.*} reads
+// Key: {id} (the event id, the same on every retry: its own business
+// event). Money: data.object.amount in minor units with
+// data.object.currency. Fingerprint: type, data.object.id. Success: 2xx. No Extra: {idempotency.json.*} reads
 // the event.
 type Stripe struct {
 	secret   []byte
@@ -50,11 +51,19 @@ func (s *Stripe) Verify(r *Request) (*Notification, error) {
 	if err != nil {
 		return nil, err
 	}
-	fp, err := jsonFields("stripe", f, "type", "data.object.id")
+	fp, err := jsonFields("stripe", f, "type", "data.object.id", "data.object.amount", "data.object.currency")
 	if err != nil {
 		return nil, err
 	}
-	return &Notification{Fields: f, Key: id, Fingerprint: Material(fp...)}, nil
+	n := &Notification{Fields: f, Key: id, Fingerprint: Material(fp[:2]...)}
+	if fp[2] != "" && fp[3] != "" {
+		// Charges, payment intents and refunds carry amount in the
+		// currency's smallest unit (stripe.com/docs/currencies).
+		if n.Money, err = FromMinor(fp[2], fp[3]); err != nil {
+			return nil, malformed("stripe", "data.object.amount: %v", err)
+		}
+	}
+	return n, nil
 }
 
 func (s *Stripe) verify(r *Request) error {

@@ -31,9 +31,19 @@ func init() { register("wechatpay", newWechatPay) }
 // With Config.Secret (the 32-byte APIv3 key) the resource is decrypted
 // (AEAD_AES_256_GCM) and:
 //
-//   - Key: {event_type}:{refund_id} when the resource has a refund_id
-//     (refund events), else {event_type}:{transaction_id}; a resource with
-//     neither falls back to {id}.
+//   - Key: the business event of the order, {mchid}:{transaction_id}:<event>
+//     (Order {mchid}:{transaction_id}), the event by event_type, as WeChat
+//     Pay's notification documentation names them (pay.weixin.qq.com, "支付
+//     结果通知" and "退款结果通知"): paid for TRANSACTION.SUCCESS (a payment
+//     re-sent later, under a new notification id, is the same event);
+//     refund:{out_refund_no} for REFUND.SUCCESS, and the other refund
+//     outcomes as that refund's own events, refund:{out_refund_no}:abnormal
+//     (REFUND.ABNORMAL) and refund:{out_refund_no}:closed (REFUND.CLOSED).
+//     Another event_type, or a resource without mchid, transaction_id or
+//     (for refunds) out_refund_no, is ErrMalformed naming what is missing.
+//
+//   - Money: amount.refund for refunds, else amount.total, both in fen,
+//     with amount.currency (CNY when absent).
 //
 //   - Fingerprint: amount.refund and refund_status for refunds, else
 //     amount.total and trade_state.
@@ -182,20 +192,61 @@ func (w *WechatPay) Verify(r *Request) (*Notification, error) {
 	if mchid := get("mchid"); !pinned(w.mchIDs, mchid) {
 		return nil, sigErr("wechatpay", "mchid %s is not one of the configured mchid", clip(mchid))
 	}
-	switch refundID, txID := get("refund_id"), get("transaction_id"); {
-	case refundID != "":
-		n.Key = env.EventType + ":" + refundID
-		n.Fingerprint = Material(get("amount.refund"), get("refund_status"))
-	case txID != "":
-		n.Key = env.EventType + ":" + txID
-		n.Fingerprint = Material(get("amount.total"), get("trade_state"))
-	case env.ID != "":
-		n.Key = env.ID
-		n.Fingerprint = Material(env.EventType)
-	default:
-		return nil, malformed("wechatpay", "no transaction_id, refund_id or id")
+	if err := w.classify(n, env.EventType, get); err != nil {
+		return nil, err
 	}
 	return n, nil
+}
+
+// classify names the business event of a decrypted resource (see
+// WechatPay), and the key, money, fingerprint and legacy key with it.
+func (w *WechatPay) classify(n *Notification, eventType string, get func(string) string) error {
+	const p = "wechatpay"
+	mchid, txID := get("mchid"), get("transaction_id")
+	var event, amount string
+	switch eventType {
+	case "TRANSACTION.SUCCESS":
+		event, amount = EventPaid, get("amount.total")
+		n.Fingerprint = Material(get("amount.total"), get("trade_state"))
+		n.LegacyKey = eventType + ":" + txID
+	case "REFUND.SUCCESS", "REFUND.ABNORMAL", "REFUND.CLOSED":
+		refundNo := get("out_refund_no")
+		if refundNo == "" {
+			return malformed(p, "%s without out_refund_no: which refund of the order it is cannot be told", eventType)
+		}
+		outcome := ""
+		switch eventType {
+		case "REFUND.ABNORMAL":
+			outcome = "abnormal"
+		case "REFUND.CLOSED":
+			outcome = "closed"
+		}
+		event, amount = refundEvent(refundNo, outcome), get("amount.refund")
+		n.Fingerprint = Material(get("amount.refund"), get("refund_status"))
+		n.LegacyKey = eventType + ":" + get("refund_id")
+	default:
+		return malformed(p, "unknown event_type %s: not a business event this preset knows", clip(eventType))
+	}
+	switch {
+	case mchid == "":
+		return malformed(p, "the resource has no mchid")
+	case txID == "":
+		return malformed(p, "the resource has no transaction_id")
+	}
+	if amount != "" {
+		currency := get("amount.currency")
+		if currency == "" {
+			currency = "CNY"
+		}
+		m, err := FromMinor(amount, currency)
+		if err != nil {
+			return malformed(p, "%v", err)
+		}
+		n.Money = m
+	}
+	n.Order, n.Event = mchid+":"+txID, event
+	n.Key = n.Order + ":" + event
+	return nil
 }
 
 func (w *WechatPay) verify(r *Request) error {

@@ -67,7 +67,8 @@ func TestWechatPay(t *testing.T) {
 	pay := wxEvent("EV-2018022511223320873", "TRANSACTION.SUCCESS", wxTransaction("SUCCESS", 100))
 	payBody := wxBody(t, pay)
 	valid := wxRequest(t, k, wxPubKeyID, testNow, "5K8264ILTKCH16CQ2502SI8ZNMTM67VS", payBody)
-	const payKey = "TRANSACTION.SUCCESS:1217752501201407033233368018"
+	const payKey = "1230000109:1217752501201407033233368018:paid"
+	const refundKey = "1230000109:1008450740201411110005820873:refund:R20150806125346"
 
 	// A retry: re-signed later, new nonce, resource re-encrypted.
 	retryEvent := pay
@@ -90,11 +91,11 @@ func TestWechatPay(t *testing.T) {
 		{"certificate serial lower case", byCert, wxRequest(t, k, strings.ToLower(wxSerialHex), testNow, "n", payBody), nil, payKey, ""},
 		{"retry: new timestamp, nonce, ciphertext", byKey, retry, nil, payKey, `["100","SUCCESS"]`},
 		{"timestamp 4 min ahead", byKey, wxRequest(t, k, wxPubKeyID, testNow.Add(4*time.Minute), "n", payBody), nil, payKey, ""},
-		{"new event", byKey, wxRequest(t, k, wxPubKeyID, testNow, "n", wxBody(t, wxEvent("EV-9", "TRANSACTION.REFUND", wxTransaction("REFUND", 100)))), nil,
-			"TRANSACTION.REFUND:1217752501201407033233368018", `["100","REFUND"]`},
+		{"event type no business event names", byKey, wxRequest(t, k, wxPubKeyID, testNow, "n", wxBody(t, wxEvent("EV-9", "TRANSACTION.REFUND", wxTransaction("REFUND", 100)))),
+			ErrMalformed, "", ""},
 		{"refund", byKey, wxRequest(t, k, wxPubKeyID, testNow, "n", wxBody(t, refund)), nil,
-			"REFUND.SUCCESS:50200207182018070300011301001", `["999","SUCCESS"]`},
-		{"resource without ids", byKey, wxRequest(t, k, wxPubKeyID, testNow, "n", wxBody(t, noIDs)), nil, "EV-3", ""},
+			refundKey, `["999","SUCCESS"]`},
+		{"unknown event type", byKey, wxRequest(t, k, wxPubKeyID, testNow, "n", wxBody(t, noIDs)), ErrMalformed, "", ""},
 		{"no secret: notification id", noSecret, valid, nil, "EV-2018022511223320873", `["TRANSACTION.SUCCESS"]`},
 		{"tampered body", byKey, withReqBody(valid, []byte(strings.Replace(string(valid.Body), "EV-2018", "EV-2019", 1))), ErrSignature, "", ""},
 		{"tampered nonce", byKey, hdr(valid, "Wechatpay-Nonce", "other"), ErrSignature, "", ""},
@@ -119,7 +120,7 @@ func TestWechatPay(t *testing.T) {
 		{"verify off", Config{NoVerify: true, Secret: wxAPIv3Key}, hdr(valid, "Wechatpay-Signature", ""), nil, payKey, ""},
 		{"pinned mchid", withMch(byKey, "1900000109", "1230000109"), valid, nil, payKey, ""},
 		{"pinned mchid, refund", withMch(byKey, "1230000109"), wxRequest(t, k, wxPubKeyID, testNow, "n", wxBody(t, refund)), nil,
-			"REFUND.SUCCESS:50200207182018070300011301001", ""},
+			refundKey, ""},
 		{"another merchant's notification", withMch(byKey, "1900000109"), valid, ErrSignature, "", ""},
 		{"another merchant's, verify off", withMch(Config{NoVerify: true, Secret: wxAPIv3Key}, "1900000109"), valid, ErrSignature, "", ""},
 		{"resource without mchid, pinned", withMch(byKey, "1230000109"), wxRequest(t, k, wxPubKeyID, testNow, "n", wxBody(t, noIDs)), ErrSignature, "", ""},
@@ -137,7 +138,7 @@ func TestWechatPay(t *testing.T) {
 			if c.fp != "" && n.Fingerprint != c.fp {
 				t.Fatalf("Fingerprint = %s, want %s", n.Fingerprint, c.fp)
 			}
-			if c.cfg.Secret != "" && strings.Contains(c.key, "TRANSACTION") {
+			if c.cfg.Secret != "" && strings.HasSuffix(c.key, ":paid") {
 				if v, ok := n.Extra("transaction_id"); !ok || v != "1217752501201407033233368018" {
 					t.Fatalf("Extra(transaction_id) = %q, %v", v, ok)
 				}

@@ -32,7 +32,10 @@ func init() { register("wechatpay_v2", newWechatPayV2) }
 // Config.MchIDs, when set, pins mch_id: another merchant's notification is
 // ErrSignature.
 //
-// Key: {transaction_id} (required). Fingerprint: total_fee,
+// Key: the business event of the order, {mch_id}:{transaction_id}:<event>
+// (Order {mch_id}:{transaction_id}; both required): paid for a payment
+// notification with result_code SUCCESS, failed for FAIL. Money: total_fee
+// (fen) with fee_type (CNY when absent). Fingerprint: total_fee,
 // result_code. Success: a 2xx whose body is XML with return_code SUCCESS.
 // Extra: every verified field by name.
 //
@@ -40,8 +43,12 @@ func init() { register("wechatpay_v2", newWechatPayV2) }
 // keyed by the lower-case hex MD5 of the API key, PKCS #7 padded, holding
 // an XML <root>. Being able to decrypt it into a refund is what WeChat Pay
 // offers as authentication (it has no MAC), so any failure is ErrSignature.
-// Key: refund:{refund_id}:{refund_status}. Fingerprint:
-// refund_fee, total_fee. Extra: the decrypted fields, then the outer ones.
+// Key: {mch_id}:{transaction_id}:refund:{out_refund_no} for refund_status
+// SUCCESS, and the other outcomes as that refund's own events,
+// …:refund:{out_refund_no}:abnormal (CHANGE) and …:closed (REFUNDCLOSE),
+// as v3 names them (WeChat Pay's "退款结果通知": refund_status SUCCESS,
+// CHANGE, REFUNDCLOSE). Money: refund_fee (fen). Fingerprint: refund_fee,
+// total_fee. Extra: the decrypted fields, then the outer ones.
 // Decrypting needs Config.Secret even with NoVerify.
 type WechatPayV2 struct {
 	secret   []byte
@@ -85,15 +92,48 @@ func (w *WechatPayV2) Verify(r *Request) (*Notification, error) {
 	if tx == "" {
 		return nil, malformed("wechatpay_v2", "no transaction_id")
 	}
-	return &Notification{
+	event := EventPaid
+	switch rc := fields["result_code"]; rc {
+	case "SUCCESS":
+	case "FAIL":
+		event = EventFailed
+	default:
+		return nil, malformed("wechatpay_v2", "result_code %s is neither SUCCESS nor FAIL", clip(rc))
+	}
+	n := &Notification{
 		Fields:      NewFields(r),
-		Key:         tx,
+		LegacyKey:   tx,
 		Fingerprint: Material(fields["total_fee"], fields["result_code"]),
 		Extra: func(path string) (string, bool) {
 			v, ok := fields[path]
 			return v, ok
 		},
-	}, nil
+	}
+	if err := v2Order(n, fields["mch_id"], tx, event, fields["total_fee"], fields["fee_type"]); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+// v2Order sets n's order, event, key and money.
+func v2Order(n *Notification, mchID, tx, event, fee, feeType string) error {
+	const p = "wechatpay_v2"
+	if mchID == "" {
+		return malformed(p, "no mch_id")
+	}
+	if fee != "" {
+		if feeType == "" {
+			feeType = "CNY"
+		}
+		m, err := FromMinor(fee, feeType)
+		if err != nil {
+			return malformed(p, "%v", err)
+		}
+		n.Money = m
+	}
+	n.Order, n.Event = mchID+":"+tx, event
+	n.Key = n.Order + ":" + event
+	return nil
 }
 
 // strictXML is ParseStrictXML with ambiguity reported as ErrSignature.
@@ -167,9 +207,25 @@ func (w *WechatPayV2) refund(r *Request, outer map[string]string) (*Notification
 	if err := w.checkMchID(outer); err != nil {
 		return nil, err
 	}
-	return &Notification{
+	var outcome string
+	switch st := inner["refund_status"]; st {
+	case "SUCCESS":
+	case "CHANGE":
+		outcome = "abnormal"
+	case "REFUNDCLOSE":
+		outcome = "closed"
+	default:
+		return nil, malformed(p, "unknown refund_status %s", clip(st))
+	}
+	switch {
+	case inner["out_refund_no"] == "":
+		return nil, malformed(p, "a refund without out_refund_no: which refund of the order it is cannot be told")
+	case inner["transaction_id"] == "":
+		return nil, malformed(p, "a refund without transaction_id")
+	}
+	n := &Notification{
 		Fields:      NewFields(r),
-		Key:         "refund:" + inner["refund_id"] + ":" + inner["refund_status"],
+		LegacyKey:   "refund:" + inner["refund_id"] + ":" + inner["refund_status"],
 		Fingerprint: Material(inner["refund_fee"], inner["total_fee"]),
 		Extra: func(path string) (string, bool) {
 			if v, ok := inner[path]; ok {
@@ -178,7 +234,12 @@ func (w *WechatPayV2) refund(r *Request, outer map[string]string) (*Notification
 			v, ok := outer[path]
 			return v, ok
 		},
-	}, nil
+	}
+	if err := v2Order(n, outer["mch_id"], inner["transaction_id"], refundEvent(inner["out_refund_no"], outcome),
+		inner["refund_fee"], outer["fee_type"]); err != nil {
+		return nil, err
+	}
+	return n, nil
 }
 
 // decryptReqInfo undoes base64, AES-256-ECB and PKCS #7 padding.

@@ -58,7 +58,7 @@ func set(m map[string]string, kv ...string) map[string]string {
 func TestWechatPayV2(t *testing.T) {
 	cfg := Config{Secret: wxV2Key}
 	base := wxV2Fields()
-	const wantKey = "1004400740201409030005092168"
+	const wantKey = "10000100:1004400740201409030005092168:paid"
 	md5Signed := wxV2MD5.Sign(base)
 	cases := []verifyCase{
 		{"MD5", cfg, v2req(wxV2XML(md5Signed)), nil, wantKey},
@@ -67,7 +67,7 @@ func TestWechatPayV2(t *testing.T) {
 		{"lower-case sign", cfg, v2req(wxV2XML(set(md5Signed, "sign", strings.ToLower(md5Signed["sign"])))), nil, wantKey},
 		{"retry with new nonce_str", cfg, v2req(wxV2XML(wxV2MD5.Sign(set(base, "nonce_str", "abc")))), nil, wantKey},
 		{"empty field not signed", cfg, v2req(wxV2XML(set(md5Signed, "device_info", ""))), nil, wantKey},
-		{"other transaction", cfg, v2req(wxV2XML(wxV2MD5.Sign(set(base, "transaction_id", "42")))), nil, "42"},
+		{"other transaction", cfg, v2req(wxV2XML(wxV2MD5.Sign(set(base, "transaction_id", "42")))), nil, "10000100:42:paid"},
 		{"tampered fee", cfg, v2req(wxV2XML(set(md5Signed, "total_fee", "100"))), ErrSignature, ""},
 		{"added field", cfg, v2req(wxV2XML(set(md5Signed, "device_info", "X"))), ErrSignature, ""},
 		{"wrong key", cfg, v2req(wxV2XML(platformtest.WechatPayV2{APIKey: "00000000000000000000000000000000"}.Sign(base))), ErrSignature, ""},
@@ -129,11 +129,11 @@ func wxV2Refund(t testing.TB, apiKey, nonce, plain string) []byte {
 
 func TestWechatPayV2Refund(t *testing.T) {
 	cfg := Config{Secret: wxV2Key}
-	const key = "refund:50000408942018111907145868882:SUCCESS"
+	const key = "10000100:4200000215201811190261405420:refund:131811191610442717309"
 	cases := []verifyCase{
 		{"refund", cfg, v2req(wxV2Refund(t, wxV2Key, "n1", wxV2RefundInfo("SUCCESS"))), nil, key},
 		{"retry", cfg, v2req(wxV2Refund(t, wxV2Key, "n2", wxV2RefundInfo("SUCCESS"))), nil, key},
-		{"new status", cfg, v2req(wxV2Refund(t, wxV2Key, "n3", wxV2RefundInfo("REFUNDCLOSE"))), nil, "refund:50000408942018111907145868882:REFUNDCLOSE"},
+		{"new status", cfg, v2req(wxV2Refund(t, wxV2Key, "n3", wxV2RefundInfo("REFUNDCLOSE"))), nil, "10000100:4200000215201811190261405420:refund:131811191610442717309:closed"},
 		{"verify off with secret", Config{Secret: wxV2Key, NoVerify: true}, v2req(wxV2Refund(t, wxV2Key, "n1", wxV2RefundInfo("SUCCESS"))), nil, key},
 		{"other API key", cfg, v2req(wxV2Refund(t, "ffffffffffffffffffffffffffffffff", "n1", wxV2RefundInfo("SUCCESS"))), ErrSignature, ""},
 		{"decrypts to something else", cfg, v2req(wxV2Refund(t, wxV2Key, "n1", "<root><a>1</a></root>")), ErrSignature, ""},
