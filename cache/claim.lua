@@ -1,7 +1,10 @@
--- Claim one idempotency key. KEYS: the key's hash, notification, attempts.
--- ARGV: token, fingerprint, lock TTL (ms), original key.
--- Returns {"won", <now ms>}, or {outcome, <record fields in recordFields
--- order, packed>} where outcome is "in_flight", "answered" or "conflict";
+-- Claim one idempotency key. KEYS: the key's hash, notification, attempts,
+-- its order's state. ARGV: token, fingerprint, lock TTL (ms), original key,
+-- the key's event in its order.
+-- Returns {"won", <now ms>}; {"order", <the event's stored value>} when the
+-- key has no record and its event ran in its order (nothing is written); or
+-- {outcome, <record fields in recordFields order, packed>} where outcome is
+-- "in_flight", "answered" or "conflict";
 -- the answer fields are only filled for "answered" so a duplicate costs one
 -- round trip. Packed: each field as <length>:<bytes> (a missing one empty),
 -- one string, so the gateway reads one reply instead of one per field.
@@ -20,6 +23,10 @@ if st == 'in_flight' and tonumber(redis.call('HGET', h, 'expires')) <= nowms the
   end
 end
 if not st then
+  local ran = redis.call('HGET', KEYS[4], ARGV[5])
+  if ran then
+    return {'order', ran}
+  end
   redis.call('DEL', h, nk, ak)
   redis.call('HSET', h, 'key', ARGV[4], 'state', 'in_flight', 'token', ARGV[1],
     'fp', ARGV[2], 'copies', 1, 'conflicts', 0, 'first', now, 'last', now,

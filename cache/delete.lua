@@ -1,6 +1,8 @@
--- Delete a key whatever its state. KEYS: the key's hash, notification,
--- attempts. ARGV: wake channel, the hot answers' channel and the fence's
--- done message (see redis_hot.go), published whatever the outcome. Returns false when there was nothing: a
+-- Delete a key whatever its state, and its event in its order. KEYS: the
+-- key's hash, notification, attempts, order state. ARGV: wake channel, the
+-- hot answers' channel and the fence's done message (see redis_hot.go),
+-- published whatever the outcome, the key's event in its order. Returns
+-- false when there was nothing: a
 -- claim that ran out with no journal counts as nothing, as the claim script
 -- and Lookup see it (a renewal with a shorter lock TTL leaves the hash
 -- alive past the claim's end).
@@ -9,7 +11,8 @@ local v = redis.call('HMGET', h, 'state', 'expires', 'na', 'nn')
 local nowms = now_ms()
 local gone = v[1] == 'in_flight' and tonumber(v[2]) <= nowms and not v[3] and not v[4]
 redis.call('PUBLISH', ARGV[2], ARGV[3])
-if redis.call('DEL', KEYS[1], KEYS[2], KEYS[3]) == 0 or gone then
+local had = redis.call('HDEL', KEYS[4], ARGV[4]) == 1
+if (redis.call('DEL', KEYS[1], KEYS[2], KEYS[3]) == 0 or gone) and not had then
   return false
 end
 redis.call('PUBLISH', ARGV[1], 'd')

@@ -18,7 +18,9 @@ import (
 // Embedded is a Store on a bbolt file: records survive restarts, but only
 // one process may open the file (bbolt locks it).
 //
-// Buckets: "records" (key → encoded entry) and two indexes kept in the same
+// Buckets: "records" (key → encoded entry), "orders" (see Order: order →
+// its events that ran, swept through the same expiry index), and two
+// indexes kept in the same
 // transactions as the records: "in_flight" (key → empty), so InFlight never
 // scans answers, and "expiry" (big-endian expiry ms + key → empty), so the
 // sweeper pops exactly the expired records, oldest first, whatever the
@@ -89,6 +91,7 @@ var (
 	bucketInFlight = []byte("in_flight")
 	bucketExpiry   = []byte("expiry")
 	bucketMeta     = []byte("meta")
+	bucketOrders   = []byte("orders")
 	// indexNext, in meta, is the next record key to add to the expiry
 	// index while a file from before the index is being indexed.
 	indexNext = []byte("expiry_index_next")
@@ -143,7 +146,7 @@ func NewEmbedded(path string, opts EmbeddedOptions) (*Embedded, error) {
 		// at the first record key.
 		legacy := tx.Bucket(bucketRecords) != nil && tx.Bucket(bucketExpiry) == nil
 		for _, b := range [][]byte{bucketRecords, bucketInFlight, bucketExpiry, bucketMeta,
-			bucketIxInFlight, bucketIxAnswered, bucketIxFailed} {
+			bucketIxInFlight, bucketIxAnswered, bucketIxFailed, bucketOrders} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -306,7 +309,15 @@ func (s *Embedded) Claim(ctx context.Context, key, fingerprint string, lockTTL t
 	var res ClaimResult
 	err := s.view(ctx, func(tx *bolt.Tx, t time.Time) error {
 		e, err := get(tx, bkey(key), t)
-		if err != nil || e == nil || e.State != StateAnswered ||
+		if err == nil && e == nil {
+			// A late copy of an event that ran, its record gone: a read too.
+			rec, err := ranEvent(tx, key, t)
+			if rec != nil {
+				res = ClaimResult{Outcome: Answered, Record: rec}
+			}
+			return err
+		}
+		if err != nil || e.State != StateAnswered ||
 			(fingerprint != "" && e.Fingerprint != "" && fingerprint != e.Fingerprint) {
 			return err
 		}
@@ -330,6 +341,10 @@ func (s *Embedded) Claim(ctx context.Context, key, fingerprint string, lockTTL t
 			return err
 		}
 		if e == nil {
+			if rec, err := ranEvent(tx, key, t); err != nil || rec != nil {
+				res = ClaimResult{Outcome: Answered, Record: rec}
+				return err // the event ran: nothing is written
+			}
 			e = newEntry(key, fingerprint, t, lockTTL)
 			res = ClaimResult{Outcome: Won, Token: e.token}
 		} else {
@@ -365,9 +380,22 @@ func (s *Embedded) owned(ctx context.Context, key, token string, fn func(e *entr
 }
 
 func (s *Embedded) Complete(ctx context.Context, key, token string, a Answer, ttl time.Duration, j Journal) error {
-	err := s.owned(ctx, key, token, func(e *entry, t time.Time) *entry {
+	err := s.update(ctx, func(tx *bolt.Tx, t time.Time) error {
+		e, err := get(tx, bkey(key), t)
+		if err != nil {
+			return err
+		}
+		if e == nil || !e.owns(token) {
+			return ErrNotOwner
+		}
 		e.answer(a, t, ttl, j)
-		return e
+		if err := put(tx, e); err != nil {
+			return err
+		}
+		if a.Order == nil {
+			return nil
+		}
+		return updateOrder(tx, key, t, func(o *orderState, event string) { o.ran(event, t, a.Order) })
 	})
 	if err == nil {
 		s.n.wake(key)
@@ -401,7 +429,11 @@ func (s *Embedded) Reopen(ctx context.Context, key string, ttl time.Duration) er
 		s.merge(e) // the copies replays counted and did not write yet
 		delete(s.pend, key)
 		e.reopen(t, ttl)
-		return put(tx, e)
+		if err := put(tx, e); err != nil {
+			return err
+		}
+		_, err = forgetEvent(tx, key, t)
+		return err
 	})
 }
 
@@ -460,7 +492,11 @@ func (s *Embedded) Delete(ctx context.Context, key string) error {
 		if err := del(tx, bkey(key)); err != nil {
 			return err
 		}
-		if e == nil {
+		had, err := forgetEvent(tx, key, t)
+		if err != nil {
+			return err
+		}
+		if e == nil && !had {
 			return ErrNotFound
 		}
 		return nil
@@ -469,6 +505,22 @@ func (s *Embedded) Delete(ctx context.Context, key string) error {
 		s.n.wake(key)
 	}
 	return err
+}
+
+func (s *Embedded) Order(ctx context.Context, order string) (*Order, error) {
+	var out *Order
+	err := s.view(ctx, func(tx *bolt.Tx, t time.Time) error {
+		o, err := getOrder(tx, okey(order), t)
+		if err != nil {
+			return err
+		}
+		if o == nil || len(o.events) == 0 {
+			return ErrNotFound
+		}
+		out, err = o.view(order)
+		return err
+	})
+	return out, err
 }
 
 // List walks the list index of the state from the cursor, newest first;

@@ -97,6 +97,13 @@ func (s *Embedded) sweepBatch() (removed int, full bool, err error) {
 				return err
 			}
 			k := ik[8:]
+			if len(k) > 0 && k[0] == orderPrefix {
+				if err := sweepOrder(tx, k, t); err != nil {
+					return err
+				}
+				removed++
+				continue
+			}
 			v := recs.Get(k)
 			if v == nil {
 				continue // the record went without its entry: nothing to do

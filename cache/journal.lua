@@ -48,29 +48,39 @@ local function keep_for(h, nk, ak, ttl)
   end
 end
 
+-- remember records in order state os (a hash: event → "<ran ms base 36>,
+-- <amount>,<currency>") that event ran, with value, keeping os at least ttl ms.
+local function remember(os, event, value, ttl)
+  redis.call('HSET', os, event, value)
+  if redis.call('PTTL', os) < ttl then
+    redis.call('PEXPIRE', os, ttl)
+  end
+end
+
 -- index writes a settled key's list index entries in the settling script
 -- itself, when the caller passes the index keys (a single server, where a
 -- script may touch keys of any slot; on Cluster they go in a pipeline
 -- beside it). It runs whatever the script then answers, as the pipeline
--- did: List checks entries against their records. KEYS[4]: the state's
--- shard, KEYS[5]: the in-flight shard, KEYS[6]: the class registry. ARGV
--- from i: member, then trim bound, in-flight member to remove, in-flight
--- member to add and class to name, each "" for none.
+-- did: List checks entries against their records. KEYS[1..4] are the
+-- key's own (hash, notification, attempts, order state); KEYS[5]: the
+-- state's shard, KEYS[6]: the in-flight shard, KEYS[7]: the class
+-- registry. ARGV from i: member, then trim bound, in-flight member to
+-- remove, in-flight member to add and class to name, each "" for none.
 local function index(i)
-  if #KEYS < 6 then
+  if #KEYS < 7 then
     return
   end
   if ARGV[i + 4] ~= '' then
-    redis.call('SADD', KEYS[6], ARGV[i + 4])
+    redis.call('SADD', KEYS[7], ARGV[i + 4])
   end
-  redis.call('ZADD', KEYS[4], 0, ARGV[i])
+  redis.call('ZADD', KEYS[5], 0, ARGV[i])
   if ARGV[i + 1] ~= '' then
-    redis.call('ZREMRANGEBYLEX', KEYS[4], ARGV[i + 1], '+')
+    redis.call('ZREMRANGEBYLEX', KEYS[5], ARGV[i + 1], '+')
   end
   if ARGV[i + 2] ~= '' then
-    redis.call('ZREM', KEYS[5], ARGV[i + 2])
+    redis.call('ZREM', KEYS[6], ARGV[i + 2])
   end
   if ARGV[i + 3] ~= '' then
-    redis.call('ZADD', KEYS[5], 0, ARGV[i + 3])
+    redis.call('ZADD', KEYS[6], 0, ARGV[i + 3])
   end
 end

@@ -147,7 +147,7 @@ func TestRedisMemoryPerKey(t *testing.T) {
 	var total, hash, notif, atts int64
 	for i := range keys {
 		ks := s.keys(fmt.Sprintf("stripe:evt_1NG8Du2eZvKYlo2C%06d", i))
-		for j, k := range ks {
+		for j, k := range ks[:3] { // the order state has a budget of its own (TestRedisMemoryPerOrder)
 			m, err := c.MemoryUsage(ctx, k).Result()
 			if err != nil {
 				t.Fatalf("MEMORY USAGE %s: %v", k, err)

@@ -15,6 +15,7 @@ type Memory struct {
 
 	mu     sync.Mutex
 	m      map[string]*entry
+	orders map[string]*orderState
 	ops    int
 	closed bool
 
@@ -24,7 +25,7 @@ type Memory struct {
 
 // NewMemory returns an empty in-memory store.
 func NewMemory() *Memory {
-	return &Memory{now: now, n: newNotifier(), m: make(map[string]*entry)}
+	return &Memory{now: now, n: newNotifier(), m: make(map[string]*entry), orders: make(map[string]*orderState)}
 }
 
 // Queue returns the store's delivery queue, in memory like the store.
@@ -61,9 +62,48 @@ func (s *Memory) sweep(t time.Time) {
 			delete(s.m, k)
 		}
 		if n++; n >= sweepBatch {
+			break
+		}
+	}
+	n = 0
+	for k, o := range s.orders {
+		if !t.Before(o.keep) {
+			delete(s.orders, k)
+		}
+		if n++; n >= sweepBatch {
 			return
 		}
 	}
+}
+
+// ranEvent is the stored value of key's business event in its order, ""
+// when it has not run (or the order expired). mu held.
+func (s *Memory) ranEvent(key string, t time.Time) (order, event, v string) {
+	order, event = OrderOf(key)
+	o := s.orders[order]
+	if o == nil {
+		return order, event, ""
+	}
+	if !t.Before(o.keep) {
+		delete(s.orders, order)
+		return order, event, ""
+	}
+	return order, event, o.events[event]
+}
+
+// forget drops key's event from its order. mu held.
+func (s *Memory) forget(key string) bool {
+	order, event := OrderOf(key)
+	o := s.orders[order]
+	if o == nil {
+		return false
+	}
+	_, had := o.events[event]
+	delete(o.events, event)
+	if len(o.events) == 0 {
+		delete(s.orders, order)
+	}
+	return had
 }
 
 func (s *Memory) Claim(ctx context.Context, key, fingerprint string, lockTTL time.Duration) (ClaimResult, error) {
@@ -81,6 +121,13 @@ func (s *Memory) Claim(ctx context.Context, key, fingerprint string, lockTTL tim
 	}
 	if e := s.get(key, t); e != nil {
 		return e.claimOn(fingerprint, t, lockTTL), nil
+	}
+	if order, event, v := s.ranEvent(key, t); v != "" {
+		ev, err := decodeOrderEvent(order, event, v)
+		if err != nil {
+			return ClaimResult{}, err
+		}
+		return ClaimResult{Outcome: Answered, Record: fromOrder(key, ev)}, nil
 	}
 	e := newEntry(key, fingerprint, t, lockTTL)
 	s.m[key] = e
@@ -107,7 +154,18 @@ func (s *Memory) owned(ctx context.Context, key, token string, fn func(e *entry,
 }
 
 func (s *Memory) Complete(ctx context.Context, key, token string, a Answer, ttl time.Duration, j Journal) error {
-	err := s.owned(ctx, key, token, func(e *entry, t time.Time) { e.answer(a, t, ttl, j) })
+	err := s.owned(ctx, key, token, func(e *entry, t time.Time) {
+		e.answer(a, t, ttl, j)
+		if a.Order != nil {
+			order, event := OrderOf(key)
+			o := s.orders[order]
+			if o == nil {
+				o = &orderState{}
+				s.orders[order] = o
+			}
+			o.ran(event, t, a.Order)
+		}
+	})
 	if err == nil {
 		s.n.wake(key)
 	}
@@ -142,6 +200,7 @@ func (s *Memory) Reopen(ctx context.Context, key string, ttl time.Duration) erro
 	if e == nil || e.State != StateAnswered {
 		return ErrNotFound
 	}
+	s.forget(key)
 	e.reopen(t, ttl)
 	return nil
 }
@@ -198,8 +257,9 @@ func (s *Memory) Delete(ctx context.Context, key string) error {
 	}
 	e := s.get(key, t)
 	delete(s.m, key)
+	had := s.forget(key)
 	s.mu.Unlock()
-	if e == nil {
+	if e == nil && !had {
 		return ErrNotFound
 	}
 	s.n.wake(key)
@@ -246,11 +306,28 @@ func (s *Memory) List(ctx context.Context, q ListQuery) (ListPage, error) {
 	return ListPage{Records: recs, Next: next}, nil
 }
 
+func (s *Memory) Order(ctx context.Context, order string) (*Order, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	t := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	o := s.orders[order]
+	if o == nil || !t.Before(o.keep) || len(o.events) == 0 {
+		return nil, ErrNotFound
+	}
+	return o.view(order)
+}
+
 // Close drops everything and wakes all waiters.
 func (s *Memory) Close() error {
 	s.mu.Lock()
 	s.closed = true
-	s.m = nil
+	s.m, s.orders = nil, nil
 	s.mu.Unlock()
 	s.n.wakeAll()
 	return nil

@@ -36,6 +36,9 @@ type Delivery struct {
 	Started bool
 	// Lease identifies the taker's lease (set by Take).
 	Lease string
+	// Order is what a successful delivery remembers in the key's order
+	// (Answer.Order); nil for nothing.
+	Order *OrderRun
 }
 
 // QueueLimits bound what Take hands out for a scope.
@@ -125,7 +128,7 @@ const idleWait = 50 * time.Millisecond
 // encodeDelivery is a delivery's stored form (the lease is not stored:
 // it lives in memory or in its own key).
 func encodeDelivery(d *Delivery, due time.Time) []byte {
-	b := []byte{2}
+	b := []byte{3}
 	b = appendString(b, d.Key)
 	b = appendString(b, d.Token)
 	b = binary.AppendVarint(b, d.Enqueued.UnixMilli())
@@ -136,14 +139,23 @@ func encodeDelivery(d *Delivery, due time.Time) []byte {
 		n = encodeNotification(d.Notification)
 	}
 	b = appendBytes(b, n)
+	started := byte(0)
 	if d.Started {
-		return append(b, 1)
+		started = 1
 	}
-	return append(b, 0)
+	b = append(b, started)
+	// Version 3: the order run, after a presence byte.
+	if d.Order == nil {
+		return append(b, 0)
+	}
+	b = append(b, 1)
+	b = binary.AppendVarint(b, d.Order.TTL.Milliseconds())
+	b = appendString(b, d.Order.Amount)
+	return appendString(b, d.Order.Currency)
 }
 
 func decodeDelivery(b []byte) (*Delivery, time.Time, error) {
-	if len(b) == 0 || (b[0] != 1 && b[0] != 2) {
+	if len(b) == 0 || b[0] < 1 || b[0] > 3 {
 		return nil, time.Time{}, errCorrupt
 	}
 	version := b[0]
@@ -158,6 +170,13 @@ func decodeDelivery(b []byte) (*Delivery, time.Time, error) {
 	}
 	if version >= 2 && len(r.b) > 0 {
 		d.Started = r.b[0] == 1
+		r.b = r.b[1:]
+	}
+	if version >= 3 && r.byte() == 1 {
+		d.Order = &OrderRun{TTL: time.Duration(r.varint()) * time.Millisecond, Amount: r.string(), Currency: r.string()}
+		if r.err != nil {
+			return nil, time.Time{}, r.err
+		}
 	}
 	if len(n) > 0 {
 		var err error

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -188,16 +189,30 @@ func escapeKey(key string) string {
 	return b.String()
 }
 
-// hashKey is the Redis key of key's hash.
+// hashKey is the Redis key of key's hash: <prefix>:{<key>}, or for a
+// business event of an order <prefix>:{<order>}:<event>, so an order's
+// events and its state share a hash tag (one slot on Cluster).
 func (s *Redis) hashKey(key string) string {
-	return s.prefix + ":{" + escapeKey(key) + "}"
+	order, event := OrderOf(key)
+	if event == "" {
+		return s.prefix + ":{" + escapeKey(key) + "}"
+	}
+	return s.prefix + ":{" + escapeKey(order) + "}:" + escapeKey(event)
 }
 
-// keys are the Redis keys of key's record and journal, as the scripts take
-// them.
+// orderKey is the Redis key of an order's state (see Order): a hash, event
+// → "<ran ms, base 36>,<amount>,<currency>", kept order_ttl after its last
+// event.
+func (s *Redis) orderKey(order string) string {
+	return s.prefix + ":{" + escapeKey(order) + "}:o"
+}
+
+// keys are the Redis keys of key's record, journal and order state, as the
+// scripts take them.
 func (s *Redis) keys(key string) []string {
 	h := s.hashKey(key)
-	return []string{h, h + ":n", h + ":a"}
+	order, _ := OrderOf(key)
+	return []string{h, h + ":n", h + ":a", s.orderKey(order)}
 }
 
 // channel is the pub/sub channel that wakes key's waiters. Channels are not
@@ -232,7 +247,8 @@ func (s *Redis) Claim(ctx context.Context, key, fingerprint string, lockTTL time
 		ticket, keep = s.hot.begin()
 	}
 	token := newToken()
-	v, err := s.run(ctx, claimScript, s.keys(key), token, fingerprint, ms(lockTTL), key).Slice()
+	order, event := OrderOf(key)
+	v, err := s.run(ctx, claimScript, s.keys(key), token, fingerprint, ms(lockTTL), key, event).Slice()
 	if err != nil {
 		return ClaimResult{}, s.wrap("claim", err)
 	}
@@ -246,6 +262,15 @@ func (s *Redis) Claim(ctx context.Context, key, fingerprint string, lockTTL time
 			s.ifx.won(key, num(v[1]))
 		}
 		return ClaimResult{Outcome: Won, Token: token}, nil
+	case "order":
+		if len(v) < 2 {
+			return ClaimResult{}, fmt.Errorf("cache: redis claim: order reply without its event")
+		}
+		ev, err := decodeOrderEvent(order, event, str(v[1]))
+		if err != nil {
+			return ClaimResult{}, s.wrap("claim", err)
+		}
+		return ClaimResult{Outcome: Answered, Record: fromOrder(key, ev)}, nil
 	case "in_flight":
 		res.Outcome = InFlight
 	case "answered":
@@ -289,8 +314,16 @@ func (s *Redis) Complete(ctx context.Context, key, token string, a Answer, ttl t
 	}
 	changed := time.Now().UnixMilli()
 	notif, att := journalArgs(j)
+	_, event := OrderOf(key)
+	orderTTL, ran := "", ""
+	if a.Order != nil {
+		// The event's time is the gateway's: Lua's TIME would need a
+		// second pass over the arguments, and it only tells an operator
+		// when the event ran.
+		orderTTL, ran = strconv.FormatInt(ms(a.Order.TTL), 10), encodeOrderEvent(time.UnixMilli(changed), a.Order)
+	}
 	err := s.settle(ctx, completeScript, key, StateAnswered, changed, ttl, false, token, a.Status,
-		appendHeader(nil, a.Header), body, cached, ms(ttl), s.channel(key), changed, notif, att)
+		appendHeader(nil, a.Header), body, cached, ms(ttl), s.channel(key), changed, notif, att, event, orderTTL, ran)
 	return s.casErr("complete", err)
 }
 
@@ -518,7 +551,8 @@ func (s *Redis) Reopen(ctx context.Context, key string, ttl time.Duration) error
 		return err
 	}
 	changed := time.Now().UnixMilli()
-	err = s.settle(ctx, reopenScript, key, StateFailed, changed, ttl, false, ms(ttl), changed, ch, done)
+	_, event := OrderOf(key)
+	err = s.settle(ctx, reopenScript, key, StateFailed, changed, ttl, false, ms(ttl), changed, ch, done, event)
 	if errors.Is(err, redis.Nil) {
 		return ErrNotFound
 	}
@@ -533,7 +567,8 @@ func (s *Redis) Delete(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
-	err = s.run(ctx, deleteScript, s.keys(key), s.channel(key), ch, done).Err()
+	_, event := OrderOf(key)
+	err = s.run(ctx, deleteScript, s.keys(key), s.channel(key), ch, done, event).Err()
 	if m, ok := s.ifx.settled(key); ok {
 		_ = s.c.ZRem(ctx, s.ixKey(StateInFlight, "", key), m).Err() // else List repairs it
 	}
@@ -541,6 +576,41 @@ func (s *Redis) Delete(ctx context.Context, key string) error {
 		return ErrNotFound
 	}
 	return s.wrap("delete", err)
+}
+
+// Order reads an order's state: one HGETALL and its PTTL, in one round
+// trip.
+func (s *Redis) Order(ctx context.Context, order string) (*Order, error) {
+	if s.closed.Load() {
+		return nil, ErrClosed
+	}
+	k := s.orderKey(order)
+	var all *redis.MapStringStringCmd
+	var pttl *redis.DurationCmd
+	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		all = p.HGetAll(ctx, k)
+		pttl = p.PTTL(ctx, k)
+		return nil
+	})
+	if err != nil {
+		return nil, s.wrap("order", err)
+	}
+	if len(all.Val()) == 0 {
+		return nil, ErrNotFound
+	}
+	out := &Order{Key: order}
+	if d := pttl.Val(); d > 0 {
+		out.ExpiresAt = time.Now().Add(d)
+	}
+	for ev, v := range all.Val() {
+		e, err := decodeOrderEvent(order, ev, v)
+		if err != nil {
+			return nil, s.wrap("order", err)
+		}
+		out.Events = append(out.Events, e)
+	}
+	sortOrderEvents(out.Events)
+	return out, nil
 }
 
 var _ Store = (*Redis)(nil)

@@ -1,11 +1,12 @@
 -- Reopen an answered key (a forced redelivery): the answer goes, the key is
 -- free (state failed: the next claim wins) and the history stays for at
--- least ttl. KEYS: the key's hash, notification, attempts. ARGV: ttl (ms),
--- changed (ms), the hot answers' channel and the fence's done message (see
--- redis_hot.go; published whatever the outcome), then the index's (see
--- index). Returns false when the key has no answered record.
+-- least ttl; its event is forgotten in its order. KEYS: the key's hash,
+-- notification, attempts, order state. ARGV: ttl (ms), changed (ms), the
+-- hot answers' channel and the fence's done message (see redis_hot.go;
+-- published whatever the outcome), the key's event in its order, then the
+-- index's (see index). Returns false when the key has no answered record.
 local h, nk, ak = KEYS[1], KEYS[2], KEYS[3]
-index(5)
+index(6)
 redis.call('PUBLISH', ARGV[3], ARGV[4])
 if redis.call('HGET', h, 'state') ~= 'answered' then
   return false
@@ -16,5 +17,6 @@ local keep = math.max(ttl, pttl)
 redis.call('HSET', h, 'state', 'failed', 'expires', string.format('%d', now_ms() + keep),
   'changed', ARGV[2], 'body_cached', '0')
 redis.call('HDEL', h, 'status', 'headers', 'body')
+redis.call('HDEL', KEYS[4], ARGV[5])
 keep_for(h, nk, ak, keep)
 return 1

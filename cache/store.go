@@ -92,6 +92,11 @@ type Record struct {
 	// BodyCached is false when the answer's body was larger than the
 	// store's cap: the key is answered but the body is not replayed.
 	BodyCached bool `json:"body_cached"`
+	// FromOrder: the key's own record is gone (its ttl passed), and its
+	// order remembers that its business event ran (see Order): Claim
+	// answers it so, with no answer to replay; FirstSeen, LastSeen and
+	// Changed are when the event ran.
+	FromOrder bool `json:"from_order,omitempty"`
 
 	// Fingerprint is an opaque digest of what must match between copies of
 	// one key; empty means "no fingerprint check".
@@ -136,6 +141,9 @@ type Answer struct {
 	Body   []byte
 	// BodyCached false: Body is dropped (too large) but the key is answered.
 	BodyCached bool
+	// Order, when set, remembers in the key's order that its business
+	// event ran (see Order).
+	Order *OrderRun
 }
 
 // Store is the claim/complete/release/renew/lookup contract every store
@@ -146,11 +154,14 @@ type Store interface {
 	// token). Otherwise it counts the copy (Copies+1, LastSeen) and returns
 	// InFlight or Answered — or Conflict when fingerprint is not empty and
 	// differs from the stored one (counted in Conflicts, Copies unchanged).
+	// A key with no record whose business event ran in its order (see
+	// Order) is Answered with a FromOrder record, and nothing is written.
 	Claim(ctx context.Context, key, fingerprint string, lockTTL time.Duration) (ClaimResult, error)
 
 	// Complete stores the answer for a key the token owns, keeps it (and
-	// the journal j) for ttl and wakes the key's waiters. ErrNotOwner if
-	// the token lost the claim.
+	// the journal j) for ttl and wakes the key's waiters; with
+	// answer.Order, the key's order remembers its event ran, for
+	// answer.Order.TTL. ErrNotOwner if the token lost the claim.
 	Complete(ctx context.Context, key, token string, answer Answer, ttl time.Duration, j Journal) error
 
 	// Release frees a claim the token owns (the backend failed, so the
@@ -182,13 +193,19 @@ type Store interface {
 	Wait(ctx context.Context, key string) (done <-chan struct{}, stop func(), err error)
 
 	// Reopen turns an answered key failed (an operator's forced
-	// redelivery): its answer is dropped, the key is free — the next Claim
-	// wins — and its history (copies, notification, attempts) stays, for
-	// at least ttl. ErrNotFound if key has no answered record.
+	// redelivery): its answer is dropped, its event forgotten in its order,
+	// the key is free — the next Claim wins — and its history (copies,
+	// notification, attempts) stays, for at least ttl. ErrNotFound if key
+	// has no answered record.
 	Reopen(ctx context.Context, key string, ttl time.Duration) error
-	// Delete forgets key whatever its state (the admin purge) and wakes its
-	// waiters. ErrNotFound if there was nothing.
+	// Delete forgets key whatever its state (the admin purge), and its
+	// event in its order, and wakes its waiters. ErrNotFound if there was
+	// neither.
 	Delete(ctx context.Context, key string) error
+
+	// Order returns what the store remembers of an order (OrderOf names a
+	// key's): the business events of it that ran. ErrNotFound if none.
+	Order(ctx context.Context, order string) (*Order, error)
 
 	// List pages through the records in one state (see ListQuery), at
 	// most Limit of them, starting at an opaque cursor ("" for the first

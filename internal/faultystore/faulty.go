@@ -263,6 +263,14 @@ func (f *Faulty) List(ctx context.Context, q cache.ListQuery) (cache.ListPage, e
 }
 
 // Close closes the wrapped store; it is never faulted.
+func (f *Faulty) Order(ctx context.Context, order string) (*cache.Order, error) {
+	if err := f.before(ctx, OpLookup); err != nil {
+		return nil, err
+	}
+	o, err := f.s.Order(ctx, order)
+	return o, f.afterErr(OpLookup, err)
+}
+
 func (f *Faulty) Close() error { return f.s.Close() }
 
 var _ cache.Store = (*Faulty)(nil)

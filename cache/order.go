@@ -1,0 +1,178 @@
+package cache
+
+import (
+	"encoding/binary"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/idemgate/idemgate/keying"
+)
+
+// Orders: the business outcome of a payment runs once. A key whose full
+// name is "<order>:<event>" (keying.SplitOrder: the presets' default
+// keys, "alipay:<app_id>:<trade_no>:paid") is one business event of that
+// order; any other key is a business event of its own (Stripe's event ids).
+// When Complete settles a key with Answer.Order set, the store remembers in
+// the key's order that its event ran — when, and the amount — for
+// OrderRun.TTL, long after the key's own record (its answer, its journal)
+// has expired with its ttl. A later Claim of a key whose event ran, and
+// whose record is gone, is Answered with a Record that says FromOrder and
+// carries no answer: the copy is never forwarded again. A failed event is
+// not remembered. Delete and Reopen forget the key's event too, so an
+// operator's purge or forced redelivery runs it again.
+//
+// The order state is read by the claim and written by the completion, in
+// the same store operation: no extra round trip on either path. On Redis
+// an order's events share its hash tag (see Redis), so the scripts touch
+// one slot on Cluster too.
+
+// OrderRun is what Complete remembers of a key's business event in its
+// order: for how long, and the money it carried.
+type OrderRun struct {
+	// TTL is how long the order remembers the event (order_ttl).
+	TTL time.Duration
+	// Amount and Currency are the notification's signed money, major
+	// units; "" when it named none.
+	Amount, Currency string
+}
+
+// Order is what a store remembers of one order: the business events of
+// it that ran.
+type Order struct {
+	// Key is the order's name: "<scope>:<merchant>:<order>", or a key that
+	// is its own business event.
+	Key    string       `json:"order"`
+	Events []OrderEvent `json:"events"`
+	// ExpiresAt is when the order forgets its events (order_ttl after the
+	// last one ran).
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// OrderEvent is one business event of an order that ran.
+type OrderEvent struct {
+	// Event is "paid", "refund:<id>", "closed", …, or "" for a key that is
+	// its own business event.
+	Event string `json:"event"`
+	// Key is the event's full key: Order.Key + ":" + Event (Order.Key
+	// when Event is "").
+	Key string `json:"key"`
+	// Ran is when the backend's answer was settled.
+	Ran      time.Time `json:"ran"`
+	Amount   string    `json:"amount,omitempty"`
+	Currency string    `json:"currency,omitempty"`
+}
+
+// OrderOf is the order a full key belongs to and its event there: the
+// key's "<order>:<event>" parts, or the key itself and "" for a key that
+// is its own business event.
+func OrderOf(key string) (order, event string) {
+	if o, e, ok := keying.SplitOrder(key); ok {
+		return o, e
+	}
+	return key, ""
+}
+
+// eventKey is the full key of event in order.
+func eventKey(order, event string) string {
+	if event == "" {
+		return order
+	}
+	return order + ":" + event
+}
+
+// encodeOrderEvent is an event's stored value, as compact as the Redis
+// budget (200 bytes an order) asks: "<ran ms, base 36>,<amount>,<currency>".
+func encodeOrderEvent(ran time.Time, r *OrderRun) string {
+	return strconv.FormatInt(ran.UnixMilli(), 36) + "," + r.Amount + "," + r.Currency
+}
+
+// decodeOrderEvent reads what encodeOrderEvent wrote, for event of order.
+func decodeOrderEvent(order, event, v string) (OrderEvent, error) {
+	ran, rest, _ := strings.Cut(v, ",")
+	amount, currency, _ := strings.Cut(rest, ",")
+	ms, err := strconv.ParseInt(ran, 36, 64)
+	if err != nil {
+		return OrderEvent{}, errCorrupt
+	}
+	return OrderEvent{Event: event, Key: eventKey(order, event), Ran: time.UnixMilli(ms), Amount: amount, Currency: currency}, nil
+}
+
+// fromOrder is the record a claim answers for a key whose event ran in
+// its order, once the key's own record is gone.
+func fromOrder(key string, ev OrderEvent) *Record {
+	return &Record{Key: key, State: StateAnswered, FromOrder: true, FirstSeen: ev.Ran, LastSeen: ev.Ran, Changed: ev.Ran}
+}
+
+// orderState is an order as the memory and embedded stores keep it: event
+// → stored value, and when it expires.
+type orderState struct {
+	events map[string]string
+	keep   time.Time
+}
+
+// ran records r's event in o at t, keeping o at least r.TTL from t.
+func (o *orderState) ran(event string, t time.Time, r *OrderRun) {
+	if o.events == nil {
+		o.events = map[string]string{}
+	}
+	o.events[event] = encodeOrderEvent(t, r)
+	if k := t.Add(r.TTL); k.After(o.keep) {
+		o.keep = k
+	}
+}
+
+// view is o as an Order named key.
+func (o *orderState) view(key string) (*Order, error) {
+	out := &Order{Key: key, ExpiresAt: o.keep}
+	for ev, v := range o.events {
+		e, err := decodeOrderEvent(key, ev, v)
+		if err != nil {
+			return nil, err
+		}
+		out.Events = append(out.Events, e)
+	}
+	sortOrderEvents(out.Events)
+	return out, nil
+}
+
+// sortOrderEvents orders events by when they ran, then by name.
+func sortOrderEvents(evs []OrderEvent) {
+	slices.SortFunc(evs, func(a, b OrderEvent) int {
+		if c := a.Ran.Compare(b.Ran); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Event, b.Event)
+	})
+}
+
+// encodeOrderState is an order's stored form in the embedded store.
+func encodeOrderState(o *orderState) []byte {
+	b := []byte{1}
+	b = binary.AppendVarint(b, o.keep.UnixMilli())
+	b = binary.AppendUvarint(b, uint64(len(o.events)))
+	for ev, v := range o.events {
+		b = appendString(b, ev)
+		b = appendString(b, v)
+	}
+	return b
+}
+
+func decodeOrderState(b []byte) (*orderState, error) {
+	if len(b) == 0 || b[0] != 1 {
+		return nil, errCorrupt
+	}
+	r := reader{b: b[1:]}
+	o := &orderState{keep: time.UnixMilli(r.varint())}
+	n := r.uvarint()
+	if r.err != nil || n > uint64(len(r.b)) {
+		return nil, errCorrupt
+	}
+	o.events = make(map[string]string, n)
+	for range n {
+		ev := r.string()
+		o.events[ev] = r.string()
+	}
+	return o, r.err
+}
