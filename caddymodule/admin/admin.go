@@ -38,6 +38,7 @@ func init() {
 //	POST   /idempotency/keys/<key>/redeliver[?force=1]   send the journaled notification again
 //	GET    /idempotency/keys?state=<state>[&scope=…&prefix=…&since=…&cursor=…&limit=…]
 //	                                            records by state, newest first, paged
+//	GET    /idempotency/orders/<order>          an order's business events, ran and not
 //	GET    /idempotency/deliveries              deliver async: every scope's queue
 //	POST   /idempotency/deliveries/<scope>/pause|resume   stop or restart its deliveries
 //
@@ -107,6 +108,15 @@ func (a *AdminAPI) serveHTTP(w http.ResponseWriter, r *http.Request) error {
 		return a.listStores(w)
 	case rest == "deliveries" || strings.HasPrefix(rest, "deliveries/"):
 		return a.deliveries(w, r, strings.TrimPrefix(strings.TrimPrefix(rest, "deliveries"), "/"))
+	case strings.HasPrefix(rest, "orders/"):
+		if r.Method != http.MethodGet {
+			return errMethod(r)
+		}
+		order, err := url.PathUnescape(strings.TrimPrefix(rest, "orders/"))
+		if err != nil || order == "" {
+			return apiError(http.StatusBadRequest, errors.New("which order? /idempotency/orders/<scope>:<merchant>:<order>, escaped"))
+		}
+		return a.getOrder(w, r, order)
 	case rest == "keys":
 		if r.Method != http.MethodGet {
 			return errMethod(r)
@@ -156,8 +166,12 @@ func (a *AdminAPI) listStores(w http.ResponseWriter) error {
 // RecordView is a record as the admin API shows it: everything but the
 // answer's header values and, unless asked for, its body.
 type RecordView struct {
-	Store       string    `json:"store"`
-	Key         string    `json:"key"`
+	Store string `json:"store"`
+	Key   string `json:"key"`
+	// Order and Event name the business event of an order the key stands
+	// for (GET /idempotency/orders/<order> has the order's page).
+	Order       string    `json:"order"`
+	Event       string    `json:"event,omitempty"`
 	State       string    `json:"state"`
 	Status      int       `json:"status,omitempty"`
 	Copies      int64     `json:"copies"`
@@ -219,6 +233,7 @@ func NewRecordView(storeID string, rec *cache.Record, withBody bool) RecordView 
 		AttemptCount: rec.AttemptCount,
 	}
 	v.State = string(rec.StateAt(registry.Now(), registry.WindowOf(rec.Key)))
+	v.Order, v.Event = cache.OrderOf(rec.Key)
 	if n := rec.Notification; n != nil {
 		nv := &NotificationView{Method: n.Method, URI: n.URI, Host: n.Host, Header: n.Header,
 			BodySize: n.BodySize, Truncated: n.Truncated()}

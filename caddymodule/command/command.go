@@ -31,7 +31,7 @@ func init() {
 func idempotencyCommand() caddycmd.Command {
 	return caddycmd.Command{
 		Name:  "idempotency",
-		Usage: "inspect|list|redeliver|purge|in-flight|pause|resume|deliveries|send|keygen ...",
+		Usage: "inspect|order|list|redeliver|purge|in-flight|pause|resume|deliveries|send|keygen ...",
 		Short: "Inspects and purges idempotency keys; sends signed test notifications",
 		Long: `
 Talks to the running gateway's admin API (/idempotency/ routes).
@@ -40,6 +40,11 @@ Talks to the running gateway's admin API (/idempotency/ routes).
                                            copies, times, fingerprint digest)
                                            and journal: the notification and
                                            every attempt (--body: the bytes)
+  idempotency order <scope>:<merchant>:<order>
+                                           an order's business events: which
+                                           ran (remembered for order_ttl),
+                                           when, by which channel, and the
+                                           records of those still kept
   idempotency list --state failed|dead|answered|in_flight [--scope S]
                    [--prefix P] [--since 24h|<RFC 3339>] [--all]
                                            keys by state, newest first
@@ -71,7 +76,7 @@ loads several stores, --store <id> picks one (the error lists the ids).
 Keys are passed as they are; quote them for the shell.
 `,
 		CobraFunc: func(cmd *cobra.Command) {
-			cmd.AddCommand(inspectCommand(), listCommand(), redeliverCommand(), purgeCommand(), inFlightCommand(),
+			cmd.AddCommand(inspectCommand(), orderCommand(), listCommand(), redeliverCommand(), purgeCommand(), inFlightCommand(),
 				pauseCommand(true), pauseCommand(false), deliveriesCommand(), sendCommand(), keygenCommand())
 		},
 	}

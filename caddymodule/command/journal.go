@@ -60,6 +60,20 @@ func listCommand() *cobra.Command {
 	return c
 }
 
+func orderCommand() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "order <scope>:<merchant>:<order>",
+		Short: "Shows an order's business events: which ran, when, by which channel",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cmd.SilenceUsage = true
+			return adminCall(cmd, http.MethodGet, "/idempotency/orders/"+url.PathEscape(args[0]), url.Values{}, nil)
+		},
+	}
+	adminFlags(c)
+	return c
+}
+
 func redeliverCommand() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "redeliver <key> [--force]",

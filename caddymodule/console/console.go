@@ -119,6 +119,11 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 			return c.render(w, http.StatusMethodNotAllowed, v.fail("GET only"))
 		}
 		err = c.keyPage(ctx, r, v)
+	case "order":
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			return c.render(w, http.StatusMethodNotAllowed, v.fail("GET only"))
+		}
+		err = c.orderPage(ctx, r, v)
 	case "purge":
 		if r.Method == http.MethodPost {
 			return c.act(ctx, w, r, v, c.purge)
@@ -161,7 +166,7 @@ func consolePaths(r *http.Request) (base, page string) {
 		dir, last = p[:i+1], p[i+1:]
 	}
 	switch last {
-	case "key", "purge", "redeliver", "deliveries":
+	case "key", "order", "purge", "redeliver", "deliveries":
 		base, page = dir, last
 	case "":
 		base = dir
@@ -306,6 +311,21 @@ func (c *Console) keyPage(ctx context.Context, r *http.Request, v *consolePage) 
 			v.Key.Decrypted = &b
 		}
 	}
+	return nil
+}
+
+func (c *Console) orderPage(ctx context.Context, r *http.Request, v *consolePage) error {
+	q := r.URL.Query()
+	store, order := q.Get("store"), q.Get("o")
+	v.Page, v.Title = "order", "Order "+order
+	if order == "" {
+		return &consoleError{http.StatusBadRequest, "which order? (?o=<scope>:<merchant>:<order>)"}
+	}
+	ov, err := c.data.order(ctx, store, order)
+	if err != nil {
+		return err
+	}
+	v.Order, v.OrderStore = &ov, store
 	return nil
 }
 

@@ -26,6 +26,8 @@ type consoleData interface {
 	list(ctx context.Context, store string, q cache.ListQuery) ([]*cache.Record, error)
 	// lookup is one key's record with its journal.
 	lookup(ctx context.Context, store, key string) (*cache.Record, error)
+	// order is one order's business events (admin.Order).
+	order(ctx context.Context, store, order string) (admin.OrderView, error)
 	// stateOf is a record's state as operators see it (failed or dead).
 	stateOf(rec *cache.Record) cache.State
 	// purge forgets a key; an in-flight key only with force.
@@ -75,6 +77,15 @@ func (d poolData) lookup(ctx context.Context, store, key string) (*cache.Record,
 		return nil, err
 	}
 	return ps.Lookup(ctx, key)
+}
+
+func (d poolData) order(ctx context.Context, store, order string) (admin.OrderView, error) {
+	ps, err := d.store(store)
+	if err != nil {
+		return admin.OrderView{}, err
+	}
+	ov, err := admin.Order(ctx, ps, order)
+	return ov, consoleErr(err)
 }
 
 func (poolData) stateOf(rec *cache.Record) cache.State {

@@ -48,7 +48,7 @@ func TestConsoleShowDecrypted(t *testing.T) {
 	if r := gatewaytest.Post(t, base+"/wx", "application/json", string(body), hdr); r.Status != 500 {
 		t.Fatalf("notification: %d, want the backend's 500", r.Status)
 	}
-	key := "wechatpay:TRANSACTION.SUCCESS:4200dec1"
+	key := "wechatpay:1230000109:4200dec1:paid"
 	q := "key?" + url.Values{"store": {"memory"}, "k": {key}}.Encode()
 
 	_, plain := getPage(t, base+"/plain/"+q)

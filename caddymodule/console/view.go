@@ -63,6 +63,10 @@ type consolePage struct {
 
 	// A key's page and the purge confirmation.
 	Key *keyDetail
+
+	// An order's page.
+	Order      *admin.OrderView
+	OrderStore string
 }
 
 func (v *consolePage) fail(msg string) *consolePage {
@@ -79,6 +83,11 @@ func (v *consolePage) fail(msg string) *consolePage {
 // keyHref links a key's page (or another page about it).
 func (v *consolePage) keyHref(page, store, key string) template.URL {
 	return template.URL(v.Base + page + "?" + url.Values{"store": {store}, "k": {key}}.Encode())
+}
+
+// OrderHref links an order's page.
+func (v *consolePage) OrderHref(store, order string) template.URL {
+	return template.URL(v.Base + "order?" + url.Values{"store": {store}, "o": {order}}.Encode())
 }
 
 // Href is the template's way to keyHref.
@@ -111,6 +120,9 @@ func newKeyRow(store string, rec *cache.Record, st cache.State, _ time.Time) key
 // keyDetail is a key's page.
 type keyDetail struct {
 	keyRow
+	// Order and Event: the business event of an order the key stands for
+	// ("" for a key that is its own).
+	Order, Event string
 	LastSeen     time.Time
 	ExpiresAt    time.Time
 	CopyOutcomes cache.CopyCounts
@@ -154,6 +166,9 @@ type headerRow struct{ Name, Value string }
 func newKeyDetail(store string, rec *cache.Record, st cache.State, now time.Time) *keyDetail {
 	d := &keyDetail{keyRow: newKeyRow(store, rec, st, now), LastSeen: rec.LastSeen, ExpiresAt: rec.ExpiresAt,
 		CopyOutcomes: rec.CopyOutcomes, Conflicts: rec.Conflicts}
+	if order, event := cache.OrderOf(rec.Key); event != "" {
+		d.Order, d.Event = order, event
+	}
 	d.Timeline = append(d.Timeline, event{At: rec.FirstSeen, What: "first copy received"})
 	hidden := rec.AttemptCount - int64(len(rec.Attempts))
 	if hidden > 0 {
