@@ -43,6 +43,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		}
 //		lock_ttl  <duration>
 //		ttl       <duration>
+//		order_ttl <duration>
 //		in_flight wait <duration> | reject
 //		on_store_error fail_closed | pass
 //		store_timeout <duration>
@@ -109,6 +110,8 @@ func (h *Handler) unmarshalSubdirective(d *caddyfile.Dispenser, name string) err
 		return cfparse.DurationArg(d, &h.LockTTL)
 	case "ttl":
 		return cfparse.DurationArg(d, &h.TTL)
+	case "order_ttl":
+		return cfparse.DurationArg(d, &h.OrderTTL)
 	case "store_timeout":
 		return cfparse.DurationArg(d, &h.StoreTimeout)
 	case "in_flight":

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -206,9 +205,9 @@ func guessContentType(body string) string {
 // be taken and settled before this copy's next step. Any store error
 // before the ack answers 503 + Retry-After, never the ack: the platform's
 // retry comes back.
-func (h *Handler) enqueue(w http.ResponseWriter, r *http.Request, repl *caddy.Replacer, key, token string) (result, error) {
+func (h *Handler) enqueue(w http.ResponseWriter, r *http.Request, repl *caddy.Replacer, key, token string, nt notice) (result, error) {
 	ds := h.dlv
-	d := cache.Delivery{Key: key, Token: token, Notification: h.receivedNotification(r), Enqueued: time.Now()}
+	d := cache.Delivery{Key: key, Token: token, Notification: h.receivedNotification(r), Enqueued: time.Now(), Order: nt.run}
 	// The platform hanging up must not cut the write half-way: it is
 	// bounded by store_timeout.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), time.Duration(h.StoreTimeout))
@@ -308,17 +307,7 @@ func (h *Handler) queueState(ctx context.Context, key string) (bool, *cache.Reco
 
 // ack writes the route's ack.
 func (h *Handler) ack(w http.ResponseWriter, r *http.Request) error {
-	a := h.dlv.ack
-	if a.ContentType != "" {
-		w.Header().Set("Content-Type", a.ContentType)
-	}
-	w.Header().Set("Content-Length", strconv.Itoa(len(a.Body)))
-	w.WriteHeader(a.Status)
-	if r.Method == http.MethodHead || a.Body == "" {
-		return nil
-	}
-	_, err := io.WriteString(w, a.Body)
-	return err
+	return writeAck(w, r, h.dlv.ack, false)
 }
 
 // deliverFields name the route's delivery mode in its start-up line.

@@ -265,7 +265,7 @@ func (e *engine) deliver(d *cache.Delivery, took time.Time) {
 	ttl := time.Duration(h.TTL)
 
 	if out.kind == backendAnswered {
-		ans := cache.Answer{Status: out.status, Header: replayHeaders(out.header), BodyCached: !out.overflow}
+		ans := cache.Answer{Status: out.status, Header: replayHeaders(out.header), BodyCached: !out.overflow, Order: d.Order}
 		if ans.BodyCached {
 			ans.Body = out.body
 		}

@@ -28,7 +28,7 @@ const backendCeiling = 10 * time.Minute
 // when the backend breaks mid-answer) or an early return settles too:
 // ambiguous, the claim held until lock_ttl.
 func (h *Handler) forward(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler,
-	repl *caddy.Replacer, key, fp, token string,
+	repl *caddy.Replacer, key, fp, token string, nt notice,
 ) (res result, err error) {
 	setOutcome(repl, outcomeForwarded)
 	defer h.settler.Local(key)() // runs after the claim is settled below
@@ -76,7 +76,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, next caddyhttp
 	switch kind {
 	case backendAnswered:
 		res.err = nil
-		ans := cache.Answer{Status: tw.statusCode(), Header: tw.header, BodyCached: !tw.overflow}
+		ans := cache.Answer{Status: tw.statusCode(), Header: tw.header, BodyCached: !tw.overflow, Order: nt.run}
 		if ans.BodyCached {
 			ans.Body = bytes.Clone(body)
 		}

@@ -58,6 +58,15 @@ type Handler struct {
 	// the platform's retry window. Default: 72h.
 	TTL caddy.Duration `json:"ttl,omitempty"`
 
+	// OrderTTL is how long an order remembers which of its business events
+	// ran (see cache.Order), so a late copy — Alipay's TRADE_FINISHED
+	// months after the payment, a payment re-sent after ttl — is never
+	// forwarded again. Default: 400 days (past Alipay's and WeChat Pay's
+	// 12-month refund windows); 30 days for Stripe, PayPal and Standard
+	// Webhooks, whose events are their own and kept 30 days by the
+	// platform. Never shorter than TTL.
+	OrderTTL caddy.Duration `json:"order_ttl,omitempty"`
+
 	// InFlight is what a copy gets while the first copy is at the backend:
 	// "wait" (the default) waits up to InFlightWait for the answer, then
 	// answers 409 with Retry-After; "reject" answers 409 at once.
@@ -149,6 +158,9 @@ type Handler struct {
 	ctx       caddy.Context
 	dlv       *deliveryState  // async delivery; nil for sync
 	reg       *registry.Route // this route in the registry, once provisioned
+	// legacyUntil: till then a preset's first copy also looks for a record
+	// kept under its key from before business events (ttl after start).
+	legacyUntil time.Time
 }
 
 // CaddyModule returns the Caddy module information.
@@ -201,6 +213,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err := h.provisionStore(repl); err != nil {
 		return err
 	}
+	h.legacyUntil = time.Now().Add(time.Duration(h.TTL))
 	if err := h.provisionDeliver(); err != nil {
 		return err
 	}
@@ -219,6 +232,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		zap.String("scope", h.scope()),
 		zap.String("store", h.storeConf.id()),
 		zap.Duration("ttl", time.Duration(h.TTL)),
+		zap.Duration("order_ttl", time.Duration(h.OrderTTL)),
 		zap.Duration("lock_ttl", time.Duration(h.LockTTL))},
 		h.deliverFields()...)...)
 	if h.async() {
@@ -236,6 +250,9 @@ func (h *Handler) setDefaults() {
 	}
 	if h.TTL == 0 {
 		h.TTL = caddy.Duration(defaultTTL)
+	}
+	if h.OrderTTL == 0 {
+		h.OrderTTL = caddy.Duration(max(h.defaultOrderTTL(), time.Duration(h.TTL)))
 	}
 	if h.InFlight == "" {
 		h.InFlight = "wait"
@@ -371,6 +388,9 @@ func (h *Handler) Validate() error {
 	if h.MaxBody < 0 || h.MaxAnswer < 0 {
 		return fmt.Errorf("max_body and max_answer must be positive")
 	}
+	if err := h.checkOrderTTL(); err != nil {
+		return err
+	}
 	if h.LockTTL < caddy.Duration(time.Second) {
 		return fmt.Errorf("lock_ttl must be at least 1s (it is renewed at a third of its length)")
 	}
@@ -391,7 +411,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	var res result
 	defer func() { h.record(ctx, span, repl, start, &res) }()
 
-	key, fp, rej := h.parse(r, repl)
+	key, fp, nt, rej := h.parse(r, repl)
 	if rej != nil && rej.outcome == outcomeStoreError {
 		// The signature check needed the store: on_store_error decides.
 		var err error
@@ -407,7 +427,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	// http.ErrAbortHandler when the backend breaks mid-answer.
 	res = result{key: key, outcome: outcomeAmbiguous}
 	var err error
-	res, err = h.serveKey(w, r, next, repl, key, fp)
+	res, err = h.serveKey(w, r, next, repl, key, fp, nt)
 	res.key = key
 	return err
 }

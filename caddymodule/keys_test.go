@@ -267,10 +267,10 @@ func TestScopesOnOneRedisStore(t *testing.T) {
 	ps := presets(t)
 	// The default key (without the scope) of event 0 of an order.
 	keys := map[string]func(order string) string{
-		"alipay":                func(o string) string { return testAlipayAppID + ":2026" + o + ":TRADE_SUCCESS:" },
-		"wechatpay public key":  func(o string) string { return "TRANSACTION.SUCCESS:4200" + o },
-		"wechatpay certificate": func(o string) string { return "TRANSACTION.SUCCESS:4200" + o },
-		"wechatpay_v2":          func(o string) string { return "4200" + o },
+		"alipay":                func(o string) string { return testAlipayAppID + ":2026" + o + ":paid" },
+		"wechatpay public key":  func(o string) string { return "1230000109:4200" + o + ":paid" },
+		"wechatpay certificate": func(o string) string { return "1230000109:4200" + o + ":paid" },
+		"wechatpay_v2":          func(o string) string { return "10000100:4200" + o + ":paid" },
 		"paypal":                func(o string) string { return "WH-" + o + "-0" },
 		"stripe":                func(o string) string { return "evt_" + o + "_0" },
 		"standard_webhooks":     func(o string) string { return "msg_" + o + "_0" },

@@ -75,6 +75,15 @@ func checkPlaceholder(platform string, hasSecret bool, name string, keyOK, outco
 			return fmt.Errorf("the outcome is not known yet when this template renders")
 		}
 		return nil
+	case "order", "event":
+		// Set from the verified notification, before any template.
+		switch {
+		case platform == "alipay", platform == "wechatpay_v2", platform == "wechatpay" && hasSecret:
+			return nil
+		case platform == "wechatpay":
+			return fmt.Errorf("the wechatpay preset names an order's business events only with `secret` (the APIv3 key): they are in the encrypted resource")
+		}
+		return fmt.Errorf("the %s preset names no order: its events are their own (write {idempotency.key}, or a key of your own)", platform)
 	}
 	kind, path, _ := strings.Cut(rest, ".")
 	valid := "{idempotency.json.<path>}, {idempotency.form.<field>}, {idempotency.xml.<element>}"
@@ -101,7 +110,7 @@ func checkPlaceholder(platform string, hasSecret bool, name string, keyOK, outco
 		}
 		return fmt.Errorf("this route's platform is %s, not %s; known: %s, {idempotency.key}, {idempotency.outcome}", platform, kind, valid)
 	}
-	return fmt.Errorf("unknown placeholder; known: %s, {idempotency.key}, {idempotency.outcome}", valid)
+	return fmt.Errorf("unknown placeholder; known: %s, {idempotency.key}, {idempotency.outcome}, {idempotency.order}, {idempotency.event}", valid)
 }
 
 // placeholderNames lists the placeholders of a template as Caddy's replacer

@@ -135,8 +135,12 @@ func presets(t testing.TB) []preset {
 	// Alipay: the notify POST.
 	alipay := platformtest.Alipay{Key: k}
 	alipayParams := func(order string, event int) url.Values {
-		status := []string{"TRADE_SUCCESS", "TRADE_FINISHED"}[event]
-		p := platformtest.AlipayNotify(testAlipayAppID, order, "2026"+order, status, "88.88")
+		p := platformtest.AlipayNotify(testAlipayAppID, order, "2026"+order, "TRADE_SUCCESS", "88.88")
+		if event == 1 {
+			// Another business event of the order: a partial refund.
+			p.Set("out_biz_no", "RF-"+order)
+			p.Set("refund_fee", "8.88")
+		}
 		p.Set("notify_time", signedAt().In(time.FixedZone("CST", 8*3600)).Format(time.DateTime)) // a retry's is later
 		return p
 	}

@@ -27,6 +27,9 @@ func (h *Handler) replay(w http.ResponseWriter, r *http.Request, repl *caddy.Rep
 		_, err := io.WriteString(w, repl.ReplaceKnown(a.Body, ""))
 		return err
 	}
+	if !h.acceptsAnswer(rec) {
+		return writeAck(w, r, h.platformAck(), true)
+	}
 	hdr := w.Header()
 	for k, v := range rec.Header {
 		hdr[k] = append([]string(nil), v...)

@@ -18,7 +18,7 @@ import (
 // replay an answered key, wait for (or refuse) an in-flight one, refuse a
 // fingerprint conflict.
 func (h *Handler) serveKey(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler,
-	repl *caddy.Replacer, key, fp string,
+	repl *caddy.Replacer, key, fp string, nt notice,
 ) (result, error) {
 	waited := false
 	var deadline time.Time
@@ -53,10 +53,16 @@ func (h *Handler) serveKey(w http.ResponseWriter, r *http.Request, next caddyhtt
 		}
 		switch res.Outcome {
 		case cache.Won:
-			if h.async() {
-				return h.enqueue(w, r, repl, key, res.Token)
+			if nt.legacy != "" {
+				legacy, err := h.legacyAnswered(r.Context(), nt.legacy)
+				if err == nil && legacy != nil {
+					return h.settleFromLegacy(w, r, repl, key, res.Token, nt, legacy)
+				}
 			}
-			return h.forward(w, r, next, repl, key, fp, res.Token)
+			if h.async() {
+				return h.enqueue(w, r, repl, key, res.Token, nt)
+			}
+			return h.forward(w, r, next, repl, key, fp, res.Token, nt)
 		case cache.Answered:
 			return h.replayRecord(w, r, repl, res.Record, fp, waited)
 		case cache.Conflict:

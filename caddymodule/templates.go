@@ -10,6 +10,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
+	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/keying"
 )
 
@@ -21,12 +22,20 @@ type rejection struct {
 	err     error
 }
 
+// notice is what a verified notification brings besides its key and
+// fingerprint: what its key's order remembers once it ran, and the key
+// it had before business events.
+type notice struct {
+	run    *cache.OrderRun // nil: the key is not an order's business event here
+	legacy string          // the full legacy key; "" for none
+}
+
 // parse reads the body, verifies the signature and renders the key and
 // fingerprint. A rejected request touches no key.
-func (h *Handler) parse(r *http.Request, repl *caddy.Replacer) (key, fp string, rej *rejection) {
+func (h *Handler) parse(r *http.Request, repl *caddy.Replacer) (key, fp string, nt notice, rej *rejection) {
 	body, rej := h.readBody(r)
 	if rej != nil {
-		return "", "", rej
+		return "", "", nt, rej
 	}
 	at := verifyTime(r.Header)
 	n, err := h.platform.Verify(&keying.Request{
@@ -35,22 +44,26 @@ func (h *Handler) parse(r *http.Request, repl *caddy.Replacer) (key, fp string, 
 	switch {
 	case errors.Is(err, keying.ErrUnavailable):
 		// The check needs the store (PayPal's transmission log).
-		return "", "", &rejection{http.StatusServiceUnavailable, outcomeStoreError, err}
+		return "", "", nt, &rejection{http.StatusServiceUnavailable, outcomeStoreError, err}
 	case errors.Is(err, keying.ErrSignature):
-		return "", "", &rejection{http.StatusUnauthorized, outcomeRejectedSignature, err}
+		return "", "", nt, &rejection{http.StatusUnauthorized, outcomeRejectedSignature, err}
 	case err != nil:
-		return "", "", &rejection{http.StatusBadRequest, outcomeBadRequest, err}
+		return "", "", nt, &rejection{http.StatusBadRequest, outcomeBadRequest, err}
+	}
+	if n.Order != "" {
+		repl.Set("idempotency.order", n.Order)
+		repl.Set("idempotency.event", n.Event)
 	}
 	bp := &bodyPlaceholders{n: n, platform: h.Platform}
 	repl.Map(bp.get)
 	if key, err = h.renderKey(repl, bp, n); err != nil {
-		return "", "", &rejection{http.StatusBadRequest, outcomeBadRequest, err}
+		return "", "", nt, &rejection{http.StatusBadRequest, outcomeBadRequest, err}
 	}
 	repl.Set("idempotency.key", key)
 	if fp, err = h.renderFingerprint(repl, bp, n); err != nil {
-		return key, "", &rejection{http.StatusBadRequest, outcomeBadRequest, err}
+		return key, "", nt, &rejection{http.StatusBadRequest, outcomeBadRequest, err}
 	}
-	return key, fp, nil
+	return key, fp, h.noticeOf(key, n), nil
 }
 
 // readBody reads the whole request body, bounded by max_body, and puts the

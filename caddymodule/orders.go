@@ -1,0 +1,166 @@
+package caddymodule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap"
+
+	"github.com/idemgate/idemgate/cache"
+	"github.com/idemgate/idemgate/keying"
+)
+
+// Orders (the contract's "Orders: one business outcome, once"): a preset's
+// default key is the business event of an order, and once it ran, the
+// order remembers it for order_ttl (cache.Order), far beyond ttl. This
+// file decides what a key's order remembers, answers a duplicate whose
+// remembered answer its platform would not take, and finds records kept
+// under a preset's key from before business events.
+
+// Default order_ttl: past Alipay's and WeChat Pay's 12-month refund
+// windows for an order's events; for platforms whose events are their own
+// (Stripe, PayPal, Standard Webhooks) as long as the platform keeps an
+// event and lets it be resent by hand (30 days).
+const (
+	defaultOrderTTL = 400 * 24 * time.Hour
+	eventOrderTTL   = 30 * 24 * time.Hour
+)
+
+// ownEventPlatforms name each business event themselves: every event id
+// is remembered on its own.
+func ownEventPlatform(platform string) bool {
+	switch platform {
+	case "stripe", "paypal", "standard_webhooks":
+		return true
+	}
+	return false
+}
+
+func (h *Handler) defaultOrderTTL() time.Duration {
+	if ownEventPlatform(h.Platform) {
+		return eventOrderTTL
+	}
+	return defaultOrderTTL
+}
+
+// noticeOf is what key's order remembers when it runs: for a preset's
+// route, every key (an order's event, or an event id of its own); for a
+// generic route, a key written as an order's business event
+// ("<merchant>:<order>:paid", as a merchant's own status-query route joins
+// Alipay's orders) — any other generic key has no order state.
+func (h *Handler) noticeOf(key string, n *keying.Notification) notice {
+	var nt notice
+	if _, _, isEvent := keying.SplitOrder(key); h.Platform != "generic" || isEvent {
+		nt.run = &cache.OrderRun{TTL: time.Duration(h.OrderTTL), Amount: n.Money.Amount, Currency: n.Money.Currency}
+	}
+	if h.Key == "" && n.LegacyKey != "" && h.legacyUntil.After(time.Now()) {
+		nt.legacy = h.fullKey(n.LegacyKey)
+	}
+	return nt
+}
+
+// legacyAnswered is what a won key finds under its legacy key (the
+// preset's key before business events), while records written under it
+// may still live (ttl after this handler started): an answered record, to
+// settle the won key with and replay; in flight (its copy is at the
+// backend under the old key); or nothing.
+func (h *Handler) legacyAnswered(ctx context.Context, legacy string) (*cache.Record, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(h.StoreTimeout))
+	defer cancel()
+	rec, err := h.store.Lookup(ctx, legacy)
+	if errors.Is(err, cache.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	switch rec.State {
+	case cache.StateAnswered, cache.StateInFlight:
+		return rec, nil
+	}
+	return nil, nil
+}
+
+// settleFromLegacy answers a won key whose legacy key is answered or in
+// flight: the legacy answer is completed under the new key (its order
+// remembers the event) and replayed; an in-flight legacy key frees the
+// new one and asks the platform to retry, as any in-flight copy.
+func (h *Handler) settleFromLegacy(w http.ResponseWriter, r *http.Request, repl *caddy.Replacer,
+	key, token string, nt notice, legacy *cache.Record,
+) (result, error) {
+	if legacy.State == cache.StateInFlight {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(h.StoreTimeout))
+		defer cancel()
+		_ = h.store.Release(ctx, key, token, 0, cache.Journal{})
+		return result{outcome: outcomeInFlight, copies: legacy.Copies},
+			h.tryLater(w, http.StatusConflict, errors.New("the first copy of this notification is still being processed (under the key it had before business events)"))
+	}
+	ans := cache.Answer{Status: legacy.Status, Header: legacy.Header, Body: legacy.Body, BodyCached: legacy.BodyCached, Order: nt.run}
+	h.complete(key, token, "", ans, cache.Journal{})
+	h.logger.Info("answered from a record kept under the preset's key before business events",
+		zap.String("key", h.logKey(key)), zap.String("legacy_key", h.logKey(legacy.Key)))
+	setOutcome(repl, outcomeReplayed)
+	return result{outcome: outcomeReplayed, copies: legacy.Copies}, h.replay(w, r, repl, legacy)
+}
+
+// platformAck is what this route's platform takes as "received, stop
+// retrying", for a duplicate whose own answer is not at hand: Alipay
+// `success`, WeChat Pay v2's SUCCESS XML, 200 for the rest.
+func (h *Handler) platformAck() AckAnswer {
+	if h.async() {
+		return h.dlv.ack
+	}
+	if a, ok := presetAcks[h.Platform]; ok {
+		return a
+	}
+	return AckAnswer{Status: http.StatusOK}
+}
+
+// writeAck writes a, marked Idempotent-Replayed when replayed.
+func writeAck(w http.ResponseWriter, r *http.Request, a AckAnswer, replayed bool) error {
+	if a.ContentType != "" {
+		w.Header().Set("Content-Type", a.ContentType)
+	}
+	if replayed {
+		w.Header().Set("Idempotent-Replayed", "true")
+	}
+	w.Header().Set("Content-Length", strconv.Itoa(len(a.Body)))
+	w.WriteHeader(a.Status)
+	if r.Method == http.MethodHead || a.Body == "" {
+		return nil
+	}
+	_, err := io.WriteString(w, a.Body)
+	return err
+}
+
+// acceptsAnswer tells whether this route's platform would take rec's
+// remembered answer: an answer from another route of the scope (the
+// browser return's HTML page, replayed to Alipay's notify) or one no
+// longer kept (FromOrder: its order remembers the event ran) is not
+// replayed, the platform's ack is.
+func (h *Handler) acceptsAnswer(rec *cache.Record) bool {
+	if rec.FromOrder {
+		return false
+	}
+	body := rec.Body
+	if !rec.BodyCached {
+		body = nil
+	}
+	return h.success(rec.Status, rec.Header, body)
+}
+
+// checkOrderTTL refuses an order_ttl shorter than ttl: the order would
+// forget an event while its answer is still replayed.
+func (h *Handler) checkOrderTTL() error {
+	if h.OrderTTL < h.TTL {
+		return fmt.Errorf("order_ttl (%v) is shorter than ttl (%v): an order must remember its events at least as long as their answers",
+			time.Duration(h.OrderTTL), time.Duration(h.TTL))
+	}
+	return nil
+}
