@@ -18,7 +18,6 @@ import (
 
 	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/internal/cfparse"
-	"github.com/idemgate/idemgate/internal/registry"
 )
 
 // `deliver async`: the gateway answers the platform (the ack) once the
@@ -162,25 +161,38 @@ func (h *Handler) provisionDeliver() error {
 				c.Replicas, c.Replicas, h.storeConf.WaitReplicas)
 		}
 	}
-	q, ok := h.store.(cache.Queuer)
-	if !ok {
-		return fmt.Errorf("deliver async: the %s store holds no delivery queue", h.storeConf.Type)
-	}
-	ds.queue = q.Queue()
-	if re, ok := registry.EngineOf(h.scope()); ok {
+	if h.app != nil {
 		// Routes of one scope share its queue: in one config they must
 		// deliver it alike, or each delivery goes wherever a worker of
 		// either route happens to take it. (A reload's route may differ
 		// from the one it replaces, whose engine stops.)
-		if o, ok := re.(*engine); ok && o.h.ctx.Context == h.ctx.Context && !o.ds.alike(ds) {
+		var clash *deliveryState
+		h.app.each(func(o *Handler) {
+			if o.dlv != nil && o.scope() == h.scope() && !o.dlv.alike(ds) && clash == nil {
+				clash = o.dlv
+			}
+		})
+		if o := clash; o != nil {
 			return fmt.Errorf("deliver async: scope %q is already delivered by another route of this config, to %s "+
 				"(concurrency %d, rate %d/s): routes of one scope share its queue, so they must deliver it alike; "+
 				"give this route a `scope` of its own, or the same `to`, `concurrency` and `rate`",
-				h.scope(), o.ds.to, o.ds.concurrency, o.ds.rate)
+				h.scope(), o.to, o.concurrency, o.rate)
 		}
 	}
 	h.dlv = ds
 	ds.engine = newEngine(h, ds)
+	return nil
+}
+
+// startDeliver takes the store's queue and starts the engine; start runs
+// it once the store is open.
+func (h *Handler) startDeliver() error {
+	q, ok := h.store.(cache.Queuer)
+	if !ok {
+		return fmt.Errorf("deliver async: the %s store holds no delivery queue", h.storeConf.Type)
+	}
+	h.dlv.queue = q.Queue()
+	h.dlv.engine.start()
 	return nil
 }
 

@@ -55,7 +55,9 @@
 // # This package, by file
 //
 // handler.go holds the configuration, its lifecycle and ServeHTTP;
-// caddyfile.go the directive; templates.go and placeholders.go the body,
+// app.go the idempotency app, which starts a config's handlers (opens
+// their stores, starts their engines) only when the config runs, never
+// when it is validated; caddyfile.go the directive; templates.go and placeholders.go the body,
 // key and fingerprint templates; scope.go the key namespace; secrets.go
 // the secrets read at start; store.go the store configuration and pool;
 // verify.go the signature clock; serve.go the claim and wait loop;

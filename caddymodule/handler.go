@@ -3,6 +3,8 @@ package caddymodule
 import (
 	"fmt"
 	"net/http"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -137,18 +139,22 @@ type Handler struct {
 	// bodyKeyed: a generic route whose key reads the body, so its
 	// default fingerprint is off.
 	bodyKeyed bool
-	store     cache.Store
-	settler   *cache.Settler
+	storeRef  *registry.StoreRef
 	storeConf StoreConfig
-	success   func(status int, header http.Header, body []byte) bool
-	logger    *zap.Logger
-	metrics   *metrics
-	warned    *copyWarnings
-	events    *caddyevents.App
-	alerter   *alerter
-	ctx       caddy.Context
-	dlv       *deliveryState  // async delivery; nil for sync
-	reg       *registry.Route // this route in the registry, once provisioned
+	// store and settler are set by start, before started is.
+	store   cache.Store
+	settler *cache.Settler
+	app     *App // the config's idempotency app; nil outside a config
+	run     *runState
+	success func(status int, header http.Header, body []byte) bool
+	logger  *zap.Logger
+	metrics *metrics
+	warned  *copyWarnings
+	events  *caddyevents.App
+	alerter *alerter
+	ctx     caddy.Context
+	dlv     *deliveryState  // async delivery; nil for sync
+	reg     *registry.Route // this route in the registry, once provisioned
 }
 
 // CaddyModule returns the Caddy module information.
@@ -178,11 +184,15 @@ type DuplicateAction struct {
 	Body   string `json:"body,omitempty"`
 }
 
-// Provision sets defaults, reads secrets and opens the store, one named
-// step each.
+// Provision sets defaults, reads secrets and takes a reference to the
+// store, one named step each. It opens nothing and starts nothing: Caddy
+// provisions for `caddy validate` too; the config's App starts the
+// handler when the config runs (app.go).
 func (h *Handler) Provision(ctx caddy.Context) error {
 	h.logger = ctx.Logger()
 	h.ctx = ctx
+	h.run = new(runState)
+	h.app = configApp(ctx)
 	// The http app loads the events app before its handlers; a context
 	// without a config (unit tests) has none, and events are then off.
 	if ev, err := ctx.AppIfConfigured("events"); err == nil {
@@ -221,10 +231,49 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		zap.Duration("ttl", time.Duration(h.TTL)),
 		zap.Duration("lock_ttl", time.Duration(h.LockTTL))},
 		h.deliverFields()...)...)
-	if h.async() {
-		h.dlv.engine.start()
+	if h.app != nil {
+		h.app.add(h)
 	}
 	return nil
+}
+
+// start opens the store and starts what runs beside the requests: the
+// async delivery engine. The config's App calls it when the config runs;
+// a request calls it if it comes first (the http app may start before
+// the idempotency app), and a handler provisioned outside a config starts
+// on its first request.
+func (h *Handler) start() error {
+	if h.run.started.Load() {
+		return nil
+	}
+	h.run.mu.Lock()
+	defer h.run.mu.Unlock()
+	if h.run.started.Load() {
+		return nil
+	}
+	if h.run.stopped {
+		return fmt.Errorf("the route is stopped")
+	}
+	ps, err := h.storeRef.Open()
+	if err != nil {
+		return fmt.Errorf("opening store %s: %v", h.storeConf.id(), err)
+	}
+	h.store, h.settler = ps.Store, ps.Settler
+	if h.async() {
+		if err := h.startDeliver(); err != nil {
+			return err
+		}
+	}
+	h.run.started.Store(true)
+	return nil
+}
+
+// runState is whether a handler started: start sets store and settler
+// before started, so a request that sees started sees them.
+type runState struct {
+	mu      sync.Mutex
+	started atomic.Bool
+	stopped bool // Cleanup ran; guarded by mu
 }
 
 func (h *Handler) setDefaults() {
@@ -330,8 +379,8 @@ func (h *Handler) provisionSuccess() error {
 }
 
 // provisionStore resolves the store configuration (a copy: the handler's
-// own config keeps its placeholders) and takes a reference to the shared
-// store.
+// own config keeps its placeholders), checks it offline and takes a
+// reference to the shared store, which start opens.
 func (h *Handler) provisionStore(repl *caddy.Replacer) error {
 	sc := StoreConfig{Type: "embedded"}
 	if h.Store != nil {
@@ -341,11 +390,14 @@ func (h *Handler) provisionStore(repl *caddy.Replacer) error {
 	if err != nil {
 		return fmt.Errorf("loading store: %v", err)
 	}
-	ps, err := loadStore(sc, h.logger)
+	if err := sc.check(); err != nil {
+		return fmt.Errorf("loading store: %v", err)
+	}
+	ref, err := loadStore(sc, h.logger)
 	if err != nil {
 		return fmt.Errorf("loading store: %v", err)
 	}
-	h.store, h.settler, h.storeConf = ps.Store, ps.Settler, sc
+	h.storeRef, h.storeConf = ref, sc
 	return nil
 }
 
@@ -391,6 +443,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	var res result
 	defer func() { h.record(ctx, span, repl, start, &res) }()
 
+	if err := h.start(); err != nil {
+		// The store did not open: a store error, as on_store_error says.
+		var herr error
+		res, herr = h.storeFailed(w, r, next, repl, "", err)
+		return herr
+	}
 	key, fp, rej := h.parse(r, repl)
 	if rej != nil && rej.outcome == outcomeStoreError {
 		// The signature check needed the store: on_store_error decides.
@@ -412,18 +470,26 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	return err
 }
 
-// Cleanup drops this handler's reference to its store.
+// Cleanup stops what start started and drops this handler's reference to
+// its store. Caddy calls it after a failed Provision too.
 func (h *Handler) Cleanup() error {
+	if h.run == nil {
+		return nil
+	}
+	h.run.mu.Lock()
+	h.run.stopped = true
+	started := h.run.started.Load()
+	h.run.mu.Unlock()
 	// The engine settles its deliveries in flight while the store is
 	// still loaded.
-	if h.async() {
+	if started && h.async() {
 		h.dlv.engine.stop()
 	}
 	h.alerter.close()
 	if h.reg != nil {
 		registry.UnregisterRoute(h.reg)
 	}
-	if h.store == nil {
+	if h.storeRef == nil {
 		return nil
 	}
 	return unloadStore(h.storeConf)

@@ -285,8 +285,12 @@ func TestBinaryCommands(t *testing.T) {
 	if err != nil {
 		t.Fatalf("list-modules: %v\n%s", err, out)
 	}
-	for _, mod := range []string{"http.handlers.idempotency", "http.handlers.idempotency_console", "admin.api.idempotency", "http.handlers.reverse_proxy"} {
-		if !strings.Contains(string(out), mod) {
+	listed := map[string]bool{}
+	for _, l := range strings.Split(string(out), "\n") {
+		listed[strings.TrimSpace(l)] = true
+	}
+	for _, mod := range []string{"idempotency", "http.handlers.idempotency", "http.handlers.idempotency_console", "admin.api.idempotency", "http.handlers.reverse_proxy"} {
+		if !listed[mod] {
 			t.Errorf("list-modules does not show %s", mod)
 		}
 	}
