@@ -57,8 +57,9 @@
 // handler.go holds the configuration, its lifecycle and ServeHTTP;
 // app.go the idempotency app, which starts a config's handlers (opens
 // their stores, starts their engines) only when the config runs, never
-// when it is validated; caddyfile.go the directive; templates.go and placeholders.go the body,
-// key and fingerprint templates; scope.go the key namespace; secrets.go
+// when it is validated; caddyfile.go the directive; templates.go,
+// placeholders.go and templatecheck.go the body, key and fingerprint
+// templates and their checks at load; scope.go the key namespace; secrets.go
 // the secrets read at start; store.go the store configuration and pool;
 // verify.go the signature clock; serve.go the claim and wait loop;
 // forward.go the trip to the backend and the settling of its claim;
