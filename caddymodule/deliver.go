@@ -256,7 +256,7 @@ func (h *Handler) unclaim(key, token string) {
 func (h *Handler) queueFailed(w http.ResponseWriter, r *http.Request, op string, err error) (result, error) {
 	h.metrics.storeError(r.Context(), h.route(), op)
 	return result{outcome: outcomeStoreError, err: err},
-		h.tryLater(w, http.StatusServiceUnavailable, fmt.Errorf("queueing the notification: %w", err))
+		h.tryLater(w, r, http.StatusServiceUnavailable, fmt.Errorf("queueing the notification: %w", err))
 }
 
 // queuedCopy answers a copy of an in-flight key on an async route: the
@@ -277,7 +277,7 @@ func (h *Handler) queuedCopy(w http.ResponseWriter, r *http.Request, repl *caddy
 		case err != nil:
 			h.metrics.storeError(r.Context(), h.route(), "queued")
 			return result{outcome: outcomeStoreError, copies: copies, err: err}, false,
-				h.tryLater(w, http.StatusServiceUnavailable, fmt.Errorf("looking up the delivery queue: %w", err))
+				h.tryLater(w, r, http.StatusServiceUnavailable, fmt.Errorf("looking up the delivery queue: %w", err))
 		case queued:
 			setOutcome(repl, outcomeAcked)
 			return result{outcome: outcomeAcked, copies: copies}, false, h.ack(w, r)
@@ -290,7 +290,7 @@ func (h *Handler) queuedCopy(w http.ResponseWriter, r *http.Request, repl *caddy
 		}
 		if time.Now().Add(wait).After(deadline) {
 			return result{outcome: outcomeInFlight, copies: copies}, false,
-				h.tryLater(w, http.StatusConflict, errors.New("the first copy of this notification is being queued or was held after an unknown outcome"))
+				h.tryLater(w, r, http.StatusConflict, errors.New("the first copy of this notification is being queued or was held after an unknown outcome"))
 		}
 		select {
 		case <-time.After(wait):

@@ -459,7 +459,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	}
 	if rej != nil {
 		res = result{key: key, outcome: rej.outcome, err: rej.err}
-		return caddyhttp.Error(rej.status, rej.err)
+		return h.refuse(w, r, rej.status, rej.public(), rej.err)
 	}
 	// What a panic past this point leaves: reverse_proxy panics with
 	// http.ErrAbortHandler when the backend breaks mid-answer.

@@ -14,11 +14,25 @@ import (
 )
 
 // rejection is a request refused before any key is claimed: its answer
-// status, its outcome and why.
+// status, its outcome and why (err, for the log; msg, for the sender,
+// when err may hold what the sender must not see).
 type rejection struct {
 	status  int
 	outcome outcome
 	err     error
+	msg     string
+}
+
+// public is what the sender is told (refusal.go).
+func (rej *rejection) public() string {
+	switch {
+	case rej.msg != "":
+		return rej.msg
+	case rej.outcome == outcomeRejectedSignature:
+		// Which check failed helps a forger more than the platform.
+		return msgSignature
+	}
+	return publicLine(rej.err)
 }
 
 // parse reads the body, verifies the signature and renders the key and
@@ -35,20 +49,20 @@ func (h *Handler) parse(r *http.Request, repl *caddy.Replacer) (key, fp string, 
 	switch {
 	case errors.Is(err, keying.ErrUnavailable):
 		// The check needs the store (PayPal's transmission log).
-		return "", "", &rejection{http.StatusServiceUnavailable, outcomeStoreError, err}
+		return "", "", &rejection{http.StatusServiceUnavailable, outcomeStoreError, err, msgStore}
 	case errors.Is(err, keying.ErrSignature):
-		return "", "", &rejection{http.StatusUnauthorized, outcomeRejectedSignature, err}
+		return "", "", &rejection{http.StatusUnauthorized, outcomeRejectedSignature, err, msgSignature}
 	case err != nil:
-		return "", "", &rejection{http.StatusBadRequest, outcomeBadRequest, err}
+		return "", "", &rejection{http.StatusBadRequest, outcomeBadRequest, err, ""}
 	}
 	bp := &bodyPlaceholders{n: n, platform: h.Platform}
 	repl.Map(bp.get)
 	if key, err = h.renderKey(repl, bp, n); err != nil {
-		return "", "", &rejection{http.StatusBadRequest, outcomeBadRequest, err}
+		return "", "", &rejection{http.StatusBadRequest, outcomeBadRequest, err, ""}
 	}
 	repl.Set("idempotency.key", key)
 	if fp, err = h.renderFingerprint(repl, bp, n); err != nil {
-		return key, "", &rejection{http.StatusBadRequest, outcomeBadRequest, err}
+		return key, "", &rejection{http.StatusBadRequest, outcomeBadRequest, err, ""}
 	}
 	return key, fp, nil
 }
@@ -57,7 +71,8 @@ func (h *Handler) parse(r *http.Request, repl *caddy.Replacer) (key, fp string, 
 // same bytes back for the backend.
 func (h *Handler) readBody(r *http.Request) ([]byte, *rejection) {
 	tooLarge := func(err error) *rejection {
-		return &rejection{http.StatusRequestEntityTooLarge, outcomeTooLarge, err}
+		return &rejection{http.StatusRequestEntityTooLarge, outcomeTooLarge, err,
+			fmt.Sprintf("body larger than max_body (%d bytes)", h.MaxBody)}
 	}
 	if r.ContentLength > h.MaxBody {
 		return nil, tooLarge(fmt.Errorf("body of %d bytes is larger than max_body %d", r.ContentLength, h.MaxBody))
@@ -72,7 +87,7 @@ func (h *Handler) readBody(r *http.Request) ([]byte, *rejection) {
 	buf := bytes.NewBuffer(make([]byte, 0, size+1))
 	_, err := buf.ReadFrom(io.LimitReader(r.Body, h.MaxBody+1))
 	if err != nil {
-		return nil, &rejection{http.StatusBadRequest, outcomeBadRequest, fmt.Errorf("reading body: %v", err)}
+		return nil, &rejection{http.StatusBadRequest, outcomeBadRequest, fmt.Errorf("reading body: %v", err), msgReadingBody}
 	}
 	if int64(buf.Len()) > h.MaxBody {
 		return nil, tooLarge(fmt.Errorf("body is larger than max_body %d", h.MaxBody))
@@ -108,7 +123,7 @@ func (h *Handler) renderKey(repl *caddy.Replacer, bp *bodyPlaceholders, n *keyin
 			return "", fmt.Errorf("key: %w", bp.err)
 		}
 		if len(empty) > 0 {
-			return "", fmt.Errorf("key: %s is empty in this request", strings.Join(empty, ", "))
+			return "", fmt.Errorf("key: %s is empty", strings.Join(empty, ", "))
 		}
 		key = out
 	}
