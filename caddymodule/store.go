@@ -184,6 +184,7 @@ func openStore(sc StoreConfig) (s cache.Store, client io.Closer, err error) {
 		if err != nil {
 			return nil, nil, err
 		}
+		logRedisThroughZap()
 		c := redis.NewUniversalClient(opts)
 		return cache.NewRedis(c, cache.RedisOptions{Prefix: sc.prefix(),
 			WaitReplicas: sc.WaitReplicas, WaitTimeout: time.Duration(sc.WaitTimeout),
