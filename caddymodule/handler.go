@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"sync"
@@ -146,6 +147,7 @@ type Handler struct {
 	settler *cache.Settler
 	app     *App // the config's idempotency app; nil outside a config
 	run     *runState
+	keys    []keying.KeyInfo // the preset's verification keys (keys.go)
 	success func(status int, header http.Header, body []byte) bool
 	logger  *zap.Logger
 	metrics *metrics
@@ -205,6 +207,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err := h.provisionPlatform(repl); err != nil {
 		return err
 	}
+	h.provisionKeys()
 	if err := h.provisionSuccess(); err != nil {
 		return err
 	}
@@ -230,7 +233,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		zap.String("store", h.storeConf.id()),
 		zap.Duration("ttl", time.Duration(h.TTL)),
 		zap.Duration("lock_ttl", time.Duration(h.LockTTL))},
-		h.deliverFields()...)...)
+		append(h.deliverFields(), h.keyFields()...)...)...)
 	if h.app != nil {
 		h.app.add(h)
 	}
@@ -264,6 +267,9 @@ func (h *Handler) start() error {
 			return err
 		}
 	}
+	var watch context.Context
+	watch, h.run.stopWatch = context.WithCancel(context.Background())
+	h.watchExpiry(watch)
 	h.run.started.Store(true)
 	return nil
 }
@@ -274,6 +280,8 @@ type runState struct {
 	mu      sync.Mutex
 	started atomic.Bool
 	stopped bool // Cleanup ran; guarded by mu
+	// stopWatch ends the certificate watch; set by start.
+	stopWatch context.CancelFunc
 }
 
 func (h *Handler) setDefaults() {
@@ -449,7 +457,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		res, herr = h.storeFailed(w, r, next, repl, "", err)
 		return herr
 	}
-	key, fp, rej := h.parse(r, repl)
+	key, fp, keyID, rej := h.parse(r, repl)
 	if rej != nil && rej.outcome == outcomeStoreError {
 		// The signature check needed the store: on_store_error decides.
 		var err error
@@ -458,15 +466,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		return err
 	}
 	if rej != nil {
-		res = result{key: key, outcome: rej.outcome, err: rej.err}
+		res = result{key: key, keyID: keyID, outcome: rej.outcome, err: rej.err}
 		return h.refuse(w, r, rej.status, rej.public(), rej.err)
 	}
 	// What a panic past this point leaves: reverse_proxy panics with
 	// http.ErrAbortHandler when the backend breaks mid-answer.
-	res = result{key: key, outcome: outcomeAmbiguous}
+	res = result{key: key, keyID: keyID, outcome: outcomeAmbiguous}
 	var err error
 	res, err = h.serveKey(w, r, next, repl, key, fp)
-	res.key = key
+	res.key, res.keyID = key, keyID
 	return err
 }
 
@@ -482,6 +490,9 @@ func (h *Handler) Cleanup() error {
 	h.run.mu.Unlock()
 	// The engine settles its deliveries in flight while the store is
 	// still loaded.
+	if started {
+		h.run.stopWatch()
+	}
 	if started && h.async() {
 		h.dlv.engine.stop()
 	}

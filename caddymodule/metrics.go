@@ -50,6 +50,7 @@ const (
 	metricCopies          = "idemgate_copies_per_key"   // {platform,scope}
 	metricLostClaims      = "idemgate_lost_claims"      // _total{platform,scope,op}
 	metricStoreErrors     = "idemgate_store_errors"     // _total{platform,scope,op}
+	metricVerified        = "idemgate_verified"         // _total{platform,scope,key}
 )
 
 // Histogram buckets: the gateway adds well under a millisecond, backends
@@ -72,6 +73,7 @@ type metrics struct {
 	copiesPerKey    metric.Int64Histogram
 	lostClaims      metric.Int64Counter
 	storeErrors     metric.Int64Counter
+	verified        metric.Int64Counter
 	delivery        deliveryInstruments // deliver async (deliver_metrics.go)
 
 	// labels holds the pre-built options of every label combination seen
@@ -97,6 +99,7 @@ const (
 	kindPlatform byte = iota
 	kindOutcome
 	kindOp
+	kindKey
 )
 
 // labelSet is one label combination as ready-made options.
@@ -204,6 +207,10 @@ func newMetrics(provider metric.MeterProvider) (*metrics, error) {
 		metric.WithDescription("Store operations that failed, by operation (claim, complete, release, renew).")); err != nil {
 		return nil, err
 	}
+	if m.verified, err = meter.Int64Counter(metricVerified,
+		metric.WithDescription("Notifications whose signature verified, by the key that verified them (a configured key's id, \"fetched\" for a certificate fetched at run time, \"secret\" for a shared secret).")); err != nil {
+		return nil, err
+	}
 	if err = m.delivery.init(meter); err != nil {
 		return nil, err
 	}
@@ -249,6 +256,13 @@ func (m *metrics) lostClaim(ctx context.Context, rt route, op string) {
 	m.lostClaims.Add(ctx, 1, m.labelSet(kindOp, rt, op).add...)
 }
 
+func (m *metrics) verifiedWith(ctx context.Context, rt route, key string) {
+	if m == nil {
+		return
+	}
+	m.verified.Add(ctx, 1, m.labelSet(kindKey, rt, key).add...)
+}
+
 func (m *metrics) storeError(ctx context.Context, rt route, op string) {
 	if m == nil {
 		return
@@ -275,6 +289,8 @@ func (m *metrics) labelSet(kind byte, rt route, b string) *labelSet {
 		kvs = append(kvs, attribute.String("outcome", b))
 	case kindOp:
 		kvs = append(kvs, attribute.String("op", b))
+	case kindKey:
+		kvs = append(kvs, attribute.String("key", b))
 	}
 	opt := metric.WithAttributeSet(attribute.NewSet(kvs...))
 	ls := &labelSet{add: []metric.AddOption{opt}, rec: []metric.RecordOption{opt}}

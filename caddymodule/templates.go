@@ -36,35 +36,40 @@ func (rej *rejection) public() string {
 }
 
 // parse reads the body, verifies the signature and renders the key and
-// fingerprint. A rejected request touches no key.
-func (h *Handler) parse(r *http.Request, repl *caddy.Replacer) (key, fp string, rej *rejection) {
+// fingerprint; keyID names the key that verified it. A rejected request
+// touches no key.
+func (h *Handler) parse(r *http.Request, repl *caddy.Replacer) (key, fp, keyID string, rej *rejection) {
 	body, rej := h.readBody(r)
 	if rej != nil {
-		return "", "", rej
+		return "", "", "", rej
 	}
 	at := verifyTime(r.Header)
-	n, err := h.platform.Verify(&keying.Request{
-		Method: r.Method, URL: r.URL, Header: r.Header, Body: body, Now: at, Context: r.Context(),
-	})
+	kr := &keying.Request{Method: r.Method, URL: r.URL, Header: r.Header, Body: body, Now: at, Context: r.Context()}
+	n, err := h.platform.Verify(kr)
 	switch {
 	case errors.Is(err, keying.ErrUnavailable):
 		// The check needs the store (PayPal's transmission log).
-		return "", "", &rejection{http.StatusServiceUnavailable, outcomeStoreError, err, msgStore}
+		return "", "", "", &rejection{http.StatusServiceUnavailable, outcomeStoreError, err, msgStore}
 	case errors.Is(err, keying.ErrSignature):
-		return "", "", &rejection{http.StatusUnauthorized, outcomeRejectedSignature, err, msgSignature}
+		return "", "", "", &rejection{http.StatusUnauthorized, outcomeRejectedSignature, err, msgSignature}
 	case err != nil:
-		return "", "", &rejection{http.StatusBadRequest, outcomeBadRequest, err, ""}
+		return "", "", "", &rejection{http.StatusBadRequest, outcomeBadRequest, err, ""}
+	}
+	if h.Platform != "generic" && !h.VerifyOff {
+		var label string
+		keyID, label = h.verifiedBy(kr)
+		h.metrics.verifiedWith(r.Context(), h.route(), label)
 	}
 	bp := &bodyPlaceholders{n: n, platform: h.Platform}
 	repl.Map(bp.get)
 	if key, err = h.renderKey(repl, bp, n); err != nil {
-		return "", "", &rejection{http.StatusBadRequest, outcomeBadRequest, err, ""}
+		return "", "", keyID, &rejection{http.StatusBadRequest, outcomeBadRequest, err, ""}
 	}
 	repl.Set("idempotency.key", key)
 	if fp, err = h.renderFingerprint(repl, bp, n); err != nil {
-		return key, "", &rejection{http.StatusBadRequest, outcomeBadRequest, err, ""}
+		return key, "", keyID, &rejection{http.StatusBadRequest, outcomeBadRequest, err, ""}
 	}
-	return key, fp, nil
+	return key, fp, keyID, nil
 }
 
 // readBody reads the whole request body, bounded by max_body, and puts the
