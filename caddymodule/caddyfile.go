@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"strconv"
+	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -257,6 +258,12 @@ func parseStore(d *caddyfile.Dispenser) (*StoreConfig, error) {
 	})
 	if err != nil {
 		return nil, err
+	}
+	// What a placeholder hides is checked at provision, once resolved.
+	if !strings.Contains(strings.Join(sc.Addresses, " "), "{") {
+		if err := sc.check(); err != nil {
+			return nil, d.Errf("store: %v", err)
+		}
 	}
 	return sc, nil
 }

@@ -17,6 +17,7 @@ import (
 // events).
 type result struct {
 	key     string
+	keyID   string // the key that verified the notification, if named
 	outcome outcome
 	copies  int64
 	status  int // the backend's status, when it answered failure
@@ -88,6 +89,9 @@ func (h *Handler) record(ctx context.Context, span spanEnder, repl *caddy.Replac
 		}
 		if d.copies > 0 {
 			fields = append(fields, zap.Int64("copies", d.copies))
+		}
+		if d.keyID != "" {
+			fields = append(fields, zap.String("verified_by", d.keyID))
 		}
 		if d.status != 0 && d.outcome == outcomeBackendFailed {
 			fields = append(fields, zap.Int("upstream_status", d.status))

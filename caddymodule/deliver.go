@@ -17,7 +17,6 @@ import (
 
 	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/internal/cfparse"
-	"github.com/idemgate/idemgate/internal/registry"
 )
 
 // `deliver async`: the gateway answers the platform (the ack) once the
@@ -161,25 +160,38 @@ func (h *Handler) provisionDeliver() error {
 				c.Replicas, c.Replicas, h.storeConf.WaitReplicas)
 		}
 	}
-	q, ok := h.store.(cache.Queuer)
-	if !ok {
-		return fmt.Errorf("deliver async: the %s store holds no delivery queue", h.storeConf.Type)
-	}
-	ds.queue = q.Queue()
-	if re, ok := registry.EngineOf(h.scope()); ok {
+	if h.app != nil {
 		// Routes of one scope share its queue: in one config they must
 		// deliver it alike, or each delivery goes wherever a worker of
 		// either route happens to take it. (A reload's route may differ
 		// from the one it replaces, whose engine stops.)
-		if o, ok := re.(*engine); ok && o.h.ctx.Context == h.ctx.Context && !o.ds.alike(ds) {
+		var clash *deliveryState
+		h.app.each(func(o *Handler) {
+			if o.dlv != nil && o.scope() == h.scope() && !o.dlv.alike(ds) && clash == nil {
+				clash = o.dlv
+			}
+		})
+		if o := clash; o != nil {
 			return fmt.Errorf("deliver async: scope %q is already delivered by another route of this config, to %s "+
 				"(concurrency %d, rate %d/s): routes of one scope share its queue, so they must deliver it alike; "+
 				"give this route a `scope` of its own, or the same `to`, `concurrency` and `rate`",
-				h.scope(), o.ds.to, o.ds.concurrency, o.ds.rate)
+				h.scope(), o.to, o.concurrency, o.rate)
 		}
 	}
 	h.dlv = ds
 	ds.engine = newEngine(h, ds)
+	return nil
+}
+
+// startDeliver takes the store's queue and starts the engine; start runs
+// it once the store is open.
+func (h *Handler) startDeliver() error {
+	q, ok := h.store.(cache.Queuer)
+	if !ok {
+		return fmt.Errorf("deliver async: the %s store holds no delivery queue", h.storeConf.Type)
+	}
+	h.dlv.queue = q.Queue()
+	h.dlv.engine.start()
 	return nil
 }
 
@@ -243,7 +255,7 @@ func (h *Handler) unclaim(key, token string) {
 func (h *Handler) queueFailed(w http.ResponseWriter, r *http.Request, op string, err error) (result, error) {
 	h.metrics.storeError(r.Context(), h.route(), op)
 	return result{outcome: outcomeStoreError, err: err},
-		h.tryLater(w, http.StatusServiceUnavailable, fmt.Errorf("queueing the notification: %w", err))
+		h.tryLater(w, r, http.StatusServiceUnavailable, fmt.Errorf("queueing the notification: %w", err))
 }
 
 // queuedCopy answers a copy of an in-flight key on an async route: the
@@ -264,7 +276,7 @@ func (h *Handler) queuedCopy(w http.ResponseWriter, r *http.Request, repl *caddy
 		case err != nil:
 			h.metrics.storeError(r.Context(), h.route(), "queued")
 			return result{outcome: outcomeStoreError, copies: copies, err: err}, false,
-				h.tryLater(w, http.StatusServiceUnavailable, fmt.Errorf("looking up the delivery queue: %w", err))
+				h.tryLater(w, r, http.StatusServiceUnavailable, fmt.Errorf("looking up the delivery queue: %w", err))
 		case queued:
 			setOutcome(repl, outcomeAcked)
 			return result{outcome: outcomeAcked, copies: copies}, false, h.ack(w, r)
@@ -277,7 +289,7 @@ func (h *Handler) queuedCopy(w http.ResponseWriter, r *http.Request, repl *caddy
 		}
 		if time.Now().Add(wait).After(deadline) {
 			return result{outcome: outcomeInFlight, copies: copies}, false,
-				h.tryLater(w, http.StatusConflict, errors.New("the first copy of this notification is being queued or was held after an unknown outcome"))
+				h.tryLater(w, r, http.StatusConflict, errors.New("the first copy of this notification is being queued or was held after an unknown outcome"))
 		}
 		select {
 		case <-time.After(wait):

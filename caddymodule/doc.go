@@ -55,10 +55,16 @@
 // # This package, by file
 //
 // handler.go holds the configuration, its lifecycle and ServeHTTP;
-// caddyfile.go the directive; templates.go and placeholders.go the body,
-// key and fingerprint templates; scope.go the key namespace; secrets.go
-// the secrets read at start; store.go the store configuration and pool;
-// verify.go the signature clock; serve.go the claim and wait loop;
+// app.go the idempotency app, which starts a config's handlers (opens
+// their stores, starts their engines) only when the config runs, never
+// when it is validated; caddyfile.go the directive; templates.go,
+// placeholders.go and templatecheck.go the body, key and fingerprint
+// templates and their checks at load; scope.go the key namespace; secrets.go
+// the secrets read at start; store.go the store configuration and pool,
+// redislog.go go-redis's logger through Caddy's; verify.go the signature
+// clock, signkeys.go the verification keys (which one verified, expiry);
+// serve.go the claim and wait loop; refusal.go what a refused sender is
+// told;
 // forward.go the trip to the backend and the settling of its claim;
 // replay.go the answer recorder and the replay; journal.go what a forward
 // adds to its key's record; decision.go the one place that logs, counts,

@@ -48,7 +48,7 @@ func TestExampleHandleErrors(t *testing.T) {
 		form url.Values
 		want string
 	}{
-		{url.Values{"total_amount": {"9.90"}}, "400 key: {idempotency.form.out_trade_no} is empty in this request"},
+		{url.Values{"total_amount": {"9.90"}}, "400 key: {idempotency.form.out_trade_no} is empty"},
 		{url.Values{"out_trade_no": {"<o-1>&"}}, "success"},
 	} {
 		resp, err := client.PostForm(base+"/notify", tc.form)

@@ -1,8 +1,11 @@
 package caddymodule
 
 import (
+	"context"
 	"fmt"
 	"net/http"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -146,18 +149,23 @@ type Handler struct {
 	// bodyKeyed: a generic route whose key reads the body, so its
 	// default fingerprint is off.
 	bodyKeyed bool
-	store     cache.Store
-	settler   *cache.Settler
+	storeRef  *registry.StoreRef
 	storeConf StoreConfig
-	success   func(status int, header http.Header, body []byte) bool
-	logger    *zap.Logger
-	metrics   *metrics
-	warned    *copyWarnings
-	events    *caddyevents.App
-	alerter   *alerter
-	ctx       caddy.Context
-	dlv       *deliveryState  // async delivery; nil for sync
-	reg       *registry.Route // this route in the registry, once provisioned
+	// store and settler are set by start, before started is.
+	store   cache.Store
+	settler *cache.Settler
+	app     *App // the config's idempotency app; nil outside a config
+	run     *runState
+	keys    []keying.KeyInfo // the preset's verification keys (keys.go)
+	success func(status int, header http.Header, body []byte) bool
+	logger  *zap.Logger
+	metrics *metrics
+	warned  *copyWarnings
+	events  *caddyevents.App
+	alerter *alerter
+	ctx     caddy.Context
+	dlv     *deliveryState  // async delivery; nil for sync
+	reg     *registry.Route // this route in the registry, once provisioned
 	// legacyUntil: till then a preset's first copy also looks for a record
 	// kept under its key from before business events (ttl after start).
 	legacyUntil time.Time
@@ -190,11 +198,15 @@ type DuplicateAction struct {
 	Body   string `json:"body,omitempty"`
 }
 
-// Provision sets defaults, reads secrets and opens the store, one named
-// step each.
+// Provision sets defaults, reads secrets and takes a reference to the
+// store, one named step each. It opens nothing and starts nothing: Caddy
+// provisions for `caddy validate` too; the config's App starts the
+// handler when the config runs (app.go).
 func (h *Handler) Provision(ctx caddy.Context) error {
 	h.logger = ctx.Logger()
 	h.ctx = ctx
+	h.run = new(runState)
+	h.app = configApp(ctx)
 	// The http app loads the events app before its handlers; a context
 	// without a config (unit tests) has none, and events are then off.
 	if ev, err := ctx.AppIfConfigured("events"); err == nil {
@@ -207,6 +219,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err := h.provisionPlatform(repl); err != nil {
 		return err
 	}
+	h.provisionKeys()
 	if err := h.provisionSuccess(); err != nil {
 		return err
 	}
@@ -234,11 +247,55 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		zap.Duration("ttl", time.Duration(h.TTL)),
 		zap.Duration("order_ttl", time.Duration(h.OrderTTL)),
 		zap.Duration("lock_ttl", time.Duration(h.LockTTL))},
-		h.deliverFields()...)...)
-	if h.async() {
-		h.dlv.engine.start()
+		append(h.deliverFields(), h.keyFields()...)...)...)
+	if h.app != nil {
+		h.app.add(h)
 	}
 	return nil
+}
+
+// start opens the store and starts what runs beside the requests: the
+// async delivery engine. The config's App calls it when the config runs;
+// a request calls it if it comes first (the http app may start before
+// the idempotency app), and a handler provisioned outside a config starts
+// on its first request.
+func (h *Handler) start() error {
+	if h.run.started.Load() {
+		return nil
+	}
+	h.run.mu.Lock()
+	defer h.run.mu.Unlock()
+	if h.run.started.Load() {
+		return nil
+	}
+	if h.run.stopped {
+		return fmt.Errorf("the route is stopped")
+	}
+	ps, err := h.storeRef.Open()
+	if err != nil {
+		return fmt.Errorf("opening store %s: %v", h.storeConf.id(), err)
+	}
+	h.store, h.settler = ps.Store, ps.Settler
+	if h.async() {
+		if err := h.startDeliver(); err != nil {
+			return err
+		}
+	}
+	var watch context.Context
+	watch, h.run.stopWatch = context.WithCancel(context.Background())
+	h.watchExpiry(watch)
+	h.run.started.Store(true)
+	return nil
+}
+
+// runState is whether a handler started: start sets store and settler
+// before started, so a request that sees started sees them.
+type runState struct {
+	mu      sync.Mutex
+	started atomic.Bool
+	stopped bool // Cleanup ran; guarded by mu
+	// stopWatch ends the certificate watch; set by start.
+	stopWatch context.CancelFunc
 }
 
 func (h *Handler) setDefaults() {
@@ -347,8 +404,8 @@ func (h *Handler) provisionSuccess() error {
 }
 
 // provisionStore resolves the store configuration (a copy: the handler's
-// own config keeps its placeholders) and takes a reference to the shared
-// store.
+// own config keeps its placeholders), checks it offline and takes a
+// reference to the shared store, which start opens.
 func (h *Handler) provisionStore(repl *caddy.Replacer) error {
 	sc := StoreConfig{Type: "embedded"}
 	if h.Store != nil {
@@ -358,11 +415,14 @@ func (h *Handler) provisionStore(repl *caddy.Replacer) error {
 	if err != nil {
 		return fmt.Errorf("loading store: %v", err)
 	}
-	ps, err := loadStore(sc, h.logger)
+	if err := sc.check(); err != nil {
+		return fmt.Errorf("loading store: %v", err)
+	}
+	ref, err := loadStore(sc, h.logger)
 	if err != nil {
 		return fmt.Errorf("loading store: %v", err)
 	}
-	h.store, h.settler, h.storeConf = ps.Store, ps.Settler, sc
+	h.storeRef, h.storeConf = ref, sc
 	return nil
 }
 
@@ -411,6 +471,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	var res result
 	defer func() { h.record(ctx, span, repl, start, &res) }()
 
+	if err := h.start(); err != nil {
+		// The store did not open: a store error, as on_store_error says.
+		var herr error
+		res, herr = h.storeFailed(w, r, next, repl, "", err)
+		return herr
+	}
 	key, fp, nt, rej := h.parse(r, repl)
 	if rej != nil && rej.outcome == outcomeStoreError {
 		// The signature check needed the store: on_store_error decides.
@@ -420,30 +486,41 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		return err
 	}
 	if rej != nil {
-		res = result{key: key, outcome: rej.outcome, err: rej.err}
-		return caddyhttp.Error(rej.status, rej.err)
+		res = result{key: key, keyID: nt.keyID, outcome: rej.outcome, err: rej.err}
+		return h.refuse(w, r, rej.status, rej.public(), rej.err)
 	}
 	// What a panic past this point leaves: reverse_proxy panics with
 	// http.ErrAbortHandler when the backend breaks mid-answer.
-	res = result{key: key, outcome: outcomeAmbiguous}
+	res = result{key: key, keyID: nt.keyID, outcome: outcomeAmbiguous}
 	var err error
 	res, err = h.serveKey(w, r, next, repl, key, fp, nt)
-	res.key = key
+	res.key, res.keyID = key, nt.keyID
 	return err
 }
 
-// Cleanup drops this handler's reference to its store.
+// Cleanup stops what start started and drops this handler's reference to
+// its store. Caddy calls it after a failed Provision too.
 func (h *Handler) Cleanup() error {
+	if h.run == nil {
+		return nil
+	}
+	h.run.mu.Lock()
+	h.run.stopped = true
+	started := h.run.started.Load()
+	h.run.mu.Unlock()
 	// The engine settles its deliveries in flight while the store is
 	// still loaded.
-	if h.async() {
+	if started {
+		h.run.stopWatch()
+	}
+	if started && h.async() {
 		h.dlv.engine.stop()
 	}
 	h.alerter.close()
 	if h.reg != nil {
 		registry.UnregisterRoute(h.reg)
 	}
-	if h.store == nil {
+	if h.storeRef == nil {
 		return nil
 	}
 	return unloadStore(h.storeConf)

@@ -93,8 +93,8 @@ func provisionBench(b *testing.B, sc *StoreConfig) *Handler {
 	return h
 }
 
-// provisionHandler provisions and validates h with a real caddy.Context,
-// as Caddy would, and cleans it up after the test.
+// provisionHandler provisions, validates and starts h with a real
+// caddy.Context, as Caddy would, and cleans it up after the test.
 func provisionHandler(tb testing.TB, h *Handler) *Handler {
 	tb.Helper()
 	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
@@ -106,6 +106,10 @@ func provisionHandler(tb testing.TB, h *Handler) *Handler {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { h.Cleanup() })
+	// What the config's App does when the config runs.
+	if err := h.start(); err != nil {
+		tb.Fatal(err)
+	}
 	return h
 }
 

@@ -2,7 +2,6 @@ package caddymodule
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"sync"
 	"sync/atomic"
@@ -19,15 +18,27 @@ import (
 
 // The handler's metrics go through the OpenTelemetry metric API. An SDK
 // MeterProvider with the Prometheus exporter as its reader bridges them
-// onto the Prometheus registry of the Caddy config being loaded, so they
-// appear on Caddy's /metrics next to Caddy's own.
+// onto Prometheus, so they appear on Caddy's /metrics next to Caddy's own.
 //
-// Caddy makes a registry per config load. One MeterProvider serves every
-// handler of one registry (two providers on one registry would export the
-// same series twice and break the scrape); meterProviders counts the
-// handlers using it and shuts it down when the last one's config is
-// unloaded. A registry that is re-used across loads keeps its provider.
-var meterProviders = caddy.NewUsagePool()
+// Caddy makes a Prometheus registry per config load, and a counter made
+// per config would start again from zero at every `caddy reload` or
+// `POST /load`, its series gone until they happen again. So, as Caddy does
+// with its process-wide metrics (the admin and config-reload counters it
+// registers into each new registry), the instruments are made once per
+// process, and the exporter's collector is registered into the registry
+// of every config that has a handler. The collector is unchecked
+// (describes nothing up front), so many registries can hold it; each
+// registry holds it once.
+var (
+	procMetricsOnce sync.Once
+	procMetrics     *metrics
+	procCollector   promclient.Collector
+	procMetricsErr  error
+
+	// registries holds the registries the collector is registered into,
+	// until their config is unloaded.
+	registries sync.Map // *promclient.Registry → struct{}
+)
 
 // Exported names (the Prometheus exporter adds _total to counters and
 // _seconds to histograms with unit "s").
@@ -39,6 +50,7 @@ const (
 	metricCopies          = "idemgate_copies_per_key"   // {platform,scope}
 	metricLostClaims      = "idemgate_lost_claims"      // _total{platform,scope,op}
 	metricStoreErrors     = "idemgate_store_errors"     // _total{platform,scope,op}
+	metricVerified        = "idemgate_verified"         // _total{platform,scope,key}
 )
 
 // Histogram buckets: the gateway adds well under a millisecond, backends
@@ -61,6 +73,7 @@ type metrics struct {
 	copiesPerKey    metric.Int64Histogram
 	lostClaims      metric.Int64Counter
 	storeErrors     metric.Int64Counter
+	verified        metric.Int64Counter
 	delivery        deliveryInstruments // deliver async (deliver_metrics.go)
 
 	// labels holds the pre-built options of every label combination seen
@@ -86,6 +99,7 @@ const (
 	kindPlatform byte = iota
 	kindOutcome
 	kindOp
+	kindKey
 )
 
 // labelSet is one label combination as ready-made options.
@@ -94,53 +108,67 @@ type labelSet struct {
 	rec []metric.RecordOption
 }
 
-// meterEntry is a meterProviders entry.
-type meterEntry struct {
-	registry *promclient.Registry // kept so its address is not re-used while pooled
-	provider *sdkmetric.MeterProvider
-	m        *metrics
-}
-
-func (e *meterEntry) Destruct() error { return e.provider.Shutdown(context.Background()) }
-
-// loadMetrics returns the metrics of ctx's registry, creating them on first
-// use. The reference is dropped when ctx (the config) is unloaded. With no
-// registry, or if the exporter cannot be set up, it logs and returns nil:
-// the gateway works without metrics.
+// loadMetrics returns the process's metrics, making sure they are
+// exported on ctx's registry (the config's). With no registry, or if the
+// exporter cannot be set up, it logs and returns nil: the gateway works
+// without metrics.
 func loadMetrics(ctx caddy.Context) *metrics {
 	reg := ctx.GetMetricsRegistry()
 	if reg == nil {
 		return nil
 	}
-	key := fmt.Sprintf("%p", reg)
-	val, _, err := meterProviders.LoadOrNew(key, func() (caddy.Destructor, error) {
-		return newMeterEntry(reg)
-	})
-	if err != nil {
-		ctx.Logger().Error("metrics disabled: setting up the OpenTelemetry Prometheus exporter failed", zap.Error(err))
+	procMetricsOnce.Do(func() { procMetrics, procCollector, procMetricsErr = newProcessMetrics() })
+	if procMetricsErr != nil {
+		ctx.Logger().Error("metrics disabled: setting up the OpenTelemetry Prometheus exporter failed", zap.Error(procMetricsErr))
 		return nil
 	}
-	context.AfterFunc(ctx, func() { _, _ = meterProviders.Delete(key) })
-	return val.(*meterEntry).m
+	if _, loaded := registries.LoadOrStore(reg, struct{}{}); !loaded {
+		if err := reg.Register(procCollector); err != nil {
+			registries.Delete(reg)
+			ctx.Logger().Error("metrics not exported on this config's /metrics", zap.Error(err))
+			return procMetrics
+		}
+		context.AfterFunc(ctx, func() { registries.Delete(reg) })
+	}
+	return procMetrics
 }
 
-func newMeterEntry(reg *promclient.Registry) (*meterEntry, error) {
+// newProcessMetrics makes the provider, its exporter and the instruments.
+func newProcessMetrics() (*metrics, promclient.Collector, error) {
+	var c collectorCapture
 	exp, err := otelprom.New(
-		otelprom.WithRegisterer(reg),
+		otelprom.WithRegisterer(&c),
 		otelprom.WithoutTargetInfo(),
 		otelprom.WithoutScopeInfo(),
 	)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
 	m, err := newMetrics(provider)
 	if err != nil {
 		_ = provider.Shutdown(context.Background())
-		return nil, err
+		return nil, nil, err
 	}
-	return &meterEntry{registry: reg, provider: provider, m: m}, nil
+	return m, c.c, nil
 }
+
+// collectorCapture is a Registerer that keeps the collector the exporter
+// registers, so it can be registered into each config's registry.
+type collectorCapture struct{ c promclient.Collector }
+
+func (r *collectorCapture) Register(c promclient.Collector) error {
+	r.c = c
+	return nil
+}
+
+func (r *collectorCapture) MustRegister(cs ...promclient.Collector) {
+	for _, c := range cs {
+		_ = r.Register(c)
+	}
+}
+
+func (r *collectorCapture) Unregister(promclient.Collector) bool { return false }
 
 // newMetrics creates the instruments on provider's meter.
 func newMetrics(provider metric.MeterProvider) (*metrics, error) {
@@ -177,6 +205,10 @@ func newMetrics(provider metric.MeterProvider) (*metrics, error) {
 	}
 	if m.storeErrors, err = meter.Int64Counter(metricStoreErrors,
 		metric.WithDescription("Store operations that failed, by operation (claim, complete, release, renew).")); err != nil {
+		return nil, err
+	}
+	if m.verified, err = meter.Int64Counter(metricVerified,
+		metric.WithDescription("Notifications whose signature verified, by the key that verified them (a configured key's id, \"fetched\" for a certificate fetched at run time, \"secret\" for a shared secret).")); err != nil {
 		return nil, err
 	}
 	if err = m.delivery.init(meter); err != nil {
@@ -224,6 +256,13 @@ func (m *metrics) lostClaim(ctx context.Context, rt route, op string) {
 	m.lostClaims.Add(ctx, 1, m.labelSet(kindOp, rt, op).add...)
 }
 
+func (m *metrics) verifiedWith(ctx context.Context, rt route, key string) {
+	if m == nil {
+		return
+	}
+	m.verified.Add(ctx, 1, m.labelSet(kindKey, rt, key).add...)
+}
+
 func (m *metrics) storeError(ctx context.Context, rt route, op string) {
 	if m == nil {
 		return
@@ -250,6 +289,8 @@ func (m *metrics) labelSet(kind byte, rt route, b string) *labelSet {
 		kvs = append(kvs, attribute.String("outcome", b))
 	case kindOp:
 		kvs = append(kvs, attribute.String("op", b))
+	case kindKey:
+		kvs = append(kvs, attribute.String("key", b))
 	}
 	opt := metric.WithAttributeSet(attribute.NewSet(kvs...))
 	ls := &labelSet{add: []metric.AddOption{opt}, rec: []metric.RecordOption{opt}}

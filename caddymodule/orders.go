@@ -99,7 +99,7 @@ func (h *Handler) settleFromLegacy(w http.ResponseWriter, r *http.Request, repl 
 		defer cancel()
 		_ = h.store.Release(ctx, key, token, 0, cache.Journal{})
 		return result{outcome: outcomeInFlight, copies: legacy.Copies},
-			h.tryLater(w, http.StatusConflict, errors.New("the first copy of this notification is still being processed (under the key it had before business events)"))
+			h.tryLater(w, r, http.StatusConflict, errors.New("the first copy of this notification is still being processed (under the key it had before business events)"))
 	}
 	ans := cache.Answer{Status: legacy.Status, Header: legacy.Header, Body: legacy.Body, BodyCached: legacy.BodyCached, Order: nt.run}
 	h.complete(key, token, "", ans, cache.Journal{})

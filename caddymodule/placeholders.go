@@ -12,14 +12,17 @@ import (
 
 // The {idempotency.*} placeholders are checked when the config loads: a
 // typo such as {idempotency.jsn.id} would otherwise render empty on every
-// request and turn every notification into a 400.
+// request and turn every notification into a 400. The braces and the key's
+// dependence on the request are checked too (templatecheck.go).
 
 // extraPlatforms are the presets whose notifications offer
 // {idempotency.<platform>.<path>} (keying's Notification.Extra).
 var extraPlatforms = []string{"alipay", "wechatpay", "wechatpay_v2"}
 
-// checkPlaceholders refuses an unknown {idempotency.*} placeholder in the
-// handler's templates. platform is the route's platform ("" is generic).
+// checkPlaceholders refuses a template of the handler whose braces do not
+// pair or that names an unknown {idempotency.*} placeholder, and a key
+// that takes nothing from the request. platform is the route's platform
+// ("" is generic).
 func (h *Handler) checkPlaceholders() error {
 	platform := h.Platform
 	if platform == "" {
@@ -29,23 +32,24 @@ func (h *Handler) checkPlaceholders() error {
 	// fingerprint and the duplicate's answer can use it, not the key.
 	// {idempotency.outcome} is known only once the request is decided.
 	templates := []templateUse{
-		{"key", h.Key, false, false},
-		{"fingerprint", h.Fingerprint, true, false},
+		{name: "key", text: h.Key},
+		{name: "fingerprint", text: h.Fingerprint, key: true},
 	}
 	if d := h.OnDuplicate; d != nil {
 		templates = append(templates,
-			templateUse{"on_duplicate redirect", d.Redirect, true, true},
-			templateUse{"on_duplicate body", d.Body, true, true})
+			templateUse{name: "on_duplicate redirect", text: d.Redirect, key: true, outcome: true},
+			templateUse{name: "on_duplicate body", text: d.Body, key: true, outcome: true, literal: true})
 	}
 	for _, tm := range templates {
 		if tm.name == "fingerprint" && tm.text == "off" {
 			continue
 		}
-		for _, name := range placeholderNames(tm.text) {
-			if err := checkPlaceholder(platform, h.Secret != "", name, tm.key, tm.outcome); err != nil {
-				return fmt.Errorf("%s: {%s}: %v", tm.name, name, err)
-			}
+		if err := checkTemplate(platform, h.Secret != "", tm); err != nil {
+			return err
 		}
+	}
+	if h.Key != "" {
+		return checkVaries("key", h.Key, "{idempotency.form.out_trade_no}")
 	}
 	return nil
 }
@@ -55,6 +59,22 @@ func (h *Handler) checkPlaceholders() error {
 type templateUse struct {
 	name, text   string
 	key, outcome bool
+	// literal: the template may hold literal braces (a body, JSON).
+	literal bool
+}
+
+// checkTemplate says what is wrong with one template of a route of
+// platform, naming the template and the fix, or nil.
+func checkTemplate(platform string, hasSecret bool, tm templateUse) error {
+	if err := checkBraces(tm.text, tm.literal); err != nil {
+		return fmt.Errorf("%s %q: %v", tm.name, tm.text, err)
+	}
+	for _, name := range placeholderNames(tm.text) {
+		if err := checkPlaceholder(platform, hasSecret, name, tm.key, tm.outcome); err != nil {
+			return fmt.Errorf("%s: {%s}: %v", tm.name, name, err)
+		}
+	}
+	return nil
 }
 
 // checkPlaceholder says why {name} cannot be used in a template of a route

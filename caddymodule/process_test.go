@@ -74,6 +74,12 @@ type gatewayProc struct {
 // siteBody; home holds its data directory (reuse it to restart).
 func startProc(t *testing.T, home, siteBody string) *gatewayProc {
 	t.Helper()
+	return startProcWith(t, home, "", siteBody)
+}
+
+// startProcWith is startProc with more global options.
+func startProcWith(t *testing.T, home, globals, siteBody string) *gatewayProc {
+	t.Helper()
 	gatewayBinary(t)
 	port := freePort(t)
 	cf := filepath.Join(t.TempDir(), "Caddyfile")
@@ -81,11 +87,12 @@ func startProc(t *testing.T, home, siteBody string) *gatewayProc {
 	admin off
 	auto_https off
 	persist_config off
+%s
 }
 http://127.0.0.1:%d {
 %s
 }
-`, port, siteBody)
+`, globals, port, siteBody)
 	if err := os.WriteFile(cf, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -285,8 +292,12 @@ func TestBinaryCommands(t *testing.T) {
 	if err != nil {
 		t.Fatalf("list-modules: %v\n%s", err, out)
 	}
-	for _, mod := range []string{"http.handlers.idempotency", "http.handlers.idempotency_console", "admin.api.idempotency", "http.handlers.reverse_proxy"} {
-		if !strings.Contains(string(out), mod) {
+	listed := map[string]bool{}
+	for _, l := range strings.Split(string(out), "\n") {
+		listed[strings.TrimSpace(l)] = true
+	}
+	for _, mod := range []string{"idempotency", "http.handlers.idempotency", "http.handlers.idempotency_console", "admin.api.idempotency", "http.handlers.reverse_proxy"} {
+		if !listed[mod] {
 			t.Errorf("list-modules does not show %s", mod)
 		}
 	}

@@ -66,7 +66,7 @@ func (h *Handler) serveKey(w http.ResponseWriter, r *http.Request, next caddyhtt
 		case cache.Answered:
 			return h.replayRecord(w, r, repl, res.Record, fp, waited)
 		case cache.Conflict:
-			return conflict(res.Record.Copies)
+			return h.conflict(w, r, res.Record.Copies)
 		}
 
 		// In flight.
@@ -79,7 +79,7 @@ func (h *Handler) serveKey(w http.ResponseWriter, r *http.Request, next caddyhtt
 		}
 		if h.InFlight == "reject" {
 			return result{outcome: outcomeInFlight, copies: copies},
-				h.tryLater(w, http.StatusConflict, errors.New("the first copy of this notification is still being processed"))
+				h.tryLater(w, r, http.StatusConflict, errors.New("the first copy of this notification is still being processed"))
 		}
 		if deadline.IsZero() {
 			deadline = time.Now().Add(time.Duration(h.InFlightWait))
@@ -95,13 +95,13 @@ func (h *Handler) serveKey(w http.ResponseWriter, r *http.Request, next caddyhtt
 			return result{outcome: outcomeCanceled, copies: copies, err: err}, caddyhttp.Error(499, err)
 		case errors.Is(err, cache.ErrWaitTimeout):
 			return result{outcome: outcomeInFlight, copies: copies},
-				h.tryLater(w, http.StatusConflict, errors.New("timed out waiting for the first copy of this notification"))
+				h.tryLater(w, r, http.StatusConflict, errors.New("timed out waiting for the first copy of this notification"))
 		case err != nil:
 			// The key is known to be in flight: whatever on_store_error
 			// says, forwarding this copy could run the backend twice.
 			h.metrics.storeError(r.Context(), h.route(), "wait")
 			return result{outcome: outcomeStoreError, copies: copies, err: err},
-				h.tryLater(w, http.StatusServiceUnavailable, fmt.Errorf("waiting for the first copy: %w", err))
+				h.tryLater(w, r, http.StatusServiceUnavailable, fmt.Errorf("waiting for the first copy: %w", err))
 		case rec != nil:
 			return h.replayRecord(w, r, repl, rec, fp, true)
 		}
@@ -116,7 +116,7 @@ func (h *Handler) replayRecord(w http.ResponseWriter, r *http.Request, repl *cad
 	rec *cache.Record, fp string, waited bool,
 ) (result, error) {
 	if fp != "" && rec.Fingerprint != "" && fp != rec.Fingerprint {
-		return conflict(rec.Copies)
+		return h.conflict(w, r, rec.Copies)
 	}
 	o := outcomeReplayed
 	if waited {
@@ -126,10 +126,10 @@ func (h *Handler) replayRecord(w http.ResponseWriter, r *http.Request, repl *cad
 	return result{outcome: o, copies: rec.Copies}, h.replay(w, r, repl, rec)
 }
 
-func conflict(copies int64) (result, error) {
+func (h *Handler) conflict(w http.ResponseWriter, r *http.Request, copies int64) (result, error) {
 	err := errors.New("same key, different fingerprint: possible tampering")
 	return result{outcome: outcomeConflict, copies: copies, err: err},
-		caddyhttp.Error(http.StatusUnprocessableEntity, err)
+		h.refuse(w, r, http.StatusUnprocessableEntity, msgConflict, err)
 }
 
 // storeFailed applies on_store_error.
@@ -144,13 +144,19 @@ func (h *Handler) storeFailed(w http.ResponseWriter, r *http.Request, next caddy
 		return result{outcome: outcomePassed, err: err}, next.ServeHTTP(w, r)
 	}
 	return result{outcome: outcomeStoreError, err: err},
-		h.tryLater(w, http.StatusServiceUnavailable, fmt.Errorf("idempotency store unavailable: %w", err))
+		h.tryLater(w, r, http.StatusServiceUnavailable, fmt.Errorf("idempotency store unavailable: %w", err))
 }
 
-// tryLater answers an error status with Retry-After.
-func (h *Handler) tryLater(w http.ResponseWriter, status int, err error) error {
+// tryLater answers an error status with Retry-After. A 503 is a store
+// failure, whose detail (addresses, driver messages) stays in the log; a
+// 409's err is the gateway's own sentence.
+func (h *Handler) tryLater(w http.ResponseWriter, r *http.Request, status int, err error) error {
 	w.Header().Set("Retry-After", "5")
-	return caddyhttp.Error(status, err)
+	msg := err.Error()
+	if status == http.StatusServiceUnavailable {
+		msg = msgStore
+	}
+	return h.refuse(w, r, status, msg, err)
 }
 
 func (h *Handler) claim(ctx context.Context, key, fp string) (cache.ClaimResult, error) {

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -135,9 +136,11 @@ func (sc StoreConfig) resolve(repl *caddy.Replacer) (StoreConfig, error) {
 	return sc, nil
 }
 
-// loadStore returns the shared store for sc (already resolved: path
-// filled, placeholders replaced), opening it on first use.
-func loadStore(sc StoreConfig, logger *zap.Logger) (*registry.Store, error) {
+// loadStore takes a reference to the shared store for sc (already
+// resolved: path filled, placeholders replaced). The store is opened by
+// the reference's first Open, when the config starts (app.go), never
+// while it is only validated.
+func loadStore(sc StoreConfig, logger *zap.Logger) (*registry.StoreRef, error) {
 	key, err := sc.poolKey()
 	if err != nil {
 		return nil, err
@@ -181,6 +184,7 @@ func openStore(sc StoreConfig) (s cache.Store, client io.Closer, err error) {
 		if err != nil {
 			return nil, nil, err
 		}
+		logRedisThroughZap()
 		c := redis.NewUniversalClient(opts)
 		return cache.NewRedis(c, cache.RedisOptions{Prefix: sc.prefix(),
 			WaitReplicas: sc.WaitReplicas, WaitTimeout: time.Duration(sc.WaitTimeout),
@@ -213,6 +217,54 @@ func warnWithoutPersistence(c redis.UniversalClient, id string, logger *zap.Logg
 	}
 }
 
+// check refuses, without opening anything, what cannot work: a Redis
+// address that is neither host:port nor a redis:// or rediss:// URL, a
+// URL that does not parse (its database included), options that do not
+// fit together. `caddy validate` runs it; nothing is dialed.
+func (sc StoreConfig) check() error {
+	if sc.Type != "redis" {
+		return nil
+	}
+	for _, a := range sc.Addresses {
+		if strings.Contains(a, "://") {
+			continue // universalOptions parses URLs below
+		}
+		if err := checkHostPort(a); err != nil {
+			return fmt.Errorf("redis address %q: %v; write host:port or a redis:// URL", redactURL(a), err)
+		}
+	}
+	if sc.DB < 0 {
+		return fmt.Errorf("redis db must be 0 or more, not %d", sc.DB)
+	}
+	_, err := sc.universalOptions()
+	return err
+}
+
+// checkHostPort refuses what is not host:port with a host name or IP
+// address and a port number.
+func checkHostPort(a string) error {
+	host, port, err := net.SplitHostPort(a)
+	if err != nil {
+		return err
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("port %q is not a number from 1 to 65535", port)
+	}
+	if host == "" {
+		return fmt.Errorf("no host")
+	}
+	if net.ParseIP(host) != nil {
+		return nil
+	}
+	for i := 0; i < len(host); i++ {
+		c := host[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-' || c == '_') {
+			return fmt.Errorf("host %q is not a host name or IP address", host)
+		}
+	}
+	return nil
+}
+
 // universalOptions turns addresses (plain or URLs) into go-redis options:
 // one address is a single server, several a Cluster, MasterName Sentinel.
 func (sc StoreConfig) universalOptions() (*redis.UniversalOptions, error) {
@@ -243,7 +295,8 @@ func (sc StoreConfig) universalOptions() (*redis.UniversalOptions, error) {
 		}
 		u, err := redis.ParseURL(a)
 		if err != nil {
-			return nil, fmt.Errorf("redis address %s: %v", redactURL(a), err)
+			// go-redis's message may quote the URL, password and all.
+			return nil, fmt.Errorf("redis address %s: %v", redactURL(a), strings.ReplaceAll(err.Error(), a, redactURL(a)))
 		}
 		opts.Addrs = append(opts.Addrs, u.Addr)
 		// Credentials, database and TLS come from the first URL that

@@ -15,11 +15,25 @@ import (
 )
 
 // rejection is a request refused before any key is claimed: its answer
-// status, its outcome and why.
+// status, its outcome and why (err, for the log; msg, for the sender,
+// when err may hold what the sender must not see).
 type rejection struct {
 	status  int
 	outcome outcome
 	err     error
+	msg     string
+}
+
+// public is what the sender is told (refusal.go).
+func (rej *rejection) public() string {
+	switch {
+	case rej.msg != "":
+		return rej.msg
+	case rej.outcome == outcomeRejectedSignature:
+		// Which check failed helps a forger more than the platform.
+		return msgSignature
+	}
+	return publicLine(rej.err)
 }
 
 // notice is what a verified notification brings besides its key and
@@ -28,27 +42,33 @@ type rejection struct {
 type notice struct {
 	run    *cache.OrderRun // nil: the key is not an order's business event here
 	legacy string          // the full legacy key; "" for none
+	keyID  string          // the key or certificate that verified it, if named
 }
 
 // parse reads the body, verifies the signature and renders the key and
-// fingerprint. A rejected request touches no key.
+// fingerprint; nt.keyID names the key that verified it. A rejected request
+// touches no key.
 func (h *Handler) parse(r *http.Request, repl *caddy.Replacer) (key, fp string, nt notice, rej *rejection) {
 	body, rej := h.readBody(r)
 	if rej != nil {
 		return "", "", nt, rej
 	}
 	at := verifyTime(r.Header)
-	n, err := h.platform.Verify(&keying.Request{
-		Method: r.Method, URL: r.URL, Header: r.Header, Body: body, Now: at, Context: r.Context(),
-	})
+	kr := &keying.Request{Method: r.Method, URL: r.URL, Header: r.Header, Body: body, Now: at, Context: r.Context()}
+	n, err := h.platform.Verify(kr)
 	switch {
 	case errors.Is(err, keying.ErrUnavailable):
 		// The check needs the store (PayPal's transmission log).
-		return "", "", nt, &rejection{http.StatusServiceUnavailable, outcomeStoreError, err}
+		return "", "", nt, &rejection{http.StatusServiceUnavailable, outcomeStoreError, err, msgStore}
 	case errors.Is(err, keying.ErrSignature):
-		return "", "", nt, &rejection{http.StatusUnauthorized, outcomeRejectedSignature, err}
+		return "", "", nt, &rejection{http.StatusUnauthorized, outcomeRejectedSignature, err, msgSignature}
 	case err != nil:
-		return "", "", nt, &rejection{http.StatusBadRequest, outcomeBadRequest, err}
+		return "", "", nt, &rejection{http.StatusBadRequest, outcomeBadRequest, err, ""}
+	}
+	if h.Platform != "generic" && !h.VerifyOff {
+		var label string
+		nt.keyID, label = h.verifiedBy(kr)
+		h.metrics.verifiedWith(r.Context(), h.route(), label)
 	}
 	if n.Order != "" {
 		repl.Set("idempotency.order", n.Order)
@@ -57,20 +77,24 @@ func (h *Handler) parse(r *http.Request, repl *caddy.Replacer) (key, fp string, 
 	bp := &bodyPlaceholders{n: n, platform: h.Platform}
 	repl.Map(bp.get)
 	if key, err = h.renderKey(repl, bp, n); err != nil {
-		return "", "", nt, &rejection{http.StatusBadRequest, outcomeBadRequest, err}
+		return "", "", nt, &rejection{http.StatusBadRequest, outcomeBadRequest, err, ""}
 	}
 	repl.Set("idempotency.key", key)
 	if fp, err = h.renderFingerprint(repl, bp, n); err != nil {
-		return key, "", nt, &rejection{http.StatusBadRequest, outcomeBadRequest, err}
+		return key, "", nt, &rejection{http.StatusBadRequest, outcomeBadRequest, err, ""}
 	}
-	return key, fp, h.noticeOf(key, n), nil
+	keyID := nt.keyID
+	nt = h.noticeOf(key, n)
+	nt.keyID = keyID
+	return key, fp, nt, nil
 }
 
 // readBody reads the whole request body, bounded by max_body, and puts the
 // same bytes back for the backend.
 func (h *Handler) readBody(r *http.Request) ([]byte, *rejection) {
 	tooLarge := func(err error) *rejection {
-		return &rejection{http.StatusRequestEntityTooLarge, outcomeTooLarge, err}
+		return &rejection{http.StatusRequestEntityTooLarge, outcomeTooLarge, err,
+			fmt.Sprintf("body larger than max_body (%d bytes)", h.MaxBody)}
 	}
 	if r.ContentLength > h.MaxBody {
 		return nil, tooLarge(fmt.Errorf("body of %d bytes is larger than max_body %d", r.ContentLength, h.MaxBody))
@@ -85,7 +109,7 @@ func (h *Handler) readBody(r *http.Request) ([]byte, *rejection) {
 	buf := bytes.NewBuffer(make([]byte, 0, size+1))
 	_, err := buf.ReadFrom(io.LimitReader(r.Body, h.MaxBody+1))
 	if err != nil {
-		return nil, &rejection{http.StatusBadRequest, outcomeBadRequest, fmt.Errorf("reading body: %v", err)}
+		return nil, &rejection{http.StatusBadRequest, outcomeBadRequest, fmt.Errorf("reading body: %v", err), msgReadingBody}
 	}
 	if int64(buf.Len()) > h.MaxBody {
 		return nil, tooLarge(fmt.Errorf("body is larger than max_body %d", h.MaxBody))
@@ -121,7 +145,7 @@ func (h *Handler) renderKey(repl *caddy.Replacer, bp *bodyPlaceholders, n *keyin
 			return "", fmt.Errorf("key: %w", bp.err)
 		}
 		if len(empty) > 0 {
-			return "", fmt.Errorf("key: %s is empty in this request", strings.Join(empty, ", "))
+			return "", fmt.Errorf("key: %s is empty", strings.Join(empty, ", "))
 		}
 		key = out
 	}

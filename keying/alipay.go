@@ -52,6 +52,7 @@ func init() { register("alipay", newAlipay) }
 // re-signs each retry for about 25 hours.
 type Alipay struct {
 	key      *rsa.PublicKey
+	info     KeyInfo // the key as configured (keys.go)
 	noVerify bool
 	appIDs   []string
 }
@@ -69,6 +70,7 @@ func newAlipay(cfg Config) (Platform, error) {
 		return nil, fmt.Errorf("alipay: public_key: %v", err)
 	}
 	a.key = k
+	a.info = keyInfoOf(cfg.PublicKey, "public_key")
 	return a, nil
 }
 

@@ -71,6 +71,7 @@ type PayPal struct {
 type paypalKey struct {
 	key                 *rsa.PublicKey
 	notBefore, notAfter time.Time
+	serial              string // the certificate's, for KeyInfo (keys.go)
 }
 
 func (k paypalKey) validAt(now time.Time) bool {
@@ -132,7 +133,7 @@ func newPayPal(cfg Config) (Platform, error) {
 			if err != nil {
 				return nil, fmt.Errorf("paypal: certificate: %v", err)
 			}
-			p.pinned = append(p.pinned, paypalKey{key: k, notBefore: c.NotBefore, notAfter: c.NotAfter})
+			p.pinned = append(p.pinned, paypalKey{key: k, notBefore: c.NotBefore, notAfter: c.NotAfter, serial: CertSerial(c)})
 		}
 	}
 	client := cfg.HTTPClient
@@ -435,7 +436,7 @@ func (p *PayPal) fetch(ctx context.Context, u *url.URL, now time.Time) (paypalKe
 	if err != nil {
 		return paypalKey{}, time.Time{}, err
 	}
-	return paypalKey{key: k, notBefore: leaf.NotBefore, notAfter: leaf.NotAfter}, leaf.NotAfter, nil
+	return paypalKey{key: k, notBefore: leaf.NotBefore, notAfter: leaf.NotAfter, serial: CertSerial(leaf)}, leaf.NotAfter, nil
 }
 
 // CheckPayPalCertificate is the check PayPal's Java SDK makes of a fetched

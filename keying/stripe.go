@@ -74,6 +74,7 @@ func (s *Stripe) verify(r *Request) error {
 	}
 	var ts string
 	var sigs [][]byte
+	malformed := 0 // v1 values that are not 32 bytes of hex
 	for _, item := range strings.Split(h, ",") {
 		k, v, ok := strings.Cut(strings.TrimSpace(item), "=")
 		if !ok {
@@ -91,6 +92,7 @@ func (s *Stripe) verify(r *Request) error {
 			}
 			b, err := hex.DecodeString(v)
 			if err != nil || len(b) != sha256.Size {
+				malformed++
 				continue
 			}
 			sigs = append(sigs, b)
@@ -98,6 +100,9 @@ func (s *Stripe) verify(r *Request) error {
 	}
 	if ts == "" {
 		return sigErr(p, "Stripe-Signature has no timestamp")
+	}
+	if len(sigs) == 0 && malformed > 0 {
+		return sigErr(p, "Stripe-Signature's v1 signature is malformed (want 64 hex digits, an HMAC-SHA256)")
 	}
 	if len(sigs) == 0 {
 		return sigErr(p, "Stripe-Signature has no v1 signature")

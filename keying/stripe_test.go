@@ -2,6 +2,7 @@ package keying
 
 import (
 	"encoding/hex"
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -108,4 +109,22 @@ func FuzzStripe(f *testing.F) {
 			}
 		}, verifying, open)
 	})
+}
+
+// TestStripeSignatureReasons: the log's reason tells a malformed v1
+// signature from a missing one.
+func TestStripeSignatureReasons(t *testing.T) {
+	p := mustNew(t, "stripe", Config{Secret: stripeSecret})
+	ev := stripeEvent("evt_1", "payment_intent.succeeded", "pi_1")
+	for header, want := range map[string]string{
+		"t=1,v1=abc":                        "v1 signature is malformed",
+		"t=1,v1=" + strings.Repeat("z", 64): "v1 signature is malformed",
+		"t=1,v0=abc":                        "has no v1 signature",
+		"t=1":                               "has no v1 signature",
+	} {
+		_, err := p.Verify(hdr(stripeReq(ev, stripeSecret, testNow), "Stripe-Signature", header))
+		if !errors.Is(err, ErrSignature) || !strings.Contains(err.Error(), want) {
+			t.Errorf("Stripe-Signature %q: %v, want %q", header, err, want)
+		}
+	}
 }

@@ -61,6 +61,7 @@ func init() { register("wechatpay", newWechatPay) }
 type WechatPay struct {
 	// keys maps a normalised serial (normSerial) to its verification key.
 	keys     map[string]*rsa.PublicKey
+	info     []KeyInfo // the keys as configured (keys.go)
 	aead     cipher.AEAD
 	noVerify bool
 	tol      time.Duration
@@ -81,6 +82,7 @@ func newWechatPay(cfg Config) (Platform, error) {
 			return nil, fmt.Errorf("wechatpay: public_key: %v", err)
 		}
 		w.keys[normSerial(cfg.PublicKeyID)] = k
+		w.info = append(w.info, KeyInfo{ID: strings.TrimSpace(cfg.PublicKeyID), NotAfter: keyInfoOf(cfg.PublicKey, "").NotAfter})
 	}
 	for _, pemData := range cfg.Certificates {
 		certs, err := ParseCertificates(pemData)
@@ -93,6 +95,7 @@ func newWechatPay(cfg Config) (Platform, error) {
 				return nil, fmt.Errorf("wechatpay: certificate: %v", err)
 			}
 			w.keys[normSerial(CertSerial(c))] = k
+			w.info = append(w.info, KeyInfo{ID: CertSerial(c), NotAfter: c.NotAfter})
 		}
 	}
 	if len(w.keys) == 0 && !cfg.NoVerify {

@@ -214,6 +214,17 @@ type AttemptView struct {
 	Body     *[]byte   `json:"body,omitempty"`
 }
 
+// apiTime is a time as the API shows every one: UTC, to the
+// millisecond. The stores keep milliseconds, but a record read back from
+// the process that wrote it (memory, embedded) may carry the clock's
+// nanoseconds in some fields and not others.
+func apiTime(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return t.UTC().Truncate(time.Millisecond)
+}
+
 func NewRecordView(storeID string, rec *cache.Record, withBody bool) RecordView {
 	v := RecordView{
 		Store:       storeID,
@@ -222,13 +233,13 @@ func NewRecordView(storeID string, rec *cache.Record, withBody bool) RecordView 
 		Status:      rec.Status,
 		Copies:      rec.Copies,
 		Conflicts:   rec.Conflicts,
-		FirstSeen:   rec.FirstSeen,
-		LastSeen:    rec.LastSeen,
-		ExpiresAt:   rec.ExpiresAt,
+		FirstSeen:   apiTime(rec.FirstSeen),
+		LastSeen:    apiTime(rec.LastSeen),
+		ExpiresAt:   apiTime(rec.ExpiresAt),
 		ExpiresIn:   time.Until(rec.ExpiresAt).Round(time.Second).String(),
 		Fingerprint: rec.Fingerprint,
 
-		Changed:      rec.Changed,
+		Changed:      apiTime(rec.Changed),
 		CopyOutcomes: rec.CopyOutcomes,
 		AttemptCount: rec.AttemptCount,
 	}
@@ -247,7 +258,7 @@ func NewRecordView(storeID string, rec *cache.Record, withBody bool) RecordView 
 		v.Notification = nv
 	}
 	for _, a := range rec.Attempts {
-		av := AttemptView{Start: a.Start, Duration: a.Duration.String(), Status: a.Status,
+		av := AttemptView{Start: apiTime(a.Start), Duration: a.Duration.String(), Status: a.Status,
 			Outcome: a.Outcome, BodySize: len(a.Body)}
 		if withBody && len(a.Body) > 0 {
 			b := a.Body

@@ -53,7 +53,7 @@ func QueueViews(ctx context.Context) ([]DeliveryView, error) {
 
 func newDeliveryView(e registry.Engine, st cache.QueueStats) DeliveryView {
 	v := DeliveryView{Scope: e.Scope(), Platform: e.Platform(), To: e.Target(),
-		Depth: st.Depth, Leased: st.Leased, Oldest: st.Oldest, Paused: st.Paused}
+		Depth: st.Depth, Leased: st.Leased, Oldest: apiTime(st.Oldest), Paused: st.Paused}
 	if !st.Oldest.IsZero() {
 		v.OldestAge = time.Since(st.Oldest).Round(time.Second).String()
 	}

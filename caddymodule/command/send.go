@@ -3,7 +3,9 @@ package command
 import (
 	"bytes"
 	"crypto/rsa"
+	"crypto/sha256"
 	"crypto/x509"
+	"encoding/hex"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -34,7 +36,8 @@ func sendCommand() *cobra.Command {
 Builds one notification as the platform sends it (body, headers, signature,
 timestamp, nonce), signs it with test keys, posts it to --url and prints
 the answer. Run it twice with the same --id to see the second copy
-replayed: every run re-signs, as the platform's retries are.
+replayed: every run re-signs, as the platform's retries are, and sends the
+same body where the platform's retries do.
 
   alipay             form POST signed RSA2 (SHA256withRSA), trade_status_sync
   wechatpay          API v3: Wechatpay-Signature (SHA256withRSA) headers and
@@ -143,7 +146,13 @@ func runSend(w io.Writer, o sendOptions) error {
 	if len(body) > 0 && !bytes.HasSuffix(body, []byte("\n")) {
 		fmt.Fprintln(w)
 	}
-	fmt.Fprintf(w, "(send it again: --id %s)\n", o.id)
+	switch {
+	case resp.StatusCode/100 == 2:
+		fmt.Fprintf(w, "(send it again: --id %s)\n", o.id)
+	case resp.StatusCode == http.StatusUnauthorized:
+		// Sending it again would be refused the same way.
+		fmt.Fprintf(w, "(the route refused the signature: does it verify with the keys in %s?)\n", o.dir)
+	}
 	if resp.StatusCode/100 != 2 {
 		return fmt.Errorf("the route answered %s", resp.Status)
 	}
@@ -164,7 +173,22 @@ func newNotificationID(platform string) string {
 	return "msg_" + signer.Nonce(24)
 }
 
-// buildNotification signs one notification of o.platform now.
+// sendEventTime is the event time written in a body: fixed, so a
+// notification sent again with the same --id has the same body.
+var sendEventTime = time.Date(2026, 3, 14, 9, 26, 50, 0, time.UTC)
+
+// idNonce is a nonce of n characters derived from the notification's id:
+// the same on every send of one --id.
+func idNonce(id string, n int) string {
+	sum := sha256.Sum256([]byte("idemgate send " + id))
+	return hex.EncodeToString(sum[:])[:n]
+}
+
+// buildNotification signs one notification of o.platform now. Where the
+// platform's retries carry the same body (Stripe, PayPal, Standard
+// Webhooks, WeChat Pay v3 and v2), the body depends on the id, order and
+// amount only, and only the signature headers are fresh; Alipay re-signs
+// each retry with a new notify_time, and so does send.
 func buildNotification(o sendOptions) (notification, error) {
 	var n notification
 	var err error
@@ -194,9 +218,11 @@ func buildNotification(o sendOptions) (notification, error) {
 			return n, err
 		}
 		n.body, n.header, err = wp.Notification(signer.WechatPayEvent{
-			ID:        o.id,
-			EventType: "TRANSACTION.SUCCESS",
-			Resource:  signer.WechatPayTransaction(o.id, o.order, "SUCCESS", o.amount),
+			ID:         o.id,
+			EventType:  "TRANSACTION.SUCCESS",
+			Resource:   signer.WechatPayTransaction(o.id, o.order, "SUCCESS", o.amount),
+			Nonce:      idNonce(o.id, 12),
+			CreateTime: sendEventTime,
 		})
 	case "wechatpay_v2":
 		if o.signType != "MD5" && o.signType != "HMAC-SHA256" {
@@ -206,14 +232,17 @@ func buildNotification(o sendOptions) (notification, error) {
 		if v2.APIKey, err = o.value(o.secret, fileWechatV2, "--secret"); err != nil {
 			return n, err
 		}
-		n.body = v2.Body(signer.WechatPayV2Payment(o.id, o.order, o.amount))
+		fields := signer.WechatPayV2Payment(o.id, o.order, o.amount)
+		fields["nonce_str"] = idNonce(o.id, 32)
+		fields["time_end"] = sendEventTime.Format("20060102150405")
+		n.body = v2.Body(fields)
 		n.header = http.Header{"Content-Type": {"text/xml"}}
 	case "stripe":
 		var secret string
 		if secret, err = o.value(o.secret, fileStripe, "--secret"); err != nil {
 			return n, err
 		}
-		n.body = signer.StripeEvent(o.id, "payment_intent.succeeded", "pi_"+o.order, o.amount)
+		n.body = signer.StripeEventAt(o.id, "payment_intent.succeeded", "pi_"+o.order, o.amount, sendEventTime)
 		n.header = signer.StripeHeader(n.body, secret, now)
 	case "paypal":
 		p := signer.PayPal{}
@@ -231,7 +260,7 @@ func buildNotification(o sendOptions) (notification, error) {
 			return n, err
 		}
 		n.body = fmt.Appendf(nil, `{"type":"payment.succeeded","timestamp":%q,"data":{"order_id":%q,"amount":%d}}`,
-			now.UTC().Format(time.RFC3339), o.order, o.amount)
+			sendEventTime.Format(time.RFC3339), o.order, o.amount)
 		n.header, err = signer.StandardWebhooksHeader(secret, o.id, now, n.body)
 	}
 	if err != nil {

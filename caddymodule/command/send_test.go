@@ -117,6 +117,9 @@ func TestSendEachPresetLocally(t *testing.T) {
 			if err == nil || !strings.Contains(out, "401 Unauthorized") {
 				t.Fatalf("send with other keys: got %v\n%s\nwant a 401", err, out)
 			}
+			if strings.Contains(out, "send it again") || !strings.Contains(out, "refused the signature") {
+				t.Errorf("after a 401, send suggests sending it again, or does not say why it failed:\n%s", out)
+			}
 			if st := be.Stats(); st.Total != 1 {
 				t.Errorf("a forged notification reached the backend: it ran %d times, want 1", st.Total)
 			}
@@ -148,5 +151,43 @@ func TestSendErrors(t *testing.T) {
 	}
 	if fi, err := os.Stat(filepath.Join(dir, fileStripe)); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("the secret file is not owner-only: %v %v", fi.Mode(), err)
+	}
+}
+
+// TestSendSameBody: a notification sent again with the same --id carries
+// the same body where the platform's retries do (all but Alipay, which
+// re-signs each retry with a new notify_time); its signature headers are
+// made afresh.
+func TestSendSameBody(t *testing.T) {
+	for _, p := range sendPlatforms {
+		if p == "alipay" {
+			continue
+		}
+		t.Run(p, func(t *testing.T) {
+			keys := t.TempDir()
+			if out, err := runIdem(t, "keygen", "--platform", p, "--dir", keys); err != nil {
+				t.Fatalf("keygen: %v\n%s", err, out)
+			}
+			o := sendOptions{platform: p, id: "same-1", order: "o-same-1", amount: 990, dir: keys, signType: "MD5"}
+			first, err := buildNotification(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(1100 * time.Millisecond) // a later timestamp in the headers
+			second, err := buildNotification(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(first.body, second.body) {
+				t.Errorf("two sends of one --id differ:\n%s\n%s", first.body, second.body)
+			}
+			if p != "wechatpay_v2" && fmt.Sprint(first.header) == fmt.Sprint(second.header) {
+				t.Errorf("two sends a second apart have the same signature headers: %v", first.header)
+			}
+			o.id, o.order = "same-2", "o-same-2"
+			if other, err := buildNotification(o); err != nil || bytes.Equal(other.body, first.body) {
+				t.Errorf("another notification has the same body (%v)", err)
+			}
+		})
 	}
 }

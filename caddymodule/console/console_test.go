@@ -6,10 +6,13 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/caddyauth"
 
 	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/internal/gatewaytest"
@@ -330,4 +333,48 @@ func consolePost(t *testing.T, u string, form url.Values, hdr map[string]string)
 	}
 	resp.Body.Close()
 	return resp.StatusCode
+}
+
+// TestConsoleReadmeMount: the README's console site, as written (with a
+// real password hash), sends /console to /console/, which asks for the
+// password and then shows the overview.
+func TestConsoleReadmeMount(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(readme), "```caddyfile\nops.example.com {\n")
+	block, _, ok2 := strings.Cut(block, "\n}\n```")
+	if !ok || !ok2 || !strings.Contains(block, "idempotency_console") {
+		t.Fatal("README.md has no ops.example.com console site")
+	}
+	hash, err := caddyauth.BcryptHash{}.Hash([]byte("s3cret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	block = strings.Replace(block, "$2a$14$...", string(hash), 1)
+	base := gatewaytest.StartCaddy(t, block)
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	get := func(path string, auth bool) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, base+path, nil)
+		if auth {
+			req.SetBasicAuth("ops", "s3cret")
+		}
+		resp, err := noFollow.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	if resp := get("/console", false); resp.StatusCode/100 != 3 || resp.Header.Get("Location") != "/console/" {
+		t.Errorf("GET /console: %d Location %q, want a redirect to /console/", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	if resp := get("/console/", false); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("GET /console/ without the password: %d, want 401", resp.StatusCode)
+	}
+	if resp := get("/console/", true); resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
+		t.Errorf("GET /console/ with the password: %d %q, want the overview", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
 }

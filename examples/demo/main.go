@@ -5,7 +5,7 @@
 // It starts the stand-in legacy backend (no idempotency check) on
 // 127.0.0.1:9090, then runs Caddy with idemgate in this same process, as
 // `caddy run --config Caddyfile.example --adapter caddyfile`: the gateway
-// listens on :8080. Arguments, if given, replace that Caddy command line
+// listens on 127.0.0.1:8080, this machine only. Arguments, if given, replace that Caddy command line
 // (`go run ./examples/demo run --config my.Caddyfile`).
 //
 // The backend is tuned by environment variables, since the arguments are Caddy's:

@@ -1,11 +1,16 @@
 package main
 
 import (
+	"encoding/json"
+	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 )
 
 // TestOwnDataDir: after ownDataDir, everything Caddy keeps on disk — the
@@ -31,5 +36,47 @@ func TestOwnDataDir(t *testing.T) {
 		if !strings.HasPrefix(path, want) {
 			t.Errorf("%s is %s, not under %s", what, path, want)
 		}
+	}
+}
+
+// TestDemoListensOnLoopback: the demo's gateway (Caddyfile.example) and
+// admin endpoint answer this machine only.
+func TestDemoListensOnLoopback(t *testing.T) {
+	cf, err := os.ReadFile("../../Caddyfile.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := caddyfile.Adapter{ServerType: httpcaddyfile.ServerType{}}.Adapt(cf, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		Admin struct {
+			Listen string `json:"listen"`
+		} `json:"admin"`
+		Apps struct {
+			HTTP struct {
+				Servers map[string]struct {
+					Listen []string `json:"listen"`
+				} `json:"servers"`
+			} `json:"http"`
+		} `json:"apps"`
+	}
+	if err := json.Unmarshal(out, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Apps.HTTP.Servers) == 0 {
+		t.Fatalf("no servers in %s", out)
+	}
+	for name, srv := range cfg.Apps.HTTP.Servers {
+		for _, l := range srv.Listen {
+			host, _, err := net.SplitHostPort(l)
+			if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
+				t.Errorf("server %s listens on %q, want a loopback address", name, l)
+			}
+		}
+	}
+	if cfg.Admin.Listen != "localhost:2019" {
+		t.Errorf("admin listens on %q, want localhost:2019", cfg.Admin.Listen)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
@@ -32,7 +34,7 @@ type Store struct {
 	Client io.Closer
 }
 
-// Destruct closes the store once its last handler is gone.
+// Destruct closes the store.
 func (p *Store) Destruct() error {
 	if n := p.Settler.Pending(); n > 0 {
 		caddy.Log().Error("closing the idempotency store with answers it never took: their keys expire after lock_ttl",
@@ -65,16 +67,67 @@ func (p *Store) Purge(ctx context.Context, key string) (delivery string, err err
 	return delivery, p.Delete(ctx, key)
 }
 
-// LoadStore returns the store pooled under poolKey (the whole resolved
-// configuration, secrets included, so two configurations that differ only
-// by a password do not share), opening it with open on first use. Each
-// call takes a reference that UnloadStore drops.
-func LoadStore(poolKey string, open func() (*Store, error)) (*Store, error) {
-	val, _, err := stores.LoadOrNew(poolKey, func() (caddy.Destructor, error) { return open() })
+// StoreRef is a handler's reference to a pooled store configuration. The
+// store itself is opened by the first Open, when the config runs: a config
+// that is only validated (`caddy validate` provisions every module) never
+// takes the embedded file's lock nor dials Redis.
+type StoreRef struct{ slot *storeSlot }
+
+// storeSlot is a stores entry: one configuration, opened at most once.
+type storeSlot struct {
+	open   func() (*Store, error)
+	mu     sync.Mutex
+	store  atomic.Pointer[Store]
+	closed bool
+}
+
+// Destruct closes the store, if it was opened, once its last handler is
+// gone.
+func (sl *storeSlot) Destruct() error {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	sl.closed = true
+	if s := sl.store.Load(); s != nil {
+		return s.Destruct()
+	}
+	return nil
+}
+
+// LoadStore takes a reference to the store configuration pooled under
+// poolKey (the whole resolved configuration, secrets included, so two
+// configurations that differ only by a password do not share); open
+// opens it, on the first Open of any reference. UnloadStore drops the
+// reference.
+func LoadStore(poolKey string, open func() (*Store, error)) (*StoreRef, error) {
+	val, _, err := stores.LoadOrNew(poolKey, func() (caddy.Destructor, error) {
+		return &storeSlot{open: open}, nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	return val.(*Store), nil
+	return &StoreRef{slot: val.(*storeSlot)}, nil
+}
+
+// Open returns the store, opening it if no reference has yet. A failed
+// open is tried again by the next Open.
+func (r *StoreRef) Open() (*Store, error) {
+	if s := r.slot.store.Load(); s != nil {
+		return s, nil
+	}
+	r.slot.mu.Lock()
+	defer r.slot.mu.Unlock()
+	if s := r.slot.store.Load(); s != nil {
+		return s, nil
+	}
+	if r.slot.closed {
+		return nil, errors.New("store already closed")
+	}
+	s, err := r.slot.open()
+	if err != nil {
+		return nil, err
+	}
+	r.slot.store.Store(s)
+	return s, nil
 }
 
 // UnloadStore drops one reference to the store pooled under poolKey; the
@@ -84,13 +137,22 @@ func UnloadStore(poolKey string) error {
 	return err
 }
 
-// FindStore returns a loaded store by its id, or the only loaded store
-// when id is "" and exactly one is loaded; ids lists every loaded store's
+// opened calls f for every pooled store that is open.
+func opened(f func(*Store) bool) {
+	stores.Range(func(_, v any) bool {
+		if s := v.(*storeSlot).store.Load(); s != nil {
+			return f(s)
+		}
+		return true
+	})
+}
+
+// FindStore returns an open store by its id, or the only open store
+// when id is "" and exactly one is open; ids lists every open store's
 // id (sorted, once each). Two configurations that differ only by a secret
 // share an id: either serves.
 func FindStore(id string) (found *Store, ids []string) {
-	stores.Range(func(_, v any) bool {
-		ps := v.(*Store)
+	opened(func(ps *Store) bool {
 		ids = append(ids, ps.ID)
 		if found == nil && (ps.ID == id || id == "") {
 			found = ps
@@ -105,11 +167,11 @@ func FindStore(id string) (found *Store, ids []string) {
 	return found, ids
 }
 
-// StoreIDs lists the loaded stores' ids, sorted, once each.
+// StoreIDs lists the open stores' ids, sorted, once each.
 func StoreIDs() []string {
 	var ids []string
-	stores.Range(func(_, v any) bool {
-		ids = append(ids, v.(*Store).ID)
+	opened(func(ps *Store) bool {
+		ids = append(ids, ps.ID)
 		return true
 	})
 	slices.Sort(ids)

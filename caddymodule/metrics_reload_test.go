@@ -1,0 +1,118 @@
+package caddymodule
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+// reloadSite has a sync route and an async route whose backend always
+// fails, each in a scope of its own (the process's metrics count every
+// test's requests; these scopes only this test's).
+const reloadSite = `
+	handle /notify {
+		idempotency {
+			key {idempotency.form.out_trade_no}
+			scope metrics-reload
+			store memory
+		}
+		reverse_proxy {backend}
+	}
+	handle /async {
+		idempotency {
+			key {idempotency.form.out_trade_no}
+			scope metrics-reload-async
+			store memory
+			lock_ttl 2s
+			deliver async {
+				to {failing}
+				ack 200 success
+				retry 100ms 200ms
+				give_up 1s
+			}
+		}
+	}`
+
+// TestMetricsSurvivePostLoad: counters keep counting across `POST /load`
+// (what `caddy reload` sends), and no series disappears, the async
+// attempt and dead-letter series included.
+func TestMetricsSurvivePostLoad(t *testing.T) {
+	be := newBackend(t)
+	failing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "broken", http.StatusInternalServerError)
+	}))
+	t.Cleanup(failing.Close)
+	g := startGateway(t, reloadSite, "{backend}", be.addr(), "{failing}", failing.URL)
+
+	notify(t, g.base, "r-1") // forwarded
+	notify(t, g.base, "r-1") // replayed
+	if r := post(t, g.base+"/async", "application/x-www-form-urlencoded", "out_trade_no=ra-1", nil); r.status != 200 {
+		t.Fatalf("async ack: %d %q", r.status, r.body)
+	}
+	dead := `idemgate_delivery_dead_total{platform="generic",scope="metrics-reload-async"}`
+	var before map[string]float64
+	eventually(t, 15*time.Second, "the async notification to be given up", func() bool {
+		before, _ = scrape(t, g)
+		return before[dead] == 1
+	})
+	wantSample(t, before, `idemgate_requests_total{outcome="forwarded",platform="generic",scope="metrics-reload"}`, 1)
+	attempts := `idemgate_delivery_attempts_total{outcome="failed",platform="generic",scope="metrics-reload-async"}`
+	if before[attempts] < 2 {
+		t.Fatalf("%s = %v, want at least 2 before the reload", attempts, before[attempts])
+	}
+
+	// POST /load with the running config, forced as `caddy reload --force`
+	// does (an unchanged config is otherwise not loaded again).
+	status, cfg := g.adminDo(t, http.MethodGet, "/config/")
+	if status != http.StatusOK {
+		t.Fatalf("GET /config/: %d", status)
+	}
+	req, err := http.NewRequest(http.MethodPost, "http://"+g.admin+"/load", bytes.NewBufferString(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Cache-Control", "must-revalidate")
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST /load: %d %s", resp.StatusCode, body)
+	}
+	client.CloseIdleConnections() // kept-alive connections belong to the old server
+	waitServing(t, g.base)
+
+	after, text := scrape(t, g)
+	for name, v := range before {
+		if !strings.HasPrefix(name, "idemgate_") || strings.Contains(name, "_queue_") {
+			continue // Caddy's own, and gauges (they read what is, not what was)
+		}
+		got, ok := after[name]
+		switch {
+		case !ok:
+			t.Errorf("%s disappeared with the reload", name)
+		case got < v:
+			t.Errorf("%s fell from %v to %v with the reload", name, v, got)
+		}
+	}
+	wantSample(t, after, dead, 1)
+	wantSample(t, after, attempts, before[attempts])
+	if n := strings.Count(text, "# TYPE idemgate_requests_total counter"); n != 1 {
+		t.Errorf("idemgate_requests_total described %d times after the reload, want 1", n)
+	}
+
+	notify(t, g.base, "r-2")
+	after, _ = scrape(t, g)
+	wantSample(t, after, `idemgate_requests_total{outcome="forwarded",platform="generic",scope="metrics-reload"}`, 2)
+	wantSample(t, after, `idemgate_requests_total{outcome="replayed",platform="generic",scope="metrics-reload"}`, 1)
+	if n := be.count("r-1") + be.count("r-2"); n != 2 {
+		t.Errorf("backend ran %d times for r-1 and r-2, want 2", n)
+	}
+}

@@ -1,0 +1,67 @@
+package caddymodule
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+)
+
+// What a platform is told when the gateway refuses a notification: one
+// line naming the reason class ("401 signature verification failed",
+// "503 store unavailable, retry later"), never an internal address, file
+// path or driver message. The full reason is in the decision's log line.
+
+// refusal is an error whose text is safe to show the sender; its cause,
+// with the detail, is for the log.
+type refusal struct {
+	msg   string
+	cause error
+}
+
+func (e *refusal) Error() string { return e.msg }
+func (e *refusal) Unwrap() error { return e.cause }
+
+// Reason classes whose detail is internal.
+const (
+	msgSignature   = "signature verification failed"
+	msgStore       = "store unavailable, retry later"
+	msgReadingBody = "reading the body failed"
+	msgConflict    = "same key, different fingerprint"
+)
+
+// refuse answers status with msg (safe to show), cause being the detail.
+// When the server has error routes (handle_errors), the error goes there,
+// and {err.message} is msg. Without them Caddy would answer an empty
+// body, so the handler writes "<status> <msg>" itself.
+func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, status int, msg string, cause error) error {
+	err := caddyhttp.Error(status, &refusal{msg: msg, cause: cause})
+	srv, ok := r.Context().Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server)
+	if !ok || (srv.Errors != nil && len(srv.Errors.Routes) > 0) {
+		return err
+	}
+	hdr := w.Header()
+	hdr.Set("Content-Type", "text/plain; charset=utf-8")
+	hdr.Set("X-Content-Type-Options", "nosniff")
+	hdr.Del("Content-Length")
+	w.WriteHeader(status)
+	_, werr := io.WriteString(w, fmt.Sprintf("%d %s\n", status, msg))
+	return werr
+}
+
+// publicLine makes a request-describing error (a field missing, a body
+// that is not JSON) one bounded line for the sender. Only errors about the
+// request's own content go through it: they carry nothing internal.
+func publicLine(err error) string {
+	s := err.Error()
+	if i := strings.IndexAny(s, "\r\n"); i >= 0 {
+		s = s[:i]
+	}
+	const maxLen = 200
+	if len(s) > maxLen {
+		s = strings.ToValidUTF8(s[:maxLen], "") + "…"
+	}
+	return s
+}
