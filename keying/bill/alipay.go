@@ -293,7 +293,7 @@ func (a *alipay) trailer(s string) error {
 	}
 	n, _ := digits([]byte(m[2]))
 	if n != a.count[k] {
-		return a.bad("#%s合计 counts %d rows, the bill has %d %s rows: it is incomplete or altered", m[1], n, a.count[k], m[1])
+		return a.disagree(a.l.n, "#%s合计 counts %d rows, the bill has %d %s rows: it is incomplete or altered", m[1], n, a.count[k], m[1])
 	}
 	for _, p := range alipaySum.FindAllStringSubmatch(m[3], -1) {
 		col, ok := alipaySums[strings.TrimSpace(p[1])]
@@ -305,7 +305,7 @@ func (a *alipay) trailer(s string) error {
 			return a.bad("%s共%s元: not an amount", p[1], p[2])
 		}
 		if got := a.sums[k][col]; got != want {
-			return a.bad("#%s合计 says %s共%s元, the %s rows' %s add up to %s", m[1], p[1], formatFixed(want, 2),
+			return a.disagree(a.l.n, "#%s合计 says %s共%s元, the %s rows' %s add up to %s", m[1], p[1], formatFixed(want, 2),
 				m[1], col, formatFixed(got, 2))
 		}
 	}

@@ -310,6 +310,12 @@ func (b *base) badAt(line int, format string, args ...any) error {
 	return &Error{b.platform, line, ErrMalformed, msg}
 }
 
+// disagree is the bill's own summary, on line, contradicting its rows: the
+// download lost rows on the way, or someone edited it.
+func (b *base) disagree(line int, format string, args ...any) error {
+	return &Error{b.platform, line, ErrIncomplete, fmt.Sprintf(format, args...)}
+}
+
 // whole is an error about the bill as a whole.
 func (b *base) whole(kind error, format string, args ...any) error {
 	return &Error{b.platform, 0, kind, fmt.Sprintf(format, args...)}

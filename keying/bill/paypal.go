@@ -161,7 +161,7 @@ func (p *paypal) control(f [][]byte, line int) error {
 			return p.badAt(line, "SC count %s is not a number", clip(at(f, 1)))
 		}
 		if n != p.inSection {
-			return p.badAt(line, "the section record count (SC) says %d rows, the section has %d: the report is incomplete or altered", n, p.inSection)
+			return p.disagree(line, "the section record count (SC) says %d rows, the section has %d: the report is incomplete or altered", n, p.inSection)
 		}
 	case "RC":
 		n, ok := digits([]byte(arg(1)))
@@ -169,7 +169,7 @@ func (p *paypal) control(f [][]byte, line int) error {
 			return p.badAt(line, "RC count %s is not a number", clip(at(f, 1)))
 		}
 		if n != p.total {
-			return p.badAt(line, "the report record count (RC) says %d rows, the report has %d: it is incomplete or altered", n, p.total)
+			return p.disagree(line, "the report record count (RC) says %d rows, the report has %d: it is incomplete or altered", n, p.total)
 		}
 		p.counted = true
 	case "FF":

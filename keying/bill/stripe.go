@@ -52,6 +52,9 @@ func openStripe(b *base) (parser, error) {
 	if err != nil {
 		return nil, s.read(err)
 	}
+	if !s.l.eol {
+		return nil, s.whole(ErrIncomplete, "the export ends inside its header line")
+	}
 	cols := columns{}
 	for i, n := range f {
 		cols[strings.ToLower(strings.TrimSpace(string(n)))] = i

@@ -265,7 +265,7 @@ func (w *wechat) summary() error {
 				return w.bad("总交易单数 %s is not a count", clip(v))
 			}
 			if n != w.sum.Rows {
-				return w.bad("the summary counts %d rows (总交易单数), the bill has %d: it is incomplete or altered", n, w.sum.Rows)
+				return w.disagree(w.l.n, "the summary counts %d rows (总交易单数), the bill has %d: it is incomplete or altered", n, w.sum.Rows)
 			}
 			continue
 		}
@@ -282,7 +282,7 @@ func (w *wechat) summary() error {
 				return w.bad("%s %s is not an amount", name, clip(v))
 			}
 			if total != s.sum {
-				return w.bad("%s says %s, the rows' %s add up to %s", name, formatFixed(total, 2), detail, formatFixed(s.sum, 2))
+				return w.disagree(w.l.n, "%s says %s, the rows' %s add up to %s", name, formatFixed(total, 2), detail, formatFixed(s.sum, 2))
 			}
 		}
 	}
