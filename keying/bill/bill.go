@@ -28,6 +28,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"golang.org/x/text/encoding/unicode"
 	"golang.org/x/text/transform"
@@ -378,7 +379,11 @@ func trim(b []byte) []byte {
 func clip(b []byte) string {
 	const max = 40
 	if len(b) > max {
-		return fmt.Sprintf("%q…", b[:max])
+		cut := max
+		for cut > 0 && !utf8.RuneStart(b[cut]) {
+			cut--
+		}
+		return fmt.Sprintf("%q…", b[:cut])
 	}
 	return fmt.Sprintf("%q", b)
 }

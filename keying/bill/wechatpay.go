@@ -79,9 +79,9 @@ func openWeChat(b *base) (parser, error) {
 		if m := xmlMsg.FindSubmatch(t); m != nil {
 			msg += ": " + string(m[1])
 		}
-		return nil, b.badAt(1, "%s", msg)
+		return nil, &Error{b.platform, 1, ErrMalformed, msg}
 	case bytes.HasPrefix(t, []byte("{")):
-		return nil, b.badAt(1, "the download answered JSON (an API error?), not a bill: %s", clip(t))
+		return nil, &Error{b.platform, 1, ErrMalformed, "the download answered JSON (an API error?), not a bill: " + clip(t)}
 	}
 	w := &wechat{base: *b}
 	cols := columns{}
