@@ -208,6 +208,9 @@ func (a *alipay) row(line []byte) (Row, error) {
 	row := Row{Line: a.l.n, Order: a.text(f[a.iTrade]), MerchantOrder: a.text(at(f, a.iOut)), Currency: "CNY"}
 	if c := at(f, a.iCur); len(c) > 0 {
 		row.Currency = strings.ToUpper(a.text(c))
+		if !isCurrency(row.Currency) {
+			return Row{}, a.bad("币种 %s is not an ISO 4217 code", clip(c))
+		}
 	}
 	typ := f[a.iType]
 	k := -1

@@ -111,6 +111,20 @@ func exponent(currency string) int {
 	return 2
 }
 
+// isCurrency says whether s is shaped like an ISO 4217 code: three
+// letters A–Z (the caller upper-cases first).
+func isCurrency(s string) bool {
+	if len(s) != 3 {
+		return false
+	}
+	for i := 0; i < 3; i++ {
+		if s[i] < 'A' || s[i] > 'Z' {
+			return false
+		}
+	}
+	return true
+}
+
 // amountOf turns units of 10^-scale into a Row's Amount and Minor for
 // currency: the absolute value, at the currency's exponent. It fails when
 // the amount has a fraction the currency cannot carry (a JPY amount of

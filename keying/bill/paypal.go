@@ -212,7 +212,7 @@ func (p *paypal) row(f [][]byte, line int) (Row, error) {
 	if row.ID == "" {
 		return Row{}, p.badAt(line, "no Transaction ID")
 	}
-	if len(row.Currency) != 3 {
+	if !isCurrency(row.Currency) {
 		return Row{}, p.badAt(line, "Gross Transaction Currency %s is not an ISO 4217 code", clip(f[p.iCur]))
 	}
 	gross := trim(f[p.iGross])

@@ -130,7 +130,7 @@ func (s *stripe) row(f [][]byte, line int) (Row, error) {
 	if charge != "" && row.Kind != Refund {
 		row.Order = charge
 	}
-	if row.Currency == "" || len(row.Currency) != 3 {
+	if !isCurrency(row.Currency) {
 		return Row{}, s.badAt(line, "currency %s is not an ISO 4217 code", clip(f[s.iCur]))
 	}
 	exp := exponent(row.Currency)

@@ -175,6 +175,9 @@ func (w *wechat) row() (Row, error) {
 	row := Row{Line: w.l.n, Order: string(f[w.iTxn]), MerchantOrder: string(f[w.iOut]), Currency: "CNY"}
 	if c := at(f, w.iCur); len(c) > 0 {
 		row.Currency = strings.ToUpper(string(c))
+		if !isCurrency(row.Currency) {
+			return Row{}, w.bad("货币种类 %s is not an ISO 4217 code", clip(c))
+		}
 	}
 	t, err := parseClock(halfWidthTime(f[w.iTime]), beijing)
 	if err != nil {

@@ -98,6 +98,8 @@ func TestWeChatMalformed(t *testing.T) {
 			ErrMalformed, 2, "应结订单金额"},
 		{"a negative order amount", wxBill(wechatALL, strings.Replace(wxPay, "`6.00,`0.00,`", "`-6.00,`0.00,`", 2), wxSumHead, "`1,`-6.00,`0.00,`0.00,`0.04000,`-6.00,`0.00"),
 			ErrMalformed, 2, "not a positive CNY amount"},
+		{"a currency that is not a code", wxBill(wechatALL, strings.Replace(wxPay, "`CNY", "`0", 1), wxSumHead, sum1),
+			ErrMalformed, 2, "货币种类"},
 		{"a bad time", wxBill(wechatALL, strings.Replace(wxPay, "08:35:41", "08:75:41", 1), wxSumHead, sum1),
 			ErrMalformed, 2, "交易时间"},
 		{"a REFUND row without 商户退款单号", wxBill(wechatALL, strings.Replace(wxRefund, "`R1,", "`0,", 1), wxSumHead, sum1),
