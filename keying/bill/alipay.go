@@ -207,7 +207,7 @@ func (a *alipay) row(line []byte) (Row, error) {
 	}
 	row := Row{Line: a.l.n, Order: a.text(f[a.iTrade]), MerchantOrder: a.text(at(f, a.iOut)), Currency: "CNY"}
 	if c := at(f, a.iCur); len(c) > 0 {
-		row.Currency = strings.ToUpper(a.text(c))
+		row.Currency = strings.ToUpper(a.text(c)) // rare: the trade bill has no 币种 column
 		if !isCurrency(row.Currency) {
 			return Row{}, a.bad("币种 %s is not an ISO 4217 code", clip(c))
 		}

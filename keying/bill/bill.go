@@ -295,6 +295,31 @@ type base struct {
 	l        *lines
 	sum      *Summary
 	f        [][]byte
+	strs     map[string]string
+}
+
+// maxInterned bounds the strings intern keeps, so memory stays O(1) in
+// rows whatever the bill holds.
+const maxInterned = 256
+
+// intern returns v as a string, shared with earlier rows: currencies,
+// types and statuses repeat on every row and need not cost an allocation
+// each. upper folds v to upper case first.
+func (b *base) intern(v []byte, upper bool) string {
+	if s, ok := b.strs[string(v)]; ok {
+		return s
+	}
+	s := string(v)
+	if upper {
+		s = strings.ToUpper(s)
+	}
+	if b.strs == nil {
+		b.strs = map[string]string{}
+	}
+	if len(b.strs) < maxInterned {
+		b.strs[string(v)] = s
+	}
+	return s
 }
 
 // bad is a malformed row at the current line — or, when that line is the
@@ -372,7 +397,13 @@ func at(f [][]byte, i int) []byte {
 // trim drops the spaces and TABs around a value: Alipay appends a TAB to
 // identifiers so that Excel keeps them as text.
 func trim(b []byte) []byte {
-	return bytes.Trim(b, " \t")
+	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
+		b = b[1:]
+	}
+	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t') {
+		b = b[:len(b)-1]
+	}
+	return b
 }
 
 // clip shortens a value quoted in an error message.

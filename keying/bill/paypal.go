@@ -189,11 +189,11 @@ func (p *paypal) row(f [][]byte, line int) (Row, error) {
 	}
 	p.inSection++
 	p.total++
-	row := Row{Line: line, ID: string(trim(f[p.iTxn])), Currency: strings.ToUpper(string(trim(f[p.iCur])))}
-	code := string(trim(f[p.iCode]))
-	credit := string(trim(f[p.iDrCr]))
+	row := Row{Line: line, ID: string(trim(f[p.iTxn])), Currency: p.intern(trim(f[p.iCur]), true)}
+	code := p.intern(trim(f[p.iCode]), false)
+	credit := p.intern(trim(f[p.iDrCr]), false)
 	row.Type = code
-	row.Status = string(trim(at(f, p.iStatus)))
+	row.Status = p.intern(trim(at(f, p.iStatus)), false)
 	row.MerchantOrder = string(trim(at(f, p.iInvoice)))
 	switch {
 	case strings.HasPrefix(code, "T00") && credit == "CR":

@@ -107,10 +107,10 @@ func (s *stripe) next() (Row, error) {
 }
 
 func (s *stripe) row(f [][]byte, line int) (Row, error) {
-	row := Row{Line: line, ID: string(f[s.iID]), Currency: strings.ToUpper(string(trim(f[s.iCur])))}
-	typ := string(trim(f[s.iType]))
+	row := Row{Line: line, ID: string(f[s.iID]), Currency: s.intern(trim(f[s.iCur]), true)}
+	typ := s.intern(trim(f[s.iType]), false)
 	row.Type = typ
-	row.Status = string(at(f, s.iStatus))
+	row.Status = s.intern(at(f, s.iStatus), false)
 	row.PaymentIntent = string(at(f, s.iIntent))
 	source := string(trim(f[s.iSource]))
 	charge := string(trim(at(f, s.iCharge)))

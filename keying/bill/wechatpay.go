@@ -174,7 +174,7 @@ func (w *wechat) row() (Row, error) {
 	}
 	row := Row{Line: w.l.n, Order: string(f[w.iTxn]), MerchantOrder: string(f[w.iOut]), Currency: "CNY"}
 	if c := at(f, w.iCur); len(c) > 0 {
-		row.Currency = strings.ToUpper(string(c))
+		row.Currency = w.intern(c, true)
 		if !isCurrency(row.Currency) {
 			return Row{}, w.bad("货币种类 %s is not an ISO 4217 code", clip(c))
 		}
@@ -184,7 +184,7 @@ func (w *wechat) row() (Row, error) {
 		return Row{}, w.bad("交易时间 %s is not a time (yyyy-MM-dd HH:mm:ss)", clip(f[w.iTime]))
 	}
 	row.Time = t
-	state := string(f[w.iState])
+	state := w.intern(f[w.iState], false)
 	row.Type, row.Status = state, state
 	amountCol, settledCol := w.iTotal, w.iSettle
 	switch state {
@@ -198,7 +198,7 @@ func (w *wechat) row() (Row, error) {
 			return Row{}, w.bad("a REFUND row without 商户退款单号")
 		}
 		if s := at(f, w.iRefundState); len(s) > 0 {
-			row.Status = string(s)
+			row.Status = w.intern(s, false)
 		}
 		amountCol, settledCol = w.iRefundReq, w.iRefundSettled
 	default:
