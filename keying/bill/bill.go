@@ -266,7 +266,7 @@ func sniff(r io.Reader) (io.Reader, error) {
 		return sniffText(bufio.NewReaderSize(zr, maxLine)), nil
 	case bytes.HasPrefix(head, []byte("PK\x03\x04")):
 		return nil, errors.New("this is a zip archive: Alipay's download (….csv.zip) holds two files; " +
-			"unzip it and pass the …_业务明细.csv one (not …_业务明细(汇总).csv)")
+			"pass the …_业务明细.csv one (not …_业务明细(汇总).csv): unzip it, or open it with AlipayDetail")
 	}
 	return sniffText(br), nil
 }
