@@ -65,8 +65,8 @@ type Row struct {
 	// Order is the platform's id of the payment: Alipay 支付宝交易号
 	// (trade_no), WeChat Pay 微信订单号 (transaction_id), Stripe the
 	// charge or payment (ch_…, py_…), PayPal the transaction id of the
-	// payment. A refund row names the order it refunds; Stripe's refund
-	// rows name it only where the export has a charge column.
+	// payment. A refund row names the order it refunds (Stripe's where
+	// the export does: the Dashboard's Source, the report's charge_id).
 	Order string
 	// MerchantOrder is the merchant's own order number where the bill
 	// has it: Alipay and WeChat Pay 商户订单号 (out_trade_no), PayPal
