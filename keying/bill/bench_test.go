@@ -1,0 +1,195 @@
+package bill
+
+import (
+	"bufio"
+	"io"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// BenchmarkMillionRows parses a bill of 1M rows per layout, produced on
+// the fly by an io.Reader (no file, no bill held in memory: a generated
+// block of rows replayed, so that the generator's cost stays out), and
+// reports ns/row (wall), cpu-ns/row (the process's user+system time, the
+// steadier figure on a shared machine), allocations per row and the
+// heap's peak while parsing: the parser's memory must not grow with the
+// rows. Run one layout per process
+// for a meaningful VmHWM (the process's peak RSS), e.g.
+//
+//	go test -run '^$' -bench 'MillionRows/alipay$' -benchtime 1x ./keying/bill
+//
+// BenchmarkGenerate measures the generators that TestGenerated and the
+// fuzz seeds use, streaming a fresh 1M-row bill each.
+func BenchmarkMillionRows(b *testing.B) {
+	for _, c := range millionBills() {
+		b.Run(c.name, func(b *testing.B) {
+			const n = 1_000_000
+			src := newReplay(c.g, n) // holds the block: ~3 MiB of the peak heap
+			var before, after runtime.MemStats
+			var peak uint64
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			b.ResetTimer()
+			cpu := cpuTime()
+			for i := 0; i < b.N; i++ {
+				src.rewind()
+				r, err := Open(c.platform, src)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for rows := 0; ; rows++ {
+					_, err := r.Next()
+					if err == io.EOF {
+						if rows != n || (c.platform != "stripe" && !r.Summary().Checked) {
+							b.Fatalf("%d rows, summary %+v", rows, r.Summary())
+						}
+						break
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+					if rows%100_000 == 0 {
+						b.StopTimer()
+						var m runtime.MemStats
+						runtime.ReadMemStats(&m)
+						peak = max(peak, m.HeapInuse)
+						b.StartTimer()
+					}
+				}
+			}
+			b.StopTimer()
+			cpu = cpuTime() - cpu
+			runtime.ReadMemStats(&after)
+			rows := float64(b.N) * n
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/rows, "ns/row")
+			b.ReportMetric(float64(cpu.Nanoseconds())/rows, "cpu-ns/row")
+			b.ReportMetric(float64(after.Mallocs-before.Mallocs)/rows, "allocs/row")
+			b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/rows, "B/row")
+			b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MiB")
+			if hwm := vmHWM(); hwm > 0 {
+				b.ReportMetric(hwm, "VmHWM-MiB")
+			}
+		})
+	}
+}
+
+func BenchmarkGenerate(b *testing.B) {
+	for _, c := range millionBills() {
+		b.Run(c.name, func(b *testing.B) {
+			const n = 1_000_000
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			for i := 0; i < b.N; i++ {
+				if _, err := io.Copy(io.Discard, newGen(c.g(), n)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			runtime.ReadMemStats(&after)
+			rows := float64(b.N) * n
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/rows, "ns/row")
+			b.ReportMetric(float64(after.Mallocs-before.Mallocs)/rows, "allocs/row")
+			b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/rows, "B/row")
+		})
+	}
+}
+
+// replay is head, a block of generated rows repeated, tail: n rows in
+// all, with the tail a generator writes after those same n rows.
+type replay struct {
+	head, block, tail []byte
+	reps              int
+	part, off, rep    int
+}
+
+const replayBlock = 10_000
+
+func newReplay(g func() generator, n int) *replay {
+	gen := g()
+	r := &replay{head: gen.head(nil), reps: n / replayBlock}
+	for i := 0; i < replayBlock; i++ {
+		r.block = gen.row(r.block, i)
+	}
+	var scratch []byte
+	for k := 1; k < r.reps; k++ {
+		for i := 0; i < replayBlock; i++ {
+			scratch = gen.row(scratch[:0], i)
+		}
+	}
+	r.tail = gen.tail(nil, n)
+	return r
+}
+
+func (r *replay) rewind() { r.part, r.off, r.rep = 0, 0, 0 }
+
+func (r *replay) Read(p []byte) (int, error) {
+	for {
+		var cur []byte
+		switch r.part {
+		case 0:
+			cur = r.head
+		case 1:
+			cur = r.block
+		case 2:
+			cur = r.tail
+		default:
+			return 0, io.EOF
+		}
+		if r.off < len(cur) {
+			n := copy(p, cur[r.off:])
+			r.off += n
+			return n, nil
+		}
+		r.off = 0
+		if r.part == 1 {
+			if r.rep++; r.rep < r.reps {
+				continue
+			}
+		}
+		r.part++
+	}
+}
+
+// cpuTime is the process's user and system time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func millionBills() []generated {
+	var out []generated
+	for _, c := range generatedBills() {
+		switch c.name {
+		case "alipay GBK CRLF", "wechatpay ALL", "stripe itemized", "paypal one file":
+			c.name = c.platform
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// vmHWM is the process's peak resident set in MiB, from /proc (Linux).
+func vmHWM() float64 {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if v, ok := strings.CutPrefix(s.Text(), "VmHWM:"); ok {
+			kb, err := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
+			if err == nil {
+				return float64(kb) / 1024
+			}
+		}
+	}
+	return 0
+}

@@ -1,0 +1,306 @@
+package bill
+
+import (
+	"bytes"
+	"io"
+	"regexp"
+	"strings"
+)
+
+// WeChat Pay's trade bill (交易账单): v2 pay/downloadbill and v3
+// GET /v3/bill/tradebill (download_url) give the same file.
+//
+// Layout, from pay.weixin.qq.com/docs/merchant/products/bill-download/format-trade.html
+// (交易账单文件格式说明) and pay.weixin.qq.com/wiki/doc/api/wxpay/ch/pay/NativePay/chapter8_6.shtml:
+// four parts — the detail header, detail rows, the summary header and one
+// summary row; comma separated, nothing quoted; every detail and summary
+// value starts with one backquote (against Excel's scientific notation),
+// the two headers have none. The columns differ per bill_type: ALL (27),
+// SUCCESS (no refund columns), REFUND (退款申请时间, 退款成功时间 added),
+// and merchants on the early format get 24 columns with 总金额 for
+// 应结订单金额. Columns are therefore found by name, never by position.
+//
+// Checked against binarywang/WxJava
+// weixin-java-pay/src/test/java/com/github/binarywang/wxpay/bean/result/WxPayBillResultTest.java
+// (ALL, SUCCESS, REFUND and the early ALL format, whose sample writes
+// "16：33：45" and amounts "0.0", "0") and wechatpay-apiv3/wechatpay-go
+// core/client_test.go (TestDownloadForClient: three NATIVE payments and
+// their summary). Captures start with a UTF-8 BOM and end lines with \r\n
+// (TheNorthMemory/wechatpay-axios-plugin's README); both are handled.
+
+type wechat struct {
+	base
+	width                               int // columns of the detail header
+	iTime, iTxn, iOut, iState, iCur     int
+	iTotal, iSettle                     int // 订单金额 (or the early 总金额), 应结订单金额
+	iRefundID, iOutRefund, iRefundState int
+	iRefundReq, iRefundSettled          int // 申请退款金额, 退款金额
+	sums                                []colSum
+	summaryLine                         int
+}
+
+// colSum adds up one amount column, in fen, for the summary check.
+type colSum struct {
+	name string
+	i    int
+	sum  int64
+}
+
+// wechatTotals pairs each summary column with the detail column it adds up.
+// 手续费总金额 is left out on purpose: fees carry 5 decimals and nothing
+// documents how their total is rounded, so checking it could refuse whole
+// bills; the count and the amount columns already catch a truncation.
+var wechatTotals = map[string]string{
+	"应结订单总金额":       "应结订单金额",
+	"退款总金额":         "退款金额",
+	"充值券退款总金额":      "充值券退款金额",
+	"订单总金额":         "订单金额",
+	"申请退款总金额":       "申请退款金额",
+	"总交易额":          "总金额",
+	"总退款金额":         "退款金额",
+	"总代金券或立减优惠退款金额": "代金券或立减优惠退款金额",
+	"总企业红包退款金额":     "企业红包退款金额",
+}
+
+// xmlMsg finds the reason in a v2 failure answer (<return_msg>No Bill Exist</return_msg>).
+var xmlMsg = regexp.MustCompile(`<(?:return_msg|err_code_des)>(?:<!\[CDATA\[)?([^<\]]*)`)
+
+func openWeChat(b *base) (parser, error) {
+	head, err := b.l.next()
+	if err != nil {
+		if err == io.EOF {
+			return nil, b.whole(ErrIncomplete, "the bill is empty")
+		}
+		return nil, b.read(err)
+	}
+	switch t := bytes.TrimSpace(head); {
+	case bytes.HasPrefix(t, []byte("<xml")):
+		msg := "the download answered an error, not a bill"
+		if m := xmlMsg.FindSubmatch(t); m != nil {
+			msg += ": " + string(m[1])
+		}
+		return nil, &Error{b.platform, 1, ErrMalformed, msg}
+	case bytes.HasPrefix(t, []byte("{")):
+		return nil, &Error{b.platform, 1, ErrMalformed, "the download answered JSON (an API error?), not a bill: " + clip(t)}
+	}
+	w := &wechat{base: *b}
+	cols := columns{}
+	b.f = splitPlain(b.f, head)
+	for i, name := range b.f {
+		cols[string(trim(name))] = i
+	}
+	w.width = len(b.f)
+	if miss := cols.missing([]string{"交易时间"}, []string{"微信订单号"}, []string{"商户订单号"},
+		[]string{"交易状态"}, []string{"订单金额", "总金额"}); len(miss) > 0 {
+		return nil, b.badAt(1, "not a WeChat Pay trade bill header: no %s column (header %s)",
+			strings.Join(miss, ", "), clip(head))
+	}
+	w.iTime, w.iTxn, w.iOut, w.iState = cols["交易时间"], cols["微信订单号"], cols["商户订单号"], cols["交易状态"]
+	w.iCur = cols.index("货币种类")
+	w.iTotal = cols.index("订单金额", "总金额")
+	w.iSettle = cols.index("应结订单金额", "总金额")
+	w.iRefundID = cols.index("微信退款单号")
+	w.iOutRefund = cols.index("商户退款单号")
+	w.iRefundState = cols.index("退款状态")
+	w.iRefundReq = cols.index("申请退款金额", "退款金额")
+	w.iRefundSettled = cols.index("退款金额")
+	for _, detail := range wechatTotals {
+		if i := cols.index(detail); i >= 0 && !w.summing(detail) {
+			w.sums = append(w.sums, colSum{name: detail, i: i})
+		}
+	}
+	layout := "wechatpay SUCCESS"
+	switch {
+	case cols.index("退款申请时间") >= 0:
+		layout = "wechatpay REFUND"
+	case w.iOutRefund >= 0:
+		layout = "wechatpay ALL"
+	}
+	if cols.index("总金额") >= 0 {
+		layout += " (early 24-column format)"
+	}
+	w.sum.Layout = layout
+	return w, nil
+}
+
+func (w *wechat) summing(name string) bool {
+	for _, s := range w.sums {
+		if s.name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func (w *wechat) next() (Row, error) {
+	for {
+		line, err := w.l.next()
+		if err == io.EOF {
+			return Row{}, w.whole(ErrIncomplete,
+				"no summary (总交易单数,…) after %d rows: the download is truncated", w.sum.Rows)
+		}
+		if err != nil {
+			return Row{}, w.read(err)
+		}
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		w.f = splitPlain(w.f, line)
+		if string(trim(w.f[0])) == "总交易单数" {
+			return Row{}, w.summary()
+		}
+		return w.row()
+	}
+}
+
+func (w *wechat) row() (Row, error) {
+	f := w.f
+	if len(f) != w.width {
+		return Row{}, w.bad("%d values where the header has %d columns (a comma inside a value?)", len(f), w.width)
+	}
+	for i, v := range f {
+		if len(v) == 0 || v[0] != '`' {
+			return Row{}, w.bad("value %d (%s) lacks the leading backquote of a detail row", i+1, clip(v))
+		}
+		f[i] = trim(v[1:])
+	}
+	for k := range w.sums {
+		s := &w.sums[k]
+		v, err := parseFixed(f[s.i], 2)
+		if err != nil {
+			return Row{}, w.bad("%s: %s is not an amount", s.name, clip(f[s.i]))
+		}
+		s.sum += v
+	}
+	row := Row{Line: w.l.n, Order: string(f[w.iTxn]), MerchantOrder: string(f[w.iOut]), Currency: "CNY"}
+	if c := at(f, w.iCur); len(c) > 0 {
+		row.Currency = w.intern(c, true)
+		if !isCurrency(row.Currency) {
+			return Row{}, w.bad("货币种类 %s is not an ISO 4217 code", clip(c))
+		}
+	}
+	t, err := parseClock(halfWidthTime(f[w.iTime]), beijing)
+	if err != nil {
+		return Row{}, w.bad("交易时间 %s is not a time (yyyy-MM-dd HH:mm:ss)", clip(f[w.iTime]))
+	}
+	row.Time = t
+	state := w.intern(f[w.iState], false)
+	row.Type, row.Status = state, state
+	amountCol, settledCol := w.iTotal, w.iSettle
+	switch state {
+	case "SUCCESS":
+		row.Kind = Payment
+	case "REFUND":
+		row.Kind = Refund
+		row.Refund = string(at(f, w.iOutRefund))
+		row.ID = string(at(f, w.iRefundID))
+		if row.Refund == "" || row.Refund == "0" {
+			return Row{}, w.bad("a REFUND row without 商户退款单号")
+		}
+		if s := at(f, w.iRefundState); len(s) > 0 {
+			row.Status = w.intern(s, false)
+		}
+		amountCol, settledCol = w.iRefundReq, w.iRefundSettled
+	default:
+		row.Kind = Other // REVOKED: a payment cancelled; its money went back
+	}
+	if row.Order == "" {
+		return Row{}, w.bad("no 微信订单号")
+	}
+	if row.Amount, row.Minor, err = w.amount(f, amountCol, row.Kind, row.Currency); err != nil {
+		return Row{}, err
+	}
+	if settledCol >= 0 {
+		if row.Settled, _, err = w.amount(f, settledCol, row.Kind, row.Currency); err != nil {
+			return Row{}, err
+		}
+	}
+	return row, nil
+}
+
+// amount reads column i: WeChat Pay writes refunds as positive amounts.
+func (w *wechat) amount(f [][]byte, i int, k Kind, currency string) (string, int64, error) {
+	if i < 0 {
+		return "", 0, w.bad("a %s row in a bill without the columns for its amount", k)
+	}
+	v, err := parseFixed(f[i], exponent(currency))
+	if err == nil && v < 0 {
+		err = errAmount
+	}
+	if err != nil {
+		return "", 0, w.bad("%s amount %s is not a positive %s amount", k, clip(f[i]), currency)
+	}
+	s, m, _ := amountOf(v, exponent(currency), currency)
+	return s, m, nil
+}
+
+// summary reads the summary header (in w.f) and its row, checks them
+// against the rows read and then requires the end of the bill.
+func (w *wechat) summary() error {
+	headLine := w.l.n
+	names := make([]string, len(w.f))
+	for i, n := range w.f {
+		names[i] = string(trim(n))
+	}
+	var line []byte
+	for {
+		var err error
+		line, err = w.l.next()
+		if err == io.EOF {
+			return w.whole(ErrIncomplete, "the summary header on line %d has no summary row: the download is truncated", headLine)
+		}
+		if err != nil {
+			return w.read(err)
+		}
+		if len(bytes.TrimSpace(line)) > 0 {
+			break
+		}
+	}
+	w.f = splitPlain(w.f, line)
+	if len(w.f) != len(names) {
+		return w.bad("the summary row has %d values, its header %d", len(w.f), len(names))
+	}
+	for i, name := range names {
+		v := trim(bytes.TrimPrefix(w.f[i], []byte("`")))
+		if name == "总交易单数" {
+			n, ok := digits(v)
+			if !ok || len(v) == 0 {
+				return w.bad("总交易单数 %s is not a count", clip(v))
+			}
+			if n != w.sum.Rows {
+				return w.disagree(w.l.n, "the summary counts %d rows (总交易单数), the bill has %d: it is incomplete or altered", n, w.sum.Rows)
+			}
+			continue
+		}
+		detail, ok := wechatTotals[name]
+		if !ok {
+			continue
+		}
+		for _, s := range w.sums {
+			if s.name != detail {
+				continue
+			}
+			total, err := parseFixed(v, 2)
+			if err != nil {
+				return w.bad("%s %s is not an amount", name, clip(v))
+			}
+			if total != s.sum {
+				return w.disagree(w.l.n, "%s says %s, the rows' %s add up to %s", name, formatFixed(total, 2), detail, formatFixed(s.sum, 2))
+			}
+		}
+	}
+	w.summaryLine = w.l.n
+	for {
+		line, err := w.l.next()
+		if err == io.EOF {
+			w.sum.Checked = true
+			return io.EOF
+		}
+		if err != nil {
+			return w.read(err)
+		}
+		if len(bytes.TrimSpace(line)) > 0 {
+			return w.bad("text after the summary row (line %d): %s", w.summaryLine, clip(line))
+		}
+	}
+}
