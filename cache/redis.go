@@ -158,10 +158,17 @@ func NewRedis(client redis.UniversalClient, opts RedisOptions) *Redis {
 		s.hot = newHotAnswers(s, opts.HotAnswers) // before the pub/sub loop reads it
 		s.psMu.Lock()
 		s.startPubSub(context.Background())
-		// On failure the channel is still the connection's: its
-		// reconnect subscribes it, and the lease starts after that.
-		_ = s.ps.Subscribe(context.Background(), s.hotChannel())
+		ps := s.ps
 		s.psMu.Unlock()
+		// Subscribing waits for Redis's answer, which must not hold the
+		// start (a Redis that never answers). On failure the channel is
+		// still the connection's: its reconnect subscribes it, and the
+		// lease starts only once its ping comes back on it.
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), hotLease)
+			defer cancel()
+			_ = ps.Subscribe(ctx, s.hotChannel())
+		}()
 		s.hot.start()
 	}
 	return s

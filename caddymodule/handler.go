@@ -341,7 +341,7 @@ func (h *Handler) provisionStore(repl *caddy.Replacer) error {
 	if err != nil {
 		return fmt.Errorf("loading store: %v", err)
 	}
-	ps, err := loadStore(sc, h.logger)
+	ps, err := loadStore(sc, time.Duration(h.StoreTimeout), h.logger)
 	if err != nil {
 		return fmt.Errorf("loading store: %v", err)
 	}
