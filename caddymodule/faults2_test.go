@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"context"
 	"fmt"
+	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemgate/idemgate/internal/gatewaytest"
+	"github.com/idemgate/idemgate/internal/platformtest"
 	"github.com/idemgate/idemgate/internal/redistest"
 )
 
@@ -344,5 +346,73 @@ func TestFaultRedisACL(t *testing.T) {
 	}
 	if n := be.count("acl-1"); n != 1 {
 		t.Fatalf("backend ran %d times, want 1", n)
+	}
+}
+
+// TestFaultPayPalForgeryWhileStoreDown: with `on_store_error pass` and
+// Redis down, the headers of a genuine PayPal delivery captured moments
+// ago, carrying a forged body of the same CRC-32, are refused with 503:
+// the transmission-id log is part of verifying the notification, and a
+// notification that could not be verified is never forwarded. A generic
+// route on the same store still passes unprotected, as configured.
+func TestFaultPayPalForgeryWhileStoreDown(t *testing.T) {
+	k, _ := platformtest.Keys(t)
+	certFile := platformtest.WriteFile(t, "paypal.pem", platformtest.Certificate(t, k, big.NewInt(1), "messageverificationcerts.paypal.com"))
+	rs := redistest.Start(t)
+	be := newBackend(t)
+	base, _, err := tryCaddy(t, `
+	handle /paypal {
+		idempotency {
+			platform paypal
+			webhook_id `+testPayPalHookID+`
+			certificate `+certFile+`
+			store redis `+rs.Addr()+`
+			on_store_error pass
+			store_timeout 1s
+		}
+		reverse_proxy `+be.addr()+`
+	}
+	handle /notify {
+		idempotency {
+			key demo:{idempotency.form.out_trade_no}
+			store redis `+rs.Addr()+`
+			on_store_error pass
+			store_timeout 1s
+		}
+		reverse_proxy `+be.addr()+`
+	}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pp := platformtest.PayPal{Key: k, WebhookID: testPayPalHookID}
+	deliver := func(order string, body []byte, h http.Header) reply {
+		t.Helper()
+		return send(t, base, order, delivery{path: "/paypal", ctype: "application/json", body: string(body), header: h})
+	}
+	genuine := platformtest.PayPalEvent("WH-DOWN1", "PAYMENT.CAPTURE.COMPLETED", "CAP-DOWN1", "7.47")
+	captured := pp.Header(t, genuine, time.Now())
+	if r := deliver("down-1", genuine, captured); r.status != 200 {
+		t.Fatalf("genuine: %d %q", r.status, r.body)
+	}
+	rs.Stop()
+	template := []byte(`{"id":"WH-DOWN2","event_type":"PAYMENT.CAPTURE.COMPLETED","resource":{"id":"CAP-DOWN2","amount":{"currency_code":"USD","value":"9999.00"}},"pad":"` + strings.Repeat("a", 64) + `"}`)
+	forged := platformtest.PayPalForgery(t, genuine, template)
+	t0 := time.Now()
+	r := deliver("down-forged", forged, captured)
+	if r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") == "" {
+		t.Fatalf("forgery while the store is down: %d %q, want 503 + Retry-After", r.status, r.body)
+	}
+	if d := time.Since(t0); d > 2*time.Second {
+		t.Errorf("the refusal took %v", d)
+	}
+	if n := be.count("down-forged"); n != 0 {
+		t.Fatalf("the forgery reached the backend %d times", n)
+	}
+	if be.count("down-1") != 1 {
+		t.Fatalf("genuine ran %d times", be.count("down-1"))
+	}
+	// The generic route is not verifying anything: pass forwards it.
+	if r := notify(t, base, "down-generic"); r.status != 200 || be.count("down-generic") != 1 {
+		t.Fatalf("generic route with pass while down: %d, backend %d", r.status, be.count("down-generic"))
 	}
 }

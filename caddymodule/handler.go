@@ -393,11 +393,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 
 	key, fp, rej := h.parse(r, repl)
 	if rej != nil && rej.outcome == outcomeStoreError {
-		// The signature check needed the store: on_store_error decides.
-		var err error
-		res, err = h.storeFailed(w, r, next, repl, key, rej.err)
-		res.key = key
-		return err
+		// The signature check needed the store (PayPal's transmission
+		// log): whatever on_store_error says, a notification that could
+		// not be verified is never forwarded.
+		h.metrics.storeError(r.Context(), h.route(), "verify")
+		res = result{key: key, outcome: outcomeStoreError, err: rej.err}
+		return h.tryLater(w, http.StatusServiceUnavailable, fmt.Errorf("verifying the notification: %w", rej.err))
 	}
 	if rej != nil {
 		res = result{key: key, outcome: rej.outcome, err: rej.err}
