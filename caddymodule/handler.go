@@ -326,6 +326,7 @@ func (h *Handler) provisionSuccess() error {
 		}
 		h.success = rule
 	}
+	h.success = judgedDecoded(h.success, h.MaxAnswer)
 	return nil
 }
 
