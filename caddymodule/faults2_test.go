@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"context"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"net/http"
@@ -414,5 +415,112 @@ func TestFaultPayPalForgeryWhileStoreDown(t *testing.T) {
 	// The generic route is not verifying anything: pass forwards it.
 	if r := notify(t, base, "down-generic"); r.status != 200 || be.count("down-generic") != 1 {
 		t.Fatalf("generic route with pass while down: %d, backend %d", r.status, be.count("down-generic"))
+	}
+}
+
+// rawHTTP writes req (CRLF line ends added) on a fresh connection to base
+// and returns the answer's status line and the whole answer.
+func rawHTTP(t *testing.T, base string, lines ...string) (status int, answer string) {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", strings.TrimPrefix(base, "http://"), 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, strings.Join(lines, "\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(c)
+	answer = string(b)
+	if _, err := fmt.Sscanf(answer, "HTTP/1.1 %d", &status); err != nil {
+		t.Fatalf("no status line in %q", answer)
+	}
+	return status, answer
+}
+
+// TestFaultAmbiguousKeyInput: on generic routes a key or fingerprint that
+// reads a header, query or form field the request carries twice is a 400
+// naming the field, never forwarded and claiming nothing: Caddy would
+// join the header's values into a new key, and a backend reading another
+// of the values (Go and Java read the first header, PHP, Django and Rails
+// the last form field) would run twice. The unambiguous copy that follows
+// is forwarded once.
+func TestFaultAmbiguousKeyInput(t *testing.T) {
+	be := newBackend(t)
+	base := startCaddy(t, `
+	handle /event {
+		idempotency {
+			key ev:{http.request.header.Idempotency-Key}
+			store memory
+		}
+		reverse_proxy `+be.addr()+`
+	}
+	handle /form {
+		idempotency {
+			key {idempotency.form.out_trade_no}
+			store memory
+		}
+		reverse_proxy `+be.addr()+`
+	}
+	handle /return {
+		idempotency {
+			key ret:{http.request.uri.query.out_trade_no}
+			store memory
+		}
+		reverse_proxy `+be.addr()+`
+	}
+	handle /fp {
+		idempotency {
+			key {idempotency.form.out_trade_no}
+			fingerprint {http.request.header.X-Amount}
+			store memory
+		}
+		reverse_proxy `+be.addr()+`
+	}
+	handle_errors {
+		respond "{err.message}" {err.status_code}
+	}`)
+	post := func(path, body string, headers ...string) []string {
+		lines := []string{"POST " + path + " HTTP/1.1", "Host: 127.0.0.1", "Connection: close",
+			"Content-Type: application/x-www-form-urlencoded", fmt.Sprintf("Content-Length: %d", len(body))}
+		lines = append(lines, headers...)
+		return append(lines, "", body)
+	}
+	for _, c := range []struct {
+		name, field string
+		req         []string
+	}{
+		{"header twice", "header Idempotency-Key", post("/event", "out_trade_no=A-1001",
+			"Idempotency-Key: A-1001", "Idempotency-Key: Z-crafted", "X-Order: A-1001")},
+		{"form field twice", "form field out_trade_no", post("/form", "out_trade_no=N-crafted&out_trade_no=B-2002")},
+		{"query field twice", "query field out_trade_no", []string{
+			"GET /return?out_trade_no=C-3003&out_trade_no=Q-crafted HTTP/1.1", "Host: 127.0.0.1", "Connection: close", "X-Order: C-3003", "", ""}},
+		{"fingerprint header twice", "header X-Amount", post("/fp", "out_trade_no=D-4004", "X-Amount: 1.00", "X-Amount: 9999.00")},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			status, answer := rawHTTP(t, base, c.req...)
+			if status != http.StatusBadRequest {
+				t.Fatalf("%d, want 400:\n%s", status, answer)
+			}
+			if !strings.Contains(answer, c.field) {
+				t.Errorf("the refusal does not name %q:\n%s", c.field, answer)
+			}
+		})
+	}
+	if n := be.totalHits(); n != 0 {
+		t.Fatalf("ambiguous requests reached the backend %d times", n)
+	}
+	// The genuine copies, each once: nothing was claimed by the refusals.
+	for range 2 {
+		if s, a := rawHTTP(t, base, post("/event", "x=1", "Idempotency-Key: A-1001", "X-Order: A-1001")...); s != 200 {
+			t.Fatalf("single header: %d\n%s", s, a)
+		}
+		if s, a := rawHTTP(t, base, post("/form", "out_trade_no=B-2002")...); s != 200 {
+			t.Fatalf("single form field: %d\n%s", s, a)
+		}
+	}
+	if be.count("A-1001") != 1 || be.count("B-2002") != 1 {
+		t.Fatalf("backend ran A-1001 %d, B-2002 %d times, want 1 each", be.count("A-1001"), be.count("B-2002"))
 	}
 }
