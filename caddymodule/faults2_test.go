@@ -524,3 +524,54 @@ func TestFaultAmbiguousKeyInput(t *testing.T) {
 		t.Fatalf("backend ran A-1001 %d, B-2002 %d times, want 1 each", be.count("A-1001"), be.count("B-2002"))
 	}
 }
+
+// TestFaultHeadNeverClaims: a HEAD of a return URL (a link checker) before
+// the customer's GET is answered 405 without reaching the backend or
+// claiming the key, so the GET is forwarded and gets the backend's page;
+// a HEAD after it gets the replay's status and headers, no body, and the
+// backend still ran once. A HEAD while Redis is down is a 503 even with
+// on_store_error pass.
+func TestFaultHeadNeverClaims(t *testing.T) {
+	rs := redistest.Start(t)
+	be := newBackend(t)
+	base := startCaddy(t, `
+	idempotency {
+		key ret:{http.request.uri.query.order}
+		store redis `+rs.Addr()+`
+		on_store_error pass
+		store_timeout 1s
+	}
+	reverse_proxy `+be.addr())
+	u := base + "/return?order=H-1&sign=c2lnbmVk"
+	hdr := http.Header{"X-Order": {"H-1"}}
+	head, err := faultSend(freshClient, http.MethodHead, u, "", hdr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if head.status != http.StatusMethodNotAllowed || head.header.Get("Allow") == "" {
+		t.Fatalf("first HEAD: %d (Allow %q), want 405", head.status, head.header.Get("Allow"))
+	}
+	if be.count("H-1") != 0 {
+		t.Fatal("the HEAD reached the backend")
+	}
+	get, err := faultSend(freshClient, http.MethodGet, u, "", hdr)
+	if err != nil || get.status != 200 || get.body != "ok H-1" || get.replayed {
+		t.Fatalf("the customer's GET: %d %q replayed=%v %v, want the backend's page", get.status, get.body, get.replayed, err)
+	}
+	head, err = faultSend(freshClient, http.MethodHead, u, "", hdr)
+	if err != nil || head.status != 200 || !head.replayed || head.body != "" || head.header.Get("X-Backend") != "legacy" {
+		t.Fatalf("HEAD after the GET: %d replayed=%v body %q %v, want the replay's headers", head.status, head.replayed, head.body, err)
+	}
+	again, _ := faultSend(freshClient, http.MethodGet, u, "", hdr)
+	if !again.replayed || again.body != "ok H-1" {
+		t.Fatalf("a later GET: %d %q replayed=%v", again.status, again.body, again.replayed)
+	}
+	if n := be.count("H-1"); n != 1 {
+		t.Fatalf("backend ran %d times, want 1", n)
+	}
+	rs.Stop()
+	head, err = faultSend(freshClient, http.MethodHead, base+"/return?order=H-2", "", http.Header{"X-Order": {"H-2"}})
+	if err != nil || head.status != http.StatusServiceUnavailable || be.count("H-2") != 0 {
+		t.Fatalf("HEAD with the store down: %d %v, backend %d; want 503, never forwarded", head.status, err, be.count("H-2"))
+	}
+}

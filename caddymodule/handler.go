@@ -405,6 +405,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		res = result{key: key, outcome: rej.outcome, err: rej.err}
 		return caddyhttp.Error(rej.status, rej.err)
 	}
+	if r.Method == http.MethodHead {
+		res, err := h.serveHead(w, r, repl, key, fp)
+		res.key = key
+		return err
+	}
 	// What a panic past this point leaves: reverse_proxy panics with
 	// http.ErrAbortHandler when the backend breaks mid-answer.
 	res = result{key: key, outcome: outcomeAmbiguous}
