@@ -575,3 +575,50 @@ func TestFaultHeadNeverClaims(t *testing.T) {
 		t.Fatalf("HEAD with the store down: %d %v, backend %d; want 503, never forwarded", head.status, err, be.count("H-2"))
 	}
 }
+
+// TestFaultOneScopeOneStore: the Alipay return route left on the embedded
+// default while its notify route is on Redis (one scope) is refused at
+// start, naming both routes' stores; on one store both start, and routes
+// of other scopes may use other stores.
+func TestFaultOneScopeOneStore(t *testing.T) {
+	rs := redistest.Start(t)
+	db := filepath.Join(t.TempDir(), "keys.db")
+	routes := func(returnStore string) string {
+		return `
+	handle /notify {
+		idempotency {
+			platform alipay
+			verify off
+			store redis ` + rs.Addr() + `
+		}
+		respond "success"
+	}
+	handle /return {
+		idempotency {
+			platform alipay
+			verify off
+			` + returnStore + `
+		}
+		respond "paid"
+	}
+	handle /other {
+		idempotency {
+			key {idempotency.form.out_trade_no}
+			store embedded ` + db + `
+		}
+		respond "ok"
+	}`
+	}
+	_, _, err := tryCaddy(t, routes(""))
+	if err == nil {
+		t.Fatal("routes of one scope on two stores started")
+	}
+	for _, want := range []string{`scope "alipay"`, "redis:" + rs.Addr(), "embedded:", "runs twice"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("start-up error does not say %q: %v", want, err)
+		}
+	}
+	if _, _, err := tryCaddy(t, routes("store redis "+rs.Addr())); err != nil {
+		t.Fatalf("one scope, one store: %v", err)
+	}
+}

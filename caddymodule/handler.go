@@ -201,6 +201,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err := h.provisionStore(repl); err != nil {
 		return err
 	}
+	if err := h.provisionScope(); err != nil {
+		return err
+	}
 	if err := h.provisionDeliver(); err != nil {
 		return err
 	}
@@ -430,6 +433,7 @@ func (h *Handler) Cleanup() error {
 	if h.reg != nil {
 		registry.UnregisterRoute(h.reg)
 	}
+	h.unprovisionScope()
 	if h.store == nil {
 		return nil
 	}
