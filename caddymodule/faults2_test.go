@@ -622,3 +622,28 @@ func TestFaultOneScopeOneStore(t *testing.T) {
 		t.Fatalf("one scope, one store: %v", err)
 	}
 }
+
+// TestFaultRedisPolicyChangedLater: a Redis whose policy is changed to
+// evict while the gateway runs is found by the periodic check and logged
+// at error level, naming the policy.
+func TestFaultRedisPolicyChangedLater(t *testing.T) {
+	old := recheckEvery
+	recheckEvery = 200 * time.Millisecond
+	t.Cleanup(func() { recheckEvery = old }) // runs after the gateway stops
+	rs := redistest.Start(t)
+	_, logFile, err := tryCaddy(t, `
+	idempotency {
+		key demo:{idempotency.form.out_trade_no}
+		store redis `+rs.Addr()+`
+	}
+	respond "ok"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rs.Client().ConfigSet(context.Background(), "maxmemory-policy", "allkeys-lru").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !logHas(t, logFile, 5*time.Second, `"level":"error"`, "Redis no longer fits the gateway", "allkeys-lru") {
+		t.Fatal("no error logged after the policy changed to allkeys-lru")
+	}
+}
