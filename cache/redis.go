@@ -161,15 +161,18 @@ func NewRedis(client redis.UniversalClient, opts RedisOptions) *Redis {
 		ps := s.ps
 		s.psMu.Unlock()
 		// Subscribing waits for Redis's answer, which must not hold the
-		// start (a Redis that never answers). On failure the channel is
-		// still the connection's: its reconnect subscribes it, and the
-		// lease starts only once its ping comes back on it.
+		// start (a Redis that never answers): the lease loop starts once
+		// it is answered, so its first ping finds the channel subscribed.
+		// On failure the channel is still the connection's: its reconnect
+		// subscribes it, and the lease starts only once a ping comes back.
+		h := s.hot
+		h.wg.Add(1)
 		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), hotLease)
-			defer cancel()
+			ctx, cancel := context.WithTimeout(h.ctx, hotLease)
 			_ = ps.Subscribe(ctx, s.hotChannel())
+			cancel()
+			h.loop()
 		}()
-		s.hot.start()
 	}
 	return s
 }

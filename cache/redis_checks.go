@@ -104,7 +104,7 @@ func CheckRedis(ctx context.Context, c redis.UniversalClient, opts RedisCheckOpt
 	check := func(ctx context.Context, m *redis.Client) error {
 		rm, missing, err := checkMaster(ctx, m, opts.Prefix)
 		if err != nil {
-			return fmt.Errorf("%s: %w", m.Options().Addr, err)
+			return fmt.Errorf("%s: %w", rm.Addr, err)
 		}
 		p, perr := persistenceOf(ctx, m)
 		mu.Lock()
@@ -170,6 +170,9 @@ func (r RedisReport) Evicting() []RedisMaster {
 // checkMaster reads one master's INFO and checks its ACL rights.
 func checkMaster(ctx context.Context, m *redis.Client, prefix string) (RedisMaster, []string, error) {
 	rm := RedisMaster{Addr: m.Options().Addr}
+	if rm.Addr == "FailoverClient" { // go-redis's name for Sentinel's master
+		rm.Addr = "the Sentinel master"
+	}
 	info, err := m.Info(ctx).Result()
 	if err != nil {
 		return rm, nil, err
