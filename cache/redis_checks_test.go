@@ -204,6 +204,7 @@ func TestClaimAtMaxmemory(t *testing.T) {
 				}
 			}
 			after := usedMemory(t, c)
+			t.Logf("500 refused claims: used_memory %d → %d (maxmemory 2 MiB)", before, after)
 			if grown := after - before; grown > 64<<10 {
 				t.Fatalf("500 refused claims grew Redis by %d bytes (%d → %d)", grown, before, after)
 			}
@@ -235,4 +236,19 @@ func usedMemory(t *testing.T, c *redis.Client) int64 {
 	}
 	t.Fatal("no used_memory")
 	return 0
+}
+
+// TestCheckRedisSentinelMaster: through Sentinel, the master is checked.
+func TestCheckRedisSentinelMaster(t *testing.T) {
+	m := redistest.StartWith(t, redistest.Options{Args: []string{"--maxmemory", "64mb", "--maxmemory-policy", "volatile-lru"}})
+	sn := redistest.StartSentinel(t, m, "gw")
+	c := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{sn.Addr()}, MasterName: "gw"})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := CheckRedis(ctx, c, RedisCheckOptions{})
+	var ev *EvictionError
+	if !errors.As(err, &ev) || !strings.Contains(err.Error(), "Sentinel master") || ev.Masters[0].Policy != "volatile-lru" {
+		t.Fatalf("Sentinel's evicting master: %v", err)
+	}
 }
