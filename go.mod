@@ -10,7 +10,10 @@ require (
 
 require github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 
-require github.com/anishathalye/porcupine v1.3.1
+require (
+	github.com/andybalholm/brotli v1.3.0
+	github.com/anishathalye/porcupine v1.3.1
+)
 
 require (
 	cel.dev/cel-go v0.32.0 // indirect

@@ -27,10 +27,24 @@ if not st then
   if ran then
     return {'order', ran}
   end
-  redis.call('DEL', h, nk, ak)
+  -- A new record. Its first write is the HSET, which Redis refuses at
+  -- maxmemory (noeviction): Redis judges memory at a script's first write
+  -- only, so a DEL first would let every later write past the limit. What
+  -- a claim that ran out left behind is cleared after it.
+  local stale = redis.call('EXISTS', h) == 1
   redis.call('HSET', h, 'key', ARGV[4], 'state', 'in_flight', 'token', ARGV[1],
     'fp', ARGV[2], 'copies', 1, 'conflicts', 0, 'first', now, 'last', now,
     'expires', string.format('%d', nowms + ttl), 'changed', now, 'nf', 1)
+  if stale then
+    local fresh = {key = true, state = true, token = true, fp = true, copies = true,
+      conflicts = true, first = true, last = true, expires = true, changed = true, nf = true}
+    for _, f in ipairs(redis.call('HKEYS', h)) do
+      if not fresh[f] then
+        redis.call('HDEL', h, f)
+      end
+    end
+  end
+  redis.call('DEL', nk, ak)
   redis.call('PEXPIRE', h, ttl)
   return {'won', now}
 end

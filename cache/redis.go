@@ -65,11 +65,12 @@ type Redis struct {
 	loopDone chan struct{}
 
 	ifx     *inFlightIx
-	hot     *hotAnswers           // nil unless RedisOptions.HotAnswers
-	ap      redis.UniversalClient // the client's autopipeliner (see scripter)
-	calls   atomic.Int32          // write scripts under way
-	trims   sync.Map              // list index shard → when this process last trimmed it (ms; trimDue)
-	classes sync.Map              // "<state>/<class>" → when this process last named it
+	hot     *hotAnswers          // nil unless RedisOptions.HotAnswers
+	ap      *redis.AutoPipeliner // the client's autopipeliner, or nil (see scripter)
+	calls   atomic.Int32         // write scripts under way
+	flagged atomic.Bool          // the server reads script flags (Redis 7); see UseServerVersion
+	trims   sync.Map             // list index shard → when this process last trimmed it (ms; trimDue)
+	classes sync.Map             // "<state>/<class>" → when this process last named it
 }
 
 // RedisOptions tune the Redis store; the zero value is usable.
@@ -118,13 +119,16 @@ var (
 	//go:embed reopen.lua
 	reopenLua string
 
-	claimScript    = redis.NewScript(clockLua + journalLua + claimLua)
-	completeScript = redis.NewScript(clockLua + journalLua + completeLua)
-	releaseScript  = redis.NewScript(clockLua + journalLua + releaseLua)
-	leaveScript    = redis.NewScript(clockLua + journalLua + leaveLua)
-	renewScript    = redis.NewScript(clockLua + journalLua + renewLua)
-	deleteScript   = redis.NewScript(clockLua + deleteLua)
-	reopenScript   = redis.NewScript(clockLua + journalLua + reopenLua)
+	// The claim is the one script that makes a new record: at maxmemory
+	// it is refused (see writeScript); the others settle, renew or drop a
+	// record that exists.
+	claimScript    = newWriteScript("", clockLua, journalLua, claimLua)
+	completeScript = newWriteScript("allow-oom", clockLua, journalLua, completeLua)
+	releaseScript  = newWriteScript("allow-oom", clockLua, journalLua, releaseLua)
+	leaveScript    = newWriteScript("allow-oom", clockLua, journalLua, leaveLua)
+	renewScript    = newWriteScript("allow-oom", clockLua, journalLua, renewLua)
+	deleteScript   = newWriteScript("allow-oom", clockLua, deleteLua)
+	reopenScript   = newWriteScript("allow-oom", clockLua, journalLua, reopenLua)
 )
 
 // recordFields is the order in which the scripts and Lookup read a record.
@@ -146,19 +150,30 @@ func NewRedis(client redis.UniversalClient, opts RedisOptions) *Redis {
 		subs: make(map[string]*subscription), pongs: make(map[string]chan struct{}),
 	}
 	s.ifx = newInFlightIx(s)
-	s.ap = client
-	if ap, err := client.AutoPipeline(); err == nil {
+	// The deferred face: a caller waits for its own command with its own
+	// context (see pipelinedScripter).
+	if ap, err := client.AsyncAutoPipeline(); err == nil {
 		s.ap = ap
 	}
 	if opts.HotAnswers > 0 {
 		s.hot = newHotAnswers(s, opts.HotAnswers) // before the pub/sub loop reads it
 		s.psMu.Lock()
 		s.startPubSub(context.Background())
-		// On failure the channel is still the connection's: its
-		// reconnect subscribes it, and the lease starts after that.
-		_ = s.ps.Subscribe(context.Background(), s.hotChannel())
+		ps := s.ps
 		s.psMu.Unlock()
-		s.hot.start()
+		// Subscribing waits for Redis's answer, which must not hold the
+		// start (a Redis that never answers): the lease loop starts once
+		// it is answered, so its first ping finds the channel subscribed.
+		// On failure the channel is still the connection's: its reconnect
+		// subscribes it, and the lease starts only once a ping comes back.
+		h := s.hot
+		h.wg.Add(1)
+		go func() {
+			ctx, cancel := context.WithTimeout(h.ctx, hotLease)
+			_ = ps.Subscribe(ctx, s.hotChannel())
+			cancel()
+			h.loop()
+		}()
 	}
 	return s
 }
@@ -231,7 +246,7 @@ func (s *Redis) wrap(op string, err error) error {
 	if errors.Is(err, redis.ErrClosed) {
 		return ErrClosed
 	}
-	return fmt.Errorf("cache: redis %s: %w", op, err)
+	return fmt.Errorf("cache: redis %s: %w", op, s.permissionHint(err))
 }
 
 func (s *Redis) Claim(ctx context.Context, key, fingerprint string, lockTTL time.Duration) (ClaimResult, error) {
@@ -248,7 +263,7 @@ func (s *Redis) Claim(ctx context.Context, key, fingerprint string, lockTTL time
 	}
 	token := newToken()
 	order, event := OrderOf(key)
-	v, err := s.run(ctx, claimScript, s.keys(key), token, fingerprint, ms(lockTTL), key, event).Slice()
+	v, err := s.run(ctx, s.script(claimScript), s.keys(key), token, fingerprint, ms(lockTTL), key, event).Slice()
 	if err != nil {
 		return ClaimResult{}, s.wrap("claim", err)
 	}
@@ -322,7 +337,7 @@ func (s *Redis) Complete(ctx context.Context, key, token string, a Answer, ttl t
 		// when the event ran.
 		orderTTL, ran = strconv.FormatInt(ms(a.Order.TTL), 10), encodeOrderEvent(time.UnixMilli(changed), a.Order)
 	}
-	err := s.settle(ctx, completeScript, key, StateAnswered, changed, ttl, false, token, a.Status,
+	err := s.settle(ctx, s.script(completeScript), key, StateAnswered, changed, ttl, false, token, a.Status,
 		appendHeader(nil, a.Header), body, cached, ms(ttl), s.channel(key), changed, notif, att, event, orderTTL, ran)
 	return s.casErr("complete", err)
 }
@@ -433,10 +448,10 @@ func (s *Redis) Release(ctx context.Context, key, token string, ttl time.Duratio
 	changed := time.Now().UnixMilli()
 	notif, att := journalArgs(j)
 	if ttl <= 0 {
-		err := s.run(ctx, releaseScript, s.keys(key), token, s.channel(key), 0, changed, notif, att).Err()
+		err := s.run(ctx, s.script(releaseScript), s.keys(key), token, s.channel(key), 0, changed, notif, att).Err()
 		return s.casErr("release", err)
 	}
-	err := s.settle(ctx, releaseScript, key, StateFailed, changed, ttl, false,
+	err := s.settle(ctx, s.script(releaseScript), key, StateFailed, changed, ttl, false,
 		token, s.channel(key), ms(ttl), changed, notif, att)
 	return s.casErr("release", err)
 }
@@ -449,7 +464,7 @@ func (s *Redis) Leave(ctx context.Context, key, token string, ttl time.Duration,
 	// failed now, and List shows it once it reads so.
 	changed := time.Now().UnixMilli()
 	notif, att := journalArgs(j)
-	err := s.settle(ctx, leaveScript, key, StateFailed, changed, ttl, true,
+	err := s.settle(ctx, s.script(leaveScript), key, StateFailed, changed, ttl, true,
 		token, ms(ttl), changed, notif, att)
 	if err == nil {
 		s.ifx.left(key, changed)
@@ -461,7 +476,7 @@ func (s *Redis) Renew(ctx context.Context, key, token string, lockTTL time.Durat
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	err := s.run(ctx, renewScript, s.keys(key), token, ms(lockTTL)).Err()
+	err := s.run(ctx, s.script(renewScript), s.keys(key), token, ms(lockTTL)).Err()
 	return s.casErr("renew", err)
 }
 
@@ -552,7 +567,7 @@ func (s *Redis) Reopen(ctx context.Context, key string, ttl time.Duration) error
 	}
 	changed := time.Now().UnixMilli()
 	_, event := OrderOf(key)
-	err = s.settle(ctx, reopenScript, key, StateFailed, changed, ttl, false, ms(ttl), changed, ch, done, event)
+	err = s.settle(ctx, s.script(reopenScript), key, StateFailed, changed, ttl, false, ms(ttl), changed, ch, done, event)
 	if errors.Is(err, redis.Nil) {
 		return ErrNotFound
 	}
@@ -568,7 +583,7 @@ func (s *Redis) Delete(ctx context.Context, key string) error {
 		return err
 	}
 	_, event := OrderOf(key)
-	err = s.run(ctx, deleteScript, s.keys(key), s.channel(key), ch, done, event).Err()
+	err = s.run(ctx, s.script(deleteScript), s.keys(key), s.channel(key), ch, done, event).Err()
 	if m, ok := s.ifx.settled(key); ok {
 		_ = s.c.ZRem(ctx, s.ixKey(StateInFlight, "", key), m).Err() // else List repairs it
 	}

@@ -136,12 +136,6 @@ func newHotAnswers(s *Redis, max int) *hotAnswers {
 	return h
 }
 
-// start renews the lease and counts copies until close.
-func (h *hotAnswers) start() {
-	h.wg.Add(1)
-	go h.loop()
-}
-
 func (s *Redis) hotChannel() string { return s.prefix + ":hot" }
 func (s *Redis) hotLiveKey() string { return s.prefix + ":hot:live" }
 func (s *Redis) hotAckKey(nonce string) string {

@@ -76,7 +76,7 @@ func (s *Redis) run(ctx context.Context, sc *redis.Script, keys []string, args .
 		c := s.scripter()
 		s.calls.Add(1)
 		defer s.calls.Add(-1)
-		return sc.Run(ctx, onceScripter{c}, keys, args...)
+		return sc.Run(ctx, c, keys, args...)
 	}
 	exec := func(load bool) *redis.Cmd {
 		var cmd *redis.Cmd
@@ -155,9 +155,60 @@ const pipelineFrom = 1
 // since the autopipeliner's hand-offs between goroutines add some 60 µs to
 // its round trip (BenchmarkScale: replay 77 → 137 µs). Neither re-sends a
 // script (onceScripter).
-func (s *Redis) scripter() redis.UniversalClient {
-	if s.calls.Load() >= pipelineFrom {
-		return s.ap
+func (s *Redis) scripter() redis.Scripter {
+	if s.ap != nil && s.calls.Load() >= pipelineFrom {
+		return pipelinedScripter{s.ap}
 	}
-	return s.c
+	return onceScripter{s.c}
+}
+
+// pipelinedScripter sends EVAL and EVALSHA through the autopipeliner, as
+// commands it never re-sends, and waits for each no longer than its
+// caller's context. The autopipeliner itself does not: a command once
+// queued waits for its batch, and a batch sent to a server that never
+// answers ends only at the connection's read time-out, the batches
+// behind it one after the other (seconds each, 10–20 s for the eighth
+// caller). A script abandoned that way may still run: its outcome is
+// unknown to the caller, as with any time-out.
+type pipelinedScripter struct{ ap *redis.AutoPipeliner }
+
+func (p pipelinedScripter) eval(ctx context.Context, name, payload string, keys []string, args []any) *redis.Cmd {
+	a := make([]any, 0, 3+len(keys)+len(args))
+	a = append(a, name, payload, len(keys))
+	for _, k := range keys {
+		a = append(a, k)
+	}
+	cmd := redis.NewCmd(ctx, append(a, args...)...)
+	cmd.SetFirstKeyPos(3)
+	if err := p.ap.Submit(ctx, onceCmd{cmd}).WaitContext(ctx); err != nil && ctx.Err() != nil {
+		// cmd still belongs to its batch: answer with another.
+		abandoned := redis.NewCmd(ctx)
+		abandoned.SetErr(err)
+		return abandoned
+	}
+	return cmd
+}
+
+func (p pipelinedScripter) Eval(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
+	return p.eval(ctx, "eval", script, keys, args)
+}
+
+func (p pipelinedScripter) EvalSha(ctx context.Context, sha1 string, keys []string, args ...any) *redis.Cmd {
+	return p.eval(ctx, "evalsha", sha1, keys, args)
+}
+
+func (p pipelinedScripter) EvalRO(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
+	return p.eval(ctx, "eval_ro", script, keys, args)
+}
+
+func (p pipelinedScripter) EvalShaRO(ctx context.Context, sha1 string, keys []string, args ...any) *redis.Cmd {
+	return p.eval(ctx, "evalsha_ro", sha1, keys, args)
+}
+
+func (p pipelinedScripter) ScriptExists(ctx context.Context, hashes ...string) *redis.BoolSliceCmd {
+	return p.ap.ScriptExists(ctx, hashes...)
+}
+
+func (p pipelinedScripter) ScriptLoad(ctx context.Context, script string) *redis.StringCmd {
+	return p.ap.ScriptLoad(ctx, script)
 }

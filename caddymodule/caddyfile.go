@@ -41,6 +41,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //			pool_size   <n>
 //			wait_replicas <n> [<timeout>]
 //			replay_cache <entries> | off
+//			allow_eviction
 //		}
 //		lock_ttl  <duration>
 //		ttl       <duration>
@@ -281,6 +282,9 @@ func (sc *StoreConfig) unmarshalOption(d *caddyfile.Dispenser, name string) erro
 		return cfparse.OneArg(d, &sc.Prefix)
 	case "tls":
 		sc.TLS = true
+		return cfparse.NoArgs(d)
+	case "allow_eviction":
+		sc.AllowEviction = true
 		return cfparse.NoArgs(d)
 	case "wait_replicas":
 		args := d.RemainingArgs()

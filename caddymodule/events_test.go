@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/internal/redistest"
 )
 
@@ -131,7 +132,13 @@ func TestPersistenceWarning(t *testing.T) {
 	}{{"no persistence", redistest.Options{}, true}, {"aof", redistest.Options{AOF: true}, false}} {
 		t.Run(c.name, func(t *testing.T) {
 			core, logs := observer.New(zapcore.WarnLevel)
-			warnWithoutPersistence(redistest.StartWith(t, c.opts).Client(), "redis:test", zap.New(core))
+			rs := redistest.StartWith(t, c.opts)
+			w, err := checkRedis(rs.Client(), cache.NewRedis(rs.Client(), cache.RedisOptions{}),
+				StoreConfig{Type: "redis", Addresses: []string{rs.Addr()}}, 2*time.Second, zap.New(core))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Close()
 			got := logs.FilterMessageSnippet("neither AOF nor RDB").Len()
 			if (got == 1) != c.warn {
 				t.Fatalf("%d persistence warnings, want warn=%v: %v", got, c.warn, logs.All())

@@ -227,6 +227,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return err
 	}
 	h.legacyUntil = time.Now().Add(time.Duration(h.TTL))
+	if err := h.provisionScope(); err != nil {
+		return err
+	}
 	if err := h.provisionDeliver(); err != nil {
 		return err
 	}
@@ -400,6 +403,7 @@ func (h *Handler) provisionSuccess() error {
 		}
 		h.success = rule
 	}
+	h.success = judgedDecoded(h.success, h.MaxAnswer)
 	return nil
 }
 
@@ -418,7 +422,7 @@ func (h *Handler) provisionStore(repl *caddy.Replacer) error {
 	if err := sc.check(); err != nil {
 		return fmt.Errorf("loading store: %v", err)
 	}
-	ref, err := loadStore(sc, h.logger)
+	ref, err := loadStore(sc, time.Duration(h.StoreTimeout), h.logger)
 	if err != nil {
 		return fmt.Errorf("loading store: %v", err)
 	}
@@ -479,15 +483,21 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	}
 	key, fp, nt, rej := h.parse(r, repl)
 	if rej != nil && rej.outcome == outcomeStoreError {
-		// The signature check needed the store: on_store_error decides.
-		var err error
-		res, err = h.storeFailed(w, r, next, repl, key, rej.err)
-		res.key = key
-		return err
+		// The signature check needed the store (PayPal's transmission
+		// log): whatever on_store_error says, a notification that could
+		// not be verified is never forwarded.
+		h.metrics.storeError(r.Context(), h.route(), "verify")
+		res = result{key: key, outcome: outcomeStoreError, err: rej.err}
+		return h.tryLater(w, r, http.StatusServiceUnavailable, fmt.Errorf("verifying the notification: %w", rej.err))
 	}
 	if rej != nil {
 		res = result{key: key, keyID: nt.keyID, outcome: rej.outcome, err: rej.err}
 		return h.refuse(w, r, rej.status, rej.public(), rej.err)
+	}
+	if r.Method == http.MethodHead {
+		res, err := h.serveHead(w, r, repl, key, fp)
+		res.key = key
+		return err
 	}
 	// What a panic past this point leaves: reverse_proxy panics with
 	// http.ErrAbortHandler when the backend breaks mid-answer.
@@ -520,6 +530,7 @@ func (h *Handler) Cleanup() error {
 	if h.reg != nil {
 		registry.UnregisterRoute(h.reg)
 	}
+	h.unprovisionScope()
 	if h.storeRef == nil {
 		return nil
 	}

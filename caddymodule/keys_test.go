@@ -389,9 +389,10 @@ func TestFullKeyPlaceholder(t *testing.T) {
 }
 
 // TestPayPalTransmissionLogStoreDown: when the store that keeps PayPal's
-// transmission log is down, on_store_error decides, as for a claim:
-// fail_closed answers 503 with Retry-After and forwards nothing; pass
-// forwards the verified notification unprotected.
+// transmission log is down, the notification cannot be verified, and
+// on_store_error does not change that (the contract's "Authentication
+// never degrades"): fail_closed and pass both answer 503 with Retry-After
+// and forward nothing.
 func TestPayPalTransmissionLogStoreDown(t *testing.T) {
 	k, _ := platformtest.Keys(t)
 	certFile := platformtest.WriteFile(t, "paypal.pem", platformtest.Certificate(t, k, big.NewInt(1), "messageverificationcerts.paypal.com"))
@@ -423,7 +424,7 @@ func TestPayPalTransmissionLogStoreDown(t *testing.T) {
 		t.Fatalf("fail_closed forwarded %d times", n)
 	}
 	r = send(t, base, "down-pass", delivery{path: "/pass", ctype: "application/json", body: string(body), header: pp.Header(t, body, time.Now())})
-	if r.status != 200 || be.count("down-pass") != 1 {
-		t.Fatalf("pass: %d, backend ran %d times, want 200 and 1", r.status, be.count("down-pass"))
+	if r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") == "" || be.count("down-pass") != 0 {
+		t.Fatalf("pass: %d, backend ran %d times, want 503 and 0", r.status, be.count("down-pass"))
 	}
 }

@@ -3,7 +3,9 @@ package caddymodule
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/idemgate/idemgate/cache"
@@ -77,3 +79,50 @@ func (l transmissionLog) Seen(ctx context.Context, id, bodyDigest string) (bool,
 }
 
 var _ keying.TransmissionLog = transmissionLog{}
+
+// scopeStores are the provisioned handlers by scope, for provisionScope.
+var scopeStores = struct {
+	sync.Mutex
+	m map[string][]*Handler
+}{m: map[string][]*Handler{}}
+
+// provisionScope refuses a route whose scope another route of the same
+// config keeps in another store (the Alipay return on the embedded
+// default, its notify on Redis): a copy through one route never sees the
+// other's claim, and the order runs twice. A reload's routes may differ
+// from the ones they replace, which are cleaned up after.
+func (h *Handler) provisionScope() error {
+	scopeStores.Lock()
+	defer scopeStores.Unlock()
+	others := scopeStores.m[h.scope()]
+	for _, o := range others {
+		if o.ctx.Context == h.ctx.Context && o.storeConf.id() != h.storeConf.id() {
+			return fmt.Errorf("scope %q: this route (%s) and another route of this config (%s) keep its keys in different stores; "+
+				"a copy through one never sees the other's claim, and the backend runs twice: give both routes the same store, or this one a scope of its own",
+				h.scope(), h.describe(), o.describe())
+		}
+	}
+	scopeStores.m[h.scope()] = append(others, h)
+	return nil
+}
+
+// unprovisionScope drops h from scopeStores.
+func (h *Handler) unprovisionScope() {
+	scopeStores.Lock()
+	defer scopeStores.Unlock()
+	hs := slices.DeleteFunc(scopeStores.m[h.scope()], func(o *Handler) bool { return o == h })
+	if len(hs) == 0 {
+		delete(scopeStores.m, h.scope())
+		return
+	}
+	scopeStores.m[h.scope()] = hs
+}
+
+// describe names a route for an operator: its platform, key and store.
+func (h *Handler) describe() string {
+	key := "the preset's key"
+	if h.Key != "" {
+		key = "key " + h.Key
+	}
+	return fmt.Sprintf("platform %s, %s, store %s", h.Platform, key, h.storeConf.id())
+}

@@ -110,6 +110,37 @@ func (h *Handler) serveKey(w http.ResponseWriter, r *http.Request, next caddyhtt
 	}
 }
 
+// serveHead answers a HEAD (a link checker, a prefetcher) without
+// claiming, remembering or forwarding anything: a claimed HEAD would be
+// forwarded and its body-less answer remembered as the key's, leaving the
+// customer's GET an empty page for ttl; forwarded unclaimed, it would
+// still run a legacy backend's GET code (PHP, Rails and Django answer
+// HEAD by running GET), outside any claim. An answered key's HEAD gets
+// the replay's status and headers; any other gets 405 with Allow, and the
+// GET that follows is a copy like any other.
+func (h *Handler) serveHead(w http.ResponseWriter, r *http.Request, repl *caddy.Replacer, key, fp string) (result, error) {
+	rec := h.settler.Kept(key)
+	if rec == nil {
+		ctx, cancel := context.WithTimeout(r.Context(), time.Duration(h.StoreTimeout))
+		var err error
+		rec, err = h.store.Lookup(ctx, key)
+		cancel()
+		if err != nil && !errors.Is(err, cache.ErrNotFound) {
+			// Never passed on, whatever on_store_error says: a HEAD is no
+			// notification to deliver unprotected.
+			h.metrics.storeError(r.Context(), h.route(), "lookup")
+			return result{outcome: outcomeStoreError, err: err},
+				h.tryLater(w, r, http.StatusServiceUnavailable, fmt.Errorf("idempotency store unavailable: %w", err))
+		}
+	}
+	if rec != nil && rec.State == cache.StateAnswered {
+		return h.replayRecord(w, r, repl, rec, fp, false)
+	}
+	w.Header().Set("Allow", "GET, POST")
+	err := errors.New("HEAD is answered only for an answered notification: it is never forwarded")
+	return result{outcome: outcomeBadRequest, err: err}, h.refuse(w, r, http.StatusMethodNotAllowed, err.Error(), err)
+}
+
 // replayRecord answers a copy of an answered key, or refuses it when its
 // fingerprint differs.
 func (h *Handler) replayRecord(w http.ResponseWriter, r *http.Request, repl *caddy.Replacer,

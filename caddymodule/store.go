@@ -65,6 +65,11 @@ type StoreConfig struct {
 	// cache.RedisOptions.HotAnswers). 0: the default, 10,000; below 0:
 	// off, every duplicate asks Redis.
 	ReplayCache int `json:"replay_cache,omitempty"`
+	// AllowEviction lets the gateway start on a Redis whose
+	// maxmemory-policy is not noeviction. Without it such a Redis is
+	// refused at start: an evicted answer or claim makes its key new
+	// again, and the platform's next retry runs the backend twice.
+	AllowEviction bool `json:"allow_eviction,omitempty"`
 }
 
 // defaultReplayCache: 10,000 answers, in at most 20 MiB (2 KiB an entry on
@@ -139,8 +144,9 @@ func (sc StoreConfig) resolve(repl *caddy.Replacer) (StoreConfig, error) {
 // loadStore takes a reference to the shared store for sc (already
 // resolved: path filled, placeholders replaced). The store is opened by
 // the reference's first Open, when the config starts (app.go), never
-// while it is only validated.
-func loadStore(sc StoreConfig, logger *zap.Logger) (*registry.StoreRef, error) {
+// while it is only validated; a Redis store is then checked first, for at
+// most timeout (see store_checks.go).
+func loadStore(sc StoreConfig, timeout time.Duration, logger *zap.Logger) (*registry.StoreRef, error) {
 	key, err := sc.poolKey()
 	if err != nil {
 		return nil, err
@@ -151,7 +157,11 @@ func loadStore(sc StoreConfig, logger *zap.Logger) (*registry.StoreRef, error) {
 			return nil, err
 		}
 		if rc, ok := client.(redis.UniversalClient); ok {
-			warnWithoutPersistence(rc, sc.id(), logger)
+			if client, err = checkRedis(rc, s, sc, timeout, logger); err != nil {
+				_ = s.Close()
+				_ = rc.Close()
+				return nil, err
+			}
 		}
 		return &registry.Store{ID: sc.id(), Store: s, Settler: cache.NewSettler(s, cache.SettlerOptions{}), Client: client}, nil
 	})
@@ -197,24 +207,6 @@ func openStore(sc StoreConfig) (s cache.Store, client io.Closer, err error) {
 		return s, nil, err
 	}
 	return nil, nil, fmt.Errorf("unknown store type %q", sc.Type)
-}
-
-// warnWithoutPersistence logs a warning when the Redis server keeps
-// nothing across its own restart: every claim and answer would then be
-// lost with it, and a retry after the restart runs the backend again.
-func warnWithoutPersistence(c redis.UniversalClient, id string, logger *zap.Logger) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	p, err := cache.RedisPersistence(ctx, c)
-	if err != nil {
-		logger.Warn("could not check Redis persistence", zap.String("store", id), zap.Error(err))
-		return
-	}
-	if !p.AOF && !p.RDB {
-		logger.Warn("Redis has neither AOF nor RDB saving: a Redis restart forgets every claim and answer, "+
-			"and the platforms' retries then reach the backend again; turn on appendonly",
-			zap.String("store", id))
-	}
 }
 
 // check refuses, without opening anything, what cannot work: a Redis

@@ -74,7 +74,7 @@ func (h *Handler) parse(r *http.Request, repl *caddy.Replacer) (key, fp string, 
 		repl.Set("idempotency.order", n.Order)
 		repl.Set("idempotency.event", n.Event)
 	}
-	bp := &bodyPlaceholders{n: n, platform: h.Platform}
+	bp := &bodyPlaceholders{n: n, platform: h.Platform, req: r}
 	repl.Map(bp.get)
 	if key, err = h.renderKey(repl, bp, n); err != nil {
 		return "", "", nt, &rejection{http.StatusBadRequest, outcomeBadRequest, err, ""}
@@ -136,10 +136,10 @@ func (h *Handler) renderKey(repl *caddy.Replacer, bp *bodyPlaceholders, n *keyin
 			if caddy.ToString(val) == "" {
 				empty = append(empty, "{"+name+"}")
 			}
-			return val, nil
+			return val, bp.ambiguous(name)
 		})
 		if err != nil {
-			return "", fmt.Errorf("key: %v", err)
+			return "", fmt.Errorf("key: %w", err)
 		}
 		if bp.err != nil {
 			return "", fmt.Errorf("key: %w", bp.err)
@@ -170,7 +170,12 @@ func (h *Handler) renderFingerprint(repl *caddy.Replacer, bp *bodyPlaceholders, 
 		}
 		return keying.Digest([]byte(n.Fingerprint)), nil
 	}
-	out := repl.ReplaceAll(h.Fingerprint, "")
+	out, err := repl.ReplaceFunc(h.Fingerprint, func(name string, val any) (any, error) {
+		return val, bp.ambiguous(name)
+	})
+	if err != nil {
+		return "", fmt.Errorf("fingerprint: %w", err)
+	}
 	if bp.err != nil {
 		return "", fmt.Errorf("fingerprint: %w", bp.err)
 	}
@@ -183,7 +188,34 @@ func (h *Handler) renderFingerprint(repl *caddy.Replacer, bp *bodyPlaceholders, 
 type bodyPlaceholders struct {
 	n        *keying.Notification
 	platform string
+	req      *http.Request
 	err      error
+}
+
+// ambiguous refuses a template's header, query or form field that the
+// request carries more than once: Caddy joins a repeated header's values
+// with "," and takes a query or form field's first value, while the
+// backend may read the first, the last or all of them — another key than
+// the gateway claimed, and the backend runs twice. (Presets read their
+// signed fields strictly, keying.ErrAmbiguous.)
+func (bp *bodyPlaceholders) ambiguous(name string) error {
+	var what string
+	var n int
+	switch {
+	case strings.HasPrefix(name, "http.request.header."):
+		what = "header " + strings.TrimPrefix(name, "http.request.header.")
+		n = len(bp.req.Header.Values(strings.TrimPrefix(name, "http.request.header.")))
+	case strings.HasPrefix(name, "http.request.uri.query."):
+		what = "query field " + strings.TrimPrefix(name, "http.request.uri.query.")
+		n = len(bp.req.URL.Query()[strings.TrimPrefix(name, "http.request.uri.query.")])
+	case strings.HasPrefix(name, "idempotency.form."):
+		what = "form field " + strings.TrimPrefix(name, "idempotency.form.")
+		n = bp.n.Fields.FormCount(strings.TrimPrefix(name, "idempotency.form."))
+	}
+	if n > 1 {
+		return fmt.Errorf("%s appears %d times in this request: a backend may read another value than the gateway keys on", what, n)
+	}
+	return nil
 }
 
 func (bp *bodyPlaceholders) get(name string) (any, bool) {

@@ -131,6 +131,16 @@ func (f *Fields) Form(field string) (val string, ok bool, err error) {
 	return vs[0], true, nil
 }
 
+// FormCount is how many times field occurs in the form (or the query on
+// GET): more than once, a backend may read another value than Form's
+// first (PHP, Django and Rails read the last).
+func (f *Fields) FormCount(field string) int {
+	if _, _, err := f.Form(field); err != nil {
+		return 0
+	}
+	return len(f.formVal[field])
+}
+
 // XML returns the text of a direct child of the body's root element (the
 // WeChat Pay v2 layout: <xml><transaction_id><![CDATA[…]]></transaction_id>…),
 // read strictly (ParseStrictXML). err wraps ErrMalformed when the body is

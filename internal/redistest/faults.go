@@ -23,6 +23,8 @@ type Options struct {
 	AOF bool
 	// ReplicaOf makes the server a replica of that master.
 	ReplicaOf *Server
+	// Args are more redis-server arguments ("--maxmemory", "2mb", …).
+	Args []string
 }
 
 // StartWith launches redis-server like Start, with opts.
@@ -39,6 +41,7 @@ func StartWith(t testing.TB, opts Options) *Server {
 		} else {
 			s.args = append(s.args, "--appendonly", "no")
 		}
+		s.args = append(s.args, opts.Args...)
 		if m := opts.ReplicaOf; m != nil {
 			host, port, _ := net.SplitHostPort(m.Addr())
 			s.args = append(s.args, "--replicaof", host, port)

@@ -1,0 +1,169 @@
+package caddymodule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+
+	"github.com/idemgate/idemgate/cache"
+)
+
+// The start-up checks of a Redis store (cache.CheckRedis): a Redis that
+// may evict the gateway's records, or that refuses it a command, key or
+// channel, stops the start with an error that says why and how to fix it;
+// one without persistence is warned about. A Redis that does not answer
+// within store_timeout does not hold the start: the gateway warns, starts,
+// and checks again in the background until it can, then every minute,
+// logging at error what changed.
+
+// recheckEvery is how often a running store's Redis is checked again;
+// retryEvery, how soon again after a check that could not reach it.
+var (
+	recheckEvery = time.Minute
+	retryEvery   = 10 * time.Second
+)
+
+// redisWatch re-checks one store's Redis in the background.
+type redisWatch struct {
+	c       redis.UniversalClient
+	store   cache.Store
+	id      string
+	opts    cache.RedisCheckOptions
+	timeout time.Duration
+	logger  *zap.Logger
+
+	stopOnce sync.Once
+	stopped  chan struct{}
+	done     chan struct{}
+	last     *cache.RedisReport // the last report that reached every master
+}
+
+// checkRedis runs the start-up checks of store s on client c, bounded by
+// timeout. It returns an error that must stop the start, or a watch that
+// goes on checking (its close stops it, then closes c).
+func checkRedis(c redis.UniversalClient, s cache.Store, sc StoreConfig, timeout time.Duration, logger *zap.Logger) (io.Closer, error) {
+	w := &redisWatch{c: c, store: s, id: sc.id(), timeout: timeout, logger: logger,
+		opts:    cache.RedisCheckOptions{Prefix: sc.prefix(), AllowEviction: sc.AllowEviction},
+		stopped: make(chan struct{}), done: make(chan struct{})}
+	rep, err := w.check()
+	var ev *cache.EvictionError
+	var pe *cache.PermissionError
+	if errors.As(err, &ev) || errors.As(err, &pe) {
+		return nil, fmt.Errorf("store %s: %w", w.id, err)
+	}
+	next := recheckEvery
+	if err != nil {
+		logger.Warn("could not check Redis at start within store_timeout: starting anyway, checking again in the background "+
+			"(maxmemory-policy, persistence, ACL rights)", zap.String("store", w.id), zap.Duration("store_timeout", timeout), zap.Error(err))
+		next = retryEvery
+	} else {
+		w.started(rep)
+	}
+	go w.loop(next)
+	return w, nil
+}
+
+// check runs cache.CheckRedis once, bounded by the store timeout, and
+// tells the store its server's version.
+func (w *redisWatch) check() (cache.RedisReport, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), w.timeout)
+	defer cancel()
+	rep, err := cache.CheckRedis(ctx, w.c, w.opts)
+	if rep.Major > 0 && len(rep.Masters) > 0 {
+		if r, ok := w.store.(*cache.Redis); ok {
+			r.UseServerVersion(rep.Major)
+		}
+	}
+	return rep, err
+}
+
+// started logs what a first complete check found that is worth a word.
+func (w *redisWatch) started(rep cache.RedisReport) {
+	w.last = &rep
+	logPersistence(rep, w.id, w.logger)
+	if ev := rep.Evicting(); len(ev) > 0 {
+		w.logger.Warn("Redis may evict the gateway's records (allow_eviction): an evicted answer lets the platform's retry run the backend again",
+			zap.String("store", w.id), zap.String("maxmemory_policy", ev[0].Policy), zap.Int64("maxmemory", ev[0].MaxMemory))
+	}
+}
+
+// loop checks again after next, then every recheckEvery, until close.
+func (w *redisWatch) loop(next time.Duration) {
+	defer close(w.done)
+	t := time.NewTimer(next)
+	defer t.Stop()
+	failing := false
+	for {
+		select {
+		case <-w.stopped:
+			return
+		case <-t.C:
+		}
+		rep, err := w.check()
+		var ev *cache.EvictionError
+		var pe *cache.PermissionError
+		switch {
+		case errors.As(err, &ev) || errors.As(err, &pe):
+			// Found after the start (Redis unreachable then, or changed
+			// since): the gateway runs on, and says so loudly.
+			if w.last == nil || w.changed(rep) {
+				w.logger.Error("Redis no longer fits the gateway: "+err.Error(), zap.String("store", w.id))
+			}
+			w.last = &rep
+			failing = false
+		case err != nil:
+			if !failing {
+				w.logger.Warn("could not check Redis; trying again", zap.String("store", w.id), zap.Error(err))
+			}
+			failing = true
+			t.Reset(retryEvery)
+			continue
+		case w.last == nil:
+			w.logger.Info("Redis checked", zap.String("store", w.id))
+			w.started(rep)
+		case w.changed(rep):
+			w.logger.Error("Redis settings changed under the gateway", zap.String("store", w.id),
+				zap.Any("was", w.last.Masters), zap.Any("now", rep.Masters))
+			w.last = &rep
+		}
+		failing = false
+		t.Reset(recheckEvery)
+	}
+}
+
+// changed: do rep's masters differ from the last report's in a way that
+// matters (policy, memory limit, user, masters themselves)?
+func (w *redisWatch) changed(rep cache.RedisReport) bool {
+	return !slices.EqualFunc(w.last.Masters, rep.Masters, func(a, b cache.RedisMaster) bool {
+		return a.Addr == b.Addr && a.Policy == b.Policy && a.MaxMemory == b.MaxMemory && a.User == b.User
+	})
+}
+
+// Close stops the checks, then closes the client.
+func (w *redisWatch) Close() error {
+	w.stopOnce.Do(func() { close(w.stopped) })
+	<-w.done
+	return w.c.Close()
+}
+
+// logPersistence warns when the Redis server keeps nothing across its own
+// restart: every claim and answer would then be lost with it, and a retry
+// after the restart runs the backend again.
+func logPersistence(rep cache.RedisReport, id string, logger *zap.Logger) {
+	if rep.PersistenceErr != nil {
+		logger.Warn("could not check Redis persistence", zap.String("store", id), zap.Error(rep.PersistenceErr))
+		return
+	}
+	if !rep.Persistence.AOF && !rep.Persistence.RDB {
+		logger.Warn("Redis has neither AOF nor RDB saving: a Redis restart forgets every claim and answer, "+
+			"and the platforms' retries then reach the backend again; turn on appendonly",
+			zap.String("store", id))
+	}
+}
