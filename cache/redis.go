@@ -417,9 +417,9 @@ func (s *Redis) settle(ctx context.Context, sc *redis.Script, key string, st Sta
 		var cmd *redis.Cmd
 		_, _ = s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 			if load {
-				cmd = sc.Eval(ctx, onceScripter{p}, keys, args...)
+				cmd = sc.Eval(ctx, onceScripter(p), keys, args...)
 			} else {
-				cmd = sc.EvalSha(ctx, onceScripter{p}, keys, args...)
+				cmd = sc.EvalSha(ctx, onceScripter(p), keys, args...)
 			}
 			index(p)
 			return nil

@@ -460,9 +460,9 @@ func (s *Redis) count(ctx context.Context, batch map[string]hotCount) map[string
 				c := batch[k]
 				args := []any{strconv.FormatInt(c.first, 10), c.n}
 				if load {
-					cmds[i] = hotCountScript.Eval(ctx, onceScripter{p}, []string{s.hashKey(k)}, args...)
+					cmds[i] = hotCountScript.Eval(ctx, onceScripter(p), []string{s.hashKey(k)}, args...)
 				} else {
-					cmds[i] = hotCountScript.EvalSha(ctx, onceScripter{p}, []string{s.hashKey(k)}, args...)
+					cmds[i] = hotCountScript.EvalSha(ctx, onceScripter(p), []string{s.hashKey(k)}, args...)
 				}
 			}
 			return nil

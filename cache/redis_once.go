@@ -9,20 +9,17 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// onceScripter sends EVAL and EVALSHA as commands go-redis never re-sends
-// (see run); SCRIPT EXISTS and LOAD go through unchanged.
-type onceScripter struct {
-	c interface {
-		redis.Scripter
-		Process(ctx context.Context, cmd redis.Cmder) error
-	}
+// evalScripter is a redis.Scripter whose four evals go through one send
+// function (onceScripter's and pipelinedScripter's); SCRIPT EXISTS and
+// LOAD go to c unchanged.
+type evalScripter struct {
+	c    redis.Scripter
+	send func(ctx context.Context, cmd *redis.Cmd) *redis.Cmd
 }
 
-type onceCmd struct{ *redis.Cmd }
-
-func (onceCmd) NoRetry() bool { return true }
-
-func (o onceScripter) eval(ctx context.Context, name, payload string, keys []string, args []any) *redis.Cmd {
+// evalCmd builds EVAL-like name with payload, keys and args as one
+// command (the first key at position 3, for Cluster routing).
+func evalCmd(ctx context.Context, name, payload string, keys []string, args []any) *redis.Cmd {
 	a := make([]any, 0, 3+len(keys)+len(args))
 	a = append(a, name, payload, len(keys))
 	for _, k := range keys {
@@ -30,33 +27,51 @@ func (o onceScripter) eval(ctx context.Context, name, payload string, keys []str
 	}
 	cmd := redis.NewCmd(ctx, append(a, args...)...)
 	cmd.SetFirstKeyPos(3)
-	_ = o.c.Process(ctx, onceCmd{cmd})
 	return cmd
 }
 
-func (o onceScripter) Eval(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
-	return o.eval(ctx, "eval", script, keys, args)
+func (e evalScripter) Eval(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
+	return e.send(ctx, evalCmd(ctx, "eval", script, keys, args))
 }
 
-func (o onceScripter) EvalSha(ctx context.Context, sha1 string, keys []string, args ...any) *redis.Cmd {
-	return o.eval(ctx, "evalsha", sha1, keys, args)
+func (e evalScripter) EvalSha(ctx context.Context, sha1 string, keys []string, args ...any) *redis.Cmd {
+	return e.send(ctx, evalCmd(ctx, "evalsha", sha1, keys, args))
 }
 
-func (o onceScripter) EvalRO(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
-	return o.eval(ctx, "eval_ro", script, keys, args)
+func (e evalScripter) EvalRO(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
+	return e.send(ctx, evalCmd(ctx, "eval_ro", script, keys, args))
 }
 
-func (o onceScripter) EvalShaRO(ctx context.Context, sha1 string, keys []string, args ...any) *redis.Cmd {
-	return o.eval(ctx, "evalsha_ro", sha1, keys, args)
+func (e evalScripter) EvalShaRO(ctx context.Context, sha1 string, keys []string, args ...any) *redis.Cmd {
+	return e.send(ctx, evalCmd(ctx, "evalsha_ro", sha1, keys, args))
 }
 
-func (o onceScripter) ScriptExists(ctx context.Context, hashes ...string) *redis.BoolSliceCmd {
-	return o.c.ScriptExists(ctx, hashes...)
+func (e evalScripter) ScriptExists(ctx context.Context, hashes ...string) *redis.BoolSliceCmd {
+	return e.c.ScriptExists(ctx, hashes...)
 }
 
-func (o onceScripter) ScriptLoad(ctx context.Context, script string) *redis.StringCmd {
-	return o.c.ScriptLoad(ctx, script)
+func (e evalScripter) ScriptLoad(ctx context.Context, script string) *redis.StringCmd {
+	return e.c.ScriptLoad(ctx, script)
 }
+
+// processor is a client or pipeline that runs one command.
+type processor interface {
+	redis.Scripter
+	Process(ctx context.Context, cmd redis.Cmder) error
+}
+
+// onceScripter sends EVAL and EVALSHA as commands go-redis never re-sends
+// (see run).
+func onceScripter(c processor) redis.Scripter {
+	return evalScripter{c: c, send: func(ctx context.Context, cmd *redis.Cmd) *redis.Cmd {
+		_ = c.Process(ctx, onceCmd{cmd})
+		return cmd
+	}}
+}
+
+type onceCmd struct{ *redis.Cmd }
+
+func (onceCmd) NoRetry() bool { return true }
 
 // ErrNotReplicated: a write was not acknowledged by RedisOptions.WaitReplicas
 // replicas in time. It may or may not have been applied, and may be lost in
@@ -82,9 +97,9 @@ func (s *Redis) run(ctx context.Context, sc *redis.Script, keys []string, args .
 		var cmd *redis.Cmd
 		err := s.replicated(ctx, hkey, func(p redis.Pipeliner) redis.Cmder {
 			if load {
-				cmd = sc.Eval(ctx, onceScripter{p}, keys, args...)
+				cmd = sc.Eval(ctx, onceScripter(p), keys, args...)
 			} else {
-				cmd = sc.EvalSha(ctx, onceScripter{p}, keys, args...)
+				cmd = sc.EvalSha(ctx, onceScripter(p), keys, args...)
 			}
 			return cmd
 		})
@@ -157,9 +172,9 @@ const pipelineFrom = 1
 // script (onceScripter).
 func (s *Redis) scripter() redis.Scripter {
 	if s.ap != nil && s.calls.Load() >= pipelineFrom {
-		return pipelinedScripter{s.ap}
+		return pipelinedScripter(s.ap)
 	}
-	return onceScripter{s.c}
+	return onceScripter(s.c)
 }
 
 // pipelinedScripter sends EVAL and EVALSHA through the autopipeliner, as
@@ -170,45 +185,14 @@ func (s *Redis) scripter() redis.Scripter {
 // behind it one after the other (seconds each, 10–20 s for the eighth
 // caller). A script abandoned that way may still run: its outcome is
 // unknown to the caller, as with any time-out.
-type pipelinedScripter struct{ ap *redis.AutoPipeliner }
-
-func (p pipelinedScripter) eval(ctx context.Context, name, payload string, keys []string, args []any) *redis.Cmd {
-	a := make([]any, 0, 3+len(keys)+len(args))
-	a = append(a, name, payload, len(keys))
-	for _, k := range keys {
-		a = append(a, k)
-	}
-	cmd := redis.NewCmd(ctx, append(a, args...)...)
-	cmd.SetFirstKeyPos(3)
-	if err := p.ap.Submit(ctx, onceCmd{cmd}).WaitContext(ctx); err != nil && ctx.Err() != nil {
-		// cmd still belongs to its batch: answer with another.
-		abandoned := redis.NewCmd(ctx)
-		abandoned.SetErr(err)
-		return abandoned
-	}
-	return cmd
-}
-
-func (p pipelinedScripter) Eval(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
-	return p.eval(ctx, "eval", script, keys, args)
-}
-
-func (p pipelinedScripter) EvalSha(ctx context.Context, sha1 string, keys []string, args ...any) *redis.Cmd {
-	return p.eval(ctx, "evalsha", sha1, keys, args)
-}
-
-func (p pipelinedScripter) EvalRO(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
-	return p.eval(ctx, "eval_ro", script, keys, args)
-}
-
-func (p pipelinedScripter) EvalShaRO(ctx context.Context, sha1 string, keys []string, args ...any) *redis.Cmd {
-	return p.eval(ctx, "evalsha_ro", sha1, keys, args)
-}
-
-func (p pipelinedScripter) ScriptExists(ctx context.Context, hashes ...string) *redis.BoolSliceCmd {
-	return p.ap.ScriptExists(ctx, hashes...)
-}
-
-func (p pipelinedScripter) ScriptLoad(ctx context.Context, script string) *redis.StringCmd {
-	return p.ap.ScriptLoad(ctx, script)
+func pipelinedScripter(ap *redis.AutoPipeliner) redis.Scripter {
+	return evalScripter{c: ap, send: func(ctx context.Context, cmd *redis.Cmd) *redis.Cmd {
+		if err := ap.Submit(ctx, onceCmd{cmd}).WaitContext(ctx); err != nil && ctx.Err() != nil {
+			// cmd still belongs to its batch: answer with another.
+			abandoned := redis.NewCmd(ctx)
+			abandoned.SetErr(err)
+			return abandoned
+		}
+		return cmd
+	}}
 }
