@@ -118,7 +118,7 @@ func (a *Alipay) Verify(r *Request) (*Notification, error) {
 		at = beijingTime(params["timestamp"]) // the signed return: sent once the trade is paid
 	}
 	return &Notification{
-		Settles:     eventSettles(event),
+		Settles:     EventSettles(event),
 		At:          at,
 		Fields:      NewFields(r),
 		Key:         order + ":" + event,

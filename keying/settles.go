@@ -62,11 +62,11 @@ func unixTime(s string) time.Time {
 	return time.Unix(n, 0)
 }
 
-// eventSettles classifies an order's business event by its name: paid is
+// EventSettles classifies an order's business event by its name: paid is
 // a payment, refund:<id> a refund; a refund's other outcomes
 // (refund:<id>:abnormal, :closed), closed, created and failed move no
 // money.
-func eventSettles(event string) Settlement {
+func EventSettles(event string) Settlement {
 	switch {
 	case event == EventPaid:
 		return SettlesPayment

@@ -134,7 +134,7 @@ func v2Order(n *Notification, mchID, tx, event, fee, feeType string) error {
 	}
 	n.Order, n.Event = mchID+":"+tx, event
 	n.Key = n.Order + ":" + event
-	n.Settles = eventSettles(event)
+	n.Settles = EventSettles(event)
 	return nil
 }
 
