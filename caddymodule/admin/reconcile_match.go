@@ -505,6 +505,9 @@ func (rc *reconciler) unsettledOrders(ctx context.Context, names []string) error
 					}
 				}
 			}
+			if ev.Settles == keying.SettlesRefund && strings.HasPrefix(rc.opts.Platform, "wechatpay") {
+				it.Note = "WeChat Pay's bill dates a refund by its acceptance, its notification by its success: it may be in the bill of the day before"
+			}
 			rc.rep.RunNotSettled.add(it, ev.Amount, rc.opts.Limit)
 		}
 	}
