@@ -92,3 +92,23 @@ func TestSlotTags(t *testing.T) {
 }
 
 const pinnedOrderKey = "idem:{zJ}oFqkMm399E2BIsA2u"
+
+// FuzzOrderEventCodec: any stored value decodes or is refused, never
+// panics; any run's amount, currency and refs come back as they went in.
+func FuzzOrderEventCodec(f *testing.F) {
+	f.Add("1288.00", "CNY", "ch_1", string(encodeOrderEvent(time.UnixMilli(1791000000123), &OrderRun{Amount: "9.90"})), []byte{0x95, 0x12})
+	f.Add("007", "", "", "mbc1234a,1288.00,CNY", []byte{0x01})
+	f.Fuzz(func(t *testing.T, amount, currency, ref, stored string, packed []byte) {
+		_, _ = decodeOrderEvent("o", "paid", stored)
+		_, _ = unpackID(packed)
+		ran := time.UnixMilli(1791000000123)
+		r := &OrderRun{Amount: amount, Currency: currency, Refs: []string{ref}, At: ran.Add(-time.Minute)}
+		ev, err := decodeOrderEvent("o", "paid", string(encodeOrderEvent(ran, r)))
+		if err != nil || ev.Amount != amount || ev.Currency != currency || len(ev.Refs) != 1 || ev.Refs[0] != ref {
+			t.Fatalf("%q %q %q: %+v %v", amount, currency, ref, ev, err)
+		}
+		if id, ok := unpackID(packID(ref)); !ok || id != ref {
+			t.Fatalf("packID(%q) came back %q %v", ref, id, ok)
+		}
+	})
+}

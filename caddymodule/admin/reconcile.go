@@ -43,6 +43,10 @@ const ReconcileTimeout = 30 * time.Minute
 // rows of any platform's bill fit several times over.
 const MaxBillSize = 2 << 30
 
+// maxPeriod bounds the period a reconciliation walks the day index for:
+// order state is kept 400 days by default.
+const maxPeriod = 400 * 24 * time.Hour
+
 // Item-list bounds: DefaultReconcileItems listed per category unless
 // limit= says otherwise, at most maxReconcileItems.
 const (
@@ -227,6 +231,9 @@ func Reconcile(ctx context.Context, ps *registry.Store, opts ReconcileOptions, r
 		return nil, billErr(err)
 	}
 	rc := newReconciler(ps, opts)
+	if route != nil {
+		rc.pins = route.Merchants
+	}
 	rep, err := rc.run(ctx, rd)
 	if err != nil {
 		return nil, err
@@ -330,6 +337,9 @@ func ParseReconcileQuery(q map[string][]string) (ReconcileOptions, error) {
 	}
 	if opts.From.IsZero() != opts.To.IsZero() || !opts.From.IsZero() && !opts.From.Before(opts.To) {
 		return opts, reconcileErr(http.StatusBadRequest, "from and to go together, from before to")
+	}
+	if opts.To.Sub(opts.From) > maxPeriod {
+		return opts, reconcileErr(http.StatusBadRequest, "from and to are more than %d days apart: order state lives no longer", int(maxPeriod.Hours()/24))
 	}
 	return opts, nil
 }

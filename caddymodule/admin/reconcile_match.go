@@ -43,6 +43,7 @@ type reconciler struct {
 	matched   []uint64            // hashes of the events rows matched; sorted after the last row
 	reported  map[uint64]struct{} // run, not settled already listed (a day list may file an event twice)
 	merchants map[string]bool     // the merchants rows named
+	pins      []string            // the route's pinned merchants, for a bill without rows
 	first     time.Time           // the earliest and latest row times
 	last      time.Time
 }
@@ -410,7 +411,7 @@ func (rc *reconciler) period(sum bill.Summary) *PeriodView {
 	switch {
 	case !rc.opts.From.IsZero():
 		return &PeriodView{From: rc.opts.From, To: rc.opts.To, Source: "request"}
-	case !sum.From.IsZero() && sum.To.After(sum.From):
+	case !sum.From.IsZero() && sum.To.After(sum.From) && sum.To.Sub(sum.From) <= maxPeriod:
 		to := sum.To
 		if rc.opts.Platform == "paypal" {
 			to = to.Add(time.Second) // a section ends at its last second (…08:59:59), inclusive
@@ -439,6 +440,9 @@ func (rc *reconciler) unsettled(ctx context.Context) error {
 		}
 		if rc.opts.Merchant != "" && !rc.merchants[rc.opts.Merchant] {
 			merchants = append(merchants, rc.opts.Merchant)
+		}
+		if len(merchants) == 0 {
+			merchants = append(merchants, rc.pins...)
 		}
 		slices.Sort(merchants)
 		if len(merchants) == 0 {
@@ -538,6 +542,9 @@ func (rc *reconciler) states(ctx context.Context) error {
 		}
 		it.State = string(rec.StateAt(registry.Now(), registry.WindowOf(rec.Key)))
 		it.Attempts = rec.AttemptCount
+		if rec.State == cache.StateAnswered {
+			it.Note = "answered, but its order does not remember the event (a record kept under a key from before business events?)"
+		}
 		if rec.Notification != nil && rec.State != cache.StateInFlight {
 			it.Redeliver = "idemgate idempotency redeliver " + shellQuote(it.Key)
 			if rec.State == cache.StateAnswered {

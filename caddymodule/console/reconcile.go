@@ -97,7 +97,7 @@ func (c *Console) reconcile(w http.ResponseWriter, r *http.Request, v *consolePa
 	// The bill is read while it is reconciled: past the server's read
 	// timeout, if any, and the page's own bound.
 	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(admin.ReconcileTimeout))
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), admin.ReconcileTimeout)
+	ctx, cancel := context.WithTimeout(r.Context(), admin.ReconcileTimeout)
 	defer cancel()
 
 	var billBody io.Reader
