@@ -2,7 +2,10 @@
 -- order's state. ARGV: token, status, headers, body, body_cached ("1"/"0"),
 -- ttl (ms), wake channel, changed (ms), notification, attempt ("" for
 -- none), the key's event in its order, the order's ttl (ms; "" remembers
--- nothing), the event's value, then the index's (see index).
+-- nothing), the event's value, then the index's (see index), then, with
+-- KEYS[8] (a single server), the order's reconciliation indexes
+-- (redis_order.go): KEYS[8] the day list, KEYS[9…] the ref keys, ARGV[19]
+-- the day list's entry, ARGV[20] the event for the refs.
 -- Returns false when the token does not hold the claim.
 local h, nk, ak = KEYS[1], KEYS[2], KEYS[3]
 index(14)
@@ -18,7 +21,16 @@ redis.call('HDEL', h, 'token')
 redis.call('PEXPIRE', h, ttl)
 journal(h, nk, ak, ARGV[9], ARGV[10], ttl)
 if ARGV[12] ~= '' then
-  remember(KEYS[4], ARGV[11], ARGV[13], tonumber(ARGV[12]))
+  local ottl = tonumber(ARGV[12])
+  remember(KEYS[4], ARGV[11], ARGV[13], ottl)
+  if #KEYS >= 8 then
+    redis.call('RPUSH', KEYS[8], ARGV[19])
+    redis.call('PEXPIRE', KEYS[8], ottl)
+    for i = 9, #KEYS do
+      redis.call('APPEND', KEYS[i], ARGV[20])
+      redis.call('PEXPIRE', KEYS[i], ottl)
+    end
+  end
 end
 redis.call('PUBLISH', ARGV[7], 'c')
 return 1

@@ -3,7 +3,6 @@ package cache
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -19,7 +18,8 @@ import (
 // one process may open the file (bbolt locks it).
 //
 // Buckets: "records" (key → encoded entry), "orders" (see Order: order →
-// its events that ran, swept through the same expiry index), and two
+// its events that ran, swept through the same expiry index),
+// "order_days" and "order_refs" (OrderIndex, embedded_order.go), and two
 // indexes kept in the same
 // transactions as the records: "in_flight" (key → empty), so InFlight never
 // scans answers, and "expiry" (big-endian expiry ms + key → empty), so the
@@ -146,7 +146,7 @@ func NewEmbedded(path string, opts EmbeddedOptions) (*Embedded, error) {
 		// at the first record key.
 		legacy := tx.Bucket(bucketRecords) != nil && tx.Bucket(bucketExpiry) == nil
 		for _, b := range [][]byte{bucketRecords, bucketInFlight, bucketExpiry, bucketMeta,
-			bucketIxInFlight, bucketIxAnswered, bucketIxFailed, bucketOrders} {
+			bucketIxInFlight, bucketIxAnswered, bucketIxFailed, bucketOrders, bucketOrderDays, bucketOrderRefs} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -214,25 +214,6 @@ func get(tx *bolt.Tx, key []byte, t time.Time) (*entry, error) {
 	}
 	e.lapse(t)
 	return e, nil
-}
-
-// ikey is key's entry in the expiry index: expiry in Unix ms, big-endian so
-// bbolt's byte order is time order, then the record key.
-func ikey(expiresAt time.Time, key []byte) []byte {
-	b := make([]byte, 8, 8+len(key))
-	binary.BigEndian.PutUint64(b, uint64(max(expiresAt.UnixMilli(), 0)))
-	return append(b, key...)
-}
-
-// storedExpiry is when an encoded record may be forgotten (its retention:
-// a failed or left claim's journal outlives its lock); a corrupt one counts
-// as long expired (the Unix epoch), so the sweeper removes it.
-func storedExpiry(v []byte) time.Time {
-	e, err := decodeEntry(v)
-	if err != nil {
-		return time.UnixMilli(0)
-	}
-	return e.keep
 }
 
 // put stores e and moves its expiry and list index entries from the
@@ -395,7 +376,10 @@ func (s *Embedded) Complete(ctx context.Context, key, token string, a Answer, tt
 		if a.Order == nil {
 			return nil
 		}
-		return updateOrder(tx, key, t, func(o *orderState, event string) { o.ran(event, t, a.Order) })
+		if err := updateOrder(tx, key, t, func(o *orderState, event string) { o.ran(event, t, a.Order) }); err != nil {
+			return err
+		}
+		return fileEvent(tx, key, t, a.Order)
 	})
 	if err == nil {
 		s.n.wake(key)
@@ -505,22 +489,6 @@ func (s *Embedded) Delete(ctx context.Context, key string) error {
 		s.n.wake(key)
 	}
 	return err
-}
-
-func (s *Embedded) Order(ctx context.Context, order string) (*Order, error) {
-	var out *Order
-	err := s.view(ctx, func(tx *bolt.Tx, t time.Time) error {
-		o, err := getOrder(tx, okey(order), t)
-		if err != nil {
-			return err
-		}
-		if o == nil || len(o.events) == 0 {
-			return ErrNotFound
-		}
-		out, err = o.view(order)
-		return err
-	})
-	return out, err
 }
 
 // List walks the list index of the state from the cursor, newest first;

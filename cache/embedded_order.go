@@ -1,10 +1,15 @@
 package cache
 
 import (
+	"bytes"
+	"context"
+	"encoding/binary"
 	"fmt"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/idemgate/idemgate/keying"
 )
 
 // The embedded store's order state (see Order): bucket "orders", order →
@@ -104,4 +109,182 @@ func sweepOrder(tx *bolt.Tx, k []byte, t time.Time) error {
 		return tx.Bucket(bucketExpiry).Put(ikey(o.keep, k), nil)
 	}
 	return b.Delete(k)
+}
+
+func (s *Embedded) Order(ctx context.Context, order string) (*Order, error) {
+	var out *Order
+	err := s.view(ctx, func(tx *bolt.Tx, t time.Time) error {
+		o, err := getOrder(tx, okey(order), t)
+		if err != nil {
+			return err
+		}
+		if o == nil || len(o.events) == 0 {
+			return ErrNotFound
+		}
+		out, err = o.view(order)
+		return err
+	})
+	return out, err
+}
+
+// The embedded store's reconciliation indexes (see OrderIndex): bucket
+// "order_days", 'd' + <scope> 0 <merchant> 0 <yyyymmdd> 0 <id> → the
+// entry's keep (ms, big-endian), and bucket "order_refs", 'f' + <scope> 0
+// <settles> 0 <ref> 0 <full key> → its keep; each entry is in the expiry
+// index under its own name, whose first byte tells the sweeper what it is.
+// A day's or a ref's entries are one range of keys; filing an entry again
+// only moves its keep.
+
+const (
+	dayPrefix = 'd'
+	refPrefix = 'f'
+)
+
+var (
+	bucketOrderDays = []byte("order_days")
+	bucketOrderRefs = []byte("order_refs")
+)
+
+// joinKey is prefix + parts joined by 0 bytes (a trailing 0 after the last
+// when open, for a range of keys).
+func joinKey(prefix byte, open bool, parts ...string) []byte {
+	b := []byte{prefix}
+	for i, p := range parts {
+		if i > 0 {
+			b = append(b, 0)
+		}
+		b = append(b, p...)
+	}
+	if open {
+		b = append(b, 0)
+	}
+	return b
+}
+
+// fileEvent files key's event, run at t, in the indexes.
+func fileEvent(tx *bolt.Tx, key string, t time.Time, r *OrderRun) error {
+	if !indexed(r) {
+		return nil
+	}
+	order, _ := OrderOf(key)
+	scope, merchant, id := OrderParts(order)
+	if id == "" {
+		return nil
+	}
+	keep := t.Add(r.TTL)
+	if err := putKept(tx, bucketOrderDays, joinKey(dayPrefix, false, scope, merchant, filedDay(t, r), id), keep); err != nil {
+		return err
+	}
+	for _, ref := range r.Refs {
+		if err := putKept(tx, bucketOrderRefs, joinKey(refPrefix, false, scope, string(r.Settles), ref, key), keep); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// putKept stores an index entry k kept until keep, or later if it already
+// was, with its expiry index entry.
+func putKept(tx *bolt.Tx, bucket, k []byte, keep time.Time) error {
+	b, idx := tx.Bucket(bucket), tx.Bucket(bucketExpiry)
+	if old := b.Get(k); len(old) == 8 {
+		was := time.UnixMilli(int64(binary.BigEndian.Uint64(old)))
+		if !keep.After(was) {
+			return nil
+		}
+		if err := idx.Delete(ikey(was, k)); err != nil {
+			return err
+		}
+	}
+	v := binary.BigEndian.AppendUint64(nil, uint64(max(keep.UnixMilli(), 0)))
+	if err := b.Put(k, v); err != nil {
+		return err
+	}
+	return idx.Put(ikey(keep, k), nil)
+}
+
+// keptLive reports whether an index entry's value keeps it past t.
+func keptLive(v []byte, t time.Time) bool {
+	return len(v) == 8 && t.Before(time.UnixMilli(int64(binary.BigEndian.Uint64(v))))
+}
+
+// sweepKept removes index entry k if it expired by t (its expiry index
+// entry is already gone); one whose keep moved is indexed again.
+func sweepKept(tx *bolt.Tx, k []byte, t time.Time) error {
+	bucket := bucketOrderDays
+	if k[0] == refPrefix {
+		bucket = bucketOrderRefs
+	}
+	b := tx.Bucket(bucket)
+	v := b.Get(k)
+	if v == nil {
+		return nil
+	}
+	if keptLive(v, t) {
+		return tx.Bucket(bucketExpiry).Put(ikey(time.UnixMilli(int64(binary.BigEndian.Uint64(v))), k), nil)
+	}
+	return b.Delete(k)
+}
+
+func (s *Embedded) Orders(ctx context.Context, names []string) ([]*Order, error) {
+	out := make([]*Order, len(names))
+	err := s.view(ctx, func(tx *bolt.Tx, t time.Time) error {
+		for i, n := range names {
+			o, err := getOrder(tx, okey(n), t)
+			if err != nil {
+				return err
+			}
+			if o == nil || len(o.events) == 0 {
+				continue
+			}
+			if out[i], err = o.view(n); err != nil {
+				return err
+			}
+			out[i].ExpiresAt = time.Time{}
+		}
+		return nil
+	})
+	return out, err
+}
+
+func (s *Embedded) EventsByRef(ctx context.Context, scope string, settles keying.Settlement, refs []string) ([][]string, error) {
+	out := make([][]string, len(refs))
+	err := s.view(ctx, func(tx *bolt.Tx, t time.Time) error {
+		c := tx.Bucket(bucketOrderRefs).Cursor()
+		for i, ref := range refs {
+			prefix := joinKey(refPrefix, true, scope, string(settles), ref)
+			for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+				if keptLive(v, t) {
+					out[i] = append(out[i], string(k[len(prefix):]))
+				}
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+func (s *Embedded) RanOn(ctx context.Context, q RanQuery) (RanPage, error) {
+	page := RanPage{Orders: []string{}}
+	prefix := joinKey(dayPrefix, true, q.Scope, q.Merchant, dayName(q.Day))
+	err := s.view(ctx, func(tx *bolt.Tx, t time.Time) error {
+		c := tx.Bucket(bucketOrderDays).Cursor()
+		k, v := c.Seek(append(bytes.Clone(prefix), q.Cursor...))
+		if q.Cursor != "" && k != nil && string(k[len(prefix):]) == q.Cursor {
+			k, v = c.Next() // the cursor is the last id of the page before
+		}
+		last := ""
+		for ; k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			if len(page.Orders) == q.limit() {
+				page.Next = last
+				return nil
+			}
+			if keptLive(v, t) {
+				last = string(k[len(prefix):])
+				page.Orders = append(page.Orders, OrderName(q.Scope, q.Merchant, last))
+			}
+		}
+		return nil
+	})
+	return page, err
 }

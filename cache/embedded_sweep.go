@@ -104,6 +104,13 @@ func (s *Embedded) sweepBatch() (removed int, full bool, err error) {
 				removed++
 				continue
 			}
+			if len(k) > 0 && (k[0] == dayPrefix || k[0] == refPrefix) {
+				if err := sweepKept(tx, k, t); err != nil {
+					return err
+				}
+				removed++
+				continue
+			}
 			v := recs.Get(k)
 			if v == nil {
 				continue // the record went without its entry: nothing to do
@@ -202,4 +209,23 @@ func (s *Embedded) flush() error {
 		clear(s.pend)
 	}
 	return mapBoltErr(err)
+}
+
+// ikey is key's entry in the expiry index: expiry in Unix ms, big-endian so
+// bbolt's byte order is time order, then the record key.
+func ikey(expiresAt time.Time, key []byte) []byte {
+	b := make([]byte, 8, 8+len(key))
+	binary.BigEndian.PutUint64(b, uint64(max(expiresAt.UnixMilli(), 0)))
+	return append(b, key...)
+}
+
+// storedExpiry is when an encoded record may be forgotten (its retention:
+// a failed or left claim's journal outlives its lock); a corrupt one counts
+// as long expired (the Unix epoch), so the sweeper removes it.
+func storedExpiry(v []byte) time.Time {
+	e, err := decodeEntry(v)
+	if err != nil {
+		return time.UnixMilli(0)
+	}
+	return e.keep
 }

@@ -48,8 +48,8 @@ local function keep_for(h, nk, ak, ttl)
   end
 end
 
--- remember records in order state os (a hash: event → "<ran ms base 36>,
--- <amount>,<currency>") that event ran, with value, keeping os at least ttl ms.
+-- remember records in order state os (a hash: event → its value, see
+-- order_codec.go) that event ran, keeping os at least ttl ms.
 local function remember(os, event, value, ttl)
   redis.call('HSET', os, event, value)
   if redis.call('PTTL', os) < ttl then

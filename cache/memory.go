@@ -16,6 +16,7 @@ type Memory struct {
 	mu     sync.Mutex
 	m      map[string]*entry
 	orders map[string]*orderState
+	ix     memoryIndex
 	ops    int
 	closed bool
 
@@ -71,9 +72,10 @@ func (s *Memory) sweep(t time.Time) {
 			delete(s.orders, k)
 		}
 		if n++; n >= sweepBatch {
-			return
+			break
 		}
 	}
+	s.ix.sweep(t)
 }
 
 // ranEvent is the stored value of key's business event in its order, ""
@@ -164,6 +166,7 @@ func (s *Memory) Complete(ctx context.Context, key, token string, a Answer, ttl 
 				s.orders[order] = o
 			}
 			o.ran(event, t, a.Order)
+			s.ix.file(key, t, a.Order)
 		}
 	})
 	if err == nil {
@@ -327,7 +330,7 @@ func (s *Memory) Order(ctx context.Context, order string) (*Order, error) {
 func (s *Memory) Close() error {
 	s.mu.Lock()
 	s.closed = true
-	s.m, s.orders = nil, nil
+	s.m, s.orders, s.ix = nil, nil, memoryIndex{}
 	s.mu.Unlock()
 	s.n.wakeAll()
 	return nil

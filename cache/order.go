@@ -3,7 +3,6 @@ package cache
 import (
 	"encoding/binary"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -29,13 +28,25 @@ import (
 // one slot on Cluster too.
 
 // OrderRun is what Complete remembers of a key's business event in its
-// order: for how long, and the money it carried.
+// order: for how long, the money it carried, and what reconciliation with
+// the platform's bill needs (see OrderIndex).
 type OrderRun struct {
 	// TTL is how long the order remembers the event (order_ttl).
 	TTL time.Duration
 	// Amount and Currency are the notification's signed money, major
 	// units; "" when it named none.
 	Amount, Currency string
+	// Settles says whether the event shows in the platform's bill as a
+	// payment or a refund; only such events are filed in the day index
+	// and the ref index.
+	Settles keying.Settlement
+	// At is when the platform says the event happened (zero: unknown);
+	// the day index files the event under its UTC day, or under the day
+	// it ran when At is zero.
+	At time.Time
+	// Refs are the platform objects the event names (Stripe's charge,
+	// PayPal's capture), indexed to the event.
+	Refs []string
 }
 
 // Order is what a store remembers of one order: the business events of
@@ -62,6 +73,19 @@ type OrderEvent struct {
 	Ran      time.Time `json:"ran"`
 	Amount   string    `json:"amount,omitempty"`
 	Currency string    `json:"currency,omitempty"`
+	// Settles, At and Refs are the run's (see OrderRun); At to the
+	// second.
+	Settles keying.Settlement `json:"settles,omitempty"`
+	At      time.Time         `json:"at,omitzero"`
+	Refs    []string          `json:"refs,omitempty"`
+}
+
+// Time is when the platform says the event happened, or when it ran.
+func (e OrderEvent) Time() time.Time {
+	if !e.At.IsZero() {
+		return e.At
+	}
+	return e.Ran
 }
 
 // OrderOf is the order a full key belongs to and its event there: the
@@ -82,23 +106,6 @@ func eventKey(order, event string) string {
 	return order + ":" + event
 }
 
-// encodeOrderEvent is an event's stored value, as compact as the Redis
-// budget (200 bytes an order) asks: "<ran ms, base 36>,<amount>,<currency>".
-func encodeOrderEvent(ran time.Time, r *OrderRun) string {
-	return strconv.FormatInt(ran.UnixMilli(), 36) + "," + r.Amount + "," + r.Currency
-}
-
-// decodeOrderEvent reads what encodeOrderEvent wrote, for event of order.
-func decodeOrderEvent(order, event, v string) (OrderEvent, error) {
-	ran, rest, _ := strings.Cut(v, ",")
-	amount, currency, _ := strings.Cut(rest, ",")
-	ms, err := strconv.ParseInt(ran, 36, 64)
-	if err != nil {
-		return OrderEvent{}, errCorrupt
-	}
-	return OrderEvent{Event: event, Key: eventKey(order, event), Ran: time.UnixMilli(ms), Amount: amount, Currency: currency}, nil
-}
-
 // fromOrder is the record a claim answers for a key whose event ran in
 // its order, once the key's own record is gone.
 func fromOrder(key string, ev OrderEvent) *Record {
@@ -117,7 +124,7 @@ func (o *orderState) ran(event string, t time.Time, r *OrderRun) {
 	if o.events == nil {
 		o.events = map[string]string{}
 	}
-	o.events[event] = encodeOrderEvent(t, r)
+	o.events[event] = string(encodeOrderEvent(t, r))
 	if k := t.Add(r.TTL); k.After(o.keep) {
 		o.keep = k
 	}

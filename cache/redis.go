@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -178,32 +177,6 @@ func NewRedis(client redis.UniversalClient, opts RedisOptions) *Redis {
 	return s
 }
 
-// escapeKey makes key safe inside a hash tag (see Redis).
-func escapeKey(key string) string {
-	if key == "" {
-		// "{}" would hash the whole Redis key, parting the record from its
-		// journal; a lone "%" is what no escaped key can be.
-		return "%"
-	}
-	if !strings.ContainsAny(key, "%{}") {
-		return key
-	}
-	var b strings.Builder
-	for i := 0; i < len(key); i++ {
-		switch c := key[i]; c {
-		case '%':
-			b.WriteString("%25")
-		case '{':
-			b.WriteString("%7B")
-		case '}':
-			b.WriteString("%7D")
-		default:
-			b.WriteByte(c)
-		}
-	}
-	return b.String()
-}
-
 // hashKey is the Redis key of key's hash: <prefix>:{<key>}, or for a
 // business event of an order <prefix>:{<order>}:<event>, so an order's
 // events and its state share a hash tag (one slot on Cluster).
@@ -213,13 +186,6 @@ func (s *Redis) hashKey(key string) string {
 		return s.prefix + ":{" + escapeKey(key) + "}"
 	}
 	return s.prefix + ":{" + escapeKey(order) + "}:" + escapeKey(event)
-}
-
-// orderKey is the Redis key of an order's state (see Order): a hash, event
-// → "<ran ms, base 36>,<amount>,<currency>", kept order_ttl after its last
-// event.
-func (s *Redis) orderKey(order string) string {
-	return s.prefix + ":{" + escapeKey(order) + "}:o"
 }
 
 // keys are the Redis keys of key's record, journal and order state, as the
@@ -330,14 +296,16 @@ func (s *Redis) Complete(ctx context.Context, key, token string, a Answer, ttl t
 	changed := time.Now().UnixMilli()
 	notif, att := journalArgs(j)
 	_, event := OrderOf(key)
-	orderTTL, ran := "", ""
+	orderTTL, ran := "", []byte{}
+	var oi *orderIx
 	if a.Order != nil {
 		// The event's time is the gateway's: Lua's TIME would need a
 		// second pass over the arguments, and it only tells an operator
 		// when the event ran.
 		orderTTL, ran = strconv.FormatInt(ms(a.Order.TTL), 10), encodeOrderEvent(time.UnixMilli(changed), a.Order)
+		oi = s.orderIndexOf(key, time.UnixMilli(changed), a.Order)
 	}
-	err := s.settle(ctx, s.script(completeScript), key, StateAnswered, changed, ttl, false, token, a.Status,
+	err := s.settle(ctx, s.script(completeScript), key, StateAnswered, changed, ttl, false, oi, token, a.Status,
 		appendHeader(nil, a.Header), body, cached, ms(ttl), s.channel(key), changed, notif, att, event, orderTTL, ran)
 	return s.casErr("complete", err)
 }
@@ -366,9 +334,11 @@ func journalArgs(j Journal) (notif, att []byte) {
 // written whatever the script answers: List checks entries against their
 // records, so a refused settle leaves only a stale entry. With
 // WaitReplicas on Cluster, the script runs through run (WAIT) and the index
-// is written after it.
+// is written after it. A completion's order index writes (oi, or nil) go
+// the same way: in the script on a single server (only when it completes),
+// in the pipeline on Cluster (readers check them against the order state).
 func (s *Redis) settle(ctx context.Context, sc *redis.Script, key string, st State, changed int64,
-	ttl time.Duration, stillHeld bool, args ...any,
+	ttl time.Duration, stillHeld bool, oi *orderIx, args ...any,
 ) error {
 	keys := s.keys(key)
 	class, register := s.ixClass(st, ttl)
@@ -389,9 +359,14 @@ func (s *Redis) settle(ctx context.Context, sc *redis.Script, key string, st Sta
 	}
 	if _, cluster := s.c.(*redis.ClusterClient); !cluster {
 		keys = append(keys, ix, s.ixKey(StateInFlight, "", key), s.ixClassesKey())
-		return s.run(ctx, sc, keys, append(args, member, trim, old, held, name)...).Err()
+		args = append(args, member, trim, old, held, name)
+		if oi != nil {
+			keys = append(keys, oi.keys...)
+			args = append(args, oi.entry, oi.event)
+		}
+		return s.run(ctx, sc, keys, args...).Err()
 	}
-	index := func(p redis.Pipeliner) {
+	index := func(p redis.Pipeliner, first bool) {
 		if name != "" {
 			p.SAdd(ctx, s.ixClassesKey(), name)
 		}
@@ -405,11 +380,14 @@ func (s *Redis) settle(ctx context.Context, sc *redis.Script, key string, st Sta
 		if held != "" {
 			p.ZAdd(ctx, s.ixKey(StateInFlight, "", key), redis.Z{Member: held})
 		}
+		if oi != nil && first {
+			oi.write(ctx, p) // RPUSH is no ZADD: once, not again with a reloaded script
+		}
 	}
 	if s.opts.WaitReplicas > 0 {
 		err := s.run(ctx, sc, keys, args...).Err()
 		if err == nil {
-			_, _ = s.c.Pipelined(ctx, func(p redis.Pipeliner) error { index(p); return nil })
+			_, _ = s.c.Pipelined(ctx, func(p redis.Pipeliner) error { index(p, true); return nil })
 		}
 		return err
 	}
@@ -421,7 +399,7 @@ func (s *Redis) settle(ctx context.Context, sc *redis.Script, key string, st Sta
 			} else {
 				cmd = sc.EvalSha(ctx, onceScripter(p), keys, args...)
 			}
-			index(p)
+			index(p, !load)
 			return nil
 		})
 		return cmd.Err() // the index write's own error does not matter
@@ -451,7 +429,7 @@ func (s *Redis) Release(ctx context.Context, key, token string, ttl time.Duratio
 		err := s.run(ctx, s.script(releaseScript), s.keys(key), token, s.channel(key), 0, changed, notif, att).Err()
 		return s.casErr("release", err)
 	}
-	err := s.settle(ctx, s.script(releaseScript), key, StateFailed, changed, ttl, false,
+	err := s.settle(ctx, s.script(releaseScript), key, StateFailed, changed, ttl, false, nil,
 		token, s.channel(key), ms(ttl), changed, notif, att)
 	return s.casErr("release", err)
 }
@@ -464,7 +442,7 @@ func (s *Redis) Leave(ctx context.Context, key, token string, ttl time.Duration,
 	// failed now, and List shows it once it reads so.
 	changed := time.Now().UnixMilli()
 	notif, att := journalArgs(j)
-	err := s.settle(ctx, s.script(leaveScript), key, StateFailed, changed, ttl, true,
+	err := s.settle(ctx, s.script(leaveScript), key, StateFailed, changed, ttl, true, nil,
 		token, ms(ttl), changed, notif, att)
 	if err == nil {
 		s.ifx.left(key, changed)
@@ -567,7 +545,7 @@ func (s *Redis) Reopen(ctx context.Context, key string, ttl time.Duration) error
 	}
 	changed := time.Now().UnixMilli()
 	_, event := OrderOf(key)
-	err = s.settle(ctx, s.script(reopenScript), key, StateFailed, changed, ttl, false, ms(ttl), changed, ch, done, event)
+	err = s.settle(ctx, s.script(reopenScript), key, StateFailed, changed, ttl, false, nil, ms(ttl), changed, ch, done, event)
 	if errors.Is(err, redis.Nil) {
 		return ErrNotFound
 	}
@@ -591,41 +569,6 @@ func (s *Redis) Delete(ctx context.Context, key string) error {
 		return ErrNotFound
 	}
 	return s.wrap("delete", err)
-}
-
-// Order reads an order's state: one HGETALL and its PTTL, in one round
-// trip.
-func (s *Redis) Order(ctx context.Context, order string) (*Order, error) {
-	if s.closed.Load() {
-		return nil, ErrClosed
-	}
-	k := s.orderKey(order)
-	var all *redis.MapStringStringCmd
-	var pttl *redis.DurationCmd
-	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		all = p.HGetAll(ctx, k)
-		pttl = p.PTTL(ctx, k)
-		return nil
-	})
-	if err != nil {
-		return nil, s.wrap("order", err)
-	}
-	if len(all.Val()) == 0 {
-		return nil, ErrNotFound
-	}
-	out := &Order{Key: order}
-	if d := pttl.Val(); d > 0 {
-		out.ExpiresAt = time.Now().Add(d)
-	}
-	for ev, v := range all.Val() {
-		e, err := decodeOrderEvent(order, ev, v)
-		if err != nil {
-			return nil, s.wrap("order", err)
-		}
-		out.Events = append(out.Events, e)
-	}
-	sortOrderEvents(out.Events)
-	return out, nil
 }
 
 var _ Store = (*Redis)(nil)

@@ -206,6 +206,8 @@ type Store interface {
 	// Order returns what the store remembers of an order (OrderOf names a
 	// key's): the business events of it that ran. ErrNotFound if none.
 	Order(ctx context.Context, order string) (*Order, error)
+	// OrderIndex reads orders in batches and the reconciliation indexes.
+	OrderIndex
 
 	// List pages through the records in one state (see ListQuery), at
 	// most Limit of them, starting at an opaque cursor ("" for the first

@@ -26,14 +26,15 @@ type AlertConfig struct {
 	// URL is the endpoint (http or https).
 	URL string `json:"url,omitempty"`
 	// Events are the event names to send, without the "idempotency."
-	// prefix: failed, dead, ambiguous, conflict, lost_claim. Default:
-	// failed, dead, ambiguous, conflict.
+	// prefix: failed, dead, ambiguous, conflict, lost_claim, reconcile (a
+	// reconciliation found payments settled whose business never ran).
+	// Default: failed, dead, ambiguous, conflict, reconcile.
 	Events []string `json:"events,omitempty"`
 }
 
 var (
-	alertEventNames   = []string{"failed", "dead", "ambiguous", "conflict", "lost_claim"}
-	alertDefaultEvent = []string{"failed", "dead", "ambiguous", "conflict"}
+	alertEventNames   = []string{"failed", "dead", "ambiguous", "conflict", "lost_claim", "reconcile"}
+	alertDefaultEvent = []string{"failed", "dead", "ambiguous", "conflict", "reconcile"}
 )
 
 const (
@@ -70,6 +71,9 @@ type alertEvent struct {
 	Platform string    `json:"platform"`
 	Status   int       `json:"status,omitempty"`
 	Attempts int64     `json:"attempts,omitempty"`
+	// Details are an event's own data beyond one key's (reconcile: its
+	// counts and amounts).
+	Details map[string]any `json:"details,omitempty"`
 }
 
 func (c *AlertConfig) validate() error {

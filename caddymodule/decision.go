@@ -124,6 +124,21 @@ func (h *Handler) emitAttempts(name, key string, status int, attempts int64) {
 	h.events.Emit(h.ctx, name, data)
 }
 
+// emitData sends an event about the route rather than one key
+// (idempotency.reconcile: the counts of a reconciliation), to the route's
+// alert and as a Caddy event, with the scope and platform added.
+func (h *Handler) emitData(name string, data map[string]any) {
+	h.alerter.send(alertEvent{Event: name, Time: time.Now().UTC(), Scope: h.scope(), Platform: h.Platform, Details: data})
+	if h.events == nil || !h.events.ShouldEmit(name) {
+		return
+	}
+	d := map[string]any{"scope": h.scope(), "platform": h.Platform}
+	for k, v := range data {
+		d[k] = v
+	}
+	h.events.Emit(h.ctx, name, d)
+}
+
 // logLevel: replays are routine (debug); what an operator must look at is
 // warn or error.
 func (h *Handler) logLevel(d *result) (zapcore.Level, string) {

@@ -17,16 +17,20 @@
 //	cmd/idemgate             main: Caddy's standard modules + the module root
 //	caddymodule              this package: the request path (below)
 //	caddymodule/admin        admin.api.idempotency: keys, journal,
-//	                         redelivery, deliveries on Caddy's admin endpoint
+//	                         redelivery, deliveries, reconciliation (a
+//	                         platform's bill against what ran) on Caddy's
+//	                         admin endpoint
 //	caddymodule/console      http.handlers.idempotency_console: the
 //	                         operator's pages and their embedded templates
 //	caddymodule/command      `idemgate idempotency …`: the CLI, a client of
 //	                         the admin API over HTTP (and `send`, `keygen`)
 //	keying                   notification parsing per platform: signature,
-//	                         key, fingerprint, success rule; no Caddy
+//	                         key, fingerprint, success rule; no Caddy;
+//	                         keying/bill reads the platforms' bills
 //	cache                    the stores (embedded bbolt, memory, Redis):
 //	                         claim, complete, release, renew, journal,
-//	                         queue; no Caddy
+//	                         queue, order state and its reconciliation
+//	                         indexes; no Caddy
 //	internal/registry        what the operator surfaces share with the
 //	                         handler while a config runs: pooled stores,
 //	                         routes, delivery engines, the chart's counts
@@ -36,7 +40,8 @@
 //	internal/gatewaytest,    test support, linked into no binary: an
 //	internal/platformtest,   in-process gateway, the platforms' signers
 //	internal/redistest,      for tests, real redis-server processes, a
-//	internal/faultystore     fault-injecting store wrapper
+//	internal/faultystore,    fault-injecting store wrapper, the
+//	internal/billtest        platforms' bills in their layouts
 //	examples/                runnable Caddyfiles, the stand-in legacy
 //	                         backend, the demo, monitoring assets
 //

@@ -166,6 +166,8 @@ type Handler struct {
 	ctx     caddy.Context
 	dlv     *deliveryState  // async delivery; nil for sync
 	reg     *registry.Route // this route in the registry, once provisioned
+	// merchants: app_id and mchid as resolved (the registry's Merchants).
+	merchants []string
 	// legacyUntil: till then a preset's first copy also looks for a record
 	// kept under its key from before business events (ttl after start).
 	legacyUntil time.Time
@@ -241,7 +243,8 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	}
 	h.metrics = loadMetrics(ctx)
 	h.warned = newCopyWarnings()
-	h.reg = &registry.Route{Scope: h.scope(), Platform: h.platform, TTL: time.Duration(h.TTL), RetryWindow: h.retryWindow()}
+	h.reg = &registry.Route{Scope: h.scope(), Platform: h.platform, TTL: time.Duration(h.TTL), RetryWindow: h.retryWindow(),
+		Merchants: h.merchants, Emit: h.emitData}
 	registry.RegisterRoute(h.reg)
 	h.logger.Info("idempotency handler ready", append([]zap.Field{
 		zap.String("platform", h.Platform),
@@ -360,6 +363,7 @@ func (h *Handler) provisionPlatform(repl *caddy.Replacer) error {
 	for _, id := range h.MchIDs {
 		cfg.MchIDs = append(cfg.MchIDs, repl.ReplaceKnown(id, ""))
 	}
+	h.merchants = append(append([]string(nil), cfg.AppIDs...), cfg.MchIDs...)
 	if h.Platform == "paypal" {
 		// Transmission ids are remembered in this route's store.
 		cfg.TransmissionLog = transmissionLog{h}

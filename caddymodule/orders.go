@@ -53,11 +53,20 @@ func (h *Handler) defaultOrderTTL() time.Duration {
 // route, every key (an order's event, or an event id of its own); for a
 // generic route, a key written as an order's business event
 // ("<merchant>:<order>:paid", as a merchant's own status-query route joins
-// Alipay's orders) — any other generic key has no order state.
+// Alipay's orders) — any other generic key has no order state. With it go
+// what reconciliation needs: payment or refund, the platform's time, the
+// objects its bill names (keying.Notification.Settles, At, Refs).
 func (h *Handler) noticeOf(key string, n *keying.Notification) notice {
 	var nt notice
-	if _, _, isEvent := keying.SplitOrder(key); h.Platform != "generic" || isEvent {
-		nt.run = &cache.OrderRun{TTL: time.Duration(h.OrderTTL), Amount: n.Money.Amount, Currency: n.Money.Currency}
+	if _, event, isEvent := keying.SplitOrder(key); h.Platform != "generic" || isEvent {
+		nt.run = &cache.OrderRun{TTL: time.Duration(h.OrderTTL), Amount: n.Money.Amount, Currency: n.Money.Currency,
+			Settles: n.Settles, At: n.At, Refs: n.Refs}
+		if isEvent {
+			// The order remembers the key's event, whatever the
+			// notification said: a merchant's status-query route keyed
+			// "…:<order>:paid" settles a payment too.
+			nt.run.Settles = keying.EventSettles(event)
+		}
 	}
 	if h.Key == "" && n.LegacyKey != "" && h.legacyUntil.After(time.Now()) {
 		nt.legacy = h.fullKey(n.LegacyKey)

@@ -108,7 +108,18 @@ func (a *Alipay) Verify(r *Request) (*Notification, error) {
 		return nil, err
 	}
 	order := appID + ":" + tradeNo
+	at := beijingTime(params["gmt_payment"])
+	switch {
+	case strings.HasPrefix(event, EventRefund):
+		at = beijingTime(params["gmt_refund"])
+	case event == EventClosed:
+		at = beijingTime(params["gmt_close"])
+	case at.IsZero() && params["trade_status"] == "":
+		at = beijingTime(params["timestamp"]) // the signed return: sent once the trade is paid
+	}
 	return &Notification{
+		Settles:     EventSettles(event),
+		At:          at,
 		Fields:      NewFields(r),
 		Key:         order + ":" + event,
 		Order:       order,

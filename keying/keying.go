@@ -97,6 +97,18 @@ type Notification struct {
 	// amount.refund, Stripe data.object.amount, PayPal resource.amount),
 	// in major units; zero when it names none.
 	Money Money
+	// Settles, At and Refs are what reconciliation with the platform's
+	// bill needs (settles.go): whether the event shows there as a payment
+	// or a refund ("" for one that moves no money: closed, a refund that
+	// failed), when the platform says it happened (Alipay gmt_payment,
+	// gmt_refund; WeChat Pay success_time, v2 time_end; Stripe the
+	// event's created; PayPal the resource's create_time; zero when the
+	// notification names none), and the objects the bill names for a
+	// platform whose key is an event id (Stripe data.object.id and the
+	// charge or intent behind it; PayPal resource.id).
+	Settles Settlement
+	At      time.Time
+	Refs    []string
 	// LegacyKey is the key this notification had under the preset's
 	// default key before business events (Alipay
 	// "<app_id>:<trade_no>:<trade_status>:<out_biz_no>", WeChat Pay

@@ -204,6 +204,7 @@ func (p *PayPal) Verify(r *Request) (*Notification, error) {
 			return nil, malformed("paypal", "resource.amount: %v", err)
 		}
 	}
+	paypalSettles(n, fp[0])
 	return n, nil
 }
 

@@ -63,6 +63,7 @@ func (s *Stripe) Verify(r *Request) (*Notification, error) {
 			return nil, malformed("stripe", "data.object.amount: %v", err)
 		}
 	}
+	stripeSettles(n, fp[0])
 	return n, nil
 }
 

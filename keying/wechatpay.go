@@ -249,6 +249,7 @@ func (w *WechatPay) classify(n *Notification, eventType string, get func(string)
 	}
 	n.Order, n.Event = mchid+":"+txID, event
 	n.Key = n.Order + ":" + event
+	n.Settles, n.At = EventSettles(event), rfc3339Time(get("success_time"))
 	return nil
 }
 

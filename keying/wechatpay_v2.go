@@ -112,6 +112,7 @@ func (w *WechatPayV2) Verify(r *Request) (*Notification, error) {
 	if err := v2Order(n, fields["mch_id"], tx, event, fields["total_fee"], fields["fee_type"]); err != nil {
 		return nil, err
 	}
+	n.At = beijingTime(fields["time_end"])
 	return n, nil
 }
 
@@ -133,6 +134,7 @@ func v2Order(n *Notification, mchID, tx, event, fee, feeType string) error {
 	}
 	n.Order, n.Event = mchID+":"+tx, event
 	n.Key = n.Order + ":" + event
+	n.Settles = EventSettles(event)
 	return nil
 }
 
@@ -239,6 +241,7 @@ func (w *WechatPayV2) refund(r *Request, outer map[string]string) (*Notification
 		inner["refund_fee"], outer["fee_type"]); err != nil {
 		return nil, err
 	}
+	n.At = beijingTime(inner["success_time"])
 	return n, nil
 }
 

@@ -39,6 +39,8 @@ func init() {
 //	GET    /idempotency/keys?state=<state>[&scope=…&prefix=…&since=…&cursor=…&limit=…]
 //	                                            records by state, newest first, paged
 //	GET    /idempotency/orders/<order>          an order's business events, ran and not
+//	POST   /idempotency/reconcile?platform=…[&scope=…&merchant=…&items=1&limit=…&from=…&to=…]
+//	                                            the platform's bill (the body) against what ran
 //	GET    /idempotency/deliveries              deliver async: every scope's queue
 //	POST   /idempotency/deliveries/<scope>/pause|resume   stop or restart its deliveries
 //
@@ -117,6 +119,8 @@ func (a *AdminAPI) serveHTTP(w http.ResponseWriter, r *http.Request) error {
 			return apiError(http.StatusBadRequest, errors.New("which order? /idempotency/orders/<scope>:<merchant>:<order>, escaped"))
 		}
 		return a.getOrder(w, r, order)
+	case rest == "reconcile":
+		return a.reconcile(w, r)
 	case rest == "keys":
 		if r.Method != http.MethodGet {
 			return errMethod(r)

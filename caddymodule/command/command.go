@@ -31,7 +31,7 @@ func init() {
 func idempotencyCommand() caddycmd.Command {
 	return caddycmd.Command{
 		Name:  "idempotency",
-		Usage: "inspect|order|list|redeliver|purge|in-flight|pause|resume|deliveries|send|keygen ...",
+		Usage: "inspect|order|list|redeliver|purge|in-flight|pause|resume|deliveries|reconcile|send|keygen ...",
 		Short: "Inspects and purges idempotency keys; sends signed test notifications",
 		Long: `
 Talks to the running gateway's admin API (/idempotency/ routes).
@@ -62,6 +62,11 @@ Talks to the running gateway's admin API (/idempotency/ routes).
                                            (depth, leased, oldest, paused)
   idempotency pause|resume <scope>         stop or restart a scope's
                                            deliveries (acks go on)
+  idempotency reconcile --platform <p> --bill <file> [--scope S]
+                   [--merchant M] [--json]
+                                           the platform's bill against what
+                                           the backend ran (对账); exits 1
+                                           when they differ
 
   idempotency send --platform <p> --url <url> [--id <id>]
                                            sign and send a test notification
@@ -78,6 +83,7 @@ Keys are passed as they are; quote them for the shell.
 		CobraFunc: func(cmd *cobra.Command) {
 			cmd.AddCommand(inspectCommand(), orderCommand(), listCommand(), redeliverCommand(), purgeCommand(), inFlightCommand(),
 				pauseCommand(true), pauseCommand(false), deliveriesCommand(), sendCommand(), keygenCommand())
+			cmd.AddCommand(reconcileCommand())
 		},
 	}
 }

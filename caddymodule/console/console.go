@@ -134,6 +134,11 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 			return c.render(w, http.StatusMethodNotAllowed, v.fail("redeliver is a POST from the key's page"))
 		}
 		return c.act(ctx, w, r, v, c.redeliver)
+	case "reconcile":
+		if r.Method == http.MethodPost {
+			return c.reconcile(w, r, v)
+		}
+		c.reconcileForm(r, v)
 	case "deliveries":
 		if r.Method != http.MethodPost {
 			return c.render(w, http.StatusMethodNotAllowed, v.fail("pause and resume are POSTs from the overview"))
@@ -166,7 +171,7 @@ func consolePaths(r *http.Request) (base, page string) {
 		dir, last = p[:i+1], p[i+1:]
 	}
 	switch last {
-	case "key", "order", "purge", "redeliver", "deliveries":
+	case "key", "order", "purge", "redeliver", "deliveries", "reconcile":
 		base, page = dir, last
 	case "":
 		base = dir
@@ -205,14 +210,8 @@ const maxConsoleForm = 16 << 10
 // host, and the form must carry this process's token, which only the
 // console's own pages hold.
 func checkSameOrigin(r *http.Request) error {
-	if s := r.Header.Get("Sec-Fetch-Site"); s != "" && s != "same-origin" {
-		return fmt.Errorf("cross-site request refused (Sec-Fetch-Site: %s)", s)
-	}
-	if o := r.Header.Get("Origin"); o != "" {
-		u, err := url.Parse(o)
-		if o == "null" || err != nil || u.Host != r.Host {
-			return errors.New("cross-site request refused (Origin is not this console's host)")
-		}
+	if err := checkOrigin(r); err != nil {
+		return err
 	}
 	r.Body = http.MaxBytesReader(nil, r.Body, maxConsoleForm)
 	if err := r.ParseForm(); err != nil {
@@ -221,6 +220,21 @@ func checkSameOrigin(r *http.Request) error {
 	got := r.PostForm.Get("csrf")
 	if got == "" || subtle.ConstantTimeCompare([]byte(got), []byte(consoleToken)) != 1 {
 		return errors.New("the form's token is missing or stale: reload the console's page and try again")
+	}
+	return nil
+}
+
+// checkOrigin is the browser's half of checkSameOrigin: Sec-Fetch-Site
+// and Origin.
+func checkOrigin(r *http.Request) error {
+	if s := r.Header.Get("Sec-Fetch-Site"); s != "" && s != "same-origin" {
+		return fmt.Errorf("cross-site request refused (Sec-Fetch-Site: %s)", s)
+	}
+	if o := r.Header.Get("Origin"); o != "" {
+		u, err := url.Parse(o)
+		if o == "null" || err != nil || u.Host != r.Host {
+			return errors.New("cross-site request refused (Origin is not this console's host)")
+		}
 	}
 	return nil
 }

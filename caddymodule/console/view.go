@@ -67,6 +67,9 @@ type consolePage struct {
 	// An order's page.
 	Order      *admin.OrderView
 	OrderStore string
+
+	// The reconciliation page.
+	Reconcile *reconcileView
 }
 
 func (v *consolePage) fail(msg string) *consolePage {

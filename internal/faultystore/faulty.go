@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/cache"
+	"github.com/idemgate/idemgate/keying"
 )
 
 // Op names a cache.Store method, for Faulty's rules.
@@ -269,6 +270,30 @@ func (f *Faulty) Order(ctx context.Context, order string) (*cache.Order, error) 
 	}
 	o, err := f.s.Order(ctx, order)
 	return o, f.afterErr(OpLookup, err)
+}
+
+func (f *Faulty) Orders(ctx context.Context, names []string) ([]*cache.Order, error) {
+	if err := f.before(ctx, OpLookup); err != nil {
+		return nil, err
+	}
+	out, err := f.s.Orders(ctx, names)
+	return out, f.afterErr(OpLookup, err)
+}
+
+func (f *Faulty) EventsByRef(ctx context.Context, scope string, settles keying.Settlement, refs []string) ([][]string, error) {
+	if err := f.before(ctx, OpLookup); err != nil {
+		return nil, err
+	}
+	out, err := f.s.EventsByRef(ctx, scope, settles, refs)
+	return out, f.afterErr(OpLookup, err)
+}
+
+func (f *Faulty) RanOn(ctx context.Context, q cache.RanQuery) (cache.RanPage, error) {
+	if err := f.before(ctx, OpLookup); err != nil {
+		return cache.RanPage{}, err
+	}
+	out, err := f.s.RanOn(ctx, q)
+	return out, f.afterErr(OpLookup, err)
 }
 
 func (f *Faulty) Close() error { return f.s.Close() }

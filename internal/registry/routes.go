@@ -20,6 +20,14 @@ type Route struct {
 	// RetryWindow is how long the platform keeps retrying a notification
 	// (for async routes: give_up): past it, a failed key is dead.
 	RetryWindow time.Duration
+	// Merchants are the route's pinned merchants (Alipay app_id, WeChat
+	// Pay mchid), resolved: a reconciliation of an Alipay bill, which
+	// names no app_id, takes the one a scope pins.
+	Merchants []string
+	// Emit sends an event that concerns the route but no single key
+	// (idempotency.reconcile) as the route sends its own: a Caddy event
+	// and its alert, if configured. Nil in tests without a handler.
+	Emit func(name string, data map[string]any)
 }
 
 // DefaultTTL is the handler's default ttl, for keys whose scope has no
@@ -69,6 +77,13 @@ func RouteOf(scope string) (*Route, bool) {
 		return nil, false
 	}
 	return rs[len(rs)-1], true
+}
+
+// RoutesOf returns every registered route of scope, oldest first.
+func RoutesOf(scope string) []*Route {
+	routesMu.RLock()
+	defer routesMu.RUnlock()
+	return append([]*Route(nil), routes[scope]...)
 }
 
 // RouteOfKey returns the newest route of a full key's scope

@@ -68,6 +68,9 @@ type Row struct {
 	// payment. A refund row names the order it refunds (Stripe's where
 	// the export does: the Dashboard's Source, the report's charge_id).
 	Order string
+	// Merchant is the merchant the row is for where the bill names it per
+	// row: WeChat Pay 商户号 (mchid, the merchant of its notifications).
+	Merchant string
 	// MerchantOrder is the merchant's own order number where the bill
 	// has it: Alipay and WeChat Pay 商户订单号 (out_trade_no), PayPal
 	// Invoice ID.

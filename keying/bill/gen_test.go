@@ -360,7 +360,7 @@ func (g *wechatGen) tail(b []byte, n int) []byte {
 func (g *wechatGen) want(n int) Row {
 	e, i := g.event(n)
 	amt := string(cents(nil, e.fen))
-	r := Row{Line: 2 + n, Kind: e.kind, Order: wechatTxn(e.order), MerchantOrder: "M" + strconv.Itoa(e.order),
+	r := Row{Line: 2 + n, Kind: e.kind, Order: wechatTxn(e.order), Merchant: "1900000109", MerchantOrder: "M" + strconv.Itoa(e.order),
 		Amount: amt, Minor: e.fen, Settled: amt, Currency: "CNY", Time: e.at, Type: "SUCCESS", Status: "SUCCESS"}
 	if e.kind == Refund {
 		r.Type, r.Refund, r.ID = "REFUND", "R"+strconv.Itoa(i), fmt.Sprintf("503031085620261003%010d", i)

@@ -20,10 +20,10 @@ const (
 func wxBill(lines ...string) []byte { return []byte(strings.Join(lines, "\n") + "\n") }
 
 func TestWeChatDocumentedLayouts(t *testing.T) {
-	paid := Row{Line: 2, Kind: Payment, Order: "4200000925202610030000000001", MerchantOrder: "M1", Amount: "6.00",
+	paid := Row{Line: 2, Kind: Payment, Order: "4200000925202610030000000001", Merchant: "1900000109", MerchantOrder: "M1", Amount: "6.00",
 		Minor: 600, Settled: "6.00", Currency: "CNY", Time: time.Date(2026, 10, 3, 8, 35, 41, 0, beijing),
 		Type: "SUCCESS", Status: "SUCCESS"}
-	refund := Row{Line: 3, Kind: Refund, Order: "4200000925202610030000000001", MerchantOrder: "M1", Refund: "R1",
+	refund := Row{Line: 3, Kind: Refund, Order: "4200000925202610030000000001", Merchant: "1900000109", MerchantOrder: "M1", Refund: "R1",
 		ID: "50303108562026100301487282563", Amount: "2.50", Minor: 250, Settled: "2.50", Currency: "CNY",
 		Time: time.Date(2026, 10, 3, 20, 53, 36, 0, beijing), Type: "REFUND", Status: "PROCESSING"}
 	refundAt2 := refund
@@ -36,7 +36,7 @@ func TestWeChatDocumentedLayouts(t *testing.T) {
 	}{
 		{"ALL: a payment, its partial refund, a revoked payment", wxBill(wechatALL, wxPay, wxRefund, wxRevoked, wxSumHead,
 			"`3,`7.00,`2.50,`0.00,`0.03100,`7.00,`2.50"), "wechatpay ALL",
-			[]Row{paid, refund, {Line: 4, Kind: Other, Order: "4200000925202610030000000002", MerchantOrder: "M2",
+			[]Row{paid, refund, {Line: 4, Kind: Other, Order: "4200000925202610030000000002", Merchant: "1900000109", MerchantOrder: "M2",
 				Amount: "1.00", Minor: 100, Settled: "1.00", Currency: "CNY", Time: time.Date(2026, 10, 3, 9, 0, 0, 0, beijing),
 				Type: "REVOKED", Status: "REVOKED"}}},
 		{"ALL as captured: BOM, CRLF, no line end after the summary",
@@ -55,7 +55,7 @@ func TestWeChatDocumentedLayouts(t *testing.T) {
 			"`2014-11-10 16：33：45,`wx2421b1c4370ec43b,`10000100,`0,`1000,`1001690740201411100005734289,`1415640626,`085e9858e3ba5186aafcbaed1,`MICROPAY,`SUCCESS,`OTHERS,`CNY,`0.01,`0.0,`0,`0,`0,`0,`,`,`被扫支付测试,`订单额外描述,`0,`0.60%",
 			"总交易单数,总交易额,总退款金额,总代金券或立减优惠退款金额,手续费总金额", "`1,`0.01,`0.0,`0.0,`0"),
 			"wechatpay ALL (early 24-column format)",
-			[]Row{{Line: 2, Kind: Payment, Order: "1001690740201411100005734289", MerchantOrder: "1415640626", Amount: "0.01",
+			[]Row{{Line: 2, Kind: Payment, Order: "1001690740201411100005734289", Merchant: "10000100", MerchantOrder: "1415640626", Amount: "0.01",
 				Minor: 1, Settled: "0.01", Currency: "CNY", Time: time.Date(2014, 11, 10, 16, 33, 45, 0, beijing),
 				Type: "SUCCESS", Status: "SUCCESS"}}},
 		{"no transactions: header and a zero summary", wxBill(wechatALL, wxSumHead, "`0,`0.00,`0.00,`0.00,`0.00000,`0.00,`0.00"),

@@ -1,0 +1,114 @@
+package cache
+
+import (
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/idemgate/idemgate/keying"
+)
+
+// TestOrderEventCodec: every value an order remembers comes back as it
+// was given — amounts exactly as written, the platform's time to the
+// second, before or after the run — and values of the former text layout
+// still read.
+func TestOrderEventCodec(t *testing.T) {
+	ran := time.UnixMilli(1791000000123)
+	for _, amount := range []string{"", "1288.00", "0.01", "500", "-3.5", "0.0000001", "12.3456789", "12.34567891",
+		"007", "1.", ".5", "99999999999999.99", "123456789012345678", "1e5", "¥1"} {
+		for _, at := range []time.Time{{}, ran.Add(-90 * time.Second), ran.Add(3 * time.Second), ran.Add(-400 * 24 * time.Hour)} {
+			r := &OrderRun{Amount: amount, Currency: "CNY", Settles: keying.SettlesRefund, At: at, Refs: []string{"re_1", "", "ch_2"}}
+			v := encodeOrderEvent(ran, r)
+			ev, err := decodeOrderEvent("alipay:1:T", "refund:R", string(v))
+			if err != nil {
+				t.Fatalf("%q at %v: %v", amount, at, err)
+			}
+			if ev.Amount != amount || ev.Currency != "CNY" || !ev.Ran.Equal(ran) || !ev.At.Equal(at.Truncate(time.Second)) ||
+				ev.Settles != keying.SettlesRefund || !slices.Equal(ev.Refs, r.Refs) || ev.Key != "alipay:1:T:refund:R" {
+				t.Fatalf("%q at %v: %+v", amount, at, ev)
+			}
+		}
+	}
+	if n := len(encodeOrderEvent(ran, &OrderRun{Amount: "1288.00", Currency: "CNY", Settles: keying.SettlesPayment, At: ran})); n > 16 {
+		t.Errorf("a paid event takes %d bytes, want ≤ 16 (the order's Redis budget)", n)
+	}
+	old := strconv.FormatInt(ran.UnixMilli(), 36) + ",9.90,CNY"
+	ev, err := decodeOrderEvent("alipay:1:T", "paid", old)
+	if err != nil || ev.Amount != "9.90" || ev.Currency != "CNY" || !ev.Ran.Equal(ran) || ev.Settles != "" {
+		t.Fatalf("former layout: %+v %v", ev, err)
+	}
+	for _, bad := range []string{"", "\x01", "\x01\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff", "zz!,1,CNY"} {
+		if _, err := decodeOrderEvent("o", "paid", bad); err == nil {
+			t.Errorf("%q decoded", bad)
+		}
+	}
+}
+
+// TestPackID: day index entries come back as they went in; digits take
+// half the bytes.
+func TestPackID(t *testing.T) {
+	for _, id := range []string{"2013112011001004330000121536", "1", "12", "0001", "evt_1NG8Du2eZvKYlo2CUI79vXWy", "\x00x", "\xffx", ""} {
+		got, ok := unpackID(packID(id))
+		if !ok || got != id {
+			t.Errorf("%q → %x → %q %v", id, packID(id), got, ok)
+		}
+	}
+	if n := len(packID("2013112011001004330000121536")); n != 15 {
+		t.Errorf("a 28-digit trade_no packs to %d bytes, want 15", n)
+	}
+	for _, bad := range [][]byte{{}, {0x83, 0x12}, {0x82, 0x1a}} {
+		if _, ok := unpackID(bad); ok {
+			t.Errorf("%x unpacked", bad)
+		}
+	}
+}
+
+// TestSlotTags: the order state's tag puts it in its order's slot, for
+// every slot; the table is the layout, so two of its entries are pinned.
+func TestSlotTags(t *testing.T) {
+	tags := slotTags()
+	for slot, tag := range tags {
+		if tag == "" || len(tag) > 3 || int(crc16(tag)%16384) != slot {
+			t.Fatalf("slot %d: tag %q", slot, tag)
+		}
+	}
+	s := &Redis{prefix: "idem"}
+	for _, order := range []string{"alipay:2021004123456789:2013112011001004330000121536", "demo:x", "demo:%:{b}c"} {
+		if got, want := redisSlot(s.orderKey(order)), redisSlot(s.hashKey(order+":paid")); got != want {
+			t.Errorf("%q: state in slot %d, events in %d", order, got, want)
+		}
+	}
+	if got := s.orderKey("alipay:2021004123456789:2013112011001004330000121536"); len(got) > 27 {
+		t.Errorf("order key %q: %d bytes, want ≤ 27 (32 in Redis)", got, len(got))
+	}
+	if got := s.orderKey("stripe:evt_1"); redisSlot(got) != redisSlot(s.hashKey("stripe:evt_1")) {
+		t.Errorf("a key that is its own event: %q apart from its record", got)
+	}
+	// The layout: these names must never change.
+	if got, want := s.orderKey("alipay:2021004123456789:2013112011001004330000121536"), pinnedOrderKey; got != want {
+		t.Errorf("order key %q, want %q", got, want)
+	}
+}
+
+const pinnedOrderKey = "idem:{zJ}oFqkMm399E2BIsA2u"
+
+// FuzzOrderEventCodec: any stored value decodes or is refused, never
+// panics; any run's amount, currency and refs come back as they went in.
+func FuzzOrderEventCodec(f *testing.F) {
+	f.Add("1288.00", "CNY", "ch_1", string(encodeOrderEvent(time.UnixMilli(1791000000123), &OrderRun{Amount: "9.90"})), []byte{0x95, 0x12})
+	f.Add("007", "", "", "mbc1234a,1288.00,CNY", []byte{0x01})
+	f.Fuzz(func(t *testing.T, amount, currency, ref, stored string, packed []byte) {
+		_, _ = decodeOrderEvent("o", "paid", stored)
+		_, _ = unpackID(packed)
+		ran := time.UnixMilli(1791000000123)
+		r := &OrderRun{Amount: amount, Currency: currency, Refs: []string{ref}, At: ran.Add(-time.Minute)}
+		ev, err := decodeOrderEvent("o", "paid", string(encodeOrderEvent(ran, r)))
+		if err != nil || ev.Amount != amount || ev.Currency != currency || len(ev.Refs) != 1 || ev.Refs[0] != ref {
+			t.Fatalf("%q %q %q: %+v %v", amount, currency, ref, ev, err)
+		}
+		if id, ok := unpackID(packID(ref)); !ok || id != ref {
+			t.Fatalf("packID(%q) came back %q %v", ref, id, ok)
+		}
+	})
+}

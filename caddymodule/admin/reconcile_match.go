@@ -1,0 +1,559 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/idemgate/idemgate/cache"
+	"github.com/idemgate/idemgate/internal/registry"
+	"github.com/idemgate/idemgate/keying"
+	"github.com/idemgate/idemgate/keying/bill"
+)
+
+// The matching of a bill against the store. Rows are looked up a batch at
+// a time: Alipay's and WeChat Pay's by the order their key names
+// (<scope>:<merchant>:<trade_no|transaction_id>, cache.OrderIndex.Orders),
+// Stripe's and PayPal's by the objects they name (EventsByRef, then
+// Orders). Each event a row matched is kept as a 64-bit hash; after the
+// last row, the day index of the bill's period (RanOn) yields every
+// payment and refund that ran, and those whose hash no row left are run,
+// not settled. Memory: the hashes (8 bytes a row), one batch, the items
+// listed.
+
+// batchSize rows are looked up together: one pipeline on Redis.
+const batchSize = 500
+
+// maxMerchants bounds the merchants one bill may name (WeChat Pay's 商户号
+// of a service provider's sub-merchants).
+const maxMerchants = 1000
+
+type reconciler struct {
+	ps   *registry.Store
+	opts ReconcileOptions
+	rep  *Report
+	seed maphash.Seed
+
+	matched   []uint64            // hashes of the events rows matched; sorted after the last row
+	reported  map[uint64]struct{} // run, not settled already listed (a day list may file an event twice)
+	merchants map[string]bool     // the merchants rows named
+	pins      []string            // the route's pinned merchants, for a bill without rows
+	first     time.Time           // the earliest and latest row times
+	last      time.Time
+}
+
+func newReconciler(ps *registry.Store, opts ReconcileOptions) *reconciler {
+	rep := &Report{Store: ps.ID, Platform: opts.Platform, Scope: opts.Scope}
+	return &reconciler{ps: ps, opts: opts, rep: rep, seed: maphash.MakeSeed(),
+		reported: map[uint64]struct{}{}, merchants: map[string]bool{}}
+}
+
+// ownEvents: the platform's keys are event ids, its bill names objects.
+func (rc *reconciler) ownEvents() bool {
+	return rc.opts.Platform == "stripe" || rc.opts.Platform == "paypal"
+}
+
+func (rc *reconciler) hash(key string) uint64 { return maphash.String(rc.seed, key) }
+
+func (rc *reconciler) run(ctx context.Context, rd *bill.Reader) (*Report, error) {
+	batch := make([]bill.Row, 0, batchSize)
+	for {
+		row, err := rd.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, billErr(err)
+		}
+		if row.Kind != bill.Payment && row.Kind != bill.Refund {
+			rc.rep.Skipped++
+			continue
+		}
+		if !row.Time.IsZero() {
+			if rc.first.IsZero() || row.Time.Before(rc.first) {
+				rc.first = row.Time
+			}
+			if row.Time.After(rc.last) {
+				rc.last = row.Time
+			}
+		}
+		if batch = append(batch, row); len(batch) == batchSize {
+			if err := rc.match(ctx, batch); err != nil {
+				return nil, err
+			}
+			batch = batch[:0]
+		}
+	}
+	if err := rc.match(ctx, batch); err != nil {
+		return nil, err
+	}
+	sum := rd.Summary()
+	rc.rep.Bill = BillView{Layout: sum.Layout, Rows: sum.Rows, Payments: sum.Payments, Refunds: sum.Refunds,
+		Others: sum.Others, Checked: sum.Checked, Account: sum.Account, From: sum.From, To: sum.To}
+	if !sum.Checked {
+		rc.note("the bill carries no totals to prove it whole (Stripe's exports have none): a truncated download would look like fewer rows")
+	}
+	slices.Sort(rc.matched)
+	rc.rep.Period = rc.period(sum)
+	if rc.rep.Period == nil {
+		rc.note("the bill has no rows and names no period: run, not settled is not computed (give from and to)")
+	} else if err := rc.unsettled(ctx); err != nil {
+		return nil, err
+	}
+	if rc.ownEvents() {
+		if err := rc.keyUnrun(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if err := rc.states(ctx); err != nil {
+		return nil, err
+	}
+	for _, c := range []*Category{&rc.rep.SettledNeverRun, &rc.rep.RunNotSettled, &rc.rep.AmountDiffers, &rc.rep.Matched} {
+		c.finish()
+	}
+	for m := range rc.merchants {
+		rc.rep.Merchant = append(rc.rep.Merchant, m)
+	}
+	slices.Sort(rc.rep.Merchant)
+	return rc.rep, nil
+}
+
+func (rc *reconciler) note(s string) { rc.rep.Notes = append(rc.rep.Notes, s) }
+
+func storeErr(ps *registry.Store, err error) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return reconcileErr(http.StatusServiceUnavailable, "store %s: the reconciliation took longer than %v", ps.ID, ReconcileTimeout)
+	}
+	return reconcileErr(http.StatusServiceUnavailable, "store %s: %v", ps.ID, err)
+}
+
+// eventOf names a row's business event: paid, or refund:<id> — the id its
+// notification carries (Alipay out_biz_no, WeChat Pay out_refund_no; for
+// Stripe and PayPal the refund object's id).
+func eventOf(row bill.Row) string {
+	if row.Kind == bill.Payment {
+		return keying.EventPaid
+	}
+	id := row.Refund
+	if id == "" {
+		id = row.ID
+	}
+	return keying.EventRefund + id
+}
+
+// merchantOf is the merchant of a row's key.
+func (rc *reconciler) merchantOf(row bill.Row) (string, error) {
+	m := rc.opts.Merchant
+	if m == "" {
+		m = row.Merchant
+	}
+	if m == "" {
+		return "", reconcileErr(http.StatusBadRequest, "%s bill, line %d: no merchant (商户号) on the row: give merchant=<mchid>", rc.opts.Platform, row.Line)
+	}
+	if !rc.merchants[m] {
+		if len(rc.merchants) == maxMerchants {
+			return "", reconcileErr(http.StatusBadRequest, "%s bill, line %d: more than %d merchants in one bill", rc.opts.Platform, row.Line, maxMerchants)
+		}
+		rc.merchants[m] = true
+	}
+	return m, nil
+}
+
+// match looks a batch of rows up and files each in its category.
+func (rc *reconciler) match(ctx context.Context, rows []bill.Row) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	if rc.ownEvents() {
+		return rc.matchByRef(ctx, rows)
+	}
+	names := make([]string, len(rows))
+	for i, row := range rows {
+		m, err := rc.merchantOf(row)
+		if err != nil {
+			return err
+		}
+		names[i] = cache.OrderName(rc.opts.Scope, m, row.Order)
+	}
+	orders, err := rc.orders(ctx, names)
+	if err != nil {
+		return err
+	}
+	for i, row := range rows {
+		event := eventOf(row)
+		key := names[i] + ":" + event
+		it := Item{Order: names[i], Event: event, BillAmount: row.Amount, Currency: row.Currency, Key: key,
+			Line: row.Line, BillTime: row.Time}
+		ev, o := findEvent(orders[names[i]], key)
+		if ev == nil {
+			rc.rep.SettledNeverRun.add(it, row.Amount, rc.opts.Limit)
+			continue
+		}
+		notified, note := ev.Amount, ""
+		if rc.opts.Platform == "alipay" && row.Kind == bill.Refund {
+			notified, note = alipayRefund(o, ev)
+		}
+		rc.classify(it, row, *ev, notified, note)
+	}
+	return nil
+}
+
+// orders reads the states of names (once each) in one batch.
+func (rc *reconciler) orders(ctx context.Context, names []string) (map[string]*cache.Order, error) {
+	uniq := slices.Clone(names)
+	slices.Sort(uniq)
+	uniq = slices.Compact(uniq)
+	os, err := rc.ps.Orders(ctx, uniq)
+	if err != nil {
+		return nil, storeErr(rc.ps, err)
+	}
+	out := make(map[string]*cache.Order, len(uniq))
+	for i, n := range uniq {
+		out[n] = os[i]
+	}
+	return out, nil
+}
+
+// findEvent is key's event in o, if it ran.
+func findEvent(o *cache.Order, key string) (*cache.OrderEvent, *cache.Order) {
+	if o == nil {
+		return nil, nil
+	}
+	for i := range o.Events {
+		if o.Events[i].Key == key {
+			return &o.Events[i], o
+		}
+	}
+	return nil, o
+}
+
+// alipayRefund is what a refund's notification says this refund was.
+// Alipay's refund_fee is the trade's cumulative refunded amount, which only
+// grows: the refund's own amount is its refund_fee less the largest
+// smaller one among the order's other refunds that ran (the first refund's
+// is its refund_fee) — whatever order the notifications arrived in. Exact
+// when every earlier refund of the trade ran here; one that never did
+// shows as an amount difference of the next.
+func alipayRefund(o *cache.Order, ev *cache.OrderEvent) (string, string) {
+	if ev.Amount == "" {
+		return "", "the refund's notification named no refund_fee"
+	}
+	prev, prevEvent := "", ""
+	for _, e := range o.Events {
+		if e.Key == ev.Key || e.Settles != keying.SettlesRefund || e.Amount == "" {
+			continue
+		}
+		below, ok := cmpDecimal(e.Amount, ev.Amount)
+		if !ok || below >= 0 {
+			continue
+		}
+		if c, ok := cmpDecimal(e.Amount, prev); prev == "" || ok && c > 0 {
+			prev, prevEvent = e.Amount, e.Event
+		}
+	}
+	if prev == "" {
+		return ev.Amount, ""
+	}
+	d, ok := subDecimal(ev.Amount, prev)
+	if !ok {
+		return ev.Amount, ""
+	}
+	return d, fmt.Sprintf("refund_fee %s is the trade's refunded total: less %s of %s", ev.Amount, prev, prevEvent)
+}
+
+// classify files a row whose event ran: matched, or amount differs.
+func (rc *reconciler) classify(it Item, row bill.Row, ev cache.OrderEvent, notified, note string) {
+	rc.matched = append(rc.matched, rc.hash(ev.Key))
+	it.Key, it.NotifiedAmount, it.Ran, it.State, it.Note = ev.Key, notified, ev.Ran, "ran", note
+	if notified == "" {
+		if it.Note == "" {
+			it.Note = "the notification named no amount: not compared"
+		}
+		rc.rep.Matched.add(it, row.Amount, rc.matchedLimit())
+		return
+	}
+	c, ok := cmpDecimal(row.Amount, notified)
+	if !ok || c != 0 || ev.Currency != "" && !strings.EqualFold(ev.Currency, row.Currency) {
+		if ev.Currency != "" && !strings.EqualFold(ev.Currency, row.Currency) {
+			it.Note = strings.TrimSpace(it.Note + " notified in " + ev.Currency)
+		}
+		rc.rep.AmountDiffers.add(it, row.Amount, rc.opts.Limit)
+		return
+	}
+	rc.rep.Matched.add(it, row.Amount, rc.matchedLimit())
+}
+
+// matchedLimit lists matched items only when asked (?items=1).
+func (rc *reconciler) matchedLimit() int {
+	if rc.opts.Matched {
+		return rc.opts.Limit
+	}
+	return 0
+}
+
+// refsOf are the objects a Stripe or PayPal row names, and the kind of
+// event that names them.
+func refsOf(row bill.Row) (keying.Settlement, []string) {
+	var refs []string
+	add := func(r string) {
+		if r != "" && !slices.Contains(refs, r) {
+			refs = append(refs, r)
+		}
+	}
+	if row.Kind == bill.Payment {
+		add(row.Order)
+		add(row.PaymentIntent)
+		return keying.SettlesPayment, refs
+	}
+	add(row.Refund)
+	add(row.Order) // a Dashboard export names the charge; charge.refunded names it too
+	return keying.SettlesRefund, refs
+}
+
+// matchByRef matches Stripe's and PayPal's rows through the ref index.
+func (rc *reconciler) matchByRef(ctx context.Context, rows []bill.Row) error {
+	var refs [2][]string // payments', refunds'
+	for _, row := range rows {
+		kind, rs := refsOf(row)
+		k := 0
+		if kind == keying.SettlesRefund {
+			k = 1
+		}
+		refs[k] = append(refs[k], rs...)
+	}
+	byRef := [2]map[string][]string{{}, {}}
+	var keys []string
+	for k, kind := range []keying.Settlement{keying.SettlesPayment, keying.SettlesRefund} {
+		if len(refs[k]) == 0 {
+			continue
+		}
+		slices.Sort(refs[k])
+		refs[k] = slices.Compact(refs[k])
+		found, err := rc.ps.EventsByRef(ctx, rc.opts.Scope, kind, refs[k])
+		if err != nil {
+			return storeErr(rc.ps, err)
+		}
+		for i, r := range refs[k] {
+			byRef[k][r] = found[i]
+			keys = append(keys, found[i]...)
+		}
+	}
+	orders, err := rc.orders(ctx, keys)
+	if err != nil {
+		return err
+	}
+	for _, row := range rows {
+		kind, rs := refsOf(row)
+		k := 0
+		if kind == keying.SettlesRefund {
+			k = 1
+		}
+		it := Item{Order: rs[0], Event: eventOf(row), BillAmount: row.Amount, Currency: row.Currency, Line: row.Line, BillTime: row.Time}
+		if row.Kind == bill.Payment {
+			it.Order = row.Order
+		}
+		// Every event that named one of the row's objects and ran: each
+		// is this row's (a payment intent's event and its charge's).
+		var ran []cache.OrderEvent
+		for _, r := range rs {
+			for _, key := range byRef[k][r] {
+				if ev, _ := findEvent(orders[key], key); ev != nil && !slices.ContainsFunc(ran, func(e cache.OrderEvent) bool { return e.Key == key }) {
+					ran = append(ran, *ev)
+				}
+			}
+		}
+		if len(ran) == 0 {
+			it.refs = rs
+			rc.rep.SettledNeverRun.add(it, row.Amount, rc.opts.Limit)
+			continue
+		}
+		best := ran[0]
+		for _, ev := range ran {
+			if c, ok := cmpDecimal(row.Amount, ev.Amount); ok && c == 0 {
+				best = ev
+			}
+		}
+		for _, ev := range ran {
+			if ev.Key != best.Key {
+				rc.matched = append(rc.matched, rc.hash(ev.Key))
+			}
+		}
+		notified, note := best.Amount, ""
+		if row.Kind == bill.Refund && len(best.Refs) > 0 && isCharge(best.Refs[0]) {
+			notified, note = "", "the event names the charge (charge.refunded: its amount is the charge's): the refund's amount is not compared"
+		}
+		rc.classify(it, row, best, notified, note)
+	}
+	return nil
+}
+
+// isCharge: a Stripe object id of a charge or a payment.
+func isCharge(id string) bool { return strings.HasPrefix(id, "ch_") || strings.HasPrefix(id, "py_") }
+
+// zoneOf is the clock of the platform's bill days.
+func zoneOf(platform string) *time.Location {
+	switch platform {
+	case "alipay", "wechatpay", "wechatpay_v2":
+		return time.FixedZone("CST", 8*3600)
+	}
+	return time.UTC
+}
+
+// period is what "run, not settled" covers: the request's, the bill's
+// own, or the whole days (in the platform's clock) of its rows.
+func (rc *reconciler) period(sum bill.Summary) *PeriodView {
+	switch {
+	case !rc.opts.From.IsZero():
+		return &PeriodView{From: rc.opts.From, To: rc.opts.To, Source: "request"}
+	case !sum.From.IsZero() && sum.To.After(sum.From) && sum.To.Sub(sum.From) <= maxPeriod:
+		to := sum.To
+		if rc.opts.Platform == "paypal" {
+			to = to.Add(time.Second) // a section ends at its last second (…08:59:59), inclusive
+		}
+		return &PeriodView{From: sum.From, To: to, Source: "bill"}
+	case !rc.first.IsZero():
+		z := zoneOf(rc.opts.Platform)
+		f, l := rc.first.In(z), rc.last.In(z)
+		from := time.Date(f.Year(), f.Month(), f.Day(), 0, 0, 0, 0, z)
+		to := time.Date(l.Year(), l.Month(), l.Day()+1, 0, 0, 0, 0, z)
+		return &PeriodView{From: from, To: to, Source: "rows"}
+	}
+	return nil
+}
+
+// unsettled walks the day index of the period: every payment and refund
+// filed there whose platform time (or run) is inside it and that no row
+// matched is run, not settled.
+func (rc *reconciler) unsettled(ctx context.Context) error {
+	p := rc.rep.Period
+	merchants := []string{""}
+	if !rc.ownEvents() {
+		merchants = merchants[:0]
+		for m := range rc.merchants {
+			merchants = append(merchants, m)
+		}
+		if rc.opts.Merchant != "" && !rc.merchants[rc.opts.Merchant] {
+			merchants = append(merchants, rc.opts.Merchant)
+		}
+		if len(merchants) == 0 {
+			merchants = append(merchants, rc.pins...)
+		}
+		slices.Sort(merchants)
+		if len(merchants) == 0 {
+			rc.note("no merchant to look up (the bill has no rows): give merchant=<mchid> for run, not settled")
+		}
+	}
+	for day := p.From.UTC().Truncate(24 * time.Hour); day.Before(p.To); day = day.Add(24 * time.Hour) {
+		for _, m := range merchants {
+			q := cache.RanQuery{Scope: rc.opts.Scope, Merchant: m, Day: day, Limit: batchSize}
+			for {
+				page, err := rc.ps.RanOn(ctx, q)
+				if err != nil {
+					return storeErr(rc.ps, err)
+				}
+				if err := rc.unsettledOrders(ctx, page.Orders); err != nil {
+					return err
+				}
+				if page.Next == "" {
+					break
+				}
+				q.Cursor = page.Next
+			}
+		}
+	}
+	return nil
+}
+
+func (rc *reconciler) unsettledOrders(ctx context.Context, names []string) error {
+	if len(names) == 0 {
+		return nil
+	}
+	orders, err := rc.orders(ctx, names)
+	if err != nil {
+		return err
+	}
+	p := rc.rep.Period
+	for name, o := range orders {
+		if o == nil {
+			continue // forgotten (purged, order_ttl passed): a stale entry
+		}
+		for _, ev := range o.Events {
+			t := ev.Time()
+			if ev.Settles == "" || t.Before(p.From) || !t.Before(p.To) {
+				continue
+			}
+			h := rc.hash(ev.Key)
+			if _, done := rc.reported[h]; done {
+				continue
+			}
+			if _, hit := slices.BinarySearch(rc.matched, h); hit {
+				continue
+			}
+			rc.reported[h] = struct{}{}
+			it := Item{Order: name, Event: ev.Event, NotifiedAmount: ev.Amount, Currency: ev.Currency, Key: ev.Key, Ran: ev.Ran, State: "ran"}
+			if rc.ownEvents() {
+				it.Event = keying.EventPaid
+				if ev.Settles == keying.SettlesRefund {
+					it.Event = keying.EventRefund
+				}
+				if len(ev.Refs) > 0 {
+					it.Order = ev.Refs[0]
+					if ev.Settles == keying.SettlesRefund {
+						it.Event += ev.Refs[0]
+					}
+				}
+			}
+			if ev.Settles == keying.SettlesRefund && strings.HasPrefix(rc.opts.Platform, "wechatpay") {
+				it.Note = "WeChat Pay's bill dates a refund by its acceptance, its notification by its success: it may be in the bill of the day before"
+			}
+			rc.rep.RunNotSettled.add(it, ev.Amount, rc.opts.Limit)
+		}
+	}
+	return nil
+}
+
+// states fills in the record of each settled-never-run item listed: its
+// state, attempts and, when it keeps the notification, how to redeliver.
+func (rc *reconciler) states(ctx context.Context) error {
+	items := rc.rep.SettledNeverRun.Items
+	for i := range items {
+		it := &items[i]
+		if it.Key == "" {
+			it.State = "none"
+			it.Note = "no event that names " + strings.Join(it.refs, " or ") + " ran, and no failed or in-flight record names it: no notification arrived (or its record's ttl passed)"
+			continue
+		}
+		rec, err := rc.ps.Lookup(ctx, it.Key)
+		if errors.Is(err, cache.ErrNotFound) {
+			it.State = "none"
+			if it.Note == "" {
+				it.Note = "no record: no notification arrived (or its record's ttl passed)"
+			}
+			continue
+		}
+		if err != nil {
+			return storeErr(rc.ps, err)
+		}
+		it.State = string(rec.StateAt(registry.Now(), registry.WindowOf(rec.Key)))
+		it.Attempts = rec.AttemptCount
+		if rec.State == cache.StateAnswered {
+			it.Note = "answered, but its order does not remember the event (a record kept under a key from before business events?)"
+		}
+		if rec.Notification != nil && rec.State != cache.StateInFlight {
+			it.Redeliver = "idemgate idempotency redeliver " + shellQuote(it.Key)
+			if rec.State == cache.StateAnswered {
+				it.Redeliver += " --force"
+			}
+		}
+	}
+	return nil
+}
+
+// shellQuote quotes s for a POSIX shell.
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

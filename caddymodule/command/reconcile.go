@@ -1,0 +1,226 @@
+package command
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	caddycmd "github.com/caddyserver/caddy/v2/cmd"
+	"github.com/spf13/cobra"
+
+	"github.com/idemgate/idemgate/caddymodule/admin"
+)
+
+// `idemgate idempotency reconcile`: sends the platform's bill to POST
+// /idempotency/reconcile as it reads it, and prints the report — a table
+// for people, the API's JSON with --json. Like diff, it exits non-zero
+// when the bill and what ran differ, so a daily job notices.
+
+func reconcileCommand() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "reconcile --platform <p> --bill <file|-> [--scope S] [--merchant M] [--json] [--items] [--limit N] [--from T --to T]",
+		Short: "Reconciles the platform's bill with what the backend ran",
+		Long: `
+Sends the platform's bill (Alipay's 业务明细 csv, WeChat Pay's trade bill,
+Stripe's balance export, PayPal's settlement report; gzip is fine) to the
+gateway, which compares it with the business events its store remembers
+(for order_ttl), and prints what it found:
+
+  settled, never run   the platform settled it, the backend never ran it:
+                       redeliver (the command is printed) or refund
+  run, not settled     the backend ran a payment or refund the bill does
+                       not show
+  amount differs       the bill's amount is not the notification's
+  matched
+
+Exit status: 0 when everything matched, 1 when the bill and what ran
+differ (or on an error).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cmd.SilenceUsage = true
+			fl := cmd.Flags()
+			path, _ := fl.GetString("bill")
+			asJSON, _ := fl.GetBool("json")
+			q := url.Values{}
+			for _, name := range []string{"platform", "scope", "merchant", "from", "to"} {
+				if v, _ := fl.GetString(name); v != "" {
+					q.Set(name, v)
+				}
+			}
+			if q.Get("platform") == "" || path == "" {
+				return errors.New("reconcile needs --platform and --bill")
+			}
+			if items, _ := fl.GetBool("items"); items {
+				q.Set("items", "1")
+			}
+			if n, _ := fl.GetInt("limit"); n > 0 {
+				q.Set("limit", strconv.Itoa(n))
+			}
+			var in io.Reader = os.Stdin
+			if path != "-" {
+				f, err := os.Open(path)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				in = f
+			}
+			var rep admin.Report
+			if err := postBill(cmd, q, in, &rep); err != nil {
+				return err
+			}
+			if asJSON {
+				if err := printJSON(cmd.OutOrStdout(), rep); err != nil {
+					return err
+				}
+			} else {
+				printReport(cmd.OutOrStdout(), &rep)
+			}
+			return findings(&rep)
+		},
+	}
+	adminFlags(c)
+	fl := c.Flags()
+	fl.String("platform", "", "The bill's platform: alipay, wechatpay, wechatpay_v2, stripe, paypal")
+	fl.String("bill", "", "The bill's file (- for standard input)")
+	fl.String("scope", "", "The routes' scope (default: the platform's name)")
+	fl.String("merchant", "", "Alipay: the app_id of the keys (default: the one the scope's route pins); WeChat Pay: the mchid (default: each row's 商户号)")
+	fl.Bool("json", false, "Print the API's JSON")
+	fl.Bool("items", false, "List matched events too")
+	fl.Int("limit", 0, "Events listed per category (default 100)")
+	fl.String("from", "", "Start of the period for \"run, not settled\" (RFC 3339; default: the bill's)")
+	fl.String("to", "", "End of that period (RFC 3339)")
+	return c
+}
+
+// postBill streams the bill to the admin API and decodes its report.
+func postBill(cmd *cobra.Command, q url.Values, bill io.Reader, into *admin.Report) error {
+	fl := cmd.Flags()
+	address, _ := fl.GetString("address")
+	config, _ := fl.GetString("config")
+	adapter, _ := fl.GetString("adapter")
+	if store, _ := fl.GetString("store"); store != "" {
+		q.Set("store", store)
+	}
+	addr, err := caddycmd.DetermineAdminAPIAddress(address, nil, config, adapter)
+	if err != nil {
+		return fmt.Errorf("couldn't determine admin API address: %v", err)
+	}
+	resp, err := caddycmd.AdminAPIRequest(addr, http.MethodPost, "/idempotency/reconcile?"+q.Encode(),
+		http.Header{"Content-Type": {"text/csv"}}, bill)
+	if err != nil {
+		return adminError(addr, err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(into); err != nil {
+		return fmt.Errorf("decoding the admin API's answer: %v", err)
+	}
+	return nil
+}
+
+// findings is the exit status: an error naming the differences, if any.
+func findings(rep *admin.Report) error {
+	var parts []string
+	for _, c := range []struct {
+		name string
+		n    int
+	}{{"settled, never run", rep.SettledNeverRun.Count}, {"run, not settled", rep.RunNotSettled.Count},
+		{"amount differs", rep.AmountDiffers.Count}} {
+		if c.n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", c.n, c.name))
+		}
+	}
+	if len(parts) == 0 {
+		return nil
+	}
+	return errors.New("the bill and what ran differ: " + strings.Join(parts, "; "))
+}
+
+// printReport prints a report for people: a summary table, then the
+// events of each category that differs.
+func printReport(w io.Writer, rep *admin.Report) {
+	checked := "its totals checked"
+	if !rep.Bill.Checked {
+		checked = "no totals to check"
+	}
+	fmt.Fprintf(w, "Reconciled the %s bill (%s, %d rows, %s) against scope %s", rep.Platform, rep.Bill.Layout, rep.Bill.Rows, checked, rep.Scope)
+	if len(rep.Merchant) > 0 {
+		fmt.Fprintf(w, ", merchant %s", strings.Join(rep.Merchant, ", "))
+	}
+	fmt.Fprintf(w, ", store %s.\n", rep.Store)
+	if p := rep.Period; p != nil {
+		fmt.Fprintf(w, "Period: %s to %s (from the %s).\n", p.From.Format("2006-01-02 15:04 -07:00"), p.To.Format("2006-01-02 15:04 -07:00"), p.Source)
+	}
+	for _, n := range rep.Notes {
+		fmt.Fprintf(w, "Note: %s.\n", n)
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CATEGORY\tCOUNT\tAMOUNTS")
+	cats := []struct {
+		name, title string
+		c           *admin.Category
+	}{
+		{"settled, never run", "Settled, never run — redeliver or refund", &rep.SettledNeverRun},
+		{"run, not settled", "Run, not settled — the backend ran what the bill does not show", &rep.RunNotSettled},
+		{"amount differs", "Amount differs", &rep.AmountDiffers},
+		{"matched", "Matched", &rep.Matched},
+	}
+	for _, c := range cats {
+		fmt.Fprintf(tw, "%s\t%d\t%s\n", c.name, c.c.Count, amounts(c.c.Amounts))
+	}
+	if rep.Skipped > 0 {
+		fmt.Fprintf(tw, "skipped (fees, payouts)\t%d\t\n", rep.Skipped)
+	}
+	tw.Flush()
+	for _, c := range cats {
+		if len(c.c.Items) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "\n%s:\n", c.title)
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "LINE\tORDER\tEVENT\tBILL\tNOTIFIED\tSTATE\tKEY")
+		for _, it := range c.c.Items {
+			line := ""
+			if it.Line > 0 {
+				line = strconv.Itoa(it.Line)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", line, it.Order, it.Event, money(it.BillAmount, it.Currency),
+				money(it.NotifiedAmount, it.Currency), it.State, it.Key)
+			if it.Redeliver != "" {
+				fmt.Fprintf(tw, "\t\t\t\t\t\t→ %s\n", it.Redeliver)
+			}
+			if it.Note != "" {
+				fmt.Fprintf(tw, "\t\t\t\t\t\t  %s\n", it.Note)
+			}
+		}
+		tw.Flush()
+		if c.c.ItemsOmitted > 0 {
+			fmt.Fprintf(w, "… and %d more (--limit, --json)\n", c.c.ItemsOmitted)
+		}
+	}
+}
+
+func amounts(m map[string]string) string {
+	var out []string
+	for c, v := range m {
+		out = append(out, c+" "+v)
+	}
+	slices.Sort(out)
+	return strings.Join(out, ", ")
+}
+
+func money(amount, currency string) string {
+	if amount == "" {
+		return "—"
+	}
+	return amount + " " + currency
+}
