@@ -32,8 +32,8 @@ type AlertConfig struct {
 }
 
 var (
-	alertEventNames   = []string{"failed", "dead", "ambiguous", "conflict", "lost_claim"}
-	alertDefaultEvent = []string{"failed", "dead", "ambiguous", "conflict"}
+	alertEventNames   = []string{"failed", "last_retry", "dead", "ambiguous", "conflict", "lost_claim"}
+	alertDefaultEvent = []string{"failed", "last_retry", "dead", "ambiguous", "conflict"}
 )
 
 const (

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -341,9 +342,14 @@ func TestAsyncPauseResume(t *testing.T) {
 	if got := be.total(); got != 0 {
 		t.Fatalf("backend ran %d times while paused, want 0", got)
 	}
-	out, err := runCLI(t, "deliveries", "--address", g.admin)
+	out, err := runCLI(t, "deliveries", "--json", "--address", g.admin)
 	if err != nil || !strings.Contains(out, `"depth": 10`) {
 		t.Errorf("deliveries: %v %s", err, out)
+	}
+	// For people: a table.
+	out, err = runCLI(t, "deliveries", "--address", g.admin)
+	if err != nil || !regexp.MustCompile(`(?m)^SCOPE +PLATFORM +DEPTH +LEASED +OLDEST +PAUSED +TO\ndemo +generic +10 +0 +\S+ +PAUSED +http://`).MatchString(out) {
+		t.Errorf("deliveries for people: %v\n%s", err, out)
 	}
 	if status, body := g.adminDo(t, http.MethodPost, "/idempotency/deliveries/nosuch/pause"); status != http.StatusNotFound {
 		t.Errorf("pausing an unknown scope: got %d %s, want 404", status, body)

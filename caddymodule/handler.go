@@ -166,6 +166,9 @@ type Handler struct {
 	ctx     caddy.Context
 	dlv     *deliveryState  // async delivery; nil for sync
 	reg     *registry.Route // this route in the registry, once provisioned
+	// resign signs a redelivery afresh (Stripe, Standard Webhooks: the
+	// route holds the signing secret); nil where it cannot.
+	resign func(hdr http.Header, body []byte, at time.Time) error
 	// legacyUntil: till then a preset's first copy also looks for a record
 	// kept under its key from before business events (ttl after start).
 	legacyUntil time.Time
@@ -241,7 +244,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	}
 	h.metrics = loadMetrics(ctx)
 	h.warned = newCopyWarnings()
-	h.reg = &registry.Route{Scope: h.scope(), Platform: h.platform, TTL: time.Duration(h.TTL), RetryWindow: h.retryWindow()}
+	h.reg = h.registryRoute()
 	registry.RegisterRoute(h.reg)
 	h.logger.Info("idempotency handler ready", append([]zap.Field{
 		zap.String("platform", h.Platform),
@@ -255,6 +258,30 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		h.app.add(h)
 	}
 	return nil
+}
+
+// registryRoute is this route as the operator surfaces see it.
+func (h *Handler) registryRoute() *registry.Route {
+	n := 1
+	if h.app != nil {
+		h.app.each(func(o *Handler) {
+			if o.scope() == h.scope() {
+				n++
+			}
+		})
+	}
+	rt := &registry.Route{Scope: h.scope(), Platform: h.platform, TTL: time.Duration(h.TTL), RetryWindow: h.retryWindow(),
+		Name: fmt.Sprintf("%s#%d", h.scope(), n), Async: h.async(), Concurrency: 4,
+		Resigns: h.resign != nil, Redeliver: h.redeliver}
+	if h.async() {
+		rt.Concurrency = h.dlv.concurrency
+	} else {
+		rt.Schedule = keying.RetrySchedule(h.Platform)
+	}
+	if h.resign == nil {
+		rt.SignedFor = h.signedFor()
+	}
+	return rt
 }
 
 // start opens the store and starts what runs beside the requests: the
@@ -287,6 +314,7 @@ func (h *Handler) start() error {
 	var watch context.Context
 	watch, h.run.stopWatch = context.WithCancel(context.Background())
 	h.watchExpiry(watch)
+	h.watchRetries(watch)
 	h.run.started.Store(true)
 	return nil
 }
@@ -299,6 +327,9 @@ type runState struct {
 	stopped bool // Cleanup ran; guarded by mu
 	// stopWatch ends the certificate watch; set by start.
 	stopWatch context.CancelFunc
+	// chain is the rest of the route's chain, kept from the requests it
+	// serves, which a redelivery enters (redeliver.go).
+	chain atomic.Pointer[chainRef]
 }
 
 func (h *Handler) setDefaults() {
@@ -382,6 +413,7 @@ func (h *Handler) provisionPlatform(repl *caddy.Replacer) error {
 		return err // "<preset>: <what>" already
 	}
 	h.platform = p
+	h.resign = resigner(h.Platform, cfg.Secret, h.VerifyOff)
 	if h.VerifyOff {
 		h.logger.Warn("signature verification is OFF for this route: forged notifications will be forwarded",
 			zap.String("platform", h.Platform))
@@ -469,6 +501,11 @@ func (h *Handler) Validate() error {
 // result, which is recorded once (decision.go), also when the backend's
 // handler panics.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	if p, ok := r.Context().Value(probeCtxKey{}).(*probe); ok {
+		// A redelivery looking for its route: not a request (redeliver.go).
+		return h.answerProbe(r, next, p)
+	}
+	h.keepChain(r, next)
 	start := time.Now()
 	ctx, span := h.startSpan(r)
 	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)

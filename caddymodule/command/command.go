@@ -101,11 +101,12 @@ func inspectCommand() *cobra.Command {
 			if body, _ := cmd.Flags().GetBool("body"); body {
 				q.Set("body", "1")
 			}
-			return adminCall(cmd, http.MethodGet, keyPath(args[0]), q, nil)
+			return adminShow(cmd, http.MethodGet, keyPath(args[0]), q, printRecord)
 		},
 	}
 	adminFlags(c)
-	c.Flags().Bool("body", false, "Include the remembered answer's body (base64)")
+	jsonFlag(c)
+	c.Flags().Bool("body", false, "Include the bodies: the notification's, the attempts' and the remembered answer's (text as text; base64 with --json)")
 	return c
 }
 
@@ -143,6 +144,7 @@ func inFlightCommand() *cobra.Command {
 		},
 	}
 	adminFlags(c)
+	jsonFlag(c)
 	c.Flags().Int("limit", admin.DefaultPageLimit, "Keys per page (the store may return fewer)")
 	c.Flags().Bool("all", false, "Follow the pages to the end and print one list")
 	c.Flags().String("cursor", "", "Start at this cursor (the \"next\" of a previous page)")
@@ -154,7 +156,9 @@ func inFlightCommand() *cobra.Command {
 // cursor), or with all follows the cursors to the end and prints one list.
 func printKeys(cmd *cobra.Command, all bool, cursor string, q func(cursor string) url.Values) error {
 	if !all {
-		return adminCall(cmd, http.MethodGet, "/idempotency/keys", q(cursor), nil)
+		return adminShow(cmd, http.MethodGet, "/idempotency/keys", q(cursor), func(w io.Writer, p admin.PageView) error {
+			return printRecords(w, p.Store, p.Keys, p.Next)
+		})
 	}
 	total := admin.PageView{Keys: []admin.RecordView{}}
 	for {
@@ -165,6 +169,9 @@ func printKeys(cmd *cobra.Command, all bool, cursor string, q func(cursor string
 		total.Store = page.Store
 		total.Keys = append(total.Keys, page.Keys...)
 		if page.Next == "" {
+			if !wantJSON(cmd) {
+				return printRecords(cmd.OutOrStdout(), total.Store, total.Keys, "")
+			}
 			return printJSON(cmd.OutOrStdout(), total)
 		}
 		cursor = page.Next
@@ -178,6 +185,24 @@ func keyPath(key string) string {
 // adminCall sends one request to the admin API. With into == nil it
 // prints the answer as indented JSON; else it decodes into it.
 func adminCall(cmd *cobra.Command, method, path string, q url.Values, into any) error {
+	return adminCallBody(cmd, method, path, q, nil, into)
+}
+
+// adminShow gets path's answer and prints it: the API's JSON with --json,
+// else decoded into v and printed for people by show.
+func adminShow[V any](cmd *cobra.Command, method, path string, q url.Values, show func(io.Writer, V) error) error {
+	if wantJSON(cmd) {
+		return adminCall(cmd, method, path, q, nil)
+	}
+	var v V
+	if err := adminCall(cmd, method, path, q, &v); err != nil {
+		return err
+	}
+	return show(cmd.OutOrStdout(), v)
+}
+
+// adminCallBody is adminCall with a request body (JSON).
+func adminCallBody(cmd *cobra.Command, method, path string, q url.Values, reqBody []byte, into any) error {
 	fl := cmd.Flags()
 	address, _ := fl.GetString("address")
 	config, _ := fl.GetString("config")
@@ -193,7 +218,12 @@ func adminCall(cmd *cobra.Command, method, path string, q url.Values, into any) 
 	if enc := q.Encode(); enc != "" {
 		uri += "?" + enc
 	}
-	resp, err := caddycmd.AdminAPIRequest(adminAddr, method, uri, nil, nil)
+	var hdr http.Header
+	var rb io.Reader
+	if reqBody != nil {
+		hdr, rb = http.Header{"Content-Type": {"application/json"}}, bytes.NewReader(reqBody)
+	}
+	resp, err := caddycmd.AdminAPIRequest(adminAddr, method, uri, hdr, rb)
 	if err != nil {
 		return adminError(adminAddr, err)
 	}

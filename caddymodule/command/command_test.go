@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -52,7 +53,7 @@ func TestCLI(t *testing.T) {
 	gatewaytest.Notify(t, g.Base, "c/1")
 	gatewaytest.Notify(t, g.Base, "c/1")
 
-	out, err := runCLI(t, append([]string{"inspect", "demo:c/1"}, addr...)...)
+	out, err := runCLI(t, append([]string{"inspect", "demo:c/1", "--json"}, addr...)...)
 	if err != nil {
 		t.Fatalf("inspect: %v", err)
 	}
@@ -67,9 +68,15 @@ func TestCLI(t *testing.T) {
 	// --config finds the admin address in a Caddyfile.
 	cfg := filepath.Join(t.TempDir(), "Caddyfile")
 	os.WriteFile(cfg, []byte("{\n\tadmin "+g.Admin+"\n}\n:0 {\n\trespond ok\n}\n"), 0o600)
-	out, err = runCLI(t, "inspect", "--body", "demo:c/1", "--config", cfg, "--adapter", "caddyfile")
+	out, err = runCLI(t, "inspect", "--json", "--body", "demo:c/1", "--config", cfg, "--adapter", "caddyfile")
 	if err != nil || !strings.Contains(out, `"body": "b2sgYy8x"`) { // base64("ok c/1")
 		t.Fatalf("inspect --body --config: %q %v", out, err)
+	}
+	// For people: a table, and the bodies as text, never base64.
+	out, err = runCLI(t, append([]string{"inspect", "--body", "demo:c/1"}, addr...)...)
+	if err != nil || !strings.Contains(out, "\n    ok c/1\n") || strings.Contains(out, "b2sgYy8x") ||
+		!strings.Contains(out, "    out_trade_no=c%2F1") || !regexp.MustCompile(`(?m)^state +answered$`).MatchString(out) {
+		t.Fatalf("inspect --body for people: %v\n%s", err, out)
 	}
 
 	out, err = runCLI(t, append([]string{"purge", "demo:c/1"}, addr...)...)
@@ -103,7 +110,7 @@ func TestCLI(t *testing.T) {
 	go func() { defer wg.Done(); gatewaytest.Notify(t, g.Base, "slow") }()
 	var page admin.PageView
 	gatewaytest.Eventually(t, 5*time.Second, "the slow claim listed", func() bool {
-		out, err := runCLI(t, append([]string{"in-flight", "--all", "--limit", "1"}, addr...)...)
+		out, err := runCLI(t, append([]string{"in-flight", "--json", "--all", "--limit", "1"}, addr...)...)
 		if err != nil {
 			t.Fatalf("in-flight: %v", err)
 		}
@@ -116,7 +123,7 @@ func TestCLI(t *testing.T) {
 	}
 	close(release)
 	wg.Wait()
-	out, err = runCLI(t, append([]string{"in-flight"}, addr...)...)
+	out, err = runCLI(t, append([]string{"in-flight", "--json"}, addr...)...)
 	if err != nil || json.Unmarshal([]byte(out), &page) != nil || len(page.Keys) != 0 {
 		t.Errorf("in-flight after the answer: %q %v, want no keys", out, err)
 	}
@@ -138,15 +145,16 @@ func TestJournalCLI(t *testing.T) {
 		t.Fatalf("first copy: %+v", r)
 	}
 	out, err := runCLI(t, append([]string{"list", "--state", "failed", "--since", "1h", "--prefix", "demo:cli"}, addr...)...)
-	if err != nil || !strings.Contains(out, `"key": "demo:cli-1"`) || !strings.Contains(out, `"state": "failed"`) {
+	if err != nil || !regexp.MustCompile(`(?m)^KEY +STATE +STATUS .*\ndemo:cli-1 +failed +- +1 +1 `).MatchString(out) {
 		t.Fatalf("list --state failed: %v\n%s", err, out)
 	}
 	out, err = runCLI(t, append([]string{"inspect", "demo:cli-1"}, addr...)...)
-	if err != nil || !strings.Contains(out, `"status": 502`) || !strings.Contains(out, `"outcome": "failed"`) {
+	if err != nil || !regexp.MustCompile(`(?m)^\S+ \S+ +\S+ +502 +failed +status 502: not a success`).MatchString(out) {
 		t.Fatalf("inspect: %v\n%s", err, out)
 	}
 	out, err = runCLI(t, append([]string{"redeliver", "demo:cli-1"}, addr...)...)
-	if err != nil || !strings.Contains(out, `"status": 200`) || !strings.Contains(out, `"body": "ok cli-1"`) {
+	if err != nil || !regexp.MustCompile(`(?m)^status +200 \(the backend's answer\)$`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^state +answered$`).MatchString(out) || !strings.Contains(out, "\n    ok cli-1\n") {
 		t.Fatalf("redeliver: %v\n%s", err, out)
 	}
 	if _, err = runCLI(t, append([]string{"redeliver", "demo:cli-1"}, addr...)...); err == nil || !strings.Contains(err.Error(), "--force") {
