@@ -16,7 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stripe/stripe-go/v82/webhook"
+
 	"github.com/idemgate/idemgate/caddymodule/admin"
+	"github.com/idemgate/idemgate/internal/signer"
 )
 
 // Recovery on the built binary: a redelivery enters the route that took
@@ -285,5 +288,99 @@ func TestRedeliverEntersItsRoute(t *testing.T) {
 	}
 	if n, _ := pay.count("p-1"); n != 2 {
 		t.Errorf("shop:p-1 ran %d times in all, want 2", n)
+	}
+}
+
+// TestRedeliverStripeResigned: examples/local/stripe.Caddyfile as shipped
+// (handle, rewrite * /notify, reverse_proxy), run by the built binary, in
+// front of a backend that verifies Stripe-Signature with stripe-go's
+// webhook package and a 1-second tolerance. An answered event redelivered
+// with --force two seconds later reaches the backend (no Caddy empty 200)
+// and is accepted: it carries a fresh signature over the same body, which
+// the journal marks; the platform's own header, which stripe-go now
+// refuses, stays the journaled one.
+func TestRedeliverStripeResigned(t *testing.T) {
+	const secret = "whsec_resign_test_secret"
+	const tolerance = time.Second
+	var mu sync.Mutex
+	var verified, refused int
+	var bodies []string
+	be := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		err := webhook.ValidatePayloadWithTolerance(body, r.Header.Get("Stripe-Signature"), secret, tolerance)
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil || r.URL.Path != "/notify" {
+			refused++
+			http.Error(w, fmt.Sprintf("refused at %s: %v", r.URL.Path, err), http.StatusBadRequest)
+			return
+		}
+		verified++
+		bodies = append(bodies, string(body))
+		io.WriteString(w, "ok")
+	})}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go be.Serve(ln)
+	t.Cleanup(func() { be.Close() })
+
+	cfText, err := os.ReadFile("../examples/local/stripe.Caddyfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	secretFile := filepath.Join(dir, "stripe_webhook_secret")
+	os.WriteFile(secretFile, []byte(secret), 0o600)
+	port, adminAddr := freePort(t), fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	cf := strings.NewReplacer(
+		"http://localhost:8084", fmt.Sprintf("http://127.0.0.1:%d", port),
+		"{file.idemgate-testkeys/stripe_webhook_secret}", "{file."+secretFile+"}",
+		"127.0.0.1:9090", ln.Addr().String(),
+		"storage file_system .idemgate-demo/local", "storage file_system "+filepath.Join(dir, "data")+"\n\tadmin "+adminAddr,
+	).Replace(string(cfText))
+	if !strings.Contains(cf, "rewrite * /notify") || !strings.Contains(cf, "admin "+adminAddr) {
+		t.Fatalf("the example changed: %s", cf)
+	}
+	cfPath := filepath.Join(dir, "Caddyfile")
+	os.WriteFile(cfPath, []byte(cf), 0o600)
+	gatewayBinary(t)
+	p := &gatewayProc{t: t, base: "http://" + adminAddr, cf: cfPath, home: dir}
+	p.start()
+	t.Cleanup(func() { p.kill() })
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	waitListening(t, base)
+
+	body := signer.StripeEvent("evt_redeliver_1", "payment_intent.succeeded", "pi_1", 990)
+	hdr := signer.StripeHeader(body, secret, time.Now())
+	req, _ := http.NewRequest(http.MethodPost, base+"/webhooks/stripe", strings.NewReader(string(body)))
+	req.Header = hdr
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("first copy: %d", resp.StatusCode)
+	}
+	time.Sleep(2*tolerance + 100*time.Millisecond)
+	if err := webhook.ValidatePayloadWithTolerance(body, hdr.Get("Stripe-Signature"), secret, tolerance); err == nil {
+		t.Fatal("stripe-go still accepts the platform's header: the test proves nothing")
+	}
+
+	out, code := cli(t, adminAddr, "redeliver", "stripe:evt_redeliver_1", "--force")
+	mu.Lock()
+	v, r, got := verified, refused, append([]string(nil), bodies...)
+	mu.Unlock()
+	if code != 0 || v != 2 || r != 0 || got[1] != string(body) || !strings.Contains(out, "signed afresh") {
+		t.Fatalf("forced redelivery: exit %d, backend verified %d, refused %d\n%s", code, v, r, out)
+	}
+	var rec admin.RecordView
+	adminGet(t, adminAddr, "/idempotency/keys/stripe:evt_redeliver_1", &rec)
+	last := rec.Attempts[len(rec.Attempts)-1]
+	if rec.State != "answered" || len(rec.Attempts) != 2 || !last.Resigned || rec.Attempts[0].Resigned ||
+		rec.Notification.Header.Get("Stripe-Signature") != hdr.Get("Stripe-Signature") || rec.Signature == nil || !rec.Signature.Resigned {
+		t.Fatalf("record after the redelivery: %+v", rec)
 	}
 }
