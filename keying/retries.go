@@ -27,14 +27,14 @@ var schedules = map[string]Schedule{
 	// Stripe, "Retry behavior" (docs.stripe.com/webhooks#retries): "In live
 	// mode, Stripe attempts to deliver a given event to your webhook
 	// endpoint for up to 3 days with an exponential back off." The waits
-	// are not published: doubling from one hour, capped so they end at
-	// three days.
-	"stripe": expBackoff(time.Hour, 24*time.Hour, 72*time.Hour),
+	// are not published: doubling from one hour, at most a day, ending
+	// within the three days.
+	"stripe": expBackoff(time.Hour, 24*time.Hour, 72*time.Hour-10*time.Minute),
 	// PayPal, "Webhooks" (developer.paypal.com/api/rest/webhooks/): "PayPal
 	// retries … up to 25 times over the course of 3 days" (a non-2xx
 	// answer). The waits are not published: doubling from one minute,
-	// capped at four hours, 25 of them (~3 days).
-	"paypal": expCount(time.Minute, 4*time.Hour, 25),
+	// at most 3h55m, 25 of them (just under 3 days).
+	"paypal": expCount(time.Minute, 3*time.Hour+55*time.Minute, 25),
 	// Standard Webhooks, "Retry schedule" (github.com/standard-webhooks/
 	// standard-webhooks, spec/standard-webhooks.md, Svix's schedule): the
 	// first attempt immediately, then after 5 seconds, 5 minutes, 30

@@ -14,7 +14,7 @@ func TestRetrySchedules(t *testing.T) {
 		{"alipay", 7, 24 * time.Hour, 25 * time.Hour},
 		{"wechatpay", 15, 24 * time.Hour, 24*time.Hour + 5*time.Minute},
 		{"wechatpay_v2", 15, 24 * time.Hour, 24*time.Hour + 5*time.Minute},
-		{"stripe", 0, 72 * time.Hour, 72 * time.Hour},
+		{"stripe", 0, 71 * time.Hour, 72 * time.Hour},
 		{"paypal", 25, 66 * time.Hour, 78 * time.Hour},
 		{"standard_webhooks", 7, 27 * time.Hour, 28 * time.Hour},
 	}

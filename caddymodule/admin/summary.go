@@ -68,18 +68,27 @@ func Summary(ctx context.Context, ps *registry.Store, scope string) (SummaryView
 		if err != nil && len(recs) == 0 {
 			return SummaryView{}, apiError(http.StatusServiceUnavailable, fmt.Errorf("store %s: %v", ps.ID, err))
 		}
-		*st.into = stakeOf(ctx, recs)
+		*st.into = stakeOf(ctx, ps, recs)
 		st.into.Partial = err != nil || len(recs) > MaxSummary
 	}
 	return out, nil
 }
 
-func stakeOf(ctx context.Context, recs []*cache.Record) StakeView {
+func stakeOf(ctx context.Context, ps *registry.Store, recs []*cache.Record) StakeView {
 	v := StakeView{Amounts: map[string]string{}}
 	sums := map[string]*big.Rat{}
 	places := map[string]int{}
 	for _, rec := range recs[:min(len(recs), MaxSummary)] {
 		v.Count++
+		if rec.Notification == nil {
+			// Listings carry no journal: the record itself has it.
+			lctx, cancel := context.WithTimeout(ctx, adminTimeout)
+			full, err := ps.Lookup(lctx, rec.Key)
+			cancel()
+			if err == nil {
+				rec = full
+			}
+		}
 		m, ok := MoneyOf(ctx, rec)
 		if !ok {
 			v.WithoutAmount++

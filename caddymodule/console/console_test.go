@@ -280,9 +280,7 @@ func TestConsoleDeadAndInFlight(t *testing.T) {
 		t.Errorf("in-flight section:\n%s", s)
 	}
 
-	old := registry.Now
-	registry.Now = func() time.Time { return time.Now().Add(72*time.Hour + time.Minute) } // past Stripe's 3 days
-	t.Cleanup(func() { registry.Now = old })
+	t.Cleanup(registry.SetNow(func() time.Time { return time.Now().Add(72*time.Hour + time.Minute) })) // past Stripe's 3 days
 	_, page = getPage(t, base+"/console/")
 	if s := section(page, "dead"); !strings.Contains(s, "stripe:evt_old") || !strings.Contains(s, `badge dead`) {
 		t.Errorf("dead section lacks the event past its retry window:\n%s", s)

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/idemgate/idemgate/cache"
@@ -165,5 +166,20 @@ func Scopes() int {
 	return len(routes)
 }
 
-// Now is the clock that tells failed from dead; tests move it.
-var Now = time.Now
+// clock tells failed from dead; tests move it (SetNow) while the
+// handlers' retry scans read it, hence atomic.
+var clock atomic.Pointer[func() time.Time]
+
+// Now is the clock that tells failed from dead.
+func Now() time.Time {
+	if f := clock.Load(); f != nil {
+		return (*f)()
+	}
+	return time.Now()
+}
+
+// SetNow makes f the clock, for tests; restore puts the real one back.
+func SetNow(f func() time.Time) (restore func()) {
+	clock.Store(&f)
+	return func() { clock.Store(nil) }
+}
