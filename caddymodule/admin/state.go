@@ -101,8 +101,10 @@ type SignatureView struct {
 	Note         string     `json:"note"`
 }
 
-// signatureOf is what a redelivery of rec would carry; nil for routes
+// RecordSignature is what a redelivery of rec would carry; nil for routes
 // that do not verify signatures.
+func RecordSignature(rec *cache.Record) *SignatureView { return signatureOf(rec) }
+
 func signatureOf(rec *cache.Record) *SignatureView {
 	rt, ok := routeOf(rec)
 	if !ok || rt.Platform == nil || rt.Platform.Name() == "generic" {

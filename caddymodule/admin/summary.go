@@ -138,3 +138,20 @@ func MoneyOf(ctx context.Context, rec *cache.Record) (keying.Money, bool) {
 	return got.Money, true
 }
 
+// AddDecimals adds decimal strings exactly ("88.88" + "31.12" =
+// "120.00"), keeping the most decimals any of them has; an unreadable one
+// is skipped.
+func AddDecimals(as []string) string {
+	sum, places := new(big.Rat), 0
+	for _, a := range as {
+		r, ok := new(big.Rat).SetString(a)
+		if !ok {
+			continue
+		}
+		sum.Add(sum, r)
+		if _, frac, found := strings.Cut(a, "."); found {
+			places = max(places, len(frac))
+		}
+	}
+	return sum.FloatString(places)
+}

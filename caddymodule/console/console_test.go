@@ -15,6 +15,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/caddyauth"
 
 	"github.com/idemgate/idemgate/cache"
+	"github.com/idemgate/idemgate/caddymodule/admin"
 	"github.com/idemgate/idemgate/internal/gatewaytest"
 	"github.com/idemgate/idemgate/internal/registry"
 )
@@ -23,7 +24,7 @@ import (
 func renderKey(t *testing.T, rec *cache.Record) string {
 	t.Helper()
 	v := &consolePage{Base: "/console/", Page: "key", Title: "Key " + rec.Key, Nonce: "n0nce", CSRF: "tok", Now: time.Now()}
-	v.Key = newKeyDetail("memory", rec, rec.State, v.Now)
+	v.Key = newKeyDetail("memory", rec, admin.KeyState{State: string(rec.State)}, v.Now)
 	var buf bytes.Buffer
 	if err := consoleTemplates.ExecuteTemplate(&buf, "page", v); err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package registry
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -157,6 +158,18 @@ func TTLOf(key string) time.Duration {
 		return r.TTL
 	}
 	return DefaultTTL
+}
+
+// ScopeNames are the scopes with a registered route, sorted.
+func ScopeNames() []string {
+	routesMu.RLock()
+	defer routesMu.RUnlock()
+	out := make([]string, 0, len(routes))
+	for s := range routes {
+		out = append(out, s)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Scopes counts the scopes with a registered route (tests of reloads).
