@@ -260,30 +260,6 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	return nil
 }
 
-// registryRoute is this route as the operator surfaces see it.
-func (h *Handler) registryRoute() *registry.Route {
-	n := 1
-	if h.app != nil {
-		h.app.each(func(o *Handler) {
-			if o.scope() == h.scope() {
-				n++
-			}
-		})
-	}
-	rt := &registry.Route{Scope: h.scope(), Platform: h.platform, TTL: time.Duration(h.TTL), RetryWindow: h.retryWindow(),
-		Name: fmt.Sprintf("%s#%d", h.scope(), n), Async: h.async(), Concurrency: 4,
-		Resigns: h.resign != nil, Redeliver: h.redeliver}
-	if h.async() {
-		rt.Concurrency = h.dlv.concurrency
-	} else {
-		rt.Schedule = keying.RetrySchedule(h.Platform)
-	}
-	if h.resign == nil {
-		rt.SignedFor = h.signedFor()
-	}
-	return rt
-}
-
 // start opens the store and starts what runs beside the requests: the
 // async delivery engine. The config's App calls it when the config runs;
 // a request calls it if it comes first (the http app may start before

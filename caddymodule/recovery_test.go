@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -215,6 +216,11 @@ func TestAsyncStatesBackendRefusing(t *testing.T) {
 	}
 	if status, body := g.adminDo(t, http.MethodPost, keyURI("demo:r-1")+"/redeliver"); status != http.StatusConflict || !strings.Contains(body, "delivers it itself") {
 		t.Fatalf("redelivery of a queued key: %d %s, want 409", status, body)
+	}
+	// The CLI's queue table, for people.
+	if out, err := runCLI(t, "deliveries", "--address", g.admin); err != nil ||
+		!regexp.MustCompile(`(?m)^SCOPE +PLATFORM +DEPTH +LEASED +OLDEST +PAUSED +TO\ndemo +generic +1 +[01] +\S+ +no +http://`).MatchString(out) {
+		t.Errorf("deliveries as a table: %v\n%s", err, out)
 	}
 	var page admin.PageView
 	g.adminJSON(t, http.MethodGet, "/idempotency/keys?state=in_flight", &page)

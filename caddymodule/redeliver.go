@@ -19,6 +19,7 @@ import (
 
 	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/internal/registry"
+	"github.com/idemgate/idemgate/keying"
 )
 
 // Redelivery: the journaled notification enters the handler that took it,
@@ -39,6 +40,30 @@ import (
 // route's, the chain it was handed is the route's own; if it is another
 // route's, or none is reached (a matcher refuses the request, the config
 // changed), the redelivery is refused and nothing is sent.
+
+// registryRoute is this route as the operator surfaces see it.
+func (h *Handler) registryRoute() *registry.Route {
+	n := 1
+	if h.app != nil {
+		h.app.each(func(o *Handler) {
+			if o.scope() == h.scope() {
+				n++
+			}
+		})
+	}
+	rt := &registry.Route{Scope: h.scope(), Platform: h.platform, TTL: time.Duration(h.TTL), RetryWindow: h.retryWindow(),
+		Name: fmt.Sprintf("%s#%d", h.scope(), n), Async: h.async(), Concurrency: 4,
+		Resigns: h.resign != nil, Redeliver: h.redeliver}
+	if h.async() {
+		rt.Concurrency = h.dlv.concurrency
+	} else {
+		rt.Schedule = keying.RetrySchedule(h.Platform)
+	}
+	if h.resign == nil {
+		rt.SignedFor = h.signedFor()
+	}
+	return rt
+}
 
 // chainRef is the rest of a route's chain, as Caddy hands it to the
 // handler.
