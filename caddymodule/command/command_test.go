@@ -207,3 +207,63 @@ func TestAdminAndCLINotHTMLEscaped(t *testing.T) {
 		}
 	}
 }
+
+// TestRedeliverBulkCLI: `redeliver --state failed --scope demo` after a
+// dry run: each failed key runs once more, and the exit status says
+// whether every key ended answered. Without a filter the run is refused
+// with the count a dry run gives.
+func TestRedeliverBulkCLI(t *testing.T) {
+	be := gatewaytest.NewBackend(t)
+	be.SetAnswer(func(order string, n int, r *http.Request) (int, string, time.Duration) {
+		if n == 1 || strings.HasPrefix(order, "bf-") {
+			return 500, "down", 0
+		}
+		return 200, "ok " + order, 0
+	})
+	g := gatewaytest.StartGateway(t, gatewaytest.NotifyRoute, "{store}", "store memory", "{backend}", be.Addr(), "{extra}", "")
+	addr := []string{"--address", g.Admin}
+	for _, o := range []string{"b-0", "b-1", "b-2"} {
+		gatewaytest.Notify(t, g.Base, o)
+	}
+	if _, err := runCLI(t, append([]string{"redeliver", "--state", "failed"}, addr...)...); err == nil ||
+		!strings.Contains(err.Error(), "needs a filter") || !strings.Contains(err.Error(), "matches 3 failed keys") {
+		t.Fatalf("a run without a filter: %v, want a refusal naming the 3 keys", err)
+	}
+	out, err := runCLI(t, append([]string{"redeliver", "--state", "failed", "--scope", "demo", "--dry-run"}, addr...)...)
+	if err != nil || !strings.Contains(out, "matched 3 keys; 3 would be redelivered (dry run: nothing sent)") || be.Total.Load() != 3 {
+		t.Fatalf("dry run: %v, backend %d\n%s", err, be.Total.Load(), out)
+	}
+	out, err = runCLI(t, append([]string{"redeliver", "--state", "failed", "--scope", "demo", "--since", "1h"}, addr...)...)
+	if err != nil || strings.Count(out, "answered") != 3 || !regexp.MustCompile(`(?m)^demo:b-0 +200 +answered`).MatchString(out) {
+		t.Fatalf("bulk run: %v\n%s", err, out)
+	}
+	for _, o := range []string{"b-0", "b-1", "b-2"} {
+		if n := be.Count(o); n != 2 {
+			t.Errorf("%s ran %d times, want 2", o, n)
+		}
+	}
+	if out, err = runCLI(t, append([]string{"redeliver", "--state", "failed", "--scope", "demo"}, addr...)...); err != nil || !strings.Contains(out, "matched 0 keys") {
+		t.Fatalf("second run: %v\n%s", err, out)
+	}
+	// A key that fails again: the run's exit status says so.
+	gatewaytest.Notify(t, g.Base, "bf-1")
+	out, err = runCLI(t, append([]string{"redeliver", "--state", "failed", "--scope", "demo", "--json"}, addr...)...)
+	var v admin.BulkView
+	if err == nil || !strings.Contains(err.Error(), "1 of 1 redelivered keys are not answered") || json.Unmarshal([]byte(out), &v) != nil ||
+		len(v.Results) != 1 || v.Results[0].State != "failed" || v.Results[0].Status != 500 {
+		t.Fatalf("a run whose key fails again: %v\n%s", err, out)
+	}
+	// One key, --json: the API's answer, state included; still non-zero.
+	out, err = runCLI(t, append([]string{"redeliver", "demo:bf-1", "--json"}, addr...)...)
+	var one admin.RedeliveryView
+	if err == nil || json.Unmarshal([]byte(out), &one) != nil || one.State != "failed" || one.Status != 500 || one.Route != "demo#1" {
+		t.Fatalf("redeliver --json of a failing key: %v\n%s", err, out)
+	}
+	if n := be.Count("bf-1"); n != 3 {
+		t.Errorf("bf-1 ran %d times, want 3", n)
+	}
+	// The order command prints a table.
+	if out, err = runCLI(t, append([]string{"order", "demo:b-0"}, addr...)...); err != nil || !regexp.MustCompile(`(?m)^EVENT +STATE +RAN`).MatchString(out) {
+		t.Errorf("order: %v\n%s", err, out)
+	}
+}
