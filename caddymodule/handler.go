@@ -103,7 +103,7 @@ type Handler struct {
 	// queued, delivered by the gateway; see DeliverConfig).
 	Deliver *DeliverConfig `json:"deliver,omitempty"`
 
-	// Alert POSTs events (failed, dead, ambiguous, conflict, lost_claim)
+	// Alert POSTs events (failed, last_retry, dead, ambiguous, conflict, lost_claim)
 	// as JSON to an operations endpoint, off the request path.
 	Alert *AlertConfig `json:"alert,omitempty"`
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"syscall"
 	"time"
 
@@ -117,9 +118,10 @@ func attemptError(kind backendKind, status int, err error, took time.Duration) s
 		return fmt.Sprintf("status %d: not a success by the platform's rule", status)
 	case err == nil:
 		return ""
-	case errors.Is(err, syscall.ECONNREFUSED):
+	case errors.Is(err, syscall.ECONNREFUSED), strings.Contains(err.Error(), "connection refused"):
+		// reverse_proxy's DialError does not unwrap: its text says it.
 		return "connection refused"
-	case errors.Is(err, syscall.ECONNRESET):
+	case errors.Is(err, syscall.ECONNRESET), strings.Contains(err.Error(), "connection reset"):
 		return "connection reset"
 	}
 	var ne net.Error

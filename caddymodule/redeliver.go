@@ -176,7 +176,8 @@ func (h *Handler) redeliver(ctx context.Context, n *cache.Notification, firstSee
 		if errors.As(herr, &he) && he.StatusCode != 0 {
 			ans.Status = he.StatusCode
 		}
-		ans.Body = []byte(herr.Error())
+		ans.Body = []byte(http.StatusText(ans.Status) + ": " + rootError(herr))
+		ans.ByGateway = true
 	}
 	return ans, nil
 }

@@ -217,6 +217,15 @@ type RecordView struct {
 	// Async: the route acked the platform and delivers itself; a dead
 	// async key will never be retried by the platform.
 	Async bool `json:"async,omitempty"`
+	// Amount is what the notification's signed content names (one key's
+	// view only: it verifies the notification again).
+	Amount *AmountView `json:"amount,omitempty"`
+}
+
+// AmountView is an amount in major units, an exact decimal string.
+type AmountView struct {
+	Value    string `json:"value"`
+	Currency string `json:"currency"`
 }
 
 // NotificationView is the journaled request; its body only with ?body=1.
@@ -359,7 +368,11 @@ func (a *AdminAPI) getKey(w http.ResponseWriter, r *http.Request, key string) er
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, NewRecordView(ps.ID, rec, boolParam(r, "body")))
+	v := NewRecordView(ps.ID, rec, boolParam(r, "body"))
+	if m, ok := MoneyOf(ctx, rec); ok {
+		v.Amount = &AmountView{Value: m.Amount, Currency: m.Currency}
+	}
+	return writeJSON(w, http.StatusOK, v)
 }
 
 // DeletedView is the answer to DELETE: what was forgotten.

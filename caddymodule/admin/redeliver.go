@@ -28,10 +28,13 @@ type RedeliveryView struct {
 	Route string `json:"route,omitempty"`
 	// Status is the answer's status: the backend's, or the route's own
 	// (a replay, an async ack, a refusal).
-	Status   int         `json:"status"`
-	Replayed bool        `json:"replayed"`
-	Header   http.Header `json:"header,omitempty"`
-	Body     string      `json:"body"`
+	Status   int  `json:"status"`
+	Replayed bool `json:"replayed"`
+	// ByGateway: no answer came from the chain (the backend unreachable);
+	// Status and Body are the gateway's.
+	ByGateway bool        `json:"by_gateway,omitempty"`
+	Header    http.Header `json:"header,omitempty"`
+	Body      string      `json:"body"`
 	// State is the record's state after the redelivery: answered when
 	// the backend took it; queued, retrying or delivering on an async
 	// route; failed when the backend failed again.
@@ -136,7 +139,7 @@ func Redeliver(ctx context.Context, ps *registry.Store, key string, force bool, 
 	}
 	out := RedeliveryView{
 		Store: ps.ID, Key: key, Route: rt.Name, Status: ans.Status, Replayed: ans.Header.Get("Idempotent-Replayed") == "true",
-		Header: ans.Header, Body: string(ans.Body), Resigned: ans.Resigned, Reopened: reopened,
+		ByGateway: ans.ByGateway, Header: ans.Header, Body: string(ans.Body), Resigned: ans.Resigned, Reopened: reopened,
 	}
 	// The state afterwards, as the record now reads.
 	after, err := ps.Lookup(lctx, key)

@@ -92,13 +92,13 @@ func printRecords(w io.Writer, store string, keys []admin.RecordView, next strin
 		_, err := fmt.Fprintf(w, "no keys (store %s)\n", store)
 		return err
 	}
-	t := newTable(w, "KEY", "STATE", "STATUS", "COPIES", "ATTEMPTS", "LAST SEEN", "ROUTE", "PLATFORM RETRIES")
+	t := newTable(w, "KEY", "STATE", "STATUS", "COPIES", "ATTEMPTS", "LAST SEEN", "PLATFORM RETRIES")
 	for _, k := range keys {
 		status := "-"
 		if k.Status != 0 {
 			status = fmt.Sprint(k.Status)
 		}
-		t.row(k.Key, k.State, status, fmt.Sprint(k.Copies), fmt.Sprint(k.AttemptCount), when(k.LastSeen), k.Route, retriesText(k.PlatformRetries))
+		t.row(k.Key, k.State, status, fmt.Sprint(k.Copies), fmt.Sprint(k.AttemptCount), when(k.LastSeen), retriesText(k.PlatformRetries))
 	}
 	if err := t.flush(); err != nil {
 		return err
@@ -131,6 +131,9 @@ func printRecord(w io.Writer, v admin.RecordView) error {
 	t.row("state", v.State)
 	if v.NextAttempt != nil {
 		t.row("next attempt", when(*v.NextAttempt))
+	}
+	if v.Amount != nil {
+		t.row("amount", v.Amount.Value+" "+v.Amount.Currency)
 	}
 	if v.Status != 0 {
 		t.row("status", fmt.Sprint(v.Status))
@@ -204,11 +207,14 @@ func printRedelivery(w io.Writer, v admin.RedeliveryView) error {
 	t := newTable(w, "FIELD", "VALUE")
 	t.row("key", v.Key)
 	t.row("route", v.Route)
-	who := "the backend's answer"
-	if v.Replayed {
-		who = "replayed"
+	status := fmt.Sprint(v.Status)
+	switch {
+	case v.Replayed:
+		status += " (replayed: the backend did not run)"
+	case v.ByGateway:
+		status += " (the gateway's: no answer came from the backend)"
 	}
-	t.row("status", fmt.Sprintf("%d (%s)", v.Status, who))
+	t.row("status", status)
 	t.row("state", v.State)
 	if v.NextAttempt != nil {
 		t.row("next attempt", when(*v.NextAttempt))

@@ -1,10 +1,10 @@
 package registry
 
 import (
-	"time"
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/idemgate/idemgate/cache"
 )

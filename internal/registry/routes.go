@@ -63,6 +63,9 @@ type Answer struct {
 	Body   []byte
 	// Resigned: the redelivery carried a fresh signature.
 	Resigned bool
+	// ByGateway: the route's chain failed before any answer (the backend
+	// unreachable, a handler's error), and the gateway answered.
+	ByGateway bool
 }
 
 // DefaultTTL is the handler's default ttl, for keys whose scope has no
