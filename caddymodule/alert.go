@@ -26,8 +26,8 @@ type AlertConfig struct {
 	// URL is the endpoint (http or https).
 	URL string `json:"url,omitempty"`
 	// Events are the event names to send, without the "idempotency."
-	// prefix: failed, dead, ambiguous, conflict, lost_claim. Default:
-	// failed, dead, ambiguous, conflict.
+	// prefix: failed, last_retry, dead, ambiguous, conflict, lost_claim.
+	// Default: failed, last_retry, dead, ambiguous, conflict.
 	Events []string `json:"events,omitempty"`
 }
 

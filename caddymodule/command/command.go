@@ -49,9 +49,16 @@ Talks to the running gateway's admin API (/idempotency/ routes).
                    [--prefix P] [--since 24h|<RFC 3339>] [--all]
                                            keys by state, newest first
   idempotency redeliver <key> [--force]    send the journaled notification
-                                           through its route again; prints
-                                           the backend's answer (--force:
-                                           also an answered key)
+                                           into the handler that took it;
+                                           prints the answer and the key's
+                                           state afterwards, exits 1 unless
+                                           answered (async: queued or
+                                           delivering) (--force: also an
+                                           answered key)
+  idempotency redeliver --state failed|dead (--scope S | --since 2h)
+                   [--limit N] [--dry-run]
+                                           every key the filter matches,
+                                           4 at a time (async: concurrency)
   idempotency purge <key> [--force]        forget a key: its next copy is
                                            forwarded to the backend again
                                            (--force: also an in-flight key)
@@ -69,6 +76,9 @@ Talks to the running gateway's admin API (/idempotency/ routes).
   idempotency keygen --platform <p|all> [--dir <dir>]
                                            write test keys for send and for
                                            the examples' local Caddyfiles
+
+Output is a table for people (bodies as text); --json prints the admin
+API's JSON (inspect, list, in-flight, order, deliveries, redeliver).
 
 The admin endpoint is --address if given, else the admin address of --config
 (with --adapter), else Caddy's default (localhost:2019). When the config
