@@ -53,7 +53,8 @@ type RedeliveryView struct {
 func (v RedeliveryView) Succeeded() bool { return Settled(v.State) }
 
 // Settled tells whether a state after a redelivery is a success: answered,
-// or an async route's queued, retrying-free states (queued, delivering).
+// or (async) queued or delivering — the gateway has it and no attempt has
+// failed yet.
 func Settled(state string) bool {
 	switch state {
 	case string(cache.StateAnswered), StateQueued, StateDelivering:

@@ -45,7 +45,10 @@ func StateOf(rec *cache.Record) KeyState {
 		return ks
 	}
 	ks.State = StateQueued
-	if rec.AttemptCount > 0 {
+	if n := len(rec.Attempts); n > 0 && !rec.Attempts[n-1].Start.Before(rec.Changed.Truncate(time.Millisecond)) {
+		// An attempt since the key was claimed (and queued): a retry is
+		// due. Attempts from before (a redelivered dead key's) do not
+		// count.
 		ks.State = StateRetrying
 	}
 	if e, ok := registry.EngineOf(rt.Scope); ok {
