@@ -163,6 +163,11 @@ func TestSummaryTwoCurrencies(t *testing.T) {
 		s.Failed.WithoutAmount != 1 || s.Dead.Count != 0 || s.InFlight.Count != 0 {
 		t.Fatalf("summary: %+v", s)
 	}
+	var rec admin.RecordView
+	g.adminJSON(t, http.MethodGet, keyURI("stripe:evt_s1"), &rec)
+	if rec.Amount == nil || rec.Amount.Value != "9.90" || rec.Amount.Currency != "USD" {
+		t.Fatalf("one key's amount: %+v", rec.Amount)
+	}
 	s = admin.SummaryView{}
 	g.adminJSON(t, http.MethodGet, "/idempotency/summary?scope=stripe", &s)
 	if s.Failed.Count != 2 || s.Failed.Amounts["USD"] != "9.90" || len(s.Failed.Amounts) != 1 {

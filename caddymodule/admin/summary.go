@@ -59,17 +59,23 @@ func (a *AdminAPI) summary(w http.ResponseWriter, r *http.Request) error {
 
 // Summary reads the money at stake in ps (of scope, if not "").
 func Summary(ctx context.Context, ps *registry.Store, scope string) (SummaryView, error) {
+	return SummaryUpTo(ctx, ps, scope, MaxSummary)
+}
+
+// SummaryUpTo is Summary reading at most limit keys per state (the
+// console's overview, which reloads itself, reads fewer).
+func SummaryUpTo(ctx context.Context, ps *registry.Store, scope string, limit int) (SummaryView, error) {
 	out := SummaryView{Store: ps.ID, Scope: scope}
 	for _, st := range []struct {
 		state cache.State
 		into  *StakeView
 	}{{cache.StateFailed, &out.Failed}, {cache.StateDead, &out.Dead}, {cache.StateInFlight, &out.InFlight}} {
-		recs, err := matching(ctx, ps, BulkRequest{State: string(st.state), Scope: scope}, MaxSummary+1)
+		recs, err := matching(ctx, ps, BulkRequest{State: string(st.state), Scope: scope}, limit+1)
 		if err != nil && len(recs) == 0 {
 			return SummaryView{}, apiError(http.StatusServiceUnavailable, fmt.Errorf("store %s: %v", ps.ID, err))
 		}
-		*st.into = stakeOf(ctx, ps, recs)
-		st.into.Partial = err != nil || len(recs) > MaxSummary
+		*st.into = stakeOf(ctx, ps, recs[:min(len(recs), limit)])
+		st.into.Partial = err != nil || len(recs) > limit
 	}
 	return out, nil
 }
@@ -78,7 +84,7 @@ func stakeOf(ctx context.Context, ps *registry.Store, recs []*cache.Record) Stak
 	v := StakeView{Amounts: map[string]string{}}
 	sums := map[string]*big.Rat{}
 	places := map[string]int{}
-	for _, rec := range recs[:min(len(recs), MaxSummary)] {
+	for _, rec := range recs {
 		v.Count++
 		if rec.Notification == nil {
 			// Listings carry no journal: the record itself has it.

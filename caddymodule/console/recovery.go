@@ -31,6 +31,11 @@ type stake struct {
 
 type amount struct{ Currency, Value string }
 
+// consoleStakeMax bounds the keys the overview reads per state for the
+// money at stake (each is read whole and verified): past it the overview
+// says "partial", and GET /idempotency/summary reads up to admin.MaxSummary.
+const consoleStakeMax = 1000
+
 // stakes reads the money at stake in every loaded store (of scope, if
 // set), failed and dead first.
 func stakes(ctx context.Context, stores []string, scope string) ([]stake, []string) {
@@ -46,7 +51,7 @@ func stakes(ctx context.Context, stores []string, scope string) ([]stake, []stri
 		if ps == nil {
 			continue
 		}
-		sv, err := admin.Summary(ctx, ps, scope)
+		sv, err := admin.SummaryUpTo(ctx, ps, scope, consoleStakeMax)
 		if err != nil {
 			errs = append(errs, fmt.Sprintf("store %s: money at stake: %v", id, err))
 			continue
