@@ -383,4 +383,10 @@ func TestRedeliverStripeResigned(t *testing.T) {
 		rec.Notification.Header.Get("Stripe-Signature") != hdr.Get("Stripe-Signature") || rec.Signature == nil || !rec.Signature.Resigned {
 		t.Fatalf("record after the redelivery: %+v", rec)
 	}
+	// The secret that signed it afresh is shown nowhere.
+	for _, args := range [][]string{{"inspect", "stripe:evt_redeliver_1", "--body"}, {"inspect", "stripe:evt_redeliver_1", "--body", "--json"}} {
+		if out, code := cli(t, adminAddr, args...); code != 0 || strings.Contains(out, secret) || strings.Contains(out, "whsec_") {
+			t.Errorf("%v: exit %d, shows the signing secret:\n%s", args, code, out)
+		}
+	}
 }

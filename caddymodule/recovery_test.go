@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
+
 	"github.com/idemgate/idemgate/caddymodule/admin"
 	"github.com/idemgate/idemgate/internal/platformtest"
 	"github.com/idemgate/idemgate/internal/registry"
@@ -243,5 +245,63 @@ func TestAsyncStatesBackendRefusing(t *testing.T) {
 	}
 	if !rec.Async || len(rec.Attempts) < 2 {
 		t.Fatalf("dead record: %+v", rec)
+	}
+}
+
+// TestRedeliverProbeRefusesAnotherRoute: a config reload moved /notify to
+// another scope's route and the key's own route to /demo; that route has
+// served nothing yet, so the redelivery probes the site's routing with the
+// journaled request, finds the other route, and is refused — nothing is
+// sent, the key stays failed. Once its own route has served a request,
+// the redelivery enters it directly.
+func TestRedeliverProbeRefusesAnotherRoute(t *testing.T) {
+	be := newBackend(t)
+	be.setAnswer(func(order string, n int, r *http.Request) (int, string, time.Duration) {
+		if n == 1 {
+			return 500, "down", 0
+		}
+		return 200, "ok " + order + " at " + r.URL.Path, 0
+	})
+	route := func(path, scope string) string {
+		return `
+	handle ` + path + ` {
+		idempotency {
+			key {idempotency.form.out_trade_no}
+			scope ` + scope + `
+			store memory
+		}
+		reverse_proxy ` + be.addr() + `
+	}`
+	}
+	adminAddr := reservePort(t)
+	port := freePort(t)
+	cf := func(site string) string {
+		return "{\n\tadmin " + adminAddr + "\n\tauto_https off\n\tpersist_config off\n\tstorage file_system " + t.TempDir() +
+			"\n\tlog {\n\t\tlevel ERROR\n\t}\n}\nhttp://127.0.0.1:" + itoa(port) + " {\n" + site + "\n}\n"
+	}
+	loadCaddyfile(t, cf(route("/notify", "demo")))
+	t.Cleanup(func() { caddy.Stop() })
+	base := "http://127.0.0.1:" + itoa(port)
+	waitListening(t, base)
+	g := gateway{base: base, admin: adminAddr}
+	if r := post(t, base+"/notify", "application/x-www-form-urlencoded", "out_trade_no=m-1", nil); r.status != 500 {
+		t.Fatalf("first copy: %+v", r)
+	}
+	loadCaddyfile(t, cf(route("/notify", "other")+route("/demo", "demo")))
+	status, body := g.adminDo(t, http.MethodPost, keyURI("demo:m-1")+"/redeliver")
+	if status != http.StatusConflict || !strings.Contains(body, "to route other#1, not demo#1") || be.count("m-1") != 1 {
+		t.Fatalf("redelivery after the reload: %d %s, backend %d; want 409 naming other#1, nothing sent", status, body, be.count("m-1"))
+	}
+	var rec admin.RecordView
+	g.adminJSON(t, http.MethodGet, keyURI("demo:m-1"), &rec)
+	if rec.State != "failed" {
+		t.Fatalf("state after the refused redelivery: %s", rec.State)
+	}
+	// The demo route serves a request: now it knows its chain.
+	post(t, base+"/demo", "application/x-www-form-urlencoded", "out_trade_no=m-2", nil)
+	var red admin.RedeliveryView
+	g.adminJSON(t, http.MethodPost, keyURI("demo:m-1")+"/redeliver", &red)
+	if red.State != "answered" || red.Body != "ok m-1 at /notify" || be.count("m-1") != 2 {
+		t.Fatalf("redelivery into the known route: %+v, backend %d", red, be.count("m-1"))
 	}
 }
