@@ -59,9 +59,8 @@ func (s *alertSink) count(event, key string) int {
 // has come and gone (the clock moved past it), idempotency.last_retry is
 // alerted once, while the key still reads failed, not dead.
 func TestRetryBudgetAlipay(t *testing.T) {
-	old := retryScanEvery
-	retryScanEvery = 20 * time.Millisecond
-	t.Cleanup(func() { retryScanEvery = old })
+	old := retryScanEvery.Swap(int64(20 * time.Millisecond))
+	t.Cleanup(func() { retryScanEvery.Store(old) })
 	a := newAlipayOrders(t)
 	be := newBackend(t)
 	be.setAnswer(func(order string, n int, r *http.Request) (int, string, time.Duration) { return 200, "fail", 0 })
@@ -103,7 +102,7 @@ func TestRetryBudgetAlipay(t *testing.T) {
 	// Past the last expected retry, short of the window.
 	t.Cleanup(registry.SetNow(func() time.Time { return time.Now().Add(sched.Total() + 2*time.Minute) }))
 	eventually(t, 5*time.Second, "idempotency.last_retry alerted", func() bool { return sink.count("idempotency.last_retry", key) > 0 })
-	time.Sleep(10 * retryScanEvery)
+	time.Sleep(200 * time.Millisecond) // ten scans
 	if n := sink.count("idempotency.last_retry", key); n != 1 {
 		t.Errorf("last_retry alerted %d times, want once", n)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/idemgate/idemgate/cache"
@@ -20,8 +21,14 @@ import (
 // by a periodic scan of the route's failed keys, bounded per pass.
 
 // retryScanEvery is how often a sync route with a retry schedule scans its
-// failed keys; tests shorten it.
-var retryScanEvery = time.Minute
+// failed keys; tests shorten it (atomic: scans read it while they do).
+var retryScanEvery atomic.Int64
+
+func init() { retryScanEvery.Store(int64(time.Minute)) }
+
+// retryScanMaxEvery is the longest scan interval: the window's slack
+// counts on it.
+const retryScanMaxEvery = time.Minute
 
 // retryScanMax bounds the keys one pass reads (newest first, paged).
 const retryScanMax = 5000
@@ -34,15 +41,16 @@ var lastRetrySent sync.Map // key@firstSeen → time.Time (when the window ends)
 
 // windowSlack keeps a key failed (not dead) until its last retry could have
 // come and been noticed: the schedule's span plus the grace and two scans.
-func windowSlack() time.Duration { return keying.RetryGrace + 2*retryScanEvery }
+func windowSlack() time.Duration { return keying.RetryGrace + 2*retryScanMaxEvery }
 
 // watchRetries scans this route's failed keys until ctx ends.
 func (h *Handler) watchRetries(ctx context.Context) {
 	if h.async() || keying.RetrySchedule(h.Platform) == nil {
 		return
 	}
+	every := min(time.Duration(retryScanEvery.Load()), retryScanMaxEvery)
 	go func() {
-		t := time.NewTicker(retryScanEvery)
+		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
 			select {

@@ -172,7 +172,7 @@ func TestConsoleRecoveryBrowser(t *testing.T) {
 		t.Fatalf("forged bulk POST: %d, backend %d requests", got, be.Total.Load())
 	}
 	close(healed)
-	run("confirm", chromedp.Click(chromedp.CSS("#confirm-bulk button")), chromedp.WaitVisible(chromedp.CSS("#bulk-results")))
+	run("confirm", chromedp.Click(chromedp.CSS("#confirm-bulk button")), chromedp.WaitVisible(chromedp.CSS("#bulk-done")))
 	res := text("#bulk-results")
 	if strings.Count(res, "answered") != 2 || strings.Count(res, "\t200\t") != 2 {
 		t.Errorf("bulk results: %q", res)
