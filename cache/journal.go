@@ -57,6 +57,25 @@ type Notification struct {
 	// was HTTPS: where a redelivery is sent so it takes the same route.
 	Addr string `json:"addr,omitempty"`
 	TLS  bool   `json:"tls,omitempty"`
+	// OrigURI is the URI the platform sent, when a rewrite, handle_path
+	// or uri strip_prefix before the handler changed it into URI (the
+	// one the handler, and so the backend, saw); "" when they are equal.
+	OrigURI string `json:"orig_uri,omitempty"`
+	// Route names the handler that took the notification ("<scope>#<n>",
+	// see registry.Route.Name): a redelivery enters that handler.
+	Route string `json:"route,omitempty"`
+	// Remote is the sender's address: a redelivery that must find its
+	// route through the site's routing (after a restart) passes the
+	// route's remote_ip matchers as the platform's copy did.
+	Remote string `json:"remote,omitempty"`
+}
+
+// ReceivedURI is the URI as the platform sent it.
+func (n *Notification) ReceivedURI() string {
+	if n.OrigURI != "" {
+		return n.OrigURI
+	}
+	return n.URI
 }
 
 // Truncated reports whether Body is shorter than the body received.
@@ -73,7 +92,16 @@ type Attempt struct {
 	Outcome string `json:"outcome"`
 	// Body is the start of a failure's answer (MaxAttemptBody).
 	Body []byte `json:"body,omitempty"`
+	// Error says why the attempt failed in words: "connection refused",
+	// "timeout after 30s", "status 500" (MaxAttemptError).
+	Error string `json:"error,omitempty"`
+	// Resigned: a redelivery that carried a fresh signature over the
+	// same body (the gateway holds the route's signing secret).
+	Resigned bool `json:"resigned,omitempty"`
 }
+
+// MaxAttemptError bounds an attempt's error text.
+const MaxAttemptError = 256
 
 // Journal is what the owner of a claim adds to the record when it settles
 // it (Complete, Release, Leave): the journal rides on the write the claim
@@ -157,6 +185,11 @@ func encodeNotification(n *Notification) []byte {
 		tls = 1
 	}
 	b = append(b, tls)
+	// Fields added later go last: a notification stored before them
+	// decodes with them empty.
+	b = appendString(b, n.OrigURI)
+	b = appendString(b, n.Route)
+	b = appendString(b, n.Remote)
 	if len(b) < compressFrom {
 		return b
 	}
@@ -193,6 +226,9 @@ func decodeNotification(b []byte) (*Notification, error) {
 	n.BodySize = r.varint()
 	n.Addr = r.string()
 	n.TLS = r.byte() == 1
+	if r.err == nil && len(r.b) > 0 {
+		n.OrigURI, n.Route, n.Remote = r.string(), r.string(), r.string()
+	}
 	return n, r.err
 }
 
@@ -207,7 +243,21 @@ func encodeAttempt(a *Attempt) []byte {
 	if len(body) > MaxAttemptBody {
 		body = body[:MaxAttemptBody]
 	}
-	return appendBytes(b, body)
+	b = appendBytes(b, body)
+	// Added later, last: older attempts decode with them empty.
+	b = appendString(b, clipError(a.Error))
+	resigned := byte(0)
+	if a.Resigned {
+		resigned = 1
+	}
+	return append(b, resigned)
+}
+
+func clipError(s string) string {
+	if len(s) > MaxAttemptError {
+		return s[:MaxAttemptError]
+	}
+	return s
 }
 
 func decodeAttempt(b []byte) (Attempt, error) {
@@ -221,6 +271,10 @@ func decodeAttempt(b []byte) (Attempt, error) {
 	if body := r.bytes(); len(body) > 0 {
 		a.Body = slices.Clone(body)
 	}
+	if r.err == nil && len(r.b) > 0 {
+		a.Error = r.string()
+		a.Resigned = r.byte() == 1
+	}
 	return a, r.err
 }
 
@@ -233,5 +287,6 @@ func cloneAttempt(a *Attempt) Attempt {
 		c.Body = c.Body[:MaxAttemptBody]
 	}
 	c.Body = slices.Clone(c.Body)
+	c.Error = clipError(c.Error)
 	return c
 }

@@ -26,15 +26,16 @@ type AlertConfig struct {
 	// URL is the endpoint (http or https).
 	URL string `json:"url,omitempty"`
 	// Events are the event names to send, without the "idempotency."
-	// prefix: failed, dead, ambiguous, conflict, lost_claim, reconcile (a
-	// reconciliation found payments settled whose business never ran).
-	// Default: failed, dead, ambiguous, conflict, reconcile.
+	// prefix: failed, last_retry, dead, ambiguous, conflict, lost_claim,
+	// reconcile (a reconciliation found payments settled whose business
+	// never ran). Default: failed, last_retry, dead, ambiguous, conflict,
+	// reconcile.
 	Events []string `json:"events,omitempty"`
 }
 
 var (
-	alertEventNames   = []string{"failed", "dead", "ambiguous", "conflict", "lost_claim", "reconcile"}
-	alertDefaultEvent = []string{"failed", "dead", "ambiguous", "conflict", "reconcile"}
+	alertEventNames   = []string{"failed", "last_retry", "dead", "ambiguous", "conflict", "lost_claim", "reconcile"}
+	alertDefaultEvent = []string{"failed", "last_retry", "dead", "ambiguous", "conflict", "reconcile"}
 )
 
 const (

@@ -180,9 +180,7 @@ func TestAlertDead(t *testing.T) {
 	if e := next(); e.Event != "idempotency.failed" || e.Key != "stripe:evt_d" {
 		t.Fatalf("first failure: %+v", e)
 	}
-	old := registry.Now
-	registry.Now = func() time.Time { return time.Now().Add(72*time.Hour + time.Minute) }
-	t.Cleanup(func() { registry.Now = old })
+	t.Cleanup(registry.SetNow(func() time.Time { return time.Now().Add(72*time.Hour + time.Minute) }))
 	send()
 	if e := next(); e.Event != "idempotency.failed" || e.Attempts != 2 {
 		t.Fatalf("second failure: %+v", e)

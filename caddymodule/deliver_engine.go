@@ -56,6 +56,7 @@ type engine struct {
 
 	client *http.Client
 	wake   chan struct{}
+	states keyStates // what this engine does with each key (deliver_keys.go)
 
 	takeCtx    context.Context // done: take nothing more
 	stopTaking context.CancelFunc
@@ -252,12 +253,15 @@ func (e *engine) deliver(d *cache.Delivery, took time.Time) {
 		}
 	}
 	attempt := d.Attempts + 1
+	e.delivering(d.Key, attempt)
 	start := time.Now()
 	out := e.send(d, attempt)
+	e.states.forget(d.Key) // sent; retrying says when it goes again
 	elapsed := time.Since(start)
 	h.metrics.deliveryAttempt(context.Background(), h.route(), out.kind.attemptOutcome(), elapsed)
 
-	a := &cache.Attempt{Start: start, Duration: elapsed, Status: out.status, Outcome: out.kind.attemptOutcome()}
+	a := &cache.Attempt{Start: start, Duration: elapsed, Status: out.status, Outcome: out.kind.attemptOutcome(),
+		Error: attemptError(out.kind, out.status, out.err, elapsed), Resigned: out.resigned}
 	if out.kind == backendFailed && len(out.body) > 0 {
 		a.Body = bytes.Clone(out.body[:min(len(out.body), cache.MaxAttemptBody)])
 	}
@@ -339,6 +343,7 @@ func (e *engine) deliver(d *cache.Delivery, took time.Time) {
 		next = lockTTL
 	}
 	e.logAttempt(zapcore.WarnLevel, "delivery attempt failed: retried later", d, attempt, out, elapsed, zap.Duration("retry_in", next))
+	e.retrying(d.Key, time.Now().Add(next), attempt)
 	if err := e.try(func(ctx context.Context) error {
 		return e.ds.queue.Retry(ctx, e.scope, d.Key, d.Lease, time.Now().Add(next), attempt)
 	}); err != nil && !errors.Is(err, cache.ErrNotOwner) {
@@ -422,6 +427,7 @@ func (e *engine) heldAmbiguous(d *cache.Delivery) {
 
 // done removes a settled delivery from the queue.
 func (e *engine) done(d *cache.Delivery) {
+	e.states.forget(d.Key)
 	if err := e.try(func(ctx context.Context) error {
 		return e.ds.queue.Done(ctx, e.scope, d.Key, d.Lease)
 	}); err != nil && !errors.Is(err, cache.ErrNotOwner) {

@@ -332,13 +332,19 @@ func TestAsyncEmbeddedRestart(t *testing.T) {
 	}
 	gw.start()
 	waitListening(t, "http://"+admin)
-	resp, err := freshClient.Get("http://" + admin + "/idempotency/deliveries")
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The admin endpoint answers before the config's apps have started
+	// (its engines registered): ask until the scope's queue is there.
 	var view adminapi.DeliveriesView
-	json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&view)
-	resp.Body.Close()
+	eventually(t, 5*time.Second, "the restarted gateway's queue", func() bool {
+		resp, err := freshClient.Get("http://" + admin + "/idempotency/deliveries")
+		if err != nil {
+			return false
+		}
+		view = adminapi.DeliveriesView{}
+		json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&view)
+		resp.Body.Close()
+		return len(view.Deliveries) == 1
+	})
 	if len(view.Deliveries) != 1 || view.Deliveries[0].Depth != 5 || !view.Deliveries[0].Paused {
 		t.Fatalf("after the restart the queue is %+v, want 5 deliveries, paused", view.Deliveries)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptrace"
@@ -26,6 +27,8 @@ type sendResult struct {
 	body     []byte // up to max_answer
 	overflow bool
 	err      error
+	// resigned: sent with a fresh signature (see resign below).
+	resigned bool
 }
 
 // send posts the notification to the backend once: never re-sent by the
@@ -49,6 +52,17 @@ func (e *engine) send(d *cache.Delivery, attempt int) sendResult {
 		return sendResult{kind: backendUnreachable, err: err}
 	}
 	req.Header = deliveryHeaders(n.Header)
+	// A delivery retried for hours carries a signature as old as the
+	// platform's copy, which a backend verifying it with the platform's
+	// library (a 5-minute tolerance) refuses: where the route holds the
+	// signing secret, each attempt is signed afresh over the same body.
+	resigned := false
+	if h.resign != nil {
+		if err := h.resign(req.Header, n.Body, now()); err != nil {
+			return sendResult{kind: backendUnreachable, err: fmt.Errorf("re-signing the notification: %v", err)}
+		}
+		resigned = true
+	}
 	req.Header.Set("Idemgate-Delivery-Attempt", strconv.Itoa(attempt))
 	if n.Host != "" {
 		req.Header.Set("X-Forwarded-Host", n.Host)
@@ -59,7 +73,7 @@ func (e *engine) send(d *cache.Delivery, attempt int) sendResult {
 		req.Header.Set("X-Forwarded-Proto", "http")
 	}
 	resp, err := e.client.Do(req)
-	var out sendResult
+	out := sendResult{resigned: resigned}
 	if err == nil {
 		out.status, out.header = resp.StatusCode, resp.Header
 		limit := h.MaxAnswer

@@ -341,7 +341,7 @@ func TestAsyncPauseResume(t *testing.T) {
 	if got := be.total(); got != 0 {
 		t.Fatalf("backend ran %d times while paused, want 0", got)
 	}
-	out, err := runCLI(t, "deliveries", "--address", g.admin)
+	out, err := runCLI(t, "deliveries", "--json", "--address", g.admin)
 	if err != nil || !strings.Contains(out, `"depth": 10`) {
 		t.Errorf("deliveries: %v %s", err, out)
 	}

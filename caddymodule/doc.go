@@ -71,6 +71,10 @@
 // serve.go the claim and wait loop; refusal.go what a refused sender is
 // told;
 // forward.go the trip to the backend and the settling of its claim;
+// redeliver.go a journaled notification sent into the handler that took
+// it (its chain kept from live requests, or found by an in-process probe
+// after a start), re-signed where the route holds the secret; retries.go
+// the platform's retry budget and the idempotency.last_retry scan;
 // replay.go the answer recorder and the replay; journal.go what a forward
 // adds to its key's record; decision.go the one place that logs, counts,
 // traces and emits what each request came to; metrics.go, tracing.go and

@@ -72,7 +72,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, next caddyhttp
 	settled = true
 
 	res = result{outcome: kind.outcome(), status: tw.statusCode(), err: err}
-	j := cache.Journal{Notification: note, Attempt: attemptOf(kind, start, tw, body)}
+	j := cache.Journal{Notification: note, Attempt: attemptOf(r, kind, start, tw, body, err)}
 	switch kind {
 	case backendAnswered:
 		res.err = nil

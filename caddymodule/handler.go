@@ -103,7 +103,7 @@ type Handler struct {
 	// queued, delivered by the gateway; see DeliverConfig).
 	Deliver *DeliverConfig `json:"deliver,omitempty"`
 
-	// Alert POSTs events (failed, dead, ambiguous, conflict, lost_claim)
+	// Alert POSTs events (failed, last_retry, dead, ambiguous, conflict, lost_claim)
 	// as JSON to an operations endpoint, off the request path.
 	Alert *AlertConfig `json:"alert,omitempty"`
 
@@ -168,6 +168,9 @@ type Handler struct {
 	reg     *registry.Route // this route in the registry, once provisioned
 	// merchants: app_id and mchid as resolved (the registry's Merchants).
 	merchants []string
+	// resign signs a redelivery afresh (Stripe, Standard Webhooks: the
+	// route holds the signing secret); nil where it cannot.
+	resign func(hdr http.Header, body []byte, at time.Time) error
 	// legacyUntil: till then a preset's first copy also looks for a record
 	// kept under its key from before business events (ttl after start).
 	legacyUntil time.Time
@@ -243,8 +246,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	}
 	h.metrics = loadMetrics(ctx)
 	h.warned = newCopyWarnings()
-	h.reg = &registry.Route{Scope: h.scope(), Platform: h.platform, TTL: time.Duration(h.TTL), RetryWindow: h.retryWindow(),
-		Merchants: h.merchants, Emit: h.emitData}
+	h.reg = h.registryRoute()
 	registry.RegisterRoute(h.reg)
 	h.logger.Info("idempotency handler ready", append([]zap.Field{
 		zap.String("platform", h.Platform),
@@ -290,6 +292,7 @@ func (h *Handler) start() error {
 	var watch context.Context
 	watch, h.run.stopWatch = context.WithCancel(context.Background())
 	h.watchExpiry(watch)
+	h.watchRetries(watch)
 	h.run.started.Store(true)
 	return nil
 }
@@ -302,6 +305,9 @@ type runState struct {
 	stopped bool // Cleanup ran; guarded by mu
 	// stopWatch ends the certificate watch; set by start.
 	stopWatch context.CancelFunc
+	// chain is the rest of the route's chain, kept from the requests it
+	// serves, which a redelivery enters (redeliver.go).
+	chain atomic.Pointer[chainRef]
 }
 
 func (h *Handler) setDefaults() {
@@ -386,6 +392,7 @@ func (h *Handler) provisionPlatform(repl *caddy.Replacer) error {
 		return err // "<preset>: <what>" already
 	}
 	h.platform = p
+	h.resign = resigner(h.Platform, cfg.Secret, h.VerifyOff)
 	if h.VerifyOff {
 		h.logger.Warn("signature verification is OFF for this route: forged notifications will be forwarded",
 			zap.String("platform", h.Platform))
@@ -473,6 +480,11 @@ func (h *Handler) Validate() error {
 // result, which is recorded once (decision.go), also when the backend's
 // handler panics.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	if p, ok := r.Context().Value(probeCtxKey{}).(*probe); ok {
+		// A redelivery looking for its route: not a request (redeliver.go).
+		return h.answerProbe(r, next, p)
+	}
+	h.keepChain(r, next)
 	start := time.Now()
 	ctx, span := h.startSpan(r)
 	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)

@@ -3,16 +3,22 @@ package caddymodule
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/internal/cfparse"
 	"github.com/idemgate/idemgate/internal/registry"
+	"github.com/idemgate/idemgate/keying"
 )
 
 // The journal (cache.Journal): what the forward of a winning copy adds to
@@ -74,11 +80,20 @@ func (h *Handler) receivedNotification(r *http.Request) *cache.Notification {
 	if a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
 		n.Addr = a.String()
 	}
+	if h.reg != nil {
+		n.Route = h.reg.Name
+	}
+	n.Remote = r.RemoteAddr
+	// The URI before the route's rewrites: a redelivery that must find
+	// the route through the site's routing sends that one.
+	if orig, ok := r.Context().Value(caddyhttp.OriginalRequestCtxKey).(http.Request); ok && orig.RequestURI != "" && orig.RequestURI != n.URI {
+		n.OrigURI = orig.RequestURI
+	}
 	return n
 }
 
 // attemptOf is what the journal keeps of one forward.
-func attemptOf(kind backendKind, start time.Time, tw *teeWriter, body []byte) *cache.Attempt {
+func attemptOf(r *http.Request, kind backendKind, start time.Time, tw *teeWriter, body []byte, err error) *cache.Attempt {
 	a := &cache.Attempt{Start: start, Duration: time.Since(start), Outcome: kind.attemptOutcome()}
 	if tw.wroteHeader {
 		a.Status = tw.status
@@ -86,7 +101,48 @@ func attemptOf(kind backendKind, start time.Time, tw *teeWriter, body []byte) *c
 	if kind == backendFailed && len(body) > 0 {
 		a.Body = bytes.Clone(body[:min(len(body), cache.MaxAttemptBody)])
 	}
+	a.Error = attemptError(kind, a.Status, err, a.Duration)
+	if rd := redeliveryOf(r.Context()); rd != nil {
+		a.Resigned = rd.resigned
+	}
 	return a
+}
+
+// attemptError is an attempt's failure in words, as an operator reads it:
+// "status 500", "connection refused", "timeout after 30s"; "" for success.
+func attemptError(kind backendKind, status int, err error, took time.Duration) string {
+	switch {
+	case kind == backendAnswered:
+		return ""
+	case err == nil && status != 0:
+		return fmt.Sprintf("status %d: not a success by the platform's rule", status)
+	case err == nil:
+		return ""
+	case errors.Is(err, syscall.ECONNREFUSED), strings.Contains(err.Error(), "connection refused"):
+		// reverse_proxy's DialError does not unwrap: its text says it.
+		return "connection refused"
+	case errors.Is(err, syscall.ECONNRESET), strings.Contains(err.Error(), "connection reset"):
+		return "connection reset"
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return fmt.Sprintf("timeout after %s", took.Round(time.Millisecond))
+	}
+	if status != 0 {
+		return fmt.Sprintf("status %d: %s", status, rootError(err))
+	}
+	return rootError(err)
+}
+
+// rootError is the innermost message of err's chain, where the cause is.
+func rootError(err error) string {
+	for {
+		u := errors.Unwrap(err)
+		if u == nil {
+			return err.Error()
+		}
+		err = u
+	}
 }
 
 func (k backendKind) attemptOutcome() string {
@@ -112,7 +168,12 @@ func (h *Handler) retryWindow() time.Duration {
 	if h.platform == nil {
 		return 0
 	}
-	return h.platform.RetryWindow()
+	w := h.platform.RetryWindow()
+	if s := keying.RetrySchedule(h.Platform); s != nil {
+		// Dead only once the last retry could have come (retries.go).
+		w = max(w, s.Total()+windowSlack())
+	}
+	return w
 }
 
 // journalBodyArg parses `journal_body <size> | off`.
@@ -132,6 +193,7 @@ func journalBodyArg(d *caddyfile.Dispenser, dst *int64) error {
 type journalState struct {
 	attempts int64
 	dead     bool
+	rec      *cache.Record
 }
 
 // failedJournal reads a key just released after a failure, for its
@@ -144,13 +206,19 @@ func (h *Handler) failedJournal(key string) journalState {
 	if err != nil {
 		return journalState{}
 	}
-	return journalState{attempts: rec.AttemptCount, dead: rec.StateAt(registry.Now(), h.retryWindow()) == cache.StateDead}
+	return journalState{attempts: rec.AttemptCount, dead: rec.StateAt(registry.Now(), h.retryWindow()) == cache.StateDead, rec: rec}
 }
 
 // emitFailure sends idempotency.failed, and idempotency.dead when the
 // platform's retry window has passed: nobody will send it again.
 func (h *Handler) emitFailure(d *result) {
 	h.emitAttempts("idempotency.failed", d.key, d.status, d.journal.attempts)
+	if rec := d.journal.rec; rec != nil && !d.journal.dead {
+		// The copy that just failed may have been the platform's last.
+		if s := keying.RetrySchedule(h.Platform); s != nil && !h.async() {
+			h.lastRetryDue(rec, s, registry.Now())
+		}
+	}
 	if d.journal.dead {
 		h.emitAttempts("idempotency.dead", d.key, d.status, d.journal.attempts)
 	}

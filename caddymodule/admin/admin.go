@@ -36,6 +36,8 @@ func init() {
 //	GET    /idempotency/keys/<key>[?body=1]     one key's record and journal
 //	DELETE /idempotency/keys/<key>[?force=1]    forget a key: its next copy is forwarded
 //	POST   /idempotency/keys/<key>/redeliver[?force=1]   send the journaled notification again
+//	POST   /idempotency/redeliver               bulk: {"state","scope","since","limit","dry_run"}
+//	GET    /idempotency/summary[?scope=…]       failed, dead and in-flight keys: counts, money
 //	GET    /idempotency/keys?state=<state>[&scope=…&prefix=…&since=…&cursor=…&limit=…]
 //	                                            records by state, newest first, paged
 //	GET    /idempotency/orders/<order>          an order's business events, ran and not
@@ -121,6 +123,16 @@ func (a *AdminAPI) serveHTTP(w http.ResponseWriter, r *http.Request) error {
 		return a.getOrder(w, r, order)
 	case rest == "reconcile":
 		return a.reconcile(w, r)
+	case rest == "redeliver":
+		if r.Method != http.MethodPost {
+			return errMethod(r)
+		}
+		return a.bulkRedeliver(w, r)
+	case rest == "summary":
+		if r.Method != http.MethodGet {
+			return errMethod(r)
+		}
+		return a.summary(w, r)
 	case rest == "keys":
 		if r.Method != http.MethodGet {
 			return errMethod(r)
@@ -196,12 +208,38 @@ type RecordView struct {
 	AttemptCount int64             `json:"attempt_count"`
 	Notification *NotificationView `json:"notification,omitempty"`
 	Attempts     []AttemptView     `json:"attempts,omitempty"`
+
+	// Recovery.
+	// Route is the handler that took the notification ("<scope>#<n>").
+	Route string `json:"route,omitempty"`
+	// NextAttempt: an async key retrying, when its next attempt is due.
+	NextAttempt *time.Time `json:"next_attempt,omitempty"`
+	// PlatformRetries: a failed key's retry budget at its platform.
+	PlatformRetries *RetriesView `json:"platform_retries,omitempty"`
+	// Signature: what a redelivery carries.
+	Signature *SignatureView `json:"signature,omitempty"`
+	// Async: the route acked the platform and delivers itself; a dead
+	// async key will never be retried by the platform.
+	Async bool `json:"async,omitempty"`
+	// Amount is what the notification's signed content names (one key's
+	// view only: it verifies the notification again).
+	Amount *AmountView `json:"amount,omitempty"`
+}
+
+// AmountView is an amount in major units, an exact decimal string.
+type AmountView struct {
+	Value    string `json:"value"`
+	Currency string `json:"currency"`
 }
 
 // NotificationView is the journaled request; its body only with ?body=1.
 type NotificationView struct {
-	Method    string      `json:"method"`
+	Method string `json:"method"`
+	// URI is the URI the handler (and so the backend) saw; OrigURI the
+	// one the platform sent, when a rewrite changed it.
 	URI       string      `json:"uri"`
+	OrigURI   string      `json:"orig_uri,omitempty"`
+	Remote    string      `json:"remote,omitempty"`
 	Host      string      `json:"host,omitempty"`
 	Header    http.Header `json:"header,omitempty"`
 	BodySize  int64       `json:"body_size"`
@@ -214,8 +252,12 @@ type AttemptView struct {
 	Duration string    `json:"duration"`
 	Status   int       `json:"status,omitempty"`
 	Outcome  string    `json:"outcome"`
-	BodySize int       `json:"body_size,omitempty"`
-	Body     *[]byte   `json:"body,omitempty"`
+	// Error is why it failed, in words: "connection refused",
+	// "timeout after 30s", "status 500: …".
+	Error    string  `json:"error,omitempty"`
+	Resigned bool    `json:"resigned,omitempty"`
+	BodySize int     `json:"body_size,omitempty"`
+	Body     *[]byte `json:"body,omitempty"`
 }
 
 // apiTime is a time as the API shows every one: UTC, to the
@@ -247,10 +289,18 @@ func NewRecordView(storeID string, rec *cache.Record, withBody bool) RecordView 
 		CopyOutcomes: rec.CopyOutcomes,
 		AttemptCount: rec.AttemptCount,
 	}
-	v.State = string(rec.StateAt(registry.Now(), registry.WindowOf(rec.Key)))
+	ks := StateOf(rec)
+	v.State, v.Async = ks.State, ks.Async
+	if !ks.NextAttempt.IsZero() {
+		t := apiTime(ks.NextAttempt)
+		v.NextAttempt = &t
+	}
+	v.PlatformRetries = PlatformRetries(rec, v.State)
+	v.Signature = signatureOf(rec)
 	v.Order, v.Event = cache.OrderOf(rec.Key)
 	if n := rec.Notification; n != nil {
-		nv := &NotificationView{Method: n.Method, URI: n.URI, Host: n.Host, Header: n.Header,
+		v.Route = n.Route
+		nv := &NotificationView{Method: n.Method, URI: n.URI, OrigURI: n.OrigURI, Remote: n.Remote, Host: n.Host, Header: n.Header,
 			BodySize: n.BodySize, Truncated: n.Truncated()}
 		if withBody {
 			b := n.Body
@@ -263,7 +313,7 @@ func NewRecordView(storeID string, rec *cache.Record, withBody bool) RecordView 
 	}
 	for _, a := range rec.Attempts {
 		av := AttemptView{Start: apiTime(a.Start), Duration: a.Duration.String(), Status: a.Status,
-			Outcome: a.Outcome, BodySize: len(a.Body)}
+			Outcome: a.Outcome, Error: a.Error, Resigned: a.Resigned, BodySize: len(a.Body)}
 		if withBody && len(a.Body) > 0 {
 			b := a.Body
 			av.Body = &b
@@ -322,7 +372,11 @@ func (a *AdminAPI) getKey(w http.ResponseWriter, r *http.Request, key string) er
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, NewRecordView(ps.ID, rec, boolParam(r, "body")))
+	v := NewRecordView(ps.ID, rec, boolParam(r, "body"))
+	if m, ok := MoneyOf(ctx, rec); ok {
+		v.Amount = &AmountView{Value: m.Amount, Currency: m.Currency}
+	}
+	return writeJSON(w, http.StatusOK, v)
 }
 
 // DeletedView is the answer to DELETE: what was forgotten.

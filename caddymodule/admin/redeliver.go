@@ -1,15 +1,14 @@
 package admin
 
 import (
-	"bytes"
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
+	"strings"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
 	"github.com/idemgate/idemgate/cache"
@@ -20,18 +19,48 @@ import (
 const RedeliverTimeout = 2 * time.Minute
 
 // RedeliveryView is the answer to POST /idempotency/keys/<key>/redeliver:
-// what the route answered the journaled notification.
+// what the route answered the journaled notification, and the record's
+// state afterwards.
 type RedeliveryView struct {
 	Store string `json:"store"`
 	Key   string `json:"key"`
-	// Status is the answer's status: the backend's, or the replay's.
-	Status   int         `json:"status"`
-	Replayed bool        `json:"replayed"`
-	Header   http.Header `json:"header,omitempty"`
-	Body     string      `json:"body"`
+	// Route is the handler the redelivery entered ("<scope>#<n>").
+	Route string `json:"route,omitempty"`
+	// Status is the answer's status: the backend's, or the route's own
+	// (a replay, an async ack, a refusal).
+	Status   int  `json:"status"`
+	Replayed bool `json:"replayed"`
+	// ByGateway: no answer came from the chain (the backend unreachable);
+	// Status and Body are the gateway's.
+	ByGateway bool        `json:"by_gateway,omitempty"`
+	Header    http.Header `json:"header,omitempty"`
+	Body      string      `json:"body"`
+	// State is the record's state after the redelivery: answered when
+	// the backend took it; queued, retrying or delivering on an async
+	// route; failed when the backend failed again.
+	State       string     `json:"state"`
+	NextAttempt *time.Time `json:"next_attempt,omitempty"`
+	// Resigned: the redelivery carried a fresh signature over the same
+	// body (the route holds the platform's signing secret).
+	Resigned bool `json:"resigned,omitempty"`
 	// Reopened: an answered key was made free first (?force=1); its
 	// history stays, the redelivery's attempt added to it.
 	Reopened bool `json:"reopened,omitempty"`
+}
+
+// Succeeded tells whether the redelivery left the key where it should
+// be: answered, or (async) in the gateway's hands.
+func (v RedeliveryView) Succeeded() bool { return Settled(v.State) }
+
+// Settled tells whether a state after a redelivery is a success: answered,
+// or (async) queued or delivering — the gateway has it and no attempt has
+// failed yet.
+func Settled(state string) bool {
+	switch state {
+	case string(cache.StateAnswered), StateQueued, StateDelivering:
+		return true
+	}
+	return false
 }
 
 // redeliver serves POST /idempotency/keys/<key>/redeliver (see Redeliver).
@@ -47,13 +76,15 @@ func (a *AdminAPI) redeliver(w http.ResponseWriter, r *http.Request, key string)
 	return writeJSON(w, http.StatusOK, out)
 }
 
-// Redeliver sends the journaled notification of key (its exact bytes and
-// headers) to the listener it came in on, so it takes the same route and
-// claims the key like any copy: a failed or dead key is forwarded once, an
-// answered one would only replay (refused unless force, which forgets the
-// answer first). Refusals are admin errors (caddy.APIError) with their
-// status; remote names who asked, for the log line. The console calls it
-// too, so the rules stay in one place.
+// Redeliver sends the journaled notification of key into the handler that
+// took it (registry.Route.Redeliver): not through the site's routing, so
+// a remote_ip guard or a rewrite in front of the handler changes nothing.
+// It claims the key like any copy: a failed or dead key is forwarded once,
+// an answered one would only replay (refused unless force, which forgets
+// the answer first, once the route is known to be reachable). Refusals are
+// admin errors (caddy.APIError) with their status; remote names who asked,
+// for the log line. The console and the bulk run call it too, so the rules
+// stay in one place.
 func Redeliver(ctx context.Context, ps *registry.Store, key string, force bool, logger *zap.Logger, remote string) (RedeliveryView, error) {
 	lctx, cancel := context.WithTimeout(ctx, adminTimeout)
 	defer cancel()
@@ -62,95 +93,84 @@ func Redeliver(ctx context.Context, ps *registry.Store, key string, force bool, 
 		return RedeliveryView{}, err
 	}
 	n := rec.Notification
+	ks := StateOf(rec)
 	switch {
 	case n == nil:
 		return RedeliveryView{}, apiError(http.StatusConflict, fmt.Errorf("key %q has no journaled notification (journal_body off, or no attempt was ever settled): ask the platform to resend", key))
 	case n.Truncated():
 		return RedeliveryView{}, apiError(http.StatusConflict, fmt.Errorf("key %q: only %d of the notification's %d bytes were kept (journal_body): a redelivery would not be the platform's bytes", key, len(n.Body), n.BodySize))
-	case n.Addr == "":
-		return RedeliveryView{}, apiError(http.StatusConflict, fmt.Errorf("key %q: the journal does not say which listener the notification came in on", key))
+	case ks.State == StateQueued || ks.State == StateRetrying || ks.State == StateDelivering:
+		return RedeliveryView{}, apiError(http.StatusConflict, fmt.Errorf("key %q is %s: the gateway delivers it itself (deliver async); see its attempts, or pause and purge it", key, ks.State))
 	case rec.State == cache.StateInFlight:
 		return RedeliveryView{}, apiError(http.StatusConflict, fmt.Errorf("key %q is in flight: its first copy is at the backend now; wait for it (or purge with force if its gateway is gone)", key))
+	case rec.State == cache.StateAnswered && !force:
+		return RedeliveryView{}, apiError(http.StatusConflict, fmt.Errorf("key %q is answered (status %d): a redelivery runs the backend again; add ?force=1 (--force) if that is what is needed", key, rec.Status))
+	}
+	rt, ok := routeOf(rec)
+	if !ok || rt.Redeliver == nil {
+		return RedeliveryView{}, apiError(http.StatusConflict, fmt.Errorf("key %q: no route of scope %s is loaded in the running config: nothing was sent", key, scopeOf(key)))
 	}
 	reopened := false
-	if rec.State == cache.StateAnswered {
-		if !force {
-			return RedeliveryView{}, apiError(http.StatusConflict, fmt.Errorf("key %q is answered (status %d): a redelivery runs the backend again; add ?force=1 (--force) if that is what is needed", key, rec.Status))
+	reopen := func() error {
+		if rec.State != cache.StateAnswered {
+			return nil
 		}
 		// Reopened, not deleted: the key's history (copies, the earlier
 		// attempts) stays beside the redelivery's.
 		if err := ps.Reopen(lctx, key, registry.TTLOf(key)); err != nil && !errors.Is(err, cache.ErrNotFound) {
-			return RedeliveryView{}, apiError(http.StatusServiceUnavailable, fmt.Errorf("store %s: %v", ps.ID, err))
+			return apiError(http.StatusServiceUnavailable, fmt.Errorf("store %s: %v", ps.ID, err))
 		}
 		reopened = true
+		return nil
 	}
 	if logger != nil {
 		logger.Info("redelivering a journaled notification through the admin API",
-			zap.String("store", ps.ID), zap.String("key", registry.HashKey(key)), zap.String("state", string(rec.State)),
-			zap.Bool("force", force), zap.String("remote", remote))
+			zap.String("store", ps.ID), zap.String("key", registry.HashKey(key)), zap.String("route", rt.Name),
+			zap.String("state", ks.State), zap.Bool("force", force), zap.String("remote", remote))
 	}
-	resp, body, err := sendNotification(ctx, n, rec.FirstSeen)
+	sctx, scancel := context.WithTimeout(ctx, RedeliverTimeout)
+	defer scancel()
+	ans, err := rt.Redeliver(sctx, n, rec.FirstSeen, reopen)
 	if err != nil {
-		return RedeliveryView{}, apiError(http.StatusBadGateway, fmt.Errorf("redelivering key %q to %s: %v", key, n.Addr, err))
-	}
-	return RedeliveryView{
-		Store: ps.ID, Key: key, Status: resp.StatusCode, Replayed: resp.Header.Get("Idempotent-Replayed") == "true",
-		Header: resp.Header, Body: string(body), Reopened: reopened,
-	}, nil
-}
-
-// hopHeaders are not resent: they describe the platform's connection.
-var hopHeaders = []string{"Connection", "Keep-Alive", "Proxy-Connection", "Te", "Trailer",
-	"Transfer-Encoding", "Upgrade", "Content-Length"}
-
-// sendNotification sends n to the listener it came in on, marked as a
-// redelivery of a notification first received at receivedAt.
-func sendNotification(ctx context.Context, n *cache.Notification, receivedAt time.Time) (*http.Response, []byte, error) {
-	scheme := "http"
-	if n.TLS {
-		scheme = "https"
-	}
-	ctx, cancel := context.WithTimeout(ctx, RedeliverTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, n.Method, scheme+"://"+n.Addr+n.URI, bytes.NewReader(n.Body))
-	if err != nil {
-		return nil, nil, err
-	}
-	req.Header = n.Header.Clone()
-	if req.Header == nil {
-		req.Header = http.Header{}
-	}
-	for _, h := range hopHeaders {
-		req.Header.Del(h)
-	}
-	registry.MarkRedelivery(req.Header, receivedAt)
-	req.Host = n.Host
-	tr := &http.Transport{
-		// The gateway's own listener, by the address the notification
-		// came in on: its certificate names the site, not that address.
-		TLSClientConfig:   &tls.Config{ServerName: hostOnly(n.Host), InsecureSkipVerify: true}, //nolint:gosec // our own listener
-		DisableKeepAlives: true,
-	}
-	defer tr.CloseIdleConnections()
-	resp, err := (&http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error {
-		return http.ErrUseLastResponse
-	}}).Do(req)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	return resp, body, err
-}
-
-func hostOnly(hostport string) string {
-	for i := len(hostport) - 1; i >= 0; i-- {
-		switch hostport[i] {
-		case ':':
-			return hostport[:i]
-		case ']':
-			return hostport
+		var apiErr caddy.APIError
+		if errors.As(err, &apiErr) {
+			return RedeliveryView{}, err // reopen's
 		}
+		return RedeliveryView{}, apiError(http.StatusConflict, fmt.Errorf("redelivering key %q: %v", key, err))
 	}
-	return hostport
+	out := RedeliveryView{
+		Store: ps.ID, Key: key, Route: rt.Name, Status: ans.Status, Replayed: ans.Header.Get("Idempotent-Replayed") == "true",
+		ByGateway: ans.ByGateway, Header: ans.Header, Body: string(ans.Body), Resigned: ans.Resigned, Reopened: reopened,
+	}
+	// The state afterwards, as the record now reads.
+	after, err := ps.Lookup(lctx, key)
+	switch {
+	case err == nil:
+		as := StateOf(after)
+		out.State = as.State
+		if !as.NextAttempt.IsZero() {
+			t := apiTime(as.NextAttempt)
+			out.NextAttempt = &t
+		}
+	case errors.Is(err, cache.ErrNotFound):
+		out.State = "gone"
+	default:
+		out.State = "unknown"
+	}
+	return out, nil
+}
+
+// routeOf is the route a record's notification came through: the handler
+// it names, else the newest route of its scope.
+func routeOf(rec *cache.Record) (*registry.Route, bool) {
+	name := ""
+	if rec.Notification != nil {
+		name = rec.Notification.Route
+	}
+	return registry.RouteNamed(name, scopeOf(rec.Key))
+}
+
+func scopeOf(key string) string {
+	scope, _, _ := strings.Cut(key, ":")
+	return scope
 }

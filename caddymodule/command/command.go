@@ -49,9 +49,16 @@ Talks to the running gateway's admin API (/idempotency/ routes).
                    [--prefix P] [--since 24h|<RFC 3339>] [--all]
                                            keys by state, newest first
   idempotency redeliver <key> [--force]    send the journaled notification
-                                           through its route again; prints
-                                           the backend's answer (--force:
-                                           also an answered key)
+                                           into the handler that took it;
+                                           prints the answer and the key's
+                                           state afterwards, exits 1 unless
+                                           answered (async: queued or
+                                           delivering) (--force: also an
+                                           answered key)
+  idempotency redeliver --state failed|dead (--scope S | --since 2h)
+                   [--limit N] [--dry-run]
+                                           every key the filter matches,
+                                           4 at a time (async: concurrency)
   idempotency purge <key> [--force]        forget a key: its next copy is
                                            forwarded to the backend again
                                            (--force: also an in-flight key)
@@ -74,6 +81,9 @@ Talks to the running gateway's admin API (/idempotency/ routes).
   idempotency keygen --platform <p|all> [--dir <dir>]
                                            write test keys for send and for
                                            the examples' local Caddyfiles
+
+Output is a table for people (bodies as text); --json prints the admin
+API's JSON (inspect, list, in-flight, order, deliveries, redeliver).
 
 The admin endpoint is --address if given, else the admin address of --config
 (with --adapter), else Caddy's default (localhost:2019). When the config
@@ -107,11 +117,12 @@ func inspectCommand() *cobra.Command {
 			if body, _ := cmd.Flags().GetBool("body"); body {
 				q.Set("body", "1")
 			}
-			return adminCall(cmd, http.MethodGet, keyPath(args[0]), q, nil)
+			return adminShow(cmd, http.MethodGet, keyPath(args[0]), q, printRecord)
 		},
 	}
 	adminFlags(c)
-	c.Flags().Bool("body", false, "Include the remembered answer's body (base64)")
+	jsonFlag(c)
+	c.Flags().Bool("body", false, "Include the bodies: the notification's, the attempts' and the remembered answer's (text as text; base64 with --json)")
 	return c
 }
 
@@ -149,6 +160,7 @@ func inFlightCommand() *cobra.Command {
 		},
 	}
 	adminFlags(c)
+	jsonFlag(c)
 	c.Flags().Int("limit", admin.DefaultPageLimit, "Keys per page (the store may return fewer)")
 	c.Flags().Bool("all", false, "Follow the pages to the end and print one list")
 	c.Flags().String("cursor", "", "Start at this cursor (the \"next\" of a previous page)")
@@ -160,7 +172,9 @@ func inFlightCommand() *cobra.Command {
 // cursor), or with all follows the cursors to the end and prints one list.
 func printKeys(cmd *cobra.Command, all bool, cursor string, q func(cursor string) url.Values) error {
 	if !all {
-		return adminCall(cmd, http.MethodGet, "/idempotency/keys", q(cursor), nil)
+		return adminShow(cmd, http.MethodGet, "/idempotency/keys", q(cursor), func(w io.Writer, p admin.PageView) error {
+			return printRecords(w, p.Store, p.Keys, p.Next)
+		})
 	}
 	total := admin.PageView{Keys: []admin.RecordView{}}
 	for {
@@ -171,6 +185,9 @@ func printKeys(cmd *cobra.Command, all bool, cursor string, q func(cursor string
 		total.Store = page.Store
 		total.Keys = append(total.Keys, page.Keys...)
 		if page.Next == "" {
+			if !wantJSON(cmd) {
+				return printRecords(cmd.OutOrStdout(), total.Store, total.Keys, "")
+			}
 			return printJSON(cmd.OutOrStdout(), total)
 		}
 		cursor = page.Next
@@ -184,6 +201,24 @@ func keyPath(key string) string {
 // adminCall sends one request to the admin API. With into == nil it
 // prints the answer as indented JSON; else it decodes into it.
 func adminCall(cmd *cobra.Command, method, path string, q url.Values, into any) error {
+	return adminCallBody(cmd, method, path, q, nil, into)
+}
+
+// adminShow gets path's answer and prints it: the API's JSON with --json,
+// else decoded into v and printed for people by show.
+func adminShow[V any](cmd *cobra.Command, method, path string, q url.Values, show func(io.Writer, V) error) error {
+	if wantJSON(cmd) {
+		return adminCall(cmd, method, path, q, nil)
+	}
+	var v V
+	if err := adminCall(cmd, method, path, q, &v); err != nil {
+		return err
+	}
+	return show(cmd.OutOrStdout(), v)
+}
+
+// adminCallBody is adminCall with a request body (JSON).
+func adminCallBody(cmd *cobra.Command, method, path string, q url.Values, reqBody []byte, into any) error {
 	fl := cmd.Flags()
 	address, _ := fl.GetString("address")
 	config, _ := fl.GetString("config")
@@ -199,7 +234,12 @@ func adminCall(cmd *cobra.Command, method, path string, q url.Values, into any) 
 	if enc := q.Encode(); enc != "" {
 		uri += "?" + enc
 	}
-	resp, err := caddycmd.AdminAPIRequest(adminAddr, method, uri, nil, nil)
+	var hdr http.Header
+	var rb io.Reader
+	if reqBody != nil {
+		hdr, rb = http.Header{"Content-Type": {"application/json"}}, bytes.NewReader(reqBody)
+	}
+	resp, err := caddycmd.AdminAPIRequest(adminAddr, method, uri, hdr, rb)
 	if err != nil {
 		return adminError(adminAddr, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -52,7 +53,7 @@ func TestCLI(t *testing.T) {
 	gatewaytest.Notify(t, g.Base, "c/1")
 	gatewaytest.Notify(t, g.Base, "c/1")
 
-	out, err := runCLI(t, append([]string{"inspect", "demo:c/1"}, addr...)...)
+	out, err := runCLI(t, append([]string{"inspect", "demo:c/1", "--json"}, addr...)...)
 	if err != nil {
 		t.Fatalf("inspect: %v", err)
 	}
@@ -67,9 +68,15 @@ func TestCLI(t *testing.T) {
 	// --config finds the admin address in a Caddyfile.
 	cfg := filepath.Join(t.TempDir(), "Caddyfile")
 	os.WriteFile(cfg, []byte("{\n\tadmin "+g.Admin+"\n}\n:0 {\n\trespond ok\n}\n"), 0o600)
-	out, err = runCLI(t, "inspect", "--body", "demo:c/1", "--config", cfg, "--adapter", "caddyfile")
+	out, err = runCLI(t, "inspect", "--json", "--body", "demo:c/1", "--config", cfg, "--adapter", "caddyfile")
 	if err != nil || !strings.Contains(out, `"body": "b2sgYy8x"`) { // base64("ok c/1")
 		t.Fatalf("inspect --body --config: %q %v", out, err)
+	}
+	// For people: a table, and the bodies as text, never base64.
+	out, err = runCLI(t, append([]string{"inspect", "--body", "demo:c/1"}, addr...)...)
+	if err != nil || !strings.Contains(out, "\n    ok c/1\n") || strings.Contains(out, "b2sgYy8x") ||
+		!strings.Contains(out, "    out_trade_no=c%2F1") || !regexp.MustCompile(`(?m)^state +answered$`).MatchString(out) {
+		t.Fatalf("inspect --body for people: %v\n%s", err, out)
 	}
 
 	out, err = runCLI(t, append([]string{"purge", "demo:c/1"}, addr...)...)
@@ -103,7 +110,7 @@ func TestCLI(t *testing.T) {
 	go func() { defer wg.Done(); gatewaytest.Notify(t, g.Base, "slow") }()
 	var page admin.PageView
 	gatewaytest.Eventually(t, 5*time.Second, "the slow claim listed", func() bool {
-		out, err := runCLI(t, append([]string{"in-flight", "--all", "--limit", "1"}, addr...)...)
+		out, err := runCLI(t, append([]string{"in-flight", "--json", "--all", "--limit", "1"}, addr...)...)
 		if err != nil {
 			t.Fatalf("in-flight: %v", err)
 		}
@@ -116,7 +123,7 @@ func TestCLI(t *testing.T) {
 	}
 	close(release)
 	wg.Wait()
-	out, err = runCLI(t, append([]string{"in-flight"}, addr...)...)
+	out, err = runCLI(t, append([]string{"in-flight", "--json"}, addr...)...)
 	if err != nil || json.Unmarshal([]byte(out), &page) != nil || len(page.Keys) != 0 {
 		t.Errorf("in-flight after the answer: %q %v, want no keys", out, err)
 	}
@@ -138,15 +145,16 @@ func TestJournalCLI(t *testing.T) {
 		t.Fatalf("first copy: %+v", r)
 	}
 	out, err := runCLI(t, append([]string{"list", "--state", "failed", "--since", "1h", "--prefix", "demo:cli"}, addr...)...)
-	if err != nil || !strings.Contains(out, `"key": "demo:cli-1"`) || !strings.Contains(out, `"state": "failed"`) {
+	if err != nil || !regexp.MustCompile(`(?m)^KEY +STATE +STATUS .*\ndemo:cli-1 +failed +- +1 +1 `).MatchString(out) {
 		t.Fatalf("list --state failed: %v\n%s", err, out)
 	}
 	out, err = runCLI(t, append([]string{"inspect", "demo:cli-1"}, addr...)...)
-	if err != nil || !strings.Contains(out, `"status": 502`) || !strings.Contains(out, `"outcome": "failed"`) {
+	if err != nil || !regexp.MustCompile(`(?m)^\S+ \S+ +\S+ +502 +failed +status 502: not a success`).MatchString(out) {
 		t.Fatalf("inspect: %v\n%s", err, out)
 	}
 	out, err = runCLI(t, append([]string{"redeliver", "demo:cli-1"}, addr...)...)
-	if err != nil || !strings.Contains(out, `"status": 200`) || !strings.Contains(out, `"body": "ok cli-1"`) {
+	if err != nil || !regexp.MustCompile(`(?m)^status +200$`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^state +answered$`).MatchString(out) || !strings.Contains(out, "\n    ok cli-1\n") {
 		t.Fatalf("redeliver: %v\n%s", err, out)
 	}
 	if _, err = runCLI(t, append([]string{"redeliver", "demo:cli-1"}, addr...)...); err == nil || !strings.Contains(err.Error(), "--force") {
@@ -197,5 +205,65 @@ func TestAdminAndCLINotHTMLEscaped(t *testing.T) {
 		if strings.Contains(s, `\u003c`) || strings.Contains(s, `\u0026`) {
 			t.Errorf("HTML-escaped output: %s", s)
 		}
+	}
+}
+
+// TestRedeliverBulkCLI: `redeliver --state failed --scope demo` after a
+// dry run: each failed key runs once more, and the exit status says
+// whether every key ended answered. Without a filter the run is refused
+// with the count a dry run gives.
+func TestRedeliverBulkCLI(t *testing.T) {
+	be := gatewaytest.NewBackend(t)
+	be.SetAnswer(func(order string, n int, r *http.Request) (int, string, time.Duration) {
+		if n == 1 || strings.HasPrefix(order, "bf-") {
+			return 500, "down", 0
+		}
+		return 200, "ok " + order, 0
+	})
+	g := gatewaytest.StartGateway(t, gatewaytest.NotifyRoute, "{store}", "store memory", "{backend}", be.Addr(), "{extra}", "")
+	addr := []string{"--address", g.Admin}
+	for _, o := range []string{"b-0", "b-1", "b-2"} {
+		gatewaytest.Notify(t, g.Base, o)
+	}
+	if _, err := runCLI(t, append([]string{"redeliver", "--state", "failed"}, addr...)...); err == nil ||
+		!strings.Contains(err.Error(), "needs a filter") || !strings.Contains(err.Error(), "matches 3 failed keys") {
+		t.Fatalf("a run without a filter: %v, want a refusal naming the 3 keys", err)
+	}
+	out, err := runCLI(t, append([]string{"redeliver", "--state", "failed", "--scope", "demo", "--dry-run"}, addr...)...)
+	if err != nil || !strings.Contains(out, "matched 3 keys; 3 would be redelivered (dry run: nothing sent)") || be.Total.Load() != 3 {
+		t.Fatalf("dry run: %v, backend %d\n%s", err, be.Total.Load(), out)
+	}
+	out, err = runCLI(t, append([]string{"redeliver", "--state", "failed", "--scope", "demo", "--since", "1h"}, addr...)...)
+	if err != nil || strings.Count(out, "answered") != 3 || !regexp.MustCompile(`(?m)^demo:b-0 +200 +answered`).MatchString(out) {
+		t.Fatalf("bulk run: %v\n%s", err, out)
+	}
+	for _, o := range []string{"b-0", "b-1", "b-2"} {
+		if n := be.Count(o); n != 2 {
+			t.Errorf("%s ran %d times, want 2", o, n)
+		}
+	}
+	if out, err = runCLI(t, append([]string{"redeliver", "--state", "failed", "--scope", "demo"}, addr...)...); err != nil || !strings.Contains(out, "matched 0 keys") {
+		t.Fatalf("second run: %v\n%s", err, out)
+	}
+	// A key that fails again: the run's exit status says so.
+	gatewaytest.Notify(t, g.Base, "bf-1")
+	out, err = runCLI(t, append([]string{"redeliver", "--state", "failed", "--scope", "demo", "--json"}, addr...)...)
+	var v admin.BulkView
+	if err == nil || !strings.Contains(err.Error(), "1 of 1 redelivered keys are not answered") || json.Unmarshal([]byte(out), &v) != nil ||
+		len(v.Results) != 1 || v.Results[0].State != "failed" || v.Results[0].Status != 500 {
+		t.Fatalf("a run whose key fails again: %v\n%s", err, out)
+	}
+	// One key, --json: the API's answer, state included; still non-zero.
+	out, err = runCLI(t, append([]string{"redeliver", "demo:bf-1", "--json"}, addr...)...)
+	var one admin.RedeliveryView
+	if err == nil || json.Unmarshal([]byte(out), &one) != nil || one.State != "failed" || one.Status != 500 || one.Route != "demo#1" {
+		t.Fatalf("redeliver --json of a failing key: %v\n%s", err, out)
+	}
+	if n := be.Count("bf-1"); n != 3 {
+		t.Errorf("bf-1 ran %d times, want 3", n)
+	}
+	// The order command prints a table.
+	if out, err = runCLI(t, append([]string{"order", "demo:b-0"}, addr...)...); err != nil || !regexp.MustCompile(`(?m)^EVENT +STATE +RAN`).MatchString(out) {
+		t.Errorf("order: %v\n%s", err, out)
 	}
 }

@@ -34,9 +34,10 @@ func deliveriesCommand() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cmd.SilenceUsage = true
-			return adminCall(cmd, http.MethodGet, "/idempotency/deliveries", url.Values{}, nil)
+			return adminShow(cmd, http.MethodGet, "/idempotency/deliveries", url.Values{}, printDeliveries)
 		},
 	}
 	adminFlags(c)
+	jsonFlag(c)
 	return c
 }

@@ -157,7 +157,7 @@ func TestConsoleBrowser(t *testing.T) {
 	if stores := text("#stores"); !strings.Contains(stores, "memory") || !strings.Contains(stores, "synchronous delivery") {
 		t.Errorf("stores section: %q", stores)
 	}
-	shot("console-overview.png")
+	shot("console-shop-overview.png") // docs/console-overview.png is TestConsoleRecoveryBrowser's
 
 	// Its page: two failed attempts with status and the backend's answer,
 	// the JSON indented, the markup as text, no Authorization value.
@@ -166,7 +166,8 @@ func TestConsoleBrowser(t *testing.T) {
 		t.Fatalf("key page for %q", got)
 	}
 	timeline := text("#timeline")
-	if strings.Count(timeline, "attempt ") != 2 || strings.Count(timeline, "503") != 2 || !strings.Contains(timeline, "failed") ||
+	if strings.Count(timeline, "attempt ") != 2 || strings.Count(timeline, "\t503\t") != 2 || strings.Count(timeline, "status 503") != 2 ||
+		!strings.Contains(timeline, "failed") ||
 		!strings.Contains(timeline, `"error": "database is down"`) {
 		t.Errorf("timeline:\n%s", timeline)
 	}

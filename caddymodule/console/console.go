@@ -139,6 +139,11 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 			return c.reconcile(w, r, v)
 		}
 		c.reconcileForm(r, v)
+	case "redeliver-all":
+		if r.Method == http.MethodPost {
+			return c.act(ctx, w, r, v, c.bulkRedeliver)
+		}
+		err = c.confirmBulk(ctx, r, v)
 	case "deliveries":
 		if r.Method != http.MethodPost {
 			return c.render(w, http.StatusMethodNotAllowed, v.fail("pause and resume are POSTs from the overview"))
@@ -171,7 +176,7 @@ func consolePaths(r *http.Request) (base, page string) {
 		dir, last = p[:i+1], p[i+1:]
 	}
 	switch last {
-	case "key", "order", "purge", "redeliver", "deliveries", "reconcile":
+	case "key", "order", "purge", "redeliver", "redeliver-all", "deliveries", "reconcile":
 		base, page = dir, last
 	case "":
 		base = dir
@@ -264,12 +269,16 @@ func (c *Console) overview(ctx context.Context, r *http.Request, v *consolePage)
 		v.RefreshMS = time.Duration(c.Refresh).Milliseconds()
 	}
 	q := r.URL.Query()
-	v.Prefix = q.Get("prefix")
+	v.Prefix, v.Scope = q.Get("prefix"), q.Get("scope")
 	v.Note = noteText(q)
 	v.Chart = newChart(registry.Counts.Last())
 	v.Stores = c.data.storeIDs()
-	v.Delivery = "synchronous delivery: each notification goes to the backend on the platform's own request, so there is no queue"
+	v.Scopes = scopes()
 	var errs []string
+	// The money at stake comes first: what the failed and dead
+	// notifications carry, per currency.
+	v.Stakes, errs = stakes(ctx, v.Stores, v.Scope)
+	v.Delivery = "synchronous delivery: each notification goes to the backend on the platform's own request, so there is no queue"
 	if queues, err := admin.QueueViews(ctx); err != nil {
 		errs = append(errs, "delivery queues: "+err.Error())
 	} else if len(queues) > 0 {
@@ -283,7 +292,7 @@ func (c *Console) overview(ctx context.Context, r *http.Request, v *consolePage)
 	for _, st := range states {
 		var rows []keyRow
 		for _, id := range v.Stores {
-			recs, err := c.data.list(ctx, id, cache.ListQuery{State: st, Prefix: v.Prefix, Limit: overviewLimit})
+			recs, err := c.data.list(ctx, id, cache.ListQuery{State: st, Prefix: v.Prefix, Scope: v.Scope, Limit: overviewLimit})
 			if err != nil {
 				errs = append(errs, fmt.Sprintf("store %s: listing %s keys: %v", id, st, err))
 				continue
@@ -380,7 +389,7 @@ func (c *Console) redeliver(ctx context.Context, w http.ResponseWriter, r *http.
 	if err != nil {
 		return err
 	}
-	note := url.Values{"store": {store}, "k": {key}, "note": {"redelivered"}, "status": {strconv.Itoa(res.Status)}}
+	note := url.Values{"store": {store}, "k": {key}, "note": {"redelivered"}, "status": {strconv.Itoa(res.Status)}, "state": {res.State}}
 	if res.Replayed {
 		note.Set("note", "replayed")
 	}
@@ -395,7 +404,8 @@ func noteText(q url.Values) string {
 	case "purged":
 		return "Purged: the key's next copy will be forwarded to the backend."
 	case "redelivered":
-		return "Redelivered through the notification's route: it answered " + strconv.Itoa(atoiOr0(q.Get("status"))) + "."
+		return "Redelivered through the notification's route: it answered " + strconv.Itoa(atoiOr0(q.Get("status"))) +
+			"; the key is now " + stateWord(q.Get("state")) + "."
 	case "paused":
 		return "Deliveries paused: notifications are still acknowledged and queued."
 	case "resumed":
@@ -404,6 +414,15 @@ func noteText(q url.Values) string {
 		return "Redelivered, but the route replayed a remembered answer (" + strconv.Itoa(atoiOr0(q.Get("status"))) + "): the backend did not run."
 	}
 	return ""
+}
+
+// stateWord is a state named in a redirect, from the states there are.
+func stateWord(s string) string {
+	switch s {
+	case "answered", "failed", "dead", "in_flight", admin.StateQueued, admin.StateRetrying, admin.StateDelivering:
+		return s
+	}
+	return "unknown"
 }
 
 func atoiOr0(s string) int {

@@ -15,6 +15,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/caddyauth"
 
 	"github.com/idemgate/idemgate/cache"
+	"github.com/idemgate/idemgate/caddymodule/admin"
 	"github.com/idemgate/idemgate/internal/gatewaytest"
 	"github.com/idemgate/idemgate/internal/registry"
 )
@@ -23,7 +24,7 @@ import (
 func renderKey(t *testing.T, rec *cache.Record) string {
 	t.Helper()
 	v := &consolePage{Base: "/console/", Page: "key", Title: "Key " + rec.Key, Nonce: "n0nce", CSRF: "tok", Now: time.Now()}
-	v.Key = newKeyDetail("memory", rec, rec.State, v.Now)
+	v.Key = newKeyDetail("memory", rec, admin.KeyState{State: string(rec.State)}, v.Now)
 	var buf bytes.Buffer
 	if err := consoleTemplates.ExecuteTemplate(&buf, "page", v); err != nil {
 		t.Fatal(err)
@@ -280,9 +281,7 @@ func TestConsoleDeadAndInFlight(t *testing.T) {
 		t.Errorf("in-flight section:\n%s", s)
 	}
 
-	old := registry.Now
-	registry.Now = func() time.Time { return time.Now().Add(72*time.Hour + time.Minute) } // past Stripe's 3 days
-	t.Cleanup(func() { registry.Now = old })
+	t.Cleanup(registry.SetNow(func() time.Time { return time.Now().Add(72*time.Hour + time.Minute) })) // past Stripe's 3 days
 	_, page = getPage(t, base+"/console/")
 	if s := section(page, "dead"); !strings.Contains(s, "stripe:evt_old") || !strings.Contains(s, `badge dead`) {
 		t.Errorf("dead section lacks the event past its retry window:\n%s", s)

@@ -28,8 +28,9 @@ type consoleData interface {
 	lookup(ctx context.Context, store, key string) (*cache.Record, error)
 	// order is one order's business events (admin.Order).
 	order(ctx context.Context, store, order string) (admin.OrderView, error)
-	// stateOf is a record's state as operators see it (failed or dead).
-	stateOf(rec *cache.Record) cache.State
+	// stateOf is a record's state as operators see it (failed or dead;
+	// an async key's queued, retrying or delivering).
+	stateOf(rec *cache.Record) admin.KeyState
 	// purge forgets a key; an in-flight key only with force.
 	purge(ctx context.Context, store, key string, force bool, logger *zap.Logger, remote string) error
 	// redeliver sends the journaled notification through its route again.
@@ -88,9 +89,7 @@ func (d poolData) order(ctx context.Context, store, order string) (admin.OrderVi
 	return ov, consoleErr(err)
 }
 
-func (poolData) stateOf(rec *cache.Record) cache.State {
-	return rec.StateAt(registry.Now(), registry.WindowOf(rec.Key))
-}
+func (poolData) stateOf(rec *cache.Record) admin.KeyState { return admin.StateOf(rec) }
 
 func (d poolData) purge(ctx context.Context, store, key string, force bool, logger *zap.Logger, remote string) error {
 	ps, err := d.store(store)

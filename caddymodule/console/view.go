@@ -35,6 +35,7 @@ var consoleTemplates = template.Must(template.New("console").Funcs(template.Func
 		}
 		return d.Round(time.Millisecond).String()
 	},
+	"bulk": func(p *consolePage, state string, n int) bulkButton { return bulkButton{Page: p, State: state, N: n} },
 	"rows": func(p *consolePage, rows []keyRow, empty string) rowsView {
 		return rowsView{Page: p, Rows: rows, Empty: empty, More: len(rows) >= overviewLimit}
 	},
@@ -60,6 +61,13 @@ type consolePage struct {
 	Queues                           []admin.DeliveryView // deliver async scopes
 	InFlight, Failed, Dead, Answered []keyRow
 	Errors                           []string
+	// Stakes: the money at stake, first on the overview; Scope filters
+	// the lists (and offers Redeliver all), Scopes are the choices.
+	Stakes []stake
+	Scope  string
+	Scopes []string
+	// Bulk is "Redeliver all": its confirmation, then its results.
+	Bulk *bulkPage
 
 	// A key's page and the purge confirmation.
 	Key *keyDetail
@@ -96,6 +104,13 @@ func (v *consolePage) OrderHref(store, order string) template.URL {
 // Href is the template's way to keyHref.
 func (v *consolePage) Href(page, store, key string) template.URL { return v.keyHref(page, store, key) }
 
+// bulkButton is "Redeliver all" above a list.
+type bulkButton struct {
+	Page  *consolePage
+	State string
+	N     int
+}
+
 // rowsView is one list of keys with its page.
 type rowsView struct {
 	Page  *consolePage
@@ -107,17 +122,23 @@ type rowsView struct {
 // keyRow is a key in a list.
 type keyRow struct {
 	Store, Key string
-	State      cache.State
-	Status     int
-	Copies     int64
-	Attempts   int64
-	FirstSeen  time.Time
-	Changed    time.Time
+	State      string
+	// Retries is a failed key's retry budget at its platform, in words.
+	Retries   string
+	Status    int
+	Copies    int64
+	Attempts  int64
+	FirstSeen time.Time
+	Changed   time.Time
 }
 
-func newKeyRow(store string, rec *cache.Record, st cache.State, _ time.Time) keyRow {
-	return keyRow{Store: store, Key: rec.Key, State: st, Status: rec.Status, Copies: rec.Copies,
-		Attempts: rec.AttemptCount, FirstSeen: rec.FirstSeen, Changed: rec.Changed}
+func newKeyRow(store string, rec *cache.Record, st admin.KeyState, now time.Time) keyRow {
+	r := keyRow{Store: store, Key: rec.Key, State: st.State, Status: rec.Status, Copies: rec.Copies,
+		Attempts: rec.AttemptCount, FirstSeen: rec.FirstSeen, Changed: rec.Changed, Retries: retriesText(rec, st.State, now)}
+	if st.Async {
+		r.Retries = "none: the platform has its ack (deliver async)"
+	}
+	return r
 }
 
 // keyDetail is a key's page.
@@ -139,6 +160,13 @@ type keyDetail struct {
 	// is not at the backend now.
 	CanRedeliver bool
 	Why          string // why not
+	// Route is the handler that took the notification; Async that it
+	// acked the platform, AsyncNote what its state means.
+	Route     string
+	Async     bool
+	AsyncNote string
+	// Signature says what a redelivery carries.
+	Signature string
 }
 
 type event struct {
@@ -147,12 +175,15 @@ type event struct {
 	Status   int
 	Duration time.Duration
 	Outcome  string
+	Error    string // why the attempt failed, in words
+	Resigned bool
 	Body     *prettyBody // a failure's answer
 	Open     bool        // the last failure's answer is shown unfolded
 }
 
 type notificationDetail struct {
 	Method, URI, Host string
+	OrigURI           string // as the platform sent it, when a rewrite changed it
 	Header            []headerRow
 	Body              prettyBody
 }
@@ -166,7 +197,7 @@ type answerDetail struct {
 
 type headerRow struct{ Name, Value string }
 
-func newKeyDetail(store string, rec *cache.Record, st cache.State, now time.Time) *keyDetail {
+func newKeyDetail(store string, rec *cache.Record, st admin.KeyState, now time.Time) *keyDetail {
 	d := &keyDetail{keyRow: newKeyRow(store, rec, st, now), LastSeen: rec.LastSeen, ExpiresAt: rec.ExpiresAt,
 		CopyOutcomes: rec.CopyOutcomes, Conflicts: rec.Conflicts}
 	if order, event := cache.OrderOf(rec.Key); event != "" {
@@ -179,7 +210,7 @@ func newKeyDetail(store string, rec *cache.Record, st cache.State, now time.Time
 	}
 	for i, a := range rec.Attempts {
 		e := event{At: a.Start, What: "attempt " + strconv.FormatInt(hidden+int64(i)+1, 10), Status: a.Status,
-			Duration: a.Duration, Outcome: a.Outcome}
+			Duration: a.Duration, Outcome: a.Outcome, Error: a.Error, Resigned: a.Resigned}
 		if len(a.Body) > 0 {
 			b := newPrettyBody(a.Body, int64(len(a.Body)), "")
 			e.Body = &b
@@ -201,7 +232,8 @@ func newKeyDetail(store string, rec *cache.Record, st cache.State, now time.Time
 		return a.At.Truncate(time.Millisecond).Compare(b.At.Truncate(time.Millisecond))
 	})
 	if n := rec.Notification; n != nil {
-		nd := &notificationDetail{Method: n.Method, URI: n.URI, Host: n.Host, Header: headerRows(n.Header)}
+		nd := &notificationDetail{Method: n.Method, URI: n.URI, OrigURI: n.OrigURI, Host: n.Host, Header: headerRows(n.Header)}
+		d.Route = n.Route
 		nd.Body = newPrettyBody(n.Body, n.BodySize, n.Header.Get("Content-Type"))
 		d.Notification = nd
 	}
@@ -211,7 +243,23 @@ func newKeyDetail(store string, rec *cache.Record, st cache.State, now time.Time
 			d.Answer.Body = newPrettyBody(rec.Body, int64(len(rec.Body)), rec.Header.Get("Content-Type"))
 		}
 	}
+	d.Async = st.Async
+	var next *time.Time
+	if !st.NextAttempt.IsZero() {
+		next = &st.NextAttempt
+	}
+	if st.Async {
+		d.AsyncNote = asyncNote(st.State, next, now)
+	}
+	if sig := admin.RecordSignature(rec); sig != nil {
+		d.Signature = sig.Note
+		if sig.RefusedAfter != nil {
+			d.Signature += " (from " + sig.RefusedAfter.UTC().Format("2006-01-02 15:04:05Z") + ")"
+		}
+	}
 	switch n := rec.Notification; {
+	case st.Async && rec.State == cache.StateInFlight:
+		d.Why = "the gateway delivers it itself (" + st.State + ")"
 	case rec.State == cache.StateInFlight:
 		d.Why = "in flight: its first copy is at the backend now"
 	case n == nil:
@@ -378,13 +426,17 @@ type axisLabel struct {
 	Text string
 }
 
-// outcomeGroups fold the outcomes into the chart's five colours.
+// outcomeGroups fold the outcomes into the chart's six colours.
 var outcomeGroups = []struct {
 	class, name string
 	outcomes    []registry.Outcome
 }{
-	{"forwarded", "forwarded", []registry.Outcome{registry.Forwarded, registry.Passed, registry.Queued}},
-	{"replayed", "replayed", []registry.Outcome{registry.Replayed, registry.Waited, registry.Acked}},
+	{"forwarded", "forwarded", []registry.Outcome{registry.Forwarded, registry.Passed}},
+	// deliver async: acknowledged to the platform, not (yet) delivered —
+	// counted apart from forwards, so an outage of the backend behind an
+	// async route does not read as traffic reaching it.
+	{"acked", "acked (async)", []registry.Outcome{registry.Queued, registry.Acked}},
+	{"replayed", "replayed", []registry.Outcome{registry.Replayed, registry.Waited}},
 	{"failed", "backend failed", []registry.Outcome{registry.BackendFailed, registry.BackendUnreachable, registry.Ambiguous, registry.Canceled}},
 	{"refused", "refused", []registry.Outcome{registry.InFlight, registry.Conflict, registry.RejectedSignature, registry.BadRequest, registry.TooLarge}},
 	{"storeerr", "store error", []registry.Outcome{registry.StoreError}},

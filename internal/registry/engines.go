@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/idemgate/idemgate/cache"
 )
@@ -21,6 +22,18 @@ type Engine interface {
 	Queue() cache.Queue
 	// Poke wakes a worker: deliveries may be due (after a resume).
 	Poke()
+	// KeyState is what this process's engine is doing with key, if it
+	// holds it: being sent now, or waiting for its next attempt.
+	KeyState(key string) (KeyDelivery, bool)
+}
+
+// KeyDelivery is a queued key as its engine sees it.
+type KeyDelivery struct {
+	// Delivering: an attempt is being sent to the backend now.
+	Delivering bool
+	// NextAttempt is when a failed delivery is tried again.
+	NextAttempt time.Time
+	Attempts    int
 }
 
 // engines maps a scope to its running engine. On a reload the newer

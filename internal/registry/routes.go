@@ -1,10 +1,15 @@
 package registry
 
 import (
+	"context"
+	"net/http"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/keying"
 )
 
@@ -28,6 +33,47 @@ type Route struct {
 	// (idempotency.reconcile) as the route sends its own: a Caddy event
 	// and its alert, if configured. Nil in tests without a handler.
 	Emit func(name string, data map[string]any)
+
+	// Name tells the route's handlers of one scope apart: "<scope>#<n>",
+	// n counting the config's handlers of that scope in provision order,
+	// so the same config (reloaded, or after a restart) names its
+	// handlers alike. The journal keeps it with each notification.
+	Name string
+	// Async: the route acknowledges and delivers from its queue.
+	Async bool
+	// Concurrency is how many redeliveries a bulk run sends at a time:
+	// the async route's concurrency, 4 for a sync route.
+	Concurrency int
+	// Schedule is the platform's retry schedule (keying.RetrySchedule);
+	// nil for async routes (the platform has its ack) and generic ones.
+	Schedule keying.Schedule
+	// Resigns: a redelivery carries a fresh signature (the route holds
+	// the platform's signing secret: Stripe, Standard Webhooks).
+	Resigns bool
+	// SignedFor is how long a signed timestamp stays acceptable to a
+	// backend that checks it itself (WeChat Pay v3, PayPal: 5 minutes),
+	// for routes that cannot re-sign; 0 when the platform signs no time
+	// the backend could check (Alipay) or the route re-signs.
+	SignedFor time.Duration
+	// Redeliver sends n into this route's handler (not through the site's
+	// routing), as a copy first received at firstSeen; before runs once the
+	// route is known to be reachable, right before anything is sent (a
+	// forced redelivery reopens the key there), and its error stops it.
+	// Set by the handler.
+	Redeliver func(ctx context.Context, n *cache.Notification, firstSeen time.Time, before func() error) (Answer, error)
+}
+
+// Answer is what a redelivery was answered: by the backend, or by the
+// route itself (a replay, a refusal).
+type Answer struct {
+	Status int
+	Header http.Header
+	Body   []byte
+	// Resigned: the redelivery carried a fresh signature.
+	Resigned bool
+	// ByGateway: the route's chain failed before any answer (the backend
+	// unreachable, a handler's error), and the gateway answered.
+	ByGateway bool
 }
 
 // DefaultTTL is the handler's default ttl, for keys whose scope has no
@@ -86,6 +132,24 @@ func RoutesOf(scope string) []*Route {
 	return append([]*Route(nil), routes[scope]...)
 }
 
+// RouteNamed returns the newest route called name, else the newest of
+// scope (a record from before routes had names, or a config that no
+// longer has that handler).
+func RouteNamed(name, scope string) (*Route, bool) {
+	routesMu.RLock()
+	defer routesMu.RUnlock()
+	rs := routes[scope]
+	for i := len(rs) - 1; i >= 0; i-- {
+		if name != "" && rs[i].Name == name {
+			return rs[i], true
+		}
+	}
+	if len(rs) == 0 {
+		return nil, false
+	}
+	return rs[len(rs)-1], true
+}
+
 // RouteOfKey returns the newest route of a full key's scope
 // ("<scope>:<key>").
 func RouteOfKey(key string) (*Route, bool) {
@@ -114,6 +178,18 @@ func TTLOf(key string) time.Duration {
 	return DefaultTTL
 }
 
+// ScopeNames are the scopes with a registered route, sorted.
+func ScopeNames() []string {
+	routesMu.RLock()
+	defer routesMu.RUnlock()
+	out := make([]string, 0, len(routes))
+	for s := range routes {
+		out = append(out, s)
+	}
+	slices.Sort(out)
+	return out
+}
+
 // Scopes counts the scopes with a registered route (tests of reloads).
 func Scopes() int {
 	routesMu.RLock()
@@ -121,5 +197,20 @@ func Scopes() int {
 	return len(routes)
 }
 
-// Now is the clock that tells failed from dead; tests move it.
-var Now = time.Now
+// clock tells failed from dead; tests move it (SetNow) while the
+// handlers' retry scans read it, hence atomic.
+var clock atomic.Pointer[func() time.Time]
+
+// Now is the clock that tells failed from dead.
+func Now() time.Time {
+	if f := clock.Load(); f != nil {
+		return (*f)()
+	}
+	return time.Now()
+}
+
+// SetNow makes f the clock, for tests; restore puts the real one back.
+func SetNow(f func() time.Time) (restore func()) {
+	clock.Store(&f)
+	return func() { clock.Store(nil) }
+}

@@ -1,0 +1,54 @@
+package admin
+
+import (
+	"testing"
+	"time"
+
+	"github.com/idemgate/idemgate/cache"
+	"github.com/idemgate/idemgate/internal/registry"
+	"github.com/idemgate/idemgate/keying"
+)
+
+// TestSignatureNote: a record says what its redelivery carries — a fresh
+// signature where the route re-signs (Stripe), else the platform's own,
+// and from when a backend checking its signed time refuses it (WeChat Pay
+// v3: 5 minutes after it was signed); nothing for a generic route.
+func TestSignatureNote(t *testing.T) {
+	first := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+	for _, c := range []struct {
+		platform string
+		route    registry.Route
+		resigned bool
+		refused  time.Time
+	}{
+		{"stripe", registry.Route{Resigns: true}, true, time.Time{}},
+		{"wechatpay", registry.Route{SignedFor: 5 * time.Minute}, false, first.Add(5 * time.Minute)},
+		{"alipay", registry.Route{}, false, time.Time{}},
+		{"generic", registry.Route{}, false, time.Time{}},
+	} {
+		t.Run(c.platform, func(t *testing.T) {
+			p, err := keying.New(c.platform, keying.Config{NoVerify: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rt := c.route
+			rt.Scope, rt.Platform, rt.Name = "sig"+c.platform, p, "sig"+c.platform+"#1"
+			registry.RegisterRoute(&rt)
+			t.Cleanup(func() { registry.UnregisterRoute(&rt) })
+			rec := &cache.Record{Key: rt.Scope + ":k", State: cache.StateFailed, FirstSeen: first, LastSeen: first}
+			v := NewRecordView("memory", rec, false)
+			switch {
+			case c.platform == "generic":
+				if v.Signature != nil {
+					t.Fatalf("generic: %+v", v.Signature)
+				}
+			case v.Signature == nil || v.Signature.Resigned != c.resigned:
+				t.Fatalf("signature %+v, want resigned %v", v.Signature, c.resigned)
+			case c.refused.IsZero() != (v.Signature.RefusedAfter == nil):
+				t.Fatalf("refused_after %v, want %v", v.Signature.RefusedAfter, c.refused)
+			case v.Signature.RefusedAfter != nil && !v.Signature.RefusedAfter.Equal(c.refused):
+				t.Fatalf("refused_after %v, want %v", v.Signature.RefusedAfter, c.refused)
+			}
+		})
+	}
+}

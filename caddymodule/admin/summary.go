@@ -1,0 +1,163 @@
+package admin
+
+import (
+	"context"
+	"fmt"
+	"math/big"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/idemgate/idemgate/cache"
+	"github.com/idemgate/idemgate/internal/registry"
+	"github.com/idemgate/idemgate/keying"
+)
+
+// The money at stake: GET /idempotency/summary[?scope=…] counts the failed,
+// dead and in-flight keys and adds up their amounts per currency. The
+// amount is read back from each journaled notification by verifying it as
+// its route does (keying's Notification.Money, judged against the first
+// receipt), so only signed content counts and no store keeps more.
+
+// SummaryView is the answer to GET /idempotency/summary.
+type SummaryView struct {
+	Store    string    `json:"store"`
+	Scope    string    `json:"scope,omitempty"`
+	Failed   StakeView `json:"failed"`
+	Dead     StakeView `json:"dead"`
+	InFlight StakeView `json:"in_flight"`
+}
+
+// StakeView is one state's keys: how many, and their amounts per currency
+// in major units, as exact decimal strings ("120.00").
+type StakeView struct {
+	Count   int               `json:"count"`
+	Amounts map[string]string `json:"amounts"`
+	// WithoutAmount counts the keys counted without an amount: their
+	// notification was not kept whole (journal_body), none was kept, it
+	// no longer verifies, or its platform names no amount (generic).
+	WithoutAmount int `json:"without_amount,omitempty"`
+	// Partial: more than MaxSummary keys, or a store error part way:
+	// the figures are those of the keys read.
+	Partial bool `json:"partial,omitempty"`
+}
+
+// MaxSummary bounds the keys read per state.
+const MaxSummary = 10_000
+
+func (a *AdminAPI) summary(w http.ResponseWriter, r *http.Request) error {
+	ps, err := pickStore(r)
+	if err != nil {
+		return err
+	}
+	v, err := Summary(r.Context(), ps, r.URL.Query().Get("scope"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, v)
+}
+
+// Summary reads the money at stake in ps (of scope, if not "").
+func Summary(ctx context.Context, ps *registry.Store, scope string) (SummaryView, error) {
+	return SummaryUpTo(ctx, ps, scope, MaxSummary)
+}
+
+// SummaryUpTo is Summary reading at most limit keys per state (the
+// console's overview, which reloads itself, reads fewer).
+func SummaryUpTo(ctx context.Context, ps *registry.Store, scope string, limit int) (SummaryView, error) {
+	out := SummaryView{Store: ps.ID, Scope: scope}
+	for _, st := range []struct {
+		state cache.State
+		into  *StakeView
+	}{{cache.StateFailed, &out.Failed}, {cache.StateDead, &out.Dead}, {cache.StateInFlight, &out.InFlight}} {
+		recs, err := matching(ctx, ps, BulkRequest{State: string(st.state), Scope: scope}, limit+1)
+		if err != nil && len(recs) == 0 {
+			return SummaryView{}, apiError(http.StatusServiceUnavailable, fmt.Errorf("store %s: %v", ps.ID, err))
+		}
+		*st.into = stakeOf(ctx, ps, recs[:min(len(recs), limit)])
+		st.into.Partial = err != nil || len(recs) > limit
+	}
+	return out, nil
+}
+
+func stakeOf(ctx context.Context, ps *registry.Store, recs []*cache.Record) StakeView {
+	v := StakeView{Amounts: map[string]string{}}
+	sums := map[string]*big.Rat{}
+	places := map[string]int{}
+	for _, rec := range recs {
+		v.Count++
+		if rec.Notification == nil {
+			// Listings carry no journal: the record itself has it.
+			lctx, cancel := context.WithTimeout(ctx, adminTimeout)
+			full, err := ps.Lookup(lctx, rec.Key)
+			cancel()
+			if err == nil {
+				rec = full
+			}
+		}
+		m, ok := MoneyOf(ctx, rec)
+		if !ok {
+			v.WithoutAmount++
+			continue
+		}
+		amt, ok := new(big.Rat).SetString(m.Amount)
+		if !ok {
+			v.WithoutAmount++
+			continue
+		}
+		if sums[m.Currency] == nil {
+			sums[m.Currency] = new(big.Rat)
+		}
+		sums[m.Currency].Add(sums[m.Currency], amt)
+		if _, frac, found := strings.Cut(m.Amount, "."); found {
+			places[m.Currency] = max(places[m.Currency], len(frac))
+		}
+	}
+	for cur, sum := range sums {
+		// Exact: every amount has at most places decimals, so has the sum.
+		v.Amounts[cur] = sum.FloatString(places[cur])
+	}
+	return v
+}
+
+// MoneyOf is the amount a record's notification carries, read from its
+// signed content by verifying it as its route does, judged against its
+// first receipt; false when it cannot be told (see StakeView).
+func MoneyOf(ctx context.Context, rec *cache.Record) (keying.Money, bool) {
+	n := rec.Notification
+	if n == nil || n.Truncated() {
+		return keying.Money{}, false
+	}
+	rt, ok := routeOf(rec)
+	if !ok || rt.Platform == nil {
+		return keying.Money{}, false
+	}
+	u, err := url.ParseRequestURI(n.URI)
+	if err != nil {
+		return keying.Money{}, false
+	}
+	got, err := rt.Platform.Verify(&keying.Request{Method: n.Method, URL: u, Header: n.Header.Clone(),
+		Body: n.Body, Now: rec.FirstSeen, Context: ctx})
+	if err != nil || got.Money.Amount == "" || got.Money.Currency == "" {
+		return keying.Money{}, false
+	}
+	return got.Money, true
+}
+
+// AddDecimals adds decimal strings exactly ("88.88" + "31.12" =
+// "120.00"), keeping the most decimals any of them has; an unreadable one
+// is skipped.
+func AddDecimals(as []string) string {
+	sum, places := new(big.Rat), 0
+	for _, a := range as {
+		r, ok := new(big.Rat).SetString(a)
+		if !ok {
+			continue
+		}
+		sum.Add(sum, r)
+		if _, frac, found := strings.Cut(a, "."); found {
+			places = max(places, len(frac))
+		}
+	}
+	return sum.FloatString(places)
+}

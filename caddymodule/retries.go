@@ -1,0 +1,115 @@
+package caddymodule
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/idemgate/idemgate/cache"
+	"github.com/idemgate/idemgate/internal/registry"
+	"github.com/idemgate/idemgate/keying"
+)
+
+// The platform's retry budget. A failed key is free: the platform's next
+// retry is forwarded. Once its last expected retry has come and gone
+// without success, nobody but an operator will make it run, so the event
+// idempotency.last_retry (and the alert) says so — before the key reads
+// dead, at the end of the retry window. A failed copy that was the last
+// expected one fires it at once; a last retry that never comes is noticed
+// by a periodic scan of the route's failed keys, bounded per pass.
+
+// retryScanEvery is how often a sync route with a retry schedule scans its
+// failed keys; tests shorten it (atomic: scans read it while they do).
+var retryScanEvery atomic.Int64
+
+func init() { retryScanEvery.Store(int64(time.Minute)) }
+
+// retryScanMaxEvery is the longest scan interval: the window's slack
+// counts on it.
+const retryScanMaxEvery = time.Minute
+
+// retryScanMax bounds the keys one pass reads (newest first, paged).
+const retryScanMax = 5000
+
+// lastRetrySent remembers the keys whose last_retry was emitted in this
+// process, by key and first receipt (a key purged and failed again is a
+// new one): handlers of one scope share it, a reload keeps it. Entries
+// leave once the key's retry window has passed.
+var lastRetrySent sync.Map // key@firstSeen → time.Time (when the window ends)
+
+// windowSlack keeps a key failed (not dead) until its last retry could have
+// come and been noticed: the schedule's span plus the grace and two scans.
+func windowSlack() time.Duration { return keying.RetryGrace + 2*retryScanMaxEvery }
+
+// watchRetries scans this route's failed keys until ctx ends.
+func (h *Handler) watchRetries(ctx context.Context) {
+	if h.async() || keying.RetrySchedule(h.Platform) == nil {
+		return
+	}
+	every := min(time.Duration(retryScanEvery.Load()), retryScanMaxEvery)
+	go func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				h.scanRetries(ctx)
+			}
+		}
+	}()
+}
+
+// scanRetries emits last_retry for each failed key whose last expected
+// retry is past.
+func (h *Handler) scanRetries(ctx context.Context) {
+	sched := keying.RetrySchedule(h.Platform)
+	at := registry.Now()
+	lq := cache.ListQuery{State: cache.StateFailed, Scope: h.scope(), Window: registry.WindowOf, Now: at, Limit: 500}
+	for read := 0; read < retryScanMax; {
+		lctx, cancel := context.WithTimeout(ctx, time.Duration(h.StoreTimeout))
+		page, err := h.store.List(lctx, lq)
+		cancel()
+		if err != nil {
+			return // the next pass tries again
+		}
+		for _, rec := range page.Records {
+			h.lastRetryDue(rec, sched, at)
+		}
+		read += len(page.Records)
+		if page.Next == "" {
+			break
+		}
+		lq.Cursor = page.Next
+	}
+	lastRetrySent.Range(func(k, v any) bool {
+		if at.After(v.(time.Time)) {
+			lastRetrySent.Delete(k)
+		}
+		return true
+	})
+}
+
+// lastRetryDue emits last_retry for rec once, if its platform has no retry
+// left for it at t.
+func (h *Handler) lastRetryDue(rec *cache.Record, sched keying.Schedule, t time.Time) {
+	if rec.State != cache.StateFailed {
+		return
+	}
+	est := sched.Estimate(rec.LastSeen, rec.Copies, t)
+	if est.Left > 0 {
+		return
+	}
+	id := rec.Key + "@" + strconv.FormatInt(rec.FirstSeen.UnixMilli(), 10)
+	if _, seen := lastRetrySent.LoadOrStore(id, rec.FirstSeen.Add(h.retryWindow()+time.Hour)); seen {
+		return
+	}
+	status := 0
+	if n := len(rec.Attempts); n > 0 {
+		status = rec.Attempts[n-1].Status
+	}
+	h.emitAttempts("idempotency.last_retry", rec.Key, status, rec.AttemptCount)
+}
