@@ -20,7 +20,6 @@ type Fields struct {
 	r *Request
 
 	jsonOnce sync.Once
-	jsonVal  any
 	jsonErr  error
 
 	formOnce sync.Once
@@ -41,24 +40,23 @@ func NewFields(r *Request) *Fields { return &Fields{r: r} }
 // wraps ErrMalformed when the body is not JSON.
 func (f *Fields) JSON(path string) (val string, ok bool, err error) {
 	f.jsonOnce.Do(func() {
+		if json.Valid(f.r.Body) {
+			return
+		}
+		// Only a refused body is decoded, for the reason to give.
 		dec := json.NewDecoder(bytes.NewReader(f.r.Body))
-		dec.UseNumber()
-		if err := dec.Decode(&f.jsonVal); err != nil {
+		var v any
+		if err := dec.Decode(&v); err != nil {
 			f.jsonErr = fmt.Errorf("%w: body is not JSON: %v", ErrMalformed, err)
 			return
 		}
-		if _, err := dec.Token(); err != io.EOF {
-			f.jsonErr = fmt.Errorf("%w: body is not JSON: trailing data", ErrMalformed)
-		}
+		f.jsonErr = fmt.Errorf("%w: body is not JSON: trailing data", ErrMalformed)
 	})
 	if f.jsonErr != nil {
 		return "", false, f.jsonErr
 	}
-	v, ok := JSONPath(f.jsonVal, path)
-	if !ok {
-		return "", false, nil
-	}
-	return JSONString(v), true, nil
+	v, ok := jsonAt(f.r.Body, path)
+	return v, ok, nil
 }
 
 // JSONPath walks a decoded JSON value (decoded with UseNumber) along a dot path.

@@ -1,7 +1,10 @@
 package keying
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -124,4 +127,62 @@ func TestParseFlatXML(t *testing.T) {
 			t.Errorf("ParseFlatXML(%q) = %v, want ErrMalformed", bad, err)
 		}
 	}
+}
+
+// jsonAtByDecoding is how Fields.JSON read a path before jsonAt: the whole
+// body decoded, then walked.
+func jsonAtByDecoding(body []byte, path string) (string, bool, bool) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return "", false, false
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return "", false, false
+	}
+	x, ok := JSONPath(v, path)
+	if !ok {
+		return "", false, true
+	}
+	return JSONString(x), true, true
+}
+
+// FuzzJSONAtSame: the scanner finds what decoding finds, for every body
+// and path (names given twice, escapes, invalid UTF-8, nesting, numbers).
+func FuzzJSONAtSame(f *testing.F) {
+	for _, c := range [][2]string{
+		{`{"data":{"object":{"id":"pi_1"}},"items":[{"id":1}]}`, "data.object.id"},
+		{`{"id":"a","id":"b"}`, "id"},
+		{`{"id":{"x":1},"id":{"y":2}}`, "id.x"},
+		{`{"i\u0064":"esc","id":"plain"}`, "id"},
+		{`{"id":"plain","i\u0064":"esc"}`, "id"},
+		{`{"id":"\ud800\u00e9\n"}`, "id"},
+		{"{\"id\":\"\xff\xfe\"}", "id"},
+		{"{\"\xffid\":1}", "\ufffdid"},
+		{` [ 1 , {"a" : [ true , null , -1.5e+3 ] } ] `, "1.a.2"},
+		{`[1,2,3]`, "+1"},
+		{`[1,2,3]`, "-0"},
+		{`{"a":{"z":1,"b":[2,{"c":"d"}]}}`, "a"},
+		{`{"a":null}`, "a"},
+		{`{"":{"":5}}`, "."},
+		{`{"a":"x\"y\\"}`, "a"},
+		{`{}`, "a"},
+		{`[]`, "0"},
+		{`"top"`, ""},
+		{`{"a":1} {"a":2}`, "a"},
+		{`{"a":1e999}`, "a"},
+	} {
+		f.Add([]byte(c[0]), c[1])
+	}
+	f.Fuzz(func(t *testing.T, body []byte, path string) {
+		want, wantOK, valid := jsonAtByDecoding(body, path)
+		got, gotOK, err := NewFields(&Request{Method: http.MethodPost, Body: body}).JSON(path)
+		if valid != (err == nil) {
+			t.Fatalf("body %q: decoding says valid=%v, JSON says %v", body, valid, err)
+		}
+		if got != want || gotOK != wantOK {
+			t.Fatalf("body %q path %q: got %q %v, decoding gives %q %v", body, path, got, gotOK, want, wantOK)
+		}
+	})
 }
