@@ -15,11 +15,12 @@ local nowms = now_ms()
 local now = string.format('%d', nowms)
 local ttl = tonumber(ARGV[3])
 local st = redis.call('HGET', h, 'state')
+local stale = false -- a claim that ran out left its fields
 if st == 'in_flight' and tonumber(redis.call('HGET', h, 'expires')) <= nowms then
   -- The claim ran out: the key is free, its journal (if any) stays.
   st = 'failed'
   if not redis.call('HGET', h, 'na') and not redis.call('HGET', h, 'nn') then
-    st = false -- nothing to keep: Redis is about to expire it
+    st, stale = false, true -- nothing to keep: Redis is about to expire it
   end
 end
 if not st then
@@ -31,7 +32,6 @@ if not st then
   -- maxmemory (noeviction): Redis judges memory at a script's first write
   -- only, so a DEL first would let every later write past the limit. What
   -- a claim that ran out left behind is cleared after it.
-  local stale = redis.call('EXISTS', h) == 1
   redis.call('HSET', h, 'key', ARGV[4], 'state', 'in_flight', 'token', ARGV[1],
     'fp', ARGV[2], 'copies', 1, 'conflicts', 0, 'first', now, 'last', now,
     'expires', string.format('%d', nowms + ttl), 'changed', now, 'nf', 1)

@@ -9,17 +9,13 @@
 -- Returns false when the token does not hold the claim.
 local h, nk, ak = KEYS[1], KEYS[2], KEYS[3]
 index(14)
+local ttl = tonumber(ARGV[6])
 local now = now_ms()
-if not held(h, ARGV[1], now) then
+if not settle(h, nk, ak, ARGV[1], now, {'state', 'answered', 'status', ARGV[2],
+    'headers', ARGV[3], 'body', ARGV[4], 'body_cached', ARGV[5],
+    'expires', string.format('%d', now + ttl), 'changed', ARGV[8]}, ARGV[9], ARGV[10], ttl) then
   return false
 end
-local ttl = tonumber(ARGV[6])
-redis.call('HSET', h, 'state', 'answered', 'status', ARGV[2], 'headers', ARGV[3],
-  'body', ARGV[4], 'body_cached', ARGV[5], 'expires', string.format('%d', now + ttl),
-  'changed', ARGV[8])
-redis.call('HDEL', h, 'token')
-redis.call('PEXPIRE', h, ttl)
-journal(h, nk, ak, ARGV[9], ARGV[10], ttl)
 if ARGV[12] ~= '' then
   local ottl = tonumber(ARGV[12])
   remember(KEYS[4], ARGV[11], ARGV[13], ottl)

@@ -7,11 +7,24 @@ local function held(h, token, now)
   return v[1] == 'in_flight' and v[2] == token and tonumber(v[3]) > now
 end
 
+-- trim_attempts keeps the last 32 of the attempts in ak. Attempts are
+-- one string of records, each behind a 2-byte big-endian length (a list
+-- costs three times the memory for the usual one or two attempts).
+local function trim_attempts(ak)
+  local s = redis.call('GET', ak)
+  local offs, i = {}, 1
+  while i <= #s do
+    table.insert(offs, i)
+    i = i + 2 + s:byte(i) * 256 + s:byte(i + 1)
+  end
+  if #offs > 32 then
+    redis.call('SET', ak, s:sub(offs[#offs - 31]))
+  end
+end
+
 -- journal keeps the notification (the first one only) and appends the
 -- attempt, then gives both keys the hash's lifetime (pttl when the caller
--- has just set it, else read). Attempts are one string of records, each
--- behind a 2-byte big-endian length (a list costs three times the memory
--- for the usual one or two attempts); past 32 the oldest is cut.
+-- has just set it, else read); past 32 attempts the oldest is cut.
 local function journal(h, nk, ak, notif, att, pttl)
   if notif ~= '' then
     redis.call('SET', nk, notif, 'NX')
@@ -21,15 +34,7 @@ local function journal(h, nk, ak, notif, att, pttl)
   if att ~= '' then
     redis.call('APPEND', ak, att)
     if redis.call('HINCRBY', h, 'na', 1) > 32 then
-      local s = redis.call('GET', ak)
-      local offs, i = {}, 1
-      while i <= #s do
-        table.insert(offs, i)
-        i = i + 2 + s:byte(i) * 256 + s:byte(i + 1)
-      end
-      if #offs > 32 then
-        redis.call('SET', ak, s:sub(offs[#offs - 31]))
-      end
+      trim_attempts(ak)
     end
   end
   pttl = pttl or redis.call('PTTL', h)
@@ -37,6 +42,51 @@ local function journal(h, nk, ak, notif, att, pttl)
     redis.call('PEXPIRE', nk, pttl)
     redis.call('PEXPIRE', ak, pttl)
   end
+end
+
+-- settle turns the claim token holds (at now) into fields (a flat
+-- field/value list for HSET), journals notif and att as journal does and
+-- gives the record and its journal ttl ms; false when token does not hold
+-- the claim. The journal's counters go in the one HSET and its keys are
+-- written with their lifetime (SET … PX): a first completion runs 6
+-- commands where HSET, then journal and HDEL, ran 11.
+local function settle(h, nk, ak, token, now, fields, notif, att, ttl)
+  local v = redis.call('HMGET', h, 'state', 'token', 'expires', 'na', 'nn')
+  if v[1] ~= 'in_flight' or v[2] ~= token or tonumber(v[3]) <= now then
+    return false
+  end
+  local na = tonumber(v[4]) or 0
+  if notif ~= '' and not v[5] then
+    -- nn: the record keeps a notification, so it outlives its claim.
+    fields[#fields + 1], fields[#fields + 2] = 'nn', '1'
+  end
+  if att ~= '' then
+    na = na + 1
+    fields[#fields + 1], fields[#fields + 2] = 'na', na
+  end
+  redis.call('HSET', h, unpack(fields))
+  redis.call('HDEL', h, 'token')
+  redis.call('PEXPIRE', h, ttl)
+  if notif ~= '' then
+    -- The first notification only; a later one keeps it alive.
+    if not redis.call('SET', nk, notif, 'NX', 'PX', ttl) then
+      redis.call('PEXPIRE', nk, ttl)
+    end
+  elseif v[5] then
+    redis.call('PEXPIRE', nk, ttl)
+  end
+  if na == 1 and att ~= '' then
+    redis.call('SET', ak, att, 'PX', ttl)
+  elseif na > 0 then
+    if att ~= '' then
+      redis.call('APPEND', ak, att)
+      if na > 32 then
+        trim_attempts(ak)
+      end
+    end
+    redis.call('PEXPIRE', ak, ttl)
+  end
+  return true
 end
 
 -- keep_for makes the record live at least ttl ms from now.

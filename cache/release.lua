@@ -6,20 +6,16 @@
 local h, nk, ak = KEYS[1], KEYS[2], KEYS[3]
 index(7)
 local now = now_ms()
-if not held(h, ARGV[1], now) then
-  return false
-end
 local ttl = tonumber(ARGV[3])
 if ttl <= 0 then
+  if not held(h, ARGV[1], now) then
+    return false
+  end
   -- Nothing to keep: forget the key.
   redis.call('DEL', h, nk, ak)
-  redis.call('PUBLISH', ARGV[2], 'r')
-  return 1
+elseif not settle(h, nk, ak, ARGV[1], now, {'state', 'failed',
+    'expires', string.format('%d', now + ttl), 'changed', ARGV[4]}, ARGV[5], ARGV[6], ttl) then
+  return false
 end
-redis.call('HSET', h, 'state', 'failed', 'expires', string.format('%d', now + ttl),
-  'changed', ARGV[4])
-redis.call('HDEL', h, 'token')
-redis.call('PEXPIRE', h, ttl)
-journal(h, nk, ak, ARGV[5], ARGV[6], ttl)
 redis.call('PUBLISH', ARGV[2], 'r')
 return 1
