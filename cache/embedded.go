@@ -125,7 +125,14 @@ func NewEmbedded(path string, opts EmbeddedOptions) (*Embedded, error) {
 	if opts.OpenTimeout <= 0 {
 		opts.OpenTimeout = time.Second
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: opts.OpenTimeout, NoSync: opts.NoSync})
+	// The freelist as etcd keeps it: a map, not written on every commit
+	// but rebuilt from the pages when the file opens. Written, it cost each
+	// commit a write proportional to the file's free pages: with 1M live
+	// orders a refund took 3.2 ms and 487 KB of allocations, 1.7 ms with
+	// 10k (BenchmarkScale); unwritten, 2.4 ms and 190 KB. Opening a file
+	// of 1M records takes 0.2 s instead of 1 ms.
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: opts.OpenTimeout, NoSync: opts.NoSync,
+		FreelistType: bolt.FreelistMapType, NoFreelistSync: true})
 	if errors.Is(err, berrors.ErrTimeout) {
 		// bbolt's bare "timeout" names nothing: say which file, why, and
 		// what to do instead.
