@@ -190,7 +190,18 @@ func (h *Handler) tryLater(w http.ResponseWriter, r *http.Request, status int, e
 	return h.refuse(w, r, status, msg, err)
 }
 
+// keptClaimer is a store that can answer some claims from memory
+// (cache.Redis's replay cache).
+type keptClaimer interface {
+	ClaimKept(key, fingerprint string) (cache.ClaimResult, bool)
+}
+
 func (h *Handler) claim(ctx context.Context, key, fp string) (cache.ClaimResult, error) {
+	if kc, ok := h.store.(keptClaimer); ok {
+		if res, ok := kc.ClaimKept(key, fp); ok {
+			return res, nil
+		}
+	}
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(h.StoreTimeout))
 	defer cancel()
 	return h.store.Claim(ctx, key, fp, time.Duration(h.LockTTL))
