@@ -66,7 +66,7 @@ var (
 // an address.
 // A nil *metrics records nothing.
 type metrics struct {
-	requests        metric.Int64Counter
+	requests        metric.Int64ObservableCounter // read from labelSet.requests
 	requestDuration metric.Float64Histogram
 	backend         metric.Float64Histogram
 	wait            metric.Float64Histogram
@@ -106,6 +106,13 @@ const (
 type labelSet struct {
 	add []metric.AddOption
 	rec []metric.RecordOption
+	obs []metric.ObserveOption
+
+	// requests counts the requests of an outcome's combination; the
+	// requests counter observes it when it is read. A synchronous counter's
+	// Add cost 3 µs (its SDK resolves and normalizes the attributes on
+	// every call) of a 30 µs replay; an atomic add costs nothing.
+	requests atomic.Int64
 }
 
 // loadMetrics returns the process's metrics, making sure they are
@@ -175,8 +182,18 @@ func newMetrics(provider metric.MeterProvider) (*metrics, error) {
 	meter := provider.Meter(instrumentationName)
 	m := &metrics{}
 	var err error
-	if m.requests, err = meter.Int64Counter(metricRequests,
-		metric.WithDescription("Notifications handled, by platform and outcome (forwarded, replayed, waited, conflict, rejected_signature, store_error, ...).")); err != nil {
+	if m.requests, err = meter.Int64ObservableCounter(metricRequests,
+		metric.WithDescription("Notifications handled, by platform and outcome (forwarded, replayed, waited, conflict, rejected_signature, store_error, ...)."),
+		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+			for k, ls := range *m.labels.Load() {
+				// A series from its first request on, as a counter's
+				// (delivery attempts share these label sets).
+				if n := ls.requests.Load(); n > 0 && k.kind == kindOutcome {
+					o.Observe(n, ls.obs...)
+				}
+			}
+			return nil
+		})); err != nil {
 		return nil, err
 	}
 	if m.requestDuration, err = meter.Float64Histogram(metricRequestDuration, metric.WithUnit("s"),
@@ -224,7 +241,7 @@ func (m *metrics) request(ctx context.Context, rt route, outcome string, d time.
 		return
 	}
 	ls := m.labelSet(kindOutcome, rt, outcome)
-	m.requests.Add(ctx, 1, ls.add...)
+	ls.requests.Add(1)
 	m.requestDuration.Record(ctx, d.Seconds(), ls.rec...)
 }
 
@@ -293,7 +310,7 @@ func (m *metrics) labelSet(kind byte, rt route, b string) *labelSet {
 		kvs = append(kvs, attribute.String("key", b))
 	}
 	opt := metric.WithAttributeSet(attribute.NewSet(kvs...))
-	ls := &labelSet{add: []metric.AddOption{opt}, rec: []metric.RecordOption{opt}}
+	ls := &labelSet{add: []metric.AddOption{opt}, rec: []metric.RecordOption{opt}, obs: []metric.ObserveOption{opt}}
 	next := maps.Clone(cur)
 	next[k] = ls
 	m.labels.Store(&next)
