@@ -109,15 +109,11 @@ func (s *Memory) forget(key string) bool {
 }
 
 func (s *Memory) Claim(ctx context.Context, key, fingerprint string, lockTTL time.Duration) (ClaimResult, error) {
-	if err := ctx.Err(); err != nil {
+	t, err := s.enter(ctx)
+	if err != nil {
 		return ClaimResult{}, err
 	}
-	t := s.now()
-	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return ClaimResult{}, ErrClosed
-	}
 	if s.ops++; s.ops%sweepEvery == 0 {
 		s.sweep(t)
 	}
@@ -138,15 +134,11 @@ func (s *Memory) Claim(ctx context.Context, key, fingerprint string, lockTTL tim
 
 // owned runs fn on key's entry if token owns it. mu is taken here.
 func (s *Memory) owned(ctx context.Context, key, token string, fn func(e *entry, t time.Time)) error {
-	if err := ctx.Err(); err != nil {
+	t, err := s.enter(ctx)
+	if err != nil {
 		return err
 	}
-	t := s.now()
-	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return ErrClosed
-	}
 	e := s.get(key, t)
 	if e == nil || !e.owns(token) {
 		return ErrNotOwner
@@ -216,16 +208,27 @@ func (s *Memory) Renew(ctx context.Context, key, token string, lockTTL time.Dura
 	return s.owned(ctx, key, token, func(e *entry, t time.Time) { e.renew(t, lockTTL) })
 }
 
-func (s *Memory) Lookup(ctx context.Context, key string) (*Record, error) {
+// enter starts a call that reads the store at its time t: ctx is still
+// live, the store is locked (the caller unlocks it) and open.
+func (s *Memory) enter(ctx context.Context) (time.Time, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return time.Time{}, err
 	}
 	t := s.now()
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed {
-		return nil, ErrClosed
+		s.mu.Unlock()
+		return time.Time{}, ErrClosed
 	}
+	return t, nil
+}
+
+func (s *Memory) Lookup(ctx context.Context, key string) (*Record, error) {
+	t, err := s.enter(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
 	e := s.get(key, t)
 	if e == nil {
 		return nil, ErrNotFound
@@ -310,15 +313,11 @@ func (s *Memory) List(ctx context.Context, q ListQuery) (ListPage, error) {
 }
 
 func (s *Memory) Order(ctx context.Context, order string) (*Order, error) {
-	if err := ctx.Err(); err != nil {
+	t, err := s.enter(ctx)
+	if err != nil {
 		return nil, err
 	}
-	t := s.now()
-	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return nil, ErrClosed
-	}
 	o := s.orders[order]
 	if o == nil || !t.Before(o.keep) || len(o.events) == 0 {
 		return nil, ErrNotFound

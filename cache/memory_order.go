@@ -88,15 +88,11 @@ func live(m map[string]*keptList, k string, t time.Time) []string {
 }
 
 func (s *Memory) Orders(ctx context.Context, names []string) ([]*Order, error) {
-	if err := ctx.Err(); err != nil {
+	t, err := s.enter(ctx)
+	if err != nil {
 		return nil, err
 	}
-	t := s.now()
-	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return nil, ErrClosed
-	}
 	out := make([]*Order, len(names))
 	for i, n := range names {
 		o := s.orders[n]
@@ -114,15 +110,11 @@ func (s *Memory) Orders(ctx context.Context, names []string) ([]*Order, error) {
 }
 
 func (s *Memory) EventsByRef(ctx context.Context, scope string, settles keying.Settlement, refs []string) ([][]string, error) {
-	if err := ctx.Err(); err != nil {
+	t, err := s.enter(ctx)
+	if err != nil {
 		return nil, err
 	}
-	t := s.now()
-	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return nil, ErrClosed
-	}
 	out := make([][]string, len(refs))
 	for i, ref := range refs {
 		out[i] = slices.Clone(live(s.ix.refs, refIxKey(scope, settles, ref), t))

@@ -217,8 +217,9 @@ func adminShow[V any](cmd *cobra.Command, method, path string, q url.Values, sho
 	return show(cmd.OutOrStdout(), v)
 }
 
-// adminCallBody is adminCall with a request body (JSON).
-func adminCallBody(cmd *cobra.Command, method, path string, q url.Values, reqBody []byte, into any) error {
+// adminAddress is the admin API's address by cmd's flags (--address, or
+// the config's), and adds --store to q.
+func adminAddress(cmd *cobra.Command, q url.Values) (string, error) {
 	fl := cmd.Flags()
 	address, _ := fl.GetString("address")
 	config, _ := fl.GetString("config")
@@ -226,9 +227,18 @@ func adminCallBody(cmd *cobra.Command, method, path string, q url.Values, reqBod
 	if store, _ := fl.GetString("store"); store != "" {
 		q.Set("store", store)
 	}
-	adminAddr, err := caddycmd.DetermineAdminAPIAddress(address, nil, config, adapter)
+	addr, err := caddycmd.DetermineAdminAPIAddress(address, nil, config, adapter)
 	if err != nil {
-		return fmt.Errorf("couldn't determine admin API address: %v", err)
+		return "", fmt.Errorf("couldn't determine admin API address: %v", err)
+	}
+	return addr, nil
+}
+
+// adminCallBody is adminCall with a request body (JSON).
+func adminCallBody(cmd *cobra.Command, method, path string, q url.Values, reqBody []byte, into any) error {
+	adminAddr, err := adminAddress(cmd, q)
+	if err != nil {
+		return err
 	}
 	uri := path
 	if enc := q.Encode(); enc != "" {

@@ -103,16 +103,9 @@ differ (or on an error).`,
 
 // postBill streams the bill to the admin API and decodes its report.
 func postBill(cmd *cobra.Command, q url.Values, bill io.Reader, into *admin.Report) error {
-	fl := cmd.Flags()
-	address, _ := fl.GetString("address")
-	config, _ := fl.GetString("config")
-	adapter, _ := fl.GetString("adapter")
-	if store, _ := fl.GetString("store"); store != "" {
-		q.Set("store", store)
-	}
-	addr, err := caddycmd.DetermineAdminAPIAddress(address, nil, config, adapter)
+	addr, err := adminAddress(cmd, q)
 	if err != nil {
-		return fmt.Errorf("couldn't determine admin API address: %v", err)
+		return err
 	}
 	resp, err := caddycmd.AdminAPIRequest(addr, http.MethodPost, "/idempotency/reconcile?"+q.Encode(),
 		http.Header{"Content-Type": {"text/csv"}}, bill)
