@@ -58,7 +58,9 @@ func (h *Handler) journaled(n *cache.Notification) *cache.Notification {
 // copy.
 func (h *Handler) receivedNotification(r *http.Request) *cache.Notification {
 	var body []byte
-	if r.Body != nil && r.Body != http.NoBody {
+	if rb, ok := r.Body.(*readBodyCloser); ok {
+		body = rb.body // as read, whatever the backend has read of it since
+	} else if r.Body != nil && r.Body != http.NoBody {
 		b, err := io.ReadAll(io.LimitReader(r.Body, h.MaxBody))
 		if err != nil {
 			return nil

@@ -115,11 +115,21 @@ func (h *Handler) readBody(r *http.Request) ([]byte, *rejection) {
 		return nil, tooLarge(fmt.Errorf("body is larger than max_body %d", h.MaxBody))
 	}
 	body := buf.Bytes()
-	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.Body = &readBodyCloser{Reader: bytes.NewReader(body), body: body}
 	r.ContentLength = int64(len(body))
 	r.TransferEncoding = nil
 	return body, nil
 }
+
+// readBodyCloser is a request body readBody has read: what the backend
+// reads, and the bytes themselves for the journal, which need no second
+// copy.
+type readBodyCloser struct {
+	*bytes.Reader
+	body []byte
+}
+
+func (*readBodyCloser) Close() error { return nil }
 
 // maxKeyLen bounds a rendered key; stores put it in their own keys.
 const maxKeyLen = 1024
