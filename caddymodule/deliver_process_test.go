@@ -320,6 +320,7 @@ func TestAsyncReloadMidDrain(t *testing.T) {
 func TestAsyncEmbeddedRestart(t *testing.T) {
 	be := newAsyncBackend(t, "127.0.0.1:0")
 	gw, admin, _ := startProcAdmin(t, asyncProcSite("restart", "", be.addr(), ""))
+	awaitQueue(t, admin)
 	adminPost(t, admin, "/idempotency/deliveries/restart/pause")
 	var keys []string
 	for i := range 5 {
@@ -332,19 +333,7 @@ func TestAsyncEmbeddedRestart(t *testing.T) {
 	}
 	gw.start()
 	waitListening(t, "http://"+admin)
-	// The admin endpoint answers before the config's apps have started
-	// (its engines registered): ask until the scope's queue is there.
-	var view adminapi.DeliveriesView
-	eventually(t, 5*time.Second, "the restarted gateway's queue", func() bool {
-		resp, err := freshClient.Get("http://" + admin + "/idempotency/deliveries")
-		if err != nil {
-			return false
-		}
-		view = adminapi.DeliveriesView{}
-		json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&view)
-		resp.Body.Close()
-		return len(view.Deliveries) == 1
-	})
+	view := awaitQueue(t, admin)
 	if len(view.Deliveries) != 1 || view.Deliveries[0].Depth != 5 || !view.Deliveries[0].Paused {
 		t.Fatalf("after the restart the queue is %+v, want 5 deliveries, paused", view.Deliveries)
 	}
@@ -364,6 +353,26 @@ func TestAsyncEmbeddedRestart(t *testing.T) {
 			t.Errorf("%s: backend ran %d times, want 1", k, got)
 		}
 	}
+}
+
+// awaitQueue waits for the gateway at admin to list its one async
+// scope's queue, and returns the listing: the admin endpoint answers
+// before the config's apps have started (their engines registered), on a
+// first start as on a restart.
+func awaitQueue(t *testing.T, admin string) adminapi.DeliveriesView {
+	t.Helper()
+	var view adminapi.DeliveriesView
+	eventually(t, 5*time.Second, "the gateway's queue", func() bool {
+		resp, err := freshClient.Get("http://" + admin + "/idempotency/deliveries")
+		if err != nil {
+			return false
+		}
+		view = adminapi.DeliveriesView{}
+		json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&view)
+		resp.Body.Close()
+		return len(view.Deliveries) == 1
+	})
+	return view
 }
 
 // TestAsyncStartupLine: the start-up line names async delivery and where
@@ -395,6 +404,7 @@ func TestAsyncRouteRemovedWarns(t *testing.T) {
 	be := newAsyncBackend(t, "127.0.0.1:0")
 	site := asyncProcSite("gone", "store redis "+rs.Addr(), be.addr(), "")
 	gw, admin, caddyfile := startProcAdmin(t, site)
+	awaitQueue(t, admin)
 	adminPost(t, admin, "/idempotency/deliveries/gone/pause")
 	keys := []string{"g-1", "g-2", "g-3"}
 	sendAll(t, []string{gw.base}, keys, 3)
