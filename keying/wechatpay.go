@@ -236,20 +236,10 @@ func (w *WechatPay) classify(n *Notification, eventType string, get func(string)
 	case txID == "":
 		return malformed(p, "the resource has no transaction_id")
 	}
-	if amount != "" {
-		currency := get("amount.currency")
-		if currency == "" {
-			currency = "CNY"
-		}
-		m, err := FromMinor(amount, currency)
-		if err != nil {
-			return malformed(p, "%v", err)
-		}
-		n.Money = m
+	if err := wechatOrder(n, p, mchid, txID, event, amount, get("amount.currency")); err != nil {
+		return err
 	}
-	n.Order, n.Event = mchid+":"+txID, event
-	n.Key = n.Order + ":" + event
-	n.Settles, n.At = EventSettles(event), rfc3339Time(get("success_time"))
+	n.At = rfc3339Time(get("success_time"))
 	return nil
 }
 
@@ -311,3 +301,23 @@ func (*WechatPay) Success(status int, _ http.Header, _ []byte) bool {
 // RetryWindow: 15 notifications over 15s, 15s, 30s, 3m, 10m, 20m, 30m, 30m,
 // 30m, 60m, 3h, 3h, 3h, 6h, 6h (24h4m).
 func (*WechatPay) RetryWindow() time.Duration { return 24*time.Hour + 4*time.Minute }
+
+// wechatOrder sets n's order (<merchant>:<transaction>), event, key and
+// settlement, and its money from an amount in fen (currency CNY unless
+// named), for both WeChat Pay presets (p).
+func wechatOrder(n *Notification, p, mchID, tx, event, fen, currency string) error {
+	if fen != "" {
+		if currency == "" {
+			currency = "CNY"
+		}
+		m, err := FromMinor(fen, currency)
+		if err != nil {
+			return malformed(p, "%v", err)
+		}
+		n.Money = m
+	}
+	n.Order, n.Event = mchID+":"+tx, event
+	n.Key = n.Order + ":" + event
+	n.Settles = EventSettles(event)
+	return nil
+}

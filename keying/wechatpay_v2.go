@@ -118,24 +118,10 @@ func (w *WechatPayV2) Verify(r *Request) (*Notification, error) {
 
 // v2Order sets n's order, event, key and money.
 func v2Order(n *Notification, mchID, tx, event, fee, feeType string) error {
-	const p = "wechatpay_v2"
 	if mchID == "" {
-		return malformed(p, "no mch_id")
+		return malformed("wechatpay_v2", "no mch_id")
 	}
-	if fee != "" {
-		if feeType == "" {
-			feeType = "CNY"
-		}
-		m, err := FromMinor(fee, feeType)
-		if err != nil {
-			return malformed(p, "%v", err)
-		}
-		n.Money = m
-	}
-	n.Order, n.Event = mchID+":"+tx, event
-	n.Key = n.Order + ":" + event
-	n.Settles = EventSettles(event)
-	return nil
+	return wechatOrder(n, "wechatpay_v2", mchID, tx, event, fee, feeType)
 }
 
 // strictXML is ParseStrictXML with ambiguity reported as ErrSignature.
