@@ -182,15 +182,11 @@ func (s *Memory) Release(ctx context.Context, key, token string, ttl time.Durati
 }
 
 func (s *Memory) Reopen(ctx context.Context, key string, ttl time.Duration) error {
-	if err := ctx.Err(); err != nil {
+	t, err := s.enter(ctx)
+	if err != nil {
 		return err
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return ErrClosed
-	}
-	t := s.now()
 	e := s.get(key, t)
 	if e == nil || e.State != StateAnswered {
 		return ErrNotFound
@@ -252,14 +248,9 @@ func (s *Memory) Wait(ctx context.Context, key string) (<-chan struct{}, func(),
 }
 
 func (s *Memory) Delete(ctx context.Context, key string) error {
-	if err := ctx.Err(); err != nil {
+	t, err := s.enter(ctx)
+	if err != nil {
 		return err
-	}
-	t := s.now()
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return ErrClosed
 	}
 	e := s.get(key, t)
 	delete(s.m, key)
@@ -285,12 +276,11 @@ func (s *Memory) List(ctx context.Context, q ListQuery) (ListPage, error) {
 	if err != nil {
 		return ListPage{}, err
 	}
-	t := s.now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return ListPage{}, ErrClosed
+	t, err := s.enter(ctx)
+	if err != nil {
+		return ListPage{}, err
 	}
+	defer s.mu.Unlock()
 	var recs []*Record
 	for k := range s.m {
 		e := s.get(k, t)

@@ -134,12 +134,11 @@ func (s *Memory) RanOn(ctx context.Context, q RanQuery) (RanPage, error) {
 		}
 		start = n
 	}
-	t := s.now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return RanPage{}, ErrClosed
+	t, err := s.enter(ctx)
+	if err != nil {
+		return RanPage{}, err
 	}
+	defer s.mu.Unlock()
 	ids := live(s.ix.days, dayIxKey(q.Scope, q.Merchant, dayName(q.Day)), t)
 	page := RanPage{Orders: []string{}}
 	end := min(start+q.limit(), len(ids))
