@@ -48,7 +48,7 @@ end
 -- field/value list for HSET), journals notif and att as journal does and
 -- gives the record and its journal ttl ms; false when token does not hold
 -- the claim. The journal's counters go in the one HSET and its keys are
--- written with their lifetime (SET … PX): a first completion runs 6
+-- written with their lifetime (SET … PX): a first completion runs 5
 -- commands where HSET, then journal and HDEL, ran 11.
 local function settle(h, nk, ak, token, now, fields, notif, att, ttl)
   local v = redis.call('HMGET', h, 'state', 'token', 'expires', 'na', 'nn')
@@ -64,8 +64,10 @@ local function settle(h, nk, ak, token, now, fields, notif, att, ttl)
     na = na + 1
     fields[#fields + 1], fields[#fields + 2] = 'na', na
   end
+  -- The token is emptied in the same HSET (an HDEL was one more command;
+  -- only a live claim's token is ever compared, see held).
+  fields[#fields + 1], fields[#fields + 2] = 'token', ''
   redis.call('HSET', h, unpack(fields))
-  redis.call('HDEL', h, 'token')
   redis.call('PEXPIRE', h, ttl)
   if notif ~= '' then
     -- The first notification only; a later one keeps it alive.
