@@ -63,13 +63,13 @@ type Redis struct {
 	pongs    map[string]chan struct{} // PING payload → Wait blocked on it
 	loopDone chan struct{}
 
-	ifx     *inFlightIx
-	hot     *hotAnswers          // nil unless RedisOptions.HotAnswers
-	ap      *redis.AutoPipeliner // the client's autopipeliner, or nil (see scripter)
-	calls   atomic.Int32         // write scripts under way
-	flagged atomic.Bool          // the server reads script flags (Redis 7); see UseServerVersion
-	trims   sync.Map             // list index shard → when this process last trimmed it (ms; trimDue)
-	classes sync.Map             // "<state>/<class>" → when this process last named it
+	ifx      *inFlightIx
+	hot      *hotAnswers          // nil unless RedisOptions.HotAnswers
+	ap       *redis.AutoPipeliner // the client's autopipeliner, or nil (see scripter)
+	calls    atomic.Int32         // write scripts under way
+	flagged  atomic.Bool          // the server reads script flags (Redis 7); see UseServerVersion
+	classes  sync.Map             // ixClassID → *ixClass (ixClassOf)
+	ifShards [ixShards]string     // the in-flight list index's shard keys
 }
 
 // RedisOptions tune the Redis store; the zero value is usable.
@@ -147,6 +147,9 @@ func NewRedis(client redis.UniversalClient, opts RedisOptions) *Redis {
 	s := &Redis{
 		c: client, prefix: opts.Prefix, opts: opts,
 		subs: make(map[string]*subscription), pongs: make(map[string]chan struct{}),
+	}
+	for i := range s.ifShards {
+		s.ifShards[i] = s.ixShardKey(StateInFlight, "", i)
 	}
 	s.ifx = newInFlightIx(s)
 	// The deferred face: a caller waits for its own command with its own
@@ -356,11 +359,12 @@ func (s *Redis) settle(ctx context.Context, sc *redis.Script, key string, st Sta
 	ttl time.Duration, stillHeld bool, oi *orderIx, args ...any,
 ) error {
 	keys := s.keys(key)
-	class, register := s.ixClass(st, ttl)
-	ix := s.ixKey(st, class, key)
+	c, register := s.ixClassOf(st, ttl)
+	shard := ixShard(key)
+	ix, ifIx := c.shards[shard], s.ifShards[shard]
 	member := ixMember(changed, key)
 	trim := ""
-	if s.trimDue(ix, changed) {
+	if c.trimDue(shard, changed) {
 		trim = "[" + ixMember(changed-ttl.Milliseconds(), "")[:16]
 	}
 	old, written := s.ifx.settled(key)
@@ -370,10 +374,10 @@ func (s *Redis) settle(ctx context.Context, sc *redis.Script, key string, st Sta
 		held = member
 	}
 	if register {
-		name = string(st) + "/" + class
+		name = c.name
 	}
 	if _, cluster := s.c.(*redis.ClusterClient); !cluster {
-		keys = append(keys, ix, s.ixKey(StateInFlight, "", key), s.ixClassesKey())
+		keys = append(keys, ix, ifIx, s.ixClassesKey())
 		args = append(args, member, trim, old, held, name)
 		if oi != nil {
 			keys = append(keys, oi.keys...)
@@ -390,10 +394,10 @@ func (s *Redis) settle(ctx context.Context, sc *redis.Script, key string, st Sta
 			p.ZRemRangeByLex(ctx, ix, trim, "+")
 		}
 		if written {
-			p.ZRem(ctx, s.ixKey(StateInFlight, "", key), old)
+			p.ZRem(ctx, ifIx, old)
 		}
 		if held != "" {
-			p.ZAdd(ctx, s.ixKey(StateInFlight, "", key), redis.Z{Member: held})
+			p.ZAdd(ctx, ifIx, redis.Z{Member: held})
 		}
 		if oi != nil && first {
 			oi.write(ctx, p) // RPUSH is no ZADD: once, not again with a reloaded script
