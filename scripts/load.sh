@@ -470,6 +470,26 @@ if command -v redis-cli >/dev/null; then
 	printf '%-34s unique %s, replay %s   (contract: at most 2 and 1; all commands, inside scripts too: %s, %s)\n' \
 		"Redis round trips per request" "$(per unique 10 "$unique_req")" "$(per replay 10 "$replay_req")" \
 		"$(per unique 11 "$unique_req")" "$(per replay 11 "$replay_req")"
+	printf '%-34s unique %s, replay %s   (what the store costs Redis, per request)\n' \
+		"Redis CPU µs per request" "$(us unique 13 "$unique_req")" "$(us replay 13 "$replay_req")"
+fi
+# The floor under any gate's Redis CPU on this machine, measured on the
+# same redis-server with as many connections: one round trip of PING (no
+# work at all) and of an empty EVALSHA (a script's own overhead). A first
+# copy needs two round trips (its claim goes before the backend runs, its
+# answer after), so twice the floor is spent before a single write.
+if command -v redis-benchmark >/dev/null && command -v redis-cli >/dev/null; then
+	floor() { # floor <label> <command…>: Redis CPU µs per call under $CONNS connections
+		local label=$1 n=100000 t0 t1
+		shift
+		t0=$(cpu_ticks | awk '{ print $2 }')
+		timeout 60 redis-benchmark -h 127.0.0.1 -p "$REDIS_PORT" -c "$CONNS" -n "$n" -q "$@" >/dev/null 2>&1 || return 0
+		t1=$(cpu_ticks | awk '{ print $2 }')
+		printf '%s %.1f' "$label" "$(awk -v t="$((t1 - t0))" -v n="$n" -v hz="$CLK_TCK" 'BEGIN { print t * 1e6 / hz / n }')"
+	}
+	empty=$(redis-cli -h 127.0.0.1 -p "$REDIS_PORT" script load 'return 1' 2>/dev/null || true)
+	printf '%-34s %s, %s µs per round trip   (redis-benchmark, %d connections)\n' "Redis CPU floor" \
+		"$(floor PING ping)" "$(floor 'empty EVALSHA' evalsha "$empty" 0)" "$CONNS"
 fi
 if ((plain_bad + unique_bad + replay_bad > 0)); then
 	echo "note: some answers were not 2xx or failed; see the wrk output (KEEP=1) and caddy.log"
