@@ -67,6 +67,10 @@ func TestPackID(t *testing.T) {
 // TestSlotTags: the order state's tag puts it in its order's slot, for
 // every slot; the table is the layout, so two of its entries are pinned.
 func TestSlotTags(t *testing.T) {
+	// The check value of CRC-16/XMODEM, as the Cluster spec gives it.
+	if got := crc16("123456789"); got != 0x31c3 {
+		t.Fatalf("crc16(123456789) = %#x, want 0x31c3", got)
+	}
 	tags := slotTags()
 	for slot, tag := range tags {
 		if tag == "" || len(tag) > 3 || int(crc16(tag)%16384) != slot {
