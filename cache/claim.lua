@@ -6,8 +6,9 @@
 -- {outcome, <record fields in recordFields order, packed>} where outcome is
 -- "in_flight", "answered" or "conflict";
 -- the answer fields are only filled for "answered" so a duplicate costs one
--- round trip. Packed: each field as <length>:<bytes> (a missing one empty),
--- one string, so the gateway reads one reply instead of one per field.
+-- round trip. Packed: the fields as one MessagePack array (a missing one
+-- false), one string, so the gateway reads one reply instead of one per
+-- field.
 -- The HMGET below names the fields in recordFields' order (redis.go);
 -- TestClaimScriptFields holds the two lists together.
 local h, nk, ak = KEYS[1], KEYS[2], KEYS[3]
@@ -93,8 +94,7 @@ if outcome ~= 'answered' then
   -- Metadata only: an in-flight or conflicting copy gets no answer.
   r[3], r[4], r[5], r[6] = false, false, false, false
 end
-for i = 1, #r do
-  local v = r[i] or ''
-  r[i] = #v .. ':' .. v
-end
-return {outcome, table.concat(r)}
+-- One MessagePack array (Redis's cmsgpack, in C): packing in Lua cost
+-- more than the HMGET, a number formatted per field (an uncached replay's
+-- Redis CPU 43 → 34 µs, BenchmarkStoreCPU/replay).
+return {outcome, cmsgpack.pack(r)}

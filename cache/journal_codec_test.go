@@ -2,10 +2,14 @@ package cache
 
 import (
 	"bytes"
+	"context"
 	"net/http"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/idemgate/idemgate/internal/redistest"
 )
 
 // A small notification is stored raw (zstd would cost more CPU than the
@@ -46,14 +50,37 @@ func TestNotificationCodec(t *testing.T) {
 	}
 }
 
-// The claim script packs a record's fields into one string; values may hold
-// the separator, and a damaged reply is an error, not a misread record.
+// The claim script packs a record's fields into one MessagePack array;
+// values may hold any byte, and a damaged reply is an error, not a
+// misread record. The packed form is the one a real Redis writes.
 func TestUnpackFields(t *testing.T) {
-	got, err := unpackFields("3:a:b0:5:x\x00y:z")
-	if err != nil || !reflect.DeepEqual(got, []string{"a:b", "", "x\x00y:z"}) {
-		t.Fatalf("unpack: %q %v", got, err)
+	rs := redistest.Start(t)
+	c := rs.Client()
+	ctx := context.Background()
+	long := strings.Repeat("b", 70000) // past str16
+	want := []string{"a:b", "", "x\x00y:z", "", strings.Repeat("a", 31), strings.Repeat("a", 32), strings.Repeat("a", 300), long}
+	p, err := c.Eval(ctx, `return cmsgpack.pack({ARGV[1], false, ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]})`, nil,
+		want[0], want[2], want[3], want[4], want[5], want[6], want[7]).Text()
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, bad := range []string{"4:abc", "x:abc", "-1:", "3abc", ":abc"} {
+	got, err := unpackFields(p)
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("unpack: %d fields, %v", len(got), err)
+	}
+	// Every field of the record, as the claim script returns it.
+	var r []any
+	for i := range 20 {
+		r = append(r, strconv.Itoa(i))
+	}
+	p, err = c.Eval(ctx, `return cmsgpack.pack(ARGV)`, nil, r...).Text()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := unpackFields(p); err != nil || len(got) != 20 || got[19] != "19" {
+		t.Fatalf("array16: %q %v", got, err)
+	}
+	for _, bad := range []string{"", "\x91", "\x92\xa1a", "\x91\xa3ab", "\x91\x01", "\x90x", "\x91\xda\x00", "\xdc\x00"} {
 		if got, err := unpackFields(bad); err == nil {
 			t.Errorf("%q read as %q", bad, got)
 		}

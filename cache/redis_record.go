@@ -3,27 +3,86 @@ package cache
 import (
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 )
 
 // How the Redis store reads a record: the claim script's packed reply, or
 // HMGET's fields, both in recordFields order.
 
-// unpackFields reads the claim script's packed record: <length>:<bytes>
-// per field, in recordFields order. The fields share the reply's memory.
+// unpackFields reads the claim script's packed record: a MessagePack
+// array (cmsgpack.pack of the HMGET's reply) of strings, with false or
+// nil for a missing field ("" here), in recordFields order. It reads what
+// cmsgpack writes for those and nothing else; the fields share the
+// reply's memory.
 func unpackFields(p string) ([]string, error) {
-	fields := make([]string, 0, len(recordFields))
-	for len(p) > 0 {
-		i := strings.IndexByte(p, ':')
-		n, err := strconv.Atoi(p[:max(i, 0)])
-		if i < 0 || err != nil || n < 0 || n > len(p)-i-1 {
-			return nil, fmt.Errorf("cache: redis claim: malformed record")
+	bad := fmt.Errorf("cache: redis claim: malformed record")
+	n, p, ok := msgpackArray(p)
+	if !ok || n > len(p) {
+		return nil, bad
+	}
+	fields := make([]string, 0, n)
+	for range n {
+		if p != "" && (p[0] == 0xc0 || p[0] == 0xc2) { // nil, false
+			fields = append(fields, "")
+			p = p[1:]
+			continue
 		}
-		fields = append(fields, p[i+1:i+1+n])
-		p = p[i+1+n:]
+		var l int
+		if l, p, ok = msgpackString(p); !ok || l > len(p) {
+			return nil, bad
+		}
+		fields = append(fields, p[:l])
+		p = p[l:]
+	}
+	if p != "" {
+		return nil, bad
 	}
 	return fields, nil
+}
+
+// msgpackArray reads a MessagePack array header: its count, and the rest.
+func msgpackArray(p string) (int, string, bool) {
+	switch {
+	case p == "":
+		return 0, p, false
+	case p[0]&0xf0 == 0x90: // fixarray
+		return int(p[0] & 0x0f), p[1:], true
+	case p[0] == 0xdc:
+		return msgpackUint(p[1:], 2)
+	case p[0] == 0xdd:
+		return msgpackUint(p[1:], 4)
+	}
+	return 0, p, false
+}
+
+// msgpackString reads a MessagePack str (or bin) header: its length, and
+// the rest.
+func msgpackString(p string) (int, string, bool) {
+	switch {
+	case p == "":
+		return 0, p, false
+	case p[0]&0xe0 == 0xa0: // fixstr
+		return int(p[0] & 0x1f), p[1:], true
+	case p[0] == 0xd9, p[0] == 0xc4:
+		return msgpackUint(p[1:], 1)
+	case p[0] == 0xda, p[0] == 0xc5:
+		return msgpackUint(p[1:], 2)
+	case p[0] == 0xdb, p[0] == 0xc6:
+		return msgpackUint(p[1:], 4)
+	}
+	return 0, p, false
+}
+
+// msgpackUint reads a big-endian unsigned integer of size bytes.
+func msgpackUint(p string, size int) (int, string, bool) {
+	if len(p) < size {
+		return 0, p, false
+	}
+	n := 0
+	for i := range size {
+		n = n<<8 | int(p[i])
+	}
+	return n, p[size:], true
 }
 
 // parseRecord reads a record's fields in recordFields order ("" for a
