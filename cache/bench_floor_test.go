@@ -15,8 +15,8 @@ import (
 	"github.com/idemgate/idemgate/internal/redistest"
 )
 
-// BenchmarkFirstCopyCPU measures CPU per first copy on the Redis store
-// the way the load scripts do (CPU time per request, which a shared
+// BenchmarkStoreCPU measures CPU per first copy, and per replay that asks
+// Redis, on the Redis store the way the load scripts do (CPU time per request, which a shared
 // machine moves less than wall time), with 32 concurrent callers as wrk
 // -c32 drives a gateway: this process's CPU (the gateway's share: the
 // store's client work, go-redis, its I/O) and redis-server's. Beside the
@@ -24,8 +24,9 @@ import (
 // of an empty script through the same client and the same path (the
 // autopipeliner when calls overlap). What a first copy costs above the
 // floor is the store's own work; the floor itself is what two round trips
-// cost on this machine, whatever a gate does in them.
-func BenchmarkFirstCopyCPU(b *testing.B) {
+// cost on this machine, whatever a gate does in them. A replay (no replay
+// cache: every duplicate a claim) is held against one empty round trip.
+func BenchmarkStoreCPU(b *testing.B) {
 	rs := redistest.Start(b)
 	// As the gateway's client is set up (caddymodule/store.go).
 	c := redis.NewClient(&redis.Options{Addr: rs.Addr(), Protocol: 2, ContextTimeoutEnabled: true})
@@ -64,6 +65,28 @@ func BenchmarkFirstCopyCPU(b *testing.B) {
 					if err := s.run(ctx, empty, []string{"bench:floor"}).Err(); err != nil {
 						b.Error(err)
 					}
+				}
+			}
+		}},
+		{"floor_one_empty_round_trip", func(b *testing.B) func() {
+			return func() {
+				if err := s.run(ctx, empty, []string{"bench:floor"}).Err(); err != nil {
+					b.Error(err)
+				}
+			}
+		}},
+		{"replay", func(b *testing.B) func() {
+			r, err := s.Claim(ctx, "bench:cpu:replay", "fp", 30*time.Second)
+			if err == nil && r.Outcome == Won { // the benchmark's first run
+				err = s.Complete(ctx, "bench:cpu:replay", r.Token, a, time.Hour, Journal{})
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			return func() {
+				r, err := s.Claim(ctx, "bench:cpu:replay", "fp", 30*time.Second)
+				if err != nil || r.Outcome != Answered {
+					b.Errorf("replay: %+v %v", r, err)
 				}
 			}
 		}},
