@@ -102,23 +102,43 @@ func (h *Handler) readBody(r *http.Request) ([]byte, *rejection) {
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil, nil
 	}
-	size := r.ContentLength
-	if size < 0 || size > h.MaxBody {
-		size = 512
-	}
-	buf := bytes.NewBuffer(make([]byte, 0, size+1))
-	_, err := buf.ReadFrom(io.LimitReader(r.Body, h.MaxBody+1))
+	body, err := readAll(io.LimitReader(r.Body, h.MaxBody+1), r.ContentLength)
 	if err != nil {
 		return nil, &rejection{http.StatusBadRequest, outcomeBadRequest, fmt.Errorf("reading body: %v", err), msgReadingBody}
 	}
-	if int64(buf.Len()) > h.MaxBody {
+	if int64(len(body)) > h.MaxBody {
 		return nil, tooLarge(fmt.Errorf("body is larger than max_body %d", h.MaxBody))
 	}
-	body := buf.Bytes()
 	r.Body = &readBodyCloser{Reader: bytes.NewReader(body), body: body}
 	r.ContentLength = int64(len(body))
 	r.TransferEncoding = nil
 	return body, nil
+}
+
+// readAll reads rd to its end into a buffer of the declared size (plus
+// one byte, to see a body longer than declared), or, with none declared
+// (size < 0), as io.ReadAll does. bytes.Buffer.ReadFrom wants 512 bytes
+// free before every read: a 60-byte form cost 4.5 KiB of allocations.
+func readAll(rd io.Reader, size int64) ([]byte, error) {
+	if size < 0 {
+		return io.ReadAll(rd)
+	}
+	b := make([]byte, size+1)
+	n, err := 0, error(nil)
+	for n < len(b) && err == nil {
+		var m int
+		m, err = rd.Read(b[n:])
+		n += m
+	}
+	b = b[:n]
+	switch {
+	case err == io.EOF:
+		return b, nil
+	case err != nil:
+		return nil, err
+	}
+	rest, err := io.ReadAll(rd) // longer than declared
+	return append(b, rest...), err
 }
 
 // readBodyCloser is a request body readBody has read: what the backend
