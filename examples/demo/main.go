@@ -33,7 +33,9 @@ import (
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
-	_ "github.com/idemgate/idemgate/caddymodule"
+	// The module root registers every module (the handler, the admin API,
+	// the console, the CLI), as cmd/idemgate has them.
+	_ "github.com/idemgate/idemgate"
 
 	"github.com/idemgate/idemgate/examples/legacy"
 )

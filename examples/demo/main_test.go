@@ -11,6 +11,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 )
 
 // TestOwnDataDir: after ownDataDir, everything Caddy keeps on disk — the
@@ -36,6 +37,20 @@ func TestOwnDataDir(t *testing.T) {
 		if !strings.HasPrefix(path, want) {
 			t.Errorf("%s is %s, not under %s", what, path, want)
 		}
+	}
+}
+
+// TestDemoHasEveryModule: the demo registers what the README's demo
+// commands use — the admin API (curl localhost:2019/idempotency/keys/…),
+// the console and the CLI — not the handler alone.
+func TestDemoHasEveryModule(t *testing.T) {
+	for _, id := range []string{"idempotency", "http.handlers.idempotency", "admin.api.idempotency", "http.handlers.idempotency_console"} {
+		if _, err := caddy.GetModule(id); err != nil {
+			t.Errorf("module %s: %v", id, err)
+		}
+	}
+	if _, ok := caddycmd.Commands()["idempotency"]; !ok {
+		t.Error("no idempotency command")
 	}
 }
 
