@@ -236,6 +236,15 @@ func adminAddress(cmd *cobra.Command, q url.Values) (string, error) {
 
 // adminCallBody is adminCall with a request body (JSON).
 func adminCallBody(cmd *cobra.Command, method, path string, q url.Values, reqBody []byte, into any) error {
+	if reqBody == nil {
+		return adminSend(cmd, method, path, q, "", nil, into)
+	}
+	return adminSend(cmd, method, path, q, "application/json", bytes.NewReader(reqBody), into)
+}
+
+// adminSend is adminCall with a request body of type ctype read from rb
+// as it is sent (nil for none).
+func adminSend(cmd *cobra.Command, method, path string, q url.Values, ctype string, rb io.Reader, into any) error {
 	adminAddr, err := adminAddress(cmd, q)
 	if err != nil {
 		return err
@@ -245,9 +254,8 @@ func adminCallBody(cmd *cobra.Command, method, path string, q url.Values, reqBod
 		uri += "?" + enc
 	}
 	var hdr http.Header
-	var rb io.Reader
-	if reqBody != nil {
-		hdr, rb = http.Header{"Content-Type": {"application/json"}}, bytes.NewReader(reqBody)
+	if rb != nil {
+		hdr = http.Header{"Content-Type": {ctype}}
 	}
 	resp, err := caddycmd.AdminAPIRequest(adminAddr, method, uri, hdr, rb)
 	if err != nil {

@@ -1,7 +1,6 @@
 package command
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,7 +12,6 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
 
 	"github.com/idemgate/idemgate/caddymodule/admin"
@@ -103,20 +101,7 @@ differ (or on an error).`,
 
 // postBill streams the bill to the admin API and decodes its report.
 func postBill(cmd *cobra.Command, q url.Values, bill io.Reader, into *admin.Report) error {
-	addr, err := adminAddress(cmd, q)
-	if err != nil {
-		return err
-	}
-	resp, err := caddycmd.AdminAPIRequest(addr, http.MethodPost, "/idempotency/reconcile?"+q.Encode(),
-		http.Header{"Content-Type": {"text/csv"}}, bill)
-	if err != nil {
-		return adminError(addr, err)
-	}
-	defer resp.Body.Close()
-	if err := json.NewDecoder(resp.Body).Decode(into); err != nil {
-		return fmt.Errorf("decoding the admin API's answer: %v", err)
-	}
-	return nil
+	return adminSend(cmd, http.MethodPost, "/idempotency/reconcile", q, "text/csv", bill, into)
 }
 
 // findings is the exit status: an error naming the differences, if any.
