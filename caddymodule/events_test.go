@@ -51,13 +51,37 @@ func eventsNamed(name, key string) []caddy.Event {
 	return out
 }
 
+// loadTapped runs caddyfile with the test tap subscribed to events (the
+// Caddyfile has no events option: the subscription goes in its JSON), the
+// tap emptied of an earlier run's events (-count).
+func loadTapped(t *testing.T, caddyfile string, events ...string) {
+	t.Helper()
+	tappedEventsMu.Lock()
+	tappedEvents = nil
+	tappedEventsMu.Unlock()
+	cfgJSON, _, err := caddyfileAdapter().Adapt([]byte(caddyfile), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := json.Unmarshal(cfgJSON, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	cfg["apps"].(map[string]any)["events"] = map[string]any{"subscriptions": []any{map[string]any{
+		"events":   events,
+		"handlers": []any{map[string]any{"handler": "idemgate_test_tap"}},
+	}}}
+	cfgJSON, _ = json.Marshal(cfg)
+	if err := caddy.Load(cfgJSON, true); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { caddy.Stop() })
+}
+
 // TestEvents: a failed backend answer and a fingerprint conflict are Caddy
 // events, with scope, key, platform and the upstream status, so any events
 // handler can alert or start a refund.
 func TestEvents(t *testing.T) {
-	tappedEventsMu.Lock()
-	tappedEvents = nil // events of an earlier run (-count)
-	tappedEventsMu.Unlock()
 	be := newBackend(t)
 	be.setAnswer(func(order string, n int, r *http.Request) (int, string, time.Duration) {
 		if order == "ev-fail" {
@@ -66,8 +90,7 @@ func TestEvents(t *testing.T) {
 		return 200, "ok", 0
 	})
 	port := freePort(t)
-	// The Caddyfile has no events option: subscribe in the JSON.
-	cfgJSON, _, err := caddyfileAdapter().Adapt([]byte(`{
+	loadTapped(t, `{
 	admin off
 	persist_config off
 	storage file_system `+t.TempDir()+`
@@ -81,23 +104,7 @@ http://127.0.0.1:`+itoa(port)+` {
 		}
 		reverse_proxy `+be.addr()+`
 	}
-}`), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cfg map[string]any
-	if err := json.Unmarshal(cfgJSON, &cfg); err != nil {
-		t.Fatal(err)
-	}
-	cfg["apps"].(map[string]any)["events"] = map[string]any{"subscriptions": []any{map[string]any{
-		"events":   []string{"idempotency.failed", "idempotency.conflict"},
-		"handlers": []any{map[string]any{"handler": "idemgate_test_tap"}},
-	}}}
-	cfgJSON, _ = json.Marshal(cfg)
-	if err := caddy.Load(cfgJSON, true); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { caddy.Stop() })
+}`, "idempotency.failed", "idempotency.conflict")
 	base := "http://127.0.0.1:" + itoa(port)
 	waitListening(t, base)
 

@@ -2,14 +2,11 @@ package caddymodule
 
 import (
 	"bytes"
-	"encoding/json"
 	"io"
 	"net/http"
 	"net/url"
 	"testing"
 	"time"
-
-	"github.com/caddyserver/caddy/v2"
 
 	"github.com/idemgate/idemgate/internal/billtest"
 	"github.com/idemgate/idemgate/internal/gatewaytest"
@@ -20,9 +17,6 @@ import (
 // event — its scope, platform and each category's count and amounts — for
 // any events handler; one where everything matched emits nothing.
 func TestReconcileEvent(t *testing.T) {
-	tappedEventsMu.Lock()
-	tappedEvents = nil
-	tappedEventsMu.Unlock()
 	be := newBackend(t)
 	be.setAnswer(func(order string, n int, r *http.Request) (int, string, time.Duration) {
 		if order == "M2" {
@@ -31,7 +25,7 @@ func TestReconcileEvent(t *testing.T) {
 		return 200, "success", 0
 	})
 	port, admin := freePort(t), gatewaytest.ReservePort(t)
-	cfgJSON, _, err := caddyfileAdapter().Adapt([]byte(`{
+	loadTapped(t, `{
 	admin `+admin+`
 	persist_config off
 	storage file_system `+t.TempDir()+`
@@ -46,23 +40,7 @@ http://127.0.0.1:`+itoa(port)+` {
 		}
 		reverse_proxy `+be.addr()+`
 	}
-}`), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cfg map[string]any
-	if err := json.Unmarshal(cfgJSON, &cfg); err != nil {
-		t.Fatal(err)
-	}
-	cfg["apps"].(map[string]any)["events"] = map[string]any{"subscriptions": []any{map[string]any{
-		"events":   []string{"idempotency.reconcile"},
-		"handlers": []any{map[string]any{"handler": "idemgate_test_tap"}},
-	}}}
-	cfgJSON, _ = json.Marshal(cfg)
-	if err := caddy.Load(cfgJSON, true); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { caddy.Stop() })
+}`, "idempotency.reconcile")
 	base := "http://127.0.0.1:" + itoa(port)
 	waitListening(t, base)
 	waitListening(t, "http://"+admin)
