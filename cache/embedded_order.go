@@ -163,12 +163,8 @@ func joinKey(prefix byte, open bool, parts ...string) []byte {
 
 // fileEvent files key's event, run at t, in the indexes.
 func fileEvent(tx *bolt.Tx, key string, t time.Time, r *OrderRun) error {
-	if !indexed(r) {
-		return nil
-	}
-	order, _ := OrderOf(key)
-	scope, merchant, id := OrderParts(order)
-	if id == "" {
+	scope, merchant, id, ok := filedAs(key, r)
+	if !ok {
 		return nil
 	}
 	keep := t.Add(r.TTL)

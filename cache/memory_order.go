@@ -46,12 +46,8 @@ func add(m map[string]*keptList, k, item string, keep time.Time, once bool) {
 
 // file files key's event, run at t, in the indexes. mu held.
 func (ix *memoryIndex) file(key string, t time.Time, r *OrderRun) {
-	if !indexed(r) {
-		return
-	}
-	order, _ := OrderOf(key)
-	scope, merchant, id := OrderParts(order)
-	if id == "" {
+	scope, merchant, id, ok := filedAs(key, r)
+	if !ok {
 		return
 	}
 	if ix.days == nil {

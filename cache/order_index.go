@@ -98,8 +98,16 @@ func filedDay(ran time.Time, r *OrderRun) string {
 // dayName is the day index's name of q's day.
 func dayName(day time.Time) string { return day.UTC().Format("20060102") }
 
-// indexed reports whether r's event is filed in the indexes.
-func indexed(r *OrderRun) bool { return r != nil && r.Settles != "" }
+// filedAs is where key's event, run as r, is filed in the indexes: its
+// order's scope, merchant and id; ok false for an event that is not filed.
+func filedAs(key string, r *OrderRun) (scope, merchant, id string, ok bool) {
+	if r == nil || r.Settles == "" {
+		return "", "", "", false
+	}
+	order, _ := OrderOf(key)
+	scope, merchant, id = OrderParts(order)
+	return scope, merchant, id, id != ""
+}
 
 // packID is a day index entry: an id of digits (Alipay's trade_no, WeChat
 // Pay's transaction_id: 28 of them) two to a byte behind a byte 0x80|n;

@@ -139,12 +139,8 @@ type orderIx struct {
 // orderIndexOf is key's index writes for r, run at ran; nil for an event
 // that is not filed.
 func (s *Redis) orderIndexOf(key string, ran time.Time, r *OrderRun) *orderIx {
-	if !indexed(r) {
-		return nil
-	}
-	order, _ := OrderOf(key)
-	scope, merchant, id := OrderParts(order)
-	if id == "" {
+	scope, merchant, id, ok := filedAs(key, r)
+	if !ok {
 		return nil
 	}
 	ix := &orderIx{keys: []string{s.dayKey(scope, merchant, filedDay(ran, r))}, entry: packID(id), ttl: r.TTL}
