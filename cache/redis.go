@@ -64,12 +64,13 @@ type Redis struct {
 	loopDone chan struct{}
 
 	ifx      *inFlightIx
-	hot      *hotAnswers          // nil unless RedisOptions.HotAnswers
-	ap       *redis.AutoPipeliner // the client's autopipeliner, or nil (see scripter)
-	calls    atomic.Int32         // write scripts under way
-	flagged  atomic.Bool          // the server reads script flags (Redis 7); see UseServerVersion
-	classes  sync.Map             // ixClassID → *ixClass (ixClassOf)
-	ifShards [ixShards]string     // the in-flight list index's shard keys
+	hot      *hotAnswers      // nil unless RedisOptions.HotAnswers
+	direct   redis.Scripter   // the client itself, sending scripts once (see scripter)
+	piped    redis.Scripter   // through the client's autopipeliner, or nil (see scripter)
+	calls    atomic.Int32     // write scripts under way
+	flagged  atomic.Bool      // the server reads script flags (Redis 7); see UseServerVersion
+	classes  sync.Map         // ixClassID → *ixClass (ixClassOf)
+	ifShards [ixShards]string // the in-flight list index's shard keys
 }
 
 // RedisOptions tune the Redis store; the zero value is usable.
@@ -154,8 +155,9 @@ func NewRedis(client redis.UniversalClient, opts RedisOptions) *Redis {
 	s.ifx = newInFlightIx(s)
 	// The deferred face: a caller waits for its own command with its own
 	// context (see pipelinedScripter).
+	s.direct = onceScripter(client)
 	if ap, err := client.AsyncAutoPipeline(); err == nil {
-		s.ap = ap
+		s.piped = pipelinedScripter(ap)
 	}
 	if opts.HotAnswers > 0 {
 		s.hot = newHotAnswers(s, opts.HotAnswers) // before the pub/sub loop reads it

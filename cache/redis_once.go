@@ -171,10 +171,10 @@ const pipelineFrom = 1
 // its round trip (BenchmarkScale: replay 77 → 137 µs). Neither re-sends a
 // script (onceScripter).
 func (s *Redis) scripter() redis.Scripter {
-	if s.ap != nil && s.calls.Load() >= pipelineFrom {
-		return pipelinedScripter(s.ap)
+	if s.piped != nil && s.calls.Load() >= pipelineFrom {
+		return s.piped
 	}
-	return onceScripter(s.c)
+	return s.direct
 }
 
 // pipelinedScripter sends EVAL and EVALSHA through the autopipeliner, as
