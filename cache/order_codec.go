@@ -119,18 +119,7 @@ func packDecimal(s string) (mant uint64, scale int, neg, exact bool) {
 
 // unpackDecimal writes what packDecimal read.
 func unpackDecimal(mant uint64, scale int, neg bool) string {
-	digits := strconv.FormatUint(mant, 10)
-	for len(digits) <= scale {
-		digits = "0" + digits
-	}
-	out := digits
-	if scale > 0 {
-		out = digits[:len(digits)-scale] + "." + digits[len(digits)-scale:]
-	}
-	if neg {
-		out = "-" + out
-	}
-	return out
+	return keying.Decimal(strconv.FormatUint(mant, 10), scale, neg)
 }
 
 // decodeOrderEvent reads a stored value, for event of order.

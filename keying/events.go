@@ -76,18 +76,26 @@ func FromMinor(minor, currency string) (Money, error) {
 
 // formatMinor writes n minor units with digits decimals.
 func formatMinor(n int64, digits int) string {
-	sign := ""
-	if n < 0 {
-		sign, n = "-", -n
+	neg := n < 0
+	if neg {
+		n = -n
 	}
-	s := strconv.FormatInt(n, 10)
-	if digits == 0 {
-		return sign + s
+	return Decimal(strconv.FormatInt(n, 10), digits, neg)
+}
+
+// Decimal writes a magnitude's base-10 digits with the last scale of them
+// after the point, behind a "-" when neg: ("5", 2, false) is "0.05".
+func Decimal(digits string, scale int, neg bool) string {
+	for len(digits) <= scale {
+		digits = "0" + digits
 	}
-	for len(s) <= digits {
-		s = "0" + s
+	if scale > 0 {
+		digits = digits[:len(digits)-scale] + "." + digits[len(digits)-scale:]
 	}
-	return sign + s[:len(s)-digits] + "." + s[len(s)-digits:]
+	if neg {
+		return "-" + digits
+	}
+	return digits
 }
 
 // Major checks a decimal amount in major units as a platform writes it

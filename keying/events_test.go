@@ -270,3 +270,20 @@ func TestPlatformEventMoney(t *testing.T) {
 		t.Errorf("paypal: %+v %v", n, err)
 	}
 }
+
+// Decimal places the point (the three money formatters share it).
+func TestDecimal(t *testing.T) {
+	for _, c := range []struct {
+		digits string
+		scale  int
+		neg    bool
+		want   string
+	}{
+		{"5", 2, false, "0.05"}, {"1230", 2, false, "12.30"}, {"7", 0, true, "-7"},
+		{"0", 3, false, "0.000"}, {"12", 1, true, "-1.2"}, {"100", 0, false, "100"},
+	} {
+		if got := Decimal(c.digits, c.scale, c.neg); got != c.want {
+			t.Errorf("Decimal(%q, %d, %v) = %q, want %q", c.digits, c.scale, c.neg, got, c.want)
+		}
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"math/big"
 	"strings"
+
+	"github.com/idemgate/idemgate/keying"
 )
 
 // Exact decimal money for reconciliation: amounts are compared and added
@@ -71,19 +73,7 @@ func subDecimal(a, b string) (string, bool) {
 }
 
 func formatDecimal(d decimal) string {
-	neg := d.v.Sign() < 0
-	digits := new(big.Int).Abs(d.v).String()
-	for len(digits) <= d.scale {
-		digits = "0" + digits
-	}
-	out := digits
-	if d.scale > 0 {
-		out = digits[:len(digits)-d.scale] + "." + digits[len(digits)-d.scale:]
-	}
-	if neg {
-		out = "-" + out
-	}
-	return out
+	return keying.Decimal(new(big.Int).Abs(d.v).String(), d.scale, d.v.Sign() < 0)
 }
 
 // totals adds amounts per currency.
