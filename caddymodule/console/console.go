@@ -222,9 +222,8 @@ func checkSameOrigin(r *http.Request) error {
 	if err := r.ParseForm(); err != nil {
 		return fmt.Errorf("unreadable form: %v", err)
 	}
-	got := r.PostForm.Get("csrf")
-	if got == "" || subtle.ConstantTimeCompare([]byte(got), []byte(consoleToken)) != 1 {
-		return errors.New("the form's token is missing or stale: reload the console's page and try again")
+	if !tokenOK(r.PostForm.Get("csrf")) {
+		return errStaleToken
 	}
 	return nil
 }
@@ -242,6 +241,13 @@ func checkOrigin(r *http.Request) error {
 		}
 	}
 	return nil
+}
+
+var errStaleToken = errors.New("the form's token is missing or stale: reload the console's page and try again")
+
+// tokenOK reports whether a form's token is this process's (consoleToken).
+func tokenOK(got string) bool {
+	return got != "" && subtle.ConstantTimeCompare([]byte(got), []byte(consoleToken)) == 1
 }
 
 // consoleToken is this process's anti-forgery token: every console page

@@ -2,7 +2,6 @@ package console
 
 import (
 	"context"
-	"crypto/subtle"
 	"errors"
 	"io"
 	"mime"
@@ -176,12 +175,6 @@ func (c *Console) reconcile(w http.ResponseWriter, r *http.Request, v *consolePa
 			zap.Int("rows", rep.Bill.Rows), zap.Int("settled_never_run", rep.SettledNeverRun.Count), zap.String("remote", r.RemoteAddr))
 	}
 	return c.render(w, http.StatusOK, v)
-}
-
-var errStaleToken = errors.New("the form's token is missing or stale: reload the console's page and try again")
-
-func tokenOK(got string) bool {
-	return got != "" && subtle.ConstantTimeCompare([]byte(got), []byte(consoleToken)) == 1
 }
 
 // refused answers a POST that failed the cross-site checks.
