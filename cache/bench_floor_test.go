@@ -100,21 +100,28 @@ func BenchmarkStoreCPU(b *testing.B) {
 	for _, cs := range cases {
 		b.Run(cs.name, func(b *testing.B) {
 			op := cs.op(b)
-			op()                 // loads the script
-			b.SetParallelism(16) // 32 callers on 2 cores, as wrk -c32
-			g0, r0 := selfCPU(), procCPU(pid)
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					op()
-				}
-			})
-			b.StopTimer()
-			g1, r1 := selfCPU(), procCPU(pid)
-			b.ReportMetric(float64(g1-g0)/float64(time.Microsecond)/float64(b.N), "gw-cpu-µs/op")
-			b.ReportMetric(float64(r1-r0)/float64(time.Microsecond)/float64(b.N), "redis-cpu-µs/op")
+			op() // loads the script
+			measureCPU(b, pid, op)
 		})
 	}
+}
+
+// measureCPU runs op b.N times from 32 callers (on 2 cores, as wrk -c32
+// drives a gateway) and reports this process's CPU and redis-server's
+// (pid) per op.
+func measureCPU(b *testing.B, pid int, op func()) {
+	b.SetParallelism(16)
+	g0, r0 := selfCPU(), procCPU(pid)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			op()
+		}
+	})
+	b.StopTimer()
+	g1, r1 := selfCPU(), procCPU(pid)
+	b.ReportMetric(float64(g1-g0)/float64(time.Microsecond)/float64(b.N), "gw-cpu-µs/op")
+	b.ReportMetric(float64(r1-r0)/float64(time.Microsecond)/float64(b.N), "redis-cpu-µs/op")
 }
 
 // redisPID is the process id redis-server reports.
