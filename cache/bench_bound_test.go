@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/idemgate/idemgate/internal/redistest"
 )
 
 // BenchmarkRedisBound measures how little Redis CPU a first copy and an
@@ -36,18 +34,12 @@ import (
 // fields, written by the store, with the answer packed into one field, the
 // counters beside it) and store (the store's claim of that record).
 func BenchmarkRedisBound(b *testing.B) {
-	rs := redistest.Start(b)
-	c := redis.NewClient(&redis.Options{Addr: rs.Addr(), Protocol: 2, ContextTimeoutEnabled: true})
-	b.Cleanup(func() { c.Close() })
+	c, pid := cpuBenchRedis(b)
 	ap, err := c.AsyncAutoPipeline()
 	if err != nil {
 		b.Fatal(err)
 	}
 	ctx := context.Background()
-	pid, err := redisPID(ctx, c)
-	if err != nil {
-		b.Fatal(err)
-	}
 	// send submits cmds together (one round trip when nothing else is
 	// queued) and waits for all of them.
 	send := func(b *testing.B, cmds ...redis.Cmder) {

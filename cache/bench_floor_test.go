@@ -27,17 +27,10 @@ import (
 // cost on this machine, whatever a gate does in them. A replay (no replay
 // cache: every duplicate a claim) is held against one empty round trip.
 func BenchmarkStoreCPU(b *testing.B) {
-	rs := redistest.Start(b)
-	// As the gateway's client is set up (caddymodule/store.go).
-	c := redis.NewClient(&redis.Options{Addr: rs.Addr(), Protocol: 2, ContextTimeoutEnabled: true})
-	b.Cleanup(func() { c.Close() })
+	c, pid := cpuBenchRedis(b)
 	s := NewRedis(c, RedisOptions{})
 	b.Cleanup(func() { s.Close() })
 	ctx := context.Background()
-	pid, err := redisPID(ctx, c)
-	if err != nil {
-		b.Fatal(err)
-	}
 	empty := redis.NewScript("return 1")
 	a := Answer{Status: 200, Header: answer.Header, Body: []byte("success"), BodyCached: true}
 	n := stripeLikeNotification()
@@ -122,6 +115,20 @@ func measureCPU(b *testing.B, pid int, op func()) {
 	g1, r1 := selfCPU(), procCPU(pid)
 	b.ReportMetric(float64(g1-g0)/float64(time.Microsecond)/float64(b.N), "gw-cpu-µs/op")
 	b.ReportMetric(float64(r1-r0)/float64(time.Microsecond)/float64(b.N), "redis-cpu-µs/op")
+}
+
+// cpuBenchRedis starts a redis-server for a CPU benchmark and returns a
+// client set up as the gateway's is (caddymodule/store.go) and the
+// server's pid, whose CPU the benchmark reads.
+func cpuBenchRedis(b *testing.B) (*redis.Client, int) {
+	rs := redistest.Start(b)
+	c := redis.NewClient(&redis.Options{Addr: rs.Addr(), Protocol: 2, ContextTimeoutEnabled: true})
+	b.Cleanup(func() { c.Close() })
+	pid, err := redisPID(context.Background(), c)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return c, pid
 }
 
 // redisPID is the process id redis-server reports.
