@@ -88,6 +88,13 @@ func (g gateway) adminDo(t testing.TB, method, uri string) (int, string) {
 	return g.of().AdminDo(t, method, uri)
 }
 
+// waitReloaded waits, after a config load, until the site and the admin
+// endpoint (which a load restarts) both answer.
+func (g gateway) waitReloaded(t testing.TB) {
+	t.Helper()
+	g.of().WaitReloaded(t)
+}
+
 // adminJSON is adminDo decoding a 200 answer into v.
 func (g gateway) adminJSON(t testing.TB, method, uri string, v any) {
 	t.Helper()

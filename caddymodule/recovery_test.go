@@ -287,6 +287,7 @@ func TestRedeliverProbeRefusesAnotherRoute(t *testing.T) {
 		t.Fatalf("first copy: %+v", r)
 	}
 	loadCaddyfile(t, cf(route("/notify", "other")+route("/demo", "demo")))
+	g.waitReloaded(t)
 	status, body := g.adminDo(t, http.MethodPost, keyURI("demo:m-1")+"/redeliver")
 	if status != http.StatusConflict || !strings.Contains(body, "to route other#1, not demo#1") || be.count("m-1") != 1 {
 		t.Fatalf("redelivery after the reload: %d %s, backend %d; want 409 naming other#1, nothing sent", status, body, be.count("m-1"))

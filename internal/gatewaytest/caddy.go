@@ -100,6 +100,10 @@ func LoadCaddyfile(t testing.TB, cf string) {
 	if err := caddy.Load(cfgJSON, true); err != nil {
 		t.Fatalf("loading config: %v\n%s", err, cfgJSON)
 	}
+	// A reload shuts the old server down, closing its kept-alive
+	// connections; a POST that Client sends on one it has not yet seen
+	// close fails with EOF and is not retried (not idempotent).
+	Client.CloseIdleConnections()
 }
 
 // WaitListening waits until something accepts connections at base.
@@ -169,6 +173,23 @@ func (g Gateway) AdminDo(t testing.TB, method, uri string) (int, string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
+}
+
+// WaitReloaded waits, after a config load, until the site and the admin
+// endpoint both answer: a load restarts the admin server, and the old
+// site's server stops accepting only once its shutdown has run, which
+// caddy.Load does not wait for.
+func (g Gateway) WaitReloaded(t testing.TB) {
+	t.Helper()
+	WaitServing(t, g.Base)
+	Eventually(t, 10*time.Second, "the admin endpoint answering after the reload", func() bool {
+		resp, err := Client.Get("http://" + g.Admin + "/config/")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return true
+	})
 }
 
 // AdminJSON is AdminDo decoding a 200 answer into v.
