@@ -26,6 +26,10 @@ type linRun struct {
 	seed      uint64
 	// fault runs once, dur/4 into the run; the history goes on meanwhile.
 	fault func()
+	// ready, when set, holds the fault back (at most until dur) until the
+	// history has reached the state the fault is meant to hit: on a loaded
+	// machine, dur/4 may not get there.
+	ready func() bool
 }
 
 // linStats counts what a history exercised, so a test can assert that it
@@ -90,6 +94,13 @@ func (r linRun) record(t *testing.T) ([]porcupine.Operation, linStats) {
 		case <-time.After(r.dur / 4):
 		case <-stop:
 			return
+		}
+		for deadline := time.Now().Add(r.dur); r.ready != nil && !r.ready() && time.Now().Before(deadline); {
+			select {
+			case <-time.After(10 * time.Millisecond):
+			case <-stop:
+				return
+			}
 		}
 		faultFrom = stamp()
 		r.fault()

@@ -178,7 +178,8 @@ func TestLinearizableSentinelFailoverHot(t *testing.T) {
 		stores := linHotPair(t, ls.client, 1)
 		hits := hotHits(stores)
 		st := linExpect(t, "sentinel failover hot (WAIT 1)", linRun{stores: stores, keys: linKeys, dur: 2 * time.Second,
-			pace: time.Millisecond, tail: time.Second, fault: func() { ls.failover(t, true) }}, porcupine.Ok)
+			pace: time.Millisecond, tail: time.Second, fault: func() { ls.failover(t, true) },
+			ready: func() bool { return hotHits(stores) > hits }}, porcupine.Ok)
 		n := hotHits(stores) - hits
 		t.Logf("claims answered from memory: %d", n)
 		if n == 0 || st.unknown == 0 {
@@ -202,7 +203,7 @@ func TestLinearizableClusterFailoverHot(t *testing.T) {
 			pace: time.Millisecond, tail: time.Second, fault: func() {
 				old, _ := c.KillMasterOf(stores[0].(*Redis).hotLiveKey())
 				c.Rejoin(old)
-			}}, porcupine.Ok)
+			}, ready: func() bool { return hotHits(stores) > hits }}, porcupine.Ok)
 		n := hotHits(stores) - hits
 		t.Logf("claims answered from memory: %d", n)
 		if n == 0 || st.unknown == 0 {
