@@ -124,21 +124,15 @@ func readAll(rd io.Reader, size int64) ([]byte, error) {
 		return io.ReadAll(rd)
 	}
 	b := make([]byte, size+1)
-	n, err := 0, error(nil)
-	for n < len(b) && err == nil {
-		var m int
-		m, err = rd.Read(b[n:])
-		n += m
+	n, err := io.ReadFull(rd, b)
+	switch err {
+	case nil: // longer than declared
+		rest, err := io.ReadAll(rd)
+		return append(b, rest...), err
+	case io.EOF, io.ErrUnexpectedEOF: // as declared, or shorter
+		return b[:n], nil
 	}
-	b = b[:n]
-	switch {
-	case err == io.EOF:
-		return b, nil
-	case err != nil:
-		return nil, err
-	}
-	rest, err := io.ReadAll(rd) // longer than declared
-	return append(b, rest...), err
+	return nil, err
 }
 
 // readBodyCloser is a request body readBody has read: what the backend
