@@ -182,14 +182,7 @@ func (g Gateway) AdminDo(t testing.TB, method, uri string) (int, string) {
 func (g Gateway) WaitReloaded(t testing.TB) {
 	t.Helper()
 	WaitServing(t, g.Base)
-	Eventually(t, 10*time.Second, "the admin endpoint answering after the reload", func() bool {
-		resp, err := Client.Get("http://" + g.Admin + "/config/")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return true
-	})
+	WaitServing(t, "http://"+g.Admin)
 }
 
 // AdminJSON is AdminDo decoding a 200 answer into v.
