@@ -3,17 +3,27 @@ package cache
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"reflect"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/klauspost/compress/s2"
+	"github.com/klauspost/compress/zstd"
+
 	"github.com/idemgate/idemgate/internal/redistest"
 )
 
-// A small notification is stored raw (zstd would cost more CPU than the
-// bytes it saves), a large one compressed; both read back whole.
+// A small notification is stored raw (compressing it would cost more CPU
+// than the bytes it saves), a large one compressed with s2 and the
+// dictionary, one nothing compresses (base64 of ciphertext) raw; all read
+// back whole, and so does one stored with zstd before the dictionary.
 func TestNotificationCodec(t *testing.T) {
 	small := &Notification{Method: "POST", URI: "/notify", Host: "shop.example",
 		Header: http.Header{"Content-Type": {"application/x-www-form-urlencoded"}},
@@ -22,16 +32,22 @@ func TestNotificationCodec(t *testing.T) {
 		Header: http.Header{"Content-Type": {"application/json"}, "Wechatpay-Serial": {"5157F09EFDC096DE15EBE81A47057A72"}},
 		Body:   []byte(strings.Repeat(`{"id":"EV-2018022511223320873","resource_type":"encrypt-resource"},`, 16)), Addr: "10.0.0.1:5001"}
 	large.BodySize = int64(len(large.Body))
+	random := make([]byte, 3000)
+	rand.NewChaCha8([32]byte{1}).Read(random)
+	ciphertext := &Notification{Method: "POST", URI: "/notify", Host: "shop.example",
+		Header: http.Header{"Content-Type": {"application/json"}},
+		Body:   []byte(`{"resource":{"ciphertext":"` + base64.StdEncoding.EncodeToString(random) + `"}}`), Addr: "10.0.0.1:5002"}
+	ciphertext.BodySize = int64(len(ciphertext.Body))
 	for _, c := range []struct {
 		name    string
 		n       *Notification
 		version byte
-	}{{"small", small, notificationRaw}, {"large", large, notificationZstd}} {
+	}{{"small", small, notificationRaw}, {"large", large, notificationS2Dict}, {"ciphertext", ciphertext, notificationRaw}} {
 		b := encodeNotification(c.n)
 		if b[0] != c.version {
 			t.Errorf("%s: stored with version %d, want %d", c.name, b[0], c.version)
 		}
-		if c.version == notificationZstd && len(b) >= len(c.n.Body) {
+		if c.version != notificationRaw && len(b) >= len(c.n.Body) {
 			t.Errorf("%s: %d bytes stored for a %d-byte body: not compressed", c.name, len(b), len(c.n.Body))
 		}
 		got, err := decodeNotification(b)
@@ -42,11 +58,42 @@ func TestNotificationCodec(t *testing.T) {
 			t.Errorf("%s: read back %+v, want %+v", c.name, got, c.n)
 		}
 	}
+	// As the store wrote a large notification before the dictionary.
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithZeroFrames(true), zstd.WithEncoderCRC(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := enc.EncodeAll(rawNotification(large)[1:], []byte{notificationZstd})
+	if got, err := decodeNotification(old); err != nil || !reflect.DeepEqual(got, large) {
+		t.Errorf("a zstd-stored notification read back %+v, %v; want %+v", got, err, large)
+	}
 	if _, err := decodeNotification([]byte{9, 1, 2}); err == nil {
 		t.Error("an unknown version byte was read as a notification")
 	}
 	if _, err := decodeNotification(append([]byte{notificationZstd}, bytes.Repeat([]byte{0xff}, 8)...)); err == nil {
 		t.Error("a corrupt zstd notification was read")
+	}
+	if _, err := decodeNotification(append([]byte{notificationS2Dict}, bytes.Repeat([]byte{0xff}, 8)...)); err == nil {
+		t.Error("a corrupt s2 notification was read")
+	}
+	// A damaged length must not make the reader allocate it.
+	huge := binary.AppendUvarint([]byte{notificationS2Dict}, 1<<40)
+	if _, err := decodeNotification(append(huge, 0, 0, 0)); err == nil {
+		t.Error("an s2 notification declaring 1 TiB was read")
+	}
+}
+
+// The dictionary is part of the stored format: a notification stored with
+// it reads back only with the same bytes. Changing journal.dict would make
+// every journal written before it unreadable; a new dictionary needs a
+// version byte of its own.
+func TestNotificationDictionary(t *testing.T) {
+	const want = "0f794fd8ac50694fef0efe588bad58be3adf9cba0333d8658726cb39a210cf37"
+	if got := fmt.Sprintf("%x", sha256.Sum256(notificationDictBytes)); got != want {
+		t.Fatalf("journal.dict has SHA-256 %s, the stored format's is %s: it must never change", got, want)
+	}
+	if len(notificationDictBytes) > s2.MaxDictSize {
+		t.Fatalf("journal.dict: %d bytes, s2 uses at most %d", len(notificationDictBytes), s2.MaxDictSize)
 	}
 }
 

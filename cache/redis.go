@@ -22,10 +22,10 @@ import (
 // conflicts, first, last, expires, changed, and the journal's counters nf,
 // nr, ni (copies forwarded, replayed, found in flight) and na (attempts).
 // Beside it, with the same hash tag, the journal: <prefix>:{<key>}:n, the
-// notification (a string; zstd past 512 bytes), and <prefix>:{<key>}:a, the
-// attempts (a string of length-prefixed records: a list costs three times
-// as much). Keeping the big values out of the hash keeps it a small
-// listpack.
+// notification (a string; compressed past 512 bytes, journal.go), and
+// <prefix>:{<key>}:a, the attempts (a string of length-prefixed records: a
+// list costs three times as much). Keeping the big values out of the hash
+// keeps it a small listpack.
 // The key inside the braces is escaped ("%" → %25, "{" → %7B, "}" → %7D) so
 // every key, whatever its bytes, is one intact hash tag; keys without those
 // bytes stay readable. Wake-ups go to the pub/sub channel
