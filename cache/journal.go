@@ -195,26 +195,34 @@ const compressFrom = 512
 // then the fields, compressed together (headers compress too) when that
 // pays.
 func encodeNotification(n *Notification) []byte {
-	b := rawNotification(n)
-	if len(b) < compressFrom {
-		return b
+	sc := notificationScratch.Get().(*notificationBufs)
+	defer notificationScratch.Put(sc)
+	sc.raw = appendRawNotification(sc.raw[:0], n)
+	if len(sc.raw) < compressFrom {
+		return slices.Clone(sc.raw)
 	}
-	raw := b[1:]
-	scratch := s2Scratch.Get().(*[]byte)
-	defer s2Scratch.Put(scratch)
-	if n := s2.MaxEncodedLen(len(raw)); cap(*scratch) < n {
-		*scratch = make([]byte, n)
+	raw := sc.raw[1:]
+	if m := s2.MaxEncodedLen(len(raw)); cap(sc.z) < m {
+		sc.z = make([]byte, m)
 	}
-	z := notificationDict().Encode(*scratch, raw)
+	z := notificationDict().Encode(sc.z, raw)
 	if len(z) >= len(raw) {
-		return b
+		return slices.Clone(sc.raw)
 	}
 	return append([]byte{notificationS2Dict}, z...)
 }
 
-// rawNotification is a notification's stored form uncompressed.
-func rawNotification(n *Notification) []byte {
-	b := []byte{notificationRaw}
+// notificationScratch holds encodeNotification's working buffers: the
+// uncompressed form and the encoder's output (allocated at a bound of
+// 1.2× its input), so a request allocates only what is stored.
+var notificationScratch = sync.Pool{New: func() any { return new(notificationBufs) }}
+
+type notificationBufs struct{ raw, z []byte }
+
+// appendRawNotification appends a notification's stored form,
+// uncompressed, to b.
+func appendRawNotification(b []byte, n *Notification) []byte {
+	b = append(b, notificationRaw)
 	b = appendString(b, n.Method)
 	b = appendString(b, n.URI)
 	b = appendString(b, n.Host)
@@ -233,10 +241,6 @@ func rawNotification(n *Notification) []byte {
 	b = appendString(b, n.Route)
 	return appendString(b, n.Remote)
 }
-
-// s2Scratch holds the encoder's output before it is copied out at its
-// size (a bound of 1.2× the input is allocated for it).
-var s2Scratch = sync.Pool{New: func() any { return new([]byte) }}
 
 func decodeNotification(b []byte) (*Notification, error) {
 	if len(b) == 0 {

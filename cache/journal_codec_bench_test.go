@@ -28,6 +28,9 @@ func stripeEventNotification() *Notification {
 		"Stripe-Signature": {"t=1733040001,v1=5257a869e7ecebeda32affa62cdca3fa51cad7e77a0e56ff536d0ce8e108d8bd"}})
 }
 
+// rawNotification is a notification's stored form uncompressed.
+func rawNotification(n *Notification) []byte { return appendRawNotification(nil, n) }
+
 func sampleNotification(uri string, body []byte, h http.Header) *Notification {
 	return &Notification{Method: "POST", URI: uri, Host: "pay.example.com", BodySize: int64(len(body)), Body: body,
 		Addr: "10.0.0.5:443", TLS: true, Header: h, Route: "notify", Remote: "203.0.113.7:51234"}

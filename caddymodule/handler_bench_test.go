@@ -188,3 +188,50 @@ func waitCopies(b *testing.B, h *Handler, key string, n int64) {
 	}
 	b.Fatalf("key %s never reached %d copies", key, n)
 }
+
+// BenchmarkHandlerJSON: a first copy of a ~1 KiB Stripe event keyed by its
+// id ({idempotency.json.id}), journaled as shipped: what the JSON case of
+// ../shared/bench/peer.sh costs the handler, without the network. The
+// memory store leaves the handler's own work; Redis adds the store's.
+func BenchmarkHandlerJSON(b *testing.B) {
+	rs := redistest.Start(b)
+	next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/plain")
+		w.WriteHeader(200)
+		_, err := io.WriteString(w, "success")
+		return err
+	})
+	const tail = `","object":"event","api_version":"2024-06-20","created":1733040000,"type":"payment_intent.succeeded",` +
+		`"livemode":false,"pending_webhooks":1,"request":{"id":"req_8Kd3mPq2ZxR7tY","idempotency_key":"a3f1c9e2-4b7d-4e8a-9c1f-2d6b8e0f7a35"},` +
+		`"data":{"object":{"id":"pi_3PqR8sL2eZvKYlo21B7xT9cN","object":"payment_intent","amount":4990,"amount_received":4990,` +
+		`"currency":"eur","status":"succeeded","capture_method":"automatic","created":1733039990,"customer":"cus_R2mN7bVx4kQpLs",` +
+		`"description":"Order #100234, 2 items","latest_charge":"ch_3PqR8sL2eZvKYlo21hG5wQ3d",` +
+		`"metadata":{"order_id":"100234","cart_id":"c_77f2a1","channel":"web"},"payment_method":"pm_1PqR7xL2eZvKYlo2Jk9sD3fH",` +
+		`"payment_method_types":["card"],"receipt_email":"jane.doe@example.com","shipping":{"name":"Jane Doe","phone":"+33 1 23 45 67 89",` +
+		`"address":{"line1":"12 Rue de la Paix","line2":null,"city":"Paris","postal_code":"75002","state":null,"country":"FR"}},` +
+		`"statement_descriptor":"SHOP*ORDER100234","transfer_group":null}}}`
+	for _, st := range []struct {
+		name string
+		conf *StoreConfig
+	}{
+		{"memory", &StoreConfig{Type: "memory"}},
+		{"redis", &StoreConfig{Type: "redis", Addresses: []string{rs.Addr()}, Prefix: "json"}},
+	} {
+		b.Run(st.name, func(b *testing.B) {
+			h := provisionHandler(b, &Handler{Key: "{idempotency.json.id}", Store: st.conf})
+			h.logger = zap.NewNop()
+			var seq atomic.Int64
+			b.ReportAllocs()
+			for b.Loop() {
+				r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(`{"id":"evt_`+strconv.FormatInt(seq.Add(1), 10)+tail))
+				r.Header.Set("Content-Type", "application/json")
+				caddyhttp.NewTestReplacer(r)
+				w := httptest.NewRecorder()
+				if err := h.ServeHTTP(w, r, next); err != nil || w.Code != 200 || w.Header().Get("Idempotent-Replayed") != "" {
+					b.Fatalf("got %d %v, want a first copy", w.Code, err)
+				}
+			}
+		})
+	}
+}
