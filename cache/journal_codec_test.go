@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -131,5 +132,38 @@ func TestUnpackFields(t *testing.T) {
 		if got, err := unpackFields(bad); err == nil {
 			t.Errorf("%q read as %q", bad, got)
 		}
+	}
+}
+
+// A damaged stored notification is an error or a notification, never a
+// panic or an allocation of what its bytes claim: every byte of a stored
+// Stripe event flipped in turn, and random tails.
+func TestNotificationDamaged(t *testing.T) {
+	good := encodeNotification(stripeEventNotification())
+	if good[0] != notificationS2Dict {
+		t.Fatalf("stored with version %d, want s2 with the dictionary", good[0])
+	}
+	rnd := rand.New(rand.NewPCG(7, 7))
+	damaged := 0
+	for i := 1; i < len(good); i++ {
+		for _, flip := range []byte{0x01, 0x80, 0xff} {
+			b := slices.Clone(good)
+			b[i] ^= flip
+			if _, err := decodeNotification(b); err != nil {
+				damaged++
+			}
+		}
+		b := slices.Clone(good[:i])
+		for range rnd.IntN(16) {
+			b = append(b, byte(rnd.Uint32()))
+		}
+		if _, err := decodeNotification(b); err != nil {
+			damaged++
+		}
+	}
+	t.Logf("%d of %d damaged forms refused", damaged, 4*(len(good)-1))
+	// Most damage must show: a flipped literal byte can still decode.
+	if damaged < len(good) {
+		t.Errorf("only %d of %d damaged forms were refused", damaged, 4*(len(good)-1))
 	}
 }
