@@ -13,7 +13,7 @@ local ttl = tonumber(ARGV[6])
 local now = now_ms()
 if not settle(h, nk, ak, ARGV[1], now, {'state', 'answered', 'status', ARGV[2],
     'headers', ARGV[3], 'body', ARGV[4], 'body_cached', ARGV[5],
-    'expires', string.format('%d', now + ttl), 'changed', ARGV[8]}, ARGV[9], ARGV[10], ttl) then
+    'expires', string.format('%d', now + ttl), 'changed', ARGV[8]}, ARGV[9], ARGV[10], ARGV[6]) then
   return false
 end
 if ARGV[12] ~= '' then

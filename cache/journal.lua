@@ -46,8 +46,9 @@ end
 
 -- settle turns the claim token holds (at now) into fields (a flat
 -- field/value list for HSET), journals notif and att as journal does and
--- gives the record and its journal ttl ms; false when token does not hold
--- the claim. The journal's counters go in the one HSET and its keys are
+-- gives the record and its journal ttl ms (the string the caller was
+-- given: Redis formats a Lua number with printf's %.14g); false when token
+-- does not hold the claim. The journal's counters go in the one HSET and its keys are
 -- written with their lifetime (SET … PX): a first completion runs 5
 -- commands where HSET, then journal and HDEL, ran 11.
 local function settle(h, nk, ak, token, now, fields, notif, att, ttl)
@@ -62,7 +63,7 @@ local function settle(h, nk, ak, token, now, fields, notif, att, ttl)
   end
   if att ~= '' then
     na = na + 1
-    fields[#fields + 1], fields[#fields + 2] = 'na', na
+    fields[#fields + 1], fields[#fields + 2] = 'na', na == 1 and '1' or na
   end
   -- The token is emptied in the same HSET (an HDEL was one more command;
   -- only a live claim's token is ever compared, see held).
@@ -125,7 +126,7 @@ local function index(i)
   if ARGV[i + 4] ~= '' then
     redis.call('SADD', KEYS[7], ARGV[i + 4])
   end
-  redis.call('ZADD', KEYS[5], 0, ARGV[i])
+  redis.call('ZADD', KEYS[5], '0', ARGV[i])
   if ARGV[i + 1] ~= '' then
     redis.call('ZREMRANGEBYLEX', KEYS[5], ARGV[i + 1], '+')
   end
@@ -133,6 +134,6 @@ local function index(i)
     redis.call('ZREM', KEYS[6], ARGV[i + 2])
   end
   if ARGV[i + 3] ~= '' then
-    redis.call('ZADD', KEYS[6], 0, ARGV[i + 3])
+    redis.call('ZADD', KEYS[6], '0', ARGV[i + 3])
   end
 end

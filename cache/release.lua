@@ -14,7 +14,7 @@ if ttl <= 0 then
   -- Nothing to keep: forget the key.
   redis.call('DEL', h, nk, ak)
 elseif not settle(h, nk, ak, ARGV[1], now, {'state', 'failed',
-    'expires', string.format('%d', now + ttl), 'changed', ARGV[4]}, ARGV[5], ARGV[6], ttl) then
+    'expires', string.format('%d', now + ttl), 'changed', ARGV[4]}, ARGV[5], ARGV[6], ARGV[3]) then
   return false
 end
 redis.call('PUBLISH', ARGV[2], 'r')
