@@ -189,7 +189,10 @@ type Store interface {
 	// Wait returns a channel that is closed once key is completed, released
 	// or deleted, after Wait returned. The caller must call stop when done
 	// waiting. Subscribe first, then re-check with Lookup or Claim, so a
-	// completion between the two is not missed.
+	// completion between the two is not missed. A completion may wake only
+	// the waiters of a key a Claim has found in flight (the waiting copy's
+	// own: WaitAnswer's protocol), so a first copy nobody duplicated costs
+	// Redis no PUBLISH; a release or a delete wakes every waiter.
 	Wait(ctx context.Context, key string) (done <-chan struct{}, stop func(), err error)
 
 	// Reopen turns an answered key failed (an operator's forced
