@@ -61,6 +61,37 @@ func Start(t testing.TB) *Server {
 	return nil
 }
 
+// StartUnder launches redis-server as Start does, run by a wrapper (a
+// command and its arguments, such as valgrind's): for measurements of the
+// server itself. The wrapper must keep the server's process id (valgrind
+// does); t.Cleanup stops it.
+func StartUnder(t testing.TB, wrapper ...string) *Server {
+	t.Helper()
+	bin := lookPath(t, "redis-server")
+	w := lookPath(t, wrapper[0])
+	s := &Server{t: t, dir: t.TempDir()}
+	s.port = freePort(t, false)
+	args := append(wrapper[1:len(wrapper):len(wrapper)], bin, "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", s.dir)
+	p, err := launch(w, s.dir, args, s.Addr())
+	if err != nil {
+		t.Fatalf("redistest: starting redis-server under %s: %v", wrapper[0], err)
+	}
+	s.proc = p
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// PID is the server's process id.
+func (s *Server) PID() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil {
+		return 0
+	}
+	return s.proc.p.Pid
+}
+
 // Addr is host:port of the server.
 func (s *Server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
 
