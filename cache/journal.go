@@ -164,8 +164,14 @@ func (r *Record) StateAt(t time.Time, window time.Duration) State {
 //go:embed journal.dict
 var notificationDictBytes []byte
 
+// notificationDictRepeat is the dictionary's first repeat offset, part of
+// the format as its bytes are: the last `{"id":"` in it (what s2.MakeDict
+// picks for that start today; fixed here so a change in how a later s2
+// picks it cannot change how stored notifications decode).
+const notificationDictRepeat = 16288
+
 var notificationDict = sync.OnceValue(func() *s2.Dict {
-	return s2.MakeDict(notificationDictBytes, []byte(`{"id":"`))
+	return s2.MakeDictManual(notificationDictBytes, notificationDictRepeat)
 })
 
 // One zstd decoder serves all goroutines (DecodeAll is safe for

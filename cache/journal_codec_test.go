@@ -89,12 +89,20 @@ func TestNotificationCodec(t *testing.T) {
 // every journal written before it unreadable; a new dictionary needs a
 // version byte of its own.
 func TestNotificationDictionary(t *testing.T) {
-	const want = "0f794fd8ac50694fef0efe588bad58be3adf9cba0333d8658726cb39a210cf37"
-	if got := fmt.Sprintf("%x", sha256.Sum256(notificationDictBytes)); got != want {
-		t.Fatalf("journal.dict has SHA-256 %s, the stored format's is %s: it must never change", got, want)
+	const want = "e9e99a179c6056bb91fad86f1437a682790650f338be5a78d10469c5adc53fa8"
+	d := notificationDict()
+	if d == nil {
+		t.Fatal("journal.dict is not a valid s2 dictionary")
+	}
+	// Bytes is the repeat offset and the content: all the decoder uses.
+	if got := fmt.Sprintf("%x", sha256.Sum256(d.Bytes())); got != want {
+		t.Fatalf("the notification dictionary has SHA-256 %s, the stored format's is %s: it must never change", got, want)
 	}
 	if len(notificationDictBytes) > s2.MaxDictSize {
 		t.Fatalf("journal.dict: %d bytes, s2 uses at most %d", len(notificationDictBytes), s2.MaxDictSize)
+	}
+	if string(notificationDictBytes[notificationDictRepeat:notificationDictRepeat+7]) != `{"id":"` {
+		t.Errorf("the repeat offset %d does not point at {\"id\":\"", notificationDictRepeat)
 	}
 }
 
