@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"os"
 	"reflect"
 	"slices"
 	"strconv"
@@ -140,6 +141,26 @@ func TestUnpackFields(t *testing.T) {
 		if got, err := unpackFields(bad); err == nil {
 			t.Errorf("%q read as %q", bad, got)
 		}
+	}
+}
+
+// A notification stored by this version reads back in every later one:
+// testdata/notification-s2dict.bin is stripeEventNotification as the store
+// wrote it when the dictionary came in (s2 and the dictionary, version 3).
+func TestNotificationStoredForm(t *testing.T) {
+	b, err := os.ReadFile("testdata/notification-s2dict.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b[0] != notificationS2Dict {
+		t.Fatalf("version byte %d", b[0])
+	}
+	got, err := decodeNotification(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := stripeEventNotification(); !reflect.DeepEqual(got, want) {
+		t.Errorf("read back %+v, want %+v", got, want)
 	}
 }
 
