@@ -10,20 +10,15 @@ import (
 )
 
 // stripeEventNotification is a ~1 KiB Stripe payment_intent.succeeded
-// event as Stripe sends it (the body of ../shared/bench's JSON case), as a
-// journal keeps it. Its ids are unique, as real ones are:
+// event as Stripe sends it (keying/testdata/stripe_event.json: the body of
+// ../shared/bench's JSON case), as a journal keeps it. Its ids are unique, as real ones are:
 // stripeLikeNotification pads its body with near-identical lines instead.
 func stripeEventNotification() *Notification {
-	body := `{"id":"evt_a1b2c3d4e5f60100000042","object":"event","api_version":"2024-06-20","created":1733040000,"type":"payment_intent.succeeded",` +
-		`"livemode":false,"pending_webhooks":1,"request":{"id":"req_8Kd3mPq2ZxR7tY","idempotency_key":"a3f1c9e2-4b7d-4e8a-9c1f-2d6b8e0f7a35"},` +
-		`"data":{"object":{"id":"pi_3PqR8sL2eZvKYlo21B7xT9cN","object":"payment_intent","amount":4990,"amount_received":4990,` +
-		`"currency":"eur","status":"succeeded","capture_method":"automatic","created":1733039990,"customer":"cus_R2mN7bVx4kQpLs",` +
-		`"description":"Order #100234, 2 items","latest_charge":"ch_3PqR8sL2eZvKYlo21hG5wQ3d",` +
-		`"metadata":{"order_id":"100234","cart_id":"c_77f2a1","channel":"web"},"payment_method":"pm_1PqR7xL2eZvKYlo2Jk9sD3fH",` +
-		`"payment_method_types":["card"],"receipt_email":"jane.doe@example.com","shipping":{"name":"Jane Doe","phone":"+33 1 23 45 67 89",` +
-		`"address":{"line1":"12 Rue de la Paix","line2":null,"city":"Paris","postal_code":"75002","state":null,"country":"FR"}},` +
-		`"statement_descriptor":"SHOP*ORDER100234","transfer_group":null}}}`
-	return sampleNotification("/stripe/webhook", []byte(body), http.Header{"Content-Type": {"application/json; charset=utf-8"},
+	body, err := os.ReadFile("../keying/testdata/stripe_event.json")
+	if err != nil {
+		panic(err)
+	}
+	return sampleNotification("/stripe/webhook", body, http.Header{"Content-Type": {"application/json; charset=utf-8"},
 		"User-Agent":       {"Stripe/1.0 (+https://stripe.com/docs/webhooks)"},
 		"Stripe-Signature": {"t=1733040001,v1=5257a869e7ecebeda32affa62cdca3fa51cad7e77a0e56ff536d0ce8e108d8bd"}})
 }
