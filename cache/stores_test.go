@@ -360,6 +360,11 @@ func TestRedisOutage(t *testing.T) {
 		}
 		return err == nil
 	})
+	// The waiter's own claim, as WaitAnswer's protocol has it: a
+	// completion wakes a key a claim found in flight.
+	if dup, err := s.Claim(ctx, "k", "", time.Minute); err != nil || dup.Outcome != InFlight {
+		t.Fatalf("the waiter's claim after restart: %+v %v, want in flight", dup, err)
+	}
 	if err := s.Complete(ctx, "k", r.Token, answer, time.Minute, Journal{}); err != nil {
 		t.Fatal(err)
 	}

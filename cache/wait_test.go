@@ -25,14 +25,15 @@ func testWaitAnswer(t *testing.T, s Store) {
 		rec *Record
 		err error
 	}
-	wait := func(key string, d time.Duration) <-chan got {
+	waitWith := func(key string, o WaitOptions) <-chan got {
 		ch := make(chan got, 1)
 		go func() {
-			rec, err := WaitAnswer(ctx, s, key, opts(d))
+			rec, err := WaitAnswer(ctx, s, key, o)
 			ch <- got{rec, err}
 		}()
 		return ch
 	}
+	wait := func(key string, d time.Duration) <-chan got { return waitWith(key, opts(d)) }
 	recv := func(ch <-chan got, what string) got {
 		t.Helper()
 		select {
@@ -44,9 +45,12 @@ func testWaitAnswer(t *testing.T, s Store) {
 		return got{}
 	}
 
-	// Answered while waiting: the record.
+	// Answered while waiting: the record. The waiter claims first, as the
+	// handler does (a completion wakes a key a claim found in flight).
 	won := claim(t, s, "wa:complete", "", longTTL, Won)
-	ch := wait("wa:complete", 10*time.Second)
+	claim(t, s, "wa:complete", "", longTTL, InFlight)
+	// No recheck within the wait: only the completion's wake-up ends it.
+	ch := waitWith("wa:complete", WaitOptions{Deadline: time.Now().Add(10 * time.Second), OpTimeout: 2 * time.Second, Recheck: time.Minute})
 	time.Sleep(100 * time.Millisecond) // let it subscribe; a completion before is found by its look-up anyway
 	if err := s.Complete(ctx, "wa:complete", won.Token, answer, longTTL, Journal{}); err != nil {
 		t.Fatal(err)
