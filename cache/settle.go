@@ -139,8 +139,14 @@ func (st *Settler) Complete(ctx context.Context, key, token, fingerprint string,
 // complete is one attempt. A lost claim whose record holds exactly this
 // answer was completed by an earlier attempt whose reply was lost.
 func (st *Settler) complete(ctx context.Context, key, token string, a Answer, ttl time.Duration, j Journal) error {
-	ctx, cancel := context.WithTimeout(ctx, st.opts.OpTimeout)
-	defer cancel()
+	// A caller's deadline within OpTimeout already bounds the attempt (the
+	// handler's store_timeout on the request path): a second timer would
+	// cost the request ~1 µs and change nothing.
+	if d, ok := ctx.Deadline(); !ok || time.Until(d) > st.opts.OpTimeout {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, st.opts.OpTimeout)
+		defer cancel()
+	}
 	err := st.s.Complete(ctx, key, token, a, ttl, j)
 	if !errors.Is(err, ErrNotOwner) {
 		return err

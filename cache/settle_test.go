@@ -170,3 +170,45 @@ var answer = cache.Answer{
 	Body:       []byte("{\"ok\":true}\x00\xff\r\n binary \x01"),
 	BodyCached: true,
 }
+
+// TestSettlerBoundsAttempt: a completion's attempt against a store that
+// does not answer ends at the sooner of the caller's deadline and
+// OpTimeout, and the answer is kept.
+func TestSettlerBoundsAttempt(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		opTimeout time.Duration
+		deadline  time.Duration // 0: none
+		want      time.Duration
+	}{
+		{"op timeout, no deadline", 100 * time.Millisecond, 0, 100 * time.Millisecond},
+		{"op timeout before the deadline", 100 * time.Millisecond, time.Hour, 100 * time.Millisecond},
+		{"deadline before the op timeout", time.Hour, 100 * time.Millisecond, 100 * time.Millisecond},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := faultystore.NewFaulty(cache.NewMemory())
+			st := cache.NewSettler(f, cache.SettlerOptions{OpTimeout: c.opTimeout, MinBackoff: time.Hour, MaxBackoff: time.Hour})
+			defer st.Close()
+			won, err := f.Claim(context.Background(), "k", "fp", time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.SetLatency(time.Hour, faultystore.OpComplete) // a store that does not answer
+			ctx := context.Background()
+			if c.deadline > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, c.deadline)
+				defer cancel()
+			}
+			start := time.Now()
+			err = st.Complete(ctx, "k", won.Token, "fp", answer, time.Hour, cache.Journal{}, func(error) {})
+			took := time.Since(start)
+			if !errors.Is(err, cache.ErrKept) {
+				t.Fatalf("Complete = %v, want cache.ErrKept", err)
+			}
+			if took < c.want || took > c.want+2*time.Second {
+				t.Errorf("the attempt took %v, want about %v", took, c.want)
+			}
+		})
+	}
+}
