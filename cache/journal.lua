@@ -48,10 +48,11 @@ end
 -- field/value list for HSET), journals notif and att as journal does and
 -- gives the record and its journal ttl ms (the string the caller was
 -- given: Redis formats a Lua number with printf's %.14g); false when token
--- does not hold the claim. Its second result: whether a copy has ever found
--- the record in flight (ni), hence may wait on its wake channel. The journal's counters go in the one HSET and its keys are
--- written with their lifetime (SET … PX): a first completion runs 5
--- commands where HSET, then journal and HDEL, ran 11.
+-- does not hold the claim. Its second result: whether a copy has ever
+-- found the record in flight (ni), hence may wait on its wake channel. The
+-- journal's counters go in the one HSET and its keys are written with
+-- their lifetime (SET … PX): a first completion runs 5 commands where
+-- HSET, then journal and HDEL, ran 11.
 local function settle(h, nk, ak, token, now, fields, notif, att, ttl)
   local v = redis.call('HMGET', h, 'state', 'token', 'expires', 'na', 'nn', 'ni')
   if v[1] ~= 'in_flight' or v[2] ~= token or tonumber(v[3]) <= now then

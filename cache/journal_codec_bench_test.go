@@ -11,8 +11,9 @@ import (
 
 // stripeEventNotification is a ~1 KiB Stripe payment_intent.succeeded
 // event as Stripe sends it (keying/testdata/stripe_event.json: the body of
-// ../shared/bench's JSON case), as a journal keeps it. Its ids are unique, as real ones are:
-// stripeLikeNotification pads its body with near-identical lines instead.
+// ../shared/bench's JSON case), as a journal keeps it. Its ids are unique,
+// as real ones are: stripeLikeNotification pads its body with
+// near-identical lines instead.
 func stripeEventNotification() *Notification {
 	body, err := os.ReadFile("../keying/testdata/stripe_event.json")
 	if err != nil {
@@ -25,6 +26,17 @@ func stripeEventNotification() *Notification {
 
 // rawNotification is a notification's stored form uncompressed.
 func rawNotification(n *Notification) []byte { return appendRawNotification(nil, n) }
+
+// legacyZstd is the encoder the store wrote notifications with before the
+// dictionary (version byte notificationZstd), with opts added.
+func legacyZstd(tb testing.TB, opts ...zstd.EOption) *zstd.Encoder {
+	enc, err := zstd.NewWriter(nil, append([]zstd.EOption{zstd.WithEncoderLevel(zstd.SpeedFastest),
+		zstd.WithZeroFrames(true), zstd.WithEncoderCRC(false)}, opts...)...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return enc
+}
 
 func sampleNotification(uri string, body []byte, h http.Header) *Notification {
 	return &Notification{Method: "POST", URI: uri, Host: "pay.example.com", BodySize: int64(len(body)), Body: body,
@@ -44,9 +56,8 @@ func BenchmarkNotificationCodec(b *testing.B) {
 		}
 		return sampleNotification(uri, body, http.Header{"Content-Type": {"application/json"}})
 	}
-	zfast, _ := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithZeroFrames(true), zstd.WithEncoderCRC(false))
-	zdict, _ := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithZeroFrames(true), zstd.WithEncoderCRC(false),
-		zstd.WithEncoderDictRaw(1, notificationDictBytes))
+	zfast := legacyZstd(b)
+	zdict := legacyZstd(b, zstd.WithEncoderDictRaw(1, notificationDictBytes))
 	for _, nc := range []struct {
 		name string
 		n    *Notification

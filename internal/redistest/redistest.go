@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,6 +32,8 @@ type Server struct {
 	port int
 	dir  string
 	args []string
+	// wrapper, when set, runs redis-server: its command and arguments.
+	wrapper []string
 
 	mu   sync.Mutex
 	proc *proc
@@ -45,8 +48,20 @@ type proc struct {
 // Start launches redis-server on a free loopback port; t.Cleanup stops it.
 func Start(t testing.TB) *Server {
 	t.Helper()
+	return StartUnder(t)
+}
+
+// StartUnder launches redis-server as Start does, run by a wrapper (a
+// command and its arguments, such as valgrind's; none: Start): for
+// measurements of the server itself. The wrapper must keep the server's
+// process id (valgrind does); Restart runs it again.
+func StartUnder(t testing.TB, wrapper ...string) *Server {
+	t.Helper()
 	bin := lookPath(t, "redis-server")
 	s := &Server{t: t, dir: t.TempDir()}
+	if len(wrapper) > 0 {
+		s.wrapper = append([]string{lookPath(t, wrapper[0])}, wrapper[1:]...)
+	}
 	var err error
 	for range 5 { // a free port may be taken between probe and start
 		s.port = freePort(t, false)
@@ -59,27 +74,6 @@ func Start(t testing.TB) *Server {
 	}
 	t.Fatalf("redistest: starting redis-server: %v", err)
 	return nil
-}
-
-// StartUnder launches redis-server as Start does, run by a wrapper (a
-// command and its arguments, such as valgrind's): for measurements of the
-// server itself. The wrapper must keep the server's process id (valgrind
-// does); t.Cleanup stops it.
-func StartUnder(t testing.TB, wrapper ...string) *Server {
-	t.Helper()
-	bin := lookPath(t, "redis-server")
-	w := lookPath(t, wrapper[0])
-	s := &Server{t: t, dir: t.TempDir()}
-	s.port = freePort(t, false)
-	args := append(wrapper[1:len(wrapper):len(wrapper)], bin, "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", s.dir)
-	p, err := launch(w, s.dir, args, s.Addr())
-	if err != nil {
-		t.Fatalf("redistest: starting redis-server under %s: %v", wrapper[0], err)
-	}
-	s.proc = p
-	t.Cleanup(s.Stop)
-	return s
 }
 
 // PID is the server's process id.
@@ -134,7 +128,11 @@ func (s *Server) Restart() {
 func (s *Server) start(bin string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	p, err := launch(bin, s.dir, s.args, s.Addr())
+	args := s.args
+	if len(s.wrapper) > 0 {
+		bin, args = s.wrapper[0], append(append(slices.Clip(s.wrapper[1:]), bin), s.args...)
+	}
+	p, err := launch(bin, s.dir, args, s.Addr())
 	if err != nil {
 		return err
 	}
