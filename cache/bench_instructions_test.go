@@ -3,6 +3,7 @@ package cache
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemgate/idemgate/internal/redistest"
+	"github.com/idemgate/idemgate/keying"
 )
 
 // BenchmarkRedisInstructions counts the instructions redis-server runs per
@@ -44,6 +46,21 @@ func BenchmarkRedisInstructions(b *testing.B) {
 			}
 		}
 	}
+	// An Alipay order's paid event: its order state and day index written
+	// by the completion script (a single server).
+	order := func(b *testing.B, s *Redis) {
+		seq++
+		key := fmt.Sprintf("alipay:2021004123456789:20261003220014379710%06d:paid", seq)
+		r, err := s.Claim(context.Background(), key, "fp", 30*time.Second)
+		if err != nil || r.Outcome != Won {
+			b.Fatalf("claim: %+v %v", r, err)
+		}
+		oa := a
+		oa.Order = &OrderRun{TTL: 400 * 24 * time.Hour, Amount: "1288.00", Currency: "CNY", Settles: keying.SettlesPayment, At: time.Now()}
+		if err := s.Complete(context.Background(), key, r.Token, oa, time.Hour, Journal{}); err != nil {
+			b.Fatal(err)
+		}
+	}
 	empty := redis.NewScript("return 1")
 	for _, c := range []struct {
 		name string
@@ -58,6 +75,7 @@ func BenchmarkRedisInstructions(b *testing.B) {
 		}},
 		{"first_copy", first(false)},
 		{"first_copy_journal_stripe_event", first(true)},
+		{"first_copy_order_alipay_paid", order},
 		{"replay_uncached", func(b *testing.B, s *Redis) {
 			r, err := s.Claim(context.Background(), "stripe:evt_replayed", "fp", 30*time.Second)
 			if err == nil && r.Outcome == Won {

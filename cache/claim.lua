@@ -64,7 +64,7 @@ if not st then
 end
 -- bump adds one to the record's field i (a counter) and returns it.
 local function bump(i)
-  r[i] = tostring((tonumber(r[i]) or 0) + 1)
+  r[i] = string.format('%d', (tonumber(r[i]) or 0) + 1)
   return r[i]
 end
 if st == 'failed' then

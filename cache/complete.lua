@@ -22,10 +22,10 @@ if ARGV[12] ~= '' then
   remember(KEYS[4], ARGV[11], ARGV[13], ottl)
   if #KEYS >= 8 then
     redis.call('RPUSH', KEYS[8], ARGV[19])
-    redis.call('PEXPIRE', KEYS[8], ottl)
+    redis.call('PEXPIRE', KEYS[8], ARGV[12])
     for i = 9, #KEYS do
       redis.call('APPEND', KEYS[i], ARGV[20])
-      redis.call('PEXPIRE', KEYS[i], ottl)
+      redis.call('PEXPIRE', KEYS[i], ARGV[12])
     end
   end
 end

@@ -29,7 +29,7 @@ local function journal(h, nk, ak, notif, att, pttl)
   if notif ~= '' then
     redis.call('SET', nk, notif, 'NX')
     -- nn: the record keeps a notification, so it outlives its claim.
-    redis.call('HSET', h, 'nn', 1)
+    redis.call('HSET', h, 'nn', '1')
   end
   if att ~= '' then
     redis.call('APPEND', ak, att)
@@ -39,8 +39,9 @@ local function journal(h, nk, ak, notif, att, pttl)
   end
   pttl = pttl or redis.call('PTTL', h)
   if pttl > 0 then
-    redis.call('PEXPIRE', nk, pttl)
-    redis.call('PEXPIRE', ak, pttl)
+    local ms = string.format('%d', pttl)
+    redis.call('PEXPIRE', nk, ms)
+    redis.call('PEXPIRE', ak, ms)
   end
 end
 
@@ -65,7 +66,7 @@ local function settle(h, nk, ak, token, now, fields, notif, att, ttl)
   end
   if att ~= '' then
     na = na + 1
-    fields[#fields + 1], fields[#fields + 2] = 'na', na == 1 and '1' or na
+    fields[#fields + 1], fields[#fields + 2] = 'na', string.format('%d', na)
   end
   -- The token is emptied in the same HSET (an HDEL was one more command;
   -- only a live claim's token is ever compared, see held).
@@ -97,9 +98,11 @@ end
 -- keep_for makes the record live at least ttl ms from now.
 local function keep_for(h, nk, ak, ttl)
   if redis.call('PTTL', h) < ttl then
-    redis.call('PEXPIRE', h, ttl)
-    redis.call('PEXPIRE', nk, ttl)
-    redis.call('PEXPIRE', ak, ttl)
+    -- As a string: Redis formats a Lua number argument with %.17g.
+    local ms = string.format('%d', ttl)
+    redis.call('PEXPIRE', h, ms)
+    redis.call('PEXPIRE', nk, ms)
+    redis.call('PEXPIRE', ak, ms)
   end
 end
 
@@ -108,7 +111,7 @@ end
 local function remember(os, event, value, ttl)
   redis.call('HSET', os, event, value)
   if redis.call('PTTL', os) < ttl then
-    redis.call('PEXPIRE', os, ttl)
+    redis.call('PEXPIRE', os, string.format('%d', ttl))
   end
 end
 
