@@ -1,10 +1,14 @@
 package cache
 
 import (
+	"context"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/idemgate/idemgate/internal/redistest"
 )
 
 // TestClaimScriptFields: the claim script packs a duplicate's record in
@@ -21,5 +25,54 @@ func TestClaimScriptFields(t *testing.T) {
 	}
 	if !slices.Equal(got, recordFields) {
 		t.Fatalf("claim.lua reads %v, recordFields is %v", got, recordFields)
+	}
+}
+
+// A claim that ran out with nothing to keep leaves its fields until Redis
+// expires the hash (the script judges by the record's expires, Redis by
+// the key's TTL, a millisecond apart at most). The next claim starts a
+// new record: none of the old one's counters and times may show through
+// the field a claim no longer writes (conflicts), nor through those it
+// never wrote (ni).
+func TestRedisClaimOverStaleRecord(t *testing.T) {
+	rs := redistest.Start(t)
+	c := rs.Client()
+	s := NewRedis(c, RedisOptions{})
+	t.Cleanup(func() { s.Close() })
+	ctx := context.Background()
+	const key = "stale-claim"
+	old, err := s.Claim(ctx, key, "fp", time.Minute)
+	if err != nil || old.Outcome != Won {
+		t.Fatalf("claim: %+v %v", old, err)
+	}
+	// Copies and a conflict while it was in flight, then it ran out.
+	if err := c.HSet(ctx, s.hashKey(key), "conflicts", "3", "last", "1000", "changed", "1000",
+		"ni", "2", "copies", "6", "expires", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now().Add(-time.Second)
+	won, err := s.Claim(ctx, key, "fp2", time.Minute)
+	if err != nil || won.Outcome != Won || won.Token == old.Token {
+		t.Fatalf("claim over the stale record: %+v %v", won, err)
+	}
+	r, err := s.Lookup(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.State != StateInFlight || r.Copies != 1 || r.Conflicts != 0 || r.CopyOutcomes.InFlight != 0 ||
+		r.Fingerprint != "fp2" || r.FirstSeen.Before(before) ||
+		!r.LastSeen.Equal(r.FirstSeen) || !r.Changed.Equal(r.FirstSeen) {
+		t.Fatalf("the new record shows the stale one: %+v", r)
+	}
+	time.Sleep(5 * time.Millisecond)
+	dup, err := s.Claim(ctx, key, "fp2", time.Minute)
+	if err != nil || dup.Outcome != InFlight {
+		t.Fatalf("duplicate: %+v %v", dup, err)
+	}
+	if r, err = s.Lookup(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	if r.Copies != 2 || !r.LastSeen.After(r.FirstSeen) || !r.Changed.Equal(r.FirstSeen) {
+		t.Fatalf("after a duplicate: copies %d, first %v, last %v, changed %v", r.Copies, r.FirstSeen, r.LastSeen, r.Changed)
 	}
 }

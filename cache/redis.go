@@ -20,7 +20,8 @@ import (
 // Layout: one hash per idempotency key, <prefix>:{<key>}, with the fields
 // key, state, token, status, headers, body, body_cached, fp, copies,
 // conflicts, first, last, expires, changed, and the journal's counters nf,
-// nr, ni (copies forwarded, replayed, found in flight) and na (attempts).
+// nr, ni (copies forwarded, replayed, found in flight) and na (attempts);
+// conflicts is absent until the first conflict (0; claim.lua).
 // Beside it, with the same hash tag, the journal: <prefix>:{<key>}:n, the
 // notification (a string; compressed past 512 bytes, journal.go), and
 // <prefix>:{<key>}:a, the attempts (a string of length-prefixed records: a
