@@ -1,31 +1,33 @@
 -- Complete a claim. KEYS: the key's hash, notification, attempts, its
 -- order's state. ARGV: token, status, headers, body, body_cached ("1"/"0"),
--- ttl (ms), wake channel, changed (ms), notification, attempt ("" for
--- none), the key's event in its order, the order's ttl (ms; "" remembers
--- nothing), the event's value, then the index's (see index), then, with
--- KEYS[8] (a single server), the order's reconciliation indexes
--- (redis_order.go): KEYS[8] the day list, KEYS[9…] the ref keys, ARGV[19]
--- the day list's entry, ARGV[20] the event for the refs.
+-- ttl (ms), changed (ms), notification, attempt ("" for none), the key's
+-- event in its order, the order's ttl (ms; "" remembers nothing), the
+-- event's value, then the index's (see index), with KEYS[8] (a single
+-- server) the order's reconciliation indexes (redis_order.go): KEYS[8] the
+-- day list, KEYS[9…] the ref keys, ARGV[14] the day list's entry, ARGV[15]
+-- the event for the refs (the index's other arguments after them).
+-- The wake channel is the hash's name and ":wake" (Redis.channel): one
+-- argument fewer.
 -- Returns false when the token does not hold the claim.
 local h, nk, ak = KEYS[1], KEYS[2], KEYS[3]
-index(14)
+index(13)
 local ttl = tonumber(ARGV[6])
 local now = now_ms()
 local settled, waited = settle(h, nk, ak, ARGV[1], now, {'state', 'answered', 'status', ARGV[2],
     'headers', ARGV[3], 'body', ARGV[4], 'body_cached', ARGV[5],
-    'expires', string.format('%d', now + ttl), 'changed', ARGV[8]}, ARGV[9], ARGV[10], ARGV[6])
+    'expires', string.format('%d', now + ttl), 'changed', ARGV[7]}, ARGV[8], ARGV[9], ARGV[6])
 if not settled then
   return false
 end
-if ARGV[12] ~= '' then
-  local ottl = tonumber(ARGV[12])
-  remember(KEYS[4], ARGV[11], ARGV[13], ottl)
+if ARGV[11] ~= '' then
+  local ottl = tonumber(ARGV[11])
+  remember(KEYS[4], ARGV[10], ARGV[12], ottl)
   if #KEYS >= 8 then
-    redis.call('RPUSH', KEYS[8], ARGV[19])
-    redis.call('PEXPIRE', KEYS[8], ARGV[12])
+    redis.call('RPUSH', KEYS[8], ARGV[14])
+    redis.call('PEXPIRE', KEYS[8], ARGV[11])
     for i = 9, #KEYS do
-      redis.call('APPEND', KEYS[i], ARGV[20])
-      redis.call('PEXPIRE', KEYS[i], ARGV[12])
+      redis.call('APPEND', KEYS[i], ARGV[15])
+      redis.call('PEXPIRE', KEYS[i], ARGV[11])
     end
   end
 end
@@ -34,6 +36,6 @@ end
 -- first copy nobody duplicated publishes nothing (PUBLISH and its call
 -- from Lua were ~2–3 µs of Redis CPU on every first copy).
 if waited then
-  redis.call('PUBLISH', ARGV[7], 'c')
+  redis.call('PUBLISH', h .. ':wake', 'c')
 end
 return 1

@@ -122,23 +122,32 @@ end
 -- did: List checks entries against their records. KEYS[1..4] are the
 -- key's own (hash, notification, attempts, order state); KEYS[5]: the
 -- state's shard, KEYS[6]: the in-flight shard, KEYS[7]: the class
--- registry. ARGV from i: member, then trim bound, in-flight member to
--- remove, in-flight member to add and class to name, each "" for none.
+-- registry; KEYS[8…] a completion's order indexes (complete.lua). ARGV[i]:
+-- the member; then, after a completion's two order arguments when it has
+-- KEYS[8], the trim bound, the in-flight member to remove, the in-flight
+-- member to add and the class to name: each "" or missing for none (the
+-- caller sends them up to the last one set: each argument costs a script
+-- ~1.1k instructions, and they are usually all empty).
 local function index(i)
   if #KEYS < 7 then
     return
   end
-  if ARGV[i + 4] ~= '' then
-    redis.call('SADD', KEYS[7], ARGV[i + 4])
+  local j = i + 1
+  if #KEYS >= 8 then
+    j = i + 3
+  end
+  local trim, old, held, name = ARGV[j], ARGV[j + 1], ARGV[j + 2], ARGV[j + 3]
+  if name and name ~= '' then
+    redis.call('SADD', KEYS[7], name)
   end
   redis.call('ZADD', KEYS[5], '0', ARGV[i])
-  if ARGV[i + 1] ~= '' then
-    redis.call('ZREMRANGEBYLEX', KEYS[5], ARGV[i + 1], '+')
+  if trim and trim ~= '' then
+    redis.call('ZREMRANGEBYLEX', KEYS[5], trim, '+')
   end
-  if ARGV[i + 2] ~= '' then
-    redis.call('ZREM', KEYS[6], ARGV[i + 2])
+  if old and old ~= '' then
+    redis.call('ZREM', KEYS[6], old)
   end
-  if ARGV[i + 3] ~= '' then
-    redis.call('ZADD', KEYS[6], '0', ARGV[i + 3])
+  if held and held ~= '' then
+    redis.call('ZADD', KEYS[6], '0', held)
   end
 end

@@ -204,7 +204,8 @@ func (s *Redis) keys(key string) []string {
 
 // channel is the pub/sub channel that wakes key's waiters. Channels are not
 // keys (PUBLISH is broadcast cluster-wide), but it carries the tag anyway so
-// it could move to sharded pub/sub without a layout change.
+// it could move to sharded pub/sub without a layout change. complete.lua
+// names it itself, from the hash's name.
 func (s *Redis) channel(key string) string {
 	return s.hashKey(key) + ":wake"
 }
@@ -327,7 +328,7 @@ func (s *Redis) Complete(ctx context.Context, key, token string, a Answer, ttl t
 		oi = s.orderIndexOf(key, time.UnixMilli(changed), a.Order)
 	}
 	err := s.settle(ctx, s.script(completeScript), key, StateAnswered, changed, ttl, false, oi, token, a.Status,
-		appendHeader(nil, a.Header), body, cached, ms(ttl), s.channel(key), changed, notif, att, event, orderTTL, ran)
+		appendHeader(nil, a.Header), body, cached, ms(ttl), changed, notif, att, event, orderTTL, ran)
 	return s.casErr("complete", err)
 }
 
@@ -381,10 +382,21 @@ func (s *Redis) settle(ctx context.Context, sc *redis.Script, key string, st Sta
 	}
 	if _, cluster := s.c.(*redis.ClusterClient); !cluster {
 		keys = append(keys, ix, ifIx, s.ixClassesKey())
-		args = append(args, member, trim, old, held, name)
+		args = append(args, member)
 		if oi != nil {
 			keys = append(keys, oi.keys...)
 			args = append(args, oi.entry, oi.event)
+		}
+		// The index's usually empty arguments up to the last one set
+		// (index in journal.lua): each costs the script ~1.1k
+		// instructions.
+		tail := [...]string{trim, old, held, name}
+		n := len(tail)
+		for n > 0 && tail[n-1] == "" {
+			n--
+		}
+		for _, a := range tail[:n] {
+			args = append(args, a)
 		}
 		return s.run(ctx, sc, keys, args...).Err()
 	}
