@@ -22,8 +22,15 @@ type evalScripter struct {
 func evalCmd(ctx context.Context, name, payload string, keys []string, args []any) *redis.Cmd {
 	a := make([]any, 0, 3+len(keys)+len(args))
 	a = append(a, name, payload, len(keys))
-	for _, k := range keys {
-		a = append(a, k)
+	for i := range keys {
+		if i == 0 {
+			a = append(a, keys[0]) // what Cluster routing reads
+			continue
+		}
+		// A *string into keys rather than a string: go-redis writes both,
+		// and a string in an interface costs an allocation (9 of a first
+		// copy's ~165).
+		a = append(a, &keys[i])
 	}
 	cmd := redis.NewCmd(ctx, append(a, args...)...)
 	cmd.SetFirstKeyPos(3)
