@@ -1,12 +1,6 @@
 -- Shared by the scripts that settle a claim (prepended to them, after
 -- clock.lua).
 
--- held: does token own the live claim of hash h at now?
-local function held(h, token, now)
-  local v = redis.call('HMGET', h, 'state', 'token', 'expires')
-  return v[1] == 'in_flight' and v[2] == token and tonumber(v[3]) > now
-end
-
 -- trim_attempts keeps the last 32 of the attempts in ak. Attempts are
 -- one string of records, each behind a 2-byte big-endian length (a list
 -- costs three times the memory for the usual one or two attempts).
@@ -19,29 +13,6 @@ local function trim_attempts(ak)
   end
   if #offs > 32 then
     redis.call('SET', ak, s:sub(offs[#offs - 31]))
-  end
-end
-
--- journal keeps the notification (the first one only) and appends the
--- attempt, then gives both keys the hash's lifetime (pttl when the caller
--- has just set it, else read); past 32 attempts the oldest is cut.
-local function journal(h, nk, ak, notif, att, pttl)
-  if notif ~= '' then
-    redis.call('SET', nk, notif, 'NX')
-    -- nn: the record keeps a notification, so it outlives its claim.
-    redis.call('HSET', h, 'nn', '1')
-  end
-  if att ~= '' then
-    redis.call('APPEND', ak, att)
-    if redis.call('HINCRBY', h, 'na', 1) > 32 then
-      trim_attempts(ak)
-    end
-  end
-  pttl = pttl or redis.call('PTTL', h)
-  if pttl > 0 then
-    local ms = string.format('%d', pttl)
-    redis.call('PEXPIRE', nk, ms)
-    redis.call('PEXPIRE', ak, ms)
   end
 end
 
@@ -93,17 +64,6 @@ local function settle(h, nk, ak, token, now, fields, notif, att, ttl)
     redis.call('PEXPIRE', ak, ttl)
   end
   return true, v[6] ~= false
-end
-
--- keep_for makes the record live at least ttl ms from now.
-local function keep_for(h, nk, ak, ttl)
-  if redis.call('PTTL', h) < ttl then
-    -- As a string: Redis formats a Lua number argument with %.17g.
-    local ms = string.format('%d', ttl)
-    redis.call('PEXPIRE', h, ms)
-    redis.call('PEXPIRE', nk, ms)
-    redis.call('PEXPIRE', ak, ms)
-  end
 end
 
 -- remember records in order state os (a hash: event → its value, see

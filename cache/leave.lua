@@ -2,6 +2,30 @@
 -- the attempt; the record is kept for ttl. KEYS: the key's hash,
 -- notification, attempts. ARGV: token, ttl (ms), changed (ms),
 -- notification, attempt, then the index's (see index). Returns false when the token does not hold the claim.
+
+-- journal keeps the notification (the first one only) and appends the
+-- attempt, then gives both keys the hash's lifetime (pttl when the caller
+-- has just set it, else read); past 32 attempts the oldest is cut.
+local function journal(h, nk, ak, notif, att, pttl)
+  if notif ~= '' then
+    redis.call('SET', nk, notif, 'NX')
+    -- nn: the record keeps a notification, so it outlives its claim.
+    redis.call('HSET', h, 'nn', '1')
+  end
+  if att ~= '' then
+    redis.call('APPEND', ak, att)
+    if redis.call('HINCRBY', h, 'na', 1) > 32 then
+      trim_attempts(ak)
+    end
+  end
+  pttl = pttl or redis.call('PTTL', h)
+  if pttl > 0 then
+    local ms = string.format('%d', pttl)
+    redis.call('PEXPIRE', nk, ms)
+    redis.call('PEXPIRE', ak, ms)
+  end
+end
+
 local h, nk, ak = KEYS[1], KEYS[2], KEYS[3]
 index(6)
 local now = now_ms()

@@ -119,17 +119,23 @@ var (
 	journalLua string
 	//go:embed reopen.lua
 	reopenLua string
+	//go:embed keep.lua
+	keepLua string
+	//go:embed held.lua
+	heldLua string
 
 	// The claim is the one script that makes a new record: at maxmemory
 	// it is refused (see writeScript); the others settle, renew or drop a
 	// record that exists.
-	claimScript    = newWriteScript("", clockLua, journalLua, claimLua)
+	// Each script carries only the helpers it calls: a helper is a
+	// closure the script makes anew on every call.
+	claimScript    = newWriteScript("", clockLua, keepLua, claimLua)
 	completeScript = newWriteScript("allow-oom", clockLua, journalLua, completeLua)
-	releaseScript  = newWriteScript("allow-oom", clockLua, journalLua, releaseLua)
-	leaveScript    = newWriteScript("allow-oom", clockLua, journalLua, leaveLua)
-	renewScript    = newWriteScript("allow-oom", clockLua, journalLua, renewLua)
+	releaseScript  = newWriteScript("allow-oom", clockLua, heldLua, journalLua, releaseLua)
+	leaveScript    = newWriteScript("allow-oom", clockLua, heldLua, keepLua, journalLua, leaveLua)
+	renewScript    = newWriteScript("allow-oom", clockLua, heldLua, keepLua, renewLua)
 	deleteScript   = newWriteScript("allow-oom", clockLua, deleteLua)
-	reopenScript   = newWriteScript("allow-oom", clockLua, journalLua, reopenLua)
+	reopenScript   = newWriteScript("allow-oom", clockLua, keepLua, journalLua, reopenLua)
 )
 
 // recordFields is the order in which the scripts and Lookup read a record.
