@@ -155,14 +155,25 @@ func (s *Redis) orderIndexOf(key string, ran time.Time, r *OrderRun) *orderIx {
 }
 
 // write queues ix's writes on p (Cluster: beside the completion script).
+// The index keys live on other nodes than the order state, written in
+// parallel with the script: either may land first, by a millisecond or
+// so. They are kept indexSlack longer, so that an entry never expires
+// before the order state it points to (readers check entries against
+// the state: outliving it is harmless, the reverse would lose an event's
+// ref while its order still remembers it).
 func (ix *orderIx) write(ctx context.Context, p redis.Pipeliner) {
+	ttl := ix.ttl + indexSlack
 	p.RPush(ctx, ix.keys[0], ix.entry)
-	p.PExpire(ctx, ix.keys[0], ix.ttl)
+	p.PExpire(ctx, ix.keys[0], ttl)
 	for _, k := range ix.keys[1:] {
 		p.Append(ctx, k, ix.event)
-		p.PExpire(ctx, k, ix.ttl)
+		p.PExpire(ctx, k, ttl)
 	}
 }
+
+// indexSlack is how much longer the order indexes written beside a
+// completion (Cluster) are kept than its order state.
+const indexSlack = time.Second
 
 // Order reads an order's state: one HGETALL and its PTTL, in one round
 // trip.
