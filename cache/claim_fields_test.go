@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/idemgate/idemgate/internal/redistest"
 )
 
 // TestClaimScriptFields: the claim script packs a duplicate's record in
@@ -35,10 +33,7 @@ func TestClaimScriptFields(t *testing.T) {
 // the field a claim no longer writes (conflicts), nor through those it
 // never wrote (ni).
 func TestRedisClaimOverStaleRecord(t *testing.T) {
-	rs := redistest.Start(t)
-	c := rs.Client()
-	s := NewRedis(c, RedisOptions{})
-	t.Cleanup(func() { s.Close() })
+	s, c := redisStore(t)
 	ctx := context.Background()
 	const key = "stale-claim"
 	old, err := s.Claim(ctx, key, "fp", time.Minute)

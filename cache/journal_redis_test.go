@@ -122,10 +122,7 @@ func TestRedisMemoryPerKey(t *testing.T) {
 }
 
 func testRedisMemoryPerKey(t *testing.T, n *Notification) {
-	rs := redistest.Start(t)
-	c := rs.Client()
-	s := NewRedis(c, RedisOptions{})
-	t.Cleanup(func() { s.Close() })
+	s, c := redisStore(t)
 	ctx := context.Background()
 
 	const keys = 200

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgate/idemgate/internal/redistest"
 	"github.com/idemgate/idemgate/keying"
 )
 
@@ -23,10 +22,7 @@ import (
 // leaves out each key's entry in the expiry table (about 32 bytes a key
 // with a ttl), as it does for every key.
 func TestRedisMemoryPerOrder(t *testing.T) {
-	rs := redistest.Start(t)
-	c := rs.Client()
-	s := NewRedis(c, RedisOptions{})
-	t.Cleanup(func() { s.Close() })
+	s, c := redisStore(t)
 	ctx := context.Background()
 	const orders = 500
 	day := time.Date(2026, 10, 3, 10, 0, 0, 0, time.UTC)

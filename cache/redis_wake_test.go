@@ -4,8 +4,6 @@ import (
 	"context"
 	"testing"
 	"time"
-
-	"github.com/idemgate/idemgate/internal/redistest"
 )
 
 // A completion wakes its key's channel only when a copy's claim found the
@@ -13,10 +11,7 @@ import (
 // publishes nothing. Each case ends with a marker the test publishes
 // itself, so "nothing" is the marker coming first, not a timeout.
 func TestRedisCompleteWakesOnlyWaiters(t *testing.T) {
-	rs := redistest.Start(t)
-	c := rs.Client()
-	s := NewRedis(c, RedisOptions{})
-	t.Cleanup(func() { s.Close() })
+	s, c := redisStore(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	a := Answer{Status: 200, Body: []byte("success"), BodyCached: true}

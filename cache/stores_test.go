@@ -168,6 +168,16 @@ func TestMemoryClock(t *testing.T) {
 // TestRedisClusterHashTags: keys of different idempotency keys spread over
 // slots (and nodes), every script runs on each without CROSSSLOT, and the
 // hash and its wake channel share the tag.
+// redisStore is a Redis store on a redis-server of its own, and a client
+// of that server to look under the store.
+func redisStore(t *testing.T) (*Redis, *redis.Client) {
+	t.Helper()
+	c := redistest.Start(t).Client()
+	s := NewRedis(c, RedisOptions{})
+	t.Cleanup(func() { s.Close() })
+	return s, c
+}
+
 func TestRedisClusterHashTags(t *testing.T) {
 	cl := redistest.StartCluster(t, 3).Client()
 	ctx := context.Background()
