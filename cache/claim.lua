@@ -43,9 +43,9 @@ if not st then
   -- maxmemory (noeviction): Redis judges memory at a script's first write
   -- only, so a DEL first would let every later write past the limit. What
   -- a claim that ran out left behind is cleared after it.
-  -- Numbers go to Redis as strings: Redis formats a Lua number with
-  -- printf's %.14g (~0.5 µs each; 3–5% of a first copy's Redis CPU in a
-  -- profile).
+  -- Numbers go to Redis as strings: Redis formats a Lua number argument
+  -- with printf's %.17g, and Lua's tostring with %.14g (~0.5 µs each; 3–5%
+  -- of a first copy's Redis CPU in a profile).
   -- No conflicts field until a conflict: a missing one reads as 0 (in the
   -- scripts and in parseRecord, of this version and those before it), and
   -- a listpack finds a field by a scan of those before it, so every field

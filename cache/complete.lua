@@ -2,15 +2,19 @@
 -- order's state. ARGV: token, status, headers, body, body_cached ("1"/"0"),
 -- ttl (ms), changed (ms), notification, attempt ("" for none), the key's
 -- event in its order, the order's ttl (ms; "" remembers nothing), the
--- event's value, then the index's (see index), with KEYS[8] (a single
--- server) the order's reconciliation indexes (redis_order.go): KEYS[8] the
--- day list, KEYS[9…] the ref keys, ARGV[14] the day list's entry, ARGV[15]
--- the event for the refs (the index's other arguments after them).
+-- event's value, then, with KEYS[8] (a single server), the order's
+-- reconciliation indexes (redis_order.go): KEYS[8] the day list, KEYS[9…]
+-- the ref keys, ARGV[13] the day list's entry, ARGV[14] the event for the
+-- refs; then the index's (see index).
 -- The wake channel is the hash's name and ":wake" (Redis.channel): one
 -- argument fewer.
 -- Returns false when the token does not hold the claim.
 local h, nk, ak = KEYS[1], KEYS[2], KEYS[3]
-index(13)
+if #KEYS >= 8 then
+  index(15)
+else
+  index(13)
+end
 local ttl = tonumber(ARGV[6])
 local now = now_ms()
 local settled, waited = settle(h, nk, ak, ARGV[1], now, {'state', 'answered', 'status', ARGV[2],
@@ -23,10 +27,10 @@ if ARGV[11] ~= '' then
   local ottl = tonumber(ARGV[11])
   remember(KEYS[4], ARGV[10], ARGV[12], ottl)
   if #KEYS >= 8 then
-    redis.call('RPUSH', KEYS[8], ARGV[14])
+    redis.call('RPUSH', KEYS[8], ARGV[13])
     redis.call('PEXPIRE', KEYS[8], ARGV[11])
     for i = 9, #KEYS do
-      redis.call('APPEND', KEYS[i], ARGV[15])
+      redis.call('APPEND', KEYS[i], ARGV[14])
       redis.call('PEXPIRE', KEYS[i], ARGV[11])
     end
   end

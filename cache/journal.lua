@@ -19,7 +19,7 @@ end
 -- settle turns the claim token holds (at now) into fields (a flat
 -- field/value list for HSET), journals notif and att as journal does and
 -- gives the record and its journal ttl ms (the string the caller was
--- given: Redis formats a Lua number with printf's %.14g); false when token
+-- given: Redis formats a Lua number argument with printf's %.17g); false when token
 -- does not hold the claim. Its second result: whether a copy has ever
 -- found the record in flight (ni), hence may wait on its wake channel. The
 -- journal's counters go in the one HSET and its keys are written with
@@ -82,21 +82,16 @@ end
 -- did: List checks entries against their records. KEYS[1..4] are the
 -- key's own (hash, notification, attempts, order state); KEYS[5]: the
 -- state's shard, KEYS[6]: the in-flight shard, KEYS[7]: the class
--- registry; KEYS[8…] a completion's order indexes (complete.lua). ARGV[i]:
--- the member; then, after a completion's two order arguments when it has
--- KEYS[8], the trim bound, the in-flight member to remove, the in-flight
--- member to add and the class to name: each "" or missing for none (the
--- caller sends them up to the last one set: each argument costs a script
--- ~1.1k instructions, and they are usually all empty).
+-- registry (a completion's order indexes follow, complete.lua). ARGV[i]:
+-- the member; then the trim bound, the in-flight member to remove, the
+-- in-flight member to add and the class to name, each "" or missing for
+-- none (the caller sends them up to the last one set: each argument costs
+-- a script ~1.1k instructions, and they are usually all empty).
 local function index(i)
   if #KEYS < 7 then
     return
   end
-  local j = i + 1
-  if #KEYS >= 8 then
-    j = i + 3
-  end
-  local trim, old, held, name = ARGV[j], ARGV[j + 1], ARGV[j + 2], ARGV[j + 3]
+  local trim, gone, kept, name = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
   if name and name ~= '' then
     redis.call('SADD', KEYS[7], name)
   end
@@ -104,10 +99,10 @@ local function index(i)
   if trim and trim ~= '' then
     redis.call('ZREMRANGEBYLEX', KEYS[5], trim, '+')
   end
-  if old and old ~= '' then
-    redis.call('ZREM', KEYS[6], old)
+  if gone and gone ~= '' then
+    redis.call('ZREM', KEYS[6], gone)
   end
-  if held and held ~= '' then
-    redis.call('ZADD', KEYS[6], '0', held)
+  if kept and kept ~= '' then
+    redis.call('ZADD', KEYS[6], '0', kept)
   end
 end

@@ -388,11 +388,11 @@ func (s *Redis) settle(ctx context.Context, sc *redis.Script, key string, st Sta
 	}
 	if _, cluster := s.c.(*redis.ClusterClient); !cluster {
 		keys = append(keys, ix, ifIx, s.ixClassesKey())
-		args = append(args, member)
 		if oi != nil {
 			keys = append(keys, oi.keys...)
 			args = append(args, oi.entry, oi.event)
 		}
+		args = append(args, member)
 		// The index's usually empty arguments up to the last one set
 		// (index in journal.lua): each costs the script ~1.1k
 		// instructions.

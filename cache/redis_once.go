@@ -22,11 +22,10 @@ type evalScripter struct {
 func evalCmd(ctx context.Context, name, payload string, keys []string, args []any) *redis.Cmd {
 	a := make([]any, 0, 3+len(keys)+len(args))
 	a = append(a, name, payload, len(keys))
-	for i := range keys {
-		if i == 0 {
-			a = append(a, keys[0]) // what Cluster routing reads
-			continue
-		}
+	if len(keys) > 0 {
+		a = append(a, keys[0]) // what Cluster routing reads
+	}
+	for i := 1; i < len(keys); i++ {
 		// A *string into keys rather than a string: go-redis writes both,
 		// and a string in an interface costs an allocation (9 of a first
 		// copy's ~165).
