@@ -2,7 +2,6 @@ package cache
 
 import (
 	"context"
-	_ "embed"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -99,44 +98,6 @@ type subscription struct {
 	refs    int
 	waiters map[*waiter]struct{}
 }
-
-var (
-	//go:embed claim.lua
-	claimLua string
-	//go:embed complete.lua
-	completeLua string
-	//go:embed release.lua
-	releaseLua string
-	//go:embed renew.lua
-	renewLua string
-	//go:embed delete.lua
-	deleteLua string
-	//go:embed leave.lua
-	leaveLua string
-	//go:embed clock.lua
-	clockLua string
-	//go:embed journal.lua
-	journalLua string
-	//go:embed reopen.lua
-	reopenLua string
-	//go:embed keep.lua
-	keepLua string
-	//go:embed held.lua
-	heldLua string
-
-	// The claim is the one script that makes a new record: at maxmemory
-	// it is refused (see writeScript); the others settle, renew or drop a
-	// record that exists.
-	// Each script carries only the helpers it calls: a helper is a
-	// closure the script makes anew on every call.
-	claimScript    = newWriteScript("", clockLua, keepLua, claimLua)
-	completeScript = newWriteScript("allow-oom", clockLua, journalLua, completeLua)
-	releaseScript  = newWriteScript("allow-oom", clockLua, heldLua, journalLua, releaseLua)
-	leaveScript    = newWriteScript("allow-oom", clockLua, heldLua, keepLua, journalLua, leaveLua)
-	renewScript    = newWriteScript("allow-oom", clockLua, heldLua, keepLua, renewLua)
-	deleteScript   = newWriteScript("allow-oom", clockLua, deleteLua)
-	reopenScript   = newWriteScript("allow-oom", clockLua, keepLua, journalLua, reopenLua)
-)
 
 // recordFields is the order in which the scripts and Lookup read a record.
 var recordFields = []string{"key", "state", "status", "headers", "body",
