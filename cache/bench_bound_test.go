@@ -120,7 +120,7 @@ return {'answered', v[3], c, n, v[6], now}`)
 	if err := st.Complete(ctx, "bound:stored", won.Token, Answer{Status: 200, Header: answer.Header, Body: []byte("success"), BodyCached: true}, time.Hour, Journal{}); err != nil {
 		b.Fatal(err)
 	}
-	stored := st.keys("bound:stored")[0]
+	stored := st.keys("bound:stored", false)[0]
 	if err := c.HSet(ctx, stored, "rp", strings.Repeat("r", 60)).Err(); err != nil {
 		b.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 -- Complete a claim. KEYS: the key's hash, notification, attempts, its
--- order's state. ARGV: token, status, headers, body, body_cached ("1"/"0"),
--- ttl (ms), changed (ms), notification, attempt ("" for none), the key's
+-- order's state (the hash's name again when the order's ttl is "").
+-- ARGV: token, status, headers, body, body_cached ("1"/"0"), ttl (ms),
+-- changed (ms), notification, attempt ("" for none), the key's
 -- event in its order, the order's ttl (ms; "" remembers nothing), the
 -- event's value, then, with KEYS[8] (a single server), the order's
 -- reconciliation indexes (redis_order.go): KEYS[8] the day list, KEYS[9…]

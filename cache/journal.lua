@@ -80,7 +80,8 @@ end
 -- script may touch keys of any slot; on Cluster they go in a pipeline
 -- beside it). It runs whatever the script then answers, as the pipeline
 -- did: List checks entries against their records. KEYS[1..4] are the
--- key's own (hash, notification, attempts, order state); KEYS[5]: the
+-- key's own (hash, notification, attempts, order state: the hash's name
+-- again for a script that leaves the order alone); KEYS[5]: the
 -- state's shard, KEYS[6]: the in-flight shard, KEYS[7]: the class
 -- registry (a completion's order indexes follow, complete.lua). ARGV[i]:
 -- the member; then the trim bound, the in-flight member to remove, the

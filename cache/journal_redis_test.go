@@ -139,7 +139,7 @@ func testRedisMemoryPerKey(t *testing.T, n *Notification) {
 	}
 	var total, hash, notif, atts int64
 	for i := range keys {
-		ks := s.keys(fmt.Sprintf("stripe:evt_1NG8Du2eZvKYlo2C%06d", i))
+		ks := s.keys(fmt.Sprintf("stripe:evt_1NG8Du2eZvKYlo2C%06d", i), false)
 		for j, k := range ks[:3] { // the order state has a budget of its own (TestRedisMemoryPerOrder)
 			m, err := c.MemoryUsage(ctx, k).Result()
 			if err != nil {
@@ -163,7 +163,7 @@ func testRedisMemoryPerKey(t *testing.T, n *Notification) {
 			ix += m
 		}
 	}
-	enc, _ := c.ObjectEncoding(ctx, s.keys("stripe:evt_1NG8Du2eZvKYlo2C000000")[0]).Result()
+	enc, _ := c.ObjectEncoding(ctx, s.keys("stripe:evt_1NG8Du2eZvKYlo2C000000", false)[0]).Result()
 	per := (total + ix) / keys
 	t.Logf("Redis memory per answered key with a %d-byte notification stored in %d bytes: %d bytes (hash %d [%s], notification %d, attempts %d, index %d)",
 		len(n.Body), len(encodeNotification(n)), per, hash/keys, enc, notif/keys, atts/keys, ix/keys)

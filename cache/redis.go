@@ -162,11 +162,17 @@ func (s *Redis) hashKey(key string) string {
 }
 
 // keys are the Redis keys of key's record, journal and order state, as the
-// scripts take them.
-func (s *Redis) keys(key string) []string {
+// scripts take them. A script that does not touch the order state (order
+// false) gets the hash's name in its place: the same slot, and no digest
+// of the order to compute (a SHA-256 and 2 allocations per call).
+func (s *Redis) keys(key string, order bool) []string {
 	h := s.hashKey(key)
-	order, _ := OrderOf(key)
-	return []string{h, h + ":n", h + ":a", s.orderKey(order)}
+	o := h
+	if order {
+		name, _ := OrderOf(key)
+		o = s.orderKey(name)
+	}
+	return []string{h, h + ":n", h + ":a", o}
 }
 
 // channel is the pub/sub channel that wakes key's waiters. Channels are not
@@ -218,7 +224,7 @@ func (s *Redis) Claim(ctx context.Context, key, fingerprint string, lockTTL time
 	}
 	token := newToken()
 	order, event := OrderOf(key)
-	v, err := s.run(ctx, s.script(claimScript), s.keys(key), token, fingerprint, ms(lockTTL), key, event).Slice()
+	v, err := s.run(ctx, s.script(claimScript), s.keys(key, true), token, fingerprint, ms(lockTTL), key, event).Slice()
 	if err != nil {
 		return ClaimResult{}, s.wrap("claim", err)
 	}
@@ -294,7 +300,7 @@ func (s *Redis) Complete(ctx context.Context, key, token string, a Answer, ttl t
 		orderTTL, ran = strconv.FormatInt(ms(a.Order.TTL), 10), encodeOrderEvent(time.UnixMilli(changed), a.Order)
 		oi = s.orderIndexOf(key, time.UnixMilli(changed), a.Order)
 	}
-	err := s.settle(ctx, s.script(completeScript), key, StateAnswered, changed, ttl, false, oi, token, a.Status,
+	err := s.settle(ctx, s.script(completeScript), key, s.keys(key, a.Order != nil), StateAnswered, changed, ttl, false, oi, token, a.Status,
 		appendHeader(nil, a.Header), body, cached, ms(ttl), changed, notif, att, event, orderTTL, ran)
 	return s.casErr("complete", err)
 }
@@ -326,10 +332,9 @@ func journalArgs(j Journal) (notif, att []byte) {
 // is written after it. A completion's order index writes (oi, or nil) go
 // the same way: in the script on a single server (only when it completes),
 // in the pipeline on Cluster (readers check them against the order state).
-func (s *Redis) settle(ctx context.Context, sc *redis.Script, key string, st State, changed int64,
+func (s *Redis) settle(ctx context.Context, sc *redis.Script, key string, keys []string, st State, changed int64,
 	ttl time.Duration, stillHeld bool, oi *orderIx, args ...any,
 ) error {
-	keys := s.keys(key)
 	c, register := s.ixClassOf(st, ttl)
 	shard := ixShard(key)
 	ix, ifIx := c.shards[shard], s.ifShards[shard]
@@ -427,10 +432,10 @@ func (s *Redis) Release(ctx context.Context, key, token string, ttl time.Duratio
 	changed := time.Now().UnixMilli()
 	notif, att := journalArgs(j)
 	if ttl <= 0 {
-		err := s.run(ctx, s.script(releaseScript), s.keys(key), token, s.channel(key), 0, changed, notif, att).Err()
+		err := s.run(ctx, s.script(releaseScript), s.keys(key, false), token, s.channel(key), 0, changed, notif, att).Err()
 		return s.casErr("release", err)
 	}
-	err := s.settle(ctx, s.script(releaseScript), key, StateFailed, changed, ttl, false, nil,
+	err := s.settle(ctx, s.script(releaseScript), key, s.keys(key, false), StateFailed, changed, ttl, false, nil,
 		token, s.channel(key), ms(ttl), changed, notif, att)
 	return s.casErr("release", err)
 }
@@ -443,7 +448,7 @@ func (s *Redis) Leave(ctx context.Context, key, token string, ttl time.Duration,
 	// failed now, and List shows it once it reads so.
 	changed := time.Now().UnixMilli()
 	notif, att := journalArgs(j)
-	err := s.settle(ctx, s.script(leaveScript), key, StateFailed, changed, ttl, true, nil,
+	err := s.settle(ctx, s.script(leaveScript), key, s.keys(key, false), StateFailed, changed, ttl, true, nil,
 		token, ms(ttl), changed, notif, att)
 	if err == nil {
 		s.ifx.left(key, changed)
@@ -455,7 +460,7 @@ func (s *Redis) Renew(ctx context.Context, key, token string, lockTTL time.Durat
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	err := s.run(ctx, s.script(renewScript), s.keys(key), token, ms(lockTTL)).Err()
+	err := s.run(ctx, s.script(renewScript), s.keys(key, false), token, ms(lockTTL)).Err()
 	return s.casErr("renew", err)
 }
 
@@ -468,7 +473,7 @@ func (s *Redis) Lookup(ctx context.Context, key string) (*Record, error) {
 	if s.hot != nil {
 		s.hot.flush(ctx, key) // copies replayed here: counted first
 	}
-	keys := s.keys(key)
+	keys := s.keys(key, false)
 	var hm *redis.SliceCmd
 	var err error
 	if s.opts.WaitReplicas > 0 {
@@ -546,7 +551,7 @@ func (s *Redis) Reopen(ctx context.Context, key string, ttl time.Duration) error
 	}
 	changed := time.Now().UnixMilli()
 	_, event := OrderOf(key)
-	err = s.settle(ctx, s.script(reopenScript), key, StateFailed, changed, ttl, false, nil, ms(ttl), changed, ch, done, event)
+	err = s.settle(ctx, s.script(reopenScript), key, s.keys(key, true), StateFailed, changed, ttl, false, nil, ms(ttl), changed, ch, done, event)
 	if errors.Is(err, redis.Nil) {
 		return ErrNotFound
 	}
@@ -562,7 +567,7 @@ func (s *Redis) Delete(ctx context.Context, key string) error {
 		return err
 	}
 	_, event := OrderOf(key)
-	err = s.run(ctx, s.script(deleteScript), s.keys(key), s.channel(key), ch, done, event).Err()
+	err = s.run(ctx, s.script(deleteScript), s.keys(key, true), s.channel(key), ch, done, event).Err()
 	if m, ok := s.ifx.settled(key); ok {
 		_ = s.c.ZRem(ctx, s.ixKey(StateInFlight, "", key), m).Err() // else List repairs it
 	}
