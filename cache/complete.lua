@@ -1,20 +1,25 @@
 -- Complete a claim. KEYS: the key's hash, notification, attempts, its
--- order's state (the hash's name again when the order's ttl is "").
--- ARGV: token, status, headers, body, body_cached ("1"/"0"), ttl (ms),
--- changed (ms), notification, attempt ("" for none), the key's
--- event in its order, the order's ttl (ms; "" remembers nothing), the
--- event's value, then, with KEYS[8] (a single server), the order's
+-- order's state, or the hash's name again when the completion writes no
+-- order state. ARGV: token, status, headers, body, body_cached ("1"/"0"),
+-- ttl (ms), changed (ms), notification, attempt ("" for none); then, with
+-- an order state, the key's event in its order, the order's ttl (ms) and
+-- the event's value; then, with KEYS[8] (a single server), the order's
 -- reconciliation indexes (redis_order.go): KEYS[8] the day list, KEYS[9…]
 -- the ref keys, ARGV[13] the day list's entry, ARGV[14] the event for the
--- refs; then the index's (see index).
+-- refs; then the index's (see index). The order's three are not sent
+-- without one (each argument costs the script ~1.1k instructions), so the
+-- index's start at ARGV[10], [13] or [15].
 -- The wake channel is the hash's name and ":wake" (Redis.channel): one
 -- argument fewer.
 -- Returns false when the token does not hold the claim.
 local h, nk, ak = KEYS[1], KEYS[2], KEYS[3]
+local order = KEYS[4] ~= h
 if #KEYS >= 8 then
   index(15)
-else
+elseif order then
   index(13)
+else
+  index(10)
 end
 local ttl = tonumber(ARGV[6])
 local now = now_ms()
@@ -24,7 +29,7 @@ local settled, waited = settle(h, nk, ak, ARGV[1], now, {'state', 'answered', 's
 if not settled then
   return false
 end
-if ARGV[11] ~= '' then
+if order then
   local ottl = tonumber(ARGV[11])
   remember(KEYS[4], ARGV[10], ARGV[12], ottl)
   if #KEYS >= 8 then
