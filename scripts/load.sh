@@ -22,7 +22,13 @@
 #   BASE=<git rev> also build idemgate at that revision and measure its unique and
 #                  replay cases in the same rounds (unique@base, replay@base):
 #                  before/after figures that the machine's drift between runs
-#                  does not blur
+#                  does not blur. They are compared with unique@tree and
+#                  replay@tree: this tree in a process of its own, started as
+#                  the base's is, the two pairs taking turns to go first: the
+#                  process that also serves plain and respond is not started
+#                  like the base. With the same code on both sides (BASE=HEAD)
+#                  the shared process read +30 µs per first copy in one run,
+#                  the twin +11 in the next: differences of that size are noise.
 #
 # Needs: go, wrk, redis-server, curl (redis-cli for the round trips). Everything listens on 127.0.0.1 only, on
 # free ports, and stops on exit. Exit status: 0 ok; 1 forwarding was wrong
@@ -138,7 +144,7 @@ if [[ -n $BASE ]]; then
 	mkdir "$WORK/base-src"
 	git -C "$ROOT" archive "$BASE" | tar -x -C "$WORK/base-src" || die "cannot read revision $BASE"
 	(cd "$WORK/base-src" && go build -o "$WORK/idemgate-base" ./cmd/idemgate) || die "building the base failed"
-	CASES+=" unique@base replay@base"
+	CASES+=" unique@tree replay@tree unique@base replay@base"
 fi
 # Captured first: grep -q stopping early would fail the pipeline under pipefail.
 modules=$("$WORK/idemgate" list-modules 2>/dev/null) || die "idemgate list-modules failed"
@@ -153,6 +159,8 @@ UNIQUE_PORT=$(free_port)
 REPLAY_PORT=$(free_port)
 BASE_UNIQUE_PORT=$(free_port)
 BASE_REPLAY_PORT=$(free_port)
+TREE_UNIQUE_PORT=$(free_port)
+TREE_REPLAY_PORT=$(free_port)
 ADMIN="admin off"
 if [[ $PROFILE == 1 ]]; then
 	ADMIN_PORT=$(free_port)
@@ -243,21 +251,31 @@ for port in "$PLAIN_PORT" "$RESPOND_PORT" "$UNIQUE_PORT" "$REPLAY_PORT"; do
 	# Any HTTP answer will do: the gateway sites refuse a request without a key.
 	wait_up "idemgate on :$port" "${PIDS[-1]}" "$WORK/caddy.log" curl -sS -o /dev/null --max-time 1 "http://127.0.0.1:$port/"
 done
-BASE_PID=$CADDY_PID
-if [[ -n $BASE ]]; then
+BASE_PID=$CADDY_PID TREE_PID=$CADDY_PID
+# start_twin <name> <binary> <unique port> <replay port>: an idemgate serving
+# the two gateway sites alone; sets TWIN_PID. The base and this tree's twin
+# start alike, so their figures compare.
+start_twin() {
 	{
 		printf '{\n\tadmin off\n\tpersist_config off\n\tauto_https off\n\tstorage file_system %s\n\tlog {\n\t\tlevel %s\n\t}\n}\n\n' \
-			"$WORK/caddy-data-base" "$LOG_LEVEL"
-		gateway_sites "$BASE_UNIQUE_PORT" "$BASE_REPLAY_PORT"
-	} >"$WORK/Caddyfile-base"
-	echo "== base idemgate ($BASE) on :$BASE_UNIQUE_PORT (unique keys), :$BASE_REPLAY_PORT (replay)"
-	XDG_DATA_HOME="$WORK/xdg-data-base" XDG_CONFIG_HOME="$WORK/xdg-config-base" \
-		"$WORK/idemgate-base" run --config "$WORK/Caddyfile-base" --adapter caddyfile >"$WORK/caddy-base.log" 2>&1 &
+			"$WORK/caddy-data-$1" "$LOG_LEVEL"
+		gateway_sites "$3" "$4"
+	} >"$WORK/Caddyfile-$1"
+	XDG_DATA_HOME="$WORK/xdg-data-$1" XDG_CONFIG_HOME="$WORK/xdg-config-$1" \
+		"$2" run --config "$WORK/Caddyfile-$1" --adapter caddyfile >"$WORK/caddy-$1.log" 2>&1 &
 	PIDS+=($!)
-	BASE_PID=$!
-	for port in "$BASE_UNIQUE_PORT" "$BASE_REPLAY_PORT"; do
-		wait_up "base idemgate on :$port" "$BASE_PID" "$WORK/caddy-base.log" curl -sS -o /dev/null --max-time 1 "http://127.0.0.1:$port/"
+	TWIN_PID=$!
+	for port in "$3" "$4"; do
+		wait_up "$1 idemgate on :$port" "$TWIN_PID" "$WORK/caddy-$1.log" curl -sS -o /dev/null --max-time 1 "http://127.0.0.1:$port/"
 	done
+}
+if [[ -n $BASE ]]; then
+	echo "== base idemgate ($BASE) on :$BASE_UNIQUE_PORT (unique keys), :$BASE_REPLAY_PORT (replay)"
+	start_twin base "$WORK/idemgate-base" "$BASE_UNIQUE_PORT" "$BASE_REPLAY_PORT"
+	BASE_PID=$TWIN_PID
+	echo "== this tree's idemgate again, started as the base is, on :$TREE_UNIQUE_PORT (unique keys), :$TREE_REPLAY_PORT (replay)"
+	start_twin tree "$WORK/idemgate" "$TREE_UNIQUE_PORT" "$TREE_REPLAY_PORT"
+	TREE_PID=$TWIN_PID
 fi
 
 # redis_calls prints "<script calls> <all commands>" Redis has run so far, or
@@ -311,6 +329,8 @@ measure() {
 	respond) port=$RESPOND_PORT mode=unique ;;
 	unique | unique-1c) port=$UNIQUE_PORT mode=unique ;;
 	replay) port=$REPLAY_PORT mode=fixed ;;
+	unique@tree) port=$TREE_UNIQUE_PORT mode=unique gw=$TREE_PID ;;
+	replay@tree) port=$TREE_REPLAY_PORT mode=fixed gw=$TREE_PID ;;
 	unique@base) port=$BASE_UNIQUE_PORT mode=unique gw=$BASE_PID ;;
 	replay@base) port=$BASE_REPLAY_PORT mode=fixed gw=$BASE_PID ;;
 	esac
@@ -365,7 +385,13 @@ measure() {
 
 echo "== $ROUNDS round(s) × ${CASES// /, }: wrk -t$THREADS -c$CONNS -d$DURATION (warm-up $WARMUP)"
 for round in $(seq "$ROUNDS"); do
-	for name in $CASES; do
+	order=$CASES
+	if ((round % 2 == 0)) && [[ -n $BASE ]]; then
+		# The base's pair first every other round: neither side always
+		# follows the same case.
+		order="plain respond unique replay unique@base replay@base unique@tree replay@tree"
+	fi
+	for name in $order; do
 		measure "$name" "$round"
 	done
 done
@@ -456,10 +482,15 @@ check "first copy CPU − plain's" "$((cpu_unique - cpu_plain))" "<=" "$TARGET_U
 check "replay CPU − respond's" "$((cpu_replay - cpu_respond))" "<=" "$TARGET_REPLAY_CPU" "$((cpu_replay - cpu_respond)) µs"
 if [[ -n $BASE ]]; then
 	b_unique=$(us unique@base 12 "$unique_base_req") b_replay=$(us replay@base 12 "$replay_base_req")
-	printf '%-34s first copy %+d µs (%d → %d), replay %+d µs (%d → %d) per request\n' "this tree against $BASE" \
-		"$((cpu_unique - b_unique))" "$b_unique" "$cpu_unique" "$((cpu_replay - b_replay))" "$b_replay" "$cpu_replay"
+	t_unique=$(us unique@tree 12 "$unique_tree_req") t_replay=$(us replay@tree 12 "$replay_tree_req")
+	printf '%-34s first copy %+d µs (%d → %d), replay %+d µs (%d → %d) per request   (@base → @tree)\n' "this tree against $BASE" \
+		"$((t_unique - b_unique))" "$b_unique" "$t_unique" "$((t_replay - b_replay))" "$b_replay" "$t_replay"
 	if ((replay_base_fwd != ROUNDS || unique_base_bad + replay_base_bad > 0)); then
 		echo "base: forwarding or answers were wrong (see caddy-base.log)"
+		wrong=1
+	fi
+	if ((replay_tree_fwd != ROUNDS || unique_tree_bad + replay_tree_bad > 0)); then
+		echo "tree's twin: forwarding or answers were wrong (see caddy-tree.log)"
 		wrong=1
 	fi
 fi
