@@ -138,13 +138,15 @@ wait_up() {
 echo "== building (once) into $WORK"
 (cd "$ROOT" && go build -o "$WORK/idemgate" ./cmd/idemgate && go build -o "$WORK/backend" ./examples/legacy-backend) ||
 	die "build failed"
-CASES="plain respond unique replay"
+MAIN_CASES="plain respond unique replay"
+CASES=$MAIN_CASES
+TREE_PAIR="unique@tree replay@tree" BASE_PAIR="unique@base replay@base"
 if [[ -n $BASE ]]; then
 	echo "== building idemgate at $BASE (the base)"
 	mkdir "$WORK/base-src"
 	git -C "$ROOT" archive "$BASE" | tar -x -C "$WORK/base-src" || die "cannot read revision $BASE"
 	(cd "$WORK/base-src" && go build -o "$WORK/idemgate-base" ./cmd/idemgate) || die "building the base failed"
-	CASES+=" unique@tree replay@tree unique@base replay@base"
+	CASES+=" $TREE_PAIR $BASE_PAIR"
 fi
 # Captured first: grep -q stopping early would fail the pipeline under pipefail.
 modules=$("$WORK/idemgate" list-modules 2>/dev/null) || die "idemgate list-modules failed"
@@ -389,7 +391,7 @@ for round in $(seq "$ROUNDS"); do
 	if ((round % 2 == 0)) && [[ -n $BASE ]]; then
 		# The base's pair first every other round: neither side always
 		# follows the same case.
-		order="plain respond unique replay unique@base replay@base unique@tree replay@tree"
+		order="$MAIN_CASES $BASE_PAIR $TREE_PAIR"
 	fi
 	for name in $order; do
 		measure "$name" "$round"
@@ -485,14 +487,13 @@ if [[ -n $BASE ]]; then
 	t_unique=$(us unique@tree 12 "$unique_tree_req") t_replay=$(us replay@tree 12 "$replay_tree_req")
 	printf '%-34s first copy %+d µs (%d → %d), replay %+d µs (%d → %d) per request   (@base → @tree)\n' "this tree against $BASE" \
 		"$((t_unique - b_unique))" "$b_unique" "$t_unique" "$((t_replay - b_replay))" "$b_replay" "$t_replay"
-	if ((replay_base_fwd != ROUNDS || unique_base_bad + replay_base_bad > 0)); then
-		echo "base: forwarding or answers were wrong (see caddy-base.log)"
-		wrong=1
-	fi
-	if ((replay_tree_fwd != ROUNDS || unique_tree_bad + replay_tree_bad > 0)); then
-		echo "tree's twin: forwarding or answers were wrong (see caddy-tree.log)"
-		wrong=1
-	fi
+	for side in base tree; do
+		fwd=replay_${side}_fwd u_bad=unique_${side}_bad r_bad=replay_${side}_bad
+		if ((${!fwd} != ROUNDS || ${!u_bad} + ${!r_bad} > 0)); then
+			echo "@$side: forwarding or answers were wrong (see caddy-$side.log)"
+			wrong=1
+		fi
+	done
 fi
 if command -v redis-cli >/dev/null; then
 	# wrk does not count the requests in flight when it stops: a little above
