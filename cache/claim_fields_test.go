@@ -10,19 +10,30 @@ import (
 )
 
 // TestClaimScriptFields: the claim script packs a duplicate's record in
-// the order its HMGET names the fields, and the gateway unpacks it in
-// recordFields' order; the two lists must be one.
+// the order its HMGETs name the fields, and the gateway unpacks it in
+// replayFields' order (a replay, with the copy's time after them) or
+// recordFields' order (any other); the lists must be one.
 func TestClaimScriptFields(t *testing.T) {
-	m := regexp.MustCompile(`(?s)redis\.call\('HMGET', h, (.*?)\)`).FindStringSubmatch(claimLua)
-	if m == nil {
-		t.Fatal("claim.lua has no HMGET of the record")
+	ms := regexp.MustCompile(`(?s)redis\.call\('HMGET', h, (.*?)\)`).FindAllStringSubmatch(claimLua, -1)
+	if len(ms) != 2 {
+		t.Fatalf("claim.lua has %d HMGETs of the record, want 2 (a replay's, the whole record's)", len(ms))
 	}
-	var got []string
-	for _, f := range strings.Split(m[1], ",") {
-		got = append(got, strings.Trim(strings.TrimSpace(f), "'"))
+	for i, want := range [][]string{replayFields[:len(replayFields)-1], recordFields} {
+		var got []string
+		for _, f := range strings.Split(ms[i][1], ",") {
+			got = append(got, strings.Trim(strings.TrimSpace(f), "'"))
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("claim.lua's HMGET %d reads %v, the gateway %v", i+1, got, want)
+		}
 	}
-	if !slices.Equal(got, recordFields) {
-		t.Fatalf("claim.lua reads %v, recordFields is %v", got, recordFields)
+	if replayFields[len(replayFields)-1] != "last" {
+		t.Fatalf("a replay's last field is %q, the script sends the copy's time", replayFields[len(replayFields)-1])
+	}
+	for i, at := range replaySlots {
+		if at < 2 {
+			t.Fatalf("replayFields[%d] %q is not a record field (or is key or state)", i, replayFields[i])
+		}
 	}
 }
 

@@ -395,8 +395,11 @@ var contractCases = []struct {
 			t.Fatalf("conflict on answered key: %+v", r.Record)
 		}
 		r = claim(t, s, "k", "amount=10", longTTL, Answered)
-		if r.Record.Copies != 4 || r.Record.Conflicts != 2 {
+		if r.Record.Copies != 4 || r.Record.Fingerprint != "amount=10" || string(r.Record.Body) != string(answer.Body) {
 			t.Fatalf("copy after conflicts: %+v", r.Record)
+		}
+		if rec := lookup(t, s, "k"); rec.Copies != 4 || rec.Conflicts != 2 {
+			t.Fatalf("record after conflicts: %+v", rec)
 		}
 		// A key claimed without a fingerprint accepts any.
 		claim(t, s, "nofp", "", longTTL, Won)

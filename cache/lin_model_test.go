@@ -86,7 +86,7 @@ type linOut struct {
 	Status    int
 	BodyOK    bool   // the body is the one completed with Status
 	Copies    int64  // -1: not checked (hot answers count copies late)
-	Conflicts int64  // -1: not checked (a replay from memory knows them as of its entry)
+	Conflicts int64  // -1: not checked (a replay need not carry them)
 	Detail    string // the unknown error, for the visualisation
 }
 
@@ -329,6 +329,11 @@ func linOutcome(in linIn, res ClaimResult, rec *Record, err error) linOut {
 		o.Found, o.State, o.FP, o.Status = true, rec.State, rec.Fingerprint, rec.Status
 		o.Copies, o.Conflicts = rec.Copies, rec.Conflicts
 		o.BodyOK = rec.BodyCached && string(rec.Body) == bodyFor(rec.Status)
+		if in.Op == opClaim && o.Outcome == Answered {
+			// A replay's record need not carry the conflicts
+			// (ClaimResult.Record); Lookup's are checked.
+			o.Conflicts = -1
+		}
 	}
 	return o
 }

@@ -309,14 +309,9 @@ func linDo(store Store, in linIn, timeout time.Duration, stamp func() int64) (li
 	out := linOutcome(in, res, rec, err)
 	if r, ok := store.(*Redis); ok && r.hot != nil && out.Found {
 		// Copies replayed from memory reach Redis in batches, and each
-		// instance adds only its own; a replay from memory carries the
-		// conflicts counted when its entry was kept. Neither count is
-		// linearizable, by design (see hotAnswers). Everything else is
-		// checked.
+		// instance adds only its own: the count is not linearizable, by
+		// design (see hotAnswers). Everything else is checked.
 		out.Copies = -1
-		if in.Op == opClaim && out.Outcome == Answered {
-			out.Conflicts = -1
-		}
 	}
 	return in, out
 }

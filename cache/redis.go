@@ -247,10 +247,26 @@ func (s *Redis) Claim(ctx context.Context, key, fingerprint string, lockTTL time
 			return ClaimResult{}, s.wrap("claim", err)
 		}
 		return ClaimResult{Outcome: Answered, Record: fromOrder(key, ev)}, nil
+	case "replayed":
+		if len(v) != 2 {
+			return ClaimResult{}, fmt.Errorf("cache: redis claim: replay without its record")
+		}
+		res.Outcome = Answered
+		fields, err := unpackFields(str(v[1]))
+		if err == nil {
+			res.Record, err = parseReplay(key, fields)
+		}
+		if err != nil {
+			return ClaimResult{}, s.wrap("claim", err)
+		}
+		if keep {
+			s.hot.keep(key, res.Record, ticket)
+			r := *res.Record // the kept one is shared
+			res.Record = &r
+		}
+		return res, nil
 	case "in_flight":
 		res.Outcome = InFlight
-	case "answered":
-		res.Outcome = Answered
 	case "conflict":
 		res.Outcome = Conflict
 	default:
@@ -270,11 +286,6 @@ func (s *Redis) Claim(ctx context.Context, key, fingerprint string, lockTTL time
 	}
 	if err != nil {
 		return ClaimResult{}, s.wrap("claim", err)
-	}
-	if keep && res.Outcome == Answered {
-		s.hot.keep(key, res.Record, ticket)
-		r := *res.Record // the kept one is shared
-		res.Record = &r
 	}
 	return res, nil
 }

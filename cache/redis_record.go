@@ -2,12 +2,14 @@ package cache
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 )
 
-// How the Redis store reads a record: the claim script's packed reply, or
-// HMGET's fields, both in recordFields order.
+// How the Redis store reads a record: the claim script's packed reply (in
+// replayFields order for a replay, recordFields order otherwise), or
+// HMGET's fields, in recordFields order.
 
 // unpackFields reads the claim script's packed record: a MessagePack
 // array (cmsgpack.pack of the HMGET's reply) of strings, with false or
@@ -92,6 +94,9 @@ func parseRecord(v []string) (*Record, error) {
 		return nil, fmt.Errorf("record of %d fields, want %d", len(v), len(recordFields))
 	}
 	at := func(i int) int64 {
+		if v[i] == "" {
+			return 0 // missing; ParseInt's error for it is an allocation
+		}
 		n, _ := strconv.ParseInt(v[i], 10, 64)
 		return n
 	}
@@ -127,6 +132,43 @@ func parseRecord(v []string) (*Record, error) {
 		r.Body = []byte(b)
 	}
 	return r, nil
+}
+
+// replayFields is what the claim script reads of an answered key for a
+// replay (its reply "replayed"): what the gateway replays and the hot
+// answers keep (redis_hot.go), in the script's order; the script adds
+// "last", the copy's time.
+var replayFields = []string{"status", "headers", "body", "body_cached", "fp",
+	"copies", "first", "expires", "nr", "last"}
+
+// replaySlots[i] is replayFields[i]'s position in recordFields.
+var replaySlots = func() []int {
+	at := make([]int, len(replayFields))
+	for i, f := range replayFields {
+		at[i] = slices.Index(recordFields, f)
+	}
+	return at
+}()
+
+// parseReplay reads the claim script's "replayed" fields, in replayFields
+// order, as key's answered record. What a replay does not read stays
+// zero: Conflicts, Changed, CopyOutcomes but Replayed, AttemptCount
+// (Lookup reads them).
+func parseReplay(key string, v []string) (*Record, error) {
+	if len(v) != len(replayFields) {
+		return nil, fmt.Errorf("replay of %d fields, want %d", len(v), len(replayFields))
+	}
+	var buf [24]string // on the stack: parseRecord keeps none of it
+	all := buf[:len(recordFields)]
+	all[0], all[1] = key, string(StateAnswered)
+	for i, f := range v {
+		all[replaySlots[i]] = f
+	}
+	r, err := parseRecord(all)
+	if err == nil {
+		r.Changed = time.Time{}
+	}
+	return r, err
 }
 
 // strs is an HMGET reply as strings ("" for a missing field).

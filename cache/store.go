@@ -128,8 +128,12 @@ type ClaimResult struct {
 	Outcome Outcome
 	// Token is the owner token when Outcome is Won.
 	Token string
-	// Record is the stored record for Answered (with the answer), InFlight
-	// and Conflict (metadata only: state, fingerprint, copies, times).
+	// Record is the stored record for InFlight and Conflict (metadata
+	// only: state, fingerprint, copies, times). For Answered it holds at
+	// least what a replay needs: the answer, Key, State, Fingerprint,
+	// Copies, CopyOutcomes.Replayed, FirstSeen, LastSeen and ExpiresAt; a
+	// store may leave the rest zero (the Redis store does: reading every
+	// field cost a replay 45% more of Redis's work), and Lookup has them.
 	// It is nil for Won: the caller knows what it just claimed.
 	Record *Record
 }
