@@ -51,7 +51,7 @@ func jsonField(v []byte, name string) ([]byte, bool) {
 		i = jsonSpace(v, kend)
 		i = jsonSpace(v, i+1) // the colon
 		end := jsonSkip(v, i)
-		if jsonString(key) == name {
+		if jsonNameIs(key, name) {
 			found = v[i:end]
 		}
 		i = jsonSpace(v, end)
@@ -85,6 +85,14 @@ func jsonElem(v []byte, part string) ([]byte, bool) {
 	}
 }
 
+// jsonNested marks the bytes jsonSkip looks at inside an object or array.
+var jsonNested = func() (t [256]bool) {
+	for _, c := range `"{}[]` {
+		t[c] = true
+	}
+	return t
+}()
+
 func jsonSpace(v []byte, i int) int {
 	for i < len(v) && (v[i] == ' ' || v[i] == '\t' || v[i] == '\r' || v[i] == '\n') {
 		i++
@@ -97,16 +105,20 @@ func jsonSkip(v []byte, i int) int {
 	switch v[i] {
 	case '"':
 		for i++; ; i++ {
-			switch v[i] {
-			case '\\':
+			for jsonPlain[v[i]] {
 				i++
-			case '"':
+			}
+			if v[i] == '"' {
 				return i + 1
 			}
+			i++ // a backslash (valid: no control characters): skip what it escapes
 		}
 	case '{', '[':
 		depth := 0
 		for ; ; i++ {
+			for !jsonNested[v[i]] {
+				i++
+			}
 			switch v[i] {
 			case '"':
 				i = jsonSkip(v, i) - 1
@@ -124,6 +136,16 @@ func jsonSkip(v []byte, i int) int {
 		}
 		return i
 	}
+}
+
+// jsonNameIs reports whether the valid JSON string q unquotes to name,
+// without making the string when it needs no unquoting.
+func jsonNameIs(q []byte, name string) bool {
+	in := q[1 : len(q)-1]
+	if bytes.IndexByte(in, '\\') < 0 && utf8.Valid(in) {
+		return string(in) == name // no allocation
+	}
+	return jsonString(q) == name
 }
 
 // jsonString unquotes a valid JSON string as encoding/json does (invalid
