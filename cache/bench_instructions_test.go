@@ -87,6 +87,12 @@ func BenchmarkRedisInstructions(b *testing.B) {
 				b.Fatal(err)
 			}
 		}},
+		{"in_flight_copy", func(b *testing.B, s *Redis) {
+			r, err := s.Claim(context.Background(), "stripe:evt_in_flight", "fp", time.Hour)
+			if err != nil || (r.Outcome != Won && r.Outcome != InFlight) {
+				b.Fatalf("in flight: %+v %v", r, err)
+			}
+		}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			out := filepath.Join(b.TempDir(), "callgrind.out")

@@ -4,13 +4,13 @@
 -- Returns {"won", <now ms>}; {"order", <the event's stored value>} when the
 -- key has no record and its event ran in its order (nothing is written);
 -- {"replayed", <what a replay needs, packed>} for an answered key's copy;
--- or {outcome, <record fields in recordFields order, packed>} where outcome
--- is "in_flight" or "conflict", without the answer's fields, so a
--- duplicate costs one round trip. Packed: the fields as one MessagePack
+-- or {outcome, <the record's metadata in claimFields order, packed>} where
+-- outcome is "in_flight" or "conflict", so a duplicate costs one round
+-- trip. Packed: the fields as one MessagePack
 -- array (a missing one false), one string, so the gateway reads one reply
 -- instead of one per field.
--- The HMGETs below name the fields in replayFields' and recordFields' order
--- (redis_record.go, redis.go); TestClaimScriptFields holds them together.
+-- The HMGETs below name the fields in replayFields' and claimFields' order
+-- (redis_record.go); TestClaimScriptFields holds them together.
 local h, nk, ak = KEYS[1], KEYS[2], KEYS[3]
 local nowms = now_ms()
 local now = string.format('%d', nowms)
@@ -35,16 +35,18 @@ end
 local r -- the record, for a key that has one
 local stale = false -- a claim that ran out left its fields
 if st then
-  -- A copy in flight or in conflict, or a key free again: the whole
-  -- record in one read, in recordFields' order (redis.go;
+  -- A copy in flight or in conflict, or a key free again: the record's
+  -- metadata in one read, in claimFields' order (redis_record.go;
   -- TestClaimScriptFields), and its counters written back in one HSET.
-  r = redis.call('HMGET', h, 'key', 'state', 'status', 'headers', 'body',
-    'body_cached', 'fp', 'copies', 'conflicts', 'first', 'last', 'expires',
-    'changed', 'nf', 'nr', 'ni', 'na', 'nn')
-  if st == 'in_flight' and tonumber(r[12]) <= nowms then
+  -- Not the answer, which such a copy never gets, nor the key, which the
+  -- gateway has (each field named costs the script ~1.1k instructions,
+  -- and a missing one a scan of the whole hash).
+  r = redis.call('HMGET', h, 'state', 'fp', 'copies', 'conflicts', 'first',
+    'last', 'expires', 'changed', 'nf', 'nr', 'ni', 'na', 'nn')
+  if st == 'in_flight' and tonumber(r[7]) <= nowms then
     -- The claim ran out: the key is free, its journal (if any) stays.
     st = 'failed'
-    if not r[17] and not r[18] then
+    if not r[12] and not r[13] then
       st, stale = false, true -- nothing to keep: Redis is about to expire it
     end
   end
@@ -94,7 +96,7 @@ if st == 'failed' then
   -- Free again: the claim wins and the history stays.
   local f = {'state', 'in_flight', 'token', ARGV[1], 'last', now,
     'expires', string.format('%d', nowms + ttl), 'changed', now,
-    'copies', bump(8), 'nf', bump(14)}
+    'copies', bump(3), 'nf', bump(9)}
   if ARGV[2] ~= '' then
     f[#f + 1], f[#f + 2] = 'fp', ARGV[2]
   end
@@ -102,19 +104,17 @@ if st == 'failed' then
   keep_for(h, nk, ak, ttl)
   return {'won', now}
 end
-local fp = r[7]
+local fp = r[2]
 local outcome
 if ARGV[2] ~= '' and fp and fp ~= '' and fp ~= ARGV[2] then
-  redis.call('HSET', h, 'conflicts', bump(9))
+  redis.call('HSET', h, 'conflicts', bump(4))
   outcome = 'conflict'
 else
   -- In flight (an answered key's copy was replayed above).
-  r[11] = now
-  redis.call('HSET', h, 'copies', bump(8), 'ni', bump(16), 'last', now)
+  r[6] = now
+  redis.call('HSET', h, 'copies', bump(3), 'ni', bump(11), 'last', now)
   outcome = st
 end
--- Metadata only: an in-flight or conflicting copy gets no answer.
-r[3], r[4], r[5], r[6] = false, false, false, false
 -- One MessagePack array (Redis's cmsgpack, in C): packing in Lua cost
 -- more than the HMGET, a number formatted per field (an uncached replay's
 -- Redis CPU 43 → 34 µs, BenchmarkStoreCPU/replay).

@@ -12,13 +12,13 @@ import (
 // TestClaimScriptFields: the claim script packs a duplicate's record in
 // the order its HMGETs name the fields, and the gateway unpacks it in
 // replayFields' order (a replay, with the copy's time after them) or
-// recordFields' order (any other); the lists must be one.
+// claimFields' order (any other); the lists must be one.
 func TestClaimScriptFields(t *testing.T) {
 	ms := regexp.MustCompile(`(?s)redis\.call\('HMGET', h, (.*?)\)`).FindAllStringSubmatch(claimLua, -1)
 	if len(ms) != 2 {
 		t.Fatalf("claim.lua has %d HMGETs of the record, want 2 (a replay's, the whole record's)", len(ms))
 	}
-	for i, want := range [][]string{replayFields[:len(replayFields)-1], recordFields} {
+	for i, want := range [][]string{replayFields[:len(replayFields)-1], claimFields} {
 		var got []string
 		for _, f := range strings.Split(ms[i][1], ",") {
 			got = append(got, strings.Trim(strings.TrimSpace(f), "'"))
@@ -33,6 +33,14 @@ func TestClaimScriptFields(t *testing.T) {
 	for i, at := range replaySlots {
 		if at < 2 {
 			t.Fatalf("replayFields[%d] %q is not a record field (or is key or state)", i, replayFields[i])
+		}
+	}
+	if claimFields[0] != "state" {
+		t.Fatalf("claimFields starts with %q; Claim reads the state the script judged there", claimFields[0])
+	}
+	for i, at := range claimSlots {
+		if at < 1 {
+			t.Fatalf("claimFields[%d] %q is not a record field (or is key)", i, claimFields[i])
 		}
 	}
 }

@@ -277,12 +277,12 @@ func (s *Redis) Claim(ctx context.Context, key, fingerprint string, lockTTL time
 		fields, err = unpackFields(str(v[1]))
 	}
 	if err == nil {
-		res.Record, err = parseRecord(fields)
+		res.Record, err = parseSome(key, "", claimSlots, fields)
 	}
 	if err == nil {
 		// The script judged expiry by the server's clock when it ran;
 		// the record it returns is as of then, not as of the reply.
-		res.Record.State = State(fields[1])
+		res.Record.State = State(fields[0]) // claimFields[0]
 	}
 	if err != nil {
 		return ClaimResult{}, s.wrap("claim", err)

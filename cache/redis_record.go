@@ -8,7 +8,7 @@ import (
 )
 
 // How the Redis store reads a record: the claim script's packed reply (in
-// replayFields order for a replay, recordFields order otherwise), or
+// replayFields order for a replay, claimFields order otherwise), or
 // HMGET's fields, in recordFields order.
 
 // unpackFields reads the claim script's packed record: a MessagePack
@@ -141,34 +141,48 @@ func parseRecord(v []string) (*Record, error) {
 var replayFields = []string{"status", "headers", "body", "body_cached", "fp",
 	"copies", "first", "expires", "nr", "last"}
 
-// replaySlots[i] is replayFields[i]'s position in recordFields.
-var replaySlots = func() []int {
-	at := make([]int, len(replayFields))
-	for i, f := range replayFields {
+// claimFields is what the claim script reads of a copy in flight or in
+// conflict: the record's metadata, without the answer (such a copy never
+// gets it) and the key (the gateway has it), in the script's order.
+var claimFields = []string{"state", "fp", "copies", "conflicts", "first",
+	"last", "expires", "changed", "nf", "nr", "ni", "na", "nn"}
+
+// replaySlots and claimSlots: each field's position in recordFields.
+var replaySlots, claimSlots = slotsOf(replayFields), slotsOf(claimFields)
+
+func slotsOf(fields []string) []int {
+	at := make([]int, len(fields))
+	for i, f := range fields {
 		at[i] = slices.Index(recordFields, f)
 	}
 	return at
-}()
+}
 
 // parseReplay reads the claim script's "replayed" fields, in replayFields
 // order, as key's answered record. What a replay does not read stays
 // zero: Conflicts, Changed, CopyOutcomes but Replayed, AttemptCount
 // (Lookup reads them).
 func parseReplay(key string, v []string) (*Record, error) {
-	if len(v) != len(replayFields) {
-		return nil, fmt.Errorf("replay of %d fields, want %d", len(v), len(replayFields))
-	}
-	var buf [24]string // on the stack: parseRecord keeps none of it
-	all := buf[:len(recordFields)]
-	all[0], all[1] = key, string(StateAnswered)
-	for i, f := range v {
-		all[replaySlots[i]] = f
-	}
-	r, err := parseRecord(all)
+	r, err := parseSome(key, StateAnswered, replaySlots, v)
 	if err == nil {
 		r.Changed = time.Time{}
 	}
 	return r, err
+}
+
+// parseSome reads fields v, which go to recordFields' positions slots,
+// as key's record in state (unless v has the state).
+func parseSome(key string, state State, slots []int, v []string) (*Record, error) {
+	if len(v) != len(slots) {
+		return nil, fmt.Errorf("record of %d fields, want %d", len(v), len(slots))
+	}
+	var buf [24]string // on the stack: parseRecord keeps none of it
+	all := buf[:len(recordFields)]
+	all[0], all[1] = key, string(state)
+	for i, f := range v {
+		all[slots[i]] = f
+	}
+	return parseRecord(all)
 }
 
 // strs is an HMGET reply as strings ("" for a missing field).
