@@ -6,9 +6,8 @@
 -- {"replayed", <what a replay needs, packed>} for an answered key's copy;
 -- or {outcome, <the record's metadata in claimFields order, packed>} where
 -- outcome is "in_flight" or "conflict", so a duplicate costs one round
--- trip. Packed: the fields as one MessagePack
--- array (a missing one false), one string, so the gateway reads one reply
--- instead of one per field.
+-- trip. Packed: the fields as one MessagePack array (a missing one false),
+-- one string, so the gateway reads one reply instead of one per field.
 -- The HMGETs below name the fields in replayFields' and claimFields' order
 -- (redis_record.go); TestClaimScriptFields holds them together.
 local h, nk, ak = KEYS[1], KEYS[2], KEYS[3]
@@ -24,7 +23,8 @@ if st == 'answered' then
   -- A conflict (another fingerprint) reads the whole record below.
   local a = redis.call('HMGET', h, 'status', 'headers', 'body', 'body_cached',
     'fp', 'copies', 'first', 'expires', 'nr')
-  if ARGV[2] == '' or not a[5] or a[5] == '' or a[5] == ARGV[2] then
+  -- Not a conflict: the test below, of the fingerprint read here.
+  if not (ARGV[2] ~= '' and a[5] and a[5] ~= '' and a[5] ~= ARGV[2]) then
     a[6] = string.format('%d', (tonumber(a[6]) or 0) + 1)
     a[9] = string.format('%d', (tonumber(a[9]) or 0) + 1)
     redis.call('HSET', h, 'copies', a[6], 'nr', a[9], 'last', now)

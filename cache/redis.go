@@ -248,23 +248,7 @@ func (s *Redis) Claim(ctx context.Context, key, fingerprint string, lockTTL time
 		}
 		return ClaimResult{Outcome: Answered, Record: fromOrder(key, ev)}, nil
 	case "replayed":
-		if len(v) != 2 {
-			return ClaimResult{}, fmt.Errorf("cache: redis claim: replay without its record")
-		}
 		res.Outcome = Answered
-		fields, err := unpackFields(str(v[1]))
-		if err == nil {
-			res.Record, err = parseReplay(key, fields)
-		}
-		if err != nil {
-			return ClaimResult{}, s.wrap("claim", err)
-		}
-		if keep {
-			s.hot.keep(key, res.Record, ticket)
-			r := *res.Record // the kept one is shared
-			res.Record = &r
-		}
-		return res, nil
 	case "in_flight":
 		res.Outcome = InFlight
 	case "conflict":
@@ -276,16 +260,26 @@ func (s *Redis) Claim(ctx context.Context, key, fingerprint string, lockTTL time
 	if len(v) == 2 {
 		fields, err = unpackFields(str(v[1]))
 	}
-	if err == nil {
+	switch {
+	case err != nil:
+	case res.Outcome == Answered: // "replayed": what a replay needs
+		res.Record, err = parseReplay(key, fields)
+	default:
 		res.Record, err = parseSome(key, "", claimSlots, fields)
-	}
-	if err == nil {
-		// The script judged expiry by the server's clock when it ran;
-		// the record it returns is as of then, not as of the reply.
-		res.Record.State = State(fields[0]) // claimFields[0]
+		if err == nil {
+			// The script judged expiry by the server's clock when it
+			// ran; the record it returns is as of then, not as of the
+			// reply.
+			res.Record.State = State(fields[0]) // claimFields[0]
+		}
 	}
 	if err != nil {
 		return ClaimResult{}, s.wrap("claim", err)
+	}
+	if keep && res.Outcome == Answered {
+		s.hot.keep(key, res.Record, ticket)
+		r := *res.Record // the kept one is shared
+		res.Record = &r
 	}
 	return res, nil
 }
