@@ -165,9 +165,6 @@ func TestMemoryClock(t *testing.T) {
 	}
 }
 
-// TestRedisClusterHashTags: keys of different idempotency keys spread over
-// slots (and nodes), every script runs on each without CROSSSLOT, and the
-// hash and its wake channel share the tag.
 // redisStore is a Redis store on a redis-server of its own, and a client
 // of that server to look under the store.
 func redisStore(t *testing.T) (*Redis, *redis.Client) {
@@ -178,6 +175,9 @@ func redisStore(t *testing.T) (*Redis, *redis.Client) {
 	return s, c
 }
 
+// TestRedisClusterHashTags: keys of different idempotency keys spread over
+// slots (and nodes), every script runs on each without CROSSSLOT, and the
+// hash and its wake channel share the tag.
 func TestRedisClusterHashTags(t *testing.T) {
 	cl := redistest.StartCluster(t, 3).Client()
 	ctx := context.Background()
