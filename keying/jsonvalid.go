@@ -71,13 +71,17 @@ func validJSON(doc []byte) bool {
 			if i >= len(doc) {
 				return false
 			}
-			if end := stack[len(stack)-1]; doc[i] == end {
+			end := stack[len(stack)-1]
+			if doc[i] == end {
 				stack = stack[:len(stack)-1]
 				i++
 				continue
-			} else if doc[i] != ',' {
+			}
+			if doc[i] != ',' {
 				return false
-			} else if i = jsonSpace(doc, i+1); end == '}' {
+			}
+			i = jsonSpace(doc, i+1)
+			if end == '}' {
 				if i = jsonMember(doc, i); i < 0 {
 					return false
 				}
