@@ -32,7 +32,13 @@ import (
 // A replay reads the answer and counts the copy: plain (GET and HINCRBY),
 // lua (the same in a script), lua_packed_answer (a record of the store's
 // fields, written by the store, with the answer packed into one field, the
-// counters beside it) and store (the store's claim of that record).
+// counters beside it) and store (the store's claim of that record). The
+// one_string cases keep the whole record in one string, its state and
+// fingerprint at the head for the script to check, and call the script as
+// the store calls its claim (4 keys, 5 arguments): one_string counts
+// nothing; one_string_counted counts the copy as the record keeps it
+// (copies, replayed copies, last seen on the server's clock) in a hash of
+// its own.
 func BenchmarkRedisBound(b *testing.B) {
 	c, pid := cpuBenchRedis(b)
 	ap, err := c.AsyncAutoPipeline()
@@ -105,7 +111,23 @@ if ARGV[1] ~= '' and v[2] and v[2] ~= '' and v[2] ~= ARGV[1] then return 'confli
 local c, n = (tonumber(v[4]) or 0) + 1, (tonumber(v[5]) or 0) + 1
 redis.call('HSET', KEYS[1], 'copies', c, 'nr', n, 'last', now)
 return {'answered', v[3], c, n, v[6], now}`)
-	for _, s := range []*redis.Script{claimLua, completeLua, ngxComplete, replayLua, packedReplayLua} {
+	// The record's head: "A" (answered), the fingerprint's length in two
+	// digits, the fingerprint; then the rest of the record.
+	oneStringRead := `
+local v = redis.call('GET', KEYS[1])
+if not v or v:sub(1, 1) ~= 'A' then return false end
+local n = tonumber(v:sub(2, 3))
+if ARGV[2] ~= '' and n > 0 and v:sub(4, 3 + n) ~= ARGV[2] then return 'conflict' end
+`
+	oneStringLua := redis.NewScript(oneStringRead + `return {'replayed', v}`)
+	oneStringCountedLua := redis.NewScript(`
+local t = redis.call('TIME')
+local now = string.format('%d', t[1] * 1000 + math.floor(t[2] / 1000))` + oneStringRead + `
+local c = redis.call('HINCRBY', KEYS[2], 'copies', 1)
+local r = redis.call('HINCRBY', KEYS[2], 'nr', 1)
+redis.call('HSET', KEYS[2], 'last', now)
+return {'replayed', v, c, r, now}`)
+	for _, s := range []*redis.Script{claimLua, completeLua, ngxComplete, replayLua, packedReplayLua, oneStringLua, oneStringCountedLua} {
 		if err := s.Load(ctx, c).Err(); err != nil {
 			b.Fatal(err)
 		}
@@ -127,6 +149,15 @@ return {'answered', v[3], c, n, v[6], now}`)
 	if err := c.Set(ctx, "bound:replay", answered, 0).Err(); err != nil {
 		b.Fatal(err)
 	}
+	if err := c.Set(ctx, "bound:one", "A02fp"+answered, 0).Err(); err != nil {
+		b.Fatal(err)
+	}
+	if err := c.HSet(ctx, "bound:one:c", "copies", 1, "nr", 0, "last", "1764600000000").Err(); err != nil {
+		b.Fatal(err)
+	}
+	// The arguments of the store's claim: its 4 keys and 5 arguments.
+	oneKeys := []string{"bound:one", "bound:one:c", "bound:one:n", "bound:one:a"}
+	oneArgs := []any{token, "fp", lock, "bound:one", ""}
 
 	firstCopy := func(b *testing.B, k string) {
 		if script(b, claimLua, []string{k, k + ":o"}, claimed, lock, event) != int64(1) {
@@ -180,6 +211,16 @@ return {'answered', v[3], c, n, v[6], now}`)
 		}},
 		{"replay/lua_packed_answer", func(b *testing.B) {
 			if v, _ := script(b, packedReplayLua, []string{stored}, "fp").([]any); len(v) != 6 || v[0] != "answered" {
+				b.Errorf("replay: %v", v)
+			}
+		}},
+		{"replay/one_string", func(b *testing.B) {
+			if v, _ := script(b, oneStringLua, oneKeys, oneArgs...).([]any); len(v) != 2 || v[1] != "A02fp"+answered {
+				b.Errorf("replay: %v", v)
+			}
+		}},
+		{"replay/one_string_counted", func(b *testing.B) {
+			if v, _ := script(b, oneStringCountedLua, oneKeys, oneArgs...).([]any); len(v) != 5 || v[1] != "A02fp"+answered {
 				b.Errorf("replay: %v", v)
 			}
 		}},
