@@ -309,6 +309,69 @@ func TestFaultRedisPausedAtComplete(t *testing.T) {
 	}
 }
 
+// TestFaultPlatformHangsUpDuringClaim: Redis stops answering (SIGSTOP)
+// as a copy's claim is sent, the platform hangs up before Redis comes back
+// within store_timeout, and the claim, sent, runs when it does. The claim
+// is the gateway's still: the copy goes on to the backend and its answer
+// is remembered, so the platform's retry is replayed at once. (A claim
+// bound by the request gave up with the platform, and the retry found the
+// key held by a claim nobody had, until lock_ttl.)
+func TestFaultPlatformHangsUpDuringClaim(t *testing.T) {
+	rs := redistest.Start(t)
+	var resumeOnce sync.Once
+	resume := func() { resumeOnce.Do(rs.Resume) }
+	t.Cleanup(resume)
+	be := newFaultBackend(t)
+	base := startCaddy(t, `
+	idempotency {
+		key k:{idempotency.form.out_trade_no}
+		store redis {redis}
+		lock_ttl 30s
+		store_timeout 3s
+		in_flight wait 5s
+	}
+	reverse_proxy {backend}`, "{redis}", rs.Addr(), "{backend}", be.addr())
+	// The store's connections are up before Redis stops.
+	if r, err := faultSend(client, http.MethodPost, base+"/notify", form("hangup-warm"), formHeader); err != nil || r.status != 200 {
+		t.Fatalf("warm-up copy: got %d %v", r.status, err)
+	}
+
+	const key, other = "hangup-claim", "hangup-other"
+	rs.Pause()
+	time.AfterFunc(time.Second, resume)
+	// Another platform's copy, patient, has its claim under way first: the
+	// impatient copy's claim is then a second one at once, which goes
+	// through the autopipeliner and waits on its context.
+	patient := make(chan reply, 1)
+	go func() {
+		r, _ := faultSend(client, http.MethodPost, base+"/notify", form(other), formHeader)
+		patient <- r
+	}()
+	time.Sleep(100 * time.Millisecond)
+	impatient := &http.Client{Timeout: 300 * time.Millisecond}
+	if r, err := faultSend(impatient, http.MethodPost, base+"/notify", form(key), formHeader); err == nil {
+		t.Fatalf("the platform that hung up got an answer: %d %q", r.status, r.body)
+	}
+	time.Sleep(1200 * time.Millisecond) // Redis is back
+	start := time.Now()
+	r, err := faultSend(client, http.MethodPost, base+"/notify", form(key), formHeader)
+	if err != nil || r.status != 200 || !r.replayed || r.body != "ok "+key {
+		t.Errorf("the platform's retry: got %d replayed=%v %q %v, want the replayed answer", r.status, r.replayed, r.body, err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("the retry took %v: it waited on a claim nobody held", d)
+	}
+	if got := be.count(key); got != 1 {
+		t.Errorf("backend ran %d times, want 1", got)
+	}
+	if r := <-patient; r.status != 200 || r.body != "ok "+other {
+		t.Errorf("the patient copy: got %d %q, want the backend's 200", r.status, r.body)
+	}
+	if got := be.count(other); got != 1 {
+		t.Errorf("backend ran %d times for the patient copy, want 1", got)
+	}
+}
+
 // inFlightKeys lists the keys the admin API shows in flight.
 func inFlightKeys(t testing.TB, g gateway) []string {
 	t.Helper()

@@ -305,8 +305,7 @@ func (h *Handler) storeCall(ctx context.Context, call func(context.Context) erro
 // complete remembers a successful answer; when the store cannot take it
 // now, the settler keeps it and retries (cache.Settler).
 func (h *Handler) complete(key, token, fp string, ans cache.Answer, j cache.Journal) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(h.StoreTimeout))
-	defer cancel()
+	ctx := h.storeDeadlines.context()
 	err := h.settler.Complete(ctx, key, token, fp, ans, time.Duration(h.TTL), j, func(err error) {
 		if err != nil {
 			h.claimTrouble(key, "complete", err)

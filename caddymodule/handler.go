@@ -160,12 +160,15 @@ type Handler struct {
 	success func(status int, header http.Header, body []byte) bool
 	logger  *zap.Logger
 	metrics *metrics
-	warned  *copyWarnings
-	events  *caddyevents.App
-	alerter *alerter
-	ctx     caddy.Context
-	dlv     *deliveryState  // async delivery; nil for sync
-	reg     *registry.Route // this route in the registry, once provisioned
+	// storeDeadlines bound the claim and the completion by store_timeout
+	// (deadline.go); set by Provision.
+	storeDeadlines *deadlines
+	warned         *copyWarnings
+	events         *caddyevents.App
+	alerter        *alerter
+	ctx            caddy.Context
+	dlv            *deliveryState  // async delivery; nil for sync
+	reg            *registry.Route // this route in the registry, once provisioned
 	// merchants: app_id and mchid as resolved (the registry's Merchants).
 	merchants []string
 	// resign signs a redelivery afresh (Stripe, Standard Webhooks: the
@@ -335,6 +338,7 @@ func (h *Handler) setDefaults() {
 	if h.StoreTimeout == 0 {
 		h.StoreTimeout = caddy.Duration(2 * time.Second)
 	}
+	h.storeDeadlines = newDeadlines(time.Duration(h.StoreTimeout))
 	if h.MaxBody == 0 {
 		h.MaxBody = 1 << 20
 	}

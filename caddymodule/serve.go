@@ -28,7 +28,7 @@ func (h *Handler) serveKey(w http.ResponseWriter, r *http.Request, next caddyhtt
 		if rec := h.settler.Kept(key); rec != nil {
 			return h.replayRecord(w, r, repl, rec, fp, waited)
 		}
-		res, err := h.claim(r.Context(), key, fp)
+		res, err := h.claim(key, fp)
 		if err != nil && r.Context().Err() != nil {
 			// The platform hung up; the store is not to blame.
 			return result{outcome: outcomeCanceled, err: err}, caddyhttp.Error(499, err)
@@ -196,13 +196,14 @@ type keptClaimer interface {
 	ClaimKept(key, fingerprint string) (cache.ClaimResult, bool)
 }
 
-func (h *Handler) claim(ctx context.Context, key, fp string) (cache.ClaimResult, error) {
+// claim claims key, bounded by store_timeout and not by the request: a
+// claim that was sent is the key's, and its outcome must be known even if
+// the platform hangs up meanwhile (deadline.go).
+func (h *Handler) claim(key, fp string) (cache.ClaimResult, error) {
 	if kc, ok := h.store.(keptClaimer); ok {
 		if res, ok := kc.ClaimKept(key, fp); ok {
 			return res, nil
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, time.Duration(h.StoreTimeout))
-	defer cancel()
-	return h.store.Claim(ctx, key, fp, time.Duration(h.LockTTL))
+	return h.store.Claim(h.storeDeadlines.context(), key, fp, time.Duration(h.LockTTL))
 }
