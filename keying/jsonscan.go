@@ -104,6 +104,8 @@ func jsonSpace(v []byte, i int) int {
 func jsonSkip(v []byte, i int) int {
 	switch v[i] {
 	case '"':
+		// jsonStringEnd's loop without its checks, which v, valid, needs
+		// none of: calling it made BenchmarkFieldsJSON/scan 10–20% slower.
 		for i++; ; i++ {
 			for jsonPlain[v[i]] {
 				i++
