@@ -120,9 +120,8 @@ local n = tonumber(v:sub(2, 3))
 if ARGV[2] ~= '' and n > 0 and v:sub(4, 3 + n) ~= ARGV[2] then return 'conflict' end
 `
 	oneStringLua := redis.NewScript(oneStringRead + `return {'replayed', v}`)
-	oneStringCountedLua := redis.NewScript(`
-local t = redis.call('TIME')
-local now = string.format('%d', t[1] * 1000 + math.floor(t[2] / 1000))` + oneStringRead + `
+	oneStringCountedLua := redis.NewScript(clockLua + `
+local now = string.format('%d', now_ms())` + oneStringRead + `
 local c = redis.call('HINCRBY', KEYS[2], 'copies', 1)
 local r = redis.call('HINCRBY', KEYS[2], 'nr', 1)
 redis.call('HSET', KEYS[2], 'last', now)
@@ -149,7 +148,8 @@ return {'replayed', v, c, r, now}`)
 	if err := c.Set(ctx, "bound:replay", answered, 0).Err(); err != nil {
 		b.Fatal(err)
 	}
-	if err := c.Set(ctx, "bound:one", "A02fp"+answered, 0).Err(); err != nil {
+	oneRecord := "A02fp" + answered
+	if err := c.Set(ctx, "bound:one", oneRecord, 0).Err(); err != nil {
 		b.Fatal(err)
 	}
 	if err := c.HSet(ctx, "bound:one:c", "copies", 1, "nr", 0, "last", "1764600000000").Err(); err != nil {
@@ -215,12 +215,12 @@ return {'replayed', v, c, r, now}`)
 			}
 		}},
 		{"replay/one_string", func(b *testing.B) {
-			if v, _ := script(b, oneStringLua, oneKeys, oneArgs...).([]any); len(v) != 2 || v[1] != "A02fp"+answered {
+			if v, _ := script(b, oneStringLua, oneKeys, oneArgs...).([]any); len(v) != 2 || v[1] != oneRecord {
 				b.Errorf("replay: %v", v)
 			}
 		}},
 		{"replay/one_string_counted", func(b *testing.B) {
-			if v, _ := script(b, oneStringCountedLua, oneKeys, oneArgs...).([]any); len(v) != 5 || v[1] != "A02fp"+answered {
+			if v, _ := script(b, oneStringCountedLua, oneKeys, oneArgs...).([]any); len(v) != 5 || v[1] != oneRecord {
 				b.Errorf("replay: %v", v)
 			}
 		}},
