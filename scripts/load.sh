@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Load comparison, side by side in one run on loopback: plain reverse_proxy, a
-# Caddy respond (the floor of any answer from the gateway itself), and
+# Caddy respond (the floor of any answer from the gateway itself), the floor
+# under a first copy (internal/loadfloor: the body read and two empty script
+# round trips through go-redis before and after the backend), and
 # idemgate with a real Redis, for unique keys (first-copy path) and one
 # repeated key (replay path). Reports requests/s, p50, p99 and the contract's ratios,
 # checks what reached the backend, and counts Redis round trips and CPU time
@@ -136,9 +138,10 @@ wait_up() {
 }
 
 echo "== building (once) into $WORK"
-(cd "$ROOT" && go build -o "$WORK/idemgate" ./cmd/idemgate && go build -o "$WORK/backend" ./examples/legacy-backend) ||
+# -tags loadfloor: the binary also serves the floor case (internal/loadfloor).
+(cd "$ROOT" && go build -tags loadfloor -o "$WORK/idemgate" ./cmd/idemgate && go build -o "$WORK/backend" ./examples/legacy-backend) ||
 	die "build failed"
-MAIN_CASES="plain respond unique replay"
+MAIN_CASES="plain respond floor unique replay"
 CASES=$MAIN_CASES
 TREE_PAIR="unique@tree replay@tree" BASE_PAIR="unique@base replay@base"
 if [[ -n $BASE ]]; then
@@ -157,6 +160,7 @@ REDIS_PORT=$(free_port)
 BACKEND_PORT=$(free_port)
 PLAIN_PORT=$(free_port)
 RESPOND_PORT=$(free_port)
+FLOOR_PORT=$(free_port)
 UNIQUE_PORT=$(free_port)
 REPLAY_PORT=$(free_port)
 BASE_UNIQUE_PORT=$(free_port)
@@ -241,15 +245,24 @@ http://127.0.0.1:$RESPOND_PORT {
 	respond "success" 200
 }
 
+# (a'') the floor under a first copy: the body read, two round trips of an
+# empty script through go-redis as the store sends its scripts, then the
+# backend; no key, no record (internal/loadfloor)
+http://127.0.0.1:$FLOOR_PORT {
+	bind 127.0.0.1
+	idempotency_floor 127.0.0.1:$REDIS_PORT
+	reverse_proxy 127.0.0.1:$BACKEND_PORT
+}
+
 $(gateway_sites "$UNIQUE_PORT" "$REPLAY_PORT")
 EOF
 
-echo "== idemgate on :$PLAIN_PORT (plain), :$RESPOND_PORT (respond), :$UNIQUE_PORT (unique keys), :$REPLAY_PORT (replay)"
+echo "== idemgate on :$PLAIN_PORT (plain), :$RESPOND_PORT (respond), :$FLOOR_PORT (floor), :$UNIQUE_PORT (unique keys), :$REPLAY_PORT (replay)"
 XDG_DATA_HOME="$WORK/xdg-data" XDG_CONFIG_HOME="$WORK/xdg-config" \
 	"$WORK/idemgate" run --config "$WORK/Caddyfile" --adapter caddyfile >"$WORK/caddy.log" 2>&1 &
 PIDS+=($!)
 CADDY_PID=$!
-for port in "$PLAIN_PORT" "$RESPOND_PORT" "$UNIQUE_PORT" "$REPLAY_PORT"; do
+for port in "$PLAIN_PORT" "$RESPOND_PORT" "$FLOOR_PORT" "$UNIQUE_PORT" "$REPLAY_PORT"; do
 	# Any HTTP answer will do: the gateway sites refuse a request without a key.
 	wait_up "idemgate on :$port" "${PIDS[-1]}" "$WORK/caddy.log" curl -sS -o /dev/null --max-time 1 "http://127.0.0.1:$port/"
 done
@@ -329,6 +342,7 @@ measure() {
 	case $name in
 	plain | plain-1c) port=$PLAIN_PORT mode=unique ;;
 	respond) port=$RESPOND_PORT mode=unique ;;
+	floor) port=$FLOOR_PORT mode=unique ;;
 	unique | unique-1c) port=$UNIQUE_PORT mode=unique ;;
 	replay) port=$REPLAY_PORT mode=fixed ;;
 	unique@tree) port=$TREE_UNIQUE_PORT mode=unique gw=$TREE_PID ;;
@@ -467,6 +481,10 @@ delta=$((unique_fwd - unique_req))
 if ((delta >= 0 && delta <= slack && unique_bad == 0)); then fwd_ok=ok; else fwd_ok=WRONG wrong=1; fi
 printf '%-34s %s of %s wrk requests reached the backend (%+d in flight at the end)  %s\n' \
 	"unique: forwarded" "$unique_fwd" "$unique_req" "$delta" "$fwd_ok"
+delta=$((floor_fwd - floor_req))
+if ((delta >= 0 && delta <= slack && floor_bad == 0)); then fwd_ok=ok; else fwd_ok=WRONG wrong=1; fi
+printf '%-34s %s of %s wrk requests reached the backend (%+d in flight at the end)  %s\n' \
+	"floor: forwarded" "$floor_fwd" "$floor_req" "$delta" "$fwd_ok"
 if ((replay_fwd == ROUNDS && replay_bad == 0)); then fwd_ok=ok; else fwd_ok=WRONG wrong=1; fi
 printf '%-34s backend ran %s time(s) for %s requests on one key (expect %s)  %s\n' \
 	"replay: forwarded" "$replay_fwd" "$replay_req" "$ROUNDS" "$fwd_ok"
@@ -482,6 +500,13 @@ cpu_plain=$(us plain 12 "$plain_req") cpu_respond=$(us respond 12 "$respond_req"
 cpu_unique=$(us unique 12 "$unique_req") cpu_replay=$(us replay 12 "$replay_req")
 check "first copy CPU − plain's" "$((cpu_unique - cpu_plain))" "<=" "$TARGET_UNIQUE_CPU" "$((cpu_unique - cpu_plain)) µs"
 check "replay CPU − respond's" "$((cpu_replay - cpu_respond))" "<=" "$TARGET_REPLAY_CPU" "$((cpu_replay - cpu_respond)) µs"
+# What stands under the first copy's target: the floor (the body read and
+# two empty round trips through go-redis, nothing kept) over plain is what
+# any Go gate with a claim before the backend and an answer after pays
+# here; the first copy over the floor is idemgate's own work.
+cpu_floor=$(us floor 12 "$floor_req")
+printf '%-34s %d µs over plain; first copy %d µs over the floor (the gateway'"'"'s own work)\n' \
+	"floor (two empty round trips)" "$((cpu_floor - cpu_plain))" "$((cpu_unique - cpu_floor))"
 if [[ -n $BASE ]]; then
 	b_unique=$(us unique@base 12 "$unique_base_req") b_replay=$(us replay@base 12 "$replay_base_req")
 	t_unique=$(us unique@tree 12 "$unique_tree_req") t_replay=$(us replay@tree 12 "$replay_tree_req")
@@ -502,8 +527,8 @@ if command -v redis-cli >/dev/null; then
 	printf '%-34s unique %s, replay %s   (contract: at most 2 and 1; all commands, inside scripts too: %s, %s)\n' \
 		"Redis round trips per request" "$(per unique 10 "$unique_req")" "$(per replay 10 "$replay_req")" \
 		"$(per unique 11 "$unique_req")" "$(per replay 11 "$replay_req")"
-	printf '%-34s unique %s, replay %s   (what the store costs Redis, per request)\n' \
-		"Redis CPU µs per request" "$(us unique 13 "$unique_req")" "$(us replay 13 "$replay_req")"
+	printf '%-34s unique %s, replay %s, floor %s   (what the store costs Redis, per request; the floor: two empty scripts)\n' \
+		"Redis CPU µs per request" "$(us unique 13 "$unique_req")" "$(us replay 13 "$replay_req")" "$(us floor 13 "$floor_req")"
 fi
 # The floor under any gate's Redis CPU on this machine, measured on the
 # same redis-server with as many connections: one round trip of PING (no

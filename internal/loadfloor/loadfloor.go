@@ -1,0 +1,158 @@
+// Package loadfloor is the floor under any gateway that keeps idemgate's
+// contract on Redis, for scripts/load.sh: a Caddy handler that reads the
+// body as the gateway does, runs two round trips of an empty script (a
+// first copy's claim before the backend, its answer after) through
+// go-redis the way the Redis store sends its scripts, and hands the
+// request to the next handler. It keys nothing, verifies nothing, keeps
+// nothing: what a first copy costs above it is the gateway's own work;
+// what it costs above plain reverse_proxy is what two round trips cost a
+// Go gate in Caddy on this machine, whatever it does in them.
+//
+// Only load.sh's binary carries it (cmd/idemgate's loadfloor build tag).
+package loadfloor
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/redis/go-redis/v9"
+)
+
+func init() {
+	caddy.RegisterModule(new(Floor))
+	httpcaddyfile.RegisterHandlerDirective("idempotency_floor", parseCaddyfile)
+	httpcaddyfile.RegisterDirectiveOrder("idempotency_floor", httpcaddyfile.Before, "reverse_proxy")
+}
+
+// Floor is the handler: `idempotency_floor <redis address> [direct]`.
+type Floor struct {
+	Address string `json:"address"`
+	// Direct sends every round trip on the client itself, never through
+	// the autopipeliner (what the store did before it used one).
+	Direct bool `json:"direct,omitempty"`
+
+	c     *redis.Client
+	ap    *redis.AutoPipeliner
+	calls atomic.Int32
+}
+
+func (*Floor) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "http.handlers.idempotency_floor", New: func() caddy.Module { return new(Floor) }}
+}
+
+// empty is the script both round trips run: nothing, as cheaply as a
+// script can be run.
+var empty = redis.NewScript("return 1")
+
+// maxBody is the gateway's default max_body.
+const maxBody = 1 << 20
+
+func (f *Floor) Provision(caddy.Context) error {
+	// The store's client options (caddymodule's universalOptions).
+	f.c = redis.NewClient(&redis.Options{Addr: f.Address, ContextTimeoutEnabled: true, Protocol: 2})
+	ap, err := f.c.AsyncAutoPipeline()
+	if err != nil {
+		return err
+	}
+	f.ap = ap
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return empty.Load(ctx, f.c).Err()
+}
+
+func (f *Floor) Cleanup() error {
+	if f.c != nil {
+		return f.c.Close()
+	}
+	return nil
+}
+
+// roundTrip runs the empty script once on key, as the store runs a write
+// script: through the autopipeliner when another is under way, else on
+// the client itself, never re-sent. Its only bound is the client's read
+// time-out: the store's deadline costs next to nothing (one timer per
+// 5 ms, caddymodule's deadlines), and the floor leaves it out.
+func (f *Floor) roundTrip(key string) error {
+	ctx := context.Background()
+	cmd := redis.NewCmd(ctx, "evalsha", empty.Hash(), 1, key)
+	cmd.SetFirstKeyPos(3)
+	if f.calls.Add(1) > 1 && !f.Direct {
+		err := f.ap.Submit(ctx, onceCmd{cmd}).WaitContext(ctx)
+		f.calls.Add(-1)
+		if err != nil {
+			return err
+		}
+		return cmd.Err()
+	}
+	err := f.c.Process(ctx, onceCmd{cmd})
+	f.calls.Add(-1)
+	return err
+}
+
+type onceCmd struct{ *redis.Cmd }
+
+func (onceCmd) NoRetry() bool { return true }
+
+func (f *Floor) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	// Read as the gateway reads (caddymodule's readAll): into a buffer of
+	// the declared size.
+	var body []byte
+	var err error
+	if n := r.ContentLength; n >= 0 && n <= maxBody {
+		body = make([]byte, n)
+		_, err = io.ReadFull(r.Body, body)
+	} else {
+		body, err = io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	}
+	if err != nil || len(body) > maxBody {
+		return caddyhttp.Error(http.StatusBadRequest, fmt.Errorf("reading body: %v", err))
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
+	key := "floor:{" + r.Header.Get("X-Order") + "}"
+	if err := f.roundTrip(key); err != nil {
+		return caddyhttp.Error(http.StatusServiceUnavailable, err)
+	}
+	if err := next.ServeHTTP(w, r); err != nil {
+		return err
+	}
+	if err := f.roundTrip(key); err != nil {
+		return caddyhttp.Error(http.StatusServiceUnavailable, err)
+	}
+	return nil
+}
+
+func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	f := new(Floor)
+	return f, f.UnmarshalCaddyfile(h.Dispenser)
+}
+
+func (f *Floor) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next()
+	if !d.Args(&f.Address) {
+		return d.ArgErr()
+	}
+	if d.NextArg() {
+		if d.Val() != "direct" || d.NextArg() {
+			return d.ArgErr()
+		}
+		f.Direct = true
+	}
+	return nil
+}
+
+var (
+	_ caddyhttp.MiddlewareHandler = (*Floor)(nil)
+	_ caddy.Provisioner           = (*Floor)(nil)
+	_ caddy.CleanerUpper          = (*Floor)(nil)
+	_ caddyfile.Unmarshaler       = (*Floor)(nil)
+)
