@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/idemgate/idemgate/internal/gatewaytest"
@@ -15,8 +14,8 @@ import (
 // TestFloor runs the floor in a real Caddy in front of a real backend and
 // redis-server: every request reaches the backend once, its body intact,
 // and costs Redis exactly two script calls (the floor load.sh measures
-// is two round trips, no more and no fewer), alone and with 16 at once
-// (the autopipeliner's path), and on the direct path.
+// is two round trips, no more and no fewer), 64 at once (the
+// autopipeliner's path), and on the direct path.
 func TestFloor(t *testing.T) {
 	rs := redistest.Start(t)
 	rc := rs.Client()
@@ -43,26 +42,13 @@ func TestFloor(t *testing.T) {
 	reverse_proxy BACKEND`, "REDIS", rs.Addr(), "BACKEND", be.Addr())
 			before := scripts()
 			const n = 64
-			var wg sync.WaitGroup
-			errs := make(chan error, n)
-			sem := make(chan struct{}, 16)
-			for i := range n {
-				wg.Add(1)
-				sem <- struct{}{}
-				go func() {
-					defer wg.Done()
-					defer func() { <-sem }()
-					order := fmt.Sprintf("f-%d", i)
-					rep := gatewaytest.Notify(t, base, order)
-					if rep.Status != 200 || rep.Body != "ok "+order {
-						errs <- fmt.Errorf("%s: %d %q", order, rep.Status, rep.Body)
-					}
-				}()
-			}
-			wg.Wait()
-			close(errs)
-			for err := range errs {
-				t.Error(err)
+			replies := gatewaytest.Storm(n, func(i int) gatewaytest.Reply {
+				return gatewaytest.Notify(t, base, fmt.Sprintf("f-%d", i))
+			})
+			for i, rep := range replies {
+				if want := fmt.Sprintf("ok f-%d", i); rep.Status != 200 || rep.Body != want {
+					t.Errorf("request %d: %d %q, want 200 %q", i, rep.Status, rep.Body, want)
+				}
 			}
 			if got := be.Total.Load(); got != n {
 				t.Errorf("backend ran %d times for %d requests", got, n)
