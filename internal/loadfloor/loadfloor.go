@@ -113,8 +113,11 @@ func (f *Floor) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp
 	} else {
 		body, err = io.ReadAll(io.LimitReader(r.Body, maxBody+1))
 	}
-	if err != nil || len(body) > maxBody {
+	if err != nil {
 		return caddyhttp.Error(http.StatusBadRequest, fmt.Errorf("reading body: %v", err))
+	}
+	if len(body) > maxBody {
+		return caddyhttp.Error(http.StatusRequestEntityTooLarge, fmt.Errorf("body larger than %d bytes", maxBody))
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.ContentLength = int64(len(body))
