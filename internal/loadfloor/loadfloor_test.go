@@ -15,7 +15,8 @@ import (
 // redis-server: every request reaches the backend once, its body intact,
 // and costs Redis exactly two script calls (the floor load.sh measures
 // is two round trips, no more and no fewer), 64 at once (the
-// autopipeliner's path), and on the direct path.
+// autopipeliner's path), and on the direct path; a body over the bound
+// is a 413 that reaches neither.
 func TestFloor(t *testing.T) {
 	rs := redistest.Start(t)
 	rc := rs.Client()
@@ -55,6 +56,19 @@ func TestFloor(t *testing.T) {
 			}
 			if got := scripts() - before; got != 2*n {
 				t.Errorf("%d script calls for %d requests, want %d", got, n, 2*n)
+			}
+
+			// A body over the bound is refused before Redis and the backend.
+			before = scripts()
+			big := gatewaytest.Post(t, base+"/notify", "text/plain", strings.Repeat("x", maxBody+1), nil)
+			if big.Status != 413 {
+				t.Errorf("a body of %d bytes: %d %q, want 413", maxBody+1, big.Status, big.Body)
+			}
+			if got := be.Total.Load(); got != n {
+				t.Errorf("backend ran %d times after the refused body, want %d", got, n)
+			}
+			if got := scripts() - before; got != 0 {
+				t.Errorf("%d script calls for the refused body", got)
 			}
 		})
 	}
