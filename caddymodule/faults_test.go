@@ -372,6 +372,51 @@ func TestFaultPlatformHangsUpDuringClaim(t *testing.T) {
 	}
 }
 
+// TestFaultPlatformHangsUpStoreDown: Redis stops answering (SIGSTOP) for
+// longer than store_timeout, and the platform hangs up before the claim
+// times out. Nobody is left to answer, but the claim's failure is still the
+// store's: it counts as a store error of the claim (what the alert rules
+// watch), the request as canceled, and nothing reaches the backend.
+func TestFaultPlatformHangsUpStoreDown(t *testing.T) {
+	rs := redistest.Start(t)
+	var resumeOnce sync.Once
+	resume := func() { resumeOnce.Do(rs.Resume) }
+	t.Cleanup(resume)
+	be := newFaultBackend(t)
+	g := startGateway(t, `
+	idempotency {
+		key hud:{idempotency.form.out_trade_no}
+		scope hud
+		store redis {redis}
+		store_timeout 500ms
+		in_flight wait 100ms
+	}
+	reverse_proxy {backend}`, "{redis}", rs.Addr(), "{backend}", be.addr())
+	if r, err := faultSend(client, http.MethodPost, g.base+"/notify", form("hud-warm"), formHeader); err != nil || r.status != 200 {
+		t.Fatalf("warm-up copy: got %d %v", r.status, err)
+	}
+	const key = "hud-claim"
+	const storeErrors = `idemgate_store_errors_total{op="claim",platform="generic",scope="hud"}`
+	const canceled = `idemgate_requests_total{outcome="canceled",platform="generic",scope="hud"}`
+	before, _ := scrape(t, g)
+	rs.Pause()
+	impatient := &http.Client{Timeout: 200 * time.Millisecond}
+	if r, err := faultSend(impatient, http.MethodPost, g.base+"/notify", form(key), formHeader); err == nil {
+		t.Fatalf("the platform that hung up got an answer: %d %q", r.status, r.body)
+	}
+	eventually(t, 3*time.Second, "the canceled request to be counted", func() bool {
+		s, _ := scrape(t, g)
+		return s[canceled] > before[canceled]
+	})
+	resume()
+	after, _ := scrape(t, g)
+	wantDelta(t, after, before, storeErrors, 1)
+	wantDelta(t, after, before, canceled, 1)
+	if got := be.count(key); got != 0 {
+		t.Errorf("backend ran %d times for a copy whose claim failed, want 0", got)
+	}
+}
+
 // inFlightKeys lists the keys the admin API shows in flight.
 func inFlightKeys(t testing.TB, g gateway) []string {
 	t.Helper()

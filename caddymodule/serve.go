@@ -30,7 +30,10 @@ func (h *Handler) serveKey(w http.ResponseWriter, r *http.Request, next caddyhtt
 		}
 		res, err := h.claim(key, fp)
 		if err != nil && r.Context().Err() != nil {
-			// The platform hung up; the store is not to blame.
+			// The platform hung up, and nobody is left to answer. The
+			// claim's error is the store's all the same: a claim is not
+			// bound by the request (see claim).
+			h.metrics.storeError(r.Context(), h.route(), "claim")
 			return result{outcome: outcomeCanceled, err: err}, caddyhttp.Error(499, err)
 		}
 		if err != nil {
