@@ -256,9 +256,7 @@ func TestFaultRedisPausedAtComplete(t *testing.T) {
 		pause   = 2 * time.Second
 	)
 	rs := redistest.StartWith(t, redistest.Options{AOF: true})
-	var resumeOnce sync.Once
-	resume := func() { resumeOnce.Do(rs.Resume) }
-	t.Cleanup(resume)
+	resume := rs.Resumer()
 	be := newFaultBackend(t)
 	pausedAt := make(chan time.Time, 1)
 	be.setAct(func(key string, n int) faultAction {
@@ -318,9 +316,7 @@ func TestFaultRedisPausedAtComplete(t *testing.T) {
 // key held by a claim nobody had, until lock_ttl.)
 func TestFaultPlatformHangsUpDuringClaim(t *testing.T) {
 	rs := redistest.Start(t)
-	var resumeOnce sync.Once
-	resume := func() { resumeOnce.Do(rs.Resume) }
-	t.Cleanup(resume)
+	resume := rs.Resumer()
 	be := newFaultBackend(t)
 	base := startCaddy(t, `
 	idempotency {
@@ -379,9 +375,7 @@ func TestFaultPlatformHangsUpDuringClaim(t *testing.T) {
 // watch), the request as canceled, and nothing reaches the backend.
 func TestFaultPlatformHangsUpStoreDown(t *testing.T) {
 	rs := redistest.Start(t)
-	var resumeOnce sync.Once
-	resume := func() { resumeOnce.Do(rs.Resume) }
-	t.Cleanup(resume)
+	resume := rs.Resumer()
 	be := newFaultBackend(t)
 	g := startGateway(t, `
 	idempotency {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -86,6 +87,16 @@ func (s *Server) Pause() { s.signal(syscall.SIGSTOP) }
 
 // Resume continues a paused server with SIGCONT.
 func (s *Server) Resume() { s.signal(syscall.SIGCONT) }
+
+// Resumer returns a Resume that signals once however often it is called
+// (by a timer, by the test, and by the test's cleanup, which it joins: a
+// test that fails while the server is paused leaves it running).
+func (s *Server) Resumer() func() {
+	var once sync.Once
+	resume := func() { once.Do(s.Resume) }
+	s.t.Cleanup(resume)
+	return resume
+}
 
 func (s *Server) signal(sig syscall.Signal) {
 	s.t.Helper()
