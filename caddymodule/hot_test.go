@@ -1,11 +1,8 @@
 package caddymodule
 
 import (
-	"context"
 	"fmt"
 	"net/http"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,24 +12,6 @@ import (
 
 	"github.com/idemgate/idemgate/internal/redistest"
 )
-
-// redisScripts is how many scripts (EVALSHA and EVAL) Redis has run.
-func redisScripts(t *testing.T, rs *redistest.Server) int64 {
-	t.Helper()
-	info, err := rs.Client().Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n int64
-	for _, line := range strings.Split(info, "\n") {
-		if strings.HasPrefix(line, "cmdstat_evalsha:calls=") || strings.HasPrefix(line, "cmdstat_eval:calls=") {
-			v, _, _ := strings.Cut(line[strings.Index(line, "=")+1:], ",")
-			c, _ := strconv.ParseInt(v, 10, 64)
-			n += c
-		}
-	}
-	return n
-}
 
 // TestReplayCacheAcrossInstances: two gateway processes share one Redis
 // with the replay cache on (the default).
@@ -69,20 +48,20 @@ func TestReplayCacheAcrossInstances(t *testing.T) {
 	// longer on a loaded machine): then a copy on B runs no script.
 	copies := 1
 	eventually(t, 10*time.Second, "B replays from memory", func() bool {
-		before := redisScripts(t, rs)
+		before := rs.ScriptCalls()
 		if r := notify(t, pb.base, order); r.status != 200 || r.body != "success 1" || !r.replayed {
 			t.Fatalf("a copy on B: %d %q replayed=%v", r.status, r.body, r.replayed)
 		}
 		copies++
-		return redisScripts(t, rs) == before
+		return rs.ScriptCalls() == before
 	})
-	before := redisScripts(t, rs)
+	before := rs.ScriptCalls()
 	for i := range 40 {
 		if r := notify(t, pb.base, order); r.status != 200 || r.body != "success 1" || !r.replayed {
 			t.Fatalf("copy %d on B: %d %q replayed=%v", i, r.status, r.body, r.replayed)
 		}
 	}
-	if n := redisScripts(t, rs) - before; n > 10 {
+	if n := rs.ScriptCalls() - before; n > 10 {
 		t.Fatalf("40 duplicates on B ran %d scripts in Redis: not replayed from memory", n)
 	}
 	eventually(t, 3*time.Second, "A sees B's copies counted", func() bool {

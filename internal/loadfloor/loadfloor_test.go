@@ -1,9 +1,7 @@
 package loadfloor
 
 import (
-	"context"
 	"fmt"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -19,29 +17,13 @@ import (
 // is a 413 that reaches neither.
 func TestFloor(t *testing.T) {
 	rs := redistest.Start(t)
-	rc := rs.Client()
-	ctx := context.Background()
-	scripts := func() int {
-		t.Helper()
-		info, err := rc.Info(ctx, "commandstats").Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := 0
-		for _, line := range strings.Split(info, "\n") {
-			if rest, ok := strings.CutPrefix(line, "cmdstat_evalsha:calls="); ok {
-				n, _ = strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
-			}
-		}
-		return n
-	}
 	for _, mode := range []string{"", " direct"} {
 		t.Run("path"+strings.ReplaceAll(mode, " ", "="), func(t *testing.T) {
 			be := gatewaytest.NewBackend(t)
 			base := gatewaytest.StartCaddy(t, `
 	idempotency_floor REDIS`+mode+`
 	reverse_proxy BACKEND`, "REDIS", rs.Addr(), "BACKEND", be.Addr())
-			before := scripts()
+			before := rs.ScriptCalls()
 			const n = 64
 			replies := gatewaytest.Storm(n, func(i int) gatewaytest.Reply {
 				return gatewaytest.Notify(t, base, fmt.Sprintf("f-%d", i))
@@ -54,12 +36,12 @@ func TestFloor(t *testing.T) {
 			if got := be.Total.Load(); got != n {
 				t.Errorf("backend ran %d times for %d requests", got, n)
 			}
-			if got := scripts() - before; got != 2*n {
+			if got := rs.ScriptCalls() - before; got != int64(2*n) {
 				t.Errorf("%d script calls for %d requests, want %d", got, n, 2*n)
 			}
 
 			// A body over the bound is refused before Redis and the backend.
-			before = scripts()
+			before = rs.ScriptCalls()
 			big := gatewaytest.Post(t, base+"/notify", "text/plain", strings.Repeat("x", maxBody+1), nil)
 			if big.Status != 413 {
 				t.Errorf("a body of %d bytes: %d %q, want 413", maxBody+1, big.Status, big.Body)
@@ -67,7 +49,7 @@ func TestFloor(t *testing.T) {
 			if got := be.Total.Load(); got != n {
 				t.Errorf("backend ran %d times after the refused body, want %d", got, n)
 			}
-			if got := scripts() - before; got != 0 {
+			if got := rs.ScriptCalls() - before; got != 0 {
 				t.Errorf("%d script calls for the refused body", got)
 			}
 		})

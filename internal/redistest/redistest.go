@@ -96,6 +96,27 @@ func (s *Server) Client() *redis.Client {
 	return c
 }
 
+// ScriptCalls is how many scripts (EVALSHA and EVAL) the server has run,
+// from INFO commandstats.
+func (s *Server) ScriptCalls() int64 {
+	s.t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: s.Addr()})
+	defer c.Close()
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	var n int64
+	for _, line := range strings.Split(info, "\n") {
+		if strings.HasPrefix(line, "cmdstat_evalsha:calls=") || strings.HasPrefix(line, "cmdstat_eval:calls=") {
+			v, _, _ := strings.Cut(line[strings.Index(line, "=")+1:], ",")
+			c, _ := strconv.ParseInt(v, 10, 64)
+			n += c
+		}
+	}
+	return n
+}
+
 // Stop kills the server (like a crash: nothing is saved). Calling it on a
 // stopped server does nothing.
 func (s *Server) Stop() {
