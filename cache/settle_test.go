@@ -212,3 +212,57 @@ func TestSettlerBoundsAttempt(t *testing.T) {
 		})
 	}
 }
+
+// deadlineStore records the deadline of the contexts its completions get.
+type deadlineStore struct {
+	cache.Store
+	deadline time.Time
+	ok       bool
+}
+
+func (s *deadlineStore) Complete(ctx context.Context, key, token string, a cache.Answer, ttl time.Duration, j cache.Journal) error {
+	s.deadline, s.ok = ctx.Deadline()
+	return s.Store.Complete(ctx, key, token, a, ttl, j)
+}
+
+// TestSettlerKeepsCallerDeadline: a caller's deadline that ends within
+// OpTimeout, or a little past it (DeadlineSlack: the handler's deadlines
+// are shared and rounded up), is the attempt's own, with no timer of the
+// Settler's; one further off is cut to OpTimeout.
+func TestSettlerKeepsCallerDeadline(t *testing.T) {
+	const op = time.Second
+	for _, c := range []struct {
+		name  string
+		after time.Duration // the caller's deadline after OpTimeout
+		kept  bool
+	}{
+		{"before the op timeout", -op / 2, true},
+		{"a grain past it", 5 * time.Millisecond, true},
+		{"just within the slack", cache.DeadlineSlack - 2*time.Millisecond, true},
+		{"far past it", time.Minute, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := &deadlineStore{Store: cache.NewMemory()}
+			st := cache.NewSettler(s, cache.SettlerOptions{OpTimeout: op})
+			defer st.Close()
+			won, err := s.Claim(context.Background(), "k", "fp", time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := time.Now().Add(op + c.after)
+			ctx, cancel := context.WithDeadline(context.Background(), want)
+			defer cancel()
+			if err := st.Complete(ctx, "k", won.Token, "fp", answer, time.Hour, cache.Journal{}, nil); err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case !s.ok:
+				t.Fatal("the store's call had no deadline")
+			case c.kept && !s.deadline.Equal(want):
+				t.Fatalf("the store's call ends %v before the caller's deadline, want the caller's own", want.Sub(s.deadline))
+			case !c.kept && !s.deadline.Before(want.Add(-c.after+time.Millisecond)):
+				t.Fatalf("the store's call ends %v after OpTimeout, want it cut to OpTimeout", s.deadline.Sub(time.Now().Add(op)))
+			}
+		})
+	}
+}

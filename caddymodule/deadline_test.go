@@ -6,7 +6,29 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/idemgate/idemgate/cache"
 )
+
+// TestDeadlinesWithinSettlerSlack: the deadline a completion gets from the
+// default store_timeout ends within what the Settler takes as its own
+// bound (cache.DeadlineSlack past its default OpTimeout, the same 2s),
+// so a completion sets no second timer.
+func TestDeadlinesWithinSettlerSlack(t *testing.T) {
+	h := &Handler{}
+	h.setDefaults()
+	if time.Duration(h.StoreTimeout) != 2*time.Second {
+		t.Fatalf("default store_timeout %v, this test assumes the Settler's default OpTimeout, 2s", time.Duration(h.StoreTimeout))
+	}
+	for range 200 {
+		dl, _ := h.storeDeadlines.context().Deadline()
+		if left := time.Until(dl); left > 2*time.Second+cache.DeadlineSlack {
+			t.Fatalf("a store call's deadline is %v away, past the Settler's 2s + %v: each completion would set its own timer",
+				left, cache.DeadlineSlack)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
 
 // TestDeadlines: every context ends no sooner than the time-out after its
 // call started and less than a grain after that; calls within a grain
