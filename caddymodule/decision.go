@@ -20,7 +20,8 @@ type result struct {
 	keyID   string // the key that verified the notification, if named
 	outcome outcome
 	copies  int64
-	status  int // the backend's status, when it answered failure
+	status  int           // the backend's status, when it answered failure
+	backend time.Duration // how long the backend took, when forwarded
 	err     error
 	journal journalState // a failed forward's record, for its events
 }
@@ -60,6 +61,9 @@ func (h *Handler) record(ctx context.Context, span spanEnder, repl *caddy.Replac
 	elapsed := time.Since(start)
 	setOutcome(repl, d.outcome)
 	h.metrics.request(ctx, h.route(), string(d.outcome), elapsed)
+	if d.backend > 0 {
+		h.metrics.backendDuration(ctx, h.route(), d.backend)
+	}
 	registry.Counts.Add(d.outcome)
 	if d.outcome == outcomeWaited {
 		h.metrics.waitDuration(ctx, h.route(), elapsed)

@@ -22,6 +22,14 @@ import (
 // no longer does.
 const backendCeiling = 10 * time.Minute
 
+// ceiling is backendCeiling, or a test's.
+func (h *Handler) ceiling() time.Duration {
+	if h.testCeiling > 0 {
+		return h.testCeiling
+	}
+	return backendCeiling
+}
+
 // forward sends the winning copy to the backend, renewing the claim while
 // the backend works, and settles the claim by what the backend did. The
 // settling is deferred, so a panic (reverse_proxy's http.ErrAbortHandler
@@ -34,7 +42,15 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, next caddyhttp
 	defer h.settler.Local(key)() // runs after the claim is settled below
 	note := h.notification(r)
 	start := time.Now()
-	hold := h.hold(key, token, note)
+	// The backend's request outlives the platform's connection: platforms
+	// hang up after a few seconds, and a backend cut off mid-way leaves an
+	// outcome nobody knows. Let it finish, remember its answer, and the
+	// platform's retry gets the replay. The hold's timer cuts it off at the
+	// ceiling, so a hung backend does not hold the key (renewed) forever;
+	// the timer the hold runs anyway, rather than a context's own.
+	bctx, cut := context.WithCancel(context.WithoutCancel(r.Context()))
+	defer cut()
+	hold := h.hold(key, token, note, start.Add(h.ceiling()), cut)
 	settled := false
 	defer func() {
 		if !settled {
@@ -49,16 +65,9 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, next caddyhttp
 	tw := newTeeWriter(w, int(h.MaxAnswer))
 	defer tw.release()
 	sent := &sendTrace{}
-	// The backend's request outlives the platform's connection: platforms
-	// hang up after a few seconds, and a backend cut off mid-way leaves an
-	// outcome nobody knows. Let it finish, remember its answer, and the
-	// platform's retry gets the replay. The ceiling stops a hung backend
-	// from holding the key (renewed) forever.
-	bctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), backendCeiling)
-	defer cancel()
 	bctx = httptrace.WithClientTrace(bctx, sent.clientTrace())
 	err = next.ServeHTTP(tw, r.WithContext(bctx))
-	h.metrics.backendDuration(r.Context(), h.route(), time.Since(start))
+	took := time.Since(start)
 
 	var body []byte
 	if !tw.overflow {
@@ -71,7 +80,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, next caddyhttp
 	hold.stop()
 	settled = true
 
-	res = result{outcome: kind.outcome(), status: tw.statusCode(), err: err}
+	res = result{outcome: kind.outcome(), status: tw.statusCode(), backend: took, err: err}
 	j := cache.Journal{Notification: note, Attempt: attemptOf(r, kind, start, tw, body, err)}
 	switch kind {
 	case backendAnswered:
@@ -202,6 +211,9 @@ type heldClaim struct {
 	timer   *time.Timer
 	cancel  context.CancelFunc // the store call under way, if any
 	busy    sync.WaitGroup
+
+	ceiling time.Time          // when the backend's request is cut off
+	cut     context.CancelFunc // cuts it off
 }
 
 // keepAfter: a claim still at the backend this long journals its
@@ -214,8 +226,11 @@ const keepAfter = 250 * time.Millisecond
 // record outlives the claim as a failed notification an operator can see
 // and redeliver, instead of vanishing with the lock. Fast backends, most of
 // them, cost nothing extra.
-func (h *Handler) hold(key, token string, note *cache.Notification) *heldClaim {
-	c := &heldClaim{}
+//
+// At ceiling it calls cut, which ends the backend's request; the renewals
+// go on until the forward settles the claim (stop).
+func (h *Handler) hold(key, token string, note *cache.Notification, ceiling time.Time, cut context.CancelFunc) *heldClaim {
+	c := &heldClaim{ceiling: ceiling, cut: cut}
 	every := time.Duration(h.LockTTL) / 3
 	first := every
 	if note != nil {
@@ -224,12 +239,15 @@ func (h *Handler) hold(key, token string, note *cache.Notification) *heldClaim {
 	// Set under the lock: a run (begin) waits for the timer to be known.
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.timer = time.AfterFunc(first, func() {
+	c.timer = time.AfterFunc(c.until(first), func() {
 		ctx, ok := c.begin()
 		if !ok {
 			return
 		}
 		defer c.end(every)
+		if !time.Now().Before(c.ceiling) {
+			c.cut()
+		}
 		op, call := "renew", func(ctx context.Context) error {
 			return h.store.Renew(ctx, key, token, time.Duration(h.LockTTL))
 		}
@@ -263,13 +281,21 @@ func (c *heldClaim) begin() (context.Context, bool) {
 	return ctx, true
 }
 
+// until is d, or less when the ceiling comes sooner.
+func (c *heldClaim) until(d time.Duration) time.Duration {
+	if left := time.Until(c.ceiling); left > 0 {
+		return min(d, left)
+	}
+	return d
+}
+
 // end finishes a run and sets the next one.
 func (c *heldClaim) end(next time.Duration) {
 	c.mu.Lock()
 	c.cancel()
 	c.cancel = nil
 	if !c.stopped {
-		c.timer.Reset(next)
+		c.timer.Reset(c.until(next))
 	}
 	c.mu.Unlock()
 	c.busy.Done()

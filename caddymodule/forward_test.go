@@ -6,7 +6,13 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
 )
 
 // dropBackend counts each request per X-Order header (or order query), and
@@ -160,5 +166,67 @@ func TestOutcomeBeforeAnswer(t *testing.T) {
 	}
 	if !strings.HasPrefix(notify(t, base, "oc-2").header.Get("X-Outcome"), "forwarded") {
 		t.Fatal("a new key is not forwarded")
+	}
+}
+
+// TestBackendCeiling: a backend still working at the ceiling has its
+// request cut off, once, by the claim's hold (not sooner); one slower
+// than several renewals but within the ceiling is left to answer, and its
+// answer is remembered.
+func TestBackendCeiling(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		ceiling time.Duration
+		work    time.Duration // how long the backend works unless cut off
+		cut     bool
+	}{
+		{"cut at the ceiling", 400 * time.Millisecond, 6 * time.Second, true},
+		{"answers within it, past renewals", 20 * time.Second, 1200 * time.Millisecond, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := &Handler{Key: "ceiling:{idempotency.form.out_trade_no}", Store: &StoreConfig{Type: "memory"},
+				LockTTL: caddy.Duration(time.Second)} // renewed every 333 ms
+			h.testCeiling = c.ceiling
+			h = provisionHandler(t, h)
+			h.logger = zap.NewNop()
+			var runs atomic.Int32
+			var cutAfter atomic.Int64
+			next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+				runs.Add(1)
+				start := time.Now()
+				select {
+				case <-r.Context().Done():
+					cutAfter.Store(int64(time.Since(start)))
+					return r.Context().Err()
+				case <-time.After(c.work):
+				}
+				_, err := io.WriteString(w, "success")
+				return err
+			})
+			began := time.Now()
+			w, r := benchRequest("out_trade_no=o-1&total_amount=9.90")
+			err := h.ServeHTTP(w, r, next)
+			took := time.Since(began)
+			if n := runs.Load(); n != 1 {
+				t.Fatalf("the backend ran %d times, want 1", n)
+			}
+			if !c.cut {
+				if err != nil || w.Code != 200 || cutAfter.Load() != 0 {
+					t.Fatalf("got %d %v (cut after %v), want the backend's answer", w.Code, err, time.Duration(cutAfter.Load()))
+				}
+				w, r := benchRequest("out_trade_no=o-1&total_amount=9.90")
+				if err := h.ServeHTTP(w, r, next); err != nil || w.Header().Get("Idempotent-Replayed") != "true" || runs.Load() != 1 {
+					t.Fatalf("the next copy: %d %v, backend ran %d times; want a replay", w.Code, err, runs.Load())
+				}
+				return
+			}
+			cutAt := time.Duration(cutAfter.Load())
+			if cutAt == 0 {
+				t.Fatalf("the backend's request was never cut off (answered %d after %v)", w.Code, took)
+			}
+			if cutAt < c.ceiling-50*time.Millisecond || took > c.ceiling+3*time.Second {
+				t.Fatalf("cut off after %v, the request took %v; want at the %v ceiling", cutAt, took, c.ceiling)
+			}
+		})
 	}
 }

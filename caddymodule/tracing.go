@@ -20,10 +20,16 @@ type spanEnder struct{ span trace.Span }
 // Caddy's tracing module puts its span in the request context but does not
 // set the global TracerProvider, so the provider comes from that span; with
 // no tracing configured it is a no-op provider and this costs nothing.
+//
+// The context it returns is the one the decision's metrics are recorded
+// with, where the SDK looks for a sampled span to attach as an exemplar.
+// With no span, it is the background: the SDK would otherwise walk the
+// request's whole context chain (Caddy's values) for each
+// histogram, only to find none.
 func (h *Handler) startSpan(r *http.Request) (context.Context, spanEnder) {
 	parent := trace.SpanFromContext(r.Context())
 	if !parent.SpanContext().IsValid() {
-		return r.Context(), spanEnder{}
+		return context.Background(), spanEnder{}
 	}
 	ctx, span := parent.TracerProvider().Tracer(instrumentationName).Start(r.Context(), "idempotency",
 		trace.WithSpanKind(trace.SpanKindInternal),
