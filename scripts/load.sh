@@ -2,7 +2,8 @@
 # Load comparison, side by side in one run on loopback: plain reverse_proxy, a
 # Caddy respond (the floor of any answer from the gateway itself), the floor
 # under a first copy (internal/loadfloor: the body read and two empty script
-# round trips through go-redis before and after the backend), and
+# round trips through go-redis before and after the backend), the same floor
+# with Redis kept as busy as a first copy keeps it (busyfloor), and
 # idemgate with a real Redis, for unique keys (first-copy path) and one
 # repeated key (replay path). Reports requests/s, p50, p99 and the contract's ratios,
 # checks what reached the backend, and counts Redis round trips and CPU time
@@ -14,6 +15,9 @@
 #   DURATION=10s   measured time per case       WARMUP=2s   warm-up per case (0 skips)
 #   CONNS=32       wrk connections              THREADS=2   wrk threads
 #   ROUNDS=1       rounds of the three cases; with more, each figure is the median
+#   FLOOR_WORK=112 commands each busyfloor script runs (EXISTS): chosen so Redis
+#                  spends about what a first copy costs it (compare the Redis CPU
+#                  line); on two shared cores Redis's CPU is taken from the gateway's
 #   LAT_DURATION=5s  then plain and unique again over ONE connection, where p99
 #                  is the path's own cost rather than queueing (0 skips)
 #   STRICT=1       exit 1 when a target is missed (otherwise the targets only report)
@@ -44,6 +48,7 @@ CONNS=${CONNS:-32}
 THREADS=${THREADS:-2}
 ROUNDS=${ROUNDS:-1}
 LAT_DURATION=${LAT_DURATION:-5s}
+FLOOR_WORK=${FLOOR_WORK:-112}
 STRICT=${STRICT:-0}
 KEEP=${KEEP:-0}
 LOG_LEVEL=${LOG_LEVEL:-WARN}
@@ -64,6 +69,7 @@ for tool in go wrk redis-server curl; do
 	command -v "$tool" >/dev/null || die "$tool not found"
 done
 [[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || die "ROUNDS must be a positive integer"
+[[ $FLOOR_WORK =~ ^[1-9][0-9]*$ ]] || die "FLOOR_WORK must be a positive integer"
 
 # seconds converts a wrk duration (10, 10s, 2m, 1h) to whole seconds.
 seconds() {
@@ -141,7 +147,7 @@ echo "== building (once) into $WORK"
 # -tags loadfloor: the binary also serves the floor case (internal/loadfloor).
 (cd "$ROOT" && go build -tags loadfloor -o "$WORK/idemgate" ./cmd/idemgate && go build -o "$WORK/backend" ./examples/legacy-backend) ||
 	die "build failed"
-MAIN_CASES="plain respond floor unique replay"
+MAIN_CASES="plain respond floor busyfloor unique replay"
 CASES=$MAIN_CASES
 TREE_PAIR="unique@tree replay@tree" BASE_PAIR="unique@base replay@base"
 if [[ -n $BASE ]]; then
@@ -161,6 +167,7 @@ BACKEND_PORT=$(free_port)
 PLAIN_PORT=$(free_port)
 RESPOND_PORT=$(free_port)
 FLOOR_PORT=$(free_port)
+BUSY_FLOOR_PORT=$(free_port)
 UNIQUE_PORT=$(free_port)
 REPLAY_PORT=$(free_port)
 BASE_UNIQUE_PORT=$(free_port)
@@ -254,10 +261,18 @@ http://127.0.0.1:$FLOOR_PORT {
 	reverse_proxy 127.0.0.1:$BACKEND_PORT
 }
 
+# (a''') the same floor, each script running $FLOOR_WORK commands: Redis as
+# busy as under first copies, the gateway's side still the floor's
+http://127.0.0.1:$BUSY_FLOOR_PORT {
+	bind 127.0.0.1
+	idempotency_floor 127.0.0.1:$REDIS_PORT work $FLOOR_WORK
+	reverse_proxy 127.0.0.1:$BACKEND_PORT
+}
+
 $(gateway_sites "$UNIQUE_PORT" "$REPLAY_PORT")
 EOF
 
-echo "== idemgate on :$PLAIN_PORT (plain), :$RESPOND_PORT (respond), :$FLOOR_PORT (floor), :$UNIQUE_PORT (unique keys), :$REPLAY_PORT (replay)"
+echo "== idemgate on :$PLAIN_PORT (plain), :$RESPOND_PORT (respond), :$FLOOR_PORT (floor), :$BUSY_FLOOR_PORT (busyfloor), :$UNIQUE_PORT (unique keys), :$REPLAY_PORT (replay)"
 XDG_DATA_HOME="$WORK/xdg-data" XDG_CONFIG_HOME="$WORK/xdg-config" \
 	"$WORK/idemgate" run --config "$WORK/Caddyfile" --adapter caddyfile >"$WORK/caddy.log" 2>&1 &
 PIDS+=($!)
@@ -343,6 +358,7 @@ measure() {
 	plain | plain-1c) port=$PLAIN_PORT mode=unique ;;
 	respond) port=$RESPOND_PORT mode=unique ;;
 	floor) port=$FLOOR_PORT mode=unique ;;
+	busyfloor) port=$BUSY_FLOOR_PORT mode=unique ;;
 	unique | unique-1c) port=$UNIQUE_PORT mode=unique ;;
 	replay) port=$REPLAY_PORT mode=fixed ;;
 	unique@tree) port=$TREE_UNIQUE_PORT mode=unique gw=$TREE_PID ;;
@@ -481,10 +497,13 @@ delta=$((unique_fwd - unique_req))
 if ((delta >= 0 && delta <= slack && unique_bad == 0)); then fwd_ok=ok; else fwd_ok=WRONG wrong=1; fi
 printf '%-34s %s of %s wrk requests reached the backend (%+d in flight at the end)  %s\n' \
 	"unique: forwarded" "$unique_fwd" "$unique_req" "$delta" "$fwd_ok"
-delta=$((floor_fwd - floor_req))
-if ((delta >= 0 && delta <= slack && floor_bad == 0)); then fwd_ok=ok; else fwd_ok=WRONG wrong=1; fi
-printf '%-34s %s of %s wrk requests reached the backend (%+d in flight at the end)  %s\n' \
-	"floor: forwarded" "$floor_fwd" "$floor_req" "$delta" "$fwd_ok"
+for f in floor busyfloor; do
+	fwd=${f}_fwd req=${f}_req bad=${f}_bad
+	delta=$((${!fwd} - ${!req}))
+	if ((delta >= 0 && delta <= slack && ${!bad} == 0)); then fwd_ok=ok; else fwd_ok=WRONG wrong=1; fi
+	printf '%-34s %s of %s wrk requests reached the backend (%+d in flight at the end)  %s\n' \
+		"$f: forwarded" "${!fwd}" "${!req}" "$delta" "$fwd_ok"
+done
 if ((replay_fwd == ROUNDS && replay_bad == 0)); then fwd_ok=ok; else fwd_ok=WRONG wrong=1; fi
 printf '%-34s backend ran %s time(s) for %s requests on one key (expect %s)  %s\n' \
 	"replay: forwarded" "$replay_fwd" "$replay_req" "$ROUNDS" "$fwd_ok"
@@ -507,6 +526,13 @@ check "replay CPU − respond's" "$((cpu_replay - cpu_respond))" "<=" "$TARGET_R
 cpu_floor=$(us floor 12 "$floor_req")
 printf '%-34s %d µs over plain; first copy %d µs over the floor (the gateway'"'"'s own work)\n' \
 	"floor (two empty round trips)" "$((cpu_floor - cpu_plain))" "$((cpu_unique - cpu_floor))"
+# The busy floor: what Redis's own CPU, taken from the same two cores,
+# adds to the gateway's (the first copy over it is the gateway's own work
+# with that share set aside).
+cpu_busy=$(us busyfloor 12 "$busyfloor_req")
+printf '%-34s %d µs over plain, %+d over the floor; first copy %d µs over it   (Redis %s µs per request, the first copy %s)\n' \
+	"busy floor ($FLOOR_WORK commands a script)" "$((cpu_busy - cpu_plain))" "$((cpu_busy - cpu_floor))" "$((cpu_unique - cpu_busy))" \
+	"$(us busyfloor 13 "$busyfloor_req")" "$(us unique 13 "$unique_req")"
 if [[ -n $BASE ]]; then
 	b_unique=$(us unique@base 12 "$unique_base_req") b_replay=$(us replay@base 12 "$replay_base_req")
 	t_unique=$(us unique@tree 12 "$unique_tree_req") t_replay=$(us replay@tree 12 "$replay_tree_req")

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -33,12 +34,18 @@ func init() {
 	httpcaddyfile.RegisterDirectiveOrder("idempotency_floor", httpcaddyfile.Before, "reverse_proxy")
 }
 
-// Floor is the handler: `idempotency_floor <redis address> [direct]`.
+// Floor is the handler: `idempotency_floor <redis address> [direct] [work <n>]`.
 type Floor struct {
 	Address string `json:"address"`
 	// Direct sends every round trip on the client itself, never through
 	// the autopipeliner (what the store did before it used one).
 	Direct bool `json:"direct,omitempty"`
+	// Work makes each script run that many commands (EXISTS on its key)
+	// before it returns: Redis kept as busy as the store keeps it, with
+	// the gateway's side still the floor's. On these shared cores
+	// Redis's CPU is taken from the gateway's; this floor tells what that
+	// costs the gateway, apart from its own work.
+	Work int `json:"work,omitempty"`
 
 	c     *redis.Client
 	ap    *redis.AutoPipeliner
@@ -50,8 +57,11 @@ func (*Floor) CaddyModule() caddy.ModuleInfo {
 }
 
 // empty is the script both round trips run: nothing, as cheaply as a
-// script can be run.
-var empty = redis.NewScript("return 1")
+// script can be run; busy is the one they run with Work.
+var (
+	empty = redis.NewScript("return 1")
+	busy  = redis.NewScript("for i = 1, tonumber(ARGV[1]) do redis.call('EXISTS', KEYS[1]) end return 1")
+)
 
 // maxBody is the gateway's default max_body.
 const maxBody = 1 << 20
@@ -66,7 +76,10 @@ func (f *Floor) Provision(caddy.Context) error {
 	f.ap = ap
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	return empty.Load(ctx, f.c).Err()
+	if err := empty.Load(ctx, f.c).Err(); err != nil {
+		return err
+	}
+	return busy.Load(ctx, f.c).Err()
 }
 
 func (f *Floor) Cleanup() error {
@@ -83,7 +96,12 @@ func (f *Floor) Cleanup() error {
 // 5 ms, caddymodule's deadlines), and the floor leaves it out.
 func (f *Floor) roundTrip(key string) error {
 	ctx := context.Background()
-	cmd := redis.NewCmd(ctx, "evalsha", empty.Hash(), 1, key)
+	var cmd *redis.Cmd
+	if f.Work > 0 {
+		cmd = redis.NewCmd(ctx, "evalsha", busy.Hash(), 1, key, f.Work)
+	} else {
+		cmd = redis.NewCmd(ctx, "evalsha", empty.Hash(), 1, key)
+	}
 	cmd.SetFirstKeyPos(3)
 	if f.calls.Add(1) > 1 && !f.Direct {
 		err := f.ap.Submit(ctx, onceCmd{cmd}).WaitContext(ctx)
@@ -144,11 +162,23 @@ func (f *Floor) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	if !d.Args(&f.Address) {
 		return d.ArgErr()
 	}
-	if d.NextArg() {
-		if d.Val() != "direct" || d.NextArg() {
+	for d.NextArg() {
+		switch d.Val() {
+		case "direct":
+			f.Direct = true
+		case "work":
+			var n string
+			if !d.Args(&n) {
+				return d.ArgErr()
+			}
+			w, err := strconv.Atoi(n)
+			if err != nil || w < 1 {
+				return d.Errf("work: %q is not a positive number of commands", n)
+			}
+			f.Work = w
+		default:
 			return d.ArgErr()
 		}
-		f.Direct = true
 	}
 	return nil
 }

@@ -13,17 +13,18 @@ import (
 // redis-server: every request reaches the backend once, its body intact,
 // and costs Redis exactly two script calls (the floor load.sh measures
 // is two round trips, no more and no fewer), 64 at once (the
-// autopipeliner's path), and on the direct path; a body over the bound
-// is a 413 that reaches neither.
+// autopipeliner's path), and on the direct path; with work, each script
+// runs that many commands; a body over the bound is a 413 that reaches
+// neither.
 func TestFloor(t *testing.T) {
 	rs := redistest.Start(t)
-	for _, mode := range []string{"", " direct"} {
+	for _, mode := range []string{"", " direct", " work 7"} {
 		t.Run("path"+strings.ReplaceAll(mode, " ", "="), func(t *testing.T) {
 			be := gatewaytest.NewBackend(t)
 			base := gatewaytest.StartCaddy(t, `
 	idempotency_floor REDIS`+mode+`
 	reverse_proxy BACKEND`, "REDIS", rs.Addr(), "BACKEND", be.Addr())
-			before := rs.ScriptCalls()
+			before, beforeWork := rs.ScriptCalls(), rs.CommandCalls("exists")
 			const n = 64
 			replies := gatewaytest.Storm(n, func(i int) gatewaytest.Reply {
 				return gatewaytest.Notify(t, base, fmt.Sprintf("f-%d", i))
@@ -38,6 +39,13 @@ func TestFloor(t *testing.T) {
 			}
 			if got := rs.ScriptCalls() - before; got != int64(2*n) {
 				t.Errorf("%d script calls for %d requests, want %d", got, n, 2*n)
+			}
+			work := int64(0)
+			if mode == " work 7" {
+				work = 2 * n * 7
+			}
+			if got := rs.CommandCalls("exists") - beforeWork; got != work {
+				t.Errorf("the scripts ran %d commands for %d requests, want %d", got, n, work)
 			}
 
 			// A body over the bound is refused before Redis and the backend.

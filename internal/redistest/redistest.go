@@ -100,6 +100,13 @@ func (s *Server) Client() *redis.Client {
 // from INFO commandstats.
 func (s *Server) ScriptCalls() int64 {
 	s.t.Helper()
+	return s.CommandCalls("evalsha", "eval")
+}
+
+// CommandCalls is how many times the server has run the named commands
+// (lower case, as INFO commandstats names them), inside scripts too.
+func (s *Server) CommandCalls(names ...string) int64 {
+	s.t.Helper()
 	c := redis.NewClient(&redis.Options{Addr: s.Addr()})
 	defer c.Close()
 	info, err := c.Info(context.Background(), "commandstats").Result()
@@ -108,10 +115,12 @@ func (s *Server) ScriptCalls() int64 {
 	}
 	var n int64
 	for _, line := range strings.Split(info, "\n") {
-		if strings.HasPrefix(line, "cmdstat_evalsha:calls=") || strings.HasPrefix(line, "cmdstat_eval:calls=") {
-			v, _, _ := strings.Cut(line[strings.Index(line, "=")+1:], ",")
-			c, _ := strconv.ParseInt(v, 10, 64)
-			n += c
+		for _, name := range names {
+			if strings.HasPrefix(line, "cmdstat_"+name+":calls=") {
+				v, _, _ := strings.Cut(line[strings.Index(line, "=")+1:], ",")
+				c, _ := strconv.ParseInt(v, 10, 64)
+				n += c
+			}
 		}
 	}
 	return n
