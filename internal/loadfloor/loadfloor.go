@@ -6,7 +6,10 @@
 // request to the next handler. It keys nothing, verifies nothing, keeps
 // nothing: what a first copy costs above it is the gateway's own work;
 // what it costs above plain reverse_proxy is what two round trips cost a
-// Go gate in Caddy on this machine, whatever it does in them.
+// Go gate in Caddy on this machine, whatever it does in them. With work,
+// its scripts keep Redis as busy as the store's do (load.sh's busy
+// floor), so the gateway's own work is told apart from what Redis's CPU,
+// on the same cores, costs the gateway.
 //
 // Only load.sh's binary carries it (cmd/idemgate's loadfloor build tag).
 package loadfloor
