@@ -518,6 +518,27 @@ done
 cpu_plain=$(us plain 12 "$plain_req") cpu_respond=$(us respond 12 "$respond_req")
 cpu_unique=$(us unique 12 "$unique_req") cpu_replay=$(us replay 12 "$replay_req")
 check "first copy CPU − plain's" "$((cpu_unique - cpu_plain))" "<=" "$TARGET_UNIQUE_CPU" "$((cpu_unique - cpu_plain)) µs"
+# paired <case> <against>: the case's gateway CPU per request less the
+# other's, round by round (the two ran a few seconds apart, so the drift
+# between rounds cancels), then their median: how far apart the rounds
+# are is the figure's own noise.
+paired() {
+	awk -v a="$1" -v b="$2" -v hz="$CLK_TCK" '
+		$1 == a { ca[$2] = $12 * 1e6 / hz / $6 }
+		$1 == b { cb[$2] = $12 * 1e6 / hz / $6 }
+		END {
+			n = 0
+			for (r in ca) if (r in cb) d[++n] = ca[r] - cb[r]
+			for (i = 2; i <= n; i++) for (j = i; j > 1 && d[j-1] > d[j]; j--) { t = d[j]; d[j] = d[j-1]; d[j-1] = t }
+			m = n % 2 ? d[(n + 1) / 2] : (d[n / 2] + d[n / 2 + 1]) / 2
+			list = ""
+			for (i = 1; i <= n; i++) list = list sprintf("%s%+.0f", i > 1 ? ", " : "", d[i])
+			printf "%+.0f µs, the rounds %s", m, list
+		}' "$RESULTS"
+}
+if ((ROUNDS > 1)); then
+	printf '%-34s %s\n' "  paired by round" "$(paired unique plain)"
+fi
 check "replay CPU − respond's" "$((cpu_replay - cpu_respond))" "<=" "$TARGET_REPLAY_CPU" "$((cpu_replay - cpu_respond)) µs"
 # What stands under the first copy's target: the floor (the body read and
 # two empty round trips through go-redis, nothing kept) over plain is what
