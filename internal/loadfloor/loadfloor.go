@@ -50,9 +50,11 @@ type Floor struct {
 	// costs the gateway, apart from its own work.
 	Work int `json:"work,omitempty"`
 
-	c     *redis.Client
-	ap    *redis.AutoPipeliner
-	calls atomic.Int32
+	c      *redis.Client
+	ap     *redis.AutoPipeliner
+	script *redis.Script // empty, or busy with Work
+	args   []any         // the script's arguments after its key
+	calls  atomic.Int32
 }
 
 func (*Floor) CaddyModule() caddy.ModuleInfo {
@@ -79,10 +81,11 @@ func (f *Floor) Provision(caddy.Context) error {
 	f.ap = ap
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := empty.Load(ctx, f.c).Err(); err != nil {
-		return err
+	f.script = empty
+	if f.Work > 0 {
+		f.script, f.args = busy, []any{f.Work}
 	}
-	return busy.Load(ctx, f.c).Err()
+	return f.script.Load(ctx, f.c).Err()
 }
 
 func (f *Floor) Cleanup() error {
@@ -99,12 +102,7 @@ func (f *Floor) Cleanup() error {
 // 5 ms, caddymodule's deadlines), and the floor leaves it out.
 func (f *Floor) roundTrip(key string) error {
 	ctx := context.Background()
-	var cmd *redis.Cmd
-	if f.Work > 0 {
-		cmd = redis.NewCmd(ctx, "evalsha", busy.Hash(), 1, key, f.Work)
-	} else {
-		cmd = redis.NewCmd(ctx, "evalsha", empty.Hash(), 1, key)
-	}
+	cmd := redis.NewCmd(ctx, append([]any{"evalsha", f.script.Hash(), 1, key}, f.args...)...)
 	cmd.SetFirstKeyPos(3)
 	if f.calls.Add(1) > 1 && !f.Direct {
 		err := f.ap.Submit(ctx, onceCmd{cmd}).WaitContext(ctx)
