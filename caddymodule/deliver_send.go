@@ -44,7 +44,7 @@ func (e *engine) send(d *cache.Delivery, attempt int) sendResult {
 		return sendResult{kind: backendUnreachable, err: err}
 	}
 	sent := &sendTrace{}
-	ctx, cancel := context.WithTimeout(e.sendCtx, backendCeiling)
+	ctx, cancel := context.WithTimeout(e.sendCtx, h.ceiling())
 	defer cancel()
 	ctx = httptrace.WithClientTrace(ctx, sent.clientTrace())
 	req, err := http.NewRequestWithContext(ctx, n.Method, target, bytes.NewReader(n.Body))

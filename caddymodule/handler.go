@@ -163,7 +163,7 @@ type Handler struct {
 	// storeDeadlines bound the claim and the completion by store_timeout
 	// (deadline.go); set by Provision.
 	storeDeadlines *deadlines
-	testCeiling    time.Duration // backendCeiling, shortened by a test
+	testCeiling    time.Duration // backendCeiling (forwards and queued deliveries), shortened by a test
 	warned         *copyWarnings
 	events         *caddyevents.App
 	alerter        *alerter
