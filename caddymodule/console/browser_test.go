@@ -265,17 +265,7 @@ func headlessBrowser(t *testing.T) (bctx context.Context, run func(what string, 
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
-	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromiumPath), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.WindowSize(1280, 1000))...)
-	t.Cleanup(cancelAlloc)
-	bctx, cancelBrowser := chromedp.NewContext(actx)
-	t.Cleanup(cancelBrowser)
-	// The first run starts the browser, bound to bctx (not to a step's
-	// shorter context).
-	if err := chromedp.Do(bctx, chromedp.Navigate("about:blank")); err != nil {
-		t.Fatalf("starting chromium: %v", err)
-	}
+	bctx = startChromium(t, ctx)
 	if _, err := chromedp.Call(bctx, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true}); err != nil {
 		t.Fatalf("turning JavaScript off: %v", err)
 	}
@@ -297,4 +287,42 @@ func headlessBrowser(t *testing.T) (bctx context.Context, run func(what string, 
 		return s
 	}
 	return bctx, run, text
+}
+
+// chromiumStarts is how many times startChromium launches the browser
+// before the test fails. A CI run once saw Chromium exit within half a
+// second of its launch, before it printed its DevTools address, with
+// nothing in its output but the usual D-Bus complaints; the next test's
+// launch in the same run worked. The launch is the environment, not the
+// console under test, so a second try is allowed; a browser that never
+// starts still fails the test.
+const chromiumStarts = 3
+
+// startChromium launches headless Chromium bound to ctx and returns the
+// browser's context, once it has opened a blank page.
+func startChromium(t *testing.T, ctx context.Context) context.Context {
+	t.Helper()
+	var err error
+	for attempt := 1; attempt <= chromiumStarts; attempt++ {
+		actx, cancelAlloc := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
+			chromedp.ExecPath(chromiumPath), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
+			chromedp.WindowSize(1280, 1000))...)
+		bctx, cancelBrowser := chromedp.NewContext(actx)
+		// The first run starts the browser, bound to bctx (not to a
+		// step's shorter context).
+		if err = chromedp.Do(bctx, chromedp.Navigate("about:blank")); err == nil {
+			t.Cleanup(cancelAlloc)
+			t.Cleanup(cancelBrowser)
+			return bctx
+		}
+		cancelBrowser()
+		cancelAlloc()
+		if ctx.Err() != nil || attempt == chromiumStarts {
+			break
+		}
+		t.Logf("starting chromium, attempt %d of %d: %v", attempt, chromiumStarts, err)
+		time.Sleep(time.Second)
+	}
+	t.Fatalf("starting chromium: %v", err)
+	return nil
 }
