@@ -294,8 +294,8 @@ func headlessBrowser(t *testing.T) (bctx context.Context, run func(what string, 
 // second of its launch, before it printed its DevTools address, with
 // nothing in its output but the usual D-Bus complaints; the next test's
 // launch in the same run worked. The launch is the environment, not the
-// console under test, so a second try is allowed; a browser that never
-// starts still fails the test.
+// console under test, so it is tried again; a browser that never starts
+// still fails the test.
 const chromiumStarts = 3
 
 // startChromium launches headless Chromium bound to ctx and returns the
