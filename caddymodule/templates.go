@@ -80,7 +80,7 @@ func (h *Handler) parse(r *http.Request, repl *caddy.Replacer) (key, fp string, 
 		return "", "", nt, &rejection{http.StatusBadRequest, outcomeBadRequest, err, ""}
 	}
 	repl.Set("idempotency.key", key)
-	if fp, err = h.renderFingerprint(repl, bp, n); err != nil {
+	if fp, err = h.renderFingerprint(repl, bp, n, body); err != nil {
 		return key, "", nt, &rejection{http.StatusBadRequest, outcomeBadRequest, err, ""}
 	}
 	keyID := nt.keyID
@@ -184,15 +184,19 @@ func (h *Handler) renderKey(repl *caddy.Replacer, bp *bodyPlaceholders, n *keyin
 }
 
 // renderFingerprint returns the digest of the fingerprint material, "" when off.
-func (h *Handler) renderFingerprint(repl *caddy.Replacer, bp *bodyPlaceholders, n *keying.Notification) (string, error) {
+func (h *Handler) renderFingerprint(repl *caddy.Replacer, bp *bodyPlaceholders, n *keying.Notification, body []byte) (string, error) {
 	switch h.Fingerprint {
 	case "off":
 		return "", nil
 	case "":
-		if n.Fingerprint == "" || h.bodyKeyed {
+		if h.bodyKeyed {
 			return "", nil
 		}
-		return keying.Digest([]byte(n.Fingerprint)), nil
+		m := n.FingerprintOf(body)
+		if m == "" {
+			return "", nil
+		}
+		return keying.Digest([]byte(m)), nil
 	}
 	out, err := repl.ReplaceFunc(h.Fingerprint, func(name string, val any) (any, error) {
 		return val, bp.ambiguous(name)

@@ -118,8 +118,14 @@ type Notification struct {
 	// the key did not change.
 	LegacyKey string
 	// Fingerprint is the material (not yet hashed) that must be equal
-	// between copies of one key; "" means no check.
+	// between copies of one key; "" means no check. Read it with
+	// FingerprintOf.
 	Fingerprint string
+	// BodyFingerprint says the material is the raw body's digest
+	// (generic), taken by FingerprintOf only when a route checks it: a
+	// route keyed on the body, whose fingerprint is off by default, never
+	// hashes the body.
+	BodyFingerprint bool
 	// Extra resolves platform fields that are not in the raw body, such as
 	// WeChat Pay's decrypted resource: {idempotency.<platform>.<path>}.
 	// Nil when the platform has none.
@@ -230,7 +236,7 @@ type Generic struct{}
 func (Generic) Name() string { return "generic" }
 
 func (Generic) Verify(r *Request) (*Notification, error) {
-	return &Notification{Fields: NewFields(r), Fingerprint: Digest(r.Body)}, nil
+	return &Notification{Fields: NewFields(r), BodyFingerprint: true}, nil
 }
 
 func (Generic) Success(status int, _ http.Header, _ []byte) bool { return Is2xx(status) }
@@ -239,6 +245,15 @@ func (Generic) RetryWindow() time.Duration { return 0 }
 
 // Is2xx is the success rule of most webhook senders.
 func Is2xx(status int) bool { return status >= 200 && status < 300 }
+
+// FingerprintOf returns n's fingerprint material; body is the raw body n
+// was verified from.
+func (n *Notification) FingerprintOf(body []byte) string {
+	if n.BodyFingerprint {
+		return Digest(body)
+	}
+	return n.Fingerprint
+}
 
 // Digest is a hex SHA-256, the form fingerprints and hashed keys take.
 func Digest(b []byte) string {
