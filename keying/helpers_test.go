@@ -185,6 +185,9 @@ func TestGenericFingerprintOfBody(t *testing.T) {
 	if a.FingerprintOf(ab) == b.FingerprintOf(bb) {
 		t.Fatal("two bodies gave one fingerprint")
 	}
+	if again, aab := verify(string(ab)); again.FingerprintOf(aab) != a.FingerprintOf(ab) {
+		t.Fatal("one body twice gave two fingerprints")
+	}
 	p := &Notification{Fingerprint: "material"}
 	if got := p.FingerprintOf(ab); got != "material" {
 		t.Fatalf("a preset's material = %q, want it unchanged", got)

@@ -15,7 +15,7 @@
 #
 # Usage: scripts/ablate.sh   (from anywhere in the repository)
 #   env: DURATION=4s per row, ROUNDS=3, CONNS=32, THREADS=2, KEEP=1 keeps the
-#        work directory. Needs go, wrk, redis-server, curl. Loopback only; every
+#        work directory. Needs go, wrk, redis-server, python3 (free ports). Loopback only; every
 #        process it starts stops on exit. Exit 0 measured; 1 a row saw non-2xx
 #        answers or socket errors (its figures do not count); 2 setup failed.
 set -euo pipefail
@@ -27,7 +27,7 @@ THREADS=${THREADS:-2}
 KEEP=${KEEP:-0}
 
 die() { echo "ablate.sh: $*" >&2; exit 2; }
-for tool in go wrk redis-server curl; do
+for tool in go wrk redis-server python3; do
 	command -v "$tool" >/dev/null || die "$tool not found"
 done
 [[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || die "ROUNDS must be a positive integer"
@@ -44,8 +44,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])' 2>/dev/null ||
-	echo $((20000 + RANDOM % 10000)); }
+port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
 up() { # up <port> <pid>: wait until the port answers, up to ~30 s
 	for _ in $(seq 150); do
 		(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
