@@ -70,7 +70,7 @@ XDG_DATA_HOME=$WORK XDG_CONFIG_HOME=$WORK "$WORK/idemgate" run --config "$WORK/b
 PIDS+=($!)
 up "$BP" "$!"
 
-# gateway <name> <log level>: one Caddy with the three sites; sets PORT_<name>_<site>, PID_<name>.
+# gateway <name> <log level>: one Caddy with the three sites; sets PORT[<name>-<site>] and PID[<name>].
 declare -A PORT PID
 gateway() {
 	local name=$1 level=$2 p q r
@@ -121,17 +121,21 @@ HZ=$(getconf CLK_TCK)
 RESULTS=$WORK/results
 : >"$RESULTS"
 
+# load <port> <run id> <duration> <output file>: wrk with fresh ids, bounded by timeout
+# in case a server stops answering.
+load() {
+	ABLATE_BODY=$ROOT/keying/testdata/stripe_event.json ABLATE_RUN=$2 \
+		timeout 90 wrk -t"$THREADS" -c"$CONNS" -d"$3" -s "$ROOT/scripts/ablate.lua" \
+		"http://127.0.0.1:$1/" >"$4" 2>&1 || die "wrk failed ($4)"
+}
+
 # row <process> <site> <round>: appends "process-site round requests gateway_us redis_us".
 row() {
 	local name=$1 site=$2 round=$3 g0 g1 r0 r1 out n bad
 	out=$WORK/wrk-$name-$site-$round.txt
-	ABLATE_BODY=$ROOT/keying/testdata/stripe_event.json ABLATE_RUN=$name$site$round$$ \
-		timeout 60 wrk -t"$THREADS" -c"$CONNS" -d1s -s "$ROOT/scripts/ablate.lua" \
-		"http://127.0.0.1:${PORT[$name-$site]}/" >"$out.warmup" 2>&1 || die "wrk failed (warm-up, $out)"
+	load "${PORT[$name-$site]}" "$name$site$round$$" 1s "$out.warmup"
 	g0=$(ticks "${PID[$name]}") r0=$(ticks "$REDIS_PID")
-	ABLATE_BODY=$ROOT/keying/testdata/stripe_event.json ABLATE_RUN=$name$site$round$$m \
-		timeout 90 wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" -s "$ROOT/scripts/ablate.lua" \
-		"http://127.0.0.1:${PORT[$name-$site]}/" >"$out" 2>&1 || die "wrk failed ($out)"
+	load "${PORT[$name-$site]}" "$name$site$round$$m" "$DURATION" "$out"
 	g1=$(ticks "${PID[$name]}") r1=$(ticks "$REDIS_PID")
 	n=$(sed -n 's/.*ABLATE_RESULT requests=\([0-9]*\).*/\1/p' "$out")
 	bad=$(sed -n 's/.*non2xx=\([0-9]*\) errors=\([0-9]*\).*/\1 \2/p' "$out" | awk '{ print $1 + $2 }')
@@ -160,6 +164,10 @@ col() { awk -v c="$1" -v k="$2" '$1 == c { print $k }' "$RESULTS" | median; }
 over() { # over <row> <base row>: the row's gateway µs less the base's, paired per round, median
 	awk -v c="$1" -v b="$2" '$1 == c { x[$2] = $4 } $1 == b { y[$2] = $4 } END { for (r in x) printf "%.1f\n", x[r] - y[r] }' "$RESULTS" | median
 }
+line() { # the decision line: (info-json - info-plain) - (warn-json - warn-plain), paired per round, median
+	awk '{ v[$1, $2] = $4; r[$2] = 1 }
+		END { for (k in r) printf "%.1f\n", (v["info-json", k] - v["info-plain", k]) - (v["warn-json", k] - v["warn-plain", k]) }' "$RESULTS" | median
+}
 
 echo
 printf '%-16s %12s %14s %14s\n' row "gateway µs" "over plain" "Redis µs"
@@ -173,8 +181,7 @@ echo
 echo "what each feature costs a JSON first copy (medians of paired rounds, gateway CPU µs per request):"
 printf '  %-44s %+.1f\n' "the journal (json - nojournal, info)" "$(over info-json info-nojournal)"
 printf '  %-44s %+.1f\n' "the journal (json - nojournal, warn)" "$(over warn-json warn-nojournal)"
-printf '  %-44s %+.1f\n' "the decision line (info - warn, json over plain)" \
-	"$(awk -v a="$(over info-json info-plain)" -v b="$(over warn-json warn-plain)" 'BEGIN { print a - b }')"
+printf '  %-44s %+.1f\n' "the decision line (info - warn, json over plain)" "$(line)"
 printf '  %-44s %+.1f   (target <= +60)\n' "shipped JSON first copy over plain" "$(over info-json info-plain)"
 printf '  %-44s %+.1f\n' "without the journal and the decision line" "$(over warn-nojournal warn-plain)"
 exit "$FAILED"
