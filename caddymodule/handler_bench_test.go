@@ -196,7 +196,7 @@ func waitCopies(b *testing.B, h *Handler, key string, n int64) {
 
 // BenchmarkHandlerJSON: a first copy of a ~1 KiB Stripe event keyed by its
 // id ({idempotency.json.id}), journaled as shipped: what the JSON case of
-// ../shared/bench/peer.sh costs the handler, without the network. The
+// the nginx + Lua comparison costs the handler, without the network. The
 // memory store leaves the handler's own work; Redis adds the store's.
 func BenchmarkHandlerJSON(b *testing.B) {
 	rs := redistest.Start(b)
