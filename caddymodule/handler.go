@@ -175,9 +175,6 @@ type Handler struct {
 	// resign signs a redelivery afresh (Stripe, Standard Webhooks: the
 	// route holds the signing secret); nil where it cannot.
 	resign func(hdr http.Header, body []byte, at time.Time) error
-	// legacyUntil: till then a preset's first copy also looks for a record
-	// kept under its key from before business events (ttl after start).
-	legacyUntil time.Time
 }
 
 // CaddyModule returns the Caddy module information.
@@ -235,7 +232,6 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err := h.provisionStore(repl); err != nil {
 		return err
 	}
-	h.legacyUntil = time.Now().Add(time.Duration(h.TTL))
 	if err := h.provisionScope(); err != nil {
 		return err
 	}

@@ -56,12 +56,6 @@ func (h *Handler) serveKey(w http.ResponseWriter, r *http.Request, next caddyhtt
 		}
 		switch res.Outcome {
 		case cache.Won:
-			if nt.legacy != "" {
-				legacy, err := h.legacyAnswered(r.Context(), nt.legacy)
-				if err == nil && legacy != nil {
-					return h.settleFromLegacy(w, r, repl, key, res.Token, nt, legacy)
-				}
-			}
 			if h.async() {
 				return h.enqueue(w, r, repl, key, res.Token, nt)
 			}
