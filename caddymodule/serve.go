@@ -187,20 +187,9 @@ func (h *Handler) tryLater(w http.ResponseWriter, r *http.Request, status int, e
 	return h.refuse(w, r, status, msg, err)
 }
 
-// keptClaimer is a store that can answer some claims from memory
-// (cache.Redis's replay cache).
-type keptClaimer interface {
-	ClaimKept(key, fingerprint string) (cache.ClaimResult, bool)
-}
-
 // claim claims key, bounded by store_timeout and not by the request: a
 // claim that was sent is the key's, and its outcome must be known even if
 // the platform hangs up meanwhile (deadline.go).
 func (h *Handler) claim(key, fp string) (cache.ClaimResult, error) {
-	if kc, ok := h.store.(keptClaimer); ok {
-		if res, ok := kc.ClaimKept(key, fp); ok {
-			return res, nil
-		}
-	}
 	return h.store.Claim(h.storeDeadlines.context(), key, fp, time.Duration(h.LockTTL))
 }

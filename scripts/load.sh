@@ -310,7 +310,7 @@ fi
 
 # redis_calls prints "<script calls> <all commands>" Redis has run so far, or
 # nothing without redis-cli. The contract: a replay costs at most one round
-# trip (none from the replay cache), a first copy two; the store's round trips are script calls (EVALSHA, or EVAL
+# trip, a first copy two; the store's round trips are script calls (EVALSHA, or EVAL
 # on a cold cache), while commandstats also counts every redis.call inside.
 redis_calls() {
 	command -v redis-cli >/dev/null || return 0
