@@ -152,24 +152,21 @@ type Handler struct {
 	storeRef  *registry.StoreRef
 	storeConf StoreConfig
 	// store and settler are set by start, before started is.
-	store   cache.Store
-	settler *cache.Settler
-	app     *App // the config's idempotency app; nil outside a config
-	run     *runState
-	keys    []keying.KeyInfo // the preset's verification keys (keys.go)
-	success func(status int, header http.Header, body []byte) bool
-	logger  *zap.Logger
-	metrics *metrics
-	// storeDeadlines bound the claim and the completion by store_timeout
-	// (deadline.go); set by Provision.
-	storeDeadlines *deadlines
-	testCeiling    time.Duration // backendCeiling (forwards and queued deliveries), shortened by a test
-	warned         *copyWarnings
-	events         *caddyevents.App
-	alerter        *alerter
-	ctx            caddy.Context
-	dlv            *deliveryState  // async delivery; nil for sync
-	reg            *registry.Route // this route in the registry, once provisioned
+	store       cache.Store
+	settler     *cache.Settler
+	app         *App // the config's idempotency app; nil outside a config
+	run         *runState
+	keys        []keying.KeyInfo // the preset's verification keys (keys.go)
+	success     func(status int, header http.Header, body []byte) bool
+	logger      *zap.Logger
+	metrics     *metrics
+	testCeiling time.Duration // backendCeiling (forwards and queued deliveries), shortened by a test
+	warned      *copyWarnings
+	events      *caddyevents.App
+	alerter     *alerter
+	ctx         caddy.Context
+	dlv         *deliveryState  // async delivery; nil for sync
+	reg         *registry.Route // this route in the registry, once provisioned
 	// merchants: app_id and mchid as resolved (the registry's Merchants).
 	merchants []string
 	// resign signs a redelivery afresh (Stripe, Standard Webhooks: the
@@ -335,7 +332,6 @@ func (h *Handler) setDefaults() {
 	if h.StoreTimeout == 0 {
 		h.StoreTimeout = caddy.Duration(2 * time.Second)
 	}
-	h.storeDeadlines = newDeadlines(time.Duration(h.StoreTimeout))
 	if h.MaxBody == 0 {
 		h.MaxBody = 1 << 20
 	}

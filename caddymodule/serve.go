@@ -189,7 +189,9 @@ func (h *Handler) tryLater(w http.ResponseWriter, r *http.Request, status int, e
 
 // claim claims key, bounded by store_timeout and not by the request: a
 // claim that was sent is the key's, and its outcome must be known even if
-// the platform hangs up meanwhile (deadline.go).
+// the platform hangs up meanwhile (storeContext).
 func (h *Handler) claim(key, fp string) (cache.ClaimResult, error) {
-	return h.store.Claim(h.storeDeadlines.context(), key, fp, time.Duration(h.LockTTL))
+	ctx, cancel := h.storeContext()
+	defer cancel()
+	return h.store.Claim(ctx, key, fp, time.Duration(h.LockTTL))
 }
