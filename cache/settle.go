@@ -118,7 +118,7 @@ func (st *Settler) Complete(ctx context.Context, key, token, fingerprint string,
 	if err == nil || errors.Is(err, ErrNotOwner) || errors.Is(err, ErrClosed) {
 		return err
 	}
-	t := now()
+	t := time.Now()
 	rec := &Record{Key: key, State: StateAnswered, Status: a.Status, Header: a.Header,
 		BodyCached: a.BodyCached, Fingerprint: fingerprint, Copies: 1, FirstSeen: t, LastSeen: t, ExpiresAt: t.Add(ttl)}
 	if a.BodyCached {

@@ -172,6 +172,10 @@ type Handler struct {
 	// resign signs a redelivery afresh (Stripe, Standard Webhooks: the
 	// route holds the signing secret); nil where it cannot.
 	resign func(hdr http.Header, body []byte, at time.Time) error
+	// clock is what signatures are judged against and re-signed with, and
+	// certificates' expiry is checked by (now); nil is time.Now, tests set
+	// their own.
+	clock func() time.Time
 }
 
 // CaddyModule returns the Caddy module information.
@@ -566,8 +570,13 @@ func (h *Handler) route() route { return route{platform: h.Platform, scope: h.sc
 // than every preset's retry window but Adyen's.
 const defaultTTL = registry.DefaultTTL
 
-// now is the clock signatures are judged against; tests replace it.
-var now = time.Now
+// now is the handler's clock (clock).
+func (h *Handler) now() time.Time {
+	if h.clock != nil {
+		return h.clock()
+	}
+	return time.Now()
+}
 
 // Interface guards
 var (

@@ -51,7 +51,7 @@ func (h *Handler) parse(r *http.Request, repl *caddy.Replacer) (key, fp string, 
 	if rej != nil {
 		return "", "", nt, rej
 	}
-	at := verifyTime(r)
+	at := h.verifyTime(r)
 	kr := &keying.Request{Method: r.Method, URL: r.URL, Header: r.Header, Body: body, Now: at, Context: r.Context()}
 	n, err := h.platform.Verify(kr)
 	switch {
