@@ -40,7 +40,6 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //			prefix      <prefix>
 //			pool_size   <n>
 //			wait_replicas <n> [<timeout>]
-//			replay_cache <entries> | off
 //			allow_eviction
 //		}
 //		lock_ttl  <duration>
@@ -302,21 +301,6 @@ func (sc *StoreConfig) unmarshalOption(d *caddyfile.Dispenser, name string) erro
 				return d.Errf("store redis: bad wait_replicas timeout %q", args[1])
 			}
 			sc.WaitTimeout = caddy.Duration(dur)
-		}
-		return nil
-	case "replay_cache":
-		var v string
-		if err := cfparse.OneArg(d, &v); err != nil {
-			return err
-		}
-		n, err := strconv.Atoi(v)
-		switch {
-		case v == "off":
-			sc.ReplayCache = -1
-		case err != nil || n < 1:
-			return d.Errf("store redis: replay_cache wants a number of entries or off, got %q", v)
-		default:
-			sc.ReplayCache = n
 		}
 		return nil
 	case "db", "pool_size":

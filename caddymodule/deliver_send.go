@@ -58,7 +58,7 @@ func (e *engine) send(d *cache.Delivery, attempt int) sendResult {
 	// signing secret, each attempt is signed afresh over the same body.
 	resigned := false
 	if h.resign != nil {
-		if err := h.resign(req.Header, n.Body, now()); err != nil {
+		if err := h.resign(req.Header, n.Body, h.now()); err != nil {
 			return sendResult{kind: backendUnreachable, err: fmt.Errorf("re-signing the notification: %v", err)}
 		}
 		resigned = true

@@ -34,8 +34,6 @@ func BenchmarkHandler(b *testing.B) {
 		{"memory", &StoreConfig{Type: "memory"}},
 		{"embedded", &StoreConfig{Type: "embedded", Path: filepath.Join(b.TempDir(), "bench.db")}},
 		{"redis", &StoreConfig{Type: "redis", Addresses: []string{rs.Addr()}}},
-		// Every replay a round trip: the replay cache off.
-		{"redis_uncached", &StoreConfig{Type: "redis", Addresses: []string{rs.Addr()}, Prefix: "uncached", ReplayCache: -1}},
 	}
 	next := benchBackend
 	form := func(order string) string { return "out_trade_no=" + order + "&total_amount=9.90&subject=renewal" }

@@ -37,12 +37,10 @@ func (rej *rejection) public() string {
 }
 
 // notice is what a verified notification brings besides its key and
-// fingerprint: what its key's order remembers once it ran, and the key
-// it had before business events.
+// fingerprint: what its key's order remembers once it ran.
 type notice struct {
-	run    *cache.OrderRun // nil: the key is not an order's business event here
-	legacy string          // the full legacy key; "" for none
-	keyID  string          // the key or certificate that verified it, if named
+	run   *cache.OrderRun // nil: the key is not an order's business event here
+	keyID string          // the key or certificate that verified it, if named
 }
 
 // parse reads the body, verifies the signature and renders the key and
@@ -53,7 +51,7 @@ func (h *Handler) parse(r *http.Request, repl *caddy.Replacer) (key, fp string, 
 	if rej != nil {
 		return "", "", nt, rej
 	}
-	at := verifyTime(r)
+	at := h.verifyTime(r)
 	kr := &keying.Request{Method: r.Method, URL: r.URL, Header: r.Header, Body: body, Now: at, Context: r.Context()}
 	n, err := h.platform.Verify(kr)
 	switch {

@@ -125,7 +125,6 @@ func (a *Alipay) Verify(r *Request) (*Notification, error) {
 		Order:       order,
 		Event:       event,
 		Money:       money,
-		LegacyKey:   appID + ":" + tradeNo + ":" + params["trade_status"] + ":" + params["out_biz_no"],
 		Fingerprint: Material(params["total_amount"], params["refund_fee"]),
 		Extra: func(path string) (string, bool) {
 			v, ok := params[path]
