@@ -154,7 +154,7 @@ type Handler struct {
 	// store and settler are set by start, before started is.
 	store       cache.Store
 	settler     *cache.Settler
-	app         *App // the config's idempotency app; nil outside a config
+	app         *registry.App // the config's idempotency app (app.go)
 	run         *runState
 	keys        []keying.KeyInfo // the preset's verification keys (keys.go)
 	success     func(status int, header http.Header, body []byte) bool
@@ -248,7 +248,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	h.metrics = loadMetrics(ctx)
 	h.warned = newCopyWarnings()
 	h.reg = h.registryRoute()
-	registry.RegisterRoute(h.reg)
+	h.app.AddRoute(h.reg)
 	h.logger.Info("idempotency handler ready", append([]zap.Field{
 		zap.String("platform", h.Platform),
 		zap.String("scope", h.scope()),
@@ -257,14 +257,12 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		zap.Duration("order_ttl", time.Duration(h.OrderTTL)),
 		zap.Duration("lock_ttl", time.Duration(h.LockTTL))},
 		append(h.deliverFields(), h.keyFields()...)...)...)
-	if h.app != nil {
-		h.app.add(h)
-	}
+	h.app.Join(h)
 	return nil
 }
 
 // start opens the store and starts what runs beside the requests: the
-// async delivery engine. The config's App calls it when the config runs;
+// async delivery engine. The config's app calls it when the config runs;
 // a request calls it if it comes first (the http app may start before
 // the idempotency app), and a handler provisioned outside a config starts
 // on its first request.
@@ -439,6 +437,7 @@ func (h *Handler) provisionStore(repl *caddy.Replacer) error {
 		return fmt.Errorf("loading store: %v", err)
 	}
 	h.storeRef, h.storeConf = ref, sc
+	h.app.UseStore(ref)
 	return nil
 }
 
@@ -545,12 +544,12 @@ func (h *Handler) Cleanup() error {
 	}
 	h.alerter.close()
 	if h.reg != nil {
-		registry.UnregisterRoute(h.reg)
+		h.app.RemoveRoute(h.reg)
 	}
-	h.unprovisionScope()
 	if h.storeRef == nil {
 		return nil
 	}
+	h.app.DropStore(h.storeRef)
 	return unloadStore(h.storeConf)
 }
 

@@ -17,7 +17,6 @@ import (
 
 	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/internal/cfparse"
-	"github.com/idemgate/idemgate/internal/registry"
 	"github.com/idemgate/idemgate/keying"
 )
 
@@ -208,7 +207,7 @@ func (h *Handler) failedJournal(key string) journalState {
 	if err != nil {
 		return journalState{}
 	}
-	return journalState{attempts: rec.AttemptCount, dead: rec.StateAt(registry.Now(), h.retryWindow()) == cache.StateDead, rec: rec}
+	return journalState{attempts: rec.AttemptCount, dead: rec.StateAt(h.app.Now(), h.retryWindow()) == cache.StateDead, rec: rec}
 }
 
 // emitFailure sends idempotency.failed, and idempotency.dead when the
@@ -218,7 +217,7 @@ func (h *Handler) emitFailure(d *result) {
 	if rec := d.journal.rec; rec != nil && !d.journal.dead {
 		// The copy that just failed may have been the platform's last.
 		if s := keying.RetrySchedule(h.Platform); s != nil && !h.async() {
-			h.lastRetryDue(rec, s, registry.Now())
+			h.lastRetryDue(rec, s, h.app.Now())
 		}
 	}
 	if d.journal.dead {
