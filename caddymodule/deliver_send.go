@@ -52,6 +52,9 @@ func (e *engine) send(d *cache.Delivery, attempt int) sendResult {
 		return sendResult{kind: backendUnreachable, err: err}
 	}
 	req.Header = deliveryHeaders(n.Header)
+	for name, v := range d.Credentials {
+		req.Header[name] = v
+	}
 	// A delivery retried for hours carries a signature as old as the
 	// platform's copy, which a backend verifying it with the platform's
 	// library (a 5-minute tolerance) refuses: where the route holds the

@@ -193,6 +193,17 @@ type SuccessRule struct {
 	// Body, if set, must equal the answer's body (surrounding white space
 	// trimmed), as Alipay's "success".
 	Body string `json:"body,omitempty"`
+	// Header, if set, names answer header fields that must hold these
+	// values (surrounding white space trimmed): a backend that answers
+	// 200 both for "paid" and for "not paid yet" says which in a header.
+	Header map[string]string `json:"header,omitempty"`
+}
+
+// saysBusinessRan tells whether the rule reads more than the status: the
+// body or a header, which is what tells "ran" from "not yet" on a route
+// whose 2xx alone does not.
+func (s *SuccessRule) saysBusinessRan() bool {
+	return s != nil && (s.Body != "" || len(s.Header) > 0)
 }
 
 // DuplicateAction is what duplicates on a route get instead of the replay:

@@ -49,6 +49,7 @@ const alipayOrderSite = `
 		idempotency {
 			scope alipay
 			key {idempotency.json.app_id}:{idempotency.json.trade_no}:paid
+			success 200 body TRADE_SUCCESS
 			{store}
 			ttl {ttl}
 		}
@@ -84,7 +85,8 @@ func (a alipayOrders) ret(trade string) delivery {
 }
 
 // orderBackend answers as Alipay's legacy merchant does: "success" to the
-// notify, its HTML page to the browser's return, JSON to the status query.
+// notify, its HTML page to the browser's return, the trade's state to the
+// status query.
 func orderBackend(t *testing.T) *backend {
 	be := newBackend(t)
 	be.setAnswer(func(order string, n int, r *http.Request) (int, string, time.Duration) {
@@ -92,7 +94,7 @@ func orderBackend(t *testing.T) *backend {
 		case "/return":
 			return 200, "<html>thank you for paying</html>", 0
 		case "/query":
-			return 200, `{"paid":true}`, 0
+			return 200, "TRADE_SUCCESS", 0
 		}
 		return 200, "success", 0
 	})

@@ -662,7 +662,7 @@ const twoChannelSite = `
 		idempotency {
 			platform alipay
 			public_key {pub}
-			key alipay:{idempotency.form.app_id}:{idempotency.form.out_trade_no}
+			key alipay:{idempotency.form.app_id}:{idempotency.form.out_trade_no}:{idempotency.event}
 			store memory
 			on_duplicate respond 200 success
 		}
@@ -672,7 +672,7 @@ const twoChannelSite = `
 		idempotency {
 			platform alipay
 			public_key {pub}
-			key alipay:{idempotency.form.app_id}:{idempotency.form.out_trade_no}
+			key alipay:{idempotency.form.app_id}:{idempotency.form.out_trade_no}:{idempotency.event}
 			store memory
 			success 302
 			on_duplicate redirect https://shop.example.com/orders/{idempotency.form.out_trade_no}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"unicode"
 
 	"github.com/caddyserver/caddy/v2"
 
@@ -177,6 +178,12 @@ func (h *Handler) renderKey(repl *caddy.Replacer, bp *bodyPlaceholders, n *keyin
 	key = h.fullKey(key)
 	if len(key) > maxKeyLen {
 		return "", fmt.Errorf("key is longer than %d bytes", maxKeyLen)
+	}
+	if strings.ContainsFunc(key, unicode.IsControl) {
+		// A key is shown to operators (CLI, console, logs with log_keys):
+		// terminal escapes in it would steer their screens. No platform
+		// names an order with control characters.
+		return "", errors.New("key holds control characters")
 	}
 	return key, nil
 }
