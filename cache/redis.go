@@ -55,6 +55,7 @@ type Redis struct {
 	prefix string
 	opts   RedisOptions
 	closed atomic.Bool
+	unfit  atomic.Pointer[error] // set by SetUnfit: claims are refused
 
 	// One pub/sub connection per store, started on the first Wait.
 	psMu     sync.Mutex
@@ -169,9 +170,24 @@ func (s *Redis) wrap(op string, err error) error {
 	return fmt.Errorf("cache: redis %s: %w", op, s.permissionHint(err))
 }
 
+// SetUnfit refuses every claim with an error wrapping ErrUnfit and why
+// (a check that found the server evicting), until SetUnfit(nil). Only
+// claims: answers of copies already at the backend are still completed.
+func (s *Redis) SetUnfit(why error) {
+	if why == nil {
+		s.unfit.Store(nil)
+		return
+	}
+	e := fmt.Errorf("%w: %v", ErrUnfit, why)
+	s.unfit.Store(&e)
+}
+
 func (s *Redis) Claim(ctx context.Context, key, fingerprint string, lockTTL time.Duration) (ClaimResult, error) {
 	if s.closed.Load() {
 		return ClaimResult{}, ErrClosed
+	}
+	if e := s.unfit.Load(); e != nil {
+		return ClaimResult{}, *e
 	}
 	token := newToken()
 	order, event := OrderOf(key)

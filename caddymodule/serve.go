@@ -165,7 +165,9 @@ func (h *Handler) storeFailed(w http.ResponseWriter, r *http.Request, next caddy
 	repl *caddy.Replacer, key string, err error,
 ) (result, error) {
 	h.metrics.storeError(r.Context(), h.route(), "claim")
-	if h.OnStoreError == "pass" {
+	// A store that no longer fits (a Redis turned evicting) is refused as
+	// at start: pass is for a store that is down, not one that forgets.
+	if h.OnStoreError == "pass" && !errors.Is(err, cache.ErrUnfit) {
 		h.logger.Warn("store unreachable: forwarding WITHOUT idempotency protection (on_store_error pass)",
 			zap.String("key", h.logKey(key)), zap.Error(err))
 		setOutcome(repl, outcomePassed)
