@@ -352,7 +352,7 @@ func TestRedeliverStripeResigned(t *testing.T) {
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 	waitListening(t, base)
 
-	body := signer.StripeEvent("evt_redeliver_1", "payment_intent.succeeded", "pi_1", 990)
+	body := signer.StripeEventAt("evt_redeliver_1", "payment_intent.succeeded", "pi_1", 990, time.Now())
 	hdr := signer.StripeHeader(body, secret, time.Now())
 	req, _ := http.NewRequest(http.MethodPost, base+"/webhooks/stripe", strings.NewReader(string(body)))
 	req.Header = hdr

@@ -3,6 +3,7 @@ package platformtest
 import (
 	"net/url"
 	"testing"
+	"time"
 
 	"github.com/idemgate/idemgate/internal/signer"
 )
@@ -20,9 +21,21 @@ func AlipayNotify(appID, outTradeNo, tradeNo, tradeStatus, totalAmount string) u
 }
 
 // AlipayReturn is the query Alipay appends to return_url when it sends the
-// browser back after a page payment (signer.AlipayReturn).
+// browser back after a page payment (alipay.trade.page.pay.return).
 func AlipayReturn(appID, outTradeNo, tradeNo, totalAmount string) url.Values {
-	return signer.AlipayReturn(appID, outTradeNo, tradeNo, totalAmount)
+	now := time.Now().In(time.FixedZone("CST", 8*3600))
+	return url.Values{
+		"charset":      {"utf-8"},
+		"out_trade_no": {outTradeNo},
+		"method":       {"alipay.trade.page.pay.return"},
+		"total_amount": {totalAmount},
+		"trade_no":     {tradeNo},
+		"auth_app_id":  {appID},
+		"version":      {"1.0"},
+		"app_id":       {appID},
+		"seller_id":    {"2088102177296610"},
+		"timestamp":    {now.Format(time.DateTime)},
+	}
 }
 
 // Sign returns a copy of params with sign and sign_type set, as Alipay
@@ -46,7 +59,7 @@ func (a Alipay) Body(t testing.TB, params url.Values) string {
 // Query is the same as Body: the raw query of a return_url GET.
 func (a Alipay) Query(t testing.TB, params url.Values) string {
 	t.Helper()
-	v, err := signer.Alipay(a).Query(params)
+	v, err := signer.Alipay(a).Body(params)
 	check(t, err)
 	return v
 }

@@ -4,9 +4,11 @@
 //
 // The signing logic lives in internal/signer, the production package the
 // CLI uses; this package is a thin testing.TB wrapper over it (a signer's
-// error fails the test), plus what only tests need: generated and fixed
-// keys (Keys, FixedKeys), WriteFile, a test certificate authority (CA) and
-// PayPal's CRC-32 forgery (PayPalForgery). StripeHeader and
+// error fails the test), plus what only tests need: the notifications the
+// CLI never sends (Alipay's browser return, refunds, WeChat Pay's
+// signature probe, v2's answers), generated and fixed keys (Keys,
+// FixedKeys), WriteFile, a test certificate authority (CA) and PayPal's
+// CRC-32 forgery (PayPalForgery). StripeHeader and
 // StandardWebhooksHeader sign with the platforms' own libraries (stripe-go
 // and the Standard Webhooks reference library), not with signer's
 // hand-written versions, so tests check the verifiers against an
@@ -23,9 +25,11 @@ import (
 	"crypto"
 	"crypto/rand"
 	"crypto/rsa"
+	"encoding/hex"
 	"math/big"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -89,8 +93,8 @@ func CertificateValid(t testing.TB, k *rsa.PrivateKey, serial *big.Int, cn strin
 }
 
 // SerialHex is a certificate serial number as WeChat Pay writes it in
-// Wechatpay-Serial: upper-case hex (signer.SerialHex).
-func SerialHex(serial *big.Int) string { return signer.SerialHex(serial) }
+// Wechatpay-Serial: upper-case hex.
+func SerialHex(serial *big.Int) string { return strings.ToUpper(hex.EncodeToString(serial.Bytes())) }
 
 // WriteFile writes data to name in a temporary directory that lives as long
 // as t, and returns its path, for Caddyfiles to name (public_key,

@@ -1,6 +1,10 @@
 package platformtest_test
 
 import (
+	"crypto/aes"
+	"crypto/md5"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"hash/crc32"
 	"math/big"
@@ -92,8 +96,44 @@ func TestSignersVerify(t *testing.T) {
 	// A probe never verifies.
 	body := wx.Body(t, wxEv)
 	p, _ := keying.New("wechatpay", keying.Config{PublicKey: pub, PublicKeyID: "PUB_KEY_ID_01", Secret: apiV3})
-	if _, err := p.Verify(post(body, wx.SigntestHeader(t, body))); err == nil {
+	probe := wx.SigntestHeader(t, body)
+	if s := probe.Get("Wechatpay-Signature"); len(s) < 19 || s[:19] != "WECHATPAY/SIGNTEST/" {
+		t.Errorf("probe signature %q", s)
+	}
+	if _, err := p.Verify(post(body, probe)); err == nil {
 		t.Fatal("a WECHATPAY/SIGNTEST probe verified")
+	}
+}
+
+func TestSerialHex(t *testing.T) {
+	if got := platformtest.SerialHex(big.NewInt(0x5157F09E)); got != "5157F09E" {
+		t.Errorf("SerialHex %q", got)
+	}
+}
+
+// TestWechatPayV2Refund: req_info decrypts (AES-256-ECB under the hex MD5
+// of the API key, PKCS #7 padding) to the document given.
+func TestWechatPayV2Refund(t *testing.T) {
+	const apiKey = "192006250b4c09247ec02edce69f6a2d"
+	w := platformtest.WechatPayV2{APIKey: apiKey}
+	const plain = "<root><a><![CDATA[1]]></a></root>"
+	fields := w.RefundFields(t, plain, "n")
+	if fields["nonce_str"] != "n" || fields["sign"] != "" {
+		t.Fatalf("fields %v", fields)
+	}
+	ct, err := base64.StdEncoding.DecodeString(fields["req_info"])
+	if err != nil || len(ct)%aes.BlockSize != 0 {
+		t.Fatalf("req_info %q: %v", fields["req_info"], err)
+	}
+	ks := md5.Sum([]byte(apiKey))
+	block, _ := aes.NewCipher([]byte(hex.EncodeToString(ks[:])))
+	pt := make([]byte, len(ct))
+	for i := 0; i < len(ct); i += aes.BlockSize {
+		block.Decrypt(pt[i:i+aes.BlockSize], ct[i:i+aes.BlockSize])
+	}
+	pad := int(pt[len(pt)-1])
+	if pad < 1 || pad > aes.BlockSize || string(pt[:len(pt)-pad]) != plain {
+		t.Fatalf("req_info decrypts to %q", pt)
 	}
 }
 

@@ -13,9 +13,9 @@ import (
 )
 
 // StripeEvent is a Stripe event shaped as Stripe's API reference shows one,
-// created now (signer.StripeEvent).
+// created now (signer.StripeEventAt).
 func StripeEvent(id, eventType, objectID string, amount int) []byte {
-	return signer.StripeEvent(id, eventType, objectID, amount)
+	return signer.StripeEventAt(id, eventType, objectID, amount, time.Now())
 }
 
 // StripeEventAt is StripeEvent created at the given time.

@@ -1,6 +1,8 @@
 package platformtest
 
 import (
+	"encoding/base64"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -24,9 +26,10 @@ func WechatPayTransaction(transactionID, outTradeNo, tradeState string, total in
 }
 
 // WechatPayRefund is the decrypted resource of a REFUND.SUCCESS
-// notification (signer.WechatPayRefund).
+// notification.
 func WechatPayRefund(transactionID, outTradeNo, refundID, refundStatus string, refund, total int) string {
-	return signer.WechatPayRefund(transactionID, outTradeNo, refundID, refundStatus, refund, total)
+	return fmt.Sprintf(`{"mchid":"1230000109","transaction_id":%q,"out_trade_no":%q,"refund_id":%q,"out_refund_no":"R%s","refund_status":%q,"success_time":"2026-03-14T17:30:00+08:00","user_received_account":"招商银行信用卡0403","amount":{"total":%d,"refund":%d,"payer_total":%d,"payer_refund":%d}}`,
+		transactionID, outTradeNo, refundID, outTradeNo, refundStatus, total, refund, total, refund)
 }
 
 // Body is the notification envelope with the resource freshly encrypted
@@ -70,7 +73,8 @@ func (w WechatPay) Notification(t testing.TB, ev WechatPayEvent) ([]byte, http.H
 // reject it.
 func (w WechatPay) SigntestHeader(t testing.TB, body []byte) http.Header {
 	t.Helper()
-	v, err := signer.WechatPay(w).SigntestHeader(body)
+	h, err := signer.WechatPay(w).Header(body, time.Now())
 	check(t, err)
-	return v
+	h.Set("Wechatpay-Signature", "WECHATPAY/SIGNTEST/"+base64.StdEncoding.EncodeToString([]byte(signer.Nonce(48))))
+	return h
 }

@@ -1,7 +1,17 @@
 package platformtest
 
 import (
+	"bytes"
+	"crypto/aes"
+	"crypto/md5"
+	"encoding/base64"
+	"encoding/hex"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/idemgate/idemgate/internal/signer"
 )
@@ -32,9 +42,7 @@ func (w WechatPayV2) Body(fields map[string]string) []byte {
 // encrypted with AES-256-ECB under the lower-case hex MD5 of the API key.
 func (w WechatPayV2) Refund(t testing.TB, info map[string]string) []byte {
 	t.Helper()
-	v, err := signer.WechatPayV2(w).Refund(info)
-	check(t, err)
-	return v
+	return signer.WechatPayV2XML(w.RefundFields(t, string(cdataXML("root", info, "")), signer.Nonce(32)))
 }
 
 // RefundFields are the fields of a refund notification whose req_info
@@ -42,15 +50,41 @@ func (w WechatPayV2) Refund(t testing.TB, info map[string]string) []byte {
 // verifier must refuse) and whose nonce_str is nonce.
 func (w WechatPayV2) RefundFields(t testing.TB, plain, nonce string) map[string]string {
 	t.Helper()
-	v, err := signer.WechatPayV2(w).RefundFields(plain, nonce)
+	sum := md5.Sum([]byte(w.APIKey))
+	block, err := aes.NewCipher([]byte(hex.EncodeToString(sum[:])))
 	check(t, err)
-	return v
+	n := aes.BlockSize - len(plain)%aes.BlockSize
+	padded := append([]byte(plain), bytes.Repeat([]byte{byte(n)}, n)...)
+	ct := make([]byte, len(padded))
+	for i := 0; i < len(padded); i += aes.BlockSize {
+		block.Encrypt(ct[i:i+aes.BlockSize], padded[i:i+aes.BlockSize])
+	}
+	return map[string]string{
+		"return_code": "SUCCESS",
+		"appid":       "wx2421b1c4370ec43b",
+		"mch_id":      "10000100",
+		"nonce_str":   nonce,
+		"req_info":    base64.StdEncoding.EncodeToString(ct),
+	}
 }
 
-// WechatPayV2RefundInfo is the decrypted req_info of a refund notification
-// (signer.WechatPayV2RefundInfo).
+// WechatPayV2RefundInfo is the decrypted req_info of a refund notification.
 func WechatPayV2RefundInfo(transactionID, outTradeNo, refundID, refundStatus string, refundFee, totalFee int) map[string]string {
-	return signer.WechatPayV2RefundInfo(transactionID, outTradeNo, refundID, refundStatus, refundFee, totalFee)
+	return map[string]string{
+		"out_refund_no":         "R" + outTradeNo,
+		"out_trade_no":          outTradeNo,
+		"refund_account":        "REFUND_SOURCE_RECHARGE_FUNDS",
+		"refund_fee":            strconv.Itoa(refundFee),
+		"refund_id":             refundID,
+		"refund_recv_accout":    "支付用户零钱",
+		"refund_request_source": "API",
+		"refund_status":         refundStatus,
+		"settlement_refund_fee": strconv.Itoa(refundFee),
+		"settlement_total_fee":  strconv.Itoa(totalFee),
+		"success_time":          time.Now().Format(time.DateTime),
+		"total_fee":             strconv.Itoa(totalFee),
+		"transaction_id":        transactionID,
+	}
 }
 
 // WechatPayV2XML writes fields the way WeChat Pay does: <xml> with each
@@ -58,13 +92,29 @@ func WechatPayV2RefundInfo(transactionID, outTradeNo, refundID, refundStatus str
 func WechatPayV2XML(fields map[string]string) []byte { return signer.WechatPayV2XML(fields) }
 
 // WechatPayV2XMLIndented is WechatPayV2XML laid out as WeChat Pay's
-// documentation shows it (signer.WechatPayV2XMLIndented).
+// documentation shows it: one element a line, indented by two spaces.
 func WechatPayV2XMLIndented(fields map[string]string) []byte {
-	return signer.WechatPayV2XMLIndented(fields)
+	return cdataXML("xml", fields, "\n  ")
 }
 
 // WechatPayV2Answer is the XML a merchant answers with: return_code
 // SUCCESS (handled) or FAIL (WeChat Pay retries).
 func WechatPayV2Answer(returnCode, returnMsg string) string {
-	return signer.WechatPayV2Answer(returnCode, returnMsg)
+	return "<xml><return_code><![CDATA[" + returnCode + "]]></return_code><return_msg><![CDATA[" + returnMsg + "]]></return_msg></xml>"
+}
+
+// cdataXML writes fields, sorted by name, as CDATA elements under root,
+// each after indent; with an indent, the closing tag has a line of its own
+// (signer.WechatPayV2XML's form, which has no indent).
+func cdataXML(root string, fields map[string]string, indent string) []byte {
+	var b strings.Builder
+	b.WriteString("<" + root + ">")
+	for _, k := range slices.Sorted(maps.Keys(fields)) {
+		b.WriteString(indent + "<" + k + "><![CDATA[" + fields[k] + "]]></" + k + ">")
+	}
+	if indent != "" {
+		b.WriteString("\n")
+	}
+	b.WriteString("</" + root + ">")
+	return []byte(b.String())
 }

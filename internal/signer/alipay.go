@@ -59,24 +59,6 @@ func AlipayNotify(appID, outTradeNo, tradeNo, tradeStatus, totalAmount string) u
 	}
 }
 
-// AlipayReturn is the query Alipay appends to return_url when it sends the
-// browser back after a page payment (alipay.trade.page.pay.return).
-func AlipayReturn(appID, outTradeNo, tradeNo, totalAmount string) url.Values {
-	now := time.Now().In(time.FixedZone("CST", 8*3600))
-	return url.Values{
-		"charset":      {"utf-8"},
-		"out_trade_no": {outTradeNo},
-		"method":       {"alipay.trade.page.pay.return"},
-		"total_amount": {totalAmount},
-		"trade_no":     {tradeNo},
-		"auth_app_id":  {appID},
-		"version":      {"1.0"},
-		"app_id":       {appID},
-		"seller_id":    {"2088102177296610"},
-		"timestamp":    {now.Format(time.DateTime)},
-	}
-}
-
 // Sign returns a copy of params with sign and sign_type set, as Alipay's
 // documentation describes: parameters other than sign, sign_type and empty
 // ones, sorted by name, k=v joined by "&" (values not URL-encoded), signed
@@ -122,11 +104,6 @@ func (a Alipay) Body(params url.Values) (string, error) {
 		return "", err
 	}
 	return signed.Encode(), nil
-}
-
-// Query is the same as Body: the raw query of a return_url GET.
-func (a Alipay) Query(params url.Values) (string, error) {
-	return a.Body(params)
 }
 
 // AlipayContent is the string Alipay signs for params.

@@ -24,11 +24,9 @@ import (
 	"crypto/sha256"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/hex"
 	"encoding/pem"
 	"fmt"
 	"math/big"
-	"strings"
 	"time"
 )
 
@@ -66,12 +64,6 @@ func CertificateValid(k *rsa.PrivateKey, serial *big.Int, cn string, notBefore, 
 		return nil, fmt.Errorf("signer: certificate: %w", err)
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), nil
-}
-
-// SerialHex is a certificate serial number as WeChat Pay writes it in
-// Wechatpay-Serial: upper-case hex.
-func SerialHex(serial *big.Int) string {
-	return strings.ToUpper(hex.EncodeToString(serial.Bytes()))
 }
 
 // SignPKCS1 signs msg with SHA256withRSA (crypto.SHA256) or SHA1withRSA

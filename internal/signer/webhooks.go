@@ -12,13 +12,8 @@ import (
 	"time"
 )
 
-// StripeEvent is a Stripe event shaped as Stripe's API reference shows one,
-// created now.
-func StripeEvent(id, eventType, objectID string, amount int) []byte {
-	return StripeEventAt(id, eventType, objectID, amount, time.Now())
-}
-
-// StripeEventAt is StripeEvent created at the given time.
+// StripeEventAt is a Stripe event shaped as Stripe's API reference shows
+// one, created at the given time.
 func StripeEventAt(id, eventType, objectID string, amount int, created time.Time) []byte {
 	return []byte(fmt.Sprintf(`{
   "id": %q,

@@ -52,12 +52,6 @@ func WechatPayTransaction(transactionID, outTradeNo, tradeState string, total in
 		transactionID, total, total, tradeState, outTradeNo)
 }
 
-// WechatPayRefund is the decrypted resource of a REFUND.SUCCESS notification.
-func WechatPayRefund(transactionID, outTradeNo, refundID, refundStatus string, refund, total int) string {
-	return fmt.Sprintf(`{"mchid":"1230000109","transaction_id":%q,"out_trade_no":%q,"refund_id":%q,"out_refund_no":"R%s","refund_status":%q,"success_time":"2026-03-14T17:30:00+08:00","user_received_account":"招商银行信用卡0403","amount":{"total":%d,"refund":%d,"payer_total":%d,"payer_refund":%d}}`,
-		transactionID, outTradeNo, refundID, outTradeNo, refundStatus, total, refund, total, refund)
-}
-
 // Body is the notification envelope with the resource freshly encrypted
 // (a new 12-character nonce each call, as each retry has, unless ev.Nonce
 // is set).
@@ -142,17 +136,4 @@ func (w WechatPay) Notification(ev WechatPayEvent) ([]byte, http.Header, error) 
 		return nil, nil, err
 	}
 	return body, h, nil
-}
-
-// SigntestHeader is the header of a WeChat Pay signature probe: WeChat Pay
-// sends notifications whose Wechatpay-Signature starts with
-// "WECHATPAY/SIGNTEST/" to check that the merchant verifies signatures;
-// the merchant must reject them.
-func (w WechatPay) SigntestHeader(body []byte) (http.Header, error) {
-	h, err := w.Header(body, time.Now())
-	if err != nil {
-		return nil, err
-	}
-	h.Set("Wechatpay-Signature", "WECHATPAY/SIGNTEST/"+base64.StdEncoding.EncodeToString([]byte(Nonce(48))))
-	return h, nil
 }

@@ -1,9 +1,7 @@
 package bill
 
 import (
-	"archive/zip"
 	"bytes"
-	"fmt"
 	"io"
 	"regexp"
 	"strings"
@@ -334,26 +332,4 @@ func (a *alipay) end() error {
 	}
 	a.sum.Checked = true
 	return io.EOF
-}
-
-// AlipayDetail opens the 业务明细 file of Alipay's bill download, a zip
-// (…0156_yyyyMMdd.csv.zip) that also holds the …_业务明细(汇总).csv
-// summary file. Its names are GBK without zip's UTF-8 flag, as the
-// platform writes them. A zip needs random access, so the caller gives a
-// *zip.Reader over the downloaded bytes or file.
-func AlipayDetail(zr *zip.Reader) (io.ReadCloser, error) {
-	var names []string
-	for _, f := range zr.File {
-		name := f.Name
-		if f.NonUTF8 {
-			if s, err := simplifiedchinese.GB18030.NewDecoder().String(name); err == nil {
-				name = s
-			}
-		}
-		if strings.HasSuffix(name, "业务明细.csv") {
-			return f.Open()
-		}
-		names = append(names, name)
-	}
-	return nil, &Error{"alipay", 0, ErrMalformed, fmt.Sprintf("the archive has no …_业务明细.csv file (it holds %s)", strings.Join(names, ", "))}
 }

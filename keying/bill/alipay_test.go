@@ -1,7 +1,6 @@
 package bill
 
 import (
-	"archive/zip"
 	"bytes"
 	"strings"
 	"testing"
@@ -143,57 +142,5 @@ func TestAlipayMalformed(t *testing.T) {
 		bill := aliBill(t, aliLines(aliPay)...)
 		_, _, err := readAll("alipay", bill[:len(bill)-40])
 		lineError(t, err, ErrIncomplete, 6, "truncated")
-	})
-}
-
-// TestAlipayDetail opens the 业务明细 file of a download built as Alipay's
-// is: two files, GBK names without the UTF-8 flag.
-func TestAlipayDetail(t *testing.T) {
-	bill := aliBill(t, aliLines(aliPay, aliEnd, "#交易合计：1笔，商家实收共9.90元，商家优惠共0.00元")...)
-	archive := func(names ...string) *zip.Reader {
-		var buf bytes.Buffer
-		w := zip.NewWriter(&buf)
-		for _, n := range names {
-			gbk, err := simplifiedchinese.GBK.NewEncoder().String(n)
-			if err != nil {
-				t.Fatal(err)
-			}
-			fw, err := w.CreateHeader(&zip.FileHeader{Name: gbk, Method: zip.Deflate, NonUTF8: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if strings.HasSuffix(n, "汇总).csv") {
-				_, _ = fw.Write([]byte("#支付宝业务汇总查询\r\n"))
-			} else {
-				_, _ = fw.Write(bill)
-			}
-		}
-		if err := w.Close(); err != nil {
-			t.Fatal(err)
-		}
-		zr, err := zip.NewReader(bytes.NewReader(buf.Bytes()), int64(buf.Len()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return zr
-	}
-	t.Run("the detail file after the summary file", func(t *testing.T) {
-		rc, err := AlipayDetail(archive("20880211096256330156_20261003_业务明细(汇总).csv", "20880211096256330156_20261003_业务明细.csv"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rc.Close()
-		r, err := Open("alipay", rc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		row, err := r.Next()
-		if err != nil || row.Order != "2026100322001458860515315453" {
-			t.Fatalf("row %+v, error %v", row, err)
-		}
-	})
-	t.Run("no detail file", func(t *testing.T) {
-		_, err := AlipayDetail(archive("20880211096256330156_20261003_业务明细(汇总).csv"))
-		lineError(t, err, ErrMalformed, 0, "业务明细(汇总).csv")
 	})
 }

@@ -269,7 +269,7 @@ func sniff(r io.Reader) (io.Reader, error) {
 		return sniffText(bufio.NewReaderSize(zr, maxLine)), nil
 	case bytes.HasPrefix(head, []byte("PK\x03\x04")):
 		return nil, errors.New("this is a zip archive: Alipay's download (….csv.zip) holds two files; " +
-			"pass the …_业务明细.csv one (not …_业务明细(汇总).csv): unzip it, or open it with AlipayDetail")
+			"pass the …_业务明细.csv one (not …_业务明细(汇总).csv): unzip it")
 	}
 	return sniffText(br), nil
 }
