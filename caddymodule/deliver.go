@@ -213,7 +213,8 @@ func guessContentType(body string) string {
 // retry comes back.
 func (h *Handler) enqueue(w http.ResponseWriter, r *http.Request, repl *caddy.Replacer, key, token string, nt notice) (result, error) {
 	ds := h.dlv
-	d := cache.Delivery{Key: key, Token: token, Notification: h.receivedNotification(r), Enqueued: time.Now(), Order: nt.run}
+	d := cache.Delivery{Key: key, Token: token, Notification: h.receivedNotification(r), Enqueued: time.Now(), Order: nt.run,
+		Credentials: credentialsOf(r.Header)}
 	// The platform hanging up must not cut the write half-way: it is
 	// bounded by store_timeout.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), time.Duration(h.StoreTimeout))

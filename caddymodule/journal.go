@@ -27,6 +27,22 @@ import (
 // part of the notification.
 var journalHeadersDropped = []string{"Authorization", "Cookie", "Proxy-Authorization"}
 
+// credentialsOf are the caller's credentials that an async delivery still
+// owes the backend (a backend behind Basic auth or a token): the dropped
+// headers but the proxy's own, which was for the gateway.
+func credentialsOf(h http.Header) http.Header {
+	var out http.Header
+	for _, name := range journalHeadersDropped {
+		if v := h.Values(name); len(v) > 0 && name != "Proxy-Authorization" {
+			if out == nil {
+				out = http.Header{}
+			}
+			out[name] = append([]string(nil), v...)
+		}
+	}
+	return out
+}
+
 // notification is the request as received, for the journal: nil when
 // journal_body is off.
 func (h *Handler) notification(r *http.Request) *cache.Notification {

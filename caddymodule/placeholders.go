@@ -49,9 +49,20 @@ func (h *Handler) checkPlaceholders() error {
 		}
 	}
 	if h.Key != "" {
-		return checkVaries("key", h.Key, "{idempotency.form.out_trade_no}")
+		if err := checkVaries("key", h.Key, "{idempotency.form.out_trade_no}"); err != nil {
+			return err
+		}
 	}
-	return nil
+	if err := checkPresetKey(platform, h.Secret != "", h.Key); err != nil {
+		return err
+	}
+	return checkEventRecipe(platform, h.Key, h.Success)
+}
+
+// namesEvents tells whether a route of platform names each notification's
+// order and business event ({idempotency.order}, {idempotency.event}).
+func namesEvents(platform string, hasSecret bool) bool {
+	return platform == "alipay" || platform == "wechatpay_v2" || platform == "wechatpay" && hasSecret
 }
 
 // templateUse is one template and which of the handler's own values are
@@ -82,7 +93,7 @@ func checkTemplate(platform string, hasSecret bool, tm templateUse) error {
 func checkPlaceholder(platform string, hasSecret bool, name string, keyOK, outcomeOK bool) error {
 	rest, ok := strings.CutPrefix(name, "idempotency.")
 	if !ok {
-		return nil
+		return checkCaddyPlaceholder(name)
 	}
 	switch rest {
 	case "key":
@@ -98,7 +109,7 @@ func checkPlaceholder(platform string, hasSecret bool, name string, keyOK, outco
 	case "order", "event":
 		// Set from the verified notification, before any template.
 		switch {
-		case platform == "alipay", platform == "wechatpay_v2", platform == "wechatpay" && hasSecret:
+		case namesEvents(platform, hasSecret):
 			return nil
 		case platform == "wechatpay":
 			return fmt.Errorf("the wechatpay preset names an order's business events only with `secret` (the APIv3 key): they are in the encrypted resource")

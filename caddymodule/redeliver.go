@@ -191,7 +191,7 @@ func (h *Handler) redeliveryRequest(ctx context.Context, n *cache.Notification, 
 		return nil, err
 	}
 	if h.resign != nil {
-		if err := h.resign(req.Header, n.Body, now()); err != nil {
+		if err := h.resign(req.Header, n.Body, h.now()); err != nil {
 			return nil, fmt.Errorf("re-signing the notification: %v", err)
 		}
 		rd.resigned = true

@@ -56,12 +56,6 @@ func (h *Handler) serveKey(w http.ResponseWriter, r *http.Request, next caddyhtt
 		}
 		switch res.Outcome {
 		case cache.Won:
-			if nt.legacy != "" {
-				legacy, err := h.legacyAnswered(r.Context(), nt.legacy)
-				if err == nil && legacy != nil {
-					return h.settleFromLegacy(w, r, repl, key, res.Token, nt, legacy)
-				}
-			}
 			if h.async() {
 				return h.enqueue(w, r, repl, key, res.Token, nt)
 			}
@@ -193,20 +187,11 @@ func (h *Handler) tryLater(w http.ResponseWriter, r *http.Request, status int, e
 	return h.refuse(w, r, status, msg, err)
 }
 
-// keptClaimer is a store that can answer some claims from memory
-// (cache.Redis's replay cache).
-type keptClaimer interface {
-	ClaimKept(key, fingerprint string) (cache.ClaimResult, bool)
-}
-
 // claim claims key, bounded by store_timeout and not by the request: a
 // claim that was sent is the key's, and its outcome must be known even if
-// the platform hangs up meanwhile (deadline.go).
+// the platform hangs up meanwhile (storeContext).
 func (h *Handler) claim(key, fp string) (cache.ClaimResult, error) {
-	if kc, ok := h.store.(keptClaimer); ok {
-		if res, ok := kc.ClaimKept(key, fp); ok {
-			return res, nil
-		}
-	}
-	return h.store.Claim(h.storeDeadlines.context(), key, fp, time.Duration(h.LockTTL))
+	ctx, cancel := h.storeContext()
+	defer cancel()
+	return h.store.Claim(ctx, key, fp, time.Duration(h.LockTTL))
 }

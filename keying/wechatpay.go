@@ -202,7 +202,7 @@ func (w *WechatPay) Verify(r *Request) (*Notification, error) {
 }
 
 // classify names the business event of a decrypted resource (see
-// WechatPay), and the key, money, fingerprint and legacy key with it.
+// WechatPay), and the key, money and fingerprint with it.
 func (w *WechatPay) classify(n *Notification, eventType string, get func(string) string) error {
 	const p = "wechatpay"
 	mchid, txID := get("mchid"), get("transaction_id")
@@ -211,7 +211,6 @@ func (w *WechatPay) classify(n *Notification, eventType string, get func(string)
 	case "TRANSACTION.SUCCESS":
 		event, amount = EventPaid, get("amount.total")
 		n.Fingerprint = Material(get("amount.total"), get("trade_state"))
-		n.LegacyKey = eventType + ":" + txID
 	case "REFUND.SUCCESS", "REFUND.ABNORMAL", "REFUND.CLOSED":
 		refundNo := get("out_refund_no")
 		if refundNo == "" {
@@ -226,7 +225,6 @@ func (w *WechatPay) classify(n *Notification, eventType string, get func(string)
 		}
 		event, amount = refundEvent(refundNo, outcome), get("amount.refund")
 		n.Fingerprint = Material(get("amount.refund"), get("refund_status"))
-		n.LegacyKey = eventType + ":" + get("refund_id")
 	default:
 		return malformed(p, "unknown event_type %s: not a business event this preset knows", clip(eventType))
 	}

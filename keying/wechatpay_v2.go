@@ -102,7 +102,6 @@ func (w *WechatPayV2) Verify(r *Request) (*Notification, error) {
 	}
 	n := &Notification{
 		Fields:      NewFields(r),
-		LegacyKey:   tx,
 		Fingerprint: Material(fields["total_fee"], fields["result_code"]),
 		Extra: func(path string) (string, bool) {
 			v, ok := fields[path]
@@ -213,7 +212,6 @@ func (w *WechatPayV2) refund(r *Request, outer map[string]string) (*Notification
 	}
 	n := &Notification{
 		Fields:      NewFields(r),
-		LegacyKey:   "refund:" + inner["refund_id"] + ":" + inner["refund_status"],
 		Fingerprint: Material(inner["refund_fee"], inner["total_fee"]),
 		Extra: func(path string) (string, bool) {
 			if v, ok := inner[path]; ok {

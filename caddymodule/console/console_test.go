@@ -334,18 +334,18 @@ func consolePost(t *testing.T, u string, form url.Values, hdr map[string]string)
 	return resp.StatusCode
 }
 
-// TestConsoleReadmeMount: the README's console site, as written (with a
+// TestConsoleReadmeMount: the runbook's console site (docs/operations.md), as written (with a
 // real password hash), sends /console to /console/, which asks for the
 // password and then shows the overview.
 func TestConsoleReadmeMount(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../docs/operations.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, block, ok := strings.Cut(string(readme), "```caddyfile\nops.example.com {\n")
 	block, _, ok2 := strings.Cut(block, "\n}\n```")
 	if !ok || !ok2 || !strings.Contains(block, "idempotency_console") {
-		t.Fatal("README.md has no ops.example.com console site")
+		t.Fatal("docs/operations.md has no ops.example.com console site")
 	}
 	hash, err := caddyauth.BcryptHash{}.Hash([]byte("s3cret"))
 	if err != nil {

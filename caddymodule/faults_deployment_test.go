@@ -334,7 +334,7 @@ func TestFaultRedisACL(t *testing.T) {
 	if err == nil {
 		t.Fatal("the gateway started without the channel rights it needs")
 	}
-	for _, want := range []string{"gw", "PUBLISH on channel idem:", "SUBSCRIBE to channel idem:hot", "&idem:*"} {
+	for _, want := range []string{"gw", "PUBLISH on channel idem:", "SUBSCRIBE to channel idem:{idemgate-check}:wake", "&idem:*"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("start-up error does not name %q: %v", want, err)
 		}
