@@ -172,6 +172,8 @@ type Handler struct {
 	// resign signs a redelivery afresh (Stripe, Standard Webhooks: the
 	// route holds the signing secret); nil where it cannot.
 	resign func(hdr http.Header, body []byte, at time.Time) error
+	// lastRetries are the keys whose last_retry was sent (retries.go).
+	lastRetries *lastRetries
 	// clock is what signatures are judged against and re-signed with, and
 	// certificates' expiry is checked by (now); nil is time.Now, tests set
 	// their own.
@@ -224,6 +226,11 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	h.logger = ctx.Logger()
 	h.ctx = ctx
 	h.run = new(runState)
+	lr, err := loadLastRetries()
+	if err != nil {
+		return err
+	}
+	h.lastRetries = lr
 	h.app = configApp(ctx)
 	// The http app loads the events app before its handlers; a context
 	// without a config (unit tests) has none, and events are then off.
@@ -556,6 +563,9 @@ func (h *Handler) Cleanup() error {
 	h.alerter.close()
 	if h.reg != nil {
 		h.app.RemoveRoute(h.reg)
+	}
+	if h.lastRetries != nil {
+		_ = unloadLastRetries() // its Destruct cannot fail
 	}
 	if h.storeRef == nil {
 		return nil

@@ -101,10 +101,12 @@ func redeliveryOf(ctx context.Context) *redelivery {
 
 type probeCtxKey struct{}
 
-// probe is a walk of the site's routing looking for a route's handler.
+// probe is a walk of the site's routing looking for a route's handler:
+// the one that registered route in its config's app (not one of another
+// config that happens to have the same name).
 type probe struct {
-	name string
-	mu   sync.Mutex
+	route *registry.Route
+	mu    sync.Mutex
 	// reached names the first idempotency handler the walk reached, and
 	// found is its chain when it is the route looked for.
 	reached string
@@ -119,7 +121,7 @@ func (h *Handler) answerProbe(r *http.Request, next caddyhttp.Handler, p *probe)
 		return nil
 	}
 	p.reached = h.reg.Name
-	if h.reg.Name == p.name {
+	if h.reg == p.route {
 		if srv, ok := r.Context().Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server); ok {
 			p.found = &chainRef{next: next, srv: srv}
 		}
@@ -244,7 +246,7 @@ func (h *Handler) probeChain(ctx context.Context, n *cache.Notification) (*chain
 	if srv == nil {
 		return nil, fmt.Errorf("route %s has served no notification since it started, and no server of the running config listens on %s, where it was received", h.reg.Name, n.Addr)
 	}
-	p := &probe{name: h.reg.Name}
+	p := &probe{route: h.reg}
 	pctx, cancel := context.WithCancel(context.WithValue(ctx, probeCtxKey{}, p))
 	cancel() // nothing on the way may send anything
 	req, err := receivedRequest(pctx, n, nil)

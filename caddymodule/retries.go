@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
+
 	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/keying"
 )
@@ -32,11 +34,40 @@ const retryScanMaxEvery = time.Minute
 // retryScanMax bounds the keys one pass reads (newest first, paged).
 const retryScanMax = 5000
 
-// lastRetrySent remembers the keys whose last_retry was emitted in this
+// lastRetries remembers the keys whose last_retry was emitted in this
 // process, by key and first receipt (a key purged and failed again is a
-// new one): handlers of one scope share it, a reload keeps it. Entries
-// leave once the key's retry window has passed.
-var lastRetrySent sync.Map // key@firstSeen → time.Time (when the window ends)
+// new one): handlers of one scope share it, and a reload keeps it, or the
+// reload would alert each such key again. So it is not the config's app's
+// but pooled, as Caddy pools what outlives a config: every handler holds
+// a reference, and a reload's new handlers take theirs before the old
+// ones let go. Entries leave once the key's retry window has passed.
+type lastRetries struct {
+	sent sync.Map // key@firstSeen → time.Time (when the window ends)
+}
+
+// Destruct lets the marks go with the last handler; nothing to close.
+func (*lastRetries) Destruct() error { return nil }
+
+var lastRetriesPool = caddy.NewUsagePool()
+
+const lastRetriesKey = "last_retry"
+
+// loadLastRetries takes a reference to the process's marks;
+// unloadLastRetries drops it.
+func loadLastRetries() (*lastRetries, error) {
+	v, _, err := lastRetriesPool.LoadOrNew(lastRetriesKey, func() (caddy.Destructor, error) {
+		return new(lastRetries), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.(*lastRetries), nil
+}
+
+func unloadLastRetries() error {
+	_, err := lastRetriesPool.Delete(lastRetriesKey)
+	return err
+}
 
 // windowSlack keeps a key failed (not dead) until its last retry could have
 // come and been noticed: the schedule's span plus the grace and two scans.
@@ -84,9 +115,9 @@ func (h *Handler) scanRetries(ctx context.Context) {
 		}
 		lq.Cursor = page.Next
 	}
-	lastRetrySent.Range(func(k, v any) bool {
+	h.lastRetries.sent.Range(func(k, v any) bool {
 		if at.After(v.(time.Time)) {
-			lastRetrySent.Delete(k)
+			h.lastRetries.sent.Delete(k)
 		}
 		return true
 	})
@@ -103,7 +134,7 @@ func (h *Handler) lastRetryDue(rec *cache.Record, sched keying.Schedule, t time.
 		return
 	}
 	id := rec.Key + "@" + strconv.FormatInt(rec.FirstSeen.UnixMilli(), 10)
-	if _, seen := lastRetrySent.LoadOrStore(id, rec.FirstSeen.Add(h.retryWindow()+time.Hour)); seen {
+	if _, seen := h.lastRetries.sent.LoadOrStore(id, rec.FirstSeen.Add(h.retryWindow()+time.Hour)); seen {
 		return
 	}
 	status := 0
