@@ -10,7 +10,22 @@ import (
 	"time"
 )
 
-func init() { register("alipay", newAlipay) }
+func init() { register(AlipayPreset) }
+
+// AlipayPreset is Alipay's: answered `success`, notifications of an
+// order's business events, pinned by app_id, a bill in Beijing time.
+var AlipayPreset = &Preset{
+	Name: "alipay", Title: "Alipay", New: newAlipay,
+	Ack: Ack{Status: 200, Body: "success", ContentType: "text/plain; charset=utf-8"},
+	// Alipay, 异步通知说明 (opendocs.alipay.com/open/203/105286): "程序执
+	// 行完后必须打印输出 success … 如果商户反馈给支付宝的字符不是 success
+	// 这 7 个字符，支付宝服务器会不断重发通知，直到超过 24 小时 22 分钟。
+	// 一般情况下，25 小时以内完成 8 次通知（通知的间隔频率一般是：4m、10m、
+	// 10m、1h、2h、6h、15h）".
+	Schedule: Schedule{4 * time.Minute, 10 * time.Minute, 10 * time.Minute, time.Hour, 2 * time.Hour, 6 * time.Hour, 15 * time.Hour},
+	Orders:   true, Extra: true, Pins: "app_id",
+	Bill: BillTraits{Zone: beijing, NamesSeller: true, RefundIsTotal: true},
+}
 
 // Alipay verifies Alipay's asynchronous notify (a form POST) and the
 // browser's synchronous return (a signed GET query).

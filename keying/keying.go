@@ -192,31 +192,25 @@ type Config struct {
 // and NoVerify is not set.
 var ErrNeedsSecret = errors.New("needs its secret or key (or `verify off`)")
 
-var presets = map[string]func(Config) (Platform, error){
-	"generic": func(Config) (Platform, error) { return Generic{}, nil },
+var presets = map[string]*Preset{}
+
+// register adds a preset; presets call it from init.
+func register(p *Preset) {
+	if _, dup := presets[p.Name]; dup {
+		panic("keying: preset registered twice: " + p.Name)
+	}
+	presets[p.Name] = p
 }
 
-// register adds a preset constructor; presets call it from init.
-func register(name string, ctor func(Config) (Platform, error)) {
-	if _, dup := presets[name]; dup {
-		panic("keying: preset registered twice: " + name)
-	}
-	presets[name] = ctor
-}
+func init() { register(GenericPreset) }
 
 // New returns the named platform configured with cfg.
 func New(name string, cfg Config) (Platform, error) {
-	ctor, ok := presets[name]
+	p, ok := presets[name]
 	if !ok {
 		return nil, fmt.Errorf("unknown platform %q (have %s)", name, strings.Join(Names(), ", "))
 	}
-	if len(cfg.AppIDs) > 0 && name != "alipay" {
-		return nil, fmt.Errorf("%s: app_id is for alipay only", name)
-	}
-	if len(cfg.MchIDs) > 0 && name != "wechatpay" && name != "wechatpay_v2" {
-		return nil, fmt.Errorf("%s: mchid is for wechatpay and wechatpay_v2 only", name)
-	}
-	return ctor(cfg)
+	return p.New(cfg)
 }
 
 // Names lists the platforms New knows, sorted.
@@ -227,6 +221,14 @@ func Names() []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// GenericPreset is the platform of a route that names none: any sender,
+// the route's own key.
+var GenericPreset = &Preset{
+	Name: "generic", Title: "generic",
+	New:         func(Config) (Platform, error) { return Generic{}, nil },
+	KeyRequired: true,
 }
 
 // Generic is the platform without signature checks: the key template is

@@ -17,7 +17,23 @@ import (
 	"time"
 )
 
-func init() { register("paypal", newPayPal) }
+func init() { register(PayPalPreset) }
+
+// PayPalPreset is PayPal's: answered 200, each event its own, a signed
+// transmission time.
+var PayPalPreset = &Preset{
+	Name: "paypal", Title: "PayPal", New: newPayPal,
+	Ack: Ack{Status: 200},
+	// PayPal, "Webhooks" (developer.paypal.com/api/rest/webhooks/): "PayPal
+	// retries … up to 25 times over the course of 3 days" (a non-2xx
+	// answer). The waits are not published: doubling from one minute,
+	// at most 3h55m, 25 of them (just under 3 days).
+	Schedule:  ExpCount(time.Minute, 3*time.Hour+55*time.Minute, 25),
+	OwnEvents: true,
+	// PayPal's verification accepts a transmission 5 minutes old.
+	SignedFor: 5 * time.Minute,
+	Bill:      BillTraits{EndsInclusive: true, RefPaths: []string{"resource.id"}},
+}
 
 // PayPal verifies PayPal webhook events offline (no verify-webhook-signature
 // API call).

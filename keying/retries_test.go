@@ -20,7 +20,7 @@ func TestRetrySchedules(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.platform, func(t *testing.T) {
-			s := RetrySchedule(c.platform)
+			s := presets[c.platform].Schedule
 			if c.n > 0 && len(s) != c.n {
 				t.Fatalf("%d retries, want %d", len(s), c.n)
 			}
@@ -29,13 +29,13 @@ func TestRetrySchedules(t *testing.T) {
 			}
 		})
 	}
-	if RetrySchedule("generic") != nil {
+	if GenericPreset.Schedule != nil {
 		t.Fatal("generic has a schedule")
 	}
 }
 
 func TestRetryEstimate(t *testing.T) {
-	s := RetrySchedule("alipay")
+	s := AlipayPreset.Schedule
 	t0 := time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
 	cases := []struct {
 		name            string

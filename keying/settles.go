@@ -1,7 +1,6 @@
 package keying
 
 import (
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -98,29 +97,6 @@ var (
 var stripeRefPaths = []string{"data.object.id", "data.object.latest_charge", "data.object.charges.data.0.id",
 	"data.object.charge", "data.object.payment_intent"}
 
-// BillRefs are the objects a notification body of platform names, as its
-// bill names them: the Refs its Notification would carry whatever its type
-// (a journaled body, verified when it arrived, of an event that never ran:
-// reconciliation finds it by the object its bill row names). nil for a
-// platform whose key names the order, or a body that is not JSON.
-func BillRefs(platform string, body []byte) []string {
-	f := NewFields(&Request{Body: body})
-	var paths []string
-	switch platform {
-	case "stripe":
-		paths = stripeRefPaths
-	case "paypal":
-		paths = []string{"resource.id"}
-	}
-	var refs []string
-	for _, p := range paths {
-		if v, _, _ := f.JSON(p); v != "" && !strings.HasPrefix(v, "{") && !slices.Contains(refs, v) {
-			refs = append(refs, v)
-		}
-	}
-	return refs
-}
-
 // stripeSettles sets n's reconciliation fields from a verified event.
 func stripeSettles(n *Notification, typ string) {
 	switch {
@@ -133,11 +109,7 @@ func stripeSettles(n *Notification, typ string) {
 	}
 	created, _, _ := n.Fields.JSON("created")
 	n.At = unixTime(created)
-	for _, p := range stripeRefPaths {
-		if v, _, _ := n.Fields.JSON(p); v != "" && !strings.HasPrefix(v, "{") && !slices.Contains(n.Refs, v) {
-			n.Refs = append(n.Refs, v)
-		}
-	}
+	n.Refs = refsAt(n.Fields, stripeRefPaths, n.Refs)
 }
 
 // paypalSettles sets n's reconciliation fields from a verified event: a

@@ -112,7 +112,7 @@ func TestBillRefs(t *testing.T) {
 		{"alipay", []byte("trade_no=1"), nil},
 		{"stripe", []byte("not json"), nil},
 	} {
-		if got := BillRefs(c.platform, c.body); !slices.Equal(got, c.want) {
+		if got := presets[c.platform].BillRefs(c.body); !slices.Equal(got, c.want) {
 			t.Errorf("%s %s: %q, want %q", c.platform, c.body, got, c.want)
 		}
 	}

@@ -8,9 +8,36 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/idemgate/idemgate/internal/signer"
 )
 
-func init() { register("standard_webhooks", newStandardWebhooks) }
+func init() { register(StandardWebhooksPreset) }
+
+// StandardWebhooksPreset is the Standard Webhooks specification's:
+// answered 200, each message its own, re-signed with the secret on
+// redelivery.
+var StandardWebhooksPreset = &Preset{
+	Name: "standard_webhooks", Title: "The sender", New: newStandardWebhooks,
+	Ack: Ack{Status: 200},
+	// Standard Webhooks, "Retry schedule" (github.com/standard-webhooks/
+	// standard-webhooks, spec/standard-webhooks.md, Svix's schedule): the
+	// first attempt immediately, then after 5 seconds, 5 minutes, 30
+	// minutes, 2 hours, 5 hours, 10 hours and 10 hours.
+	Schedule:  Schedule{5 * time.Second, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour, 5 * time.Hour, 10 * time.Hour, 10 * time.Hour},
+	OwnEvents: true,
+	Resign: func(secret string) Resigner {
+		return func(hdr http.Header, body []byte, at time.Time) error {
+			sh, err := signer.StandardWebhooksHeader(secret, hdr.Get("Webhook-Id"), at, body)
+			if err != nil {
+				return err
+			}
+			hdr.Set("Webhook-Timestamp", sh.Get("Webhook-Timestamp"))
+			hdr.Set("Webhook-Signature", sh.Get("Webhook-Signature"))
+			return nil
+		}
+	},
+}
 
 // StandardWebhooks verifies webhooks signed by the Standard Webhooks
 // specification.

@@ -7,9 +7,32 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/idemgate/idemgate/internal/signer"
 )
 
-func init() { register("stripe", newStripe) }
+func init() { register(StripePreset) }
+
+// StripePreset is Stripe's: answered 200, each event its own, re-signed
+// with the endpoint's secret on redelivery.
+var StripePreset = &Preset{
+	Name: "stripe", Title: "Stripe", New: newStripe,
+	Ack: Ack{Status: 200},
+	// Stripe, "Retry behavior" (docs.stripe.com/webhooks#retries): "In live
+	// mode, Stripe attempts to deliver a given event to your webhook
+	// endpoint for up to 3 days with an exponential back off." The waits
+	// are not published: doubling from one hour, at most a day, ending
+	// within the three days.
+	Schedule:  ExpBackoff(time.Hour, 24*time.Hour, 72*time.Hour-10*time.Minute),
+	OwnEvents: true,
+	Resign: func(secret string) Resigner {
+		return func(hdr http.Header, body []byte, at time.Time) error {
+			hdr.Set("Stripe-Signature", signer.StripeHeader(body, secret, at).Get("Stripe-Signature"))
+			return nil
+		}
+	},
+	Bill: BillTraits{RefPaths: stripeRefPaths},
+}
 
 // Stripe verifies Stripe webhook events.
 //

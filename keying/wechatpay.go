@@ -16,7 +16,27 @@ import (
 	"time"
 )
 
-func init() { register("wechatpay", newWechatPay) }
+func init() { register(WechatPayPreset) }
+
+// WechatPayPreset is WeChat Pay API v3's: answered 200, an order's
+// business events read from the encrypted resource, pinned by mchid, a
+// signed time the SDKs hold to 5 minutes.
+var WechatPayPreset = &Preset{
+	Name: "wechatpay", Title: "WeChat Pay", New: newWechatPay,
+	Ack: Ack{Status: 200},
+	// WeChat Pay API v3, 支付通知 (pay.weixin.qq.com/docs/merchant/apis/
+	// jsapi-payment/payment-notice.html): "通知频率为
+	// 15s/15s/30s/3m/10m/20m/30m/30m/30m/60m/3h/3h/3h/6h/6h - 总计 24h4m".
+	Schedule: wechat,
+	Orders:   true, Extra: true, SecretFor: "the APIv3 key", Pins: "mchid",
+	// wechatpay-go's notify handler accepts 5 minutes.
+	SignedFor: 5 * time.Minute,
+	Bill:      wechatBill,
+}
+
+// wechatBill is WeChat Pay's bill, one for both API versions.
+var wechatBill = BillTraits{Zone: beijing,
+	RefundNote: "WeChat Pay's bill dates a refund by its acceptance, its notification by its success: it may be in the bill of the day before"}
 
 // WechatPay verifies WeChat Pay API v3 notifications.
 //

@@ -16,7 +16,19 @@ import (
 	"time"
 )
 
-func init() { register("wechatpay_v2", newWechatPayV2) }
+func init() { register(WechatPayV2Preset) }
+
+// WechatPayV2Preset is WeChat Pay API v2's: answered with the SUCCESS
+// XML, an order's business events, pinned by mchid.
+var WechatPayV2Preset = &Preset{
+	Name: "wechatpay_v2", Title: "WeChat Pay", New: newWechatPayV2,
+	Ack: Ack{Status: 200, Body: "<xml><return_code><![CDATA[SUCCESS]]></return_code><return_msg><![CDATA[OK]]></return_msg></xml>", ContentType: "application/xml"},
+	// The v2 notify (pay.weixin.qq.com/wiki/doc/api/jsapi.php?chapter=9_7)
+	// publishes v3's frequencies.
+	Schedule: wechat,
+	Orders:   true, Extra: true, Pins: "mchid",
+	Bill: wechatBill,
+}
 
 // WechatPayV2 verifies WeChat Pay API v2 payment result notifications (XML).
 //

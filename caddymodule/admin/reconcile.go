@@ -15,6 +15,7 @@ import (
 
 	"github.com/idemgate/idemgate/internal/registry"
 	"github.com/idemgate/idemgate/keying/bill"
+	"github.com/idemgate/idemgate/platforms"
 )
 
 // Reconciliation (对账): POST /idempotency/reconcile?platform=…[&scope=…]
@@ -215,7 +216,7 @@ func Reconcile(ctx context.Context, ps *registry.Store, opts ReconcileOptions, r
 	if err != nil {
 		return nil, err
 	}
-	if opts.Platform == "alipay" && opts.Merchant == "" {
+	if platforms.Lookup(opts.Platform).Bill.NamesSeller && opts.Merchant == "" {
 		switch {
 		case route != nil && len(route.Merchants) == 1:
 			opts.Merchant = route.Merchants[0]
@@ -252,7 +253,7 @@ func routeFor(opts ReconcileOptions) (*registry.Route, error) {
 	var found *registry.Route
 	var others []string
 	for _, r := range registry.RoutesOf(opts.Scope) {
-		name := "generic"
+		name := platforms.Default
 		if r.Platform != nil {
 			name = r.Platform.Name()
 		}
@@ -270,7 +271,7 @@ func routeFor(opts ReconcileOptions) (*registry.Route, error) {
 			found = &c
 		}
 	}
-	if found == nil && len(others) > 0 && !slices.Contains(others, "generic") {
+	if found == nil && len(others) > 0 && !slices.Contains(others, platforms.Default) {
 		return nil, reconcileErr(http.StatusBadRequest, "scope %s has %s routes, and this is a %s bill: which scope? (scope=…)",
 			opts.Scope, strings.Join(slices.Compact(others), ", "), opts.Platform)
 	}

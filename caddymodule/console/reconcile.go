@@ -15,6 +15,7 @@ import (
 
 	"github.com/idemgate/idemgate/caddymodule/admin"
 	"github.com/idemgate/idemgate/keying/bill"
+	"github.com/idemgate/idemgate/platforms"
 )
 
 // The reconciliation page: GET shows the upload form; POST reconciles the
@@ -46,7 +47,11 @@ type reconcileView struct {
 // OrderPages: the report's orders are the gateway's (Alipay's and WeChat
 // Pay's), each with its page; Stripe's and PayPal's are the bill's objects.
 func (r *reconcileView) OrderPages() bool {
-	return r.Report != nil && r.Report.Platform != "stripe" && r.Report.Platform != "paypal"
+	if r.Report == nil {
+		return false
+	}
+	p := platforms.Lookup(r.Report.Platform)
+	return p != nil && !p.OwnEvents
 }
 
 // Categories are the report's, in the page's order.
