@@ -24,7 +24,7 @@ var AlipayPreset = &Preset{
 	// 10m、1h、2h、6h、15h）".
 	Schedule: Schedule{4 * time.Minute, 10 * time.Minute, 10 * time.Minute, time.Hour, 2 * time.Hour, 6 * time.Hour, 15 * time.Hour},
 	Orders:   true, Extra: true, Pins: "app_id",
-	Bill: BillTraits{Zone: beijing, NamesSeller: true, RefundIsTotal: true},
+	Bill: BillTraits{Zone: Beijing, NamesSeller: true, RefundIsTotal: true},
 }
 
 // Alipay verifies Alipay's asynchronous notify (a form POST) and the
@@ -78,14 +78,14 @@ func newAlipay(cfg Config) (Platform, error) {
 		if cfg.NoVerify {
 			return a, nil
 		}
-		return nil, needsSecret("alipay", "public_key (Alipay's public key)")
+		return nil, NeedsSecret("alipay", "public_key (Alipay's public key)")
 	}
 	k, err := ParseRSAPublicKey(cfg.PublicKey)
 	if err != nil {
 		return nil, fmt.Errorf("alipay: public_key: %v", err)
 	}
 	a.key = k
-	a.info = keyInfoOf(cfg.PublicKey, "public_key")
+	a.info = KeyInfoOf(cfg.PublicKey, "public_key")
 	return a, nil
 }
 
@@ -99,12 +99,12 @@ func (a *Alipay) Verify(r *Request) (*Notification, error) {
 			raw = r.URL.RawQuery
 		}
 	}
-	params, err := parseStrictForm(raw)
+	params, err := ParseStrictForm(raw)
 	if err != nil {
-		return nil, sigErr("alipay", "%v", err)
+		return nil, SigErr("alipay", "%v", err)
 	}
 	if len(params) == 0 {
-		return nil, malformed("alipay", "no parameters")
+		return nil, Malformed("alipay", "no parameters")
 	}
 	if !a.noVerify {
 		if err := a.verify(params); err != nil {
@@ -113,24 +113,24 @@ func (a *Alipay) Verify(r *Request) (*Notification, error) {
 	}
 	appID, tradeNo := params["app_id"], params["trade_no"]
 	if appID == "" || tradeNo == "" {
-		return nil, malformed("alipay", "app_id and trade_no are required")
+		return nil, Malformed("alipay", "app_id and trade_no are required")
 	}
-	if !pinned(a.appIDs, appID) {
-		return nil, sigErr("alipay", "app_id %s is not one of the configured app_id", clip(appID))
+	if !Pinned(a.appIDs, appID) {
+		return nil, SigErr("alipay", "app_id %s is not one of the configured app_id", Clip(appID))
 	}
 	event, money, err := alipayEvent(params)
 	if err != nil {
 		return nil, err
 	}
 	order := appID + ":" + tradeNo
-	at := beijingTime(params["gmt_payment"])
+	at := BeijingTime(params["gmt_payment"])
 	switch {
 	case strings.HasPrefix(event, EventRefund):
-		at = beijingTime(params["gmt_refund"])
+		at = BeijingTime(params["gmt_refund"])
 	case event == EventClosed:
-		at = beijingTime(params["gmt_close"])
+		at = BeijingTime(params["gmt_close"])
 	case at.IsZero() && params["trade_status"] == "":
-		at = beijingTime(params["timestamp"]) // the signed return: sent once the trade is paid
+		at = BeijingTime(params["timestamp"]) // the signed return: sent once the trade is paid
 	}
 	return &Notification{
 		Settles:     EventSettles(event),
@@ -157,21 +157,21 @@ func alipayEvent(params map[string]string) (string, Money, error) {
 	}
 	if bizNo, refundFee := params["out_biz_no"], params["refund_fee"]; bizNo != "" || refundFee != "" {
 		if bizNo == "" {
-			return "", Money{}, malformed("alipay", "a refund (refund_fee %s) without out_biz_no: which refund of the trade it is cannot be told", clip(refundFee))
+			return "", Money{}, Malformed("alipay", "a refund (refund_fee %s) without out_biz_no: which refund of the trade it is cannot be told", Clip(refundFee))
 		}
 		m, err := Major(refundFee, currency)
 		if refundFee == "" {
 			m, err = Money{}, nil // out_biz_no alone: a refund whose amount is not named
 		}
 		if err != nil {
-			return "", Money{}, malformed("alipay", "refund_fee: %v", err)
+			return "", Money{}, Malformed("alipay", "refund_fee: %v", err)
 		}
-		return refundEvent(bizNo, ""), m, nil
+		return RefundEvent(bizNo, ""), m, nil
 	}
 	m, err := Money{}, error(nil)
 	if params["total_amount"] != "" {
 		if m, err = Major(params["total_amount"], currency); err != nil {
-			return "", Money{}, malformed("alipay", "total_amount: %v", err)
+			return "", Money{}, Malformed("alipay", "total_amount: %v", err)
 		}
 	}
 	switch st := params["trade_status"]; st {
@@ -183,22 +183,22 @@ func alipayEvent(params map[string]string) (string, Money, error) {
 	case "WAIT_BUYER_PAY":
 		return EventCreated, m, nil
 	default:
-		return "", Money{}, malformed("alipay", "unknown trade_status %s: not a business event this preset knows", clip(st))
+		return "", Money{}, Malformed("alipay", "unknown trade_status %s: not a business event this preset knows", Clip(st))
 	}
 }
 
 func (a *Alipay) verify(params map[string]string) error {
 	signB64 := params["sign"]
 	if signB64 == "" {
-		return sigErr("alipay", "no sign")
+		return SigErr("alipay", "no sign")
 	}
 	// Base64 has no spaces: a space is a "+" that reached us unencoded
 	// (a GET query copied by hand or re-encoded by a browser) and was
 	// decoded as form encoding says.
 	signB64 = strings.ReplaceAll(signB64, " ", "+")
-	sig, ok := decodeB64Sig(strings.Join(strings.Fields(signB64), ""))
+	sig, ok := DecodeB64Sig(strings.Join(strings.Fields(signB64), ""))
 	if !ok {
-		return sigErr("alipay", "sign is not base64")
+		return SigErr("alipay", "sign is not base64")
 	}
 	var h crypto.Hash
 	switch st := strings.ToUpper(strings.TrimSpace(params["sign_type"])); st {
@@ -207,10 +207,10 @@ func (a *Alipay) verify(params map[string]string) error {
 	case "RSA":
 		h = crypto.SHA1
 	default:
-		return sigErr("alipay", "unsupported sign_type %s", clip(st))
+		return SigErr("alipay", "unsupported sign_type %s", Clip(st))
 	}
-	if !verifyPKCS1(a.key, h, AlipaySignContent(params), sig) {
-		return sigErr("alipay", "sign does not match")
+	if !VerifyPKCS1(a.key, h, AlipaySignContent(params), sig) {
+		return SigErr("alipay", "sign does not match")
 	}
 	return nil
 }
@@ -225,7 +225,7 @@ func AlipaySignContent(params map[string]string) []byte {
 			fields[k] = v
 		}
 	}
-	return sortedPairs(fields)
+	return SortedPairs(fields)
 }
 
 // Success: Alipay stops retrying only on a 200 whose body is "success".

@@ -55,8 +55,8 @@ type Request struct {
 	Context context.Context
 }
 
-// ctx returns r's context or the background one.
-func (r *Request) ctx() context.Context {
+// Ctx returns r's context or the background one.
+func (r *Request) Ctx() context.Context {
 	if r.Context != nil {
 		return r.Context
 	}

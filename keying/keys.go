@@ -36,9 +36,9 @@ type KeyReporter interface {
 	VerifiedBy(r *Request) string
 }
 
-// keyInfoOf describes a PEM public key or certificate: a certificate is
+// KeyInfoOf describes a PEM public key or certificate: a certificate is
 // named by its serial and expires; a bare key is named name.
-func keyInfoOf(data []byte, name string) KeyInfo {
+func KeyInfoOf(data []byte, name string) KeyInfo {
 	if block, _ := pem.Decode(bytes.TrimSpace(data)); block != nil && block.Type == "CERTIFICATE" {
 		if c, err := x509.ParseCertificate(block.Bytes); err == nil {
 			return KeyInfo{ID: CertSerial(c), NotAfter: c.NotAfter}
@@ -51,9 +51,9 @@ func (w *WechatPay) Keys() []KeyInfo { return w.info }
 
 // VerifiedBy: the key Wechatpay-Serial names.
 func (w *WechatPay) VerifiedBy(r *Request) string {
-	serial := normSerial(r.Header.Get("Wechatpay-Serial"))
+	serial := NormSerial(r.Header.Get("Wechatpay-Serial"))
 	for _, k := range w.info {
-		if normSerial(k.ID) == serial {
+		if NormSerial(k.ID) == serial {
 			return k.ID
 		}
 	}
@@ -113,13 +113,13 @@ func (p *PayPal) VerifiedBy(r *Request) string {
 	if len(valid) == 1 {
 		return valid[0].serial
 	}
-	sig, ok := decodeB64Sig(r.Header.Get("PAYPAL-TRANSMISSION-SIG"))
+	sig, ok := DecodeB64Sig(r.Header.Get("PAYPAL-TRANSMISSION-SIG"))
 	if !ok {
 		return ""
 	}
 	msg := PayPalSignContent(r.Header.Get("PAYPAL-TRANSMISSION-ID"), r.Header.Get("PAYPAL-TRANSMISSION-TIME"), p.webhookID, r.Body)
 	for _, k := range valid {
-		if verifyPKCS1(k.key, crypto.SHA256, msg, sig) {
+		if VerifyPKCS1(k.key, crypto.SHA256, msg, sig) {
 			return k.serial
 		}
 	}

@@ -128,14 +128,14 @@ func newPayPal(cfg Config) (Platform, error) {
 	p := &PayPal{
 		webhookID: strings.TrimSpace(cfg.WebhookID),
 		noVerify:  cfg.NoVerify,
-		tol:       cfg.tolerance(),
+		tol:       cfg.TimeTolerance(),
 		roots:     cfg.PayPalRoots,
 		txLog:     cfg.TransmissionLog,
 		certURLOK: paypalCertURLOK,
 		cache:     map[string]*paypalEntry{},
 	}
 	if p.webhookID == "" && !cfg.NoVerify {
-		return nil, needsSecret("paypal", "webhook_id (the webhook subscription's id)")
+		return nil, NeedsSecret("paypal", "webhook_id (the webhook subscription's id)")
 	}
 	for _, pemData := range cfg.Certificates {
 		certs, err := ParseCertificates(pemData)
@@ -145,7 +145,7 @@ func newPayPal(cfg Config) (Platform, error) {
 		// A bundle is leaf first; intermediates are not signing keys, but
 		// trying them costs one failed verification each, so keep them all.
 		for _, c := range certs {
-			k, err := certRSAKey(c)
+			k, err := CertRSAKey(c)
 			if err != nil {
 				return nil, fmt.Errorf("paypal: certificate: %v", err)
 			}
@@ -203,11 +203,11 @@ func (p *PayPal) Verify(r *Request) (*Notification, error) {
 		}
 	}
 	f := NewFields(r)
-	id, err := requireJSON("paypal", f, "id")
+	id, err := RequireJSON("paypal", f, "id")
 	if err != nil {
 		return nil, err
 	}
-	fp, err := jsonFields("paypal", f, "event_type", "resource.id", "resource.amount.value", "resource.amount.currency_code")
+	fp, err := JSONFields("paypal", f, "event_type", "resource.id", "resource.amount.value", "resource.amount.currency_code")
 	if err != nil {
 		return nil, err
 	}
@@ -217,7 +217,7 @@ func (p *PayPal) Verify(r *Request) (*Notification, error) {
 		// (developer.paypal.com, "Webhook event names" and the Payments v2
 		// capture object).
 		if n.Money, err = Major(fp[2], fp[3]); err != nil {
-			return nil, malformed("paypal", "resource.amount: %v", err)
+			return nil, Malformed("paypal", "resource.amount: %v", err)
 		}
 	}
 	paypalSettles(n, fp[0])
@@ -232,28 +232,28 @@ func PayPalSignContent(transmissionID, transmissionTime, webhookID string, body 
 
 func (p *PayPal) verify(r *Request) error {
 	const pp = "paypal"
-	id, err := header(pp, r, "PAYPAL-TRANSMISSION-ID")
+	id, err := SignatureHeader(pp, r, "PAYPAL-TRANSMISSION-ID")
 	if err != nil {
 		return err
 	}
 	if len(id) > paypalMaxIDLen {
 		// A UUID in practice; the id becomes part of a store key.
-		return sigErr(pp, "PAYPAL-TRANSMISSION-ID longer than %d bytes", paypalMaxIDLen)
+		return SigErr(pp, "PAYPAL-TRANSMISSION-ID longer than %d bytes", paypalMaxIDLen)
 	}
-	tt, err := header(pp, r, "PAYPAL-TRANSMISSION-TIME")
+	tt, err := SignatureHeader(pp, r, "PAYPAL-TRANSMISSION-TIME")
 	if err != nil {
 		return err
 	}
-	sigB64, err := header(pp, r, "PAYPAL-TRANSMISSION-SIG")
+	sigB64, err := SignatureHeader(pp, r, "PAYPAL-TRANSMISSION-SIG")
 	if err != nil {
 		return err
 	}
-	algo, err := header(pp, r, "PAYPAL-AUTH-ALGO")
+	algo, err := SignatureHeader(pp, r, "PAYPAL-AUTH-ALGO")
 	if err != nil {
 		return err
 	}
 	if !strings.EqualFold(algo, "SHA256withRSA") {
-		return sigErr(pp, "unsupported PAYPAL-AUTH-ALGO %s", clip(algo))
+		return SigErr(pp, "unsupported PAYPAL-AUTH-ALGO %s", Clip(algo))
 	}
 	now := r.Now
 	if now.IsZero() {
@@ -262,9 +262,9 @@ func (p *PayPal) verify(r *Request) error {
 	if err := p.checkTime(tt, now); err != nil {
 		return err
 	}
-	sig, ok := decodeB64Sig(sigB64)
+	sig, ok := DecodeB64Sig(sigB64)
 	if !ok {
-		return sigErr(pp, "PAYPAL-TRANSMISSION-SIG is not base64")
+		return SigErr(pp, "PAYPAL-TRANSMISSION-SIG is not base64")
 	}
 	var keys []*rsa.PublicKey
 	if len(p.pinned) > 0 {
@@ -274,14 +274,14 @@ func (p *PayPal) verify(r *Request) error {
 			}
 		}
 		if len(keys) == 0 {
-			return sigErr(pp, "no configured certificate is valid at %s", now.UTC().Format(time.RFC3339))
+			return SigErr(pp, "no configured certificate is valid at %s", now.UTC().Format(time.RFC3339))
 		}
 	} else {
-		certURL, err := header(pp, r, "PAYPAL-CERT-URL")
+		certURL, err := SignatureHeader(pp, r, "PAYPAL-CERT-URL")
 		if err != nil {
 			return err
 		}
-		k, err := p.fetchedKey(r.ctx(), certURL, now)
+		k, err := p.fetchedKey(r.Ctx(), certURL, now)
 		if err != nil {
 			return err
 		}
@@ -290,21 +290,21 @@ func (p *PayPal) verify(r *Request) error {
 	msg := PayPalSignContent(id, tt, p.webhookID, r.Body)
 	verified := false
 	for _, k := range keys {
-		if verifyPKCS1(k, crypto.SHA256, msg, sig) {
+		if VerifyPKCS1(k, crypto.SHA256, msg, sig) {
 			verified = true
 			break
 		}
 	}
 	if !verified {
-		return sigErr(pp, "PAYPAL-TRANSMISSION-SIG does not match")
+		return SigErr(pp, "PAYPAL-TRANSMISSION-SIG does not match")
 	}
 	if p.txLog != nil {
-		conflict, err := p.txLog.Seen(r.ctx(), id, Digest(r.Body))
+		conflict, err := p.txLog.Seen(r.Ctx(), id, Digest(r.Body))
 		if err != nil {
 			return fmt.Errorf("paypal: %w: transmission log: %v", ErrUnavailable, err)
 		}
 		if conflict {
-			return sigErr(pp, "transmission %s was seen before with another body", clip(id))
+			return SigErr(pp, "transmission %s was seen before with another body", Clip(id))
 		}
 	}
 	return nil
@@ -314,16 +314,16 @@ func (p *PayPal) verify(r *Request) error {
 func (p *PayPal) checkTime(v string, now time.Time) error {
 	const pp = "paypal"
 	if len(v) > paypalMaxTimeLen {
-		return sigErr(pp, "PAYPAL-TRANSMISSION-TIME too long")
+		return SigErr(pp, "PAYPAL-TRANSMISSION-TIME too long")
 	}
 	ts, err := time.Parse(time.RFC3339, v)
 	if err != nil {
-		return sigErr(pp, "PAYPAL-TRANSMISSION-TIME %s is not an RFC 3339 time", clip(v))
+		return SigErr(pp, "PAYPAL-TRANSMISSION-TIME %s is not an RFC 3339 time", Clip(v))
 	}
 	if d := now.Sub(ts); d > p.tol {
-		return sigErr(pp, "PAYPAL-TRANSMISSION-TIME is %s old, beyond the tolerance of %s", d.Truncate(time.Second), p.tol)
+		return SigErr(pp, "PAYPAL-TRANSMISSION-TIME is %s old, beyond the tolerance of %s", d.Truncate(time.Second), p.tol)
 	} else if -d > p.tol {
-		return sigErr(pp, "PAYPAL-TRANSMISSION-TIME is %s in the future, beyond the tolerance of %s", (-d).Truncate(time.Second), p.tol)
+		return SigErr(pp, "PAYPAL-TRANSMISSION-TIME is %s in the future, beyond the tolerance of %s", (-d).Truncate(time.Second), p.tol)
 	}
 	return nil
 }
@@ -333,11 +333,11 @@ func (p *PayPal) checkTime(v string, now time.Time) error {
 // no verified notification.
 func (p *PayPal) fetchedKey(ctx context.Context, rawURL string, now time.Time) (*rsa.PublicKey, error) {
 	if len(rawURL) > paypalMaxURLLen {
-		return nil, sigErr("paypal", "PAYPAL-CERT-URL too long")
+		return nil, SigErr("paypal", "PAYPAL-CERT-URL too long")
 	}
 	u, err := url.Parse(rawURL)
 	if err != nil || !p.certURLOK(u) {
-		return nil, sigErr("paypal", "PAYPAL-CERT-URL is not an https URL on PayPal's hosts: %s", clip(rawURL))
+		return nil, SigErr("paypal", "PAYPAL-CERT-URL is not an https URL on PayPal's hosts: %s", Clip(rawURL))
 	}
 	for {
 		p.mu.Lock()
@@ -350,7 +350,7 @@ func (p *PayPal) fetchedKey(ctx context.Context, rawURL string, now time.Time) (
 			case <-e.done:
 				continue
 			case <-ctx.Done():
-				return nil, sigErr("paypal", "waiting for the certificate: %v", ctx.Err())
+				return nil, SigErr("paypal", "waiting for the certificate: %v", ctx.Err())
 			}
 		}
 		if e != nil && now.Before(e.until) {
@@ -359,7 +359,7 @@ func (p *PayPal) fetchedKey(ctx context.Context, rawURL string, now time.Time) (
 				return nil, e.err
 			}
 			if !e.key.validAt(now) {
-				return nil, sigErr("paypal", "certificate is not valid at %s", now.UTC().Format(time.RFC3339))
+				return nil, SigErr("paypal", "certificate is not valid at %s", now.UTC().Format(time.RFC3339))
 			}
 			return e.key.key, nil
 		}
@@ -367,7 +367,7 @@ func (p *PayPal) fetchedKey(ctx context.Context, rawURL string, now time.Time) (
 		e = &paypalEntry{done: make(chan struct{})}
 		if !p.makeRoom(now) {
 			p.mu.Unlock()
-			return nil, sigErr("paypal", "too many certificate fetches at once")
+			return nil, SigErr("paypal", "too many certificate fetches at once")
 		}
 		p.cache[rawURL] = e
 		p.mu.Unlock()
@@ -380,9 +380,9 @@ func (p *PayPal) fetchedKey(ctx context.Context, rawURL string, now time.Time) (
 			if p.cache[rawURL] == e {
 				delete(p.cache, rawURL)
 			}
-			e.err = sigErr("paypal", "certificate: %v", ferr)
+			e.err = SigErr("paypal", "certificate: %v", ferr)
 		} else if ferr != nil {
-			e.err, e.until = sigErr("paypal", "certificate: %v", ferr), now.Add(paypalNegativeTTL)
+			e.err, e.until = SigErr("paypal", "certificate: %v", ferr), now.Add(paypalNegativeTTL)
 		} else {
 			e.key, e.until = k, until
 		}
@@ -449,7 +449,7 @@ func (p *PayPal) fetch(ctx context.Context, u *url.URL, now time.Time) (paypalKe
 	if err := CheckPayPalCertificate(leaf, certs[1:], p.roots, now); err != nil {
 		return paypalKey{}, time.Time{}, err
 	}
-	k, err := certRSAKey(leaf)
+	k, err := CertRSAKey(leaf)
 	if err != nil {
 		return paypalKey{}, time.Time{}, err
 	}
@@ -463,7 +463,7 @@ func (p *PayPal) fetch(ctx context.Context, u *url.URL, now time.Time) (paypalKe
 func CheckPayPalCertificate(leaf *x509.Certificate, intermediates []*x509.Certificate, roots *x509.CertPool, now time.Time) error {
 	cn := leaf.Subject.CommonName
 	if !strings.HasPrefix(cn, "messageverificationcerts") || !strings.HasSuffix(cn, ".paypal.com") {
-		return fmt.Errorf("certificate subject %s does not name PayPal's message verification", clip(cn))
+		return fmt.Errorf("certificate subject %s does not name PayPal's message verification", Clip(cn))
 	}
 	pool := x509.NewCertPool()
 	for _, c := range intermediates {
@@ -487,3 +487,28 @@ func (*PayPal) Success(status int, _ http.Header, _ []byte) bool { return Is2xx(
 
 // RetryWindow: PayPal retries a webhook up to 25 times over 3 days.
 func (*PayPal) RetryWindow() time.Duration { return 72 * time.Hour }
+
+// paypalSettles sets n's reconciliation fields from a verified event: a
+// capture or sale completed is a payment, refunded a refund (the
+// resource is then the refund, whose transaction id the report's T1107
+// row carries).
+func paypalSettles(n *Notification, typ string) {
+	switch typ {
+	case "PAYMENT.CAPTURE.COMPLETED", "PAYMENT.SALE.COMPLETED":
+		n.Settles = SettlesPayment
+	case "PAYMENT.CAPTURE.REFUNDED", "PAYMENT.SALE.REFUNDED":
+		n.Settles = SettlesRefund
+	default:
+		return
+	}
+	for _, p := range []string{"resource.create_time", "create_time"} {
+		if v, _, _ := n.Fields.JSON(p); v != "" {
+			if n.At = RFC3339Time(v); !n.At.IsZero() {
+				break
+			}
+		}
+	}
+	if id, _, _ := n.Fields.JSON("resource.id"); id != "" {
+		n.Refs = []string{id}
+	}
+}

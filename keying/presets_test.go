@@ -162,7 +162,7 @@ func TestUnixTimestamp(t *testing.T) {
 		{" 1", false, false},
 	}
 	for _, c := range cases {
-		_, err := unixTimestamp("p", "ts", c.v, now, DefaultTolerance, c.olderOnly)
+		_, err := UnixTimestamp("p", "ts", c.v, now, DefaultTolerance, c.olderOnly)
 		if (err == nil) != c.ok {
 			t.Errorf("unixTimestamp(%q, olderOnly=%v) = %v, want ok=%v", c.v, c.olderOnly, err, c.ok)
 		}

@@ -58,12 +58,12 @@ type StandardWebhooks struct {
 }
 
 func newStandardWebhooks(cfg Config) (Platform, error) {
-	s := &StandardWebhooks{noVerify: cfg.NoVerify, tol: cfg.tolerance()}
+	s := &StandardWebhooks{noVerify: cfg.NoVerify, tol: cfg.TimeTolerance()}
 	if cfg.Secret == "" {
 		if cfg.NoVerify {
 			return s, nil
 		}
-		return nil, needsSecret("standard_webhooks", "secret (whsec_…)")
+		return nil, NeedsSecret("standard_webhooks", "secret (whsec_…)")
 	}
 	key, err := decodeSecret(strings.TrimPrefix(strings.TrimSpace(cfg.Secret), "whsec_"))
 	if err != nil || len(key) == 0 {
@@ -95,10 +95,10 @@ func (s *StandardWebhooks) Verify(r *Request) (*Notification, error) {
 		}
 	}
 	if id == "" {
-		return nil, malformed(p, "no webhook-id header")
+		return nil, Malformed(p, "no webhook-id header")
 	}
 	if len(id) > maxWebhookIDLen {
-		return nil, malformed(p, "webhook-id longer than %d bytes", maxWebhookIDLen)
+		return nil, Malformed(p, "webhook-id longer than %d bytes", maxWebhookIDLen)
 	}
 	return &Notification{Fields: NewFields(r), Key: id, Fingerprint: Digest(r.Body)}, nil
 }
@@ -106,17 +106,17 @@ func (s *StandardWebhooks) Verify(r *Request) (*Notification, error) {
 func (s *StandardWebhooks) verify(r *Request, id string) error {
 	const p = "standard_webhooks"
 	if id == "" {
-		return sigErr(p, "missing webhook-id header")
+		return SigErr(p, "missing webhook-id header")
 	}
-	ts, err := header(p, r, "webhook-timestamp")
+	ts, err := SignatureHeader(p, r, "webhook-timestamp")
 	if err != nil {
 		return err
 	}
-	sigHeader, err := header(p, r, "webhook-signature")
+	sigHeader, err := SignatureHeader(p, r, "webhook-signature")
 	if err != nil {
 		return err
 	}
-	if _, err := unixTimestamp(p, "webhook-timestamp", ts, r.Now, s.tol, false); err != nil {
+	if _, err := UnixTimestamp(p, "webhook-timestamp", ts, r.Now, s.tol, false); err != nil {
 		return err
 	}
 	mac := hmac.New(sha256.New, s.key)
@@ -133,7 +133,7 @@ func (s *StandardWebhooks) verify(r *Request, id string) error {
 			continue
 		}
 		if n++; n > maxStandardSignatures {
-			return sigErr(p, "webhook-signature has too many signatures")
+			return SigErr(p, "webhook-signature has too many signatures")
 		}
 		sig, err := base64.StdEncoding.DecodeString(sigB64)
 		if err != nil {
@@ -143,7 +143,7 @@ func (s *StandardWebhooks) verify(r *Request, id string) error {
 			return nil
 		}
 	}
-	return sigErr(p, "no v1 signature matches")
+	return SigErr(p, "no v1 signature matches")
 }
 
 // Success: any 2xx.

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -53,9 +54,9 @@ type Stripe struct {
 
 func newStripe(cfg Config) (Platform, error) {
 	if cfg.Secret == "" && !cfg.NoVerify {
-		return nil, needsSecret("stripe", "secret (the endpoint's whsec_… signing secret)")
+		return nil, NeedsSecret("stripe", "secret (the endpoint's whsec_… signing secret)")
 	}
-	return &Stripe{secret: []byte(cfg.Secret), noVerify: cfg.NoVerify, tol: cfg.tolerance()}, nil
+	return &Stripe{secret: []byte(cfg.Secret), noVerify: cfg.NoVerify, tol: cfg.TimeTolerance()}, nil
 }
 
 func (*Stripe) Name() string { return "stripe" }
@@ -70,11 +71,11 @@ func (s *Stripe) Verify(r *Request) (*Notification, error) {
 		}
 	}
 	f := NewFields(r)
-	id, err := requireJSON("stripe", f, "id")
+	id, err := RequireJSON("stripe", f, "id")
 	if err != nil {
 		return nil, err
 	}
-	fp, err := jsonFields("stripe", f, "type", "data.object.id", "data.object.amount", "data.object.currency")
+	fp, err := JSONFields("stripe", f, "type", "data.object.id", "data.object.amount", "data.object.currency")
 	if err != nil {
 		return nil, err
 	}
@@ -83,7 +84,7 @@ func (s *Stripe) Verify(r *Request) (*Notification, error) {
 		// Charges, payment intents and refunds carry amount in the
 		// currency's smallest unit (stripe.com/docs/currencies).
 		if n.Money, err = FromMinor(fp[2], fp[3]); err != nil {
-			return nil, malformed("stripe", "data.object.amount: %v", err)
+			return nil, Malformed("stripe", "data.object.amount: %v", err)
 		}
 	}
 	stripeSettles(n, fp[0])
@@ -92,7 +93,7 @@ func (s *Stripe) Verify(r *Request) (*Notification, error) {
 
 func (s *Stripe) verify(r *Request) error {
 	const p = "stripe"
-	h, err := header(p, r, "Stripe-Signature")
+	h, err := SignatureHeader(p, r, "Stripe-Signature")
 	if err != nil {
 		return err
 	}
@@ -107,12 +108,12 @@ func (s *Stripe) verify(r *Request) error {
 		switch k {
 		case "t":
 			if ts != "" {
-				return sigErr(p, "Stripe-Signature has two timestamps")
+				return SigErr(p, "Stripe-Signature has two timestamps")
 			}
 			ts = v
 		case "v1":
 			if len(sigs) >= maxStripeSignatures {
-				return sigErr(p, "Stripe-Signature has too many signatures")
+				return SigErr(p, "Stripe-Signature has too many signatures")
 			}
 			b, err := hex.DecodeString(v)
 			if err != nil || len(b) != sha256.Size {
@@ -123,15 +124,15 @@ func (s *Stripe) verify(r *Request) error {
 		}
 	}
 	if ts == "" {
-		return sigErr(p, "Stripe-Signature has no timestamp")
+		return SigErr(p, "Stripe-Signature has no timestamp")
 	}
 	if len(sigs) == 0 && malformed > 0 {
-		return sigErr(p, "Stripe-Signature's v1 signature is malformed (want 64 hex digits, an HMAC-SHA256)")
+		return SigErr(p, "Stripe-Signature's v1 signature is malformed (want 64 hex digits, an HMAC-SHA256)")
 	}
 	if len(sigs) == 0 {
-		return sigErr(p, "Stripe-Signature has no v1 signature")
+		return SigErr(p, "Stripe-Signature has no v1 signature")
 	}
-	if _, err := unixTimestamp(p, "Stripe-Signature timestamp", ts, r.Now, s.tol, true); err != nil {
+	if _, err := UnixTimestamp(p, "Stripe-Signature timestamp", ts, r.Now, s.tol, true); err != nil {
 		return err
 	}
 	mac := hmac.New(sha256.New, s.secret)
@@ -144,7 +145,7 @@ func (s *Stripe) verify(r *Request) error {
 			return nil
 		}
 	}
-	return sigErr(p, "no v1 signature matches")
+	return SigErr(p, "no v1 signature matches")
 }
 
 // Success: any 2xx.
@@ -152,3 +153,49 @@ func (*Stripe) Success(status int, _ http.Header, _ []byte) bool { return Is2xx(
 
 // RetryWindow: Stripe retries live-mode events for up to 3 days.
 func (*Stripe) RetryWindow() time.Duration { return 72 * time.Hour }
+
+// Stripe's event types whose object is money in or money back
+// (docs.stripe.com/api/events/types). charge.refunded names the charge,
+// whose amount is the charge's, not the refund's: reconciliation compares
+// no amount for it (see the reconcile report).
+var (
+	stripePaymentEvents = map[string]bool{
+		"charge.succeeded": true, "charge.captured": true, "payment_intent.succeeded": true,
+		"checkout.session.completed": true, "invoice.paid": true, "invoice.payment_succeeded": true,
+	}
+	stripeRefundEvents = map[string]bool{
+		"charge.refunded": true, "charge.refund.updated": true, "refund.created": true, "refund.updated": true,
+	}
+)
+
+// stripeRefPaths are where a Stripe event's object names what a
+// balance-transaction export names: its own id, and for a payment intent,
+// a Checkout session or an invoice the charge or intent behind it (a
+// charge.refunded's object is the charge itself; a refund's, the refund,
+// whose charge a Dashboard export names as the refund row's source).
+var stripeRefPaths = []string{"data.object.id", "data.object.latest_charge", "data.object.charges.data.0.id",
+	"data.object.charge", "data.object.payment_intent"}
+
+// stripeSettles sets n's reconciliation fields from a verified event.
+func stripeSettles(n *Notification, typ string) {
+	switch {
+	case stripePaymentEvents[typ]:
+		n.Settles = SettlesPayment
+	case stripeRefundEvents[typ]:
+		n.Settles = SettlesRefund
+	default:
+		return
+	}
+	created, _, _ := n.Fields.JSON("created")
+	n.At = unixTime(created)
+	n.Refs = refsAt(n.Fields, stripeRefPaths, n.Refs)
+}
+
+// unixTime reads Stripe's created (seconds).
+func unixTime(s string) time.Time {
+	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	if err != nil || n <= 0 {
+		return time.Time{}
+	}
+	return time.Unix(n, 0)
+}

@@ -35,7 +35,7 @@ var WechatPayPreset = &Preset{
 }
 
 // wechatBill is WeChat Pay's bill, one for both API versions.
-var wechatBill = BillTraits{Zone: beijing,
+var wechatBill = BillTraits{Zone: Beijing,
 	RefundNote: "WeChat Pay's bill dates a refund by its acceptance, its notification by its success: it may be in the bill of the day before"}
 
 // WechatPay verifies WeChat Pay API v3 notifications.
@@ -89,7 +89,7 @@ type WechatPay struct {
 }
 
 func newWechatPay(cfg Config) (Platform, error) {
-	w := &WechatPay{keys: map[string]*rsa.PublicKey{}, noVerify: cfg.NoVerify, tol: cfg.tolerance(), mchIDs: cfg.MchIDs}
+	w := &WechatPay{keys: map[string]*rsa.PublicKey{}, noVerify: cfg.NoVerify, tol: cfg.TimeTolerance(), mchIDs: cfg.MchIDs}
 	if len(cfg.MchIDs) > 0 && cfg.Secret == "" {
 		return nil, errors.New("wechatpay: mchid needs secret (the APIv3 key): the merchant is read from the decrypted resource")
 	}
@@ -101,8 +101,8 @@ func newWechatPay(cfg Config) (Platform, error) {
 		if err != nil {
 			return nil, fmt.Errorf("wechatpay: public_key: %v", err)
 		}
-		w.keys[normSerial(cfg.PublicKeyID)] = k
-		w.info = append(w.info, KeyInfo{ID: strings.TrimSpace(cfg.PublicKeyID), NotAfter: keyInfoOf(cfg.PublicKey, "").NotAfter})
+		w.keys[NormSerial(cfg.PublicKeyID)] = k
+		w.info = append(w.info, KeyInfo{ID: strings.TrimSpace(cfg.PublicKeyID), NotAfter: KeyInfoOf(cfg.PublicKey, "").NotAfter})
 	}
 	for _, pemData := range cfg.Certificates {
 		certs, err := ParseCertificates(pemData)
@@ -110,16 +110,16 @@ func newWechatPay(cfg Config) (Platform, error) {
 			return nil, fmt.Errorf("wechatpay: certificate: %v", err)
 		}
 		for _, c := range certs {
-			k, err := certRSAKey(c)
+			k, err := CertRSAKey(c)
 			if err != nil {
 				return nil, fmt.Errorf("wechatpay: certificate: %v", err)
 			}
-			w.keys[normSerial(CertSerial(c))] = k
+			w.keys[NormSerial(CertSerial(c))] = k
 			w.info = append(w.info, KeyInfo{ID: CertSerial(c), NotAfter: c.NotAfter})
 		}
 	}
 	if len(w.keys) == 0 && !cfg.NoVerify {
-		return nil, needsSecret("wechatpay", "public_key with public_key_id, or the platform certificate(s)")
+		return nil, NeedsSecret("wechatpay", "public_key with public_key_id, or the platform certificate(s)")
 	}
 	if cfg.Secret != "" {
 		if len(cfg.Secret) != 32 {
@@ -159,44 +159,44 @@ func (w *WechatPay) Verify(r *Request) (*Notification, error) {
 		} `json:"resource"`
 	}
 	if err := json.Unmarshal(r.Body, &env); err != nil {
-		return nil, malformed("wechatpay", "body is not a notification: %v", err)
+		return nil, Malformed("wechatpay", "body is not a notification: %v", err)
 	}
 	n := &Notification{Fields: NewFields(r)}
 	if w.aead == nil {
 		if env.ID == "" {
-			return nil, malformed("wechatpay", "no id in the notification")
+			return nil, Malformed("wechatpay", "no id in the notification")
 		}
 		n.Key = env.ID
 		n.Fingerprint = Material(env.EventType)
 		return n, nil
 	}
 	if env.Resource == nil {
-		return nil, malformed("wechatpay", "no resource to decrypt")
+		return nil, Malformed("wechatpay", "no resource to decrypt")
 	}
 	res := env.Resource
 	if res.Algorithm != "" && res.Algorithm != "AEAD_AES_256_GCM" {
-		return nil, malformed("wechatpay", "unsupported resource algorithm %s", clip(res.Algorithm))
+		return nil, Malformed("wechatpay", "unsupported resource algorithm %s", Clip(res.Algorithm))
 	}
 	if len(res.Nonce) != w.aead.NonceSize() {
-		return nil, malformed("wechatpay", "resource nonce must be %d bytes", w.aead.NonceSize())
+		return nil, Malformed("wechatpay", "resource nonce must be %d bytes", w.aead.NonceSize())
 	}
 	ct, err := base64.StdEncoding.DecodeString(res.Ciphertext)
 	if err != nil {
-		return nil, malformed("wechatpay", "resource ciphertext is not base64")
+		return nil, Malformed("wechatpay", "resource ciphertext is not base64")
 	}
 	plain, err := w.aead.Open(nil, []byte(res.Nonce), ct, []byte(res.AssociatedData))
 	if err != nil {
-		return nil, malformed("wechatpay", "resource does not decrypt (wrong APIv3 key?)")
+		return nil, Malformed("wechatpay", "resource does not decrypt (wrong APIv3 key?)")
 	}
 	n.Decrypted = plain
 	dec := json.NewDecoder(bytes.NewReader(plain))
 	dec.UseNumber()
 	var resource any
 	if err := dec.Decode(&resource); err != nil {
-		return nil, malformed("wechatpay", "decrypted resource is not JSON")
+		return nil, Malformed("wechatpay", "decrypted resource is not JSON")
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return nil, malformed("wechatpay", "decrypted resource is not JSON: trailing data")
+		return nil, Malformed("wechatpay", "decrypted resource is not JSON: trailing data")
 	}
 	get := func(path string) string {
 		v, ok := JSONPath(resource, path)
@@ -212,8 +212,8 @@ func (w *WechatPay) Verify(r *Request) (*Notification, error) {
 		}
 		return JSONString(v), true
 	}
-	if mchid := get("mchid"); !pinned(w.mchIDs, mchid) {
-		return nil, sigErr("wechatpay", "mchid %s is not one of the configured mchid", clip(mchid))
+	if mchid := get("mchid"); !Pinned(w.mchIDs, mchid) {
+		return nil, SigErr("wechatpay", "mchid %s is not one of the configured mchid", Clip(mchid))
 	}
 	if err := w.classify(n, env.EventType, get); err != nil {
 		return nil, err
@@ -235,7 +235,7 @@ func (w *WechatPay) classify(n *Notification, eventType string, get func(string)
 	case "REFUND.SUCCESS", "REFUND.ABNORMAL", "REFUND.CLOSED":
 		refundNo := get("out_refund_no")
 		if refundNo == "" {
-			return malformed(p, "%s without out_refund_no: which refund of the order it is cannot be told", eventType)
+			return Malformed(p, "%s without out_refund_no: which refund of the order it is cannot be told", eventType)
 		}
 		outcome := ""
 		switch eventType {
@@ -244,61 +244,61 @@ func (w *WechatPay) classify(n *Notification, eventType string, get func(string)
 		case "REFUND.CLOSED":
 			outcome = "closed"
 		}
-		event, amount = refundEvent(refundNo, outcome), get("amount.refund")
+		event, amount = RefundEvent(refundNo, outcome), get("amount.refund")
 		n.Fingerprint = Material(get("amount.refund"), get("refund_status"))
 		n.LegacyKey = eventType + ":" + get("refund_id")
 	default:
-		return malformed(p, "unknown event_type %s: not a business event this preset knows", clip(eventType))
+		return Malformed(p, "unknown event_type %s: not a business event this preset knows", Clip(eventType))
 	}
 	switch {
 	case mchid == "":
-		return malformed(p, "the resource has no mchid")
+		return Malformed(p, "the resource has no mchid")
 	case txID == "":
-		return malformed(p, "the resource has no transaction_id")
+		return Malformed(p, "the resource has no transaction_id")
 	}
 	if err := wechatOrder(n, p, mchid, txID, event, amount, get("amount.currency")); err != nil {
 		return err
 	}
-	n.At = rfc3339Time(get("success_time"))
+	n.At = RFC3339Time(get("success_time"))
 	return nil
 }
 
 func (w *WechatPay) verify(r *Request) error {
 	const p = "wechatpay"
-	sigB64, err := header(p, r, "Wechatpay-Signature")
+	sigB64, err := SignatureHeader(p, r, "Wechatpay-Signature")
 	if err != nil {
 		return err
 	}
 	if strings.HasPrefix(sigB64, wechatSigntestPrefix) {
-		return sigErr(p, "signature probe (WECHATPAY/SIGNTEST)")
+		return SigErr(p, "signature probe (WECHATPAY/SIGNTEST)")
 	}
 	// Absent means RSA; the SM2 (national cryptography) variant is not
 	// supported and must not be mistaken for a bad RSA signature silently.
 	if st := r.Header.Get("Wechatpay-Signature-Type"); st != "" && st != "WECHATPAY2-SHA256-RSA2048" {
-		return sigErr(p, "unsupported Wechatpay-Signature-Type %s", clip(st))
+		return SigErr(p, "unsupported Wechatpay-Signature-Type %s", Clip(st))
 	}
-	serial, err := header(p, r, "Wechatpay-Serial")
+	serial, err := SignatureHeader(p, r, "Wechatpay-Serial")
 	if err != nil {
 		return err
 	}
-	ts, err := header(p, r, "Wechatpay-Timestamp")
+	ts, err := SignatureHeader(p, r, "Wechatpay-Timestamp")
 	if err != nil {
 		return err
 	}
-	nonce, err := header(p, r, "Wechatpay-Nonce")
+	nonce, err := SignatureHeader(p, r, "Wechatpay-Nonce")
 	if err != nil {
 		return err
 	}
-	if _, err := unixTimestamp(p, "Wechatpay-Timestamp", ts, r.Now, w.tol, false); err != nil {
+	if _, err := UnixTimestamp(p, "Wechatpay-Timestamp", ts, r.Now, w.tol, false); err != nil {
 		return err
 	}
-	key, ok := w.keys[normSerial(serial)]
+	key, ok := w.keys[NormSerial(serial)]
 	if !ok {
-		return sigErr(p, "unknown Wechatpay-Serial %s", clip(serial))
+		return SigErr(p, "unknown Wechatpay-Serial %s", Clip(serial))
 	}
-	sig, ok := decodeB64Sig(sigB64)
+	sig, ok := DecodeB64Sig(sigB64)
 	if !ok {
-		return sigErr(p, "Wechatpay-Signature is not base64")
+		return SigErr(p, "Wechatpay-Signature is not base64")
 	}
 	msg := make([]byte, 0, len(ts)+len(nonce)+len(r.Body)+3)
 	msg = append(msg, ts...)
@@ -307,8 +307,8 @@ func (w *WechatPay) verify(r *Request) error {
 	msg = append(msg, '\n')
 	msg = append(msg, r.Body...)
 	msg = append(msg, '\n')
-	if !verifyPKCS1(key, crypto.SHA256, msg, sig) {
-		return sigErr(p, "Wechatpay-Signature does not match")
+	if !VerifyPKCS1(key, crypto.SHA256, msg, sig) {
+		return SigErr(p, "Wechatpay-Signature does not match")
 	}
 	return nil
 }
@@ -332,7 +332,7 @@ func wechatOrder(n *Notification, p, mchID, tx, event, fen, currency string) err
 		}
 		m, err := FromMinor(fen, currency)
 		if err != nil {
-			return malformed(p, "%v", err)
+			return Malformed(p, "%v", err)
 		}
 		n.Money = m
 	}

@@ -72,7 +72,7 @@ type WechatPayV2 struct {
 
 func newWechatPayV2(cfg Config) (Platform, error) {
 	if cfg.Secret == "" && !cfg.NoVerify {
-		return nil, needsSecret("wechatpay_v2", "secret (the API v2 key)")
+		return nil, NeedsSecret("wechatpay_v2", "secret (the API v2 key)")
 	}
 	w := &WechatPayV2{secret: []byte(cfg.Secret), noVerify: cfg.NoVerify, mchIDs: cfg.MchIDs}
 	if cfg.Secret != "" {
@@ -102,7 +102,7 @@ func (w *WechatPayV2) Verify(r *Request) (*Notification, error) {
 	}
 	tx := fields["transaction_id"]
 	if tx == "" {
-		return nil, malformed("wechatpay_v2", "no transaction_id")
+		return nil, Malformed("wechatpay_v2", "no transaction_id")
 	}
 	event := EventPaid
 	switch rc := fields["result_code"]; rc {
@@ -110,7 +110,7 @@ func (w *WechatPayV2) Verify(r *Request) (*Notification, error) {
 	case "FAIL":
 		event = EventFailed
 	default:
-		return nil, malformed("wechatpay_v2", "result_code %s is neither SUCCESS nor FAIL", clip(rc))
+		return nil, Malformed("wechatpay_v2", "result_code %s is neither SUCCESS nor FAIL", Clip(rc))
 	}
 	n := &Notification{
 		Fields:      NewFields(r),
@@ -124,14 +124,14 @@ func (w *WechatPayV2) Verify(r *Request) (*Notification, error) {
 	if err := v2Order(n, fields["mch_id"], tx, event, fields["total_fee"], fields["fee_type"]); err != nil {
 		return nil, err
 	}
-	n.At = beijingTime(fields["time_end"])
+	n.At = BeijingTime(fields["time_end"])
 	return n, nil
 }
 
 // v2Order sets n's order, event, key and money.
 func v2Order(n *Notification, mchID, tx, event, fee, feeType string) error {
 	if mchID == "" {
-		return malformed("wechatpay_v2", "no mch_id")
+		return Malformed("wechatpay_v2", "no mch_id")
 	}
 	return wechatOrder(n, "wechatpay_v2", mchID, tx, event, fee, feeType)
 }
@@ -141,7 +141,7 @@ func strictXML(body []byte) (map[string]string, error) {
 	fields, err := ParseStrictXML(body)
 	switch {
 	case errors.Is(err, ErrAmbiguous):
-		return nil, sigErr("wechatpay_v2", "%v", err)
+		return nil, SigErr("wechatpay_v2", "%v", err)
 	case err != nil:
 		return nil, fmt.Errorf("wechatpay_v2: %w", err)
 	}
@@ -150,8 +150,8 @@ func strictXML(body []byte) (map[string]string, error) {
 
 // checkMchID refuses another merchant's notification when mchid is set.
 func (w *WechatPayV2) checkMchID(fields map[string]string) error {
-	if !pinned(w.mchIDs, fields["mch_id"]) {
-		return sigErr("wechatpay_v2", "mch_id %s is not one of the configured mchid", clip(fields["mch_id"]))
+	if !Pinned(w.mchIDs, fields["mch_id"]) {
+		return SigErr("wechatpay_v2", "mch_id %s is not one of the configured mchid", Clip(fields["mch_id"]))
 	}
 	return nil
 }
@@ -160,7 +160,7 @@ func (w *WechatPayV2) verify(fields map[string]string) error {
 	const p = "wechatpay_v2"
 	sign := strings.ToUpper(strings.TrimSpace(fields["sign"]))
 	if sign == "" {
-		return sigErr(p, "no sign")
+		return SigErr(p, "no sign")
 	}
 	var h hash.Hash
 	switch len(sign) {
@@ -169,20 +169,20 @@ func (w *WechatPayV2) verify(fields map[string]string) error {
 	case 64:
 		h = hmac.New(sha256.New, w.secret)
 	default:
-		return sigErr(p, "sign is neither MD5 nor HMAC-SHA256")
+		return SigErr(p, "sign is neither MD5 nor HMAC-SHA256")
 	}
 	switch st := strings.ToUpper(strings.TrimSpace(fields["sign_type"])); {
 	case st == "":
 	case st == "MD5" && len(sign) == 32, st == "HMAC-SHA256" && len(sign) == 64:
 	default:
-		return sigErr(p, "sign_type %s does not match the sign", clip(st))
+		return SigErr(p, "sign_type %s does not match the sign", Clip(st))
 	}
 	h.Write(WechatPayV2SignContent(fields))
 	h.Write([]byte("&key="))
 	h.Write(w.secret)
 	want := strings.ToUpper(hex.EncodeToString(h.Sum(nil)))
 	if !hmac.Equal([]byte(want), []byte(sign)) {
-		return sigErr(p, "sign does not match")
+		return SigErr(p, "sign does not match")
 	}
 	return nil
 }
@@ -191,15 +191,15 @@ func (w *WechatPayV2) verify(fields map[string]string) error {
 func (w *WechatPayV2) refund(r *Request, outer map[string]string) (*Notification, error) {
 	const p = "wechatpay_v2"
 	if w.refundKey == nil {
-		return nil, malformed(p, "a refund notification needs the secret (API key) to decrypt req_info")
+		return nil, Malformed(p, "a refund notification needs the secret (API key) to decrypt req_info")
 	}
 	plain, ok := decryptReqInfo(w.refundKey, outer["req_info"])
 	if !ok {
-		return nil, sigErr(p, "req_info does not decrypt with the API key")
+		return nil, SigErr(p, "req_info does not decrypt with the API key")
 	}
 	inner, err := ParseStrictXML(plain)
 	if err != nil || inner["refund_id"] == "" {
-		return nil, sigErr(p, "req_info does not decrypt to a refund")
+		return nil, SigErr(p, "req_info does not decrypt to a refund")
 	}
 	// The outer mch_id is not signed, but it is what the backend reads;
 	// req_info decrypting under this merchant's API key is what binds the
@@ -215,13 +215,13 @@ func (w *WechatPayV2) refund(r *Request, outer map[string]string) (*Notification
 	case "REFUNDCLOSE":
 		outcome = "closed"
 	default:
-		return nil, malformed(p, "unknown refund_status %s", clip(st))
+		return nil, Malformed(p, "unknown refund_status %s", Clip(st))
 	}
 	switch {
 	case inner["out_refund_no"] == "":
-		return nil, malformed(p, "a refund without out_refund_no: which refund of the order it is cannot be told")
+		return nil, Malformed(p, "a refund without out_refund_no: which refund of the order it is cannot be told")
 	case inner["transaction_id"] == "":
-		return nil, malformed(p, "a refund without transaction_id")
+		return nil, Malformed(p, "a refund without transaction_id")
 	}
 	n := &Notification{
 		Fields:      NewFields(r),
@@ -235,11 +235,11 @@ func (w *WechatPayV2) refund(r *Request, outer map[string]string) (*Notification
 			return v, ok
 		},
 	}
-	if err := v2Order(n, outer["mch_id"], inner["transaction_id"], refundEvent(inner["out_refund_no"], outcome),
+	if err := v2Order(n, outer["mch_id"], inner["transaction_id"], RefundEvent(inner["out_refund_no"], outcome),
 		inner["refund_fee"], outer["fee_type"]); err != nil {
 		return nil, err
 	}
-	n.At = beijingTime(inner["success_time"])
+	n.At = BeijingTime(inner["success_time"])
 	return n, nil
 }
 
@@ -273,7 +273,7 @@ func WechatPayV2SignContent(fields map[string]string) []byte {
 			signed[k] = v
 		}
 	}
-	return sortedPairs(signed)
+	return SortedPairs(signed)
 }
 
 // Success: WeChat Pay v2 reads the answer's XML return_code.
