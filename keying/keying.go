@@ -18,11 +18,8 @@ import (
 	"crypto/x509"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/url"
-	"sort"
-	"strings"
 	"time"
 )
 
@@ -191,59 +188,6 @@ type Config struct {
 // ErrNeedsSecret is wrapped by New when a preset's secret or key is missing
 // and NoVerify is not set.
 var ErrNeedsSecret = errors.New("needs its secret or key (or `verify off`)")
-
-var presets = map[string]*Preset{}
-
-// register adds a preset; presets call it from init.
-func register(p *Preset) {
-	if _, dup := presets[p.Name]; dup {
-		panic("keying: preset registered twice: " + p.Name)
-	}
-	presets[p.Name] = p
-}
-
-func init() { register(GenericPreset) }
-
-// New returns the named platform configured with cfg.
-func New(name string, cfg Config) (Platform, error) {
-	p, ok := presets[name]
-	if !ok {
-		return nil, fmt.Errorf("unknown platform %q (have %s)", name, strings.Join(Names(), ", "))
-	}
-	return p.New(cfg)
-}
-
-// Names lists the platforms New knows, sorted.
-func Names() []string {
-	names := make([]string, 0, len(presets))
-	for n := range presets {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
-
-// GenericPreset is the platform of a route that names none: any sender,
-// the route's own key.
-var GenericPreset = &Preset{
-	Name: "generic", Title: "generic",
-	New:         func(Config) (Platform, error) { return Generic{}, nil },
-	KeyRequired: true,
-}
-
-// Generic is the platform without signature checks: the key template is
-// required, the fingerprint is a digest of the body, success is any 2xx.
-type Generic struct{}
-
-func (Generic) Name() string { return "generic" }
-
-func (Generic) Verify(r *Request) (*Notification, error) {
-	return &Notification{Fields: NewFields(r), BodyFingerprint: true}, nil
-}
-
-func (Generic) Success(status int, _ http.Header, _ []byte) bool { return Is2xx(status) }
-
-func (Generic) RetryWindow() time.Duration { return 0 }
 
 // Is2xx is the success rule of most webhook senders.
 func Is2xx(status int) bool { return status >= 200 && status < 300 }

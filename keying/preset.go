@@ -116,11 +116,11 @@ func (p *Preset) BillRefs(body []byte) []string {
 	if len(p.Bill.RefPaths) == 0 {
 		return nil
 	}
-	return refsAt(NewFields(&Request{Body: body}), p.Bill.RefPaths, nil)
+	return RefsAt(NewFields(&Request{Body: body}), p.Bill.RefPaths, nil)
 }
 
-// refsAt appends to refs the distinct ids at paths of f.
-func refsAt(f *Fields, paths, refs []string) []string {
+// RefsAt appends to refs the distinct ids at paths of f.
+func RefsAt(f *Fields, paths, refs []string) []string {
 	for _, p := range paths {
 		if v, _, _ := f.JSON(p); v != "" && !strings.HasPrefix(v, "{") && !slices.Contains(refs, v) {
 			refs = append(refs, v)

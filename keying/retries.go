@@ -7,9 +7,6 @@ import "time"
 // counted from the first copy, each next one from the copy before.
 type Schedule []time.Duration
 
-var wechat = Schedule{15 * time.Second, 15 * time.Second, 30 * time.Second, 3 * time.Minute, 10 * time.Minute, 20 * time.Minute,
-	30 * time.Minute, 30 * time.Minute, 30 * time.Minute, time.Hour, 3 * time.Hour, 3 * time.Hour, 3 * time.Hour, 6 * time.Hour, 6 * time.Hour}
-
 // ExpBackoff doubles from first, each wait at most ceil, until the waits
 // add up to span (the last one shortened to end there).
 func ExpBackoff(first, ceil, span time.Duration) Schedule {

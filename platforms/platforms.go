@@ -10,20 +10,27 @@ import (
 	"strings"
 
 	"github.com/idemgate/idemgate/keying"
+	"github.com/idemgate/idemgate/platforms/alipay"
+	"github.com/idemgate/idemgate/platforms/generic"
+	"github.com/idemgate/idemgate/platforms/paypal"
+	"github.com/idemgate/idemgate/platforms/standardwebhooks"
+	"github.com/idemgate/idemgate/platforms/stripe"
+	"github.com/idemgate/idemgate/platforms/wechatpay"
+	"github.com/idemgate/idemgate/platforms/wechatpayv2"
 )
 
 // Default is the platform of a route that names none.
-const Default = "generic"
+const Default = generic.Name
 
 // presets are the platforms, one line each.
 var presets = []*keying.Preset{
-	keying.AlipayPreset,
-	keying.WechatPayPreset,
-	keying.WechatPayV2Preset,
-	keying.StripePreset,
-	keying.PayPalPreset,
-	keying.StandardWebhooksPreset,
-	keying.GenericPreset,
+	alipay.Preset,
+	wechatpay.Preset,
+	wechatpayv2.Preset,
+	stripe.Preset,
+	paypal.Preset,
+	standardwebhooks.Preset,
+	generic.Preset,
 }
 
 // byName indexes presets by name.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/idemgate/idemgate/internal/platformtest"
 	"github.com/idemgate/idemgate/keying"
+	"github.com/idemgate/idemgate/platforms"
 )
 
 // TestSignersVerify: what each signer builds, the matching preset accepts
@@ -75,7 +76,7 @@ func TestSignersVerify(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			p, err := keying.New(c.preset, c.cfg)
+			p, err := platforms.New(c.preset, c.cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -91,7 +92,7 @@ func TestSignersVerify(t *testing.T) {
 
 	// A probe never verifies.
 	body := wx.Body(t, wxEv)
-	p, _ := keying.New("wechatpay", keying.Config{PublicKey: pub, PublicKeyID: "PUB_KEY_ID_01", Secret: apiV3})
+	p, _ := platforms.New("wechatpay", keying.Config{PublicKey: pub, PublicKeyID: "PUB_KEY_ID_01", Secret: apiV3})
 	if _, err := p.Verify(post(body, wx.SigntestHeader(t, body))); err == nil {
 		t.Fatal("a WECHATPAY/SIGNTEST probe verified")
 	}

@@ -1,4 +1,4 @@
-package keying
+package stripe
 
 import (
 	"crypto/hmac"
@@ -10,29 +10,28 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/internal/signer"
+	"github.com/idemgate/idemgate/keying"
 )
 
-func init() { register(StripePreset) }
-
-// StripePreset is Stripe's: answered 200, each event its own, re-signed
+// Preset is Stripe's: answered 200, each event its own, re-signed
 // with the endpoint's secret on redelivery.
-var StripePreset = &Preset{
+var Preset = &keying.Preset{
 	Name: "stripe", Title: "Stripe", New: newStripe,
-	Ack: Ack{Status: 200},
+	Ack: keying.Ack{Status: 200},
 	// Stripe, "Retry behavior" (docs.stripe.com/webhooks#retries): "In live
 	// mode, Stripe attempts to deliver a given event to your webhook
 	// endpoint for up to 3 days with an exponential back off." The waits
 	// are not published: doubling from one hour, at most a day, ending
 	// within the three days.
-	Schedule:  ExpBackoff(time.Hour, 24*time.Hour, 72*time.Hour-10*time.Minute),
+	Schedule:  keying.ExpBackoff(time.Hour, 24*time.Hour, 72*time.Hour-10*time.Minute),
 	OwnEvents: true,
-	Resign: func(secret string) Resigner {
+	Resign: func(secret string) keying.Resigner {
 		return func(hdr http.Header, body []byte, at time.Time) error {
 			hdr.Set("Stripe-Signature", signer.StripeHeader(body, secret, at).Get("Stripe-Signature"))
 			return nil
 		}
 	},
-	Bill: BillTraits{RefPaths: stripeRefPaths},
+	Bill: keying.BillTraits{RefPaths: stripeRefPaths},
 }
 
 // Stripe verifies Stripe webhook events.
@@ -52,9 +51,9 @@ type Stripe struct {
 	tol      time.Duration
 }
 
-func newStripe(cfg Config) (Platform, error) {
+func newStripe(cfg keying.Config) (keying.Platform, error) {
 	if cfg.Secret == "" && !cfg.NoVerify {
-		return nil, NeedsSecret("stripe", "secret (the endpoint's whsec_… signing secret)")
+		return nil, keying.NeedsSecret("stripe", "secret (the endpoint's whsec_… signing secret)")
 	}
 	return &Stripe{secret: []byte(cfg.Secret), noVerify: cfg.NoVerify, tol: cfg.TimeTolerance()}, nil
 }
@@ -64,36 +63,36 @@ func (*Stripe) Name() string { return "stripe" }
 // maxStripeSignatures bounds the v1 entries checked in one header.
 const maxStripeSignatures = 8
 
-func (s *Stripe) Verify(r *Request) (*Notification, error) {
+func (s *Stripe) Verify(r *keying.Request) (*keying.Notification, error) {
 	if !s.noVerify {
 		if err := s.verify(r); err != nil {
 			return nil, err
 		}
 	}
-	f := NewFields(r)
-	id, err := RequireJSON("stripe", f, "id")
+	f := keying.NewFields(r)
+	id, err := keying.RequireJSON("stripe", f, "id")
 	if err != nil {
 		return nil, err
 	}
-	fp, err := JSONFields("stripe", f, "type", "data.object.id", "data.object.amount", "data.object.currency")
+	fp, err := keying.JSONFields("stripe", f, "type", "data.object.id", "data.object.amount", "data.object.currency")
 	if err != nil {
 		return nil, err
 	}
-	n := &Notification{Fields: f, Key: id, Fingerprint: Material(fp[:2]...)}
+	n := &keying.Notification{Fields: f, Key: id, Fingerprint: keying.Material(fp[:2]...)}
 	if fp[2] != "" && fp[3] != "" {
 		// Charges, payment intents and refunds carry amount in the
 		// currency's smallest unit (stripe.com/docs/currencies).
-		if n.Money, err = FromMinor(fp[2], fp[3]); err != nil {
-			return nil, Malformed("stripe", "data.object.amount: %v", err)
+		if n.Money, err = keying.FromMinor(fp[2], fp[3]); err != nil {
+			return nil, keying.Malformed("stripe", "data.object.amount: %v", err)
 		}
 	}
 	stripeSettles(n, fp[0])
 	return n, nil
 }
 
-func (s *Stripe) verify(r *Request) error {
+func (s *Stripe) verify(r *keying.Request) error {
 	const p = "stripe"
-	h, err := SignatureHeader(p, r, "Stripe-Signature")
+	h, err := keying.SignatureHeader(p, r, "Stripe-Signature")
 	if err != nil {
 		return err
 	}
@@ -108,12 +107,12 @@ func (s *Stripe) verify(r *Request) error {
 		switch k {
 		case "t":
 			if ts != "" {
-				return SigErr(p, "Stripe-Signature has two timestamps")
+				return keying.SigErr(p, "Stripe-Signature has two timestamps")
 			}
 			ts = v
 		case "v1":
 			if len(sigs) >= maxStripeSignatures {
-				return SigErr(p, "Stripe-Signature has too many signatures")
+				return keying.SigErr(p, "Stripe-Signature has too many signatures")
 			}
 			b, err := hex.DecodeString(v)
 			if err != nil || len(b) != sha256.Size {
@@ -124,15 +123,15 @@ func (s *Stripe) verify(r *Request) error {
 		}
 	}
 	if ts == "" {
-		return SigErr(p, "Stripe-Signature has no timestamp")
+		return keying.SigErr(p, "Stripe-Signature has no timestamp")
 	}
 	if len(sigs) == 0 && malformed > 0 {
-		return SigErr(p, "Stripe-Signature's v1 signature is malformed (want 64 hex digits, an HMAC-SHA256)")
+		return keying.SigErr(p, "Stripe-Signature's v1 signature is malformed (want 64 hex digits, an HMAC-SHA256)")
 	}
 	if len(sigs) == 0 {
-		return SigErr(p, "Stripe-Signature has no v1 signature")
+		return keying.SigErr(p, "Stripe-Signature has no v1 signature")
 	}
-	if _, err := UnixTimestamp(p, "Stripe-Signature timestamp", ts, r.Now, s.tol, true); err != nil {
+	if _, err := keying.UnixTimestamp(p, "Stripe-Signature timestamp", ts, r.Now, s.tol, true); err != nil {
 		return err
 	}
 	mac := hmac.New(sha256.New, s.secret)
@@ -145,11 +144,11 @@ func (s *Stripe) verify(r *Request) error {
 			return nil
 		}
 	}
-	return SigErr(p, "no v1 signature matches")
+	return keying.SigErr(p, "no v1 signature matches")
 }
 
 // Success: any 2xx.
-func (*Stripe) Success(status int, _ http.Header, _ []byte) bool { return Is2xx(status) }
+func (*Stripe) Success(status int, _ http.Header, _ []byte) bool { return keying.Is2xx(status) }
 
 // RetryWindow: Stripe retries live-mode events for up to 3 days.
 func (*Stripe) RetryWindow() time.Duration { return 72 * time.Hour }
@@ -177,18 +176,18 @@ var stripeRefPaths = []string{"data.object.id", "data.object.latest_charge", "da
 	"data.object.charge", "data.object.payment_intent"}
 
 // stripeSettles sets n's reconciliation fields from a verified event.
-func stripeSettles(n *Notification, typ string) {
+func stripeSettles(n *keying.Notification, typ string) {
 	switch {
 	case stripePaymentEvents[typ]:
-		n.Settles = SettlesPayment
+		n.Settles = keying.SettlesPayment
 	case stripeRefundEvents[typ]:
-		n.Settles = SettlesRefund
+		n.Settles = keying.SettlesRefund
 	default:
 		return
 	}
 	created, _, _ := n.Fields.JSON("created")
 	n.At = unixTime(created)
-	n.Refs = refsAt(n.Fields, stripeRefPaths, n.Refs)
+	n.Refs = keying.RefsAt(n.Fields, stripeRefPaths, n.Refs)
 }
 
 // unixTime reads Stripe's created (seconds).

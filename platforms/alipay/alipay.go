@@ -1,4 +1,4 @@
-package keying
+package alipay
 
 import (
 	"bytes"
@@ -8,23 +8,23 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/idemgate/idemgate/keying"
 )
 
-func init() { register(AlipayPreset) }
-
-// AlipayPreset is Alipay's: answered `success`, notifications of an
+// Preset is Alipay's: answered `success`, notifications of an
 // order's business events, pinned by app_id, a bill in Beijing time.
-var AlipayPreset = &Preset{
+var Preset = &keying.Preset{
 	Name: "alipay", Title: "Alipay", New: newAlipay,
-	Ack: Ack{Status: 200, Body: "success", ContentType: "text/plain; charset=utf-8"},
+	Ack: keying.Ack{Status: 200, Body: "success", ContentType: "text/plain; charset=utf-8"},
 	// Alipay, 异步通知说明 (opendocs.alipay.com/open/203/105286): "程序执
 	// 行完后必须打印输出 success … 如果商户反馈给支付宝的字符不是 success
 	// 这 7 个字符，支付宝服务器会不断重发通知，直到超过 24 小时 22 分钟。
 	// 一般情况下，25 小时以内完成 8 次通知（通知的间隔频率一般是：4m、10m、
 	// 10m、1h、2h、6h、15h）".
-	Schedule: Schedule{4 * time.Minute, 10 * time.Minute, 10 * time.Minute, time.Hour, 2 * time.Hour, 6 * time.Hour, 15 * time.Hour},
+	Schedule: keying.Schedule{4 * time.Minute, 10 * time.Minute, 10 * time.Minute, time.Hour, 2 * time.Hour, 6 * time.Hour, 15 * time.Hour},
 	Orders:   true, Extra: true, Pins: "app_id",
-	Bill: BillTraits{Zone: Beijing, NamesSeller: true, RefundIsTotal: true},
+	Bill: keying.BillTraits{Zone: keying.Beijing, NamesSeller: true, RefundIsTotal: true},
 }
 
 // Alipay verifies Alipay's asynchronous notify (a form POST) and the
@@ -67,31 +67,31 @@ var AlipayPreset = &Preset{
 // re-signs each retry for about 25 hours.
 type Alipay struct {
 	key      *rsa.PublicKey
-	info     KeyInfo // the key as configured (keys.go)
+	info     keying.KeyInfo // the key as configured (keys.go)
 	noVerify bool
 	appIDs   []string
 }
 
-func newAlipay(cfg Config) (Platform, error) {
+func newAlipay(cfg keying.Config) (keying.Platform, error) {
 	a := &Alipay{noVerify: cfg.NoVerify, appIDs: cfg.AppIDs}
 	if len(bytes.TrimSpace(cfg.PublicKey)) == 0 {
 		if cfg.NoVerify {
 			return a, nil
 		}
-		return nil, NeedsSecret("alipay", "public_key (Alipay's public key)")
+		return nil, keying.NeedsSecret("alipay", "public_key (Alipay's public key)")
 	}
-	k, err := ParseRSAPublicKey(cfg.PublicKey)
+	k, err := keying.ParseRSAPublicKey(cfg.PublicKey)
 	if err != nil {
 		return nil, fmt.Errorf("alipay: public_key: %v", err)
 	}
 	a.key = k
-	a.info = KeyInfoOf(cfg.PublicKey, "public_key")
+	a.info = keying.KeyInfoOf(cfg.PublicKey, "public_key")
 	return a, nil
 }
 
 func (*Alipay) Name() string { return "alipay" }
 
-func (a *Alipay) Verify(r *Request) (*Notification, error) {
+func (a *Alipay) Verify(r *keying.Request) (*keying.Notification, error) {
 	raw := string(r.Body)
 	if r.Method == http.MethodGet || r.Method == http.MethodHead {
 		raw = ""
@@ -99,12 +99,12 @@ func (a *Alipay) Verify(r *Request) (*Notification, error) {
 			raw = r.URL.RawQuery
 		}
 	}
-	params, err := ParseStrictForm(raw)
+	params, err := keying.ParseStrictForm(raw)
 	if err != nil {
-		return nil, SigErr("alipay", "%v", err)
+		return nil, keying.SigErr("alipay", "%v", err)
 	}
 	if len(params) == 0 {
-		return nil, Malformed("alipay", "no parameters")
+		return nil, keying.Malformed("alipay", "no parameters")
 	}
 	if !a.noVerify {
 		if err := a.verify(params); err != nil {
@@ -113,35 +113,35 @@ func (a *Alipay) Verify(r *Request) (*Notification, error) {
 	}
 	appID, tradeNo := params["app_id"], params["trade_no"]
 	if appID == "" || tradeNo == "" {
-		return nil, Malformed("alipay", "app_id and trade_no are required")
+		return nil, keying.Malformed("alipay", "app_id and trade_no are required")
 	}
-	if !Pinned(a.appIDs, appID) {
-		return nil, SigErr("alipay", "app_id %s is not one of the configured app_id", Clip(appID))
+	if !keying.Pinned(a.appIDs, appID) {
+		return nil, keying.SigErr("alipay", "app_id %s is not one of the configured app_id", keying.Clip(appID))
 	}
 	event, money, err := alipayEvent(params)
 	if err != nil {
 		return nil, err
 	}
 	order := appID + ":" + tradeNo
-	at := BeijingTime(params["gmt_payment"])
+	at := keying.BeijingTime(params["gmt_payment"])
 	switch {
-	case strings.HasPrefix(event, EventRefund):
-		at = BeijingTime(params["gmt_refund"])
-	case event == EventClosed:
-		at = BeijingTime(params["gmt_close"])
+	case strings.HasPrefix(event, keying.EventRefund):
+		at = keying.BeijingTime(params["gmt_refund"])
+	case event == keying.EventClosed:
+		at = keying.BeijingTime(params["gmt_close"])
 	case at.IsZero() && params["trade_status"] == "":
-		at = BeijingTime(params["timestamp"]) // the signed return: sent once the trade is paid
+		at = keying.BeijingTime(params["timestamp"]) // the signed return: sent once the trade is paid
 	}
-	return &Notification{
-		Settles:     EventSettles(event),
+	return &keying.Notification{
+		Settles:     keying.EventSettles(event),
 		At:          at,
-		Fields:      NewFields(r),
+		Fields:      keying.NewFields(r),
 		Key:         order + ":" + event,
 		Order:       order,
 		Event:       event,
 		Money:       money,
 		LegacyKey:   appID + ":" + tradeNo + ":" + params["trade_status"] + ":" + params["out_biz_no"],
-		Fingerprint: Material(params["total_amount"], params["refund_fee"]),
+		Fingerprint: keying.Material(params["total_amount"], params["refund_fee"]),
 		Extra: func(path string) (string, bool) {
 			v, ok := params[path]
 			return v, ok
@@ -150,55 +150,55 @@ func (a *Alipay) Verify(r *Request) (*Notification, error) {
 }
 
 // alipayEvent classifies a verified notify or return (see Alipay).
-func alipayEvent(params map[string]string) (string, Money, error) {
+func alipayEvent(params map[string]string) (string, keying.Money, error) {
 	currency := params["trans_currency"]
 	if currency == "" {
 		currency = "CNY"
 	}
 	if bizNo, refundFee := params["out_biz_no"], params["refund_fee"]; bizNo != "" || refundFee != "" {
 		if bizNo == "" {
-			return "", Money{}, Malformed("alipay", "a refund (refund_fee %s) without out_biz_no: which refund of the trade it is cannot be told", Clip(refundFee))
+			return "", keying.Money{}, keying.Malformed("alipay", "a refund (refund_fee %s) without out_biz_no: which refund of the trade it is cannot be told", keying.Clip(refundFee))
 		}
-		m, err := Major(refundFee, currency)
+		m, err := keying.Major(refundFee, currency)
 		if refundFee == "" {
-			m, err = Money{}, nil // out_biz_no alone: a refund whose amount is not named
+			m, err = keying.Money{}, nil // out_biz_no alone: a refund whose amount is not named
 		}
 		if err != nil {
-			return "", Money{}, Malformed("alipay", "refund_fee: %v", err)
+			return "", keying.Money{}, keying.Malformed("alipay", "refund_fee: %v", err)
 		}
-		return RefundEvent(bizNo, ""), m, nil
+		return keying.RefundEvent(bizNo, ""), m, nil
 	}
-	m, err := Money{}, error(nil)
+	m, err := keying.Money{}, error(nil)
 	if params["total_amount"] != "" {
-		if m, err = Major(params["total_amount"], currency); err != nil {
-			return "", Money{}, Malformed("alipay", "total_amount: %v", err)
+		if m, err = keying.Major(params["total_amount"], currency); err != nil {
+			return "", keying.Money{}, keying.Malformed("alipay", "total_amount: %v", err)
 		}
 	}
 	switch st := params["trade_status"]; st {
 	case "TRADE_SUCCESS", "TRADE_FINISHED", "":
 		// "": the signed browser return, sent once the trade is paid.
-		return EventPaid, m, nil
+		return keying.EventPaid, m, nil
 	case "TRADE_CLOSED":
-		return EventClosed, m, nil
+		return keying.EventClosed, m, nil
 	case "WAIT_BUYER_PAY":
-		return EventCreated, m, nil
+		return keying.EventCreated, m, nil
 	default:
-		return "", Money{}, Malformed("alipay", "unknown trade_status %s: not a business event this preset knows", Clip(st))
+		return "", keying.Money{}, keying.Malformed("alipay", "unknown trade_status %s: not a business event this preset knows", keying.Clip(st))
 	}
 }
 
 func (a *Alipay) verify(params map[string]string) error {
 	signB64 := params["sign"]
 	if signB64 == "" {
-		return SigErr("alipay", "no sign")
+		return keying.SigErr("alipay", "no sign")
 	}
 	// Base64 has no spaces: a space is a "+" that reached us unencoded
 	// (a GET query copied by hand or re-encoded by a browser) and was
 	// decoded as form encoding says.
 	signB64 = strings.ReplaceAll(signB64, " ", "+")
-	sig, ok := DecodeB64Sig(strings.Join(strings.Fields(signB64), ""))
+	sig, ok := keying.DecodeB64Sig(strings.Join(strings.Fields(signB64), ""))
 	if !ok {
-		return SigErr("alipay", "sign is not base64")
+		return keying.SigErr("alipay", "sign is not base64")
 	}
 	var h crypto.Hash
 	switch st := strings.ToUpper(strings.TrimSpace(params["sign_type"])); st {
@@ -207,10 +207,10 @@ func (a *Alipay) verify(params map[string]string) error {
 	case "RSA":
 		h = crypto.SHA1
 	default:
-		return SigErr("alipay", "unsupported sign_type %s", Clip(st))
+		return keying.SigErr("alipay", "unsupported sign_type %s", keying.Clip(st))
 	}
-	if !VerifyPKCS1(a.key, h, AlipaySignContent(params), sig) {
-		return SigErr("alipay", "sign does not match")
+	if !keying.VerifyPKCS1(a.key, h, AlipaySignContent(params), sig) {
+		return keying.SigErr("alipay", "sign does not match")
 	}
 	return nil
 }
@@ -225,7 +225,7 @@ func AlipaySignContent(params map[string]string) []byte {
 			fields[k] = v
 		}
 	}
-	return SortedPairs(fields)
+	return keying.SortedPairs(fields)
 }
 
 // Success: Alipay stops retrying only on a 200 whose body is "success".
@@ -235,3 +235,20 @@ func (*Alipay) Success(status int, _ http.Header, body []byte) bool {
 
 // RetryWindow: 8 notifications over 4m, 10m, 10m, 1h, 2h, 6h, 15h (~25h).
 func (*Alipay) RetryWindow() time.Duration { return 25 * time.Hour }
+
+func (a *Alipay) Keys() []keying.KeyInfo {
+	if a.key == nil {
+		return nil
+	}
+	return []keying.KeyInfo{a.info}
+}
+
+// VerifiedBy: Alipay has one key.
+func (a *Alipay) VerifiedBy(*keying.Request) string {
+	if a.key == nil {
+		return ""
+	}
+	return a.info.ID
+}
+
+var _ keying.KeyReporter = (*Alipay)(nil)
