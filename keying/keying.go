@@ -3,10 +3,12 @@
 // what must not change between copies of one key, and the platform's rule for
 // what counts as a successful answer.
 //
-// A [Platform] (a preset such as "stripe", or "generic") verifies the raw bytes
-// of a [Request] first and only then parses it, so a key is never taken from
-// content the platform did not sign. [Fields] gives lazy, read-only access to
-// a body as JSON, form or XML for key templates.
+// A [Platform] (a preset's configured check; the presets live in the
+// platforms/ folders, one package each, listed by package platforms)
+// verifies the raw bytes of a [Request] first and only then parses it, so
+// a key is never taken from content the platform did not sign. A [Preset]
+// describes a platform beyond that check. [Fields] gives lazy, read-only
+// access to a body as JSON, form or XML for key templates.
 //
 // This package must not import Caddy: the Caddy adapter maps its placeholders
 // onto [Fields] and [Notification].

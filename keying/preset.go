@@ -71,6 +71,10 @@ type Preset struct {
 	// Bill is what reconciliation with the platform's bill must allow
 	// for; zero for a platform without one.
 	Bill BillTraits
+
+	// Sender signs test notifications for the CLI's send and keygen; nil
+	// for a platform without a signer (generic).
+	Sender *Sender
 }
 
 // Ack is an answer: status, body and the body's content type ("" to

@@ -48,6 +48,9 @@ var byName = func() map[string]*keying.Preset {
 // Lookup is the preset named name, nil when there is none.
 func Lookup(name string) *keying.Preset { return byName[name] }
 
+// All lists the presets in the registry's order.
+func All() []*keying.Preset { return slices.Clone(presets) }
+
 // Names lists the presets' names, sorted.
 func Names() []string {
 	names := make([]string, 0, len(presets))

@@ -1,3 +1,6 @@
+// Package alipay is the Alipay preset: the RSA2-signed form of an
+// asynchronous notification or a browser return, classified into the
+// trade's business events, and what Alipay takes as "received".
 package alipay
 
 import (
@@ -24,7 +27,8 @@ var Preset = &keying.Preset{
 	// 10m、1h、2h、6h、15h）".
 	Schedule: keying.Schedule{4 * time.Minute, 10 * time.Minute, 10 * time.Minute, time.Hour, 2 * time.Hour, 6 * time.Hour, 15 * time.Hour},
 	Orders:   true, Extra: true, Pins: "app_id",
-	Bill: keying.BillTraits{Zone: keying.Beijing, NamesSeller: true, RefundIsTotal: true},
+	Bill:   keying.BillTraits{Zone: keying.Beijing, NamesSeller: true, RefundIsTotal: true},
+	Sender: sender,
 }
 
 // Alipay verifies Alipay's asynchronous notify (a form POST) and the
@@ -35,7 +39,7 @@ var Preset = &keying.Preset{
 // sign and sign_type and other than empty ones, sorted by name, as k=v
 // joined by "&", values URL-decoded once. For a non-UTF-8 charset (GBK) the
 // decoded bytes are verified as they are: Alipay signs the charset's bytes.
-// The form is read strictly (parseStrictForm): a parameter given twice, a
+// The form is read strictly (keying.ParseStrictForm): a parameter given twice, a
 // name a backend would rename, a ";" or a broken escape is ErrSignature,
 // since the backend could act on a value that was not verified.
 //

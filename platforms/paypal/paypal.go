@@ -1,3 +1,6 @@
+// Package paypal is the PayPal preset: the transmission signature
+// checked with PayPal's certificate (pinned or fetched), each event id
+// its own business event.
 package paypal
 
 import (
@@ -33,6 +36,7 @@ var Preset = &keying.Preset{
 	// PayPal's verification accepts a transmission 5 minutes old.
 	SignedFor: 5 * time.Minute,
 	Bill:      keying.BillTraits{EndsInclusive: true, RefPaths: []string{"resource.id"}},
+	Sender:    sender,
 }
 
 // PayPal verifies PayPal webhook events offline (no verify-webhook-signature

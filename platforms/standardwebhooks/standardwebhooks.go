@@ -1,3 +1,6 @@
+// Package standardwebhooks is the Standard Webhooks preset: the
+// webhook-signature HMAC over id, timestamp and body, each message id its
+// own event, re-signed on redelivery.
 package standardwebhooks
 
 import (
@@ -36,6 +39,7 @@ var Preset = &keying.Preset{
 			return nil
 		}
 	},
+	Sender: sender,
 }
 
 // StandardWebhooks verifies webhooks signed by the Standard Webhooks

@@ -1,3 +1,5 @@
+// Package stripe is the Stripe preset: Stripe-Signature's HMAC over the
+// event, each event id its own business event, re-signed on redelivery.
 package stripe
 
 import (
@@ -31,7 +33,8 @@ var Preset = &keying.Preset{
 			return nil
 		}
 	},
-	Bill: keying.BillTraits{RefPaths: stripeRefPaths},
+	Bill:   keying.BillTraits{RefPaths: stripeRefPaths},
+	Sender: sender,
 }
 
 // Stripe verifies Stripe webhook events.

@@ -1,3 +1,7 @@
+// Package wechatpay is the WeChat Pay API v3 preset: the signed JSON
+// notification, its resource decrypted with the APIv3 key and classified
+// into the order's business events. Its retry schedule, bill traits and
+// order naming serve the v2 preset too (package wechatpayv2).
 package wechatpay
 
 import (
@@ -32,6 +36,7 @@ var Preset = &keying.Preset{
 	// wechatpay-go's notify handler accepts 5 minutes.
 	SignedFor: 5 * time.Minute,
 	Bill:      Bill,
+	Sender:    sender,
 }
 
 // Bill is WeChat Pay's bill, one for both API versions.

@@ -1,3 +1,6 @@
+// Package wechatpayv2 is the WeChat Pay API v2 preset: the MD5 or
+// HMAC-SHA256 signed XML notification (and the encrypted refund
+// notification), classified into the order's business events.
 package wechatpayv2
 
 import (
@@ -28,7 +31,8 @@ var Preset = &keying.Preset{
 	// publishes v3's frequencies.
 	Schedule: wechatpay.Schedule,
 	Orders:   true, Extra: true, Pins: "mchid",
-	Bill: wechatpay.Bill,
+	Bill:   wechatpay.Bill,
+	Sender: sender,
 }
 
 // WechatPayV2 verifies WeChat Pay API v2 payment result notifications (XML).
