@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/idemgate/idemgate/keying/bill"
 )
 
 // Preset is everything idemgate knows of one platform besides checking a
@@ -92,6 +94,9 @@ type Resigner func(hdr http.Header, body []byte, at time.Time) error
 // BillTraits are a platform's quirks that reconciliation with its bill
 // allows for.
 type BillTraits struct {
+	// Format reads the platform's bill; nil for a platform without one,
+	// which reconciliation refuses.
+	Format *bill.Format
 	// Zone is the clock of the bill's days; nil means UTC.
 	Zone *time.Location
 	// NamesSeller: the bill names the seller account, not the app_id a

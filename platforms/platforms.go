@@ -51,6 +51,19 @@ func Lookup(name string) *keying.Preset { return byName[name] }
 // All lists the presets in the registry's order.
 func All() []*keying.Preset { return slices.Clone(presets) }
 
+// Billed lists the names of the presets whose bill reconciliation reads,
+// sorted.
+func Billed() []string {
+	var names []string
+	for _, p := range presets {
+		if p.Bill.Format != nil {
+			names = append(names, p.Name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
 // Names lists the presets' names, sorted.
 func Names() []string {
 	names := make([]string, 0, len(presets))

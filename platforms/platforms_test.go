@@ -191,3 +191,10 @@ func TestBillRefs(t *testing.T) {
 		}
 	}
 }
+
+func TestBilled(t *testing.T) {
+	want := []string{"alipay", "paypal", "stripe", "wechatpay", "wechatpay_v2"}
+	if got := Billed(); !slices.Equal(got, want) {
+		t.Fatalf("Billed() = %v, want %v", got, want)
+	}
+}

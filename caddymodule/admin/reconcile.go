@@ -202,8 +202,8 @@ func reconcileErr(status int, format string, args ...any) error {
 // the scope has a loaded route, the route emits idempotency.reconcile
 // (a Caddy event, and its alert).
 func Reconcile(ctx context.Context, ps *registry.Store, opts ReconcileOptions, r io.Reader) (*Report, error) {
-	if !slices.Contains(bill.Platforms(), opts.Platform) {
-		return nil, reconcileErr(http.StatusBadRequest, "platform must be one of %s, not %q", strings.Join(bill.Platforms(), ", "), opts.Platform)
+	if !slices.Contains(platforms.Billed(), opts.Platform) {
+		return nil, reconcileErr(http.StatusBadRequest, "platform must be one of %s, not %q", strings.Join(platforms.Billed(), ", "), opts.Platform)
 	}
 	if opts.Scope == "" {
 		opts.Scope = opts.Platform
@@ -227,7 +227,7 @@ func Reconcile(ctx context.Context, ps *registry.Store, opts ReconcileOptions, r
 			return nil, reconcileErr(http.StatusBadRequest, "an Alipay bill names the seller account, not the app_id of the keys: say which with merchant=<app_id> (or pin one with app_id on scope %s's route)", opts.Scope)
 		}
 	}
-	rd, err := bill.Open(opts.Platform, r)
+	rd, err := platforms.Lookup(opts.Platform).Bill.Format.Open(r)
 	if err != nil {
 		return nil, billErr(err)
 	}
@@ -284,7 +284,7 @@ func billErr(err error) error {
 	switch {
 	case errors.As(err, &mbe):
 		return reconcileErr(http.StatusRequestEntityTooLarge, "the bill is larger than %d bytes", mbe.Limit)
-	case errors.Is(err, bill.ErrMalformed), errors.Is(err, bill.ErrIncomplete), errors.Is(err, bill.ErrPlatform):
+	case errors.Is(err, bill.ErrMalformed), errors.Is(err, bill.ErrIncomplete):
 		return &ReconcileError{http.StatusBadRequest, err}
 	}
 	return &ReconcileError{http.StatusBadRequest, fmt.Errorf("reading the bill: %v", err)}
@@ -314,7 +314,7 @@ func ParseReconcileQuery(q map[string][]string) (ReconcileOptions, error) {
 	}
 	opts := ReconcileOptions{Platform: get("platform"), Scope: get("scope"), Merchant: get("merchant")}
 	if opts.Platform == "" {
-		return opts, reconcileErr(http.StatusBadRequest, "which platform's bill? ?platform=%s", strings.Join(bill.Platforms(), "|"))
+		return opts, reconcileErr(http.StatusBadRequest, "which platform's bill? ?platform=%s", strings.Join(platforms.Billed(), "|"))
 	}
 	opts.Matched, _ = strconv.ParseBool(get("items"))
 	if s := get("limit"); s != "" {

@@ -14,7 +14,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/idemgate/idemgate/caddymodule/admin"
-	"github.com/idemgate/idemgate/keying/bill"
 	"github.com/idemgate/idemgate/platforms"
 )
 
@@ -86,7 +85,7 @@ func (c reconcileCategory) AmountsText() string {
 func (c *Console) reconcileForm(r *http.Request, v *consolePage) {
 	q := r.URL.Query()
 	v.Page, v.Title = "reconcile", "Reconcile a bill"
-	v.Reconcile = &reconcileView{Platforms: bill.Platforms(), Stores: c.data.storeIDs(), Store: q.Get("store"),
+	v.Reconcile = &reconcileView{Platforms: platforms.Billed(), Stores: c.data.storeIDs(), Store: q.Get("store"),
 		Platform: q.Get("platform"), Scope: q.Get("scope"), Merchant: q.Get("merchant")}
 }
 

@@ -183,7 +183,7 @@ func TestAlipayDetail(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer rc.Close()
-		r, err := Open("alipay", rc)
+		r, err := openBill("alipay", rc)
 		if err != nil {
 			t.Fatal(err)
 		}

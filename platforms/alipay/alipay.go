@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/keying"
+	"github.com/idemgate/idemgate/keying/bill"
 )
 
 // Preset is Alipay's: answered `success`, notifications of an
@@ -27,7 +28,7 @@ var Preset = &keying.Preset{
 	// 10m、1h、2h、6h、15h）".
 	Schedule: keying.Schedule{4 * time.Minute, 10 * time.Minute, 10 * time.Minute, time.Hour, 2 * time.Hour, 6 * time.Hour, 15 * time.Hour},
 	Orders:   true, Extra: true, Pins: "app_id",
-	Bill:   keying.BillTraits{Zone: keying.Beijing, NamesSeller: true, RefundIsTotal: true},
+	Bill:   keying.BillTraits{Format: bill.Alipay, Zone: keying.Beijing, NamesSeller: true, RefundIsTotal: true},
 	Sender: sender,
 }
 

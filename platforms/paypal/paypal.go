@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/keying"
+	"github.com/idemgate/idemgate/keying/bill"
 )
 
 // Preset is PayPal's: answered 200, each event its own, a signed
@@ -35,7 +36,7 @@ var Preset = &keying.Preset{
 	OwnEvents: true,
 	// PayPal's verification accepts a transmission 5 minutes old.
 	SignedFor: 5 * time.Minute,
-	Bill:      keying.BillTraits{EndsInclusive: true, RefPaths: []string{"resource.id"}},
+	Bill:      keying.BillTraits{Format: bill.PayPal, EndsInclusive: true, RefPaths: []string{"resource.id"}},
 	Sender:    sender,
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/idemgate/idemgate/internal/signer"
 	"github.com/idemgate/idemgate/keying"
+	"github.com/idemgate/idemgate/keying/bill"
 )
 
 // Preset is Stripe's: answered 200, each event its own, re-signed
@@ -33,7 +34,7 @@ var Preset = &keying.Preset{
 			return nil
 		}
 	},
-	Bill:   keying.BillTraits{RefPaths: stripeRefPaths},
+	Bill:   keying.BillTraits{Format: bill.Stripe, RefPaths: stripeRefPaths},
 	Sender: sender,
 }
 
