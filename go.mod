@@ -8,11 +8,23 @@ require (
 	github.com/chromedp/chromedp v0.23.1
 )
 
-require github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
+require (
+	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
+	github.com/go-pay/crypto v0.0.1 // indirect
+	github.com/go-pay/util v0.0.2 // indirect
+	github.com/go-pay/xlog v0.0.2 // indirect
+	github.com/go-pay/xtime v0.0.2 // indirect
+	github.com/smartwalle/ncrypto v1.0.4 // indirect
+	github.com/smartwalle/ngx v1.0.9 // indirect
+	github.com/smartwalle/nsign v1.0.9 // indirect
+)
 
 require (
 	github.com/andybalholm/brotli v1.3.0
 	github.com/anishathalye/porcupine v1.3.1
+	github.com/go-pay/gopay v1.5.101
+	github.com/smartwalle/alipay/v3 v3.2.25
+	github.com/wechatpay-apiv3/wechatpay-go v0.2.21
 )
 
 require (

@@ -155,6 +155,10 @@ func TestDocLinks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	root, err := filepath.Abs(".")
+	if err != nil {
+		t.Fatal(err)
+	}
 	docs = append(docs, "README.md")
 	checked := 0
 	for _, doc := range docs {
@@ -171,6 +175,10 @@ func TestDocLinks(t *testing.T) {
 			target := doc
 			if path != "" {
 				target = filepath.Join(filepath.Dir(doc), filepath.FromSlash(path))
+				if abs, err := filepath.Abs(target); err != nil || !inside(root, abs) {
+					t.Errorf("%s: link %q leaves the repository", doc, link)
+					continue
+				}
 				if _, err := os.Stat(target); err != nil {
 					t.Errorf("%s: link %q: %v", doc, link, err)
 					continue
@@ -191,6 +199,56 @@ func TestDocLinks(t *testing.T) {
 	}
 	if checked == 0 {
 		t.Fatal("no relative links found: the link pattern is broken")
+	}
+}
+
+// inside reports whether path is root or below it.
+func inside(root, path string) bool {
+	rel, err := filepath.Rel(root, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
+}
+
+// TestNoOutsideReferences: nothing in the repository's docs, scripts,
+// examples or Go files names a file outside it — the product notes, the
+// shared benchmark harness — so every reference a reader follows resolves
+// in a clone.
+func TestNoOutsideReferences(t *testing.T) {
+	// Spelled in pieces so that this file does not match itself.
+	outside := []string{"../" + "shared", "DESIGN" + ".md", "STYLE" + ".md", "peer" + ".sh"}
+	exts := []string{".md", ".go", ".sh", ".lua", ".Caddyfile", ".example", ".yml", ".json"}
+	checked := 0
+	err := filepath.WalkDir(".", func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if name := d.Name(); path != "." && (strings.HasPrefix(name, ".") || name == "testdata") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !slices.Contains(exts, filepath.Ext(path)) {
+			return nil
+		}
+		text, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		checked++
+		for n, line := range strings.Split(string(text), "\n") {
+			for _, ref := range outside {
+				if strings.Contains(line, ref) {
+					t.Errorf("%s:%d names %s, outside the repository: %s", path, n+1, ref, strings.TrimSpace(line))
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if checked < 50 {
+		t.Fatalf("checked %d files: the walk is broken", checked)
 	}
 }
 

@@ -20,7 +20,7 @@ import (
 // (stripeLikeNotification's compressed form and one attempt, 631 + ~30
 // B), the order's event, the listing index's entry and the wake-up of
 // waiting duplicates, one value per key, in two round trips. Its cases:
-//   - nginx_gate: the nginx + Lua gate's commands (../shared/bench): SET NX
+//   - nginx_gate: the commands of a hand-written nginx + Lua gate: SET NX
 //     and GET, then its script that checks the token and SETs the answer.
 //     It keeps none of the above;
 //   - plain: those writes as the fewest plain commands, with no checks;
@@ -96,7 +96,7 @@ redis.call('PEXPIRE', KEYS[3], ARGV[6])
 redis.call('ZADD', KEYS[4], 0, ARGV[7])
 redis.call('PUBLISH', ARGV[8], 'c')
 return 1`)
-	// The nginx gate's completion (../shared/bench/ngxgate.lua), verbatim.
+	// The nginx + Lua gate's completion script, verbatim.
 	ngxComplete := redis.NewScript("if redis.call('GET',KEYS[1])==ARGV[1] then return redis.call('SET',KEYS[1],ARGV[2],'PX',ARGV[3]) end return 0")
 	replayLua := redis.NewScript(`
 local v = redis.call('GET', KEYS[1])

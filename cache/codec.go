@@ -10,11 +10,6 @@ import (
 	"time"
 )
 
-// now is the clock of the memory and embedded stores; tests replace it
-// before constructing a store (each store copies it, so swapping it never
-// races with a running store). Redis uses the server's clock instead.
-var now = time.Now
-
 // newToken returns a random owner token: unguessable, so a stale or foreign
 // request cannot complete a claim it does not hold.
 func newToken() string {

@@ -33,7 +33,7 @@ func factories(t *testing.T) []factory {
 	cluster := redistest.StartCluster(t, 3).Client()
 	// The plain stores send their scripts in the form their server reads
 	// (flagged on Redis 7), as a gateway does after its start-up check;
-	// redis_hot keeps the form every version reads.
+	// redis_unflagged keeps the form every version reads.
 	major := func(c redis.UniversalClient) int {
 		rep, err := CheckRedis(context.Background(), c, RedisCheckOptions{})
 		if err != nil {
@@ -41,9 +41,9 @@ func factories(t *testing.T) []factory {
 		}
 		return rep.Major
 	}
-	redisStore := func(c redis.UniversalClient, hot int, version int) func(t *testing.T) Store {
+	redisStore := func(c redis.UniversalClient, version int) func(t *testing.T) Store {
 		return func(t *testing.T) Store {
-			s := NewRedis(c, RedisOptions{Prefix: fmt.Sprintf("t%d", prefixSeq.Add(1)), HotAnswers: hot})
+			s := NewRedis(c, RedisOptions{Prefix: fmt.Sprintf("t%d", prefixSeq.Add(1))})
 			s.UseServerVersion(version)
 			t.Cleanup(func() { s.Close() })
 			return s
@@ -63,9 +63,9 @@ func factories(t *testing.T) []factory {
 			t.Cleanup(func() { s.Close() })
 			return s
 		}},
-		{"redis", redisStore(single, 0, major(single))},
-		{"redis_cluster", redisStore(cluster, 0, major(cluster))},
-		{"redis_hot", redisStore(single, 100, 0)},
+		{"redis", redisStore(single, major(single))},
+		{"redis_cluster", redisStore(cluster, major(cluster))},
+		{"redis_unflagged", redisStore(single, 0)},
 	}
 }
 

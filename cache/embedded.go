@@ -84,6 +84,9 @@ type EmbeddedOptions struct {
 	FlushInterval time.Duration
 	// OpenTimeout bounds the wait for another process's file lock. Default 1s.
 	OpenTimeout time.Duration
+	// Now is the store's clock, which expiry is judged by. Default
+	// time.Now; tests set their own.
+	Now func() time.Time
 }
 
 var (
@@ -124,6 +127,9 @@ func NewEmbedded(path string, opts EmbeddedOptions) (*Embedded, error) {
 	}
 	if opts.OpenTimeout <= 0 {
 		opts.OpenTimeout = time.Second
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
 	}
 	// The freelist as etcd keeps it: a map, not written on every commit
 	// but rebuilt from the pages when the file opens. Written, it cost each
@@ -172,7 +178,7 @@ func NewEmbedded(path string, opts EmbeddedOptions) (*Embedded, error) {
 		return nil, fmt.Errorf("cache: preparing %s: %w", path, err)
 	}
 	s := &Embedded{
-		db: db, now: now, n: newNotifier(), opts: opts, pend: make(map[string]*pending),
+		db: db, now: opts.Now, n: newNotifier(), opts: opts, pend: make(map[string]*pending),
 		stop: make(chan struct{}), done: make(chan struct{}), indexing: indexing,
 		ops: make(chan *op), closed: make(chan struct{}), committed: make(chan struct{}),
 	}

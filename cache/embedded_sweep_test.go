@@ -374,13 +374,12 @@ func onDisk(t *testing.T, s *Embedded, bucket []byte) []string {
 // TestEmbeddedSweep: the sweeper removes exactly the expired records,
 // answered and in flight, follows every change of expiry (renew, complete,
 // a claim over an expired record), and Delete and Release leave no index
-// entry behind. Not parallel: it swaps the package clock.
+// entry behind.
 func TestEmbeddedSweep(t *testing.T) {
 	clock := &fakeClock{t: time.Unix(1_700_000_000, 0)}
-	withClock(t, clock)
 	ctx := context.Background()
 	const batch = 7
-	s, err := NewEmbedded(filepath.Join(t.TempDir(), "idem.db"), EmbeddedOptions{NoSync: true, SweepInterval: time.Hour, SweepBatch: batch})
+	s, err := NewEmbedded(filepath.Join(t.TempDir(), "idem.db"), EmbeddedOptions{NoSync: true, SweepInterval: time.Hour, SweepBatch: batch, Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -482,7 +481,6 @@ func TestEmbeddedSweep(t *testing.T) {
 // corrupt ones included, are then swept.
 func TestEmbeddedIndexesOldFile(t *testing.T) {
 	clock := &fakeClock{t: time.Unix(1_700_000_000, 0)}
-	withClock(t, clock)
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "idem.db")
 	const batch = 7
@@ -534,7 +532,7 @@ func TestEmbeddedIndexesOldFile(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	opts := EmbeddedOptions{NoSync: true, SweepInterval: time.Hour, SweepBatch: batch}
+	opts := EmbeddedOptions{NoSync: true, SweepInterval: time.Hour, SweepBatch: batch, Now: clock.Now}
 	s, err := NewEmbedded(path, opts)
 	if err != nil {
 		t.Fatalf("opening a file from before the expiry index: %v", err)

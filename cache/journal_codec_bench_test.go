@@ -11,7 +11,7 @@ import (
 
 // stripeEventNotification is a ~1 KiB Stripe payment_intent.succeeded
 // event as Stripe sends it (keying/testdata/stripe_event.json: the body of
-// ../shared/bench's JSON case), as a journal keeps it. Its ids are unique,
+// the load comparisons' JSON case), as a journal keeps it. Its ids are unique,
 // as real ones are: stripeLikeNotification pads its body with
 // near-identical lines instead.
 func stripeEventNotification() *Notification {

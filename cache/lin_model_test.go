@@ -85,7 +85,7 @@ type linOut struct {
 	FP        string
 	Status    int
 	BodyOK    bool   // the body is the one completed with Status
-	Copies    int64  // -1: not checked (hot answers count copies late)
+	Copies    int64  // the record's copies, this one included
 	Conflicts int64  // -1: not checked (a replay need not carry them)
 	Detail    string // the unknown error, for the visualisation
 }
@@ -98,7 +98,7 @@ type linState struct {
 	Token     string
 	FP        string
 	Status    int
-	Copies    int64
+	Copies    int64 // the record's copies, this one included
 	Conflicts int64
 	ExpLo     int64 // earliest and latest expiry (ns since start)
 	ExpHi     int64
@@ -140,7 +140,7 @@ func recMatches(s linState, o linOut, withAnswer bool) bool {
 	if s.St == stAnswered {
 		want = StateAnswered
 	}
-	if !o.Found || o.State != want || o.FP != s.FP || (o.Copies >= 0 && o.Copies != s.Copies) ||
+	if !o.Found || o.State != want || o.FP != s.FP || o.Copies != s.Copies ||
 		(o.Conflicts >= 0 && o.Conflicts != s.Conflicts) {
 		return false
 	}

@@ -105,11 +105,7 @@ func linClientOpts(addr string) *redis.Options {
 
 // linRedisPair is two gateway instances: two stores on two clients.
 func linRedisPair(t *testing.T, newClient func() redis.UniversalClient, wait int) []Store {
-	return linRedisPairWith(t, newClient, RedisOptions{WaitReplicas: wait})
-}
-
-func linRedisPairWith(t *testing.T, newClient func() redis.UniversalClient, o RedisOptions) []Store {
-	o.Prefix, o.WaitTimeout = "lin", linWaitTimeout
+	o := RedisOptions{Prefix: "lin", WaitReplicas: wait, WaitTimeout: linWaitTimeout}
 	var stores []Store
 	for range 2 {
 		c := newClient()
@@ -128,106 +124,6 @@ func TestLinearizableRedis(t *testing.T) {
 		linExpect(t, "redis", linRun{stores: stores, keys: linKeys, dur: 2 * time.Second,
 			pace: time.Millisecond, tail: time.Millisecond}, porcupine.Ok)
 	})
-}
-
-// Two instances with hot answers: replays from memory, purges across
-// instances, answers expiring under them, all linearizable (copies aside).
-// With a pause past the clients' time-out, an instance goes on replaying
-// from memory only while its lease lasts.
-func TestLinearizableRedisHot(t *testing.T) {
-	t.Parallel()
-	linRounds(t, func(t *testing.T) {
-		srv := redistest.Start(t)
-		stores := linHotPair(t, func() redis.UniversalClient { return redis.NewClient(linClientOpts(srv.Addr())) }, 0)
-		hits := hotHits(stores)
-		linExpect(t, "redis hot", linRun{stores: stores, keys: linKeys, dur: 2 * time.Second,
-			pace: time.Millisecond, tail: time.Millisecond}, porcupine.Ok)
-		n := hotHits(stores) - hits
-		t.Logf("claims answered from memory: %d", n)
-		if n == 0 {
-			t.Error("no claim was answered from memory")
-		}
-	})
-}
-
-func TestLinearizableRedisHotPause(t *testing.T) {
-	t.Parallel()
-	linRounds(t, func(t *testing.T) {
-		srv := redistest.Start(t)
-		stores := linHotPair(t, func() redis.UniversalClient { return redis.NewClient(linClientOpts(srv.Addr())) }, 0)
-		st := linExpect(t, "redis hot pause", linRun{stores: stores, keys: linKeys, dur: 3 * time.Second,
-			pace: time.Millisecond, fault: func() {
-				srv.Pause()
-				time.Sleep(hotLease + 500*time.Millisecond) // past the lease
-				srv.Resume()
-			}}, porcupine.Ok)
-		if st.unknown == 0 {
-			t.Errorf("the pause produced no time-out: %s", st)
-		}
-	})
-}
-
-// A Sentinel failover with WAIT 1 and hot answers: the instances' pub/sub
-// connections may still be on the old master, now a replica, while blocks
-// and the leases' pings are published on the new one. Not parallel (nor
-// the Cluster one): beside the other failover histories on two loaded
-// cores, one once ran too slowly to answer anything from memory.
-func TestLinearizableSentinelFailoverHot(t *testing.T) {
-	linRounds(t, func(t *testing.T) {
-		ls := startLinSentinel(t)
-		stores := linHotPair(t, ls.client, 1)
-		hits := hotHits(stores)
-		st := linExpect(t, "sentinel failover hot (WAIT 1)", linRun{stores: stores, keys: linKeys, dur: 2 * time.Second,
-			pace: time.Millisecond, tail: time.Second, fault: func() { ls.failover(t, true) },
-			ready: func() bool { return hotHits(stores) > hits }}, porcupine.Ok)
-		n := hotHits(stores) - hits
-		t.Logf("claims answered from memory: %d", n)
-		if n == 0 || st.unknown == 0 {
-			t.Errorf("the history exercised too little: %d from memory; %s", n, st)
-		}
-	})
-}
-
-// A Cluster failover with WAIT 1 and hot answers: the master that falls
-// is the registry's, the server every block and lease ping is published
-// from; a history's keys live on all three masters.
-func TestLinearizableClusterFailoverHot(t *testing.T) {
-	linRounds(t, func(t *testing.T) {
-		c := redistest.StartClusterWithReplicas(t, 3, 2*time.Second)
-		stores := linHotPair(t, func() redis.UniversalClient {
-			return redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs, DialTimeout: linReadTimeout,
-				ReadTimeout: linReadTimeout, WriteTimeout: linReadTimeout})
-		}, 1)
-		hits := hotHits(stores)
-		st := linExpect(t, "cluster failover hot (WAIT 1)", linRun{stores: stores, keys: linKeys, dur: 2 * time.Second,
-			pace: time.Millisecond, tail: time.Second, fault: func() {
-				old, _ := c.KillMasterOf(stores[0].(*Redis).hotLiveKey())
-				c.Rejoin(old)
-			}, ready: func() bool { return hotHits(stores) > hits }}, porcupine.Ok)
-		n := hotHits(stores) - hits
-		t.Logf("claims answered from memory: %d", n)
-		if n == 0 || st.unknown == 0 {
-			t.Errorf("the history exercised too little: %d from memory; %s", n, st)
-		}
-	})
-}
-
-// linHotPair is linRedisPair with hot answers, once both leases run.
-func linHotPair(t *testing.T, newClient func() redis.UniversalClient, wait int) []Store {
-	stores := linRedisPairWith(t, newClient, RedisOptions{WaitReplicas: wait, HotAnswers: 100})
-	for _, s := range stores {
-		eventually(t, "the lease starts", s.(*Redis).hot.leased)
-	}
-	return stores
-}
-
-// hotHits is how many claims the stores answered from memory so far.
-func hotHits(stores []Store) int64 {
-	var n int64
-	for _, s := range stores {
-		n += s.(*Redis).hot.hits.Load()
-	}
-	return n
 }
 
 // A Redis with AOF (fsync always) killed and restarted mid-history keeps

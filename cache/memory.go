@@ -26,7 +26,7 @@ type Memory struct {
 
 // NewMemory returns an empty in-memory store.
 func NewMemory() *Memory {
-	return &Memory{now: now, n: newNotifier(), m: make(map[string]*entry), orders: make(map[string]*orderState)}
+	return &Memory{now: time.Now, n: newNotifier(), m: make(map[string]*entry), orders: make(map[string]*orderState)}
 }
 
 // Queue returns the store's delivery queue, in memory like the store.

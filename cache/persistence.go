@@ -3,7 +3,6 @@ package cache
 import (
 	"context"
 	"strings"
-	"sync"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -16,28 +15,8 @@ type Persistence struct {
 	RDB bool
 }
 
-// RedisPersistence asks a Redis server (every master, on Cluster) whether
-// it persists. On Cluster a setting counts only when every master has it.
-func RedisPersistence(ctx context.Context, c redis.UniversalClient) (Persistence, error) {
-	if cc, ok := c.(*redis.ClusterClient); ok {
-		all := Persistence{AOF: true, RDB: true}
-		var mu sync.Mutex // ForEachMaster runs the masters concurrently
-		err := cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
-			p, err := persistenceOf(ctx, m)
-			if err != nil {
-				return err
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			all.AOF = all.AOF && p.AOF
-			all.RDB = all.RDB && p.RDB
-			return nil
-		})
-		return all, err
-	}
-	return persistenceOf(ctx, c)
-}
-
+// persistenceOf asks one server whether it persists (CheckRedis asks
+// every master).
 func persistenceOf(ctx context.Context, c redis.Cmdable) (Persistence, error) {
 	v, err := c.ConfigGet(ctx, "appendonly").Result()
 	if err != nil {

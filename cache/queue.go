@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"net/http"
 	"time"
 )
 
@@ -39,6 +40,12 @@ type Delivery struct {
 	// Order is what a successful delivery remembers in the key's order
 	// (Answer.Order); nil for nothing.
 	Order *OrderRun
+	// Credentials are the request's credential headers as received
+	// (Authorization, Cookie): a backend behind Basic auth or a token
+	// needs them on every attempt. They live in the queue entry only,
+	// never in the journal (Notification has them removed), and go when
+	// the entry does.
+	Credentials http.Header
 }
 
 // QueueLimits bound what Take hands out for a scope.
@@ -128,7 +135,7 @@ const idleWait = 50 * time.Millisecond
 // encodeDelivery is a delivery's stored form (the lease is not stored:
 // it lives in memory or in its own key).
 func encodeDelivery(d *Delivery, due time.Time) []byte {
-	b := []byte{3}
+	b := []byte{4}
 	b = appendString(b, d.Key)
 	b = appendString(b, d.Token)
 	b = binary.AppendVarint(b, d.Enqueued.UnixMilli())
@@ -146,16 +153,19 @@ func encodeDelivery(d *Delivery, due time.Time) []byte {
 	b = append(b, started)
 	// Version 3: the order run, after a presence byte.
 	if d.Order == nil {
-		return append(b, 0)
+		b = append(b, 0)
+	} else {
+		b = append(b, 1)
+		b = binary.AppendVarint(b, d.Order.TTL.Milliseconds())
+		b = appendString(b, d.Order.Amount)
+		b = appendString(b, d.Order.Currency)
 	}
-	b = append(b, 1)
-	b = binary.AppendVarint(b, d.Order.TTL.Milliseconds())
-	b = appendString(b, d.Order.Amount)
-	return appendString(b, d.Order.Currency)
+	// Version 4: the credentials.
+	return appendHeader(b, d.Credentials)
 }
 
 func decodeDelivery(b []byte) (*Delivery, time.Time, error) {
-	if len(b) == 0 || b[0] < 1 || b[0] > 3 {
+	if len(b) == 0 || b[0] < 1 || b[0] > 4 {
 		return nil, time.Time{}, errCorrupt
 	}
 	version := b[0]
@@ -174,6 +184,14 @@ func decodeDelivery(b []byte) (*Delivery, time.Time, error) {
 	}
 	if version >= 3 && r.byte() == 1 {
 		d.Order = &OrderRun{TTL: time.Duration(r.varint()) * time.Millisecond, Amount: r.string(), Currency: r.string()}
+		if r.err != nil {
+			return nil, time.Time{}, r.err
+		}
+	}
+	if version >= 4 {
+		if h := r.header(); len(h) > 0 {
+			d.Credentials = h
+		}
 		if r.err != nil {
 			return nil, time.Time{}, r.err
 		}

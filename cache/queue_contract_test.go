@@ -77,6 +77,7 @@ var queueCases = []struct {
 		ctx := ctxT(t)
 		lim := QueueLimits{Lease: qLease}
 		want := delivery("s:k1")
+		want.Credentials = http.Header{"Authorization": {"Basic bWVyY2hhbnQ6cw=="}}
 		if ok, err := q.Queued(ctx, "s", want.Key); err != nil || ok {
 			t.Fatalf("Queued before Enqueue: %v %v", ok, err)
 		}
@@ -94,7 +95,8 @@ var queueCases = []struct {
 		got := mustTake(t, q, "s", lim)
 		if got.Key != want.Key || got.Token != want.Token || got.Attempts != 0 || !got.Enqueued.Equal(want.Enqueued) ||
 			got.Notification == nil || string(got.Notification.Body) != string(want.Notification.Body) ||
-			got.Notification.URI != want.Notification.URI || got.Notification.Header.Get("Content-Type") != "application/json" {
+			got.Notification.URI != want.Notification.URI || got.Notification.Header.Get("Content-Type") != "application/json" ||
+			got.Credentials.Get("Authorization") != "Basic bWVyY2hhbnQ6cw==" {
 			t.Fatalf("took %+v (notification %+v), want %+v", got, got.Notification, want)
 		}
 		noTake(t, q, "s", lim) // leased: not handed out twice

@@ -55,6 +55,7 @@ type Redis struct {
 	prefix string
 	opts   RedisOptions
 	closed atomic.Bool
+	unfit  atomic.Pointer[error] // set by SetUnfit: claims are refused
 
 	// One pub/sub connection per store, started on the first Wait.
 	psMu     sync.Mutex
@@ -64,7 +65,6 @@ type Redis struct {
 	loopDone chan struct{}
 
 	ifx      *inFlightIx
-	hot      *hotAnswers      // nil unless RedisOptions.HotAnswers
 	direct   redis.Scripter   // the client itself, sending scripts once (see scripter)
 	piped    redis.Scripter   // through the client's autopipeliner, or nil (see scripter)
 	calls    atomic.Int32     // write scripts under way
@@ -87,11 +87,6 @@ type RedisOptions struct {
 	// WaitTimeout bounds each WAIT; keep it below the client's read
 	// time-out. Default 1s.
 	WaitTimeout time.Duration
-	// HotAnswers, above 0, keeps up to that many answered records in the
-	// process, so a duplicate of a key answered recently is replayed with
-	// no round trip to Redis; a purge or reopen on any instance has every
-	// instance drop the key before it drops the answer (see hotAnswers).
-	HotAnswers int
 }
 
 type subscription struct {
@@ -126,26 +121,6 @@ func NewRedis(client redis.UniversalClient, opts RedisOptions) *Redis {
 	s.direct = onceScripter(client)
 	if ap, err := client.AsyncAutoPipeline(); err == nil {
 		s.piped = pipelinedScripter(ap)
-	}
-	if opts.HotAnswers > 0 {
-		s.hot = newHotAnswers(s, opts.HotAnswers) // before the pub/sub loop reads it
-		s.psMu.Lock()
-		s.startPubSub(context.Background())
-		ps := s.ps
-		s.psMu.Unlock()
-		// Subscribing waits for Redis's answer, which must not hold the
-		// start (a Redis that never answers): the lease loop starts once
-		// it is answered, so its first ping finds the channel subscribed.
-		// On failure the channel is still the connection's: its reconnect
-		// subscribes it, and the lease starts only once a ping comes back.
-		h := s.hot
-		h.wg.Add(1)
-		go func() {
-			ctx, cancel := context.WithTimeout(h.ctx, hotLease)
-			_ = ps.Subscribe(ctx, s.hotChannel())
-			cancel()
-			h.loop()
-		}()
 	}
 	return s
 }
@@ -195,32 +170,24 @@ func (s *Redis) wrap(op string, err error) error {
 	return fmt.Errorf("cache: redis %s: %w", op, s.permissionHint(err))
 }
 
-// ClaimKept answers a claim of key from the replay cache as Claim would,
-// with no round trip: ok is false when only Redis can answer. A caller
-// that bounds each call with a deadline asks it first, and spares a
-// replay from memory the deadline's timer (4 µs of a 30 µs replay).
-func (s *Redis) ClaimKept(key, fingerprint string) (ClaimResult, bool) {
-	if s.hot == nil || s.closed.Load() {
-		return ClaimResult{}, false
+// SetUnfit refuses every claim with an error wrapping ErrUnfit and why
+// (a check that found the server evicting), until SetUnfit(nil). Only
+// claims: answers of copies already at the backend are still completed.
+func (s *Redis) SetUnfit(why error) {
+	if why == nil {
+		s.unfit.Store(nil)
+		return
 	}
-	rec, ok := s.hot.claim(key, fingerprint)
-	if !ok {
-		return ClaimResult{}, false
-	}
-	return ClaimResult{Outcome: Answered, Record: rec}, true
+	e := fmt.Errorf("%w: %v", ErrUnfit, why)
+	s.unfit.Store(&e)
 }
 
 func (s *Redis) Claim(ctx context.Context, key, fingerprint string, lockTTL time.Duration) (ClaimResult, error) {
 	if s.closed.Load() {
 		return ClaimResult{}, ErrClosed
 	}
-	var ticket hotTicket
-	keep := false
-	if s.hot != nil {
-		if res, ok := s.ClaimKept(key, fingerprint); ok {
-			return res, nil
-		}
-		ticket, keep = s.hot.begin()
+	if e := s.unfit.Load(); e != nil {
+		return ClaimResult{}, *e
 	}
 	token := newToken()
 	order, event := OrderOf(key)
@@ -275,11 +242,6 @@ func (s *Redis) Claim(ctx context.Context, key, fingerprint string, lockTTL time
 	}
 	if err != nil {
 		return ClaimResult{}, s.wrap("claim", err)
-	}
-	if keep && res.Outcome == Answered {
-		s.hot.keep(key, res.Record, ticket)
-		r := *res.Record // the kept one is shared
-		res.Record = &r
 	}
 	return res, nil
 }
@@ -478,9 +440,6 @@ func (s *Redis) Lookup(ctx context.Context, key string) (*Record, error) {
 	if s.closed.Load() {
 		return nil, ErrClosed
 	}
-	if s.hot != nil {
-		s.hot.flush(ctx, key) // copies replayed here: counted first
-	}
 	keys := s.keys(key, false)
 	var hm *redis.SliceCmd
 	var err error
@@ -553,13 +512,9 @@ func (s *Redis) Reopen(ctx context.Context, key string, ttl time.Duration) error
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	ch, done, err := s.fence(ctx, key)
-	if err != nil {
-		return err
-	}
 	changed := time.Now().UnixMilli()
 	_, event := OrderOf(key)
-	err = s.settle(ctx, s.script(reopenScript), key, s.keys(key, true), StateFailed, changed, ttl, false, nil, ms(ttl), changed, ch, done, event)
+	err := s.settle(ctx, s.script(reopenScript), key, s.keys(key, true), StateFailed, changed, ttl, false, nil, ms(ttl), changed, event)
 	if errors.Is(err, redis.Nil) {
 		return ErrNotFound
 	}
@@ -570,12 +525,8 @@ func (s *Redis) Delete(ctx context.Context, key string) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	ch, done, err := s.fence(ctx, key)
-	if err != nil {
-		return err
-	}
 	_, event := OrderOf(key)
-	err = s.run(ctx, s.script(deleteScript), s.keys(key, true), s.channel(key), ch, done, event).Err()
+	err := s.run(ctx, s.script(deleteScript), s.keys(key, true), s.channel(key), event).Err()
 	if m, ok := s.ifx.settled(key); ok {
 		_ = s.c.ZRem(ctx, s.ixKey(StateInFlight, "", key), m).Err() // else List repairs it
 	}

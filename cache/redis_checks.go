@@ -214,7 +214,7 @@ const probeSHA = "0000000000000000000000000000000000000000"
 // PUBLISH and SUBSCRIBE themselves, harmlessly.
 func checkRights(ctx context.Context, m *redis.Client, rm *RedisMaster, prefix string) ([]string, error) {
 	key := prefix + ":{idemgate-check}"
-	wake, hot := key+":wake", prefix+":hot"
+	wake := key + ":wake"
 	keyRule, chanRule := "~"+prefix+":*", "&"+prefix+":*"
 	if u, err := m.Do(ctx, "ACL", "WHOAMI").Text(); err == nil {
 		rm.User = u
@@ -222,7 +222,7 @@ func checkRights(ctx context.Context, m *redis.Client, rm *RedisMaster, prefix s
 		return nil, err
 	}
 	if rm.User != "" && majorOf(rm.Version) >= 7 {
-		if missing, ok, err := dryRun(ctx, m, rm.User, key, wake, hot, keyRule, chanRule); err != nil || ok {
+		if missing, ok, err := dryRun(ctx, m, rm.User, key, wake, keyRule, chanRule); err != nil || ok {
 			return missing, err
 		}
 	}
@@ -252,11 +252,11 @@ func checkRights(ctx context.Context, m *redis.Client, rm *RedisMaster, prefix s
 	}
 	ps := m.Subscribe(ctx)
 	defer ps.Close()
-	err := ps.Subscribe(ctx, hot)
+	err := ps.Subscribe(ctx, wake)
 	if err == nil {
 		_, err = ps.Receive(ctx)
 	}
-	if err := deny("SUBSCRIBE to channel "+hot+" (ACL: +subscribe "+chanRule+")", err); err != nil {
+	if err := deny("SUBSCRIBE to channel "+wake+" (ACL: +subscribe "+chanRule+")", err); err != nil {
 		return nil, err
 	}
 	return missing, nil
@@ -264,7 +264,7 @@ func checkRights(ctx context.Context, m *redis.Client, rm *RedisMaster, prefix s
 
 // dryRun asks ACL DRYRUN about every command the store sends; ok is
 // false when DRYRUN itself is refused, so the caller probes instead.
-func dryRun(ctx context.Context, m *redis.Client, user, key, wake, hot, keyRule, chanRule string) (missing []string, ok bool, err error) {
+func dryRun(ctx context.Context, m *redis.Client, user, key, wake, keyRule, chanRule string) (missing []string, ok bool, err error) {
 	type probe struct {
 		name string
 		args []any
@@ -287,15 +287,12 @@ func dryRun(ctx context.Context, m *redis.Client, user, key, wake, hot, keyRule,
 	add("ZADD", "ZADD", key, 0, "m")
 	add("ZREM", "ZREM", key, "m")
 	add("ZRANGE", "ZRANGE", key, 0, 1)
-	add("ZRANGEBYSCORE", "ZRANGEBYSCORE", key, 0, 1)
 	add("ZREMRANGEBYLEX", "ZREMRANGEBYLEX", key, "[a", "+")
 	add("ZREMRANGEBYSCORE", "ZREMRANGEBYSCORE", key, 0, 1)
 	add("SADD", "SADD", key, "m")
 	add("TIME", "TIME")
 	add("PING", "PING")
 	add("PUBLISH on channel "+wake, "PUBLISH", wake, "x")
-	add("PUBLISH on channel "+hot, "PUBLISH", hot, "x")
-	add("SUBSCRIBE to channel "+hot, "SUBSCRIBE", hot)
 	add("SUBSCRIBE to channel "+wake, "SUBSCRIBE", wake)
 	cmds := make([]*redis.Cmd, len(probes))
 	_, _ = m.Pipelined(ctx, func(p redis.Pipeliner) error {

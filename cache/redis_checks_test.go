@@ -106,10 +106,10 @@ func TestCheckRedisACL(t *testing.T) {
 		user string
 		want []string // in the error; none: passes
 	}{
-		{"usual", []string{"PUBLISH on channel idem:", "SUBSCRIBE to channel idem:hot", "&idem:*", "usual"}},
+		{"usual", []string{"PUBLISH on channel idem:", "SUBSCRIBE to channel idem:{idemgate-check}:wake", "&idem:*", "usual"}},
 		{"noevalsha", []string{"EVALSHA", "+evalsha"}},
 		{"good", nil},
-		{"probed", []string{"PUBLISH on channel idem:", "SUBSCRIBE to channel idem:hot", "&idem:*"}},
+		{"probed", []string{"PUBLISH on channel idem:", "SUBSCRIBE to channel idem:{idemgate-check}:wake", "&idem:*"}},
 		{"probedok", nil},
 		{"otherkeys", []string{"~idem:*"}},
 	} {
@@ -131,20 +131,33 @@ func TestCheckRedisACL(t *testing.T) {
 }
 
 // TestPurgeWithoutPublishNamesTheRight: a purge by a user who may not
-// publish says which right is missing, not only Redis's NOPERM.
+// publish says which right is missing, not only Redis's NOPERM, and drops
+// nothing.
 func TestPurgeWithoutPublishNamesTheRight(t *testing.T) {
 	rs := redistest.Start(t)
 	ctx := context.Background()
 	if err := rs.Client().Do(ctx, "ACL", "SETUSER", "gw", "on", ">pw", "~*", "+@all").Err(); err != nil {
 		t.Fatal(err)
 	}
+	owner := NewRedis(rs.Client(), RedisOptions{})
+	defer owner.Close()
+	won, err := owner.Claim(ctx, "generic:k1", "", time.Minute)
+	if err != nil || won.Outcome != Won {
+		t.Fatal(won, err)
+	}
+	if err := owner.Complete(ctx, "generic:k1", won.Token, answer, time.Hour, Journal{}); err != nil {
+		t.Fatal(err)
+	}
 	cl := redis.NewClient(&redis.Options{Addr: rs.Addr(), Username: "gw", Password: "pw"})
 	defer cl.Close()
 	s := NewRedis(cl, RedisOptions{})
 	defer s.Close()
-	err := s.Delete(ctx, "generic:k1")
+	err = s.Delete(ctx, "generic:k1")
 	if err == nil || !strings.Contains(err.Error(), "channels &idem:*") || !strings.Contains(err.Error(), "can't publish") {
 		t.Fatalf("purge without channel rights: %v", err)
+	}
+	if rec, err := owner.Lookup(ctx, "generic:k1"); err != nil || rec.State != StateAnswered {
+		t.Fatalf("after a refused purge: %+v %v, want the answer kept", rec, err)
 	}
 }
 
@@ -161,7 +174,7 @@ func TestClaimAtMaxmemory(t *testing.T) {
 			rs := redistest.StartWith(t, redistest.Options{Args: []string{"--maxmemory", "2mb", "--maxmemory-policy", "noeviction"}})
 			c := rs.Client()
 			ctx := context.Background()
-			s := NewRedis(c, RedisOptions{HotAnswers: -1})
+			s := NewRedis(c, RedisOptions{})
 			defer s.Close()
 			if flagged {
 				s.UseServerVersion(7)

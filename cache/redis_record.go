@@ -135,9 +135,8 @@ func parseRecord(v []string) (*Record, error) {
 }
 
 // replayFields is what the claim script reads of an answered key for a
-// replay (its reply "replayed"): what the gateway replays and the hot
-// answers keep (redis_hot.go), in the script's order; the script adds
-// "last", the copy's time.
+// replay (its reply "replayed"): what the gateway replays, in the
+// script's order; the script adds "last", the copy's time.
 var replayFields = []string{"status", "headers", "body", "body_cached", "fp",
 	"copies", "first", "expires", "nr", "last"}
 

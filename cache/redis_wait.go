@@ -116,9 +116,6 @@ func (s *Redis) receive(ps *redis.PubSub, done chan struct{}) {
 			}
 			// Lost connection: go-redis reconnects and resubscribes on the
 			// next receive, but messages may have been missed meanwhile.
-			if s.hot != nil {
-				s.hot.reset()
-			}
 			s.wakeAll()
 			time.Sleep(backoff)
 			backoff = min(2*backoff, time.Second)
@@ -127,10 +124,6 @@ func (s *Redis) receive(ps *redis.PubSub, done chan struct{}) {
 		backoff = 50 * time.Millisecond
 		switch m := msg.(type) {
 		case *redis.Message:
-			if s.hot != nil && m.Channel == s.hot.channel {
-				s.hotMessage(m.Payload)
-				continue
-			}
 			s.psMu.Lock()
 			var ws []*waiter
 			if sub := s.subs[m.Channel]; sub != nil {
@@ -182,9 +175,6 @@ func (s *Redis) Close() error {
 		return nil
 	}
 	s.ifx.close()
-	if s.hot != nil {
-		s.hot.close()
-	}
 	s.psMu.Lock()
 	ps, done := s.ps, s.loopDone
 	s.psMu.Unlock()

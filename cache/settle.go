@@ -31,14 +31,6 @@ type Settler struct {
 	wg     sync.WaitGroup
 }
 
-// DeadlineSlack is how far past OpTimeout a caller's deadline may end and
-// still be taken as the attempt's bound (Complete). The handler's store
-// calls share deadlines rounded up to 5 ms grains (caddymodule's
-// deadlines): with the default store_timeout, equal to the default
-// OpTimeout, every one ended a few milliseconds past it, and each
-// completion set a timer of its own.
-const DeadlineSlack = 10 * time.Millisecond
-
 // SettlerOptions tune a Settler; the zero value is usable.
 type SettlerOptions struct {
 	// OpTimeout bounds each store call. Default 2s.
@@ -126,7 +118,7 @@ func (st *Settler) Complete(ctx context.Context, key, token, fingerprint string,
 	if err == nil || errors.Is(err, ErrNotOwner) || errors.Is(err, ErrClosed) {
 		return err
 	}
-	t := now()
+	t := time.Now()
 	rec := &Record{Key: key, State: StateAnswered, Status: a.Status, Header: a.Header,
 		BodyCached: a.BodyCached, Fingerprint: fingerprint, Copies: 1, FirstSeen: t, LastSeen: t, ExpiresAt: t.Add(ttl)}
 	if a.BodyCached {
@@ -150,9 +142,8 @@ func (st *Settler) complete(ctx context.Context, key, token string, a Answer, tt
 	// A caller's deadline within OpTimeout already bounds the attempt (the
 	// handler's store_timeout on the request path): a second timer would
 	// cost the request a timer set and stopped (~3.5 µs under load) and
-	// change nothing. "Within" allows DeadlineSlack: callers that share one
-	// deadline among the calls of a few milliseconds land just past it.
-	if d, ok := ctx.Deadline(); !ok || time.Until(d) > st.opts.OpTimeout+DeadlineSlack {
+	// change nothing.
+	if d, ok := ctx.Deadline(); !ok || time.Until(d) > st.opts.OpTimeout {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, st.opts.OpTimeout)
 		defer cancel()

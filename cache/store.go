@@ -38,6 +38,10 @@ var (
 	ErrNotFound = errors.New("cache: no such key")
 	// ErrClosed: the store was closed.
 	ErrClosed = errors.New("cache: store closed")
+	// ErrUnfit: the store's server no longer keeps what the gateway's
+	// promise needs (a Redis that turned evicting after start): claims are
+	// refused until it is fixed, whatever on_store_error says.
+	ErrUnfit = errors.New("cache: the store's server no longer fits the gateway")
 )
 
 // State is where a key stands.

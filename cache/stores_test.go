@@ -33,14 +33,6 @@ func (c *fakeClock) Add(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// withClock makes stores constructed inside fn use clock. Not parallel:
-// it swaps the package clock.
-func withClock(t *testing.T, clock *fakeClock) {
-	old := now
-	now = clock.Now
-	t.Cleanup(func() { now = old })
-}
-
 func TestEmbeddedSurvivesReopen(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "idem.db")
@@ -135,9 +127,9 @@ func TestEmbeddedFlush(t *testing.T) {
 
 func TestMemoryClock(t *testing.T) {
 	clock := &fakeClock{t: time.Unix(1_700_000_000, 0)}
-	withClock(t, clock)
 	ctx := context.Background()
 	s := NewMemory()
+	s.now = clock.Now
 	defer s.Close()
 	won, _ := s.Claim(ctx, "k", "", time.Second)
 	clock.Add(999 * time.Millisecond)

@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgate/idemgate/internal/registry"
-
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 )
 
@@ -180,7 +178,7 @@ func TestAlertDead(t *testing.T) {
 	if e := next(); e.Event != "idempotency.failed" || e.Key != "stripe:evt_d" {
 		t.Fatalf("first failure: %+v", e)
 	}
-	t.Cleanup(registry.SetNow(func() time.Time { return time.Now().Add(72*time.Hour + time.Minute) }))
+	t.Cleanup(runningApp(t).SetClock(func() time.Time { return time.Now().Add(72*time.Hour + time.Minute) }))
 	send()
 	if e := next(); e.Event != "idempotency.failed" || e.Attempts != 2 {
 		t.Fatalf("second failure: %+v", e)

@@ -40,7 +40,6 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //			prefix      <prefix>
 //			pool_size   <n>
 //			wait_replicas <n> [<timeout>]
-//			replay_cache <entries> | off
 //			allow_eviction
 //		}
 //		lock_ttl  <duration>
@@ -51,7 +50,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		store_timeout <duration>
 //		max_body  <size>
 //		max_answer <size>
-//		success   <status|class>... [body <text>]
+//		success   <status|class>... [body <text>] [header <field> <value>]...
 //		on_duplicate redirect <template> | respond <status> [<body>]
 //		secret        <value>
 //		public_key    <pem file>
@@ -304,21 +303,6 @@ func (sc *StoreConfig) unmarshalOption(d *caddyfile.Dispenser, name string) erro
 			sc.WaitTimeout = caddy.Duration(dur)
 		}
 		return nil
-	case "replay_cache":
-		var v string
-		if err := cfparse.OneArg(d, &v); err != nil {
-			return err
-		}
-		n, err := strconv.Atoi(v)
-		switch {
-		case v == "off":
-			sc.ReplayCache = -1
-		case err != nil || n < 1:
-			return d.Errf("store redis: replay_cache wants a number of entries or off, got %q", v)
-		default:
-			sc.ReplayCache = n
-		}
-		return nil
 	case "db", "pool_size":
 		var v string
 		if err := cfparse.OneArg(d, &v); err != nil {
@@ -338,19 +322,37 @@ func (sc *StoreConfig) unmarshalOption(d *caddyfile.Dispenser, name string) erro
 	return d.Errf("store redis: unknown option %q", name)
 }
 
-// parseSuccess reads `success <status|class>... [body <text>]`.
+// parseSuccess reads `success <status|class>... [body <text>] [header
+// <field> <value>]...`.
 func parseSuccess(d *caddyfile.Dispenser) (*SuccessRule, error) {
 	rule := &SuccessRule{}
 	for d.NextArg() {
-		if d.Val() == "body" {
+		switch d.Val() {
+		case "body":
 			if !d.NextArg() {
 				return nil, d.Errf("success: body wants a text")
 			}
-			rule.Body = d.Val()
-			if d.NextArg() {
-				return nil, d.ArgErr()
+			if rule.Body != "" {
+				return nil, d.Errf("success: body given twice")
 			}
-			break
+			rule.Body = d.Val()
+			continue
+		case "header":
+			if !d.NextArg() {
+				return nil, d.Errf("success: header wants a field and a value")
+			}
+			field := d.Val()
+			if !d.NextArg() {
+				return nil, d.Errf("success: header %s wants a value", field)
+			}
+			if rule.Header == nil {
+				rule.Header = map[string]string{}
+			}
+			rule.Header[field] = d.Val()
+			continue
+		}
+		if rule.Body != "" || rule.Header != nil {
+			return nil, d.Errf("success: statuses come first, then body and header (%q)", d.Val())
 		}
 		rule.Statuses = append(rule.Statuses, d.Val())
 	}

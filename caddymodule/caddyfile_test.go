@@ -51,16 +51,6 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 				wait_replicas 1 500ms
 			}
 		}`, `{"store":{"type":"redis","addresses":["127.0.0.1:6379"],"wait_replicas":1,"wait_timeout":500000000}}`},
-		{"store redis replay_cache", `idempotency {
-			store redis 127.0.0.1:6379 {
-				replay_cache 500
-			}
-		}`, `{"store":{"type":"redis","addresses":["127.0.0.1:6379"],"replay_cache":500}}`},
-		{"store redis replay_cache off", `idempotency {
-			store redis 127.0.0.1:6379 {
-				replay_cache off
-			}
-		}`, `{"store":{"type":"redis","addresses":["127.0.0.1:6379"],"replay_cache":-1}}`},
 		{"store redis sentinel", `idempotency {
 			store redis rediss://s1:26379 rediss://s2:26379 {
 				master_name mymaster
@@ -163,7 +153,7 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		{"in_flight reject with duration", "idempotency {\n\tin_flight reject 5s\n}", "wrong argument count"},
 		{"on_store_error bad", "idempotency {\n\ton_store_error ignore\n}", "want fail_closed or pass"},
 		{"bad size", "idempotency {\n\tmax_body lots\n}", `bad size "lots"`},
-		{"replay_cache bad", "idempotency {\n\tstore redis 127.0.0.1:6379 {\n\t\treplay_cache 0\n\t}\n}", "replay_cache wants a number of entries or off"},
+		{"replay_cache gone", "idempotency {\n\tstore redis 127.0.0.1:6379 {\n\t\treplay_cache 500\n\t}\n}", `store redis: unknown option "replay_cache"`},
 		{"store unknown", "idempotency {\n\tstore mongo\n}", "want embedded, memory or redis"},
 		{"store redis no address", "idempotency {\n\tstore redis\n}", "at least one address"},
 		{"store memory with arg", "idempotency {\n\tstore memory x\n}", "wrong argument count"},

@@ -64,7 +64,7 @@ func (h *Handler) record(ctx context.Context, span spanEnder, repl *caddy.Replac
 	if d.backend > 0 {
 		h.metrics.backendDuration(ctx, h.route(), d.backend)
 	}
-	registry.Counts.Add(d.outcome)
+	h.app.Counts().Add(d.outcome)
 	if d.outcome == outcomeWaited {
 		h.metrics.waitDuration(ctx, h.route(), elapsed)
 	}

@@ -149,22 +149,16 @@ func (h *Handler) provisionDeliver() error {
 				c.Replicas, c.Replicas, h.storeConf.WaitReplicas)
 		}
 	}
-	if h.app != nil {
-		// Routes of one scope share its queue: in one config they must
-		// deliver it alike, or each delivery goes wherever a worker of
-		// either route happens to take it. (A reload's route may differ
-		// from the one it replaces, whose engine stops.)
-		var clash *deliveryState
-		h.app.each(func(o *Handler) {
-			if o.dlv != nil && o.scope() == h.scope() && !o.dlv.alike(ds) && clash == nil {
-				clash = o.dlv
-			}
-		})
-		if o := clash; o != nil {
+	// Routes of one scope share its queue: in one config they must
+	// deliver it alike, or each delivery goes wherever a worker of either
+	// route happens to take it. (A reload's route may differ from the one
+	// it replaces, whose engine stops.)
+	for _, o := range h.siblings() {
+		if o.dlv != nil && o.scope() == h.scope() && !o.dlv.alike(ds) {
 			return fmt.Errorf("deliver async: scope %q is already delivered by another route of this config, to %s "+
 				"(concurrency %d, rate %d/s): routes of one scope share its queue, so they must deliver it alike; "+
 				"give this route a `scope` of its own, or the same `to`, `concurrency` and `rate`",
-				h.scope(), o.to, o.concurrency, o.rate)
+				h.scope(), o.dlv.to, o.dlv.concurrency, o.dlv.rate)
 		}
 	}
 	h.dlv = ds
@@ -208,7 +202,8 @@ func guessContentType(body string) string {
 // retry comes back.
 func (h *Handler) enqueue(w http.ResponseWriter, r *http.Request, repl *caddy.Replacer, key, token string, nt notice) (result, error) {
 	ds := h.dlv
-	d := cache.Delivery{Key: key, Token: token, Notification: h.receivedNotification(r), Enqueued: time.Now(), Order: nt.run}
+	d := cache.Delivery{Key: key, Token: token, Notification: h.receivedNotification(r), Enqueued: time.Now(), Order: nt.run,
+		Credentials: credentialsOf(r.Header)}
 	// The platform hanging up must not cut the write half-way: it is
 	// bounded by store_timeout.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), time.Duration(h.StoreTimeout))

@@ -92,7 +92,7 @@ func newEngine(h *Handler, ds *deliveryState) *engine {
 
 // start runs the workers and the stats refresher.
 func (e *engine) start() {
-	registry.RegisterEngine(e)
+	e.h.app.AddEngine(e)
 	for range e.ds.concurrency {
 		e.wg.Add(1)
 		go e.work()
@@ -116,11 +116,18 @@ func (e *engine) stop() {
 			<-done
 		}
 		e.abortSends()
-		replaced := registry.UnregisterEngine(e)
+		replaced := e.h.app.RemoveEngine(e)
+		if !replaced {
+			// A reload starts the new config's engine before this one
+			// stops: the config that replaced this one runs it.
+			if running, ok := registry.Running(); ok && running != e.h.app {
+				_, replaced = running.EngineOf(e.scope)
+			}
+		}
 		e.client.CloseIdleConnections()
 		if !replaced {
-			// Not a reload (the new engine starts first): the route is
-			// gone, or the process is stopping.
+			// Not a reload: the route is gone, or the process is
+			// stopping.
 			e.leftQueued()
 		}
 	})

@@ -54,7 +54,13 @@ func (d *deliveryInstruments) init(meter metric.Meter) error {
 		return err
 	}
 	_, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		for _, re := range registry.Engines() {
+		// The instruments are the process's; the queues observed are
+		// those of the config running now.
+		app, ok := registry.Running()
+		if !ok {
+			return nil
+		}
+		for _, re := range app.Engines() {
 			e, ok := re.(*engine)
 			if !ok {
 				continue

@@ -52,13 +52,16 @@ func (e *engine) send(d *cache.Delivery, attempt int) sendResult {
 		return sendResult{kind: backendUnreachable, err: err}
 	}
 	req.Header = deliveryHeaders(n.Header)
+	for name, v := range d.Credentials {
+		req.Header[name] = v
+	}
 	// A delivery retried for hours carries a signature as old as the
 	// platform's copy, which a backend verifying it with the platform's
 	// library (a 5-minute tolerance) refuses: where the route holds the
 	// signing secret, each attempt is signed afresh over the same body.
 	resigned := false
 	if h.resign != nil {
-		if err := h.resign(req.Header, n.Body, now()); err != nil {
+		if err := h.resign(req.Header, n.Body, h.now()); err != nil {
 			return sendResult{kind: backendUnreachable, err: fmt.Errorf("re-signing the notification: %v", err)}
 		}
 		resigned = true

@@ -42,9 +42,11 @@
 //	                         claim, complete, release, renew, journal,
 //	                         queue, order state and its reconciliation
 //	                         indexes; no Caddy
-//	internal/registry        what the operator surfaces share with the
-//	                         handler while a config runs: pooled stores,
-//	                         routes, delivery engines, the chart's counts
+//	internal/registry        the idempotency app: what the operator
+//	                         surfaces share with the handler while a
+//	                         config runs (its stores, routes, delivery
+//	                         engines, the chart's counts, the clock),
+//	                         reached through ctx.App
 //	internal/cfparse         the Caddyfile readers the directives share
 //	internal/signer          signs notifications as each platform does,
 //	                         apart from the verifiers: the platforms' test
@@ -71,14 +73,15 @@
 // a new admin route is caddymodule/admin, shown in the console
 // (caddymodule/console) and wrapped by a CLI subcommand
 // (caddymodule/command); state an operator surface needs from a running
-// route goes through internal/registry.
+// route goes through the config's app (internal/registry).
 //
 // # This package, by file
 //
 // handler.go holds the configuration, its lifecycle and ServeHTTP;
-// app.go the idempotency app, which starts a config's handlers (opens
-// their stores, starts their engines) only when the config runs, never
-// when it is validated; caddyfile.go the directive; templates.go,
+// app.go how a handler joins its config's idempotency app
+// (internal/registry), which starts the config's handlers (opens their
+// stores, starts their engines) only when the config runs, never when it
+// is validated; caddyfile.go the directive; templates.go,
 // placeholders.go and templatecheck.go the body, key and fingerprint
 // templates and their checks at load; scope.go the key namespace; secrets.go
 // the secrets read at start; store.go the store configuration and pool,

@@ -14,7 +14,7 @@ import (
 var handleErrorsBlock = regexp.MustCompile(`(?ms)^\thandle_errors \{\n.*?^\t\}\n`)
 
 // TestExampleHandleErrors: the handle_errors block of Caddyfile.example
-// (and of the README) answers the gateway's refusals as
+// (and of docs/caddyfile.md) answers the gateway's refusals as
 // "<status> <message>", the message as it is, without HTML escaping.
 func TestExampleHandleErrors(t *testing.T) {
 	example, err := os.ReadFile("../Caddyfile.example")
@@ -25,12 +25,12 @@ func TestExampleHandleErrors(t *testing.T) {
 	if block == nil || !bytes.Contains(block, []byte(`respond "{err.status_code} {err.message}"`)) {
 		t.Fatalf("Caddyfile.example has no handle_errors block answering {err.status_code} {err.message}")
 	}
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../docs/caddyfile.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Contains(readme, []byte("handle_errors {\n\t\trespond \"{err.status_code} {err.message}\"")) {
-		t.Errorf("README.md does not show the handle_errors block")
+		t.Errorf("docs/caddyfile.md does not show the handle_errors block")
 	}
 	be := newBackend(t)
 	be.setAnswer(func(string, int, *http.Request) (int, string, time.Duration) { return 200, "success", 0 })

@@ -331,7 +331,8 @@ func (h *Handler) storeCall(ctx context.Context, call func(context.Context) erro
 // complete remembers a successful answer; when the store cannot take it
 // now, the settler keeps it and retries (cache.Settler).
 func (h *Handler) complete(key, token, fp string, ans cache.Answer, j cache.Journal) {
-	ctx := h.storeDeadlines.context()
+	ctx, cancel := h.storeContext()
+	defer cancel()
 	err := h.settler.Complete(ctx, key, token, fp, ans, time.Duration(h.TTL), j, func(err error) {
 		if err != nil {
 			h.claimTrouble(key, "complete", err)

@@ -153,32 +153,30 @@ type Handler struct {
 	storeRef  *registry.StoreRef
 	storeConf StoreConfig
 	// store and settler are set by start, before started is.
-	store   cache.Store
-	settler *cache.Settler
-	app     *App // the config's idempotency app; nil outside a config
-	run     *runState
-	keys    []keying.KeyInfo // the preset's verification keys (keys.go)
-	success func(status int, header http.Header, body []byte) bool
-	logger  *zap.Logger
-	metrics *metrics
-	// storeDeadlines bound the claim and the completion by store_timeout
-	// (deadline.go); set by Provision.
-	storeDeadlines *deadlines
-	testCeiling    time.Duration // backendCeiling (forwards and queued deliveries), shortened by a test
-	warned         *copyWarnings
-	events         *caddyevents.App
-	alerter        *alerter
-	ctx            caddy.Context
-	dlv            *deliveryState  // async delivery; nil for sync
-	reg            *registry.Route // this route in the registry, once provisioned
+	store       cache.Store
+	settler     *cache.Settler
+	app         *registry.App // the config's idempotency app (app.go)
+	run         *runState
+	keys        []keying.KeyInfo // the preset's verification keys (keys.go)
+	success     func(status int, header http.Header, body []byte) bool
+	logger      *zap.Logger
+	metrics     *metrics
+	testCeiling time.Duration // backendCeiling (forwards and queued deliveries), shortened by a test
+	warned      *copyWarnings
+	events      *caddyevents.App
+	alerter     *alerter
+	ctx         caddy.Context
+	dlv         *deliveryState  // async delivery; nil for sync
+	reg         *registry.Route // this route in the registry, once provisioned
 	// merchants: app_id and mchid as resolved (the registry's Merchants).
 	merchants []string
 	// resign signs a redelivery afresh (Stripe, Standard Webhooks: the
 	// route holds the signing secret); nil where it cannot.
 	resign func(hdr http.Header, body []byte, at time.Time) error
-	// legacyUntil: till then a preset's first copy also looks for a record
-	// kept under its key from before business events (ttl after start).
-	legacyUntil time.Time
+	// clock is what signatures are judged against and re-signed with, and
+	// certificates' expiry is checked by (now); nil is time.Now, tests set
+	// their own.
+	clock func() time.Time
 }
 
 // CaddyModule returns the Caddy module information.
@@ -196,6 +194,17 @@ type SuccessRule struct {
 	// Body, if set, must equal the answer's body (surrounding white space
 	// trimmed), as Alipay's "success".
 	Body string `json:"body,omitempty"`
+	// Header, if set, names answer header fields that must hold these
+	// values (surrounding white space trimmed): a backend that answers
+	// 200 both for "paid" and for "not paid yet" says which in a header.
+	Header map[string]string `json:"header,omitempty"`
+}
+
+// saysBusinessRan tells whether the rule reads more than the status: the
+// body or a header, which is what tells "ran" from "not yet" on a route
+// whose 2xx alone does not.
+func (s *SuccessRule) saysBusinessRan() bool {
+	return s != nil && (s.Body != "" || len(s.Header) > 0)
 }
 
 // DuplicateAction is what duplicates on a route get instead of the replay:
@@ -236,7 +245,6 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err := h.provisionStore(repl); err != nil {
 		return err
 	}
-	h.legacyUntil = time.Now().Add(time.Duration(h.TTL))
 	if err := h.provisionScope(); err != nil {
 		return err
 	}
@@ -252,7 +260,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	h.metrics = loadMetrics(ctx)
 	h.warned = newCopyWarnings()
 	h.reg = h.registryRoute()
-	registry.RegisterRoute(h.reg)
+	h.app.AddRoute(h.reg)
 	h.logger.Info("idempotency handler ready", append([]zap.Field{
 		zap.String("platform", h.Platform),
 		zap.String("scope", h.scope()),
@@ -261,14 +269,12 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		zap.Duration("order_ttl", time.Duration(h.OrderTTL)),
 		zap.Duration("lock_ttl", time.Duration(h.LockTTL))},
 		append(h.deliverFields(), h.keyFields()...)...)...)
-	if h.app != nil {
-		h.app.add(h)
-	}
+	h.app.Join(h)
 	return nil
 }
 
 // start opens the store and starts what runs beside the requests: the
-// async delivery engine. The config's App calls it when the config runs;
+// async delivery engine. The config's app calls it when the config runs;
 // a request calls it if it comes first (the http app may start before
 // the idempotency app), and a handler provisioned outside a config starts
 // on its first request.
@@ -349,7 +355,6 @@ func (h *Handler) setDefaults() {
 	if h.StoreTimeout == 0 {
 		h.StoreTimeout = caddy.Duration(2 * time.Second)
 	}
-	h.storeDeadlines = newDeadlines(time.Duration(h.StoreTimeout))
 	if h.MaxBody == 0 {
 		h.MaxBody = 1 << 20
 	}
@@ -451,6 +456,7 @@ func (h *Handler) provisionStore(repl *caddy.Replacer) error {
 		return fmt.Errorf("loading store: %v", err)
 	}
 	h.storeRef, h.storeConf = ref, sc
+	h.app.UseStore(ref)
 	return nil
 }
 
@@ -557,12 +563,12 @@ func (h *Handler) Cleanup() error {
 	}
 	h.alerter.close()
 	if h.reg != nil {
-		registry.UnregisterRoute(h.reg)
+		h.app.RemoveRoute(h.reg)
 	}
-	h.unprovisionScope()
 	if h.storeRef == nil {
 		return nil
 	}
+	h.app.DropStore(h.storeRef)
 	return unloadStore(h.storeConf)
 }
 
@@ -582,8 +588,13 @@ func (h *Handler) route() route { return route{platform: h.Platform, scope: h.sc
 // than every preset's retry window but Adyen's.
 const defaultTTL = registry.DefaultTTL
 
-// now is the clock signatures are judged against; tests replace it.
-var now = time.Now
+// now is the handler's clock (clock).
+func (h *Handler) now() time.Time {
+	if h.clock != nil {
+		return h.clock()
+	}
+	return time.Now()
+}
 
 // Interface guards
 var (

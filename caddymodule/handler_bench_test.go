@@ -34,8 +34,6 @@ func BenchmarkHandler(b *testing.B) {
 		{"memory", &StoreConfig{Type: "memory"}},
 		{"embedded", &StoreConfig{Type: "embedded", Path: filepath.Join(b.TempDir(), "bench.db")}},
 		{"redis", &StoreConfig{Type: "redis", Addresses: []string{rs.Addr()}}},
-		// Every replay a round trip: the replay cache off.
-		{"redis_uncached", &StoreConfig{Type: "redis", Addresses: []string{rs.Addr()}, Prefix: "uncached", ReplayCache: -1}},
 	}
 	next := benchBackend
 	form := func(order string) string { return "out_trade_no=" + order + "&total_amount=9.90&subject=renewal" }
@@ -196,7 +194,7 @@ func waitCopies(b *testing.B, h *Handler, key string, n int64) {
 
 // BenchmarkHandlerJSON: a first copy of a ~1 KiB Stripe event keyed by its
 // id ({idempotency.json.id}), journaled as shipped: what the JSON case of
-// ../shared/bench/peer.sh costs the handler, without the network. The
+// the nginx + Lua comparison costs the handler, without the network. The
 // memory store leaves the handler's own work; Redis adds the store's.
 func BenchmarkHandlerJSON(b *testing.B) {
 	rs := redistest.Start(b)

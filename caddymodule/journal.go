@@ -17,7 +17,6 @@ import (
 
 	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/internal/cfparse"
-	"github.com/idemgate/idemgate/internal/registry"
 )
 
 // The journal (cache.Journal): what the forward of a winning copy adds to
@@ -26,6 +25,22 @@ import (
 // journalHeadersDropped are never kept: credentials of the caller, not
 // part of the notification.
 var journalHeadersDropped = []string{"Authorization", "Cookie", "Proxy-Authorization"}
+
+// credentialsOf are the caller's credentials that an async delivery still
+// owes the backend (a backend behind Basic auth or a token): the dropped
+// headers but the proxy's own, which was for the gateway.
+func credentialsOf(h http.Header) http.Header {
+	var out http.Header
+	for _, name := range journalHeadersDropped {
+		if v := h.Values(name); len(v) > 0 && name != "Proxy-Authorization" {
+			if out == nil {
+				out = http.Header{}
+			}
+			out[name] = append([]string(nil), v...)
+		}
+	}
+	return out
+}
 
 // notification is the request as received, for the journal: nil when
 // journal_body is off.
@@ -207,7 +222,7 @@ func (h *Handler) failedJournal(key string) journalState {
 	if err != nil {
 		return journalState{}
 	}
-	return journalState{attempts: rec.AttemptCount, dead: rec.StateAt(registry.Now(), h.retryWindow()) == cache.StateDead, rec: rec}
+	return journalState{attempts: rec.AttemptCount, dead: rec.StateAt(h.app.Now(), h.retryWindow()) == cache.StateDead, rec: rec}
 }
 
 // emitFailure sends idempotency.failed, and idempotency.dead when the
@@ -217,7 +232,7 @@ func (h *Handler) emitFailure(d *result) {
 	if rec := d.journal.rec; rec != nil && !d.journal.dead {
 		// The copy that just failed may have been the platform's last.
 		if s := h.preset().Schedule; s != nil && !h.async() {
-			h.lastRetryDue(rec, s, registry.Now())
+			h.lastRetryDue(rec, s, h.app.Now())
 		}
 	}
 	if d.journal.dead {

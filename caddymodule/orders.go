@@ -1,16 +1,11 @@
 package caddymodule
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strconv"
 	"time"
-
-	"github.com/caddyserver/caddy/v2"
-	"go.uber.org/zap"
 
 	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/keying"
@@ -19,9 +14,8 @@ import (
 // Orders (the contract's "Orders: one business outcome, once"): a preset's
 // default key is the business event of an order, and once it ran, the
 // order remembers it for order_ttl (cache.Order), far beyond ttl. This
-// file decides what a key's order remembers, answers a duplicate whose
-// remembered answer its platform would not take, and finds records kept
-// under a preset's key from before business events.
+// file decides what a key's order remembers and answers a duplicate whose
+// remembered answer its platform would not take.
 
 // Default order_ttl: past Alipay's and WeChat Pay's 12-month refund
 // windows for an order's events; for platforms whose events are their own
@@ -58,54 +52,7 @@ func (h *Handler) noticeOf(key string, n *keying.Notification) notice {
 			nt.run.Settles = keying.EventSettles(event)
 		}
 	}
-	if h.Key == "" && n.LegacyKey != "" && h.legacyUntil.After(time.Now()) {
-		nt.legacy = h.fullKey(n.LegacyKey)
-	}
 	return nt
-}
-
-// legacyAnswered is what a won key finds under its legacy key (the
-// preset's key before business events), while records written under it
-// may still live (ttl after this handler started): an answered record, to
-// settle the won key with and replay; in flight (its copy is at the
-// backend under the old key); or nothing.
-func (h *Handler) legacyAnswered(ctx context.Context, legacy string) (*cache.Record, error) {
-	ctx, cancel := context.WithTimeout(ctx, time.Duration(h.StoreTimeout))
-	defer cancel()
-	rec, err := h.store.Lookup(ctx, legacy)
-	if errors.Is(err, cache.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	switch rec.State {
-	case cache.StateAnswered, cache.StateInFlight:
-		return rec, nil
-	}
-	return nil, nil
-}
-
-// settleFromLegacy answers a won key whose legacy key is answered or in
-// flight: the legacy answer is completed under the new key (its order
-// remembers the event) and replayed; an in-flight legacy key frees the
-// new one and asks the platform to retry, as any in-flight copy.
-func (h *Handler) settleFromLegacy(w http.ResponseWriter, r *http.Request, repl *caddy.Replacer,
-	key, token string, nt notice, legacy *cache.Record,
-) (result, error) {
-	if legacy.State == cache.StateInFlight {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(h.StoreTimeout))
-		defer cancel()
-		_ = h.store.Release(ctx, key, token, 0, cache.Journal{})
-		return result{outcome: outcomeInFlight, copies: legacy.Copies},
-			h.tryLater(w, r, http.StatusConflict, errors.New("the first copy of this notification is still being processed (under the key it had before business events)"))
-	}
-	ans := cache.Answer{Status: legacy.Status, Header: legacy.Header, Body: legacy.Body, BodyCached: legacy.BodyCached, Order: nt.run}
-	h.complete(key, token, "", ans, cache.Journal{})
-	h.logger.Info("answered from a record kept under the preset's key before business events",
-		zap.String("key", h.logKey(key)), zap.String("legacy_key", h.logKey(legacy.Key)))
-	setOutcome(repl, outcomeReplayed)
-	return result{outcome: outcomeReplayed, copies: legacy.Copies}, h.replay(w, r, repl, legacy)
 }
 
 // platformAck is what this route's platform takes as "received, stop

@@ -1,7 +1,6 @@
 package caddymodule
 
 import (
-	"context"
 	"net/http"
 	"net/url"
 	"strings"
@@ -9,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgate/idemgate/cache"
 	adminapi "github.com/idemgate/idemgate/caddymodule/admin"
 	"github.com/idemgate/idemgate/internal/gatewaytest"
 	"github.com/idemgate/idemgate/internal/platformtest"
@@ -51,6 +49,7 @@ const alipayOrderSite = `
 		idempotency {
 			scope alipay
 			key {idempotency.json.app_id}:{idempotency.json.trade_no}:paid
+			success 200 body TRADE_SUCCESS
 			{store}
 			ttl {ttl}
 		}
@@ -86,7 +85,8 @@ func (a alipayOrders) ret(trade string) delivery {
 }
 
 // orderBackend answers as Alipay's legacy merchant does: "success" to the
-// notify, its HTML page to the browser's return, JSON to the status query.
+// notify, its HTML page to the browser's return, the trade's state to the
+// status query.
 func orderBackend(t *testing.T) *backend {
 	be := newBackend(t)
 	be.setAnswer(func(order string, n int, r *http.Request) (int, string, time.Duration) {
@@ -94,7 +94,7 @@ func orderBackend(t *testing.T) *backend {
 		case "/return":
 			return 200, "<html>thank you for paying</html>", 0
 		case "/query":
-			return 200, `{"paid":true}`, 0
+			return 200, "TRADE_SUCCESS", 0
 		}
 		return 200, "success", 0
 	})
@@ -346,46 +346,6 @@ func TestWechatPayOrderSequence(t *testing.T) {
 			t.Errorf("%s ran %d times, want %d", label, n, want)
 		}
 	}
-}
-
-// TestOrderLegacyKeys: a record written under the Alipay preset's key from
-// before business events (…:TRADE_SUCCESS:) is still found while it lives:
-// the new key's first copy replays it and runs nothing.
-func TestOrderLegacyKeys(t *testing.T) {
-	rs := redistest.Start(t)
-	a := newAlipayOrders(t)
-	be := orderBackend(t)
-	st := cache.NewRedis(rs.Client(), cache.RedisOptions{})
-	t.Cleanup(func() { st.Close() })
-	ctx := context.Background()
-	const trade = "2026031422001437971000000088"
-	legacy := "alipay:" + testAlipayAppID + ":" + trade + ":TRADE_SUCCESS:"
-	won, err := st.Claim(ctx, legacy, "", time.Minute)
-	if err != nil || won.Outcome != cache.Won {
-		t.Fatal(won, err)
-	}
-	if err := st.Complete(ctx, legacy, won.Token, cache.Answer{Status: 200, Body: []byte("success"), BodyCached: true}, time.Hour, cache.Journal{}); err != nil {
-		t.Fatal(err)
-	}
-	g := startGateway(t, alipayOrderSite, "{pub}", a.pub, "{store}", "store redis "+rs.Addr(), "{ttl}", "72h", "{backend}", be.addr())
-	for i := range 2 {
-		if r := send(t, g.base, "paid", a.notify(trade, "TRADE_SUCCESS")); r.status != 200 || r.body != "success" || !r.replayed {
-			t.Fatalf("copy %d of a notification answered under its legacy key: %d %q replayed=%v", i, r.status, r.body, r.replayed)
-		}
-	}
-	if n := be.totalHits(); n != 0 {
-		t.Fatalf("the backend ran %d times for a notification answered before the upgrade", n)
-	}
-	var rec adminapi.RecordView
-	g.adminJSON(t, http.MethodGet, keyURI("alipay:"+testAlipayAppID+":"+trade+":paid"), &rec)
-	if rec.State != "answered" || rec.Order != "alipay:"+testAlipayAppID+":"+trade || rec.Event != "paid" {
-		t.Fatalf("the new key after the legacy replay: %s", mustJSON(rec))
-	}
-	// A notification with no legacy record runs as ever.
-	if r := send(t, g.base, "other", a.notify("2026031422001437971000000099", "TRADE_SUCCESS")); r.replayed || be.count("other") != 1 {
-		t.Fatalf("a new order: replayed=%v, ran %d", r.replayed, be.count("other"))
-	}
-
 }
 
 // TestStripeEventRemembered: a Stripe event is its own business event; a

@@ -46,9 +46,21 @@ func (h *Handler) checkPlaceholders() error {
 		}
 	}
 	if h.Key != "" {
-		return checkVaries("key", h.Key, "{idempotency.form.out_trade_no}")
+		if err := checkVaries("key", h.Key, "{idempotency.form.out_trade_no}"); err != nil {
+			return err
+		}
 	}
-	return nil
+	if err := checkPresetKey(platform, h.Secret != "", h.Key); err != nil {
+		return err
+	}
+	return checkEventRecipe(platform, h.Key, h.Success)
+}
+
+// namesEvents tells whether a route of platform names each notification's
+// order and business event ({idempotency.order}, {idempotency.event}).
+func namesEvents(platform string, hasSecret bool) bool {
+	p := platforms.Lookup(platform)
+	return p != nil && p.Orders && (p.SecretFor == "" || hasSecret)
 }
 
 // templateUse is one template and which of the handler's own values are
@@ -79,7 +91,7 @@ func checkTemplate(platform string, hasSecret bool, tm templateUse) error {
 func checkPlaceholder(platform string, hasSecret bool, name string, keyOK, outcomeOK bool) error {
 	rest, ok := strings.CutPrefix(name, "idempotency.")
 	if !ok {
-		return nil
+		return checkCaddyPlaceholder(name)
 	}
 	p := platforms.Lookup(platform)
 	if p == nil {
@@ -99,7 +111,7 @@ func checkPlaceholder(platform string, hasSecret bool, name string, keyOK, outco
 	case "order", "event":
 		// Set from the verified notification, before any template.
 		switch {
-		case p.Orders && (p.SecretFor == "" || hasSecret):
+		case namesEvents(platform, hasSecret):
 			return nil
 		case p.Orders:
 			return fmt.Errorf("the %s preset names an order's business events only with `secret` (%s): they are in the encrypted resource", platform, p.SecretFor)

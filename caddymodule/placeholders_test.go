@@ -44,9 +44,9 @@ func TestAdaptRefusesUnknownPlaceholders(t *testing.T) {
 		{"json, form, xml", "key k:{idempotency.json.a.b}:{idempotency.form.c}:{idempotency.xml.d}", ""},
 		{"caddy placeholders", "key k:{http.request.header.X-Id}:{http.request.uri.query.id}", ""},
 		{"escaped braces", `key k:\{idempotency.jsn.id\}:{idempotency.form.a}`, ""},
-		{"alipay fields", "platform alipay\n\tverify off\n\tkey a:{idempotency.alipay.out_trade_no}", ""},
-		{"wechatpay fields with the key", "platform wechatpay\n\tverify off\n\tsecret {env.X}\n\tkey w:{idempotency.wechatpay.amount.total}", ""},
-		{"wechatpay_v2 fields", "platform wechatpay_v2\n\tverify off\n\tkey w:{idempotency.wechatpay_v2.out_trade_no}", ""},
+		{"alipay fields", "platform alipay\n\tverify off\n\tkey a:{idempotency.alipay.out_trade_no}:{idempotency.event}", ""},
+		{"wechatpay fields with the key", "platform wechatpay\n\tverify off\n\tsecret {env.X}\n\tkey w:{idempotency.wechatpay.amount.total}:{idempotency.event}", ""},
+		{"wechatpay_v2 fields", "platform wechatpay_v2\n\tverify off\n\tkey w:{idempotency.wechatpay_v2.out_trade_no}:{idempotency.event}", ""},
 		{"key and outcome on duplicates", "key k:{idempotency.form.a}\n\tfingerprint {idempotency.key}\n\ton_duplicate respond 200 \"{idempotency.key} {idempotency.outcome}\"", ""},
 		{"fingerprint off", "key k:{idempotency.form.a}\n\tfingerprint off", ""},
 	}

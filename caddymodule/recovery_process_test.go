@@ -291,7 +291,7 @@ func TestRedeliverEntersItsRoute(t *testing.T) {
 	}
 }
 
-// TestRedeliverStripeResigned: examples/local/stripe.Caddyfile as shipped
+// TestRedeliverStripeResigned: examples/stripe.Caddyfile as shipped
 // (handle, rewrite * /notify, reverse_proxy), run by the built binary, in
 // front of a backend that verifies Stripe-Signature with stripe-go's
 // webhook package and a 1-second tolerance. An answered event redelivered
@@ -326,7 +326,7 @@ func TestRedeliverStripeResigned(t *testing.T) {
 	go be.Serve(ln)
 	t.Cleanup(func() { be.Close() })
 
-	cfText, err := os.ReadFile("../examples/local/stripe.Caddyfile")
+	cfText, err := os.ReadFile("../examples/stripe.Caddyfile")
 	if err != nil {
 		t.Fatal(err)
 	}

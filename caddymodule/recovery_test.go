@@ -15,7 +15,6 @@ import (
 
 	"github.com/idemgate/idemgate/caddymodule/admin"
 	"github.com/idemgate/idemgate/internal/platformtest"
-	"github.com/idemgate/idemgate/internal/registry"
 	"github.com/idemgate/idemgate/platforms"
 )
 
@@ -100,7 +99,7 @@ func TestRetryBudgetAlipay(t *testing.T) {
 	}
 
 	// Past the last expected retry, short of the window.
-	t.Cleanup(registry.SetNow(func() time.Time { return time.Now().Add(sched.Total() + 2*time.Minute) }))
+	t.Cleanup(runningApp(t).SetClock(func() time.Time { return time.Now().Add(sched.Total() + 2*time.Minute) }))
 	eventually(t, 5*time.Second, "idempotency.last_retry alerted", func() bool { return sink.count("idempotency.last_retry", key) > 0 })
 	time.Sleep(200 * time.Millisecond) // ten scans
 	if n := sink.count("idempotency.last_retry", key); n != 1 {
@@ -174,7 +173,7 @@ func TestSummaryTwoCurrencies(t *testing.T) {
 	if s.Failed.Count != 2 || s.Failed.Amounts["USD"] != "9.90" || len(s.Failed.Amounts) != 1 {
 		t.Fatalf("summary of scope stripe: %+v", s)
 	}
-	t.Cleanup(registry.SetNow(func() time.Time { return time.Now().Add(25*time.Hour + time.Minute) }))
+	t.Cleanup(runningApp(t).SetClock(func() time.Time { return time.Now().Add(25*time.Hour + time.Minute) }))
 	s = admin.SummaryView{}
 	g.adminJSON(t, http.MethodGet, "/idempotency/summary", &s)
 	if s.Dead.Count != 2 || s.Dead.Amounts["CNY"] != "120.00" || s.Failed.Count != 2 || s.Failed.Amounts["CNY"] != "" {

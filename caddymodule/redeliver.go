@@ -43,12 +43,10 @@ import (
 // registryRoute is this route as the operator surfaces see it.
 func (h *Handler) registryRoute() *registry.Route {
 	n := 1
-	if h.app != nil {
-		h.app.each(func(o *Handler) {
-			if o.scope() == h.scope() {
-				n++
-			}
-		})
+	for _, o := range h.siblings() {
+		if o.scope() == h.scope() {
+			n++
+		}
 	}
 	rt := &registry.Route{Scope: h.scope(), Platform: h.platform, TTL: time.Duration(h.TTL), RetryWindow: h.retryWindow(),
 		Name: fmt.Sprintf("%s#%d", h.scope(), n), Async: h.async(), Concurrency: 4,
@@ -190,7 +188,7 @@ func (h *Handler) redeliveryRequest(ctx context.Context, n *cache.Notification, 
 		return nil, err
 	}
 	if h.resign != nil {
-		if err := h.resign(req.Header, n.Body, now()); err != nil {
+		if err := h.resign(req.Header, n.Body, h.now()); err != nil {
 			return nil, fmt.Errorf("re-signing the notification: %v", err)
 		}
 		rd.resigned = true

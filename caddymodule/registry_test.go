@@ -9,14 +9,13 @@ import (
 	"github.com/caddyserver/caddy/v2"
 
 	"github.com/idemgate/idemgate/internal/gatewaytest"
-	"github.com/idemgate/idemgate/internal/registry"
 )
 
 // TestRegistriesAcrossReloads: 100 config reloads, each replacing a sync
-// route and an async route with two of new scopes, leave in the
-// process-wide registries exactly what the last config has — its two
-// routes, its one engine, its one store, one meter provider — and no
-// goroutine of a dropped route behind.
+// route and an async route with two of new scopes, leave in the running
+// config's app exactly what the last config has — its two routes, its one
+// engine, its one store — one meter provider in the process, nothing in
+// the first config's app, and no goroutine of a dropped route behind.
 func TestRegistriesAcrossReloads(t *testing.T) {
 	be := newBackend(t)
 	port := freePort(t)
@@ -61,6 +60,7 @@ http://127.0.0.1:%d {
 		t.Fatalf("the first config's sync route: %d %q", r.status, r.body)
 	}
 	goroutines := runtime.NumGoroutine()
+	first := runningApp(t)
 
 	for i := 1; i <= 100; i++ {
 		gatewaytest.LoadCaddyfile(t, config(i))
@@ -70,22 +70,29 @@ http://127.0.0.1:%d {
 		t.Fatalf("the last config's sync route: %d %q", r.status, r.body)
 	}
 
-	if n := registry.Scopes(); n != 2 {
+	app := runningApp(t)
+	if n := len(app.ScopeNames()); n != 2 {
 		t.Errorf("%d scopes registered after 100 reloads, want the last config's 2", n)
 	}
 	for _, scope := range []string{"sync-100", "async-100"} {
-		if _, ok := registry.RouteOf(scope); !ok {
+		if _, ok := app.RouteOf(scope); !ok {
 			t.Errorf("scope %s of the running config is not registered", scope)
 		}
 	}
-	if _, ok := registry.RouteOf("sync-99"); ok {
+	if _, ok := app.RouteOf("sync-99"); ok {
 		t.Error("a dropped route's scope is still registered")
 	}
-	if es := registry.Engines(); len(es) != 1 || es[0].Scope() != "async-100" {
+	if es := app.Engines(); len(es) != 1 || es[0].Scope() != "async-100" {
 		t.Errorf("engines after 100 reloads: %d, want the last config's one", len(es))
 	}
-	if ids := registry.StoreIDs(); len(ids) != 1 {
+	if ids := app.StoreIDs(); len(ids) != 1 {
 		t.Errorf("stores after 100 reloads: %v, want one", ids)
+	}
+	if first == app {
+		t.Fatal("the first and the last config share an app")
+	}
+	if n, es, ids := first.ScopeNames(), first.Engines(), first.StoreIDs(); len(n) != 0 || len(es) != 0 || len(ids) != 0 {
+		t.Errorf("the first config's app keeps scopes %v, %d engines, stores %v after it was unloaded", n, len(es), ids)
 	}
 	// The metrics' collector is held by the running config's registry
 	// only (the dropped configs' registries are let go).

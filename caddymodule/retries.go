@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/cache"
-	"github.com/idemgate/idemgate/internal/registry"
 	"github.com/idemgate/idemgate/keying"
 )
 
@@ -67,8 +66,8 @@ func (h *Handler) watchRetries(ctx context.Context) {
 // retry is past.
 func (h *Handler) scanRetries(ctx context.Context) {
 	sched := h.preset().Schedule
-	at := registry.Now()
-	lq := cache.ListQuery{State: cache.StateFailed, Scope: h.scope(), Window: registry.WindowOf, Now: at, Limit: 500}
+	at := h.app.Now()
+	lq := cache.ListQuery{State: cache.StateFailed, Scope: h.scope(), Window: h.app.WindowOf, Now: at, Limit: 500}
 	for read := 0; read < retryScanMax; {
 		lctx, cancel := context.WithTimeout(ctx, time.Duration(h.StoreTimeout))
 		page, err := h.store.List(lctx, lq)

@@ -3,9 +3,7 @@ package caddymodule
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/idemgate/idemgate/cache"
@@ -80,42 +78,20 @@ func (l transmissionLog) Seen(ctx context.Context, id, bodyDigest string) (bool,
 
 var _ keying.TransmissionLog = transmissionLog{}
 
-// scopeStores are the provisioned handlers by scope, for provisionScope.
-var scopeStores = struct {
-	sync.Mutex
-	m map[string][]*Handler
-}{m: map[string][]*Handler{}}
-
 // provisionScope refuses a route whose scope another route of the same
 // config keeps in another store (the Alipay return on the embedded
 // default, its notify on Redis): a copy through one route never sees the
 // other's claim, and the order runs twice. A reload's routes may differ
-// from the ones they replace, which are cleaned up after.
+// from the ones they replace: those belong to another config's app.
 func (h *Handler) provisionScope() error {
-	scopeStores.Lock()
-	defer scopeStores.Unlock()
-	others := scopeStores.m[h.scope()]
-	for _, o := range others {
-		if o.ctx.Context == h.ctx.Context && o.storeConf.id() != h.storeConf.id() {
+	for _, o := range h.siblings() {
+		if o.scope() == h.scope() && o.storeConf.id() != h.storeConf.id() {
 			return fmt.Errorf("scope %q: this route (%s) and another route of this config (%s) keep its keys in different stores; "+
 				"a copy through one never sees the other's claim, and the backend runs twice: give both routes the same store, or this one a scope of its own",
 				h.scope(), h.describe(), o.describe())
 		}
 	}
-	scopeStores.m[h.scope()] = append(others, h)
 	return nil
-}
-
-// unprovisionScope drops h from scopeStores.
-func (h *Handler) unprovisionScope() {
-	scopeStores.Lock()
-	defer scopeStores.Unlock()
-	hs := slices.DeleteFunc(scopeStores.m[h.scope()], func(o *Handler) bool { return o == h })
-	if len(hs) == 0 {
-		delete(scopeStores.m, h.scope())
-		return
-	}
-	scopeStores.m[h.scope()] = hs
 }
 
 // describe names a route for an operator: its platform, key and store.

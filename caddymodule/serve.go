@@ -56,12 +56,6 @@ func (h *Handler) serveKey(w http.ResponseWriter, r *http.Request, next caddyhtt
 		}
 		switch res.Outcome {
 		case cache.Won:
-			if nt.legacy != "" {
-				legacy, err := h.legacyAnswered(r.Context(), nt.legacy)
-				if err == nil && legacy != nil {
-					return h.settleFromLegacy(w, r, repl, key, res.Token, nt, legacy)
-				}
-			}
 			if h.async() {
 				return h.enqueue(w, r, repl, key, res.Token, nt)
 			}
@@ -171,7 +165,9 @@ func (h *Handler) storeFailed(w http.ResponseWriter, r *http.Request, next caddy
 	repl *caddy.Replacer, key string, err error,
 ) (result, error) {
 	h.metrics.storeError(r.Context(), h.route(), "claim")
-	if h.OnStoreError == "pass" {
+	// A store that no longer fits (a Redis turned evicting) is refused as
+	// at start: pass is for a store that is down, not one that forgets.
+	if h.OnStoreError == "pass" && !errors.Is(err, cache.ErrUnfit) {
 		h.logger.Warn("store unreachable: forwarding WITHOUT idempotency protection (on_store_error pass)",
 			zap.String("key", h.logKey(key)), zap.Error(err))
 		setOutcome(repl, outcomePassed)
@@ -193,20 +189,11 @@ func (h *Handler) tryLater(w http.ResponseWriter, r *http.Request, status int, e
 	return h.refuse(w, r, status, msg, err)
 }
 
-// keptClaimer is a store that can answer some claims from memory
-// (cache.Redis's replay cache).
-type keptClaimer interface {
-	ClaimKept(key, fingerprint string) (cache.ClaimResult, bool)
-}
-
 // claim claims key, bounded by store_timeout and not by the request: a
 // claim that was sent is the key's, and its outcome must be known even if
-// the platform hangs up meanwhile (deadline.go).
+// the platform hangs up meanwhile (storeContext).
 func (h *Handler) claim(key, fp string) (cache.ClaimResult, error) {
-	if kc, ok := h.store.(keptClaimer); ok {
-		if res, ok := kc.ClaimKept(key, fp); ok {
-			return res, nil
-		}
-	}
-	return h.store.Claim(h.storeDeadlines.context(), key, fp, time.Duration(h.LockTTL))
+	ctx, cancel := h.storeContext()
+	defer cancel()
+	return h.store.Claim(ctx, key, fp, time.Duration(h.LockTTL))
 }

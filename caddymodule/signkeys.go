@@ -28,7 +28,7 @@ func (h *Handler) provisionKeys() {
 	if kr, ok := h.platform.(keying.KeyReporter); ok && !h.VerifyOff {
 		h.keys = kr.Keys()
 	}
-	h.warnExpiring(now())
+	h.warnExpiring(h.now())
 }
 
 // keyFields are the start-up line's fields for the keys.
@@ -68,7 +68,7 @@ func (h *Handler) watchExpiry(ctx context.Context) {
 			case <-ctx.Done():
 				return
 			case <-tick.C:
-				h.warnExpiring(now())
+				h.warnExpiring(h.now())
 			}
 		}
 	}()

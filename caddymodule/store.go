@@ -59,31 +59,11 @@ type StoreConfig struct {
 	WaitReplicas int `json:"wait_replicas,omitempty"`
 	// WaitTimeout bounds each WAIT. Default: 1s.
 	WaitTimeout caddy.Duration `json:"wait_timeout,omitempty"`
-	// ReplayCache is how many answered keys each gateway keeps in memory
-	// to replay their duplicates with no round trip to Redis (a purge or a
-	// reopen on any instance has every gateway drop the key first: see
-	// cache.RedisOptions.HotAnswers). 0: the default, 10,000; below 0:
-	// off, every duplicate asks Redis.
-	ReplayCache int `json:"replay_cache,omitempty"`
 	// AllowEviction lets the gateway start on a Redis whose
 	// maxmemory-policy is not noeviction. Without it such a Redis is
 	// refused at start: an evicted answer or claim makes its key new
 	// again, and the platform's next retry runs the backend twice.
 	AllowEviction bool `json:"allow_eviction,omitempty"`
-}
-
-// defaultReplayCache: 10,000 answers, in at most 20 MiB (2 KiB an entry on
-// average, whatever the answers' sizes).
-const defaultReplayCache = 10_000
-
-func (sc StoreConfig) replayCache() int {
-	switch {
-	case sc.ReplayCache < 0:
-		return 0
-	case sc.ReplayCache == 0:
-		return defaultReplayCache
-	}
-	return sc.ReplayCache
 }
 
 // id names a store configuration for the pool, the admin API and logs;
@@ -197,8 +177,7 @@ func openStore(sc StoreConfig) (s cache.Store, client io.Closer, err error) {
 		logRedisThroughZap()
 		c := redis.NewUniversalClient(opts)
 		return cache.NewRedis(c, cache.RedisOptions{Prefix: sc.prefix(),
-			WaitReplicas: sc.WaitReplicas, WaitTimeout: time.Duration(sc.WaitTimeout),
-			HotAnswers: sc.replayCache()}), c, nil
+			WaitReplicas: sc.WaitReplicas, WaitTimeout: time.Duration(sc.WaitTimeout)}), c, nil
 	case "embedded", "":
 		if err := os.MkdirAll(filepath.Dir(sc.Path), 0o700); err != nil {
 			return nil, nil, err

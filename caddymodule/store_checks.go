@@ -43,6 +43,7 @@ type redisWatch struct {
 	stopped  chan struct{}
 	done     chan struct{}
 	last     *cache.RedisReport // the last report that reached every master
+	unfit    bool               // the store's claims are refused (setUnfit)
 }
 
 // checkRedis runs the start-up checks of store s on client c, bounded by
@@ -110,9 +111,18 @@ func (w *redisWatch) loop(next time.Duration) {
 		var ev *cache.EvictionError
 		var pe *cache.PermissionError
 		switch {
-		case errors.As(err, &ev) || errors.As(err, &pe):
+		case errors.As(err, &ev):
 			// Found after the start (Redis unreachable then, or changed
-			// since): the gateway runs on, and says so loudly.
+			// since): as at start, the gateway does not claim on a Redis
+			// that may evict its answers; claims fail closed until fixed.
+			if w.last == nil || w.changed(rep) || !w.unfit {
+				w.logger.Error("Redis no longer fits the gateway: claims are refused (503) until it is fixed: "+err.Error(),
+					zap.String("store", w.id), zap.String("maxmemory_policy", ev.Masters[0].Policy))
+			}
+			w.setUnfit(err)
+			w.last = &rep
+			failing = false
+		case errors.As(err, &pe):
 			if w.last == nil || w.changed(rep) {
 				w.logger.Error("Redis no longer fits the gateway: "+err.Error(), zap.String("store", w.id))
 			}
@@ -133,8 +143,20 @@ func (w *redisWatch) loop(next time.Duration) {
 				zap.Any("was", w.last.Masters), zap.Any("now", rep.Masters))
 			w.last = &rep
 		}
+		if err == nil && w.unfit {
+			w.logger.Warn("Redis fits the gateway again: claims resume", zap.String("store", w.id))
+			w.setUnfit(nil)
+		}
 		failing = false
 		t.Reset(recheckEvery)
+	}
+}
+
+// setUnfit refuses (why != nil) or resumes the store's claims.
+func (w *redisWatch) setUnfit(why error) {
+	w.unfit = why != nil
+	if r, ok := w.store.(*cache.Redis); ok {
+		r.SetUnfit(why)
 	}
 }
 

@@ -28,12 +28,22 @@ func (s SuccessRule) compile() (func(int, http.Header, []byte) bool, error) {
 		spans = []span{{200, 299}}
 	}
 	want := strings.TrimSpace(s.Body)
-	return func(status int, _ http.Header, body []byte) bool {
+	return func(status int, header http.Header, body []byte) bool {
 		for _, sp := range spans {
 			if status >= sp.lo && status <= sp.hi {
-				return want == "" || string(bytes.TrimSpace(body)) == want
+				return (want == "" || string(bytes.TrimSpace(body)) == want) && s.headersMatch(header)
 			}
 		}
 		return false
 	}, nil
+}
+
+// headersMatch tells whether every header condition of the rule holds.
+func (s SuccessRule) headersMatch(h http.Header) bool {
+	for name, want := range s.Header {
+		if strings.TrimSpace(h.Get(name)) != strings.TrimSpace(want) {
+			return false
+		}
+	}
+	return true
 }

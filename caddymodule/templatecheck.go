@@ -3,6 +3,11 @@ package caddymodule
 import (
 	"fmt"
 	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+
+	"github.com/idemgate/idemgate/keying"
+	"github.com/idemgate/idemgate/platforms"
 )
 
 // Checks over one template string, run at adapt, validate and provision.
@@ -150,4 +155,67 @@ func checkVaries(what, tmpl, example string) error {
 			"and only the first would ever reach the backend; take it from the notification, e.g. %s %s", what, tmpl, what, what, example)
 	}
 	return nil
+}
+
+// Keys that name business events. A preset that names each notification's
+// business event (an Alipay order's paid, each refund, its close) keys on
+// it by default. A key written by hand that leaves the event out gives the
+// order's refunds and its close the payment's key: a refund is then a 422
+// ("same key, different fingerprint") on every one of the platform's
+// retries, and a close is acked without ever reaching the backend.
+// Conversely a generic route keyed as an order's event ("…:<order>:paid",
+// the merchant's own status-query route joining the platform's orders)
+// records that event as run on every success: if its success rule is the
+// bare 2xx, the customer's first poll, answered "200 WAIT_BUYER_PAY"
+// before the buyer paid, burns the order's paid event, and the platform's
+// payment notification is then answered from it and never forwarded.
+
+// checkPresetKey refuses a hand-written key on a preset that names
+// business events when the key provably leaves the event out: it is made
+// only of placeholders whose meaning is known ({idempotency.*},
+// {http.request.*}) and {idempotency.event} is not among them. A key that
+// reads another handler's output (a `map` of the event, {http.vars.*}) may
+// carry it and is left alone.
+func checkPresetKey(platform string, hasSecret bool, key string) error {
+	if key == "" || !namesEvents(platform, hasSecret) {
+		return nil
+	}
+	for _, name := range placeholderNames(key) {
+		if name == "idempotency.event" || name == "idempotency.key" {
+			return nil
+		}
+		if !strings.HasPrefix(name, "idempotency.") && !strings.HasPrefix(name, "http.request.") {
+			return nil // another handler's output: it may name the event
+		}
+	}
+	return fmt.Errorf("key %q leaves out the business event, so the order's refunds and its close would share the payment's key "+
+		"(a refund refused as a conflict on every retry, a close acknowledged without reaching the backend): "+
+		"remove `key` to use the %s preset's default, {idempotency.order}:{idempotency.event}, or keep {idempotency.event} in it",
+		key, platform)
+}
+
+// checkEventRecipe refuses a generic route whose key renders as an order's
+// business event (keying.SplitOrder) unless its success rule reads the
+// body or a header: only such a rule can tell "the business ran" from "not
+// paid yet".
+func checkEventRecipe(platform, key string, rule *SuccessRule) error {
+	if platform != platforms.Default || key == "" || rule.saysBusinessRan() {
+		return nil
+	}
+	_, event, isEvent := keying.SplitOrder("scope:" + sampleRender(key))
+	if !isEvent {
+		return nil
+	}
+	return fmt.Errorf("key %q names an order's business event (%s): the route would record it as run on any 2xx, "+
+		"so an answer such as \"200 WAIT_BUYER_PAY\" before the buyer pays would burn the order's %s event and the platform's "+
+		"notification would never reach the backend; write a success rule that says the business ran, "+
+		"e.g. `success 200 body PAID` or `success 2xx header X-Order-State paid`", key, event, event)
+}
+
+// sampleRender renders tmpl with every placeholder as "x", which shows
+// the literal shape of the keys it makes.
+func sampleRender(tmpl string) string {
+	repl := caddy.NewEmptyReplacer()
+	repl.Map(func(string) (any, bool) { return "x", true })
+	return repl.ReplaceAll(tmpl, "")
 }

@@ -11,6 +11,7 @@ type templateCase struct {
 	name              string
 	platform, key, fp string
 	redirect, body    string
+	success           string // a `success` line's arguments
 	want              string // "" = accepted
 	wantAlso          string // a second part of the message (the fix)
 	verifyOff         bool
@@ -44,6 +45,38 @@ var templateCases = []templateCase{
 	{name: "json body on duplicates", key: "{idempotency.form.a}", body: `{"code":"SUCCESS","message":{"text":"ok"}}`},
 	{name: "text body with a placeholder", key: "{idempotency.form.a}", body: "dup {idempotency.key} {ok}"},
 	{name: "preset without key", platform: "stripe", verifyOff: true},
+
+	// A Caddy placeholder that does not exist is literal text, not a key.
+	{name: "caddy placeholder typo", key: "{http.request.heder.X-Order}",
+		want: "Caddy has no placeholder {http.request.heder.X-Order}", wantAlso: "did you mean {http.request.header.X-Order}?"},
+	{name: "caddy query typo", key: "o:{http.request.uri.qery.id}",
+		want: "Caddy has no placeholder {http.request.uri.qery.id}", wantAlso: "{http.request.uri.query.id}"},
+	{name: "caddy unknown name", key: "o:{http.request.order_no}", want: "Caddy has no placeholder {http.request.order_no}"},
+	{name: "caddy path part", key: "o:{http.request.uri.path.1}"},
+	{name: "caddy host label and cookie", key: "{http.request.host.labels.0}:{http.request.cookie.sid}"},
+	{name: "caddy tls field", key: "{http.request.tls.client.serial}:{http.request.header.X-Id}"},
+	{name: "vars and regexp are open", key: "{http.vars.order}:{http.regexp.o.1}"},
+
+	// A preset's hand-written key must keep the business event.
+	{name: "alipay key without the event", platform: "alipay", verifyOff: true, key: "{idempotency.form.out_trade_no}",
+		want:     "leaves out the business event, so the order's refunds and its close would share the payment's key",
+		wantAlso: "{idempotency.order}:{idempotency.event}"},
+	{name: "wechatpay_v2 key without the event", platform: "wechatpay_v2", verifyOff: true, key: "v2:{idempotency.xml.transaction_id}",
+		want: "leaves out the business event"},
+	{name: "alipay key with the event", platform: "alipay", verifyOff: true, key: "{idempotency.form.out_trade_no}:{idempotency.event}"},
+	{name: "alipay key from a map of the event", platform: "alipay", verifyOff: true, key: "{idempotency.order}:{alipay_event}"},
+	{name: "wechatpay without the APIv3 key names no events", platform: "wechatpay", verifyOff: true, key: "{idempotency.json.id}"},
+
+	// A generic route keyed as an order's event needs a rule that says
+	// the business ran.
+	{name: "status query on any 2xx", key: "{idempotency.json.app_id}:{idempotency.json.trade_no}:paid",
+		want: "names an order's business event (paid)", wantAlso: "success 200 body PAID"},
+	{name: "refund query on any 2xx", key: "{idempotency.form.o}:{idempotency.form.t}:refund:{idempotency.form.r}",
+		want: "names an order's business event (refund:x)"},
+	{name: "status query with a body rule", key: "{idempotency.json.app_id}:{idempotency.json.trade_no}:paid", success: "200 body PAID"},
+	{name: "status query with a header rule", key: "{idempotency.json.app_id}:{idempotency.json.trade_no}:paid",
+		success: "2xx header X-Order-State paid"},
+	{name: "generic key that is no event", key: "{idempotency.json.app_id}:{idempotency.json.trade_no}:paid-ish"},
 }
 
 // caddyfileBlock is the case as a Caddyfile directive.
@@ -68,6 +101,9 @@ func (c templateCase) caddyfileBlock() string {
 	if c.body != "" {
 		b.WriteString("\ton_duplicate respond 200 `" + c.body + "`\n")
 	}
+	if c.success != "" {
+		b.WriteString("\tsuccess " + c.success + "\n")
+	}
 	b.WriteString("}\nrespond ok")
 	return b.String()
 }
@@ -88,6 +124,9 @@ func (c templateCase) jsonConfig(t *testing.T) string {
 	}
 	if c.body != "" {
 		h["on_duplicate"] = map[string]any{"status": 200, "body": c.body}
+	}
+	if c.success != "" {
+		h["success"] = successJSON(c.success)
 	}
 	cfg := map[string]any{"apps": map[string]any{"http": map[string]any{"servers": map[string]any{"s": map[string]any{
 		"listen": []string{"127.0.0.1:0"},
@@ -153,4 +192,25 @@ func TestCheckBraces(t *testing.T) {
 			t.Errorf("checkBraces(%q, literal %v) = %v; want bad %v", c.tmpl, c.literal, err, c.bad)
 		}
 	}
+}
+
+// successJSON is a `success` line's arguments as the handler's JSON.
+func successJSON(line string) map[string]any {
+	rule := map[string]any{}
+	f := strings.Fields(line)
+	var statuses []string
+	for i := 0; i < len(f); i++ {
+		switch f[i] {
+		case "body":
+			rule["body"] = f[i+1]
+			i++
+		case "header":
+			rule["header"] = map[string]string{f[i+1]: f[i+2]}
+			i += 2
+		default:
+			statuses = append(statuses, f[i])
+		}
+	}
+	rule["statuses"] = statuses
+	return rule
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"unicode"
 
 	"github.com/caddyserver/caddy/v2"
 
@@ -38,12 +39,10 @@ func (rej *rejection) public() string {
 }
 
 // notice is what a verified notification brings besides its key and
-// fingerprint: what its key's order remembers once it ran, and the key
-// it had before business events.
+// fingerprint: what its key's order remembers once it ran.
 type notice struct {
-	run    *cache.OrderRun // nil: the key is not an order's business event here
-	legacy string          // the full legacy key; "" for none
-	keyID  string          // the key or certificate that verified it, if named
+	run   *cache.OrderRun // nil: the key is not an order's business event here
+	keyID string          // the key or certificate that verified it, if named
 }
 
 // parse reads the body, verifies the signature and renders the key and
@@ -54,7 +53,7 @@ func (h *Handler) parse(r *http.Request, repl *caddy.Replacer) (key, fp string, 
 	if rej != nil {
 		return "", "", nt, rej
 	}
-	at := verifyTime(r)
+	at := h.verifyTime(r)
 	kr := &keying.Request{Method: r.Method, URL: r.URL, Header: r.Header, Body: body, Now: at, Context: r.Context()}
 	n, err := h.platform.Verify(kr)
 	switch {
@@ -180,6 +179,12 @@ func (h *Handler) renderKey(repl *caddy.Replacer, bp *bodyPlaceholders, n *keyin
 	key = h.fullKey(key)
 	if len(key) > maxKeyLen {
 		return "", fmt.Errorf("key is longer than %d bytes", maxKeyLen)
+	}
+	if strings.ContainsFunc(key, unicode.IsControl) {
+		// A key is shown to operators (CLI, console, logs with log_keys):
+		// terminal escapes in it would steer their screens. No platform
+		// names an order with control characters.
+		return "", errors.New("key holds control characters")
 	}
 	return key, nil
 }

@@ -11,11 +11,11 @@ import (
 // the first receipt of a notification redelivered with its platform's own
 // signature (redeliver.go: only a redelivery in process carries the mark,
 // so no request from outside can claim one).
-func verifyTime(r *http.Request) time.Time {
+func (h *Handler) verifyTime(r *http.Request) time.Time {
 	if rd := redeliveryOf(r.Context()); rd != nil && !rd.resigned {
 		return rd.firstSeen
 	}
-	return now()
+	return h.now()
 }
 
 // resigner signs a redelivery afresh where the route holds the platform's

@@ -5,6 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
 	adminapi "github.com/idemgate/idemgate/caddymodule/admin"
 	"github.com/idemgate/idemgate/internal/gatewaytest"
 	"github.com/idemgate/idemgate/internal/platformtest"
@@ -43,9 +46,11 @@ func TestRedeliverAfterTolerance(t *testing.T) {
 	}
 
 	// An hour later.
-	old := now
-	now = func() time.Time { return time.Now().Add(time.Hour) }
-	t.Cleanup(func() { now = old })
+	hs := runningHandlers(t)
+	if len(hs) != 1 {
+		t.Fatalf("%d idempotency handlers running, want 1", len(hs))
+	}
+	hs[0].clock = func() time.Time { return time.Now().Add(time.Hour) }
 
 	forged := hdr.Clone()
 	forged.Set("Idemgate-Redelivery", "not-the-token")
@@ -61,4 +66,32 @@ func TestRedeliverAfterTolerance(t *testing.T) {
 	if n := be.Count("evt_redeliver"); n != 2 {
 		t.Fatalf("backend ran %d times, want 2 (the failed copy, the redelivery)", n)
 	}
+}
+
+// runningHandlers are the idempotency handlers of the config Caddy runs,
+// as provisioned: a test sets what only a test may (their clock).
+func runningHandlers(t *testing.T) []*Handler {
+	t.Helper()
+	app, err := caddy.ActiveContext().App("http")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hs []*Handler
+	var walk func(caddyhttp.RouteList)
+	walk = func(routes caddyhttp.RouteList) {
+		for _, rt := range routes {
+			for _, mh := range rt.Handlers {
+				switch v := mh.(type) {
+				case *Handler:
+					hs = append(hs, v)
+				case *caddyhttp.Subroute:
+					walk(v.Routes)
+				}
+			}
+		}
+	}
+	for _, srv := range app.(*caddyhttp.App).Servers {
+		walk(srv.Routes)
+	}
+	return hs
 }

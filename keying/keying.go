@@ -108,14 +108,6 @@ type Notification struct {
 	Settles Settlement
 	At      time.Time
 	Refs    []string
-	// LegacyKey is the key this notification had under the preset's
-	// default key before business events (Alipay
-	// "<app_id>:<trade_no>:<trade_status>:<out_biz_no>", WeChat Pay
-	// "<event_type>:<refund_id|transaction_id>", WeChat Pay v2
-	// "<transaction_id>" or "refund:<refund_id>:<refund_status>"), so
-	// records written under it are still found while they live; "" when
-	// the key did not change.
-	LegacyKey string
 	// Fingerprint is the material (not yet hashed) that must be equal
 	// between copies of one key; "" means no check. Read it with
 	// FingerprintOf.

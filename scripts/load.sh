@@ -56,8 +56,8 @@ PROFILE=${PROFILE:-0}
 BASE=${BASE:-}
 [[ $PROFILE == 1 ]] && KEEP=1
 
-# Targets from the product contract (DESIGN.md, "Figures to reach").
-TARGET_UNIQUE=0.75 # unique-key req/s ≥ 0.75 × plain (DESIGN.md: the limit here with two round trips is ~0.78)
+# The performance targets (docs/performance.md).
+TARGET_UNIQUE=0.75 # unique-key req/s ≥ 0.75 × plain (the limit here with two round trips is ~0.78)
 TARGET_REPLAY=1.5  # replay req/s ≥ 1.5 × plain
 TARGET_P99_MS=1    # added p99 on the first-copy path ≤ 1 ms
 TARGET_UNIQUE_CPU=60 # first copy: gateway CPU µs per request ≤ plain's + 60
@@ -310,7 +310,7 @@ fi
 
 # redis_calls prints "<script calls> <all commands>" Redis has run so far, or
 # nothing without redis-cli. The contract: a replay costs at most one round
-# trip (none from the replay cache), a first copy two; the store's round trips are script calls (EVALSHA, or EVAL
+# trip, a first copy two; the store's round trips are script calls (EVALSHA, or EVAL
 # on a cold cache), while commandstats also counts every redis.call inside.
 redis_calls() {
 	command -v redis-cli >/dev/null || return 0

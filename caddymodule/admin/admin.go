@@ -1,7 +1,8 @@
 // Package admin is the idempotency admin API (admin.api.idempotency), on
 // Caddy's admin endpoint: keys and their journal, listings by state,
-// purge, redelivery and the async delivery queues. It reads the running
-// config's stores, routes and engines through internal/registry; the
+// purge, redelivery and the async delivery queues. It reads its config's
+// stores, routes and engines through the idempotency app
+// (registry.App), as admin.api.pki reads the pki app; the
 // console calls its operations in process (Redeliver, QueueViews,
 // SetPaused) and the CLI (caddymodule/command) over HTTP, decoding its
 // exported views.
@@ -50,6 +51,7 @@ func init() {
 // ?store=<id> to pick a store when several are loaded.
 type AdminAPI struct {
 	logger *zap.Logger
+	app    *registry.App
 }
 
 // CaddyModule returns the Caddy module information.
@@ -60,9 +62,18 @@ func (AdminAPI) CaddyModule() caddy.ModuleInfo {
 	}
 }
 
-// Provision takes the logger.
+// Provision takes the logger and the config's idempotency app. Caddy
+// provisions the admin endpoint before any app of the config, and the
+// handlers load the app themselves (it is never in the config's JSON), so
+// ctx.AppIfConfigured would not find it yet: ctx.App loads it here, and
+// the config's handlers join the same one.
 func (a *AdminAPI) Provision(ctx caddy.Context) error {
 	a.logger = ctx.Logger()
+	app, err := ctx.App("idempotency")
+	if err != nil {
+		return err
+	}
+	a.app = app.(*registry.App)
 	return nil
 }
 
@@ -172,7 +183,7 @@ type StoresView struct {
 }
 
 func (a *AdminAPI) listStores(w http.ResponseWriter) error {
-	ids := registry.StoreIDs()
+	ids := a.app.StoreIDs()
 	if ids == nil {
 		ids = []string{}
 	}
@@ -271,7 +282,7 @@ func apiTime(t time.Time) time.Time {
 	return t.UTC().Truncate(time.Millisecond)
 }
 
-func NewRecordView(storeID string, rec *cache.Record, withBody bool) RecordView {
+func NewRecordView(app *registry.App, storeID string, rec *cache.Record, withBody bool) RecordView {
 	v := RecordView{
 		Store:       storeID,
 		Key:         rec.Key,
@@ -289,14 +300,14 @@ func NewRecordView(storeID string, rec *cache.Record, withBody bool) RecordView 
 		CopyOutcomes: rec.CopyOutcomes,
 		AttemptCount: rec.AttemptCount,
 	}
-	ks := StateOf(rec)
+	ks := StateOf(app, rec)
 	v.State, v.Async = ks.State, ks.Async
 	if !ks.NextAttempt.IsZero() {
 		t := apiTime(ks.NextAttempt)
 		v.NextAttempt = &t
 	}
-	v.PlatformRetries = PlatformRetries(rec, v.State)
-	v.Signature = signatureOf(rec)
+	v.PlatformRetries = PlatformRetries(app, rec, v.State)
+	v.Signature = signatureOf(app, rec)
 	v.Order, v.Event = cache.OrderOf(rec.Key)
 	if n := rec.Notification; n != nil {
 		v.Route = n.Route
@@ -343,8 +354,8 @@ func NewRecordView(storeID string, rec *cache.Record, withBody bool) RecordView 
 
 // lookupKey finds the request's store and key's record, as admin errors:
 // 404 for no record, 503 when the store fails.
-func lookupKey(ctx context.Context, r *http.Request, key string) (*registry.Store, *cache.Record, error) {
-	ps, err := pickStore(r)
+func (a *AdminAPI) lookupKey(ctx context.Context, r *http.Request, key string) (*registry.Store, *cache.Record, error) {
+	ps, err := a.pickStore(r)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -368,12 +379,12 @@ func lookup(ctx context.Context, ps *registry.Store, key string) (*cache.Record,
 func (a *AdminAPI) getKey(w http.ResponseWriter, r *http.Request, key string) error {
 	ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)
 	defer cancel()
-	ps, rec, err := lookupKey(ctx, r, key)
+	ps, rec, err := a.lookupKey(ctx, r, key)
 	if err != nil {
 		return err
 	}
-	v := NewRecordView(ps.ID, rec, boolParam(r, "body"))
-	if m, ok := MoneyOf(ctx, rec); ok {
+	v := NewRecordView(a.app, ps.ID, rec, boolParam(r, "body"))
+	if m, ok := MoneyOf(ctx, a.app, rec); ok {
 		v.Amount = &AmountView{Value: m.Amount, Currency: m.Currency}
 	}
 	return writeJSON(w, http.StatusOK, v)
@@ -389,7 +400,7 @@ type DeletedView struct {
 }
 
 func (a *AdminAPI) deleteKey(w http.ResponseWriter, r *http.Request, key string) error {
-	ps, err := pickStore(r)
+	ps, err := a.pickStore(r)
 	if err != nil {
 		return err
 	}
@@ -416,7 +427,7 @@ func (a *AdminAPI) deleteKey(w http.ResponseWriter, r *http.Request, key string)
 	out := DeletedView{Deleted: true, QueuedDelivery: queued}
 	state := "unknown"
 	if lerr == nil {
-		out.RecordView = NewRecordView(ps.ID, rec, false)
+		out.RecordView = NewRecordView(a.app, ps.ID, rec, false)
 		state = string(rec.State)
 	} else {
 		out.RecordView = RecordView{Store: ps.ID, Key: key}
@@ -441,7 +452,7 @@ type PageView struct {
 func (a *AdminAPI) listKeys(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	lq := cache.ListQuery{State: cache.State(q.Get("state")), Scope: q.Get("scope"), Prefix: q.Get("prefix"),
-		Cursor: q.Get("cursor"), Window: registry.WindowOf, Now: registry.Now()}
+		Cursor: q.Get("cursor"), Window: a.app.WindowOf, Now: a.app.Now()}
 	switch lq.State {
 	case cache.StateInFlight, cache.StateAnswered, cache.StateFailed, cache.StateDead:
 	default:
@@ -462,7 +473,7 @@ func (a *AdminAPI) listKeys(w http.ResponseWriter, r *http.Request) error {
 		}
 		limit = min(n, maxPageLimit)
 	}
-	ps, err := pickStore(r)
+	ps, err := a.pickStore(r)
 	if err != nil {
 		return err
 	}
@@ -479,20 +490,20 @@ func (a *AdminAPI) listKeys(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := PageView{Store: ps.ID, Keys: make([]RecordView, 0, len(recs)), Next: next}
 	for _, rec := range recs {
-		out.Keys = append(out.Keys, NewRecordView(ps.ID, rec, false))
+		out.Keys = append(out.Keys, NewRecordView(a.app, ps.ID, rec, false))
 	}
 	return writeJSON(w, http.StatusOK, out)
 }
 
 // pickStore finds the store named by ?store=, or the only one loaded.
-func pickStore(r *http.Request) (*registry.Store, error) {
-	return PickStore(r.URL.Query().Get("store"))
+func (a *AdminAPI) pickStore(r *http.Request) (*registry.Store, error) {
+	return PickStore(a.app, r.URL.Query().Get("store"))
 }
 
 // PickStore finds the store named id, or the only one loaded when id is
 // "", as an admin error that lists the loaded stores when it cannot.
-func PickStore(id string) (*registry.Store, error) {
-	ps, ids := registry.FindStore(id)
+func PickStore(app *registry.App, id string) (*registry.Store, error) {
+	ps, ids := app.FindStore(id)
 	if ps != nil {
 		return ps, nil
 	}

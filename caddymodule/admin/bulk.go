@@ -68,11 +68,11 @@ func (a *AdminAPI) bulkRedeliver(w http.ResponseWriter, r *http.Request) error {
 	if err := dec.Decode(&req); err != nil {
 		return apiError(http.StatusBadRequest, fmt.Errorf(`the body must be JSON {"state": "failed"|"dead", "scope": "…", "since": "<RFC 3339>", "limit": n, "dry_run": true|false}: %v`, err))
 	}
-	ps, err := pickStore(r)
+	ps, err := a.pickStore(r)
 	if err != nil {
 		return err
 	}
-	out, err := BulkRedeliver(r.Context(), ps, req, a.logger, r.RemoteAddr)
+	out, err := BulkRedeliver(r.Context(), a.app, ps, req, a.logger, r.RemoteAddr)
 	if err != nil {
 		return err
 	}
@@ -83,7 +83,7 @@ func (a *AdminAPI) bulkRedeliver(w http.ResponseWriter, r *http.Request) error {
 // scope or since is refused, naming how many keys it would match; every
 // key is sent at most once per run; a store error stops the run, and the
 // answer says how far it got.
-func BulkRedeliver(ctx context.Context, ps *registry.Store, req BulkRequest, logger *zap.Logger, remote string) (BulkView, error) {
+func BulkRedeliver(ctx context.Context, app *registry.App, ps *registry.Store, req BulkRequest, logger *zap.Logger, remote string) (BulkView, error) {
 	if req.State != string(cache.StateFailed) && req.State != string(cache.StateDead) {
 		return BulkView{}, apiError(http.StatusBadRequest, fmt.Errorf("state must be failed or dead, not %q", req.State))
 	}
@@ -94,7 +94,7 @@ func BulkRedeliver(ctx context.Context, ps *registry.Store, req BulkRequest, log
 	if req.Limit > 0 {
 		limit = min(req.Limit, MaxBulk)
 	}
-	keys, listErr := matching(ctx, ps, req, limit)
+	keys, listErr := matching(ctx, app, ps, req, limit)
 	if listErr != nil && len(keys) == 0 {
 		return BulkView{}, apiError(http.StatusServiceUnavailable, fmt.Errorf("store %s: %v", ps.ID, listErr))
 	}
@@ -108,7 +108,7 @@ func BulkRedeliver(ctx context.Context, ps *registry.Store, req BulkRequest, log
 	}
 	if req.DryRun {
 		for _, rec := range keys {
-			out.Results = append(out.Results, BulkResult{Key: rec.Key, State: StateOf(rec).State})
+			out.Results = append(out.Results, BulkResult{Key: rec.Key, State: StateOf(app, rec).State})
 		}
 		return out, nil
 	}
@@ -116,7 +116,7 @@ func BulkRedeliver(ctx context.Context, ps *registry.Store, req BulkRequest, log
 		logger.Info("bulk redelivery through the admin API", zap.String("store", ps.ID), zap.String("state", req.State),
 			zap.String("scope", req.Scope), zap.Time("since", req.Since), zap.Int("matched", len(keys)), zap.String("remote", remote))
 	}
-	results, stopped := runBulk(ctx, ps, keys, concurrencyOf(req.Scope), logger, remote)
+	results, stopped := runBulk(ctx, app, ps, keys, concurrencyOf(app, req.Scope), logger, remote)
 	out.Results = results
 	if stopped != "" {
 		out.Stopped = stopped
@@ -125,9 +125,9 @@ func BulkRedeliver(ctx context.Context, ps *registry.Store, req BulkRequest, log
 }
 
 // matching lists the keys req matches, at most limit, each once.
-func matching(ctx context.Context, ps *registry.Store, req BulkRequest, limit int) ([]*cache.Record, error) {
+func matching(ctx context.Context, app *registry.App, ps *registry.Store, req BulkRequest, limit int) ([]*cache.Record, error) {
 	lq := cache.ListQuery{State: cache.State(req.State), Scope: req.Scope, Since: req.Since,
-		Window: registry.WindowOf, Now: registry.Now(), Limit: min(limit, maxPageLimit)}
+		Window: app.WindowOf, Now: app.Now(), Limit: min(limit, maxPageLimit)}
 	seen := map[string]bool{}
 	var out []*cache.Record
 	for len(out) < limit {
@@ -153,8 +153,8 @@ func matching(ctx context.Context, ps *registry.Store, req BulkRequest, limit in
 
 // concurrencyOf is how many redeliveries go at once: the async route's
 // concurrency, else syncConcurrency.
-func concurrencyOf(scope string) int {
-	if rt, ok := registry.RouteOf(scope); ok && rt.Async && rt.Concurrency > 0 {
+func concurrencyOf(app *registry.App, scope string) int {
+	if rt, ok := app.RouteOf(scope); ok && rt.Async && rt.Concurrency > 0 {
 		return rt.Concurrency
 	}
 	return syncConcurrency
@@ -162,7 +162,7 @@ func concurrencyOf(scope string) int {
 
 // runBulk redelivers keys, n at a time, in order. The first store error
 // stops it: no key after it is started, and the answer says so.
-func runBulk(ctx context.Context, ps *registry.Store, keys []*cache.Record, n int, logger *zap.Logger, remote string) ([]BulkResult, string) {
+func runBulk(ctx context.Context, app *registry.App, ps *registry.Store, keys []*cache.Record, n int, logger *zap.Logger, remote string) ([]BulkResult, string) {
 	results := make([]BulkResult, len(keys))
 	var (
 		mu      sync.Mutex
@@ -192,7 +192,7 @@ func runBulk(ctx context.Context, ps *registry.Store, keys []*cache.Record, n in
 			defer wg.Done()
 			defer func() { <-sem }()
 			res := BulkResult{Key: rec.Key}
-			v, err := Redeliver(ctx, ps, rec.Key, false, logger, remote)
+			v, err := Redeliver(ctx, app, ps, rec.Key, false, logger, remote)
 			if err == nil {
 				res.Status, res.State = v.Status, v.State
 				if v.State == "unknown" {

@@ -39,9 +39,9 @@ type DeliveriesView struct {
 }
 
 // QueueViews reads every async scope's queue now.
-func QueueViews(ctx context.Context) ([]DeliveryView, error) {
+func QueueViews(ctx context.Context, app *registry.App) ([]DeliveryView, error) {
 	out := []DeliveryView{}
-	for _, e := range registry.Engines() {
+	for _, e := range app.Engines() {
 		st, err := e.Queue().Stats(ctx, e.Scope())
 		if err != nil {
 			return nil, fmt.Errorf("scope %s: %w", e.Scope(), err)
@@ -68,7 +68,7 @@ func (a *AdminAPI) deliveries(w http.ResponseWriter, r *http.Request, rest strin
 		if r.Method != http.MethodGet {
 			return errMethod(r)
 		}
-		views, err := QueueViews(ctx)
+		views, err := QueueViews(ctx, a.app)
 		if err != nil {
 			return apiError(http.StatusServiceUnavailable, err)
 		}
@@ -85,7 +85,7 @@ func (a *AdminAPI) deliveries(w http.ResponseWriter, r *http.Request, rest strin
 	if err != nil {
 		return apiError(http.StatusBadRequest, fmt.Errorf("scope is not properly escaped: %v", err))
 	}
-	v, err := SetPaused(ctx, scope, action == "pause")
+	v, err := SetPaused(ctx, a.app, scope, action == "pause")
 	if err != nil {
 		return err
 	}
@@ -95,11 +95,11 @@ func (a *AdminAPI) deliveries(w http.ResponseWriter, r *http.Request, rest strin
 
 // SetPaused pauses or resumes an async scope's deliveries, on every
 // instance sharing its queue, and returns the queue after.
-func SetPaused(ctx context.Context, scope string, paused bool) (DeliveryView, error) {
-	e, ok := registry.EngineOf(scope)
+func SetPaused(ctx context.Context, app *registry.App, scope string, paused bool) (DeliveryView, error) {
+	e, ok := app.EngineOf(scope)
 	if !ok {
 		var names []string
-		for _, e := range registry.Engines() {
+		for _, e := range app.Engines() {
 			names = append(names, e.Scope())
 		}
 		return DeliveryView{}, apiError(http.StatusNotFound,

@@ -11,7 +11,6 @@ import (
 
 	"github.com/idemgate/idemgate/internal/gatewaytest"
 	"github.com/idemgate/idemgate/internal/redistest"
-	"github.com/idemgate/idemgate/internal/registry"
 )
 
 // journalView decodes what GET /idempotency/keys/<key>?body=1 answers.
@@ -139,7 +138,7 @@ func TestJournalFailedListedAndDead(t *testing.T) {
 		t.Fatalf("dead before the window passed: %+v", page.Keys)
 	}
 
-	t.Cleanup(registry.SetNow(func() time.Time { return time.Now().Add(72*time.Hour + time.Minute) })) // Stripe retries for 3 days
+	t.Cleanup(gatewaytest.App(t).SetClock(func() time.Time { return time.Now().Add(72*time.Hour + time.Minute) })) // Stripe retries for 3 days
 	g.AdminJSON(t, http.MethodGet, "/idempotency/keys?state=dead&limit=1", &page)
 	if len(page.Keys) != 1 || page.Keys[0].Key != "stripe:evt_b" || page.Keys[0].State != "dead" || page.Next == "" {
 		t.Fatalf("dead, first page: %+v", page)

@@ -54,13 +54,13 @@ type OrderEventView struct {
 }
 
 func (a *AdminAPI) getOrder(w http.ResponseWriter, r *http.Request, order string) error {
-	ps, err := pickStore(r)
+	ps, err := a.pickStore(r)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)
 	defer cancel()
-	v, err := Order(ctx, ps, order)
+	v, err := Order(ctx, a.app, ps, order)
 	if err != nil {
 		return err
 	}
@@ -73,7 +73,7 @@ const orderListLimit = 100
 // Order gathers an order's events: its state in the store, and the records
 // of its events' keys (found by prefix, and the order's own key for a key
 // that is its own business event). 404 when there is neither.
-func Order(ctx context.Context, ps *registry.Store, order string) (OrderView, error) {
+func Order(ctx context.Context, app *registry.App, ps *registry.Store, order string) (OrderView, error) {
 	out := OrderView{Store: ps.ID, Order: order, Events: []OrderEventView{}}
 	events := map[string]*OrderEventView{}
 	get := func(key string) *OrderEventView {
@@ -120,7 +120,7 @@ func Order(ctx context.Context, ps *registry.Store, order string) (OrderView, er
 			return out, apiError(http.StatusServiceUnavailable, fmt.Errorf("store %s: %v", ps.ID, err))
 		}
 		ev := get(key)
-		ev.State = string(rec.StateAt(registry.Now(), registry.WindowOf(key)))
+		ev.State = string(rec.StateAt(app.Now(), app.WindowOf(key)))
 		ev.FirstSeen, ev.LastSeen, ev.Copies, ev.Attempts = rec.FirstSeen, rec.LastSeen, rec.Copies, rec.AttemptCount
 		if rec.State == cache.StateAnswered {
 			ev.Status = rec.Status

@@ -201,7 +201,7 @@ func reconcileErr(status int, format string, args ...any) error {
 // package's reconciliation doc). When settled_never_run is not empty and
 // the scope has a loaded route, the route emits idempotency.reconcile
 // (a Caddy event, and its alert).
-func Reconcile(ctx context.Context, ps *registry.Store, opts ReconcileOptions, r io.Reader) (*Report, error) {
+func Reconcile(ctx context.Context, app *registry.App, ps *registry.Store, opts ReconcileOptions, r io.Reader) (*Report, error) {
 	if !slices.Contains(platforms.Billed(), opts.Platform) {
 		return nil, reconcileErr(http.StatusBadRequest, "platform must be one of %s, not %q", strings.Join(platforms.Billed(), ", "), opts.Platform)
 	}
@@ -212,7 +212,7 @@ func Reconcile(ctx context.Context, ps *registry.Store, opts ReconcileOptions, r
 		opts.Limit = DefaultReconcileItems
 	}
 	opts.Limit = min(opts.Limit, maxReconcileItems)
-	route, err := routeFor(opts)
+	route, err := routeFor(app, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -232,6 +232,7 @@ func Reconcile(ctx context.Context, ps *registry.Store, opts ReconcileOptions, r
 		return nil, billErr(err)
 	}
 	rc := newReconciler(ps, opts)
+	rc.app = app
 	if route != nil {
 		rc.pins = route.Merchants
 	}
@@ -249,10 +250,10 @@ func Reconcile(ctx context.Context, ps *registry.Store, opts ReconcileOptions, r
 // its pinned merchants those of all of them); nil when the scope has no
 // route loaded (the store still has its orders), an error when its routes
 // are another platform's.
-func routeFor(opts ReconcileOptions) (*registry.Route, error) {
+func routeFor(app *registry.App, opts ReconcileOptions) (*registry.Route, error) {
 	var found *registry.Route
 	var others []string
-	for _, r := range registry.RoutesOf(opts.Scope) {
+	for _, r := range app.RoutesOf(opts.Scope) {
 		name := platforms.Default
 		if r.Platform != nil {
 			name = r.Platform.Name()
@@ -354,7 +355,7 @@ func (a *AdminAPI) reconcile(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return asAPIError(err)
 	}
-	ps, err := pickStore(r)
+	ps, err := a.pickStore(r)
 	if err != nil {
 		return err
 	}
@@ -364,7 +365,7 @@ func (a *AdminAPI) reconcile(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := context.WithTimeout(r.Context(), ReconcileTimeout)
 	defer cancel()
 	start := time.Now()
-	rep, err := Reconcile(ctx, ps, opts, http.MaxBytesReader(w, r.Body, MaxBillSize))
+	rep, err := Reconcile(ctx, a.app, ps, opts, http.MaxBytesReader(w, r.Body, MaxBillSize))
 	if err != nil {
 		return asAPIError(err)
 	}

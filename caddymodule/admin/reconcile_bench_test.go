@@ -78,7 +78,7 @@ func BenchmarkReconcile1M(b *testing.B) {
 				runtime.ReadMemStats(&base)
 				peak, stop := sampleHeap()
 				start := time.Now()
-				rep, err := Reconcile(context.Background(), ps, ReconcileOptions{Platform: c.platform, Merchant: rcAlipayApp}, pr)
+				rep, err := Reconcile(context.Background(), registry.New(), ps, ReconcileOptions{Platform: c.platform, Merchant: rcAlipayApp}, pr)
 				took := time.Since(start)
 				stop()
 				if err != nil {

@@ -37,6 +37,7 @@ const maxMerchants = 1000
 
 type reconciler struct {
 	ps     *registry.Store
+	app    *registry.App // the routes' retry windows and the clock
 	opts   ReconcileOptions
 	preset *keying.Preset // the bill's platform
 	rep    *Report
@@ -541,7 +542,7 @@ func (rc *reconciler) states(ctx context.Context) error {
 		if err != nil {
 			return storeErr(rc.ps, err)
 		}
-		it.State = string(rec.StateAt(registry.Now(), registry.WindowOf(rec.Key)))
+		it.State = string(rec.StateAt(rc.app.Now(), rc.app.WindowOf(rec.Key)))
 		it.Attempts = rec.AttemptCount
 		if rec.State == cache.StateAnswered {
 			it.Note = "answered, but its order does not remember the event (a record kept under a key from before business events?)"

@@ -65,11 +65,11 @@ func Settled(state string) bool {
 
 // redeliver serves POST /idempotency/keys/<key>/redeliver (see Redeliver).
 func (a *AdminAPI) redeliver(w http.ResponseWriter, r *http.Request, key string) error {
-	ps, err := pickStore(r)
+	ps, err := a.pickStore(r)
 	if err != nil {
 		return err
 	}
-	out, err := Redeliver(r.Context(), ps, key, boolParam(r, "force"), a.logger, r.RemoteAddr)
+	out, err := Redeliver(r.Context(), a.app, ps, key, boolParam(r, "force"), a.logger, r.RemoteAddr)
 	if err != nil {
 		return err
 	}
@@ -85,7 +85,7 @@ func (a *AdminAPI) redeliver(w http.ResponseWriter, r *http.Request, key string)
 // admin errors (caddy.APIError) with their status; remote names who asked,
 // for the log line. The console and the bulk run call it too, so the rules
 // stay in one place.
-func Redeliver(ctx context.Context, ps *registry.Store, key string, force bool, logger *zap.Logger, remote string) (RedeliveryView, error) {
+func Redeliver(ctx context.Context, app *registry.App, ps *registry.Store, key string, force bool, logger *zap.Logger, remote string) (RedeliveryView, error) {
 	lctx, cancel := context.WithTimeout(ctx, adminTimeout)
 	defer cancel()
 	rec, err := lookup(lctx, ps, key)
@@ -93,7 +93,7 @@ func Redeliver(ctx context.Context, ps *registry.Store, key string, force bool, 
 		return RedeliveryView{}, err
 	}
 	n := rec.Notification
-	ks := StateOf(rec)
+	ks := StateOf(app, rec)
 	switch {
 	case n == nil:
 		return RedeliveryView{}, apiError(http.StatusConflict, fmt.Errorf("key %q has no journaled notification (journal_body off, or no attempt was ever settled): ask the platform to resend", key))
@@ -106,7 +106,7 @@ func Redeliver(ctx context.Context, ps *registry.Store, key string, force bool, 
 	case rec.State == cache.StateAnswered && !force:
 		return RedeliveryView{}, apiError(http.StatusConflict, fmt.Errorf("key %q is answered (status %d): a redelivery runs the backend again; add ?force=1 (--force) if that is what is needed", key, rec.Status))
 	}
-	rt, ok := routeOf(rec)
+	rt, ok := routeOf(app, rec)
 	if !ok || rt.Redeliver == nil {
 		return RedeliveryView{}, apiError(http.StatusConflict, fmt.Errorf("key %q: no route of scope %s is loaded in the running config: nothing was sent", key, scopeOf(key)))
 	}
@@ -117,7 +117,7 @@ func Redeliver(ctx context.Context, ps *registry.Store, key string, force bool, 
 		}
 		// Reopened, not deleted: the key's history (copies, the earlier
 		// attempts) stays beside the redelivery's.
-		if err := ps.Reopen(lctx, key, registry.TTLOf(key)); err != nil && !errors.Is(err, cache.ErrNotFound) {
+		if err := ps.Reopen(lctx, key, app.TTLOf(key)); err != nil && !errors.Is(err, cache.ErrNotFound) {
 			return apiError(http.StatusServiceUnavailable, fmt.Errorf("store %s: %v", ps.ID, err))
 		}
 		reopened = true
@@ -146,7 +146,7 @@ func Redeliver(ctx context.Context, ps *registry.Store, key string, force bool, 
 	after, err := ps.Lookup(lctx, key)
 	switch {
 	case err == nil:
-		as := StateOf(after)
+		as := StateOf(app, after)
 		out.State = as.State
 		if !as.NextAttempt.IsZero() {
 			t := apiTime(as.NextAttempt)
@@ -162,12 +162,12 @@ func Redeliver(ctx context.Context, ps *registry.Store, key string, force bool, 
 
 // routeOf is the route a record's notification came through: the handler
 // it names, else the newest route of its scope.
-func routeOf(rec *cache.Record) (*registry.Route, bool) {
+func routeOf(app *registry.App, rec *cache.Record) (*registry.Route, bool) {
 	name := ""
 	if rec.Notification != nil {
 		name = rec.Notification.Route
 	}
-	return registry.RouteNamed(name, scopeOf(rec.Key))
+	return app.RouteNamed(name, scopeOf(rec.Key))
 }
 
 func scopeOf(key string) string {

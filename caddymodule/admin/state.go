@@ -35,13 +35,13 @@ type KeyState struct {
 // passed; and for an async route's key in flight, queued, retrying or
 // delivering, as this process's engine knows it (a key another instance
 // holds reads queued, or retrying once it has failed attempts).
-func StateOf(rec *cache.Record) KeyState {
-	rt, ok := routeOf(rec)
+func StateOf(app *registry.App, rec *cache.Record) KeyState {
+	rt, ok := routeOf(app, rec)
 	window := time.Duration(0)
 	if ok {
 		window = rt.RetryWindow
 	}
-	ks := KeyState{State: string(rec.StateAt(registry.Now(), window)), Async: ok && rt.Async}
+	ks := KeyState{State: string(rec.StateAt(app.Now(), window)), Async: ok && rt.Async}
 	if !ks.Async || rec.State != cache.StateInFlight {
 		return ks
 	}
@@ -52,7 +52,7 @@ func StateOf(rec *cache.Record) KeyState {
 		// count.
 		ks.State = StateRetrying
 	}
-	if e, ok := registry.EngineOf(rt.Scope); ok {
+	if e, ok := app.EngineOf(rt.Scope); ok {
 		if kd, ok := e.KeyState(rec.Key); ok {
 			switch {
 			case kd.Delivering:
@@ -76,15 +76,15 @@ type RetriesView struct {
 
 // PlatformRetries is rec's retry budget, for a failed key of a sync route
 // whose platform publishes a schedule; nil otherwise.
-func PlatformRetries(rec *cache.Record, state string) *RetriesView {
+func PlatformRetries(app *registry.App, rec *cache.Record, state string) *RetriesView {
 	if state != string(cache.StateFailed) && state != string(cache.StateDead) {
 		return nil
 	}
-	rt, ok := routeOf(rec)
+	rt, ok := routeOf(app, rec)
 	if !ok || rt.Schedule == nil {
 		return nil
 	}
-	est := rt.Schedule.Estimate(rec.LastSeen, rec.Copies, registry.Now())
+	est := rt.Schedule.Estimate(rec.LastSeen, rec.Copies, app.Now())
 	v := &RetriesView{Left: est.Left, Last: apiTime(est.Last)}
 	if !est.Next.IsZero() {
 		t := apiTime(est.Next)
@@ -107,10 +107,12 @@ type SignatureView struct {
 
 // RecordSignature is what a redelivery of rec would carry; nil for routes
 // that do not verify signatures.
-func RecordSignature(rec *cache.Record) *SignatureView { return signatureOf(rec) }
+func RecordSignature(app *registry.App, rec *cache.Record) *SignatureView {
+	return signatureOf(app, rec)
+}
 
-func signatureOf(rec *cache.Record) *SignatureView {
-	rt, ok := routeOf(rec)
+func signatureOf(app *registry.App, rec *cache.Record) *SignatureView {
+	rt, ok := routeOf(app, rec)
 	if !ok || rt.Platform == nil || rt.Platform.Name() == platforms.Default {
 		return nil
 	}

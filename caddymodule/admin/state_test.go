@@ -34,10 +34,10 @@ func TestSignatureNote(t *testing.T) {
 			}
 			rt := c.route
 			rt.Scope, rt.Platform, rt.Name = "sig"+c.platform, p, "sig"+c.platform+"#1"
-			registry.RegisterRoute(&rt)
-			t.Cleanup(func() { registry.UnregisterRoute(&rt) })
+			app := registry.New()
+			app.AddRoute(&rt)
 			rec := &cache.Record{Key: rt.Scope + ":k", State: cache.StateFailed, FirstSeen: first, LastSeen: first}
-			v := NewRecordView("memory", rec, false)
+			v := NewRecordView(app, "memory", rec, false)
 			switch {
 			case c.platform == "generic":
 				if v.Signature != nil {

@@ -46,11 +46,11 @@ type StakeView struct {
 const MaxSummary = 10_000
 
 func (a *AdminAPI) summary(w http.ResponseWriter, r *http.Request) error {
-	ps, err := pickStore(r)
+	ps, err := a.pickStore(r)
 	if err != nil {
 		return err
 	}
-	v, err := Summary(r.Context(), ps, r.URL.Query().Get("scope"))
+	v, err := Summary(r.Context(), a.app, ps, r.URL.Query().Get("scope"))
 	if err != nil {
 		return err
 	}
@@ -58,29 +58,29 @@ func (a *AdminAPI) summary(w http.ResponseWriter, r *http.Request) error {
 }
 
 // Summary reads the money at stake in ps (of scope, if not "").
-func Summary(ctx context.Context, ps *registry.Store, scope string) (SummaryView, error) {
-	return SummaryUpTo(ctx, ps, scope, MaxSummary)
+func Summary(ctx context.Context, app *registry.App, ps *registry.Store, scope string) (SummaryView, error) {
+	return SummaryUpTo(ctx, app, ps, scope, MaxSummary)
 }
 
 // SummaryUpTo is Summary reading at most limit keys per state (the
 // console's overview, which reloads itself, reads fewer).
-func SummaryUpTo(ctx context.Context, ps *registry.Store, scope string, limit int) (SummaryView, error) {
+func SummaryUpTo(ctx context.Context, app *registry.App, ps *registry.Store, scope string, limit int) (SummaryView, error) {
 	out := SummaryView{Store: ps.ID, Scope: scope}
 	for _, st := range []struct {
 		state cache.State
 		into  *StakeView
 	}{{cache.StateFailed, &out.Failed}, {cache.StateDead, &out.Dead}, {cache.StateInFlight, &out.InFlight}} {
-		recs, err := matching(ctx, ps, BulkRequest{State: string(st.state), Scope: scope}, limit+1)
+		recs, err := matching(ctx, app, ps, BulkRequest{State: string(st.state), Scope: scope}, limit+1)
 		if err != nil && len(recs) == 0 {
 			return SummaryView{}, apiError(http.StatusServiceUnavailable, fmt.Errorf("store %s: %v", ps.ID, err))
 		}
-		*st.into = stakeOf(ctx, ps, recs[:min(len(recs), limit)])
+		*st.into = stakeOf(ctx, app, ps, recs[:min(len(recs), limit)])
 		st.into.Partial = err != nil || len(recs) > limit
 	}
 	return out, nil
 }
 
-func stakeOf(ctx context.Context, ps *registry.Store, recs []*cache.Record) StakeView {
+func stakeOf(ctx context.Context, app *registry.App, ps *registry.Store, recs []*cache.Record) StakeView {
 	v := StakeView{Amounts: map[string]string{}}
 	sums := map[string]*big.Rat{}
 	places := map[string]int{}
@@ -95,7 +95,7 @@ func stakeOf(ctx context.Context, ps *registry.Store, recs []*cache.Record) Stak
 				rec = full
 			}
 		}
-		m, ok := MoneyOf(ctx, rec)
+		m, ok := MoneyOf(ctx, app, rec)
 		if !ok {
 			v.WithoutAmount++
 			continue
@@ -123,12 +123,12 @@ func stakeOf(ctx context.Context, ps *registry.Store, recs []*cache.Record) Stak
 // MoneyOf is the amount a record's notification carries, read from its
 // signed content by verifying it as its route does, judged against its
 // first receipt; false when it cannot be told (see StakeView).
-func MoneyOf(ctx context.Context, rec *cache.Record) (keying.Money, bool) {
+func MoneyOf(ctx context.Context, app *registry.App, rec *cache.Record) (keying.Money, bool) {
 	n := rec.Notification
 	if n == nil || n.Truncated() {
 		return keying.Money{}, false
 	}
-	rt, ok := routeOf(rec)
+	rt, ok := routeOf(app, rec)
 	if !ok || rt.Platform == nil {
 		return keying.Money{}, false
 	}

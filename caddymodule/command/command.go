@@ -94,6 +94,7 @@ Keys are passed as they are; quote them for the shell.
 			cmd.AddCommand(inspectCommand(), orderCommand(), listCommand(), redeliverCommand(), purgeCommand(), inFlightCommand(),
 				pauseCommand(true), pauseCommand(false), deliveriesCommand(), sendCommand(), keygenCommand())
 			cmd.AddCommand(reconcileCommand())
+			makeInert(cmd)
 		},
 	}
 }

@@ -54,7 +54,7 @@ var (
 )
 
 // TestSendEachPresetLocally: for every preset, the README's local steps —
-// keygen, the examples' local Caddyfile, send, send again — with the real
+// keygen, the example's Caddyfile, send, send again — with the real
 // module and the stand-in legacy backend: the first copy is forwarded, the
 // second (same --id, re-signed as the platform's retry is) replayed, the
 // backend runs once, and a notification signed with other keys is a 401
@@ -66,14 +66,14 @@ func TestSendEachPresetLocally(t *testing.T) {
 			if out, err := runIdem(t, "keygen", "--platform", p, "--dir", keys); err != nil {
 				t.Fatalf("keygen: %v\n%s", err, out)
 			}
-			text, err := os.ReadFile(filepath.Join("..", "..", "examples", "local", p+".Caddyfile"))
+			text, err := os.ReadFile(filepath.Join("..", "..", "examples", p+".Caddyfile"))
 			if err != nil {
 				t.Fatal(err)
 			}
 			route := localPath.FindStringSubmatch(string(text))
 			if route == nil || !localSite.Match(text) || !strings.Contains(string(text), "idemgate-testkeys/") ||
 				!strings.Contains(string(text), "storage file_system .idemgate-demo/local") {
-				t.Fatalf("examples/local/%s.Caddyfile has no http://localhost site, handle route, idemgate-testkeys/ keys or own storage", p)
+				t.Fatalf("examples/%s.Caddyfile has no http://localhost site, handle route, idemgate-testkeys/ keys or own storage", p)
 			}
 			be, beAddr := startLegacy(t)
 			port := gatewaytest.FreePort(t)

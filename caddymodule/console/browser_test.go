@@ -16,7 +16,6 @@ import (
 
 	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/internal/gatewaytest"
-	"github.com/idemgate/idemgate/internal/registry"
 )
 
 // chromiumPath is Debian's chromium, which .ci/run installs.
@@ -112,7 +111,7 @@ func TestConsoleBrowser(t *testing.T) {
 	base := gatewaytest.StartCaddy(t, consoleSite, "{backend}", be.Addr())
 
 	// The chart counts the whole process: forget the earlier tests'.
-	registry.Counts.Reset()
+	gatewaytest.App(t).Counts().Reset()
 	const order = "A-1001"
 	key := "shop:" + order
 	for range 2 {
@@ -205,14 +204,14 @@ func TestConsoleBrowser(t *testing.T) {
 
 	// Purge asks first: the key is still there on the confirmation page.
 	run("purge", chromedp.Click(chromedp.CSS("#purge button")), chromedp.WaitVisible(chromedp.CSS("#confirm-purge")))
-	if _, err := (poolData{}).lookup(context.Background(), "memory", key); err != nil {
+	if _, err := (appData{gatewaytest.App(t)}).lookup(context.Background(), "memory", key); err != nil {
 		t.Fatalf("the key is gone before the purge was confirmed: %v", err)
 	}
 	run("confirm purge", chromedp.Click(chromedp.CSS("#confirm-purge")), chromedp.WaitVisible(chromedp.CSS(".note")))
 	if msg := text(".note"); !strings.Contains(msg, "Purged") {
 		t.Errorf("after purge: %q", msg)
 	}
-	if _, err := (poolData{}).lookup(context.Background(), "memory", key); !errors.Is(err, cache.ErrNotFound) {
+	if _, err := (appData{gatewaytest.App(t)}).lookup(context.Background(), "memory", key); !errors.Is(err, cache.ErrNotFound) {
 		t.Fatalf("after the confirmed purge, lookup: %v", err)
 	}
 	if n := be.Count(order); n != 3 {

@@ -3,7 +3,8 @@
 // templates (templates/), usable without JavaScript, that show requests by
 // outcome, keys in flight, failed and dead notifications, the async
 // queues and one key's journal, with redeliver, purge and pause/resume
-// behind cross-site checks. It reads through internal/registry and acts
+// behind cross-site checks. It reads its config's idempotency app
+// (registry.App, reached through ctx.App) and acts
 // through the admin API's own code (caddymodule/admin), so the rules stay
 // in one place.
 package console
@@ -66,6 +67,7 @@ type Console struct {
 	ShowDecrypted bool `json:"show_decrypted,omitempty"`
 
 	logger *zap.Logger
+	app    *registry.App // the config's idempotency app
 	data   consoleData
 }
 
@@ -77,14 +79,20 @@ func (Console) CaddyModule() caddy.ModuleInfo {
 	}
 }
 
-// Provision takes the logger and the stores' data.
+// Provision takes the logger and the config's idempotency app, which the
+// config's idempotency handlers share (they load it the same way).
 func (c *Console) Provision(ctx caddy.Context) error {
 	c.logger = ctx.Logger()
 	if c.Refresh == 0 {
 		c.Refresh = caddy.Duration(15 * time.Second)
 	}
+	app, err := ctx.App("idempotency")
+	if err != nil {
+		return err
+	}
+	c.app = app.(*registry.App)
 	if c.data == nil {
-		c.data = poolData{}
+		c.data = appData{c.app}
 	}
 	return nil
 }
@@ -148,7 +156,7 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 		if r.Method != http.MethodPost {
 			return c.render(w, http.StatusMethodNotAllowed, v.fail("pause and resume are POSTs from the overview"))
 		}
-		return c.act(ctx, w, r, v, pauseFromConsole)
+		return c.act(ctx, w, r, v, c.pause)
 	default:
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			return c.render(w, http.StatusMethodNotAllowed, v.fail("GET only"))
@@ -277,15 +285,15 @@ func (c *Console) overview(ctx context.Context, r *http.Request, v *consolePage)
 	q := r.URL.Query()
 	v.Prefix, v.Scope = q.Get("prefix"), q.Get("scope")
 	v.Note = noteText(q)
-	v.Chart = newChart(registry.Counts.Last())
+	v.Chart = newChart(c.app.Counts().Last())
 	v.Stores = c.data.storeIDs()
-	v.Scopes = scopes()
+	v.Scopes = c.app.ScopeNames()
 	var errs []string
 	// The money at stake comes first: what the failed and dead
 	// notifications carry, per currency.
-	v.Stakes, errs = stakes(ctx, v.Stores, v.Scope)
+	v.Stakes, errs = stakes(ctx, c.app, v.Stores, v.Scope)
 	v.Delivery = "synchronous delivery: each notification goes to the backend on the platform's own request, so there is no queue"
-	if queues, err := admin.QueueViews(ctx); err != nil {
+	if queues, err := admin.QueueViews(ctx, c.app); err != nil {
 		errs = append(errs, "delivery queues: "+err.Error())
 	} else if len(queues) > 0 {
 		v.Queues = queues
@@ -304,7 +312,7 @@ func (c *Console) overview(ctx context.Context, r *http.Request, v *consolePage)
 				continue
 			}
 			for _, rec := range recs {
-				rows = append(rows, newKeyRow(id, rec, c.data.stateOf(rec), v.Now))
+				rows = append(rows, newKeyRow(c.app, id, rec, c.data.stateOf(rec), v.Now))
 			}
 		}
 		switch st {
@@ -333,9 +341,9 @@ func (c *Console) keyPage(ctx context.Context, r *http.Request, v *consolePage) 
 	if err != nil {
 		return err
 	}
-	v.Key = newKeyDetail(store, rec, c.data.stateOf(rec), v.Now)
+	v.Key = newKeyDetail(c.app, store, rec, c.data.stateOf(rec), v.Now)
 	if c.ShowDecrypted {
-		if plain := decryptedResource(ctx, rec); plain != nil {
+		if plain := decryptedResource(ctx, c.app, rec); plain != nil {
 			b := newPrettyBody(plain, int64(len(plain)), "application/json")
 			v.Key.Decrypted = &b
 		}
@@ -366,7 +374,7 @@ func (c *Console) confirmPurge(ctx context.Context, r *http.Request, v *consoleP
 	if err != nil {
 		return err
 	}
-	v.Key = newKeyDetail(store, rec, c.data.stateOf(rec), v.Now)
+	v.Key = newKeyDetail(c.app, store, rec, c.data.stateOf(rec), v.Now)
 	return nil
 }
 

@@ -24,7 +24,7 @@ import (
 func renderKey(t *testing.T, rec *cache.Record) string {
 	t.Helper()
 	v := &consolePage{Base: "/console/", Page: "key", Title: "Key " + rec.Key, Nonce: "n0nce", CSRF: "tok", Now: time.Now()}
-	v.Key = newKeyDetail("memory", rec, admin.KeyState{State: string(rec.State)}, v.Now)
+	v.Key = newKeyDetail(registry.New(), "memory", rec, admin.KeyState{State: string(rec.State)}, v.Now)
 	var buf bytes.Buffer
 	if err := consoleTemplates.ExecuteTemplate(&buf, "page", v); err != nil {
 		t.Fatal(err)
@@ -164,7 +164,7 @@ func TestConsoleRefusesCrossSite(t *testing.T) {
 			t.Errorf("%s: %d, want 403", tc.name, got)
 		}
 	}
-	if _, err := (poolData{}).lookup(t.Context(), "memory", key); err != nil {
+	if _, err := (appData{gatewaytest.App(t)}).lookup(t.Context(), "memory", key); err != nil {
 		t.Fatalf("a refused POST changed the key: %v", err)
 	}
 	if n := be.Count("X-1"); n != 1 {
@@ -175,7 +175,7 @@ func TestConsoleRefusesCrossSite(t *testing.T) {
 	if got := send("/ops/idem/purge", good, origin); got != http.StatusSeeOther {
 		t.Fatalf("same-origin purge: %d, want 303", got)
 	}
-	if _, err := (poolData{}).lookup(t.Context(), "memory", key); !errors.Is(err, cache.ErrNotFound) {
+	if _, err := (appData{gatewaytest.App(t)}).lookup(t.Context(), "memory", key); !errors.Is(err, cache.ErrNotFound) {
 		t.Fatalf("after the purge: %v", err)
 	}
 }
@@ -281,7 +281,7 @@ func TestConsoleDeadAndInFlight(t *testing.T) {
 		t.Errorf("in-flight section:\n%s", s)
 	}
 
-	t.Cleanup(registry.SetNow(func() time.Time { return time.Now().Add(72*time.Hour + time.Minute) })) // past Stripe's 3 days
+	t.Cleanup(gatewaytest.App(t).SetClock(func() time.Time { return time.Now().Add(72*time.Hour + time.Minute) })) // past Stripe's 3 days
 	_, page = getPage(t, base+"/console/")
 	if s := section(page, "dead"); !strings.Contains(s, "stripe:evt_old") || !strings.Contains(s, `badge dead`) {
 		t.Errorf("dead section lacks the event past its retry window:\n%s", s)
@@ -307,7 +307,7 @@ func TestConsoleDeadAndInFlight(t *testing.T) {
 	if resp.StatusCode != http.StatusConflict {
 		t.Errorf("purge of an in-flight key without force: %d, want 409", resp.StatusCode)
 	}
-	if rec, err := (poolData{}).lookup(t.Context(), "memory", "shop:slow"); err != nil || rec.State != cache.StateInFlight {
+	if rec, err := (appData{gatewaytest.App(t)}).lookup(t.Context(), "memory", "shop:slow"); err != nil || rec.State != cache.StateInFlight {
 		t.Errorf("after the refused purge: %v %v", rec, err)
 	}
 }
@@ -334,18 +334,18 @@ func consolePost(t *testing.T, u string, form url.Values, hdr map[string]string)
 	return resp.StatusCode
 }
 
-// TestConsoleReadmeMount: the README's console site, as written (with a
+// TestConsoleReadmeMount: the runbook's console site (docs/operations.md), as written (with a
 // real password hash), sends /console to /console/, which asks for the
 // password and then shows the overview.
 func TestConsoleReadmeMount(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../docs/operations.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, block, ok := strings.Cut(string(readme), "```caddyfile\nops.example.com {\n")
 	block, _, ok2 := strings.Cut(block, "\n}\n```")
 	if !ok || !ok2 || !strings.Contains(block, "idempotency_console") {
-		t.Fatal("README.md has no ops.example.com console site")
+		t.Fatal("docs/operations.md has no ops.example.com console site")
 	}
 	hash, err := caddyauth.BcryptHash{}.Hash([]byte("s3cret"))
 	if err != nil {

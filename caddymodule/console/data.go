@@ -48,31 +48,31 @@ type consoleError struct {
 
 func (e *consoleError) Error() string { return e.msg }
 
-// poolData reads the stores loaded by idempotency handlers in this process
-// (the registry) and acts through the admin API's own code paths.
-type poolData struct{}
+// appData reads the stores of the config's idempotency handlers (its
+// app) and acts through the admin API's own code paths.
+type appData struct{ app *registry.App }
 
-func (poolData) storeIDs() []string { return registry.StoreIDs() }
+func (d appData) storeIDs() []string { return d.app.StoreIDs() }
 
-func (poolData) store(id string) (*registry.Store, error) {
-	ps, _ := registry.FindStore(id)
+func (d appData) store(id string) (*registry.Store, error) {
+	ps, _ := d.app.FindStore(id)
 	if ps == nil {
 		return nil, fmt.Errorf("%w: %q", errConsoleStore, id)
 	}
 	return ps, nil
 }
 
-func (d poolData) list(ctx context.Context, store string, q cache.ListQuery) ([]*cache.Record, error) {
+func (d appData) list(ctx context.Context, store string, q cache.ListQuery) ([]*cache.Record, error) {
 	ps, err := d.store(store)
 	if err != nil {
 		return nil, err
 	}
-	q.Window, q.Now = registry.WindowOf, registry.Now()
+	q.Window, q.Now = d.app.WindowOf, d.app.Now()
 	page, err := ps.List(ctx, q)
 	return page.Records, err
 }
 
-func (d poolData) lookup(ctx context.Context, store, key string) (*cache.Record, error) {
+func (d appData) lookup(ctx context.Context, store, key string) (*cache.Record, error) {
 	ps, err := d.store(store)
 	if err != nil {
 		return nil, err
@@ -80,18 +80,18 @@ func (d poolData) lookup(ctx context.Context, store, key string) (*cache.Record,
 	return ps.Lookup(ctx, key)
 }
 
-func (d poolData) order(ctx context.Context, store, order string) (admin.OrderView, error) {
+func (d appData) order(ctx context.Context, store, order string) (admin.OrderView, error) {
 	ps, err := d.store(store)
 	if err != nil {
 		return admin.OrderView{}, err
 	}
-	ov, err := admin.Order(ctx, ps, order)
+	ov, err := admin.Order(ctx, d.app, ps, order)
 	return ov, consoleErr(err)
 }
 
-func (poolData) stateOf(rec *cache.Record) admin.KeyState { return admin.StateOf(rec) }
+func (d appData) stateOf(rec *cache.Record) admin.KeyState { return admin.StateOf(d.app, rec) }
 
-func (d poolData) purge(ctx context.Context, store, key string, force bool, logger *zap.Logger, remote string) error {
+func (d appData) purge(ctx context.Context, store, key string, force bool, logger *zap.Logger, remote string) error {
 	ps, err := d.store(store)
 	if err != nil {
 		return err
@@ -116,12 +116,12 @@ func (d poolData) purge(ctx context.Context, store, key string, force bool, logg
 // redeliver runs the admin API's redelivery (admin.Redeliver) in process,
 // so its rules (no in-flight key, an answered key only with force, only
 // whole notifications) stay in one place.
-func (d poolData) redeliver(ctx context.Context, store, key string, force bool, logger *zap.Logger, remote string) (admin.RedeliveryView, error) {
+func (d appData) redeliver(ctx context.Context, store, key string, force bool, logger *zap.Logger, remote string) (admin.RedeliveryView, error) {
 	ps, err := d.store(store)
 	if err != nil {
 		return admin.RedeliveryView{}, err
 	}
-	out, err := admin.Redeliver(ctx, ps, key, force, logger, remote)
+	out, err := admin.Redeliver(ctx, d.app, ps, key, force, logger, remote)
 	return out, consoleErr(err)
 }
 
@@ -134,14 +134,14 @@ func consoleErr(err error) error {
 	return err
 }
 
-// pauseFromConsole is the console's pause/resume button (a POST that
-// passed the console's cross-site checks).
-func pauseFromConsole(ctx context.Context, w http.ResponseWriter, r *http.Request, v *consolePage) error {
+// pause is the console's pause/resume button (a POST that passed the
+// console's cross-site checks).
+func (c *Console) pause(ctx context.Context, w http.ResponseWriter, r *http.Request, v *consolePage) error {
 	action := r.PostForm.Get("action")
 	if action != "pause" && action != "resume" {
 		return &consoleError{status: http.StatusBadRequest, msg: "action must be pause or resume"}
 	}
-	if _, err := admin.SetPaused(ctx, r.PostForm.Get("scope"), action == "pause"); err != nil {
+	if _, err := admin.SetPaused(ctx, c.app, r.PostForm.Get("scope"), action == "pause"); err != nil {
 		return consoleErr(err)
 	}
 	http.Redirect(w, r, v.Base+"?"+url.Values{"note": {action + "d"}}.Encode(), http.StatusSeeOther)
@@ -151,12 +151,12 @@ func pauseFromConsole(ctx context.Context, w http.ResponseWriter, r *http.Reques
 // decryptedResource returns the plaintext of a journaled encrypted
 // notification, verified as its route verifies it (judged against its
 // first receipt), or nil when there is none or it does not verify.
-func decryptedResource(ctx context.Context, rec *cache.Record) []byte {
+func decryptedResource(ctx context.Context, app *registry.App, rec *cache.Record) []byte {
 	n := rec.Notification
 	if n == nil || n.Truncated() {
 		return nil
 	}
-	rt, ok := registry.RouteOfKey(rec.Key)
+	rt, ok := app.RouteOfKey(rec.Key)
 	if !ok || rt.Platform == nil {
 		return nil
 	}

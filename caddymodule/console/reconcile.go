@@ -159,12 +159,12 @@ func (c *Console) reconcile(w http.ResponseWriter, r *http.Request, v *consolePa
 		return c.render(w, http.StatusBadRequest, v.fail(err.Error()))
 	}
 	opts.Matched = rv.Matched
-	ps, err := admin.PickStore(rv.Store)
+	ps, err := admin.PickStore(c.app, rv.Store)
 	if err != nil {
 		return c.render(w, errStatus(consoleErr(err)), v.fail(consoleErr(err).Error()))
 	}
 	start := time.Now()
-	rep, err := admin.Reconcile(ctx, ps, opts, billBody)
+	rep, err := admin.Reconcile(ctx, c.app, ps, opts, billBody)
 	if err != nil {
 		status := http.StatusServiceUnavailable
 		var re *admin.ReconcileError

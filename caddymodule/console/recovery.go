@@ -39,7 +39,7 @@ const consoleStakeMax = 1000
 
 // stakes reads the money at stake in every loaded store (of scope, if
 // set), failed and dead first.
-func stakes(ctx context.Context, stores []string, scope string) ([]stake, []string) {
+func stakes(ctx context.Context, app *registry.App, stores []string, scope string) ([]stake, []string) {
 	by := map[string]*stake{}
 	order := []string{"failed", "dead", "in_flight"}
 	for _, s := range order {
@@ -48,11 +48,11 @@ func stakes(ctx context.Context, stores []string, scope string) ([]stake, []stri
 	sums := map[string]map[string][]string{} // state → currency → amounts
 	var errs []string
 	for _, id := range stores {
-		ps, _ := registry.FindStore(id)
+		ps, _ := app.FindStore(id)
 		if ps == nil {
 			continue
 		}
-		sv, err := admin.SummaryUpTo(ctx, ps, scope, consoleStakeMax)
+		sv, err := admin.SummaryUpTo(ctx, app, ps, scope, consoleStakeMax)
 		if err != nil {
 			errs = append(errs, fmt.Sprintf("store %s: money at stake: %v", id, err))
 			continue
@@ -84,12 +84,12 @@ func stakes(ctx context.Context, stores []string, scope string) ([]stake, []stri
 
 // retriesText is a failed key's retry budget as the console says it:
 // "Alipay's next retry in ~2h, 5 left".
-func retriesText(rec *cache.Record, state string, now time.Time) string {
-	r := admin.PlatformRetries(rec, state)
+func retriesText(app *registry.App, rec *cache.Record, state string, now time.Time) string {
+	r := admin.PlatformRetries(app, rec, state)
 	if r == nil {
 		return ""
 	}
-	name := platformName(rec.Key)
+	name := platformName(app, rec.Key)
 	if r.Left == 0 || r.Next == nil {
 		return name + " has no retry left: the last was due " + ago(now, r.Last) + " ago"
 	}
@@ -97,8 +97,8 @@ func retriesText(rec *cache.Record, state string, now time.Time) string {
 }
 
 // platformName is the platform of a key's route, as people name it.
-func platformName(key string) string {
-	rt, ok := registry.RouteOfKey(key)
+func platformName(app *registry.App, key string) string {
+	rt, ok := app.RouteOfKey(key)
 	if !ok || rt.Platform == nil {
 		return "the platform"
 	}
@@ -138,12 +138,12 @@ func (c *Console) confirmBulk(ctx context.Context, r *http.Request, v *consolePa
 		return err
 	}
 	v.Page, v.Title = "bulk", "Redeliver all "+req.State+" of "+req.Scope
-	ps, err := poolData{}.store(store)
+	ps, err := appData{c.app}.store(store)
 	if err != nil {
 		return err
 	}
 	req.DryRun = true
-	out, err := admin.BulkRedeliver(ctx, ps, req, c.logger, r.RemoteAddr)
+	out, err := admin.BulkRedeliver(ctx, c.app, ps, req, c.logger, r.RemoteAddr)
 	if err != nil {
 		return consoleErr(err)
 	}
@@ -162,13 +162,13 @@ func (c *Console) bulkRedeliver(ctx context.Context, w http.ResponseWriter, r *h
 		http.Redirect(w, r, v.Base+"redeliver-all?"+url.Values{"store": {store}, "state": {req.State}, "scope": {req.Scope}}.Encode(), http.StatusSeeOther)
 		return nil
 	}
-	ps, err := poolData{}.store(store)
+	ps, err := appData{c.app}.store(store)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*admin.RedeliverTimeout)
 	defer cancel()
-	out, err := admin.BulkRedeliver(ctx, ps, req, c.logger, r.RemoteAddr)
+	out, err := admin.BulkRedeliver(ctx, c.app, ps, req, c.logger, r.RemoteAddr)
 	if err != nil {
 		return consoleErr(err)
 	}
@@ -189,9 +189,6 @@ func bulkRequest(q url.Values) (admin.BulkRequest, string, error) {
 	}
 	return req, q.Get("store"), nil
 }
-
-// scopes are the scopes of the loaded routes, sorted.
-func scopes() []string { return registry.ScopeNames() }
 
 // asyncNote is what a key page says of an async key's state.
 func asyncNote(state string, next *time.Time, now time.Time) string {

@@ -13,7 +13,6 @@ import (
 
 	"github.com/idemgate/idemgate/internal/gatewaytest"
 	"github.com/idemgate/idemgate/internal/platformtest"
-	"github.com/idemgate/idemgate/internal/registry"
 )
 
 const recoveryAppID = "2021000000000001"
@@ -87,7 +86,7 @@ func TestConsoleRecoveryBrowser(t *testing.T) {
 		}
 	}`, "{backend}", be.Addr())
 
-	registry.Counts.Reset()
+	gatewaytest.App(t).Counts().Reset()
 	for _, p := range []url.Values{
 		platformtest.AlipayNotify(recoveryAppID, "o-1", "2026120122001", "TRADE_SUCCESS", "88.88"),
 		platformtest.AlipayNotify(recoveryAppID, "o-2", "2026120122002", "TRADE_SUCCESS", "31.12"),
@@ -107,7 +106,7 @@ func TestConsoleRecoveryBrowser(t *testing.T) {
 	}
 	gatewaytest.Eventually(t, 10*time.Second, "the async keys dead", func() bool {
 		for _, k := range []string{"shop:q-1", "shop:q-2"} {
-			if rec := gatewaytest.Record(t, k); rec == nil || rec.StateAt(registry.Now(), registry.WindowOf(k)) != "dead" {
+			if rec := gatewaytest.Record(t, k); rec == nil || rec.StateAt(gatewaytest.App(t).Now(), gatewaytest.App(t).WindowOf(k)) != "dead" {
 				return false
 			}
 		}

@@ -132,9 +132,9 @@ type keyRow struct {
 	Changed   time.Time
 }
 
-func newKeyRow(store string, rec *cache.Record, st admin.KeyState, now time.Time) keyRow {
+func newKeyRow(app *registry.App, store string, rec *cache.Record, st admin.KeyState, now time.Time) keyRow {
 	r := keyRow{Store: store, Key: rec.Key, State: st.State, Status: rec.Status, Copies: rec.Copies,
-		Attempts: rec.AttemptCount, FirstSeen: rec.FirstSeen, Changed: rec.Changed, Retries: retriesText(rec, st.State, now)}
+		Attempts: rec.AttemptCount, FirstSeen: rec.FirstSeen, Changed: rec.Changed, Retries: retriesText(app, rec, st.State, now)}
 	if st.Async {
 		r.Retries = "none: the platform has its ack (deliver async)"
 	}
@@ -197,8 +197,8 @@ type answerDetail struct {
 
 type headerRow struct{ Name, Value string }
 
-func newKeyDetail(store string, rec *cache.Record, st admin.KeyState, now time.Time) *keyDetail {
-	d := &keyDetail{keyRow: newKeyRow(store, rec, st, now), LastSeen: rec.LastSeen, ExpiresAt: rec.ExpiresAt,
+func newKeyDetail(app *registry.App, store string, rec *cache.Record, st admin.KeyState, now time.Time) *keyDetail {
+	d := &keyDetail{keyRow: newKeyRow(app, store, rec, st, now), LastSeen: rec.LastSeen, ExpiresAt: rec.ExpiresAt,
 		CopyOutcomes: rec.CopyOutcomes, Conflicts: rec.Conflicts}
 	if order, event := cache.OrderOf(rec.Key); event != "" {
 		d.Order, d.Event = order, event
@@ -251,7 +251,7 @@ func newKeyDetail(store string, rec *cache.Record, st admin.KeyState, now time.T
 	if st.Async {
 		d.AsyncNote = asyncNote(st.State, next, now)
 	}
-	if sig := admin.RecordSignature(rec); sig != nil {
+	if sig := admin.RecordSignature(app, rec); sig != nil {
 		d.Signature = sig.Note
 		if sig.RefusedAfter != nil {
 			d.Signature += " (from " + sig.RefusedAfter.UTC().Format("2006-01-02 15:04:05Z") + ")"

@@ -32,11 +32,21 @@ func EachStore(t *testing.T, f func(t *testing.T, name, store string)) {
 	}
 }
 
-// Record looks a key up in the only store loaded in this process; nil
+// App is the idempotency app of the config Caddy runs now.
+func App(t testing.TB) *registry.App {
+	t.Helper()
+	app, ok := registry.Running()
+	if !ok {
+		t.Fatal("the running config has no idempotency app")
+	}
+	return app
+}
+
+// Record looks a key up in the only store of the running config; nil
 // when it has no record.
 func Record(t testing.TB, key string) *cache.Record {
 	t.Helper()
-	ps, ids := registry.FindStore("")
+	ps, ids := App(t).FindStore("")
 	if ps == nil {
 		t.Fatalf("want one loaded store, have %v", ids)
 	}
@@ -52,7 +62,8 @@ func Record(t testing.TB, key string) *cache.Record {
 	return rec
 }
 
-// WaitAnswered waits until key is answered in the only loaded store.
+// WaitAnswered waits until key is answered in the only store of the
+// running config.
 func WaitAnswered(t testing.TB, within time.Duration, key string) *cache.Record {
 	t.Helper()
 	var rec *cache.Record

@@ -83,13 +83,6 @@ func (o Outcome) Index() int {
 	return -1
 }
 
-// Counts is this process's count of decisions by outcome, minute by
-// minute, for the console's chart: the handler adds one per request. It is
-// the process's own view (Prometheus has the fleet's); it needs no store
-// round trip and costs a lock and two array writes per request, no
-// allocation.
-var Counts = newMinuteCounts()
-
 // ChartMinutes is how far back the chart looks.
 const ChartMinutes = 15
 
@@ -97,7 +90,11 @@ const ChartMinutes = 15
 // being counted never overwrites the oldest minute drawn.
 const ringMinutes = ChartMinutes + 1
 
-// MinuteCounts is a ring of per-minute counts per outcome.
+// MinuteCounts is a ring of per-minute counts per outcome: the process's
+// count of decisions, minute by minute, for the console's chart (App.Counts);
+// the handler adds one per request. It is the process's own view
+// (Prometheus has the fleet's); it needs no store round trip and costs a
+// lock and two array writes per request, no allocation.
 type MinuteCounts struct {
 	mu     sync.Mutex
 	minute [ringMinutes]int64 // the Unix minute each slot counts
@@ -106,6 +103,10 @@ type MinuteCounts struct {
 }
 
 func newMinuteCounts() *MinuteCounts { return &MinuteCounts{now: time.Now} }
+
+// Destruct lets the counts go with the last app that holds them
+// (countsPool); they hold nothing to close.
+func (c *MinuteCounts) Destruct() error { return nil }
 
 // Add counts one decision of outcome o now.
 func (c *MinuteCounts) Add(o Outcome) {

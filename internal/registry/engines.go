@@ -3,7 +3,6 @@ package registry
 import (
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/idemgate/idemgate/cache"
@@ -36,37 +35,44 @@ type KeyDelivery struct {
 	Attempts    int
 }
 
-// engines maps a scope to its running engine. On a reload the newer
-// engine replaces the older one.
-var engines sync.Map // scope → Engine
+// AddEngine makes e the scope's running engine.
+func (a *App) AddEngine(e Engine) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.engines == nil {
+		a.engines = map[string]Engine{}
+	}
+	a.engines[e.Scope()] = e
+}
 
-// RegisterEngine makes e the scope's running engine.
-func RegisterEngine(e Engine) { engines.Store(e.Scope(), e) }
-
-// UnregisterEngine removes e if it is still the scope's engine, and tells
-// whether another engine runs the scope (a reload's newer one).
-func UnregisterEngine(e Engine) (replaced bool) {
-	engines.CompareAndDelete(e.Scope(), e)
-	_, replaced = engines.Load(e.Scope())
-	return replaced
+// RemoveEngine removes e if it is still the scope's engine, and tells
+// whether another engine of the config runs the scope.
+func (a *App) RemoveEngine(e Engine) (others bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.engines[e.Scope()] == e {
+		delete(a.engines, e.Scope())
+	}
+	_, others = a.engines[e.Scope()]
+	return others
 }
 
 // EngineOf returns the running engine of scope.
-func EngineOf(scope string) (Engine, bool) {
-	v, ok := engines.Load(scope)
-	if !ok {
-		return nil, false
-	}
-	return v.(Engine), true
+func (a *App) EngineOf(scope string) (Engine, bool) {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	e, ok := a.engines[scope]
+	return e, ok
 }
 
 // Engines returns the running engines, by scope.
-func Engines() []Engine {
-	var out []Engine
-	engines.Range(func(_, v any) bool {
-		out = append(out, v.(Engine))
-		return true
-	})
+func (a *App) Engines() []Engine {
+	a.mu.RLock()
+	out := make([]Engine, 0, len(a.engines))
+	for _, e := range a.engines {
+		out = append(out, e)
+	}
+	a.mu.RUnlock()
 	slices.SortFunc(out, func(a, b Engine) int { return strings.Compare(a.Scope(), b.Scope()) })
 	return out
 }

@@ -5,8 +5,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/idemgate/idemgate/cache"
@@ -44,7 +42,7 @@ type Route struct {
 	// Concurrency is how many redeliveries a bulk run sends at a time:
 	// the async route's concurrency, 4 for a sync route.
 	Concurrency int
-	// Schedule is the platform's retry schedule (keying.RetrySchedule);
+	// Schedule is the platform's retry schedule (keying.Preset.Schedule);
 	// nil for async routes (the platform has its ack) and generic ones.
 	Schedule keying.Schedule
 	// Resigns: a redelivery carries a fresh signature (the route holds
@@ -80,27 +78,21 @@ type Answer struct {
 // loaded route.
 const DefaultTTL = 72 * time.Hour
 
-var (
-	routesMu sync.RWMutex
-	// routes holds every registered route of a scope, oldest first: the
-	// newest answers for the scope, and dropping one (a failed provision,
-	// the old config of a reload) leaves the others.
-	routes = map[string][]*Route{}
-)
-
-// RegisterRoute adds r; its handler calls UnregisterRoute when it is
-// cleaned up.
-func RegisterRoute(r *Route) {
-	routesMu.Lock()
-	defer routesMu.Unlock()
-	routes[r.Scope] = append(routes[r.Scope], r)
+// AddRoute adds r; its handler calls RemoveRoute when it is cleaned up.
+func (a *App) AddRoute(r *Route) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.routes == nil {
+		a.routes = map[string][]*Route{}
+	}
+	a.routes[r.Scope] = append(a.routes[r.Scope], r)
 }
 
-// UnregisterRoute removes r, and its scope once no route has it.
-func UnregisterRoute(r *Route) {
-	routesMu.Lock()
-	defer routesMu.Unlock()
-	rs := routes[r.Scope]
+// RemoveRoute removes r, and its scope once no route has it.
+func (a *App) RemoveRoute(r *Route) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	rs := a.routes[r.Scope]
 	for i, o := range rs {
 		if o == r {
 			rs = append(rs[:i:i], rs[i+1:]...)
@@ -108,17 +100,17 @@ func UnregisterRoute(r *Route) {
 		}
 	}
 	if len(rs) == 0 {
-		delete(routes, r.Scope)
+		delete(a.routes, r.Scope)
 		return
 	}
-	routes[r.Scope] = rs
+	a.routes[r.Scope] = rs
 }
 
 // RouteOf returns the newest route of scope.
-func RouteOf(scope string) (*Route, bool) {
-	routesMu.RLock()
-	defer routesMu.RUnlock()
-	rs := routes[scope]
+func (a *App) RouteOf(scope string) (*Route, bool) {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	rs := a.routes[scope]
 	if len(rs) == 0 {
 		return nil, false
 	}
@@ -126,19 +118,19 @@ func RouteOf(scope string) (*Route, bool) {
 }
 
 // RoutesOf returns every registered route of scope, oldest first.
-func RoutesOf(scope string) []*Route {
-	routesMu.RLock()
-	defer routesMu.RUnlock()
-	return append([]*Route(nil), routes[scope]...)
+func (a *App) RoutesOf(scope string) []*Route {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	return append([]*Route(nil), a.routes[scope]...)
 }
 
 // RouteNamed returns the newest route called name, else the newest of
 // scope (a record from before routes had names, or a config that no
 // longer has that handler).
-func RouteNamed(name, scope string) (*Route, bool) {
-	routesMu.RLock()
-	defer routesMu.RUnlock()
-	rs := routes[scope]
+func (a *App) RouteNamed(name, scope string) (*Route, bool) {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	rs := a.routes[scope]
 	for i := len(rs) - 1; i >= 0; i-- {
 		if name != "" && rs[i].Name == name {
 			return rs[i], true
@@ -152,65 +144,40 @@ func RouteNamed(name, scope string) (*Route, bool) {
 
 // RouteOfKey returns the newest route of a full key's scope
 // ("<scope>:<key>").
-func RouteOfKey(key string) (*Route, bool) {
+func (a *App) RouteOfKey(key string) (*Route, bool) {
 	scope, _, ok := strings.Cut(key, ":")
 	if !ok {
 		return nil, false
 	}
-	return RouteOf(scope)
+	return a.RouteOf(scope)
 }
 
 // WindowOf is the retry window of a full key's scope; 0 (never dead) when
-// no loaded route has that scope.
-func WindowOf(key string) time.Duration {
-	if r, ok := RouteOfKey(key); ok {
+// no route of the config has that scope.
+func (a *App) WindowOf(key string) time.Duration {
+	if r, ok := a.RouteOfKey(key); ok {
 		return r.RetryWindow
 	}
 	return 0
 }
 
 // TTLOf is how long the route of a full key's scope keeps records, or
-// DefaultTTL when no route of that scope is loaded.
-func TTLOf(key string) time.Duration {
-	if r, ok := RouteOfKey(key); ok {
+// DefaultTTL when no route of the config has that scope.
+func (a *App) TTLOf(key string) time.Duration {
+	if r, ok := a.RouteOfKey(key); ok {
 		return r.TTL
 	}
 	return DefaultTTL
 }
 
 // ScopeNames are the scopes with a registered route, sorted.
-func ScopeNames() []string {
-	routesMu.RLock()
-	defer routesMu.RUnlock()
-	out := make([]string, 0, len(routes))
-	for s := range routes {
+func (a *App) ScopeNames() []string {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	out := make([]string, 0, len(a.routes))
+	for s := range a.routes {
 		out = append(out, s)
 	}
 	slices.Sort(out)
 	return out
-}
-
-// Scopes counts the scopes with a registered route (tests of reloads).
-func Scopes() int {
-	routesMu.RLock()
-	defer routesMu.RUnlock()
-	return len(routes)
-}
-
-// clock tells failed from dead; tests move it (SetNow) while the
-// handlers' retry scans read it, hence atomic.
-var clock atomic.Pointer[func() time.Time]
-
-// Now is the clock that tells failed from dead.
-func Now() time.Time {
-	if f := clock.Load(); f != nil {
-		return (*f)()
-	}
-	return time.Now()
-}
-
-// SetNow makes f the clock, for tests; restore puts the real one back.
-func SetNow(f func() time.Time) (restore func()) {
-	clock.Store(&f)
-	return func() { clock.Store(nil) }
 }

@@ -16,8 +16,10 @@ import (
 )
 
 // stores shares one store per configuration across handlers and config
-// reloads: a reload loads the new config (taking a reference) before the
-// old one is cleaned up, so a Redis client or bbolt file is never reopened.
+// reloads, keyed by the configuration: a reload loads the new config
+// (taking a reference) before the old one is cleaned up, so a Redis
+// client or bbolt file is never reopened. Each config's app lists the
+// references its handlers hold (App.UseStore).
 var stores = caddy.NewUsagePool()
 
 // Store is a loaded store as handlers share it. Its Settler keeps answers
@@ -87,7 +89,8 @@ func (sl *storeSlot) Destruct() error {
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
 	sl.closed = true
-	if s := sl.store.Load(); s != nil {
+	// Swapped out, so an app that still lists the slot finds it closed.
+	if s := sl.store.Swap(nil); s != nil {
 		return s.Destruct()
 	}
 	return nil
@@ -137,22 +140,40 @@ func UnloadStore(poolKey string) error {
 	return err
 }
 
-// opened calls f for every pooled store that is open.
-func opened(f func(*Store) bool) {
-	stores.Range(func(_, v any) bool {
-		if s := v.(*storeSlot).store.Load(); s != nil {
-			return f(s)
+// UseStore lists ref among the stores of the config: the admin API and
+// the console find a store through the app of their config.
+func (a *App) UseStore(ref *StoreRef) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.stores = append(a.stores, ref)
+}
+
+// DropStore removes ref from the config's stores; its handler calls it
+// when it is cleaned up.
+func (a *App) DropStore(ref *StoreRef) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.stores = slices.DeleteFunc(a.stores, func(r *StoreRef) bool { return r == ref })
+}
+
+// opened calls f for every store of the config that is open.
+func (a *App) opened(f func(*Store) bool) {
+	a.mu.RLock()
+	refs := slices.Clone(a.stores)
+	a.mu.RUnlock()
+	for _, r := range refs {
+		if s := r.slot.store.Load(); s != nil && !f(s) {
+			return
 		}
-		return true
-	})
+	}
 }
 
 // FindStore returns an open store by its id, or the only open store
 // when id is "" and exactly one is open; ids lists every open store's
 // id (sorted, once each). Two configurations that differ only by a secret
 // share an id: either serves.
-func FindStore(id string) (found *Store, ids []string) {
-	opened(func(ps *Store) bool {
+func (a *App) FindStore(id string) (found *Store, ids []string) {
+	a.opened(func(ps *Store) bool {
 		ids = append(ids, ps.ID)
 		if found == nil && (ps.ID == id || id == "") {
 			found = ps
@@ -168,9 +189,9 @@ func FindStore(id string) (found *Store, ids []string) {
 }
 
 // StoreIDs lists the open stores' ids, sorted, once each.
-func StoreIDs() []string {
+func (a *App) StoreIDs() []string {
 	var ids []string
-	opened(func(ps *Store) bool {
+	a.opened(func(ps *Store) bool {
 		ids = append(ids, ps.ID)
 		return true
 	})

@@ -9,6 +9,8 @@ import (
 	"crypto/rsa"
 	"fmt"
 	"net/http"
+	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -96,6 +98,30 @@ func newAlipay(cfg keying.Config) (keying.Platform, error) {
 
 func (*Alipay) Name() string { return "alipay" }
 
+// alipayFields are the notify's names a backend acts on, refused in the
+// query of a POST even when the body lacks them.
+var alipayFields = []string{"sign", "sign_type", "app_id", "trade_no", "out_trade_no", "total_amount", "trade_status",
+	"refund_fee", "out_biz_no", "gmt_payment", "gmt_refund", "seller_id", "buyer_id", "notify_id", "notify_type",
+	"charset", "receipt_amount", "buyer_pay_amount", "trans_currency", "passback_params"}
+
+// alipayQueryCollides refuses the query of a notify POST that names a
+// field the signed body carries, or one of Alipay's fields: a backend that
+// reads the query first (a Java servlet's getParameter) would act on
+// ?out_trade_no=VICTIM&total_amount=8888.00 rather than on what was
+// verified. A query of the merchant's own (?channel=alipay) passes.
+func alipayQueryCollides(rawQuery string, signed map[string]string) error {
+	q, err := url.ParseQuery(rawQuery)
+	if err != nil {
+		return keying.Malformed("alipay", "the URL's query does not parse: a backend may read it otherwise")
+	}
+	for name := range q {
+		if _, ok := signed[name]; ok || slices.Contains(alipayFields, name) {
+			return keying.Malformed("alipay", "the URL's query names %s, a field of the signed notification: a backend reading the query first would act on an unsigned value", keying.Clip(name))
+		}
+	}
+	return nil
+}
+
 func (a *Alipay) Verify(r *keying.Request) (*keying.Notification, error) {
 	raw := string(r.Body)
 	if r.Method == http.MethodGet || r.Method == http.MethodHead {
@@ -110,6 +136,11 @@ func (a *Alipay) Verify(r *keying.Request) (*keying.Notification, error) {
 	}
 	if len(params) == 0 {
 		return nil, keying.Malformed("alipay", "no parameters")
+	}
+	if raw == string(r.Body) && r.URL != nil && r.URL.RawQuery != "" {
+		if err := alipayQueryCollides(r.URL.RawQuery, params); err != nil {
+			return nil, err
+		}
 	}
 	if !a.noVerify {
 		if err := a.verify(params); err != nil {
@@ -145,7 +176,6 @@ func (a *Alipay) Verify(r *keying.Request) (*keying.Notification, error) {
 		Order:       order,
 		Event:       event,
 		Money:       money,
-		LegacyKey:   appID + ":" + tradeNo + ":" + params["trade_status"] + ":" + params["out_biz_no"],
 		Fingerprint: keying.Material(params["total_amount"], params["refund_fee"]),
 		Extra: func(path string) (string, bool) {
 			v, ok := params[path]

@@ -228,7 +228,7 @@ func (w *WechatPay) Verify(r *keying.Request) (*keying.Notification, error) {
 }
 
 // classify names the business event of a decrypted resource (see
-// WechatPay), and the key, money, fingerprint and legacy key with it.
+// WechatPay), and the key, money and fingerprint with it.
 func (w *WechatPay) classify(n *keying.Notification, eventType string, get func(string) string) error {
 	const p = "wechatpay"
 	mchid, txID := get("mchid"), get("transaction_id")
@@ -237,7 +237,6 @@ func (w *WechatPay) classify(n *keying.Notification, eventType string, get func(
 	case "TRANSACTION.SUCCESS":
 		event, amount = keying.EventPaid, get("amount.total")
 		n.Fingerprint = keying.Material(get("amount.total"), get("trade_state"))
-		n.LegacyKey = eventType + ":" + txID
 	case "REFUND.SUCCESS", "REFUND.ABNORMAL", "REFUND.CLOSED":
 		refundNo := get("out_refund_no")
 		if refundNo == "" {
@@ -252,7 +251,6 @@ func (w *WechatPay) classify(n *keying.Notification, eventType string, get func(
 		}
 		event, amount = keying.RefundEvent(refundNo, outcome), get("amount.refund")
 		n.Fingerprint = keying.Material(get("amount.refund"), get("refund_status"))
-		n.LegacyKey = eventType + ":" + get("refund_id")
 	default:
 		return keying.Malformed(p, "unknown event_type %s: not a business event this preset knows", keying.Clip(eventType))
 	}

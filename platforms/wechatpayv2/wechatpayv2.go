@@ -119,7 +119,6 @@ func (w *WechatPayV2) Verify(r *keying.Request) (*keying.Notification, error) {
 	}
 	n := &keying.Notification{
 		Fields:      keying.NewFields(r),
-		LegacyKey:   tx,
 		Fingerprint: keying.Material(fields["total_fee"], fields["result_code"]),
 		Extra: func(path string) (string, bool) {
 			v, ok := fields[path]
@@ -230,7 +229,6 @@ func (w *WechatPayV2) refund(r *keying.Request, outer map[string]string) (*keyin
 	}
 	n := &keying.Notification{
 		Fields:      keying.NewFields(r),
-		LegacyKey:   "refund:" + inner["refund_id"] + ":" + inner["refund_status"],
 		Fingerprint: keying.Material(inner["refund_fee"], inner["total_fee"]),
 		Extra: func(path string) (string, bool) {
 			if v, ok := inner[path]; ok {

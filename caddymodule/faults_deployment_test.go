@@ -334,7 +334,7 @@ func TestFaultRedisACL(t *testing.T) {
 	if err == nil {
 		t.Fatal("the gateway started without the channel rights it needs")
 	}
-	for _, want := range []string{"gw", "PUBLISH on channel idem:", "SUBSCRIBE to channel idem:hot", "&idem:*"} {
+	for _, want := range []string{"gw", "PUBLISH on channel idem:", "SUBSCRIBE to channel idem:{idemgate-check}:wake", "&idem:*"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("start-up error does not name %q: %v", want, err)
 		}
@@ -425,26 +425,49 @@ func TestFaultPayPalForgeryWhileStoreDown(t *testing.T) {
 }
 
 // TestFaultRedisPolicyChangedLater: a Redis whose policy is changed to
-// evict while the gateway runs is found by the periodic check and logged
-// at error level, naming the policy.
+// evict while the gateway runs is found by the periodic check, logged at
+// error level naming the policy, and treated as at start: claims fail
+// closed (503 + Retry-After, on_store_error pass or not) and nothing
+// reaches the backend, until the policy is noeviction again.
 func TestFaultRedisPolicyChangedLater(t *testing.T) {
 	old := recheckEvery
 	recheckEvery = 200 * time.Millisecond
 	t.Cleanup(func() { recheckEvery = old }) // runs after the gateway stops
 	rs := redistest.Start(t)
-	_, logFile, err := tryCaddy(t, `
+	be := newBackend(t)
+	base, logFile, err := tryCaddy(t, `
 	idempotency {
 		key demo:{idempotency.form.out_trade_no}
 		store redis `+rs.Addr()+`
+		on_store_error pass
 	}
-	respond "ok"`)
+	reverse_proxy `+be.addr())
 	if err != nil {
 		t.Fatal(err)
+	}
+	if r := notify(t, base, "before"); r.status != 200 || be.count("before") != 1 {
+		t.Fatalf("before the change: %d, backend %d", r.status, be.count("before"))
 	}
 	if err := rs.Client().ConfigSet(context.Background(), "maxmemory-policy", "allkeys-lru").Err(); err != nil {
 		t.Fatal(err)
 	}
-	if !logHas(t, logFile, 5*time.Second, `"level":"error"`, "Redis no longer fits the gateway", "allkeys-lru") {
+	if !logHas(t, logFile, 5*time.Second, `"level":"error"`, "Redis no longer fits the gateway", "claims are refused", "allkeys-lru") {
 		t.Fatal("no error logged after the policy changed to allkeys-lru")
+	}
+	for i := range 3 {
+		r := notify(t, base, "during")
+		if r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") == "" {
+			t.Fatalf("copy %d on an evicting Redis: %d %q, want 503 + Retry-After", i, r.status, r.body)
+		}
+	}
+	if n := be.count("during"); n != 0 {
+		t.Fatalf("the backend ran %d times while Redis could evict", n)
+	}
+	if err := rs.Client().ConfigSet(context.Background(), "maxmemory-policy", "noeviction").Err(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "claims to resume", func() bool { return notify(t, base, "during").status == 200 })
+	if r := notify(t, base, "during"); !r.replayed || be.count("during") != 1 {
+		t.Fatalf("after the fix: replayed=%v, backend ran %d times; want once", r.replayed, be.count("during"))
 	}
 }
