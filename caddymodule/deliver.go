@@ -65,17 +65,6 @@ type AckAnswer struct {
 	ContentType string `json:"content_type,omitempty"`
 }
 
-// presetAcks are the answers each platform takes as "received, stop
-// retrying".
-var presetAcks = map[string]AckAnswer{
-	"alipay":            {Status: 200, Body: "success", ContentType: "text/plain; charset=utf-8"},
-	"wechatpay":         {Status: 200},
-	"wechatpay_v2":      {Status: 200, Body: "<xml><return_code><![CDATA[SUCCESS]]></return_code><return_msg><![CDATA[OK]]></return_msg></xml>", ContentType: "application/xml"},
-	"stripe":            {Status: 200},
-	"paypal":            {Status: 200},
-	"standard_webhooks": {Status: 200},
-}
-
 // deliveryState is an async handler's runtime: resolved settings, the
 // queue and the engine.
 type deliveryState struct {
@@ -119,8 +108,8 @@ func (h *Handler) provisionDeliver() error {
 		retryInitial: time.Duration(c.RetryInitial), retryMx: time.Duration(c.RetryMax), giveUp: time.Duration(c.GiveUp)}
 	if c.Ack != nil {
 		ds.ack = *c.Ack
-	} else if a, ok := presetAcks[h.Platform]; ok {
-		ds.ack = a
+	} else if a := h.preset().Ack; a.Status != 0 {
+		ds.ack = AckAnswer(a)
 	} else {
 		return fmt.Errorf("deliver async: a %s route needs `ack <status> [<body>]`: what the platform takes as received", h.Platform)
 	}

@@ -24,9 +24,20 @@
 //	                         operator's pages and their embedded templates
 //	caddymodule/command      `idemgate idempotency …`: the CLI, a client of
 //	                         the admin API over HTTP (and `send`, `keygen`)
-//	keying                   notification parsing per platform: signature,
-//	                         key, fingerprint, success rule; no Caddy;
-//	                         keying/bill reads the platforms' bills
+//	keying                   what every platform shares: Request,
+//	                         Notification, Fields, Money, Settlement, the
+//	                         Platform interface and the Preset each platform
+//	                         declares, strict form/XML/JSON readers, RSA
+//	                         helpers; no Caddy; keying/bill reads the
+//	                         platforms' bills
+//	platforms                the one list of platforms (Lookup, Names, New):
+//	                         nothing else names a platform
+//	platforms/<name>         one folder per platform (alipay, wechatpay,
+//	                         wechatpayv2, stripe, paypal, standardwebhooks,
+//	                         generic): its signature check, default key and
+//	                         business events, success rule, ack, retry
+//	                         schedule, money, re-signer, bill quirks, test
+//	                         signer for send and keygen; no Caddy
 //	cache                    the stores (embedded bbolt, memory, Redis):
 //	                         claim, complete, release, renew, journal,
 //	                         queue, order state and its reconciliation
@@ -37,11 +48,14 @@
 //	                         engines, the chart's counts, the clock),
 //	                         reached through ctx.App
 //	internal/cfparse         the Caddyfile readers the directives share
-//	internal/signer          signs notifications as each platform does
-//	                         (the CLI's send and keygen)
+//	internal/signer          signs notifications as each platform does,
+//	                         apart from the verifiers: the platforms' test
+//	                         signers (their Sender, the CLI's send and
+//	                         keygen) build on it
 //	internal/gatewaytest,    test support, linked into no binary: an
 //	internal/platformtest,   in-process gateway, the platforms' signers
-//	internal/redistest,      for tests, real redis-server processes, a
+//	internal/presettest,     for tests and the table runners their tests
+//	internal/redistest,      share, real redis-server processes, a
 //	internal/faultystore,    fault-injecting store wrapper, the
 //	internal/billtest        platforms' bills in their layouts
 //	examples/                runnable Caddyfiles, the stand-in legacy
@@ -49,10 +63,12 @@
 //
 // The arrows point one way: command talks to admin over HTTP (and reads its
 // view types); console → admin → registry ← caddymodule; everything above
-// uses keying and cache, which import neither Caddy nor each other's users.
+// uses platforms, keying and cache, which import neither Caddy nor each
+// other's users (a platform package imports keying only).
 //
-// Where a change goes: a new platform or a change to a platform's rules is
-// keying (and its presets table test here); a store's semantics or a Redis
+// Where a change goes: a change to a platform's rules is its folder under
+// platforms/; a new platform is a new folder and one line in
+// platforms/platforms.go (and a row of the presets table test here); a store's semantics or a Redis
 // script is cache; what the gateway answers in a situation is this package;
 // a new admin route is caddymodule/admin, shown in the console
 // (caddymodule/console) and wrapped by a CLI subcommand

@@ -16,6 +16,7 @@ import (
 	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/internal/registry"
 	"github.com/idemgate/idemgate/keying"
+	"github.com/idemgate/idemgate/platforms"
 )
 
 func init() {
@@ -327,9 +328,18 @@ type runState struct {
 	chain atomic.Pointer[chainRef]
 }
 
+// preset is the route's platform as the registry describes it; an empty
+// one for a name it does not know (Provision refuses that name).
+func (h *Handler) preset() *keying.Preset {
+	if p := platforms.Lookup(h.Platform); p != nil {
+		return p
+	}
+	return &keying.Preset{Name: h.Platform}
+}
+
 func (h *Handler) setDefaults() {
 	if h.Platform == "" {
-		h.Platform = "generic"
+		h.Platform = platforms.Default
 	}
 	if h.LockTTL == 0 {
 		h.LockTTL = caddy.Duration(30 * time.Second)
@@ -387,11 +397,9 @@ func (h *Handler) provisionPlatform(repl *caddy.Replacer) error {
 		cfg.MchIDs = append(cfg.MchIDs, repl.ReplaceKnown(id, ""))
 	}
 	h.merchants = append(append([]string(nil), cfg.AppIDs...), cfg.MchIDs...)
-	if h.Platform == "paypal" {
-		// Transmission ids are remembered in this route's store.
-		cfg.TransmissionLog = transmissionLog{h}
-	}
-	h.bodyKeyed = h.Platform == "generic" && keyReadsBody(h.Key)
+	// Transmission ids (PayPal's) are remembered in this route's store.
+	cfg.TransmissionLog = transmissionLog{h}
+	h.bodyKeyed = h.preset().KeyRequired && keyReadsBody(h.Key)
 	if h.PublicKey != "" {
 		if cfg.PublicKey, err = readPEM(repl, "public_key", h.PublicKey); err != nil {
 			return err
@@ -404,12 +412,12 @@ func (h *Handler) provisionPlatform(repl *caddy.Replacer) error {
 		}
 		cfg.Certificates = append(cfg.Certificates, pem)
 	}
-	p, err := keying.New(h.Platform, cfg)
+	p, err := platforms.New(h.Platform, cfg)
 	if err != nil {
 		return err // "<preset>: <what>" already
 	}
 	h.platform = p
-	h.resign = resigner(h.Platform, cfg.Secret, h.VerifyOff)
+	h.resign = resigner(h.preset(), cfg.Secret, h.VerifyOff)
 	if h.VerifyOff {
 		h.logger.Warn("signature verification is OFF for this route: forged notifications will be forwarded",
 			zap.String("platform", h.Platform))
@@ -464,8 +472,8 @@ func (h *Handler) Validate() error {
 	if err := h.checkPlaceholders(); err != nil {
 		return err
 	}
-	if h.Platform == "generic" && h.Key == "" {
-		return fmt.Errorf("generic: needs a key template")
+	if h.preset().KeyRequired && h.Key == "" {
+		return fmt.Errorf("%s: needs a key template", h.Platform)
 	}
 	if h.Scope != "" {
 		if err := validScope(h.Scope); err != nil {

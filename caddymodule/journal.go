@@ -17,7 +17,6 @@ import (
 
 	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/internal/cfparse"
-	"github.com/idemgate/idemgate/keying"
 )
 
 // The journal (cache.Journal): what the forward of a winning copy adds to
@@ -186,7 +185,7 @@ func (h *Handler) retryWindow() time.Duration {
 		return 0
 	}
 	w := h.platform.RetryWindow()
-	if s := keying.RetrySchedule(h.Platform); s != nil {
+	if s := h.preset().Schedule; s != nil {
 		// Dead only once the last retry could have come (retries.go).
 		w = max(w, s.Total()+windowSlack())
 	}
@@ -232,7 +231,7 @@ func (h *Handler) emitFailure(d *result) {
 	h.emitAttempts("idempotency.failed", d.key, d.status, d.journal.attempts)
 	if rec := d.journal.rec; rec != nil && !d.journal.dead {
 		// The copy that just failed may have been the platform's last.
-		if s := keying.RetrySchedule(h.Platform); s != nil && !h.async() {
+		if s := h.preset().Schedule; s != nil && !h.async() {
 			h.lastRetryDue(rec, s, h.app.Now())
 		}
 	}

@@ -26,18 +26,8 @@ const (
 	eventOrderTTL   = 30 * 24 * time.Hour
 )
 
-// ownEventPlatforms name each business event themselves: every event id
-// is remembered on its own.
-func ownEventPlatform(platform string) bool {
-	switch platform {
-	case "stripe", "paypal", "standard_webhooks":
-		return true
-	}
-	return false
-}
-
 func (h *Handler) defaultOrderTTL() time.Duration {
-	if ownEventPlatform(h.Platform) {
+	if h.preset().OwnEvents {
 		return eventOrderTTL
 	}
 	return defaultOrderTTL
@@ -52,7 +42,7 @@ func (h *Handler) defaultOrderTTL() time.Duration {
 // objects its bill names (keying.Notification.Settles, At, Refs).
 func (h *Handler) noticeOf(key string, n *keying.Notification) notice {
 	var nt notice
-	if _, event, isEvent := keying.SplitOrder(key); h.Platform != "generic" || isEvent {
+	if _, event, isEvent := keying.SplitOrder(key); !h.preset().KeyRequired || isEvent {
 		nt.run = &cache.OrderRun{TTL: time.Duration(h.OrderTTL), Amount: n.Money.Amount, Currency: n.Money.Currency,
 			Settles: n.Settles, At: n.At, Refs: n.Refs}
 		if isEvent {
@@ -72,8 +62,8 @@ func (h *Handler) platformAck() AckAnswer {
 	if h.async() {
 		return h.dlv.ack
 	}
-	if a, ok := presetAcks[h.Platform]; ok {
-		return a
+	if a := h.preset().Ack; a.Status != 0 {
+		return AckAnswer(a)
 	}
 	return AckAnswer{Status: http.StatusOK}
 }

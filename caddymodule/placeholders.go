@@ -8,16 +8,13 @@ import (
 	"github.com/caddyserver/caddy/v2"
 
 	"github.com/idemgate/idemgate/keying"
+	"github.com/idemgate/idemgate/platforms"
 )
 
 // The {idempotency.*} placeholders are checked when the config loads: a
 // typo such as {idempotency.jsn.id} would otherwise render empty on every
 // request and turn every notification into a 400. The braces and the key's
 // dependence on the request are checked too (templatecheck.go).
-
-// extraPlatforms are the presets whose notifications offer
-// {idempotency.<platform>.<path>} (keying's Notification.Extra).
-var extraPlatforms = []string{"alipay", "wechatpay", "wechatpay_v2"}
 
 // checkPlaceholders refuses a template of the handler whose braces do not
 // pair or that names an unknown {idempotency.*} placeholder, and a key
@@ -26,7 +23,7 @@ var extraPlatforms = []string{"alipay", "wechatpay", "wechatpay_v2"}
 func (h *Handler) checkPlaceholders() error {
 	platform := h.Platform
 	if platform == "" {
-		platform = "generic"
+		platform = platforms.Default
 	}
 	// {idempotency.key} is set once the key is rendered, so the
 	// fingerprint and the duplicate's answer can use it, not the key.
@@ -62,7 +59,8 @@ func (h *Handler) checkPlaceholders() error {
 // namesEvents tells whether a route of platform names each notification's
 // order and business event ({idempotency.order}, {idempotency.event}).
 func namesEvents(platform string, hasSecret bool) bool {
-	return platform == "alipay" || platform == "wechatpay_v2" || platform == "wechatpay" && hasSecret
+	p := platforms.Lookup(platform)
+	return p != nil && p.Orders && (p.SecretFor == "" || hasSecret)
 }
 
 // templateUse is one template and which of the handler's own values are
@@ -95,6 +93,10 @@ func checkPlaceholder(platform string, hasSecret bool, name string, keyOK, outco
 	if !ok {
 		return checkCaddyPlaceholder(name)
 	}
+	p := platforms.Lookup(platform)
+	if p == nil {
+		p = &keying.Preset{Name: platform}
+	}
 	switch rest {
 	case "key":
 		if !keyOK {
@@ -111,14 +113,14 @@ func checkPlaceholder(platform string, hasSecret bool, name string, keyOK, outco
 		switch {
 		case namesEvents(platform, hasSecret):
 			return nil
-		case platform == "wechatpay":
-			return fmt.Errorf("the wechatpay preset names an order's business events only with `secret` (the APIv3 key): they are in the encrypted resource")
+		case p.Orders:
+			return fmt.Errorf("the %s preset names an order's business events only with `secret` (%s): they are in the encrypted resource", platform, p.SecretFor)
 		}
 		return fmt.Errorf("the %s preset names no order: its events are their own (write {idempotency.key}, or a key of your own)", platform)
 	}
 	kind, path, _ := strings.Cut(rest, ".")
 	valid := "{idempotency.json.<path>}, {idempotency.form.<field>}, {idempotency.xml.<element>}"
-	if slices.Contains(extraPlatforms, platform) {
+	if p.Extra {
 		valid += ", {idempotency." + platform + ".<path>}"
 	}
 	switch {
@@ -127,15 +129,15 @@ func checkPlaceholder(platform string, hasSecret bool, name string, keyOK, outco
 			return fmt.Errorf("names no field: write {idempotency.%s.<field>}", kind)
 		}
 		return nil
-	case kind == platform && slices.Contains(extraPlatforms, platform):
+	case kind == platform && p.Extra:
 		if path == "" {
 			return fmt.Errorf("names no field: write {idempotency.%s.<path>}", kind)
 		}
-		if platform == "wechatpay" && !hasSecret {
-			return fmt.Errorf("the wechatpay preset offers its decrypted fields only with `secret` (the APIv3 key)")
+		if p.SecretFor != "" && !hasSecret {
+			return fmt.Errorf("the %s preset offers its decrypted fields only with `secret` (%s)", platform, p.SecretFor)
 		}
 		return nil
-	case slices.Contains(keying.Names(), kind):
+	case slices.Contains(platforms.Names(), kind):
 		if kind == platform {
 			return fmt.Errorf("the %s preset offers no {idempotency.%s.*} fields; known: %s, {idempotency.key}, {idempotency.outcome}", kind, kind, valid)
 		}
@@ -160,8 +162,8 @@ func placeholderNames(tmpl string) []string {
 // checkPlatform refuses a platform keying does not know, naming the valid
 // ones; the Caddyfile adapter calls it so `adapt` fails, not only `run`.
 func checkPlatform(name string) error {
-	if slices.Contains(keying.Names(), name) {
+	if platforms.Lookup(name) != nil {
 		return nil
 	}
-	return fmt.Errorf("unknown platform %q; valid: %s", name, strings.Join(keying.Names(), ", "))
+	return fmt.Errorf("unknown platform %q; valid: %s", name, strings.Join(platforms.Names(), ", "))
 }

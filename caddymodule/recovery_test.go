@@ -15,7 +15,7 @@ import (
 
 	"github.com/idemgate/idemgate/caddymodule/admin"
 	"github.com/idemgate/idemgate/internal/platformtest"
-	"github.com/idemgate/idemgate/keying"
+	"github.com/idemgate/idemgate/platforms"
 )
 
 // alertSink collects the alerts posted to it.
@@ -76,7 +76,7 @@ func TestRetryBudgetAlipay(t *testing.T) {
 	}`, "{backend}", be.addr())
 	const key = "alipay:" + testAlipayAppID + ":t-budget:paid"
 	d := a.notify("t-budget", "TRADE_SUCCESS")
-	sched := keying.RetrySchedule("alipay")
+	sched := platforms.Lookup("alipay").Schedule
 
 	post(t, g.base+"/notify", d.ctype, d.body, nil)
 	var rec admin.RecordView

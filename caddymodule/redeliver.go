@@ -19,7 +19,6 @@ import (
 
 	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/internal/registry"
-	"github.com/idemgate/idemgate/keying"
 )
 
 // Redelivery: the journaled notification enters the handler that took it,
@@ -55,7 +54,7 @@ func (h *Handler) registryRoute() *registry.Route {
 	if h.async() {
 		rt.Concurrency = h.dlv.concurrency
 	} else {
-		rt.Schedule = keying.RetrySchedule(h.Platform)
+		rt.Schedule = h.preset().Schedule
 	}
 	if h.resign == nil {
 		rt.SignedFor = h.signedFor()

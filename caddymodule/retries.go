@@ -75,7 +75,7 @@ func windowSlack() time.Duration { return keying.RetryGrace + 2*retryScanMaxEver
 
 // watchRetries scans this route's failed keys until ctx ends.
 func (h *Handler) watchRetries(ctx context.Context) {
-	if h.async() || keying.RetrySchedule(h.Platform) == nil {
+	if h.async() || h.preset().Schedule == nil {
 		return
 	}
 	every := min(time.Duration(retryScanEvery.Load()), retryScanMaxEvery)
@@ -96,7 +96,7 @@ func (h *Handler) watchRetries(ctx context.Context) {
 // scanRetries emits last_retry for each failed key whose last expected
 // retry is past.
 func (h *Handler) scanRetries(ctx context.Context) {
-	sched := keying.RetrySchedule(h.Platform)
+	sched := h.preset().Schedule
 	at := h.app.Now()
 	lq := cache.ListQuery{State: cache.StateFailed, Scope: h.scope(), Window: h.app.WindowOf, Now: at, Limit: 500}
 	for read := 0; read < retryScanMax; {

@@ -7,6 +7,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 
 	"github.com/idemgate/idemgate/keying"
+	"github.com/idemgate/idemgate/platforms"
 )
 
 // Checks over one template string, run at adapt, validate and provision.
@@ -198,7 +199,7 @@ func checkPresetKey(platform string, hasSecret bool, key string) error {
 // body or a header: only such a rule can tell "the business ran" from "not
 // paid yet".
 func checkEventRecipe(platform, key string, rule *SuccessRule) error {
-	if platform != "generic" || key == "" || rule.saysBusinessRan() {
+	if platform != platforms.Default || key == "" || rule.saysBusinessRan() {
 		return nil
 	}
 	_, event, isEvent := keying.SplitOrder("scope:" + sampleRender(key))

@@ -13,6 +13,7 @@ import (
 
 	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/keying"
+	"github.com/idemgate/idemgate/platforms"
 )
 
 // rejection is a request refused before any key is claimed: its answer
@@ -64,7 +65,7 @@ func (h *Handler) parse(r *http.Request, repl *caddy.Replacer) (key, fp string, 
 	case err != nil:
 		return "", "", nt, &rejection{http.StatusBadRequest, outcomeBadRequest, err, ""}
 	}
-	if h.Platform != "generic" && !h.VerifyOff {
+	if h.Platform != platforms.Default && !h.VerifyOff {
 		var label string
 		nt.keyID, label = h.verifiedBy(kr)
 		h.metrics.verifiedWith(r.Context(), h.route(), label)

@@ -32,9 +32,9 @@ const (
 	EventRefund = "refund:"
 )
 
-// refundEvent names refund id's event, with an outcome other than success
+// RefundEvent names refund id's event, with an outcome other than success
 // ("abnormal", "closed") after it.
-func refundEvent(id, outcome string) string {
+func RefundEvent(id, outcome string) string {
 	if outcome == "" {
 		return EventRefund + id
 	}
@@ -65,7 +65,7 @@ func FromMinor(minor, currency string) (Money, error) {
 	currency = strings.ToUpper(strings.TrimSpace(currency))
 	n, err := strconv.ParseInt(strings.TrimSpace(minor), 10, 64)
 	if err != nil {
-		return Money{}, fmt.Errorf("amount %s is not a whole number of minor units", clip(minor))
+		return Money{}, fmt.Errorf("amount %s is not a whole number of minor units", Clip(minor))
 	}
 	digits, ok := minorDigits[currency]
 	if !ok {
@@ -104,7 +104,7 @@ func Major(amount, currency string) (Money, error) {
 	a := strings.TrimSpace(amount)
 	whole, frac, _ := strings.Cut(a, ".")
 	if whole == "" || len(frac) > 3 || strings.Trim(whole, "0123456789") != "" || strings.Trim(frac, "0123456789") != "" {
-		return Money{}, fmt.Errorf("amount %s is not a decimal", clip(amount))
+		return Money{}, fmt.Errorf("amount %s is not a decimal", Clip(amount))
 	}
 	return Money{Amount: a, Currency: strings.ToUpper(strings.TrimSpace(currency))}, nil
 }

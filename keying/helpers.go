@@ -30,33 +30,33 @@ func Material(values ...string) string {
 	return string(b)
 }
 
-// tolerance returns cfg's timestamp tolerance or the default.
-func (cfg Config) tolerance() time.Duration {
+// TimeTolerance returns cfg's timestamp tolerance or the default.
+func (cfg Config) TimeTolerance() time.Duration {
 	if cfg.Tolerance > 0 {
 		return cfg.Tolerance
 	}
 	return DefaultTolerance
 }
 
-// needsSecret is the error a preset's constructor returns when what it
+// NeedsSecret is the error a preset's constructor returns when what it
 // needs is missing and NoVerify is off.
-func needsSecret(preset, what string) error {
+func NeedsSecret(preset, what string) error {
 	return fmt.Errorf("%s: %w: configure %s", preset, ErrNeedsSecret, what)
 }
 
-// sigErr and malformed build errors that wrap the two sentinels. Messages
+// SigErr and Malformed build errors that wrap the two sentinels. Messages
 // carry no secret and no attacker-controlled bytes beyond what is quoted
-// and truncated by clip.
-func sigErr(preset, format string, args ...any) error {
+// and truncated by Clip.
+func SigErr(preset, format string, args ...any) error {
 	return fmt.Errorf("%s: %w: %s", preset, ErrSignature, fmt.Sprintf(format, args...))
 }
 
-func malformed(preset, format string, args ...any) error {
+func Malformed(preset, format string, args ...any) error {
 	return fmt.Errorf("%s: %w: %s", preset, ErrMalformed, fmt.Sprintf(format, args...))
 }
 
-// clip quotes s for an error message, cut to a few dozen bytes.
-func clip(s string) string {
+// Clip quotes s for an error message, cut to a few dozen bytes.
+func Clip(s string) string {
 	const max = 40
 	if len(s) > max {
 		s = s[:max] + "…"
@@ -64,47 +64,47 @@ func clip(s string) string {
 	return strconv.Quote(s)
 }
 
-// header returns the single value of a signature header, rejecting
+// SignatureHeader returns the single value of a signature header, rejecting
 // oversized ones.
-func header(preset string, r *Request, name string) (string, error) {
+func SignatureHeader(preset string, r *Request, name string) (string, error) {
 	v := strings.TrimSpace(r.Header.Get(name))
 	if v == "" {
-		return "", sigErr(preset, "missing %s header", name)
+		return "", SigErr(preset, "missing %s header", name)
 	}
 	if len(v) > maxHeaderLen {
-		return "", sigErr(preset, "%s header too long", name)
+		return "", SigErr(preset, "%s header too long", name)
 	}
 	return v, nil
 }
 
-// unixTimestamp parses a decimal Unix-seconds header and checks it against
+// UnixTimestamp parses a decimal Unix-seconds header and checks it against
 // now. olderOnly accepts timestamps from the future (Stripe's rule).
-func unixTimestamp(preset, name, v string, now time.Time, tol time.Duration, olderOnly bool) (time.Time, error) {
+func UnixTimestamp(preset, name, v string, now time.Time, tol time.Duration, olderOnly bool) (time.Time, error) {
 	// 12 digits reach the year 33658; anything longer is not a timestamp
 	// (and could overflow the arithmetic below).
 	if len(v) == 0 || len(v) > 12 {
-		return time.Time{}, sigErr(preset, "bad %s", name)
+		return time.Time{}, SigErr(preset, "bad %s", name)
 	}
 	sec, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || sec < 0 {
-		return time.Time{}, sigErr(preset, "bad %s", name)
+		return time.Time{}, SigErr(preset, "bad %s", name)
 	}
 	ts := time.Unix(sec, 0)
 	if now.IsZero() {
 		now = time.Now()
 	}
 	if ts.Before(now.Add(-tol)) {
-		return ts, sigErr(preset, "%s is %s old, beyond the tolerance of %s", name, now.Sub(ts).Truncate(time.Second), tol)
+		return ts, SigErr(preset, "%s is %s old, beyond the tolerance of %s", name, now.Sub(ts).Truncate(time.Second), tol)
 	}
 	if !olderOnly && ts.After(now.Add(tol)) {
-		return ts, sigErr(preset, "%s is %s in the future, beyond the tolerance of %s", name, ts.Sub(now).Truncate(time.Second), tol)
+		return ts, SigErr(preset, "%s is %s in the future, beyond the tolerance of %s", name, ts.Sub(now).Truncate(time.Second), tol)
 	}
 	return ts, nil
 }
 
-// jsonFields returns the values at the given dot paths of a verified JSON
+// JSONFields returns the values at the given dot paths of a verified JSON
 // body (absent paths give ""), or ErrMalformed.
-func jsonFields(preset string, f *Fields, paths ...string) ([]string, error) {
+func JSONFields(preset string, f *Fields, paths ...string) ([]string, error) {
 	out := make([]string, len(paths))
 	for i, p := range paths {
 		v, _, err := f.JSON(p)
@@ -116,23 +116,23 @@ func jsonFields(preset string, f *Fields, paths ...string) ([]string, error) {
 	return out, nil
 }
 
-// requireJSON returns the value at path, or ErrMalformed when it is absent
+// RequireJSON returns the value at path, or ErrMalformed when it is absent
 // or empty.
-func requireJSON(preset string, f *Fields, path string) (string, error) {
+func RequireJSON(preset string, f *Fields, path string) (string, error) {
 	v, ok, err := f.JSON(path)
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", preset, err)
 	}
 	if !ok || v == "" {
-		return "", malformed(preset, "no %s in the body", path)
+		return "", Malformed(preset, "no %s in the body", path)
 	}
 	return v, nil
 }
 
-// sortedPairs is the string Alipay and WeChat Pay v2 sign: the fields with
+// SortedPairs is the string Alipay and WeChat Pay v2 sign: the fields with
 // a non-empty value, sorted by name, as name=value joined by "&", nothing
 // escaped.
-func sortedPairs(fields map[string]string) []byte {
+func SortedPairs(fields map[string]string) []byte {
 	names := make([]string, 0, len(fields))
 	size := 0
 	for k, v := range fields {
@@ -154,8 +154,8 @@ func sortedPairs(fields map[string]string) []byte {
 	return b
 }
 
-// pinned reports whether v is one of ids (an empty list pins nothing).
-func pinned(ids []string, v string) bool {
+// Pinned reports whether v is one of ids (an empty list pins nothing).
+func Pinned(ids []string, v string) bool {
 	if len(ids) == 0 {
 		return true
 	}

@@ -3,10 +3,12 @@
 // what must not change between copies of one key, and the platform's rule for
 // what counts as a successful answer.
 //
-// A [Platform] (a preset such as "stripe", or "generic") verifies the raw bytes
-// of a [Request] first and only then parses it, so a key is never taken from
-// content the platform did not sign. [Fields] gives lazy, read-only access to
-// a body as JSON, form or XML for key templates.
+// A [Platform] (a preset's configured check; the presets live in the
+// platforms/ folders, one package each, listed by package platforms)
+// verifies the raw bytes of a [Request] first and only then parses it, so
+// a key is never taken from content the platform did not sign. A [Preset]
+// describes a platform beyond that check. [Fields] gives lazy, read-only
+// access to a body as JSON, form or XML for key templates.
 //
 // This package must not import Caddy: the Caddy adapter maps its placeholders
 // onto [Fields] and [Notification].
@@ -18,11 +20,8 @@ import (
 	"crypto/x509"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/url"
-	"sort"
-	"strings"
 	"time"
 )
 
@@ -55,8 +54,8 @@ type Request struct {
 	Context context.Context
 }
 
-// ctx returns r's context or the background one.
-func (r *Request) ctx() context.Context {
+// Ctx returns r's context or the background one.
+func (r *Request) Ctx() context.Context {
 	if r.Context != nil {
 		return r.Context
 	}
@@ -183,57 +182,6 @@ type Config struct {
 // ErrNeedsSecret is wrapped by New when a preset's secret or key is missing
 // and NoVerify is not set.
 var ErrNeedsSecret = errors.New("needs its secret or key (or `verify off`)")
-
-var presets = map[string]func(Config) (Platform, error){
-	"generic": func(Config) (Platform, error) { return Generic{}, nil },
-}
-
-// register adds a preset constructor; presets call it from init.
-func register(name string, ctor func(Config) (Platform, error)) {
-	if _, dup := presets[name]; dup {
-		panic("keying: preset registered twice: " + name)
-	}
-	presets[name] = ctor
-}
-
-// New returns the named platform configured with cfg.
-func New(name string, cfg Config) (Platform, error) {
-	ctor, ok := presets[name]
-	if !ok {
-		return nil, fmt.Errorf("unknown platform %q (have %s)", name, strings.Join(Names(), ", "))
-	}
-	if len(cfg.AppIDs) > 0 && name != "alipay" {
-		return nil, fmt.Errorf("%s: app_id is for alipay only", name)
-	}
-	if len(cfg.MchIDs) > 0 && name != "wechatpay" && name != "wechatpay_v2" {
-		return nil, fmt.Errorf("%s: mchid is for wechatpay and wechatpay_v2 only", name)
-	}
-	return ctor(cfg)
-}
-
-// Names lists the platforms New knows, sorted.
-func Names() []string {
-	names := make([]string, 0, len(presets))
-	for n := range presets {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
-
-// Generic is the platform without signature checks: the key template is
-// required, the fingerprint is a digest of the body, success is any 2xx.
-type Generic struct{}
-
-func (Generic) Name() string { return "generic" }
-
-func (Generic) Verify(r *Request) (*Notification, error) {
-	return &Notification{Fields: NewFields(r), BodyFingerprint: true}, nil
-}
-
-func (Generic) Success(status int, _ http.Header, _ []byte) bool { return Is2xx(status) }
-
-func (Generic) RetryWindow() time.Duration { return 0 }
 
 // Is2xx is the success rule of most webhook senders.
 func Is2xx(status int) bool { return status >= 200 && status < 300 }

@@ -2,10 +2,8 @@ package keying
 
 import (
 	"bytes"
-	"crypto"
 	"crypto/x509"
 	"encoding/pem"
-	"net/url"
 	"strings"
 	"time"
 )
@@ -36,94 +34,15 @@ type KeyReporter interface {
 	VerifiedBy(r *Request) string
 }
 
-// keyInfoOf describes a PEM public key or certificate: a certificate is
+// KeyInfoOf describes a PEM public key or certificate: a certificate is
 // named by its serial and expires; a bare key is named name.
-func keyInfoOf(data []byte, name string) KeyInfo {
+func KeyInfoOf(data []byte, name string) KeyInfo {
 	if block, _ := pem.Decode(bytes.TrimSpace(data)); block != nil && block.Type == "CERTIFICATE" {
 		if c, err := x509.ParseCertificate(block.Bytes); err == nil {
 			return KeyInfo{ID: CertSerial(c), NotAfter: c.NotAfter}
 		}
 	}
 	return KeyInfo{ID: name}
-}
-
-func (w *WechatPay) Keys() []KeyInfo { return w.info }
-
-// VerifiedBy: the key Wechatpay-Serial names.
-func (w *WechatPay) VerifiedBy(r *Request) string {
-	serial := normSerial(r.Header.Get("Wechatpay-Serial"))
-	for _, k := range w.info {
-		if normSerial(k.ID) == serial {
-			return k.ID
-		}
-	}
-	return ""
-}
-
-func (a *Alipay) Keys() []KeyInfo {
-	if a.key == nil {
-		return nil
-	}
-	return []KeyInfo{a.info}
-}
-
-// VerifiedBy: Alipay has one key.
-func (a *Alipay) VerifiedBy(*Request) string {
-	if a.key == nil {
-		return ""
-	}
-	return a.info.ID
-}
-
-func (p *PayPal) Keys() []KeyInfo {
-	out := make([]KeyInfo, 0, len(p.pinned))
-	for _, k := range p.pinned {
-		out = append(out, KeyInfo{ID: k.serial, NotAfter: k.notAfter})
-	}
-	return out
-}
-
-// VerifiedBy: the pinned certificate valid at r.Now whose key matches the
-// signature (checked again only while several are valid, as during a
-// rotation), or the serial of the certificate fetched from
-// PAYPAL-CERT-URL.
-func (p *PayPal) VerifiedBy(r *Request) string {
-	now := r.Now
-	if now.IsZero() {
-		now = time.Now()
-	}
-	if len(p.pinned) == 0 {
-		raw := r.Header.Get("PAYPAL-CERT-URL")
-		if u, err := url.Parse(raw); err != nil || !p.certURLOK(u) {
-			return ""
-		}
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		if e := p.cache[raw]; e != nil && e.ready() && e.err == nil {
-			return e.key.serial
-		}
-		return ""
-	}
-	var valid []paypalKey
-	for _, k := range p.pinned {
-		if k.validAt(now) {
-			valid = append(valid, k)
-		}
-	}
-	if len(valid) == 1 {
-		return valid[0].serial
-	}
-	sig, ok := decodeB64Sig(r.Header.Get("PAYPAL-TRANSMISSION-SIG"))
-	if !ok {
-		return ""
-	}
-	msg := PayPalSignContent(r.Header.Get("PAYPAL-TRANSMISSION-ID"), r.Header.Get("PAYPAL-TRANSMISSION-TIME"), p.webhookID, r.Body)
-	for _, k := range valid {
-		if verifyPKCS1(k.key, crypto.SHA256, msg, sig) {
-			return k.serial
-		}
-	}
-	return ""
 }
 
 // ExpiringWithin lists, in ks's order, the keys of ks that expire (or
@@ -146,9 +65,3 @@ func KeyIDs(ks []KeyInfo) []string {
 	}
 	return out
 }
-
-var (
-	_ KeyReporter = (*WechatPay)(nil)
-	_ KeyReporter = (*Alipay)(nil)
-	_ KeyReporter = (*PayPal)(nil)
-)

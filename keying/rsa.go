@@ -34,7 +34,7 @@ func ParseRSAPublicKey(data []byte) (*rsa.PublicKey, error) {
 			if err != nil {
 				return nil, fmt.Errorf("parsing certificate: %v", err)
 			}
-			return certRSAKey(cert)
+			return CertRSAKey(cert)
 		default:
 			return nil, fmt.Errorf("PEM block %q is not a public key or certificate", block.Type)
 		}
@@ -64,7 +64,7 @@ func parseRSAPublicDER(der []byte) (*rsa.PublicKey, error) {
 	return nil, errors.New("public key is neither PKIX nor PKCS #1 DER")
 }
 
-func certRSAKey(cert *x509.Certificate) (*rsa.PublicKey, error) {
+func CertRSAKey(cert *x509.Certificate) (*rsa.PublicKey, error) {
 	rk, ok := cert.PublicKey.(*rsa.PublicKey)
 	if !ok {
 		return nil, fmt.Errorf("certificate %s has a %T key, not RSA", CertSerial(cert), cert.PublicKey)
@@ -108,14 +108,14 @@ func serialHex(n *big.Int) string {
 	return strings.ToUpper(hex.EncodeToString(n.Bytes()))
 }
 
-// normSerial makes serials comparable: upper case, leading zeros dropped.
-func normSerial(s string) string {
+// NormSerial makes serials comparable: upper case, leading zeros dropped.
+func NormSerial(s string) string {
 	s = strings.TrimLeft(strings.ToUpper(strings.TrimSpace(s)), "0")
 	return s
 }
 
-// verifyPKCS1 checks a PKCS #1 v1.5 signature of msg with SHA-256 or SHA-1.
-func verifyPKCS1(key *rsa.PublicKey, h crypto.Hash, msg, sig []byte) bool {
+// VerifyPKCS1 checks a PKCS #1 v1.5 signature of msg with SHA-256 or SHA-1.
+func VerifyPKCS1(key *rsa.PublicKey, h crypto.Hash, msg, sig []byte) bool {
 	var digest []byte
 	switch h {
 	case crypto.SHA256:
@@ -135,9 +135,9 @@ func verifyPKCS1(key *rsa.PublicKey, h crypto.Hash, msg, sig []byte) bool {
 	return rsa.VerifyPKCS1v15(key, h, digest, sig) == nil
 }
 
-// decodeB64Sig decodes a base64 signature (standard alphabet, padding
+// DecodeB64Sig decodes a base64 signature (standard alphabet, padding
 // optional), bounded in length.
-func decodeB64Sig(s string) ([]byte, bool) {
+func DecodeB64Sig(s string) ([]byte, bool) {
 	if len(s) == 0 || len(s) > 2048 {
 		return nil, false
 	}

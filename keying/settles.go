@@ -1,8 +1,6 @@
 package keying
 
 import (
-	"slices"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -27,39 +25,30 @@ const (
 	SettlesRefund Settlement = "refund"
 )
 
-// beijing is the clock of Alipay's and WeChat Pay's notification times
+// Beijing is the clock of Alipay's and WeChat Pay's notification times
 // (UTC+8, no daylight saving).
-var beijing = time.FixedZone("CST", 8*3600)
+var Beijing = time.FixedZone("CST", 8*3600)
 
-// beijingTime reads "2006-01-02 15:04:05" (Alipay gmt_*, WeChat Pay v2's
+// BeijingTime reads "2006-01-02 15:04:05" (Alipay gmt_*, WeChat Pay v2's
 // refund success_time, optionally with milliseconds: gmt_refund) or
 // "20060102150405" (WeChat Pay v2 time_end) in Beijing time.
-func beijingTime(s string) time.Time {
+func BeijingTime(s string) time.Time {
 	s = strings.TrimSpace(s)
 	for _, layout := range []string{"2006-01-02 15:04:05.999999999", "20060102150405"} {
-		if t, err := time.ParseInLocation(layout, s, beijing); err == nil {
+		if t, err := time.ParseInLocation(layout, s, Beijing); err == nil {
 			return t
 		}
 	}
 	return time.Time{}
 }
 
-// rfc3339Time reads WeChat Pay v3's and PayPal's times.
-func rfc3339Time(s string) time.Time {
+// RFC3339Time reads WeChat Pay v3's and PayPal's times.
+func RFC3339Time(s string) time.Time {
 	t, err := time.Parse(time.RFC3339Nano, strings.TrimSpace(s))
 	if err != nil {
 		return time.Time{}
 	}
 	return t
-}
-
-// unixTime reads Stripe's created (seconds).
-func unixTime(s string) time.Time {
-	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
-	if err != nil || n <= 0 {
-		return time.Time{}
-	}
-	return time.Unix(n, 0)
 }
 
 // EventSettles classifies an order's business event by its name: paid is
@@ -74,93 +63,4 @@ func EventSettles(event string) Settlement {
 		return SettlesRefund
 	}
 	return ""
-}
-
-// Stripe's event types whose object is money in or money back
-// (docs.stripe.com/api/events/types). charge.refunded names the charge,
-// whose amount is the charge's, not the refund's: reconciliation compares
-// no amount for it (see the reconcile report).
-var (
-	stripePaymentEvents = map[string]bool{
-		"charge.succeeded": true, "charge.captured": true, "payment_intent.succeeded": true,
-		"checkout.session.completed": true, "invoice.paid": true, "invoice.payment_succeeded": true,
-	}
-	stripeRefundEvents = map[string]bool{
-		"charge.refunded": true, "charge.refund.updated": true, "refund.created": true, "refund.updated": true,
-	}
-)
-
-// stripeRefPaths are where a Stripe event's object names what a
-// balance-transaction export names: its own id, and for a payment intent,
-// a Checkout session or an invoice the charge or intent behind it (a
-// charge.refunded's object is the charge itself; a refund's, the refund,
-// whose charge a Dashboard export names as the refund row's source).
-var stripeRefPaths = []string{"data.object.id", "data.object.latest_charge", "data.object.charges.data.0.id",
-	"data.object.charge", "data.object.payment_intent"}
-
-// BillRefs are the objects a notification body of platform names, as its
-// bill names them: the Refs its Notification would carry whatever its type
-// (a journaled body, verified when it arrived, of an event that never ran:
-// reconciliation finds it by the object its bill row names). nil for a
-// platform whose key names the order, or a body that is not JSON.
-func BillRefs(platform string, body []byte) []string {
-	f := NewFields(&Request{Body: body})
-	var paths []string
-	switch platform {
-	case "stripe":
-		paths = stripeRefPaths
-	case "paypal":
-		paths = []string{"resource.id"}
-	}
-	var refs []string
-	for _, p := range paths {
-		if v, _, _ := f.JSON(p); v != "" && !strings.HasPrefix(v, "{") && !slices.Contains(refs, v) {
-			refs = append(refs, v)
-		}
-	}
-	return refs
-}
-
-// stripeSettles sets n's reconciliation fields from a verified event.
-func stripeSettles(n *Notification, typ string) {
-	switch {
-	case stripePaymentEvents[typ]:
-		n.Settles = SettlesPayment
-	case stripeRefundEvents[typ]:
-		n.Settles = SettlesRefund
-	default:
-		return
-	}
-	created, _, _ := n.Fields.JSON("created")
-	n.At = unixTime(created)
-	for _, p := range stripeRefPaths {
-		if v, _, _ := n.Fields.JSON(p); v != "" && !strings.HasPrefix(v, "{") && !slices.Contains(n.Refs, v) {
-			n.Refs = append(n.Refs, v)
-		}
-	}
-}
-
-// paypalSettles sets n's reconciliation fields from a verified event: a
-// capture or sale completed is a payment, refunded a refund (the
-// resource is then the refund, whose transaction id the report's T1107
-// row carries).
-func paypalSettles(n *Notification, typ string) {
-	switch typ {
-	case "PAYMENT.CAPTURE.COMPLETED", "PAYMENT.SALE.COMPLETED":
-		n.Settles = SettlesPayment
-	case "PAYMENT.CAPTURE.REFUNDED", "PAYMENT.SALE.REFUNDED":
-		n.Settles = SettlesRefund
-	default:
-		return
-	}
-	for _, p := range []string{"resource.create_time", "create_time"} {
-		if v, _, _ := n.Fields.JSON(p); v != "" {
-			if n.At = rfc3339Time(v); !n.At.IsZero() {
-				break
-			}
-		}
-	}
-	if id, _, _ := n.Fields.JSON("resource.id"); id != "" {
-		n.Refs = []string{id}
-	}
 }

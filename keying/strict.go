@@ -69,7 +69,7 @@ func ParseStrictXML(body []byte) (map[string]string, error) {
 			// The declaration may only open the document (Go's decoder
 			// already refuses it anywhere else, this keeps that explicit).
 			if t.Target != "xml" || !isFirst || !bytes.HasPrefix(body, []byte("<?xml")) {
-				return nil, ambiguous("processing instruction <?%s?>", clip(t.Target))
+				return nil, ambiguous("processing instruction <?%s?>", Clip(t.Target))
 			}
 		case xml.Directive:
 			return nil, ambiguous("DOCTYPE or other <!…> directive")
@@ -77,10 +77,10 @@ func ParseStrictXML(body []byte) (map[string]string, error) {
 			return nil, ambiguous("comment")
 		case xml.StartElement:
 			if t.Name.Space != "" || strings.Contains(t.Name.Local, ":") {
-				return nil, ambiguous("namespaced element %s", clip(t.Name.Local))
+				return nil, ambiguous("namespaced element %s", Clip(t.Name.Local))
 			}
 			if len(t.Attr) > 0 {
-				return nil, ambiguous("attribute on element %s", clip(t.Name.Local))
+				return nil, ambiguous("attribute on element %s", Clip(t.Name.Local))
 			}
 			depth++
 			switch depth {
@@ -92,19 +92,19 @@ func ParseStrictXML(body []byte) (map[string]string, error) {
 			case 2:
 				name, text, pieces = t.Name.Local, text[:0], 0
 				if _, dup := out[name]; dup {
-					return nil, ambiguous("field %s given twice", clip(name))
+					return nil, ambiguous("field %s given twice", Clip(name))
 				}
 				if len(out) >= maxStrictFields {
 					return nil, ambiguous("more than %d fields", maxStrictFields)
 				}
 			default:
-				return nil, ambiguous("element inside field %s", clip(name))
+				return nil, ambiguous("element inside field %s", Clip(name))
 			}
 		case xml.CharData:
 			switch depth {
 			case 2:
 				if pieces++; pieces > 1 {
-					return nil, ambiguous("value of %s split in pieces", clip(name))
+					return nil, ambiguous("value of %s split in pieces", Clip(name))
 				}
 				text = append(text, t...)
 			default: // outside the root or between fields
@@ -128,13 +128,13 @@ func ParseStrictXML(body []byte) (map[string]string, error) {
 	return out, nil
 }
 
-// parseStrictForm reads a form body or query as name → value (URL-decoded
+// ParseStrictForm reads a form body or query as name → value (URL-decoded
 // once), refusing with ErrAmbiguous what a backend's form parser could read
 // differently: a name given twice (PHP keeps the last, Go the first), a
 // name that is not plain [A-Za-z0-9_] (PHP turns "total.amount" into
 // "total_amount", "a[]" into an array), an empty name, a ";" separator, or
 // a broken %-escape. Values stay raw bytes (a GBK charset is not decoded).
-func parseStrictForm(raw string) (map[string]string, error) {
+func ParseStrictForm(raw string) (map[string]string, error) {
 	out := map[string]string{}
 	if raw == "" {
 		return out, nil
@@ -152,17 +152,17 @@ func parseStrictForm(raw string) (map[string]string, error) {
 		k, v, _ := strings.Cut(pair, "=")
 		name, err := url.QueryUnescape(k)
 		if err != nil {
-			return nil, ambiguous("parameter name %s is not URL-encoded", clip(k))
+			return nil, ambiguous("parameter name %s is not URL-encoded", Clip(k))
 		}
 		if !plainName(name) {
-			return nil, ambiguous("parameter name %s is not a plain name", clip(name))
+			return nil, ambiguous("parameter name %s is not a plain name", Clip(name))
 		}
 		val, err := url.QueryUnescape(v)
 		if err != nil {
-			return nil, ambiguous("value of %s is not URL-encoded", clip(name))
+			return nil, ambiguous("value of %s is not URL-encoded", Clip(name))
 		}
 		if _, dup := out[name]; dup {
-			return nil, ambiguous("parameter %s given twice", clip(name))
+			return nil, ambiguous("parameter %s given twice", Clip(name))
 		}
 		out[name] = val
 	}

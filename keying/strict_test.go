@@ -66,7 +66,7 @@ func TestParseStrictXML(t *testing.T) {
 }
 
 func TestParseStrictForm(t *testing.T) {
-	m, err := parseStrictForm("a=1&b=%E4%BD%A0+x&&c=&D_9=%2B")
+	m, err := ParseStrictForm("a=1&b=%E4%BD%A0+x&&c=&D_9=%2B")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func TestParseStrictForm(t *testing.T) {
 	for _, bad := range []string{
 		"a=1&a=2", "a=1&a=", "a.b=1", "a[]=1", "a%5B%5D=1", "a+b=1", "=1", "a=1;b=2", "a=%zz", "%zz=1", "a=1&" + strings.Repeat("b", 200) + "=1",
 	} {
-		if _, err := parseStrictForm(bad); !errors.Is(err, ErrAmbiguous) {
+		if _, err := ParseStrictForm(bad); !errors.Is(err, ErrAmbiguous) {
 			t.Errorf("parseStrictForm(%q) = %v, want ErrAmbiguous", bad, err)
 		}
 	}
@@ -144,7 +144,7 @@ func FuzzParseStrictForm(f *testing.F) {
 	f.Add("a.b=1&a_b=2")
 	f.Add("a=1;a=2")
 	f.Fuzz(func(t *testing.T, raw string) {
-		m, err := parseStrictForm(raw)
+		m, err := ParseStrictForm(raw)
 		if err != nil {
 			if !errors.Is(err, ErrAmbiguous) {
 				t.Fatalf("unexpected error kind: %v", err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/idemgate/idemgate/internal/registry"
 	"github.com/idemgate/idemgate/keying/bill"
+	"github.com/idemgate/idemgate/platforms"
 )
 
 // Reconciliation (对账): POST /idempotency/reconcile?platform=…[&scope=…]
@@ -201,8 +202,8 @@ func reconcileErr(status int, format string, args ...any) error {
 // the scope has a loaded route, the route emits idempotency.reconcile
 // (a Caddy event, and its alert).
 func Reconcile(ctx context.Context, app *registry.App, ps *registry.Store, opts ReconcileOptions, r io.Reader) (*Report, error) {
-	if !slices.Contains(bill.Platforms(), opts.Platform) {
-		return nil, reconcileErr(http.StatusBadRequest, "platform must be one of %s, not %q", strings.Join(bill.Platforms(), ", "), opts.Platform)
+	if !slices.Contains(platforms.Billed(), opts.Platform) {
+		return nil, reconcileErr(http.StatusBadRequest, "platform must be one of %s, not %q", strings.Join(platforms.Billed(), ", "), opts.Platform)
 	}
 	if opts.Scope == "" {
 		opts.Scope = opts.Platform
@@ -215,7 +216,7 @@ func Reconcile(ctx context.Context, app *registry.App, ps *registry.Store, opts 
 	if err != nil {
 		return nil, err
 	}
-	if opts.Platform == "alipay" && opts.Merchant == "" {
+	if platforms.Lookup(opts.Platform).Bill.NamesSeller && opts.Merchant == "" {
 		switch {
 		case route != nil && len(route.Merchants) == 1:
 			opts.Merchant = route.Merchants[0]
@@ -226,7 +227,7 @@ func Reconcile(ctx context.Context, app *registry.App, ps *registry.Store, opts 
 			return nil, reconcileErr(http.StatusBadRequest, "an Alipay bill names the seller account, not the app_id of the keys: say which with merchant=<app_id> (or pin one with app_id on scope %s's route)", opts.Scope)
 		}
 	}
-	rd, err := bill.Open(opts.Platform, r)
+	rd, err := platforms.Lookup(opts.Platform).Bill.Format.Open(r)
 	if err != nil {
 		return nil, billErr(err)
 	}
@@ -253,7 +254,7 @@ func routeFor(app *registry.App, opts ReconcileOptions) (*registry.Route, error)
 	var found *registry.Route
 	var others []string
 	for _, r := range app.RoutesOf(opts.Scope) {
-		name := "generic"
+		name := platforms.Default
 		if r.Platform != nil {
 			name = r.Platform.Name()
 		}
@@ -271,7 +272,7 @@ func routeFor(app *registry.App, opts ReconcileOptions) (*registry.Route, error)
 			found = &c
 		}
 	}
-	if found == nil && len(others) > 0 && !slices.Contains(others, "generic") {
+	if found == nil && len(others) > 0 && !slices.Contains(others, platforms.Default) {
 		return nil, reconcileErr(http.StatusBadRequest, "scope %s has %s routes, and this is a %s bill: which scope? (scope=…)",
 			opts.Scope, strings.Join(slices.Compact(others), ", "), opts.Platform)
 	}
@@ -284,7 +285,7 @@ func billErr(err error) error {
 	switch {
 	case errors.As(err, &mbe):
 		return reconcileErr(http.StatusRequestEntityTooLarge, "the bill is larger than %d bytes", mbe.Limit)
-	case errors.Is(err, bill.ErrMalformed), errors.Is(err, bill.ErrIncomplete), errors.Is(err, bill.ErrPlatform):
+	case errors.Is(err, bill.ErrMalformed), errors.Is(err, bill.ErrIncomplete):
 		return &ReconcileError{http.StatusBadRequest, err}
 	}
 	return &ReconcileError{http.StatusBadRequest, fmt.Errorf("reading the bill: %v", err)}
@@ -314,7 +315,7 @@ func ParseReconcileQuery(q map[string][]string) (ReconcileOptions, error) {
 	}
 	opts := ReconcileOptions{Platform: get("platform"), Scope: get("scope"), Merchant: get("merchant")}
 	if opts.Platform == "" {
-		return opts, reconcileErr(http.StatusBadRequest, "which platform's bill? ?platform=%s", strings.Join(bill.Platforms(), "|"))
+		return opts, reconcileErr(http.StatusBadRequest, "which platform's bill? ?platform=%s", strings.Join(platforms.Billed(), "|"))
 	}
 	opts.Matched, _ = strconv.ParseBool(get("items"))
 	if s := get("limit"); s != "" {

@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/idemgate/idemgate/cache"
-	"github.com/idemgate/idemgate/keying"
 )
 
 // Stripe's and PayPal's bill rows name objects, and their events are found
@@ -44,7 +43,7 @@ func (rc *reconciler) keyUnrun(ctx context.Context) error {
 				if err != nil || full.Notification == nil {
 					continue // gone since the listing, or nothing journaled
 				}
-				for _, r := range keying.BillRefs(rc.opts.Platform, full.Notification.Body) {
+				for _, r := range rc.preset.BillRefs(full.Notification.Body) {
 					if i, ok := want[r]; ok {
 						items[i].Key = rec.Key
 						for _, other := range items[i].refs {

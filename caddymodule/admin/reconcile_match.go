@@ -15,6 +15,7 @@ import (
 	"github.com/idemgate/idemgate/internal/registry"
 	"github.com/idemgate/idemgate/keying"
 	"github.com/idemgate/idemgate/keying/bill"
+	"github.com/idemgate/idemgate/platforms"
 )
 
 // The matching of a bill against the store. Rows are looked up a batch at
@@ -35,11 +36,12 @@ const batchSize = 500
 const maxMerchants = 1000
 
 type reconciler struct {
-	ps   *registry.Store
-	app  *registry.App // the routes' retry windows and the clock
-	opts ReconcileOptions
-	rep  *Report
-	seed maphash.Seed
+	ps     *registry.Store
+	app    *registry.App // the routes' retry windows and the clock
+	opts   ReconcileOptions
+	preset *keying.Preset // the bill's platform
+	rep    *Report
+	seed   maphash.Seed
 
 	matched   []uint64            // hashes of the events rows matched; sorted after the last row
 	reported  map[uint64]struct{} // run, not settled already listed (a day list may file an event twice)
@@ -51,13 +53,13 @@ type reconciler struct {
 
 func newReconciler(ps *registry.Store, opts ReconcileOptions) *reconciler {
 	rep := &Report{Store: ps.ID, Platform: opts.Platform, Scope: opts.Scope}
-	return &reconciler{ps: ps, opts: opts, rep: rep, seed: maphash.MakeSeed(),
+	return &reconciler{ps: ps, opts: opts, preset: platforms.Lookup(opts.Platform), rep: rep, seed: maphash.MakeSeed(),
 		reported: map[uint64]struct{}{}, merchants: map[string]bool{}}
 }
 
 // ownEvents: the platform's keys are event ids, its bill names objects.
 func (rc *reconciler) ownEvents() bool {
-	return rc.opts.Platform == "stripe" || rc.opts.Platform == "paypal"
+	return rc.preset.OwnEvents
 }
 
 func (rc *reconciler) hash(key string) uint64 { return maphash.String(rc.seed, key) }
@@ -197,7 +199,7 @@ func (rc *reconciler) match(ctx context.Context, rows []bill.Row) error {
 			continue
 		}
 		notified, note := ev.Amount, ""
-		if rc.opts.Platform == "alipay" && row.Kind == bill.Refund {
+		if rc.preset.Bill.RefundIsTotal && row.Kind == bill.Refund {
 			notified, note = alipayRefund(o, ev)
 		}
 		rc.classify(it, row, *ev, notified, note)
@@ -397,11 +399,10 @@ func (rc *reconciler) matchByRef(ctx context.Context, rows []bill.Row) error {
 // isCharge: a Stripe object id of a charge or a payment.
 func isCharge(id string) bool { return strings.HasPrefix(id, "ch_") || strings.HasPrefix(id, "py_") }
 
-// zoneOf is the clock of the platform's bill days.
-func zoneOf(platform string) *time.Location {
-	switch platform {
-	case "alipay", "wechatpay", "wechatpay_v2":
-		return time.FixedZone("CST", 8*3600)
+// zone is the clock of the platform's bill days.
+func (rc *reconciler) zone() *time.Location {
+	if z := rc.preset.Bill.Zone; z != nil {
+		return z
 	}
 	return time.UTC
 }
@@ -414,12 +415,12 @@ func (rc *reconciler) period(sum bill.Summary) *PeriodView {
 		return &PeriodView{From: rc.opts.From, To: rc.opts.To, Source: "request"}
 	case !sum.From.IsZero() && sum.To.After(sum.From) && sum.To.Sub(sum.From) <= maxPeriod:
 		to := sum.To
-		if rc.opts.Platform == "paypal" {
+		if rc.preset.Bill.EndsInclusive {
 			to = to.Add(time.Second) // a section ends at its last second (…08:59:59), inclusive
 		}
 		return &PeriodView{From: sum.From, To: to, Source: "bill"}
 	case !rc.first.IsZero():
-		z := zoneOf(rc.opts.Platform)
+		z := rc.zone()
 		f, l := rc.first.In(z), rc.last.In(z)
 		from := time.Date(f.Year(), f.Month(), f.Day(), 0, 0, 0, 0, z)
 		to := time.Date(l.Year(), l.Month(), l.Day()+1, 0, 0, 0, 0, z)
@@ -510,8 +511,8 @@ func (rc *reconciler) unsettledOrders(ctx context.Context, names []string) error
 					}
 				}
 			}
-			if ev.Settles == keying.SettlesRefund && strings.HasPrefix(rc.opts.Platform, "wechatpay") {
-				it.Note = "WeChat Pay's bill dates a refund by its acceptance, its notification by its success: it may be in the bill of the day before"
+			if ev.Settles == keying.SettlesRefund {
+				it.Note = rc.preset.Bill.RefundNote
 			}
 			rc.rep.RunNotSettled.add(it, ev.Amount, rc.opts.Limit)
 		}

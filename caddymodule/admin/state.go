@@ -5,6 +5,7 @@ import (
 
 	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/internal/registry"
+	"github.com/idemgate/idemgate/platforms"
 )
 
 // The states of a deliver async route's key that the store keeps in
@@ -112,7 +113,7 @@ func RecordSignature(app *registry.App, rec *cache.Record) *SignatureView {
 
 func signatureOf(app *registry.App, rec *cache.Record) *SignatureView {
 	rt, ok := routeOf(app, rec)
-	if !ok || rt.Platform == nil || rt.Platform.Name() == "generic" {
+	if !ok || rt.Platform == nil || rt.Platform.Name() == platforms.Default {
 		return nil
 	}
 	switch {

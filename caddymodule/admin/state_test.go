@@ -7,6 +7,7 @@ import (
 	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/internal/registry"
 	"github.com/idemgate/idemgate/keying"
+	"github.com/idemgate/idemgate/platforms"
 )
 
 // TestSignatureNote: a record says what its redelivery carries — a fresh
@@ -27,7 +28,7 @@ func TestSignatureNote(t *testing.T) {
 		{"generic", registry.Route{}, false, time.Time{}},
 	} {
 		t.Run(c.platform, func(t *testing.T) {
-			p, err := keying.New(c.platform, keying.Config{NoVerify: true})
+			p, err := platforms.New(c.platform, keying.Config{NoVerify: true})
 			if err != nil {
 				t.Fatal(err)
 			}

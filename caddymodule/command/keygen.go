@@ -1,15 +1,9 @@
 package command
 
 import (
-	"crypto/rand"
-	"crypto/rsa"
-	"crypto/x509"
-	"encoding/base64"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io/fs"
-	"math/big"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,32 +11,43 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/idemgate/idemgate/internal/signer"
+	"github.com/idemgate/idemgate/keying"
+	"github.com/idemgate/idemgate/platforms"
 )
 
-// Test key files, as `idempotency keygen` writes them and `idempotency
-// send` and the examples' local Caddyfiles read them. The private keys
-// stand in for the platform's own signing keys: send signs with them as
-// the platform would, the gateway verifies with the public halves.
-const (
-	defaultKeyDir = "idemgate-testkeys"
+// defaultKeyDir holds the test key files, as `idempotency keygen` writes
+// them (each platform's Sender names its own) and `idempotency send` and
+// the examples' local Caddyfiles read them. The private keys stand in for
+// the platform's own signing keys: send signs with them as the platform
+// would, the gateway verifies with the public halves.
+const defaultKeyDir = "idemgate-testkeys"
 
-	fileAlipayPrivate  = "alipay_private_key.pem"
-	fileAlipayPublic   = "alipay_public_key.pem"
-	fileWechatPrivate  = "wechatpay_private_key.pem"
-	fileWechatPublic   = "wechatpay_public_key.pem"
-	fileWechatPublicID = "wechatpay_public_key_id"
-	fileWechatAPIv3    = "wechatpay_apiv3_key"
-	fileWechatV2       = "wechatpay_v2_api_key"
-	fileStripe         = "stripe_webhook_secret"
-	filePayPalPrivate  = "paypal_private_key.pem"
-	filePayPalCert     = "paypal_cert.pem"
-	filePayPalWebhook  = "paypal_webhook_id"
-	fileStdWebhooks    = "standard_webhooks_secret"
-)
+// sendPlatforms are the presets send and keygen know (those with a test
+// signer), in the registry's order.
+var sendPlatforms = func() []string {
+	var names []string
+	for _, p := range platforms.All() {
+		if p.Sender != nil {
+			names = append(names, p.Name)
+		}
+	}
+	return names
+}()
 
-// sendPlatforms are the presets send and keygen know, in README order.
-var sendPlatforms = []string{"alipay", "wechatpay", "wechatpay_v2", "stripe", "paypal", "standard_webhooks"}
+// presetTable lists what col says of each preset send and keygen know, a
+// line (or more) each, for a command's help.
+func presetTable(col func(*keying.Preset) string) string {
+	var b strings.Builder
+	for _, name := range sendPlatforms {
+		for i, line := range strings.Split(col(platforms.Lookup(name)), "\n") {
+			if i > 0 {
+				name = ""
+			}
+			fmt.Fprintf(&b, "  %-18s %s\n", name, line)
+		}
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}
 
 func keygenCommand() *cobra.Command {
 	c := &cobra.Command{
@@ -55,13 +60,7 @@ certificate, secrets) and the private keys ` + "`idemgate idempotency send`" + `
 standing in for the platform's own. They are for local tests only: never
 configure them on a route that takes real notifications.
 
-  alipay             ` + fileAlipayPrivate + `, ` + fileAlipayPublic + `
-  wechatpay          ` + fileWechatPrivate + `, ` + fileWechatPublic + `,
-                     ` + fileWechatPublicID + `, ` + fileWechatAPIv3 + `
-  wechatpay_v2       ` + fileWechatV2 + `
-  stripe             ` + fileStripe + `
-  paypal             ` + filePayPalPrivate + `, ` + filePayPalCert + `, ` + filePayPalWebhook + `
-  standard_webhooks  ` + fileStdWebhooks + `
+` + presetTable(keyFiles) + `
 
 Existing files are kept unless --force is given.
 `,
@@ -81,13 +80,13 @@ Existing files are kept unless --force is given.
 				return err
 			}
 			for _, name := range names {
-				files, err := testKeys(name)
+				files, err := platforms.Lookup(name).Sender.Keygen()
 				if err != nil {
 					return fmt.Errorf("%s: %v", name, err)
 				}
 				for _, f := range files {
-					p := filepath.Join(dir, f.name)
-					if err := writeKeyFile(p, f.data, force); err != nil {
+					p := filepath.Join(dir, f.Name)
+					if err := writeKeyFile(p, f.Data, force); err != nil {
 						return err
 					}
 					fmt.Fprintln(cmd.OutOrStdout(), p)
@@ -103,73 +102,24 @@ Existing files are kept unless --force is given.
 	return c
 }
 
-type keyFile struct {
-	name string
-	data []byte
-}
-
-// testKeys generates one preset's test files.
-func testKeys(platform string) ([]keyFile, error) {
-	var files []keyFile
-	rsaPair := func(private, public string) (*rsa.PrivateKey, error) {
-		k, err := rsa.GenerateKey(rand.Reader, 2048)
-		if err != nil {
-			return nil, err
+// keyFiles lists the files keygen writes for p, wrapped for a help page.
+func keyFiles(p *keying.Preset) string {
+	var b strings.Builder
+	line := 0
+	for i, f := range p.Sender.Files {
+		switch {
+		case i == 0:
+		case line+2+len(f) > 58:
+			b.WriteString(",\n")
+			line = 0
+		default:
+			b.WriteString(", ")
+			line += 2
 		}
-		der, err := x509.MarshalPKCS8PrivateKey(k)
-		if err != nil {
-			return nil, err
-		}
-		files = append(files, keyFile{private, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})})
-		if public != "" {
-			pub, err := signer.PublicKeyPEM(&k.PublicKey)
-			if err != nil {
-				return nil, err
-			}
-			files = append(files, keyFile{public, pub})
-		}
-		return k, nil
+		b.WriteString(f)
+		line += len(f)
 	}
-	switch platform {
-	case "alipay":
-		if _, err := rsaPair(fileAlipayPrivate, fileAlipayPublic); err != nil {
-			return nil, err
-		}
-	case "wechatpay":
-		if _, err := rsaPair(fileWechatPrivate, fileWechatPublic); err != nil {
-			return nil, err
-		}
-		files = append(files,
-			keyFile{fileWechatPublicID, []byte("PUB_KEY_ID_TEST" + signer.Nonce(16))},
-			keyFile{fileWechatAPIv3, []byte(signer.Nonce(32))})
-	case "wechatpay_v2":
-		files = append(files, keyFile{fileWechatV2, []byte(signer.Nonce(32))})
-	case "stripe":
-		files = append(files, keyFile{fileStripe, []byte("whsec_test" + signer.Nonce(32))})
-	case "paypal":
-		k, err := rsaPair(filePayPalPrivate, "")
-		if err != nil {
-			return nil, err
-		}
-		serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 64))
-		if err != nil {
-			return nil, err
-		}
-		cert, err := signer.Certificate(k, serial, "messageverificationcerts.sandbox.paypal.com")
-		if err != nil {
-			return nil, err
-		}
-		files = append(files,
-			keyFile{filePayPalCert, cert},
-			keyFile{filePayPalWebhook, []byte("WH-TEST-" + signer.Nonce(17))})
-	case "standard_webhooks":
-		b := make([]byte, 24)
-		rand.Read(b)
-		files = append(files, keyFile{fileStdWebhooks, []byte("whsec_" + base64.StdEncoding.EncodeToString(b))})
-	default:
-		return nil, fmt.Errorf("no test keys for platform %q", platform)
-	}
-	return files, nil
+	return b.String()
 }
 
 // writeKeyFile writes a key file readable by its owner only.

@@ -3,9 +3,7 @@ package command
 import (
 	"bytes"
 	"crypto/rsa"
-	"crypto/sha256"
 	"crypto/x509"
-	"encoding/hex"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -14,19 +12,20 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/idemgate/idemgate/internal/signer"
+	"github.com/idemgate/idemgate/keying"
+	"github.com/idemgate/idemgate/platforms"
 )
 
 // `idempotency send` signs and sends one test notification the way each
 // platform does, like the Stripe CLI's trigger, so a route can be tried
-// locally end to end. The signers are internal/signer's, the same the
-// gateway's own tests sign with (through internal/platformtest).
+// locally end to end. Each platform's test signer is its preset's Sender
+// (platforms/<name>/send.go), built on internal/signer, the signing code
+// the gateway's own tests sign with (through internal/platformtest).
 
 func sendCommand() *cobra.Command {
 	c := &cobra.Command{
@@ -39,14 +38,7 @@ the answer. Run it twice with the same --id to see the second copy
 replayed: every run re-signs, as the platform's retries are, and sends the
 same body where the platform's retries do.
 
-  alipay             form POST signed RSA2 (SHA256withRSA), trade_status_sync
-  wechatpay          API v3: Wechatpay-Signature (SHA256withRSA) headers and
-                     a resource encrypted with the APIv3 key (AES-256-GCM)
-  wechatpay_v2       XML signed with the API key (MD5, or --sign-type HMAC-SHA256)
-  stripe             Stripe-Signature (HMAC-SHA256), payment_intent.succeeded
-  paypal             PAYPAL-TRANSMISSION-* headers (SHA256withRSA), a
-                     PAYMENT.CAPTURE.COMPLETED event
-  standard_webhooks  webhook-id, webhook-timestamp, webhook-signature
+` + presetTable(func(p *keying.Preset) string { return p.Sender.Summary }) + `
 
 The keys come from the files ` + "`idemgate idempotency keygen`" + ` writes to --dir (default
 ` + defaultKeyDir + `); --secret, --key, --key-id and --webhook-id override them.
@@ -113,7 +105,7 @@ func runSend(w io.Writer, o sendOptions) error {
 		return fmt.Errorf("--platform must be one of %s, not %q", strings.Join(sendPlatforms, ", "), o.platform)
 	}
 	if o.id == "" {
-		o.id = newNotificationID(o.platform)
+		o.id = platforms.Lookup(o.platform).Sender.NewID()
 	}
 	if o.order == "" {
 		o.order = "o-" + o.id
@@ -159,118 +151,22 @@ func runSend(w io.Writer, o sendOptions) error {
 	return nil
 }
 
-// newNotificationID is a fresh id shaped like the platform's.
-func newNotificationID(platform string) string {
-	switch platform {
-	case "alipay", "wechatpay", "wechatpay_v2":
-		// trade_no / transaction_id: digits.
-		return time.Now().Format("20060102") + strconv.FormatInt(time.Now().UnixNano()%1e12, 10)
-	case "stripe":
-		return "evt_test_" + signer.Nonce(20)
-	case "paypal":
-		return "WH-TEST-" + signer.Nonce(17)
-	}
-	return "msg_" + signer.Nonce(24)
-}
-
-// sendEventTime is the event time written in a body: fixed, so a
-// notification sent again with the same --id has the same body.
-var sendEventTime = time.Date(2026, 3, 14, 9, 26, 50, 0, time.UTC)
-
-// idNonce is a nonce of n characters derived from the notification's id:
-// the same on every send of one --id.
-func idNonce(id string, n int) string {
-	sum := sha256.Sum256([]byte("idemgate send " + id))
-	return hex.EncodeToString(sum[:])[:n]
-}
-
-// buildNotification signs one notification of o.platform now. Where the
-// platform's retries carry the same body (Stripe, PayPal, Standard
-// Webhooks, WeChat Pay v3 and v2), the body depends on the id, order and
-// amount only, and only the signature headers are fresh; Alipay re-signs
-// each retry with a new notify_time, and so does send.
+// buildNotification signs one notification of o.platform now with the
+// platform's test signer. Where the platform's retries carry the same body
+// (Stripe, PayPal, Standard Webhooks, WeChat Pay v3 and v2), the body
+// depends on the id, order and amount only, and only the signature headers
+// are fresh; Alipay re-signs each retry with a new notify_time, and so
+// does send.
 func buildNotification(o sendOptions) (notification, error) {
-	var n notification
-	var err error
-	now := time.Now()
-	switch o.platform {
-	case "alipay":
-		var k *rsa.PrivateKey
-		if k, err = o.privateKey(fileAlipayPrivate); err != nil {
-			return n, err
-		}
-		params := signer.AlipayNotify("2021000000000001", o.order, o.id, "TRADE_SUCCESS", cents(o.amount))
-		var body string
-		if body, err = (signer.Alipay{Key: k}).Body(params); err != nil {
-			return n, err
-		}
-		n.body = []byte(body)
-		n.header = http.Header{"Content-Type": {"application/x-www-form-urlencoded; charset=utf-8"}}
-	case "wechatpay":
-		wp := signer.WechatPay{}
-		if wp.Key, err = o.privateKey(fileWechatPrivate); err != nil {
-			return n, err
-		}
-		if wp.Serial, err = o.value(o.keyID, fileWechatPublicID, "--key-id"); err != nil {
-			return n, err
-		}
-		if wp.APIv3Key, err = o.value(o.secret, fileWechatAPIv3, "--secret"); err != nil {
-			return n, err
-		}
-		n.body, n.header, err = wp.Notification(signer.WechatPayEvent{
-			ID:         o.id,
-			EventType:  "TRANSACTION.SUCCESS",
-			Resource:   signer.WechatPayTransaction(o.id, o.order, "SUCCESS", o.amount),
-			Nonce:      idNonce(o.id, 12),
-			CreateTime: sendEventTime,
-		})
-	case "wechatpay_v2":
-		if o.signType != "MD5" && o.signType != "HMAC-SHA256" {
-			return n, fmt.Errorf("--sign-type must be MD5 or HMAC-SHA256, not %q", o.signType)
-		}
-		v2 := signer.WechatPayV2{SignType: o.signType}
-		if v2.APIKey, err = o.value(o.secret, fileWechatV2, "--secret"); err != nil {
-			return n, err
-		}
-		fields := signer.WechatPayV2Payment(o.id, o.order, o.amount)
-		fields["nonce_str"] = idNonce(o.id, 32)
-		fields["time_end"] = sendEventTime.Format("20060102150405")
-		n.body = v2.Body(fields)
-		n.header = http.Header{"Content-Type": {"text/xml"}}
-	case "stripe":
-		var secret string
-		if secret, err = o.value(o.secret, fileStripe, "--secret"); err != nil {
-			return n, err
-		}
-		n.body = signer.StripeEventAt(o.id, "payment_intent.succeeded", "pi_"+o.order, o.amount, sendEventTime)
-		n.header = signer.StripeHeader(n.body, secret, now)
-	case "paypal":
-		p := signer.PayPal{}
-		if p.Key, err = o.privateKey(filePayPalPrivate); err != nil {
-			return n, err
-		}
-		if p.WebhookID, err = o.value(o.webhookID, filePayPalWebhook, "--webhook-id"); err != nil {
-			return n, err
-		}
-		n.body = signer.PayPalEvent(o.id, "PAYMENT.CAPTURE.COMPLETED", o.order, cents(o.amount))
-		n.header, err = p.Header(n.body, now)
-	case "standard_webhooks":
-		var secret string
-		if secret, err = o.value(o.secret, fileStdWebhooks, "--secret"); err != nil {
-			return n, err
-		}
-		n.body = fmt.Appendf(nil, `{"type":"payment.succeeded","timestamp":%q,"data":{"order_id":%q,"amount":%d}}`,
-			sendEventTime.Format(time.RFC3339), o.order, o.amount)
-		n.header, err = signer.StandardWebhooksHeader(secret, o.id, now, n.body)
-	}
+	in := keying.SendInput{ID: o.id, Order: o.order, Amount: o.amount, SignType: o.signType,
+		Secret: o.secret, KeyID: o.keyID, WebhookID: o.webhookID, Now: time.Now(),
+		Value: o.value, PrivateKey: o.privateKey}
+	body, header, err := platforms.Lookup(o.platform).Sender.Sign(in)
 	if err != nil {
-		return n, errors.New(strings.TrimPrefix(err.Error(), "signer: "))
+		return notification{}, errors.New(strings.TrimPrefix(err.Error(), "signer: "))
 	}
-	return n, nil
+	return notification{header: header, body: body}, nil
 }
-
-// cents renders an amount in cents as "9.90".
-func cents(n int) string { return fmt.Sprintf("%d.%02d", n/100, n%100) }
 
 // value is flag if set, else the content of file in o.dir.
 func (o sendOptions) value(flag, file, flagName string) (string, error) {

@@ -149,7 +149,7 @@ func TestSendErrors(t *testing.T) {
 	if _, err := runIdem(t, "keygen", "--platform", "stripe", "--dir", dir, "--force"); err != nil {
 		t.Errorf("keygen --force: %v", err)
 	}
-	if fi, err := os.Stat(filepath.Join(dir, fileStripe)); err != nil || fi.Mode().Perm() != 0o600 {
+	if fi, err := os.Stat(filepath.Join(dir, "stripe_webhook_secret")); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("the secret file is not owner-only: %v %v", fi.Mode(), err)
 	}
 }

@@ -14,7 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/idemgate/idemgate/caddymodule/admin"
-	"github.com/idemgate/idemgate/keying/bill"
+	"github.com/idemgate/idemgate/platforms"
 )
 
 // The reconciliation page: GET shows the upload form; POST reconciles the
@@ -46,7 +46,11 @@ type reconcileView struct {
 // OrderPages: the report's orders are the gateway's (Alipay's and WeChat
 // Pay's), each with its page; Stripe's and PayPal's are the bill's objects.
 func (r *reconcileView) OrderPages() bool {
-	return r.Report != nil && r.Report.Platform != "stripe" && r.Report.Platform != "paypal"
+	if r.Report == nil {
+		return false
+	}
+	p := platforms.Lookup(r.Report.Platform)
+	return p != nil && !p.OwnEvents
 }
 
 // Categories are the report's, in the page's order.
@@ -81,7 +85,7 @@ func (c reconcileCategory) AmountsText() string {
 func (c *Console) reconcileForm(r *http.Request, v *consolePage) {
 	q := r.URL.Query()
 	v.Page, v.Title = "reconcile", "Reconcile a bill"
-	v.Reconcile = &reconcileView{Platforms: bill.Platforms(), Stores: c.data.storeIDs(), Store: q.Get("store"),
+	v.Reconcile = &reconcileView{Platforms: platforms.Billed(), Stores: c.data.storeIDs(), Store: q.Get("store"),
 		Platform: q.Get("platform"), Scope: q.Get("scope"), Merchant: q.Get("merchant")}
 }
 

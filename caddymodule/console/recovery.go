@@ -13,6 +13,7 @@ import (
 	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/caddymodule/admin"
 	"github.com/idemgate/idemgate/internal/registry"
+	"github.com/idemgate/idemgate/platforms"
 )
 
 // Recovery on the console: the money at stake first on the overview, the
@@ -101,20 +102,10 @@ func platformName(app *registry.App, key string) string {
 	if !ok || rt.Platform == nil {
 		return "the platform"
 	}
-	switch p := rt.Platform.Name(); p {
-	case "alipay":
-		return "Alipay"
-	case "wechatpay", "wechatpay_v2":
-		return "WeChat Pay"
-	case "stripe":
-		return "Stripe"
-	case "paypal":
-		return "PayPal"
-	case "standard_webhooks":
-		return "The sender"
-	default:
-		return p
+	if p := platforms.Lookup(rt.Platform.Name()); p != nil {
+		return p.Title
 	}
+	return rt.Platform.Name()
 }
 
 // roughly is a duration to one unit: 40s, 8m, 2h, 3d.

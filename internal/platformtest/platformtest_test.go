@@ -16,6 +16,7 @@ import (
 
 	"github.com/idemgate/idemgate/internal/platformtest"
 	"github.com/idemgate/idemgate/keying"
+	"github.com/idemgate/idemgate/platforms"
 )
 
 // TestSignersVerify: what each signer builds, the matching preset accepts
@@ -79,7 +80,7 @@ func TestSignersVerify(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			p, err := keying.New(c.preset, c.cfg)
+			p, err := platforms.New(c.preset, c.cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -95,7 +96,7 @@ func TestSignersVerify(t *testing.T) {
 
 	// A probe never verifies.
 	body := wx.Body(t, wxEv)
-	p, _ := keying.New("wechatpay", keying.Config{PublicKey: pub, PublicKeyID: "PUB_KEY_ID_01", Secret: apiV3})
+	p, _ := platforms.New("wechatpay", keying.Config{PublicKey: pub, PublicKeyID: "PUB_KEY_ID_01", Secret: apiV3})
 	probe := wx.SigntestHeader(t, body)
 	if s := probe.Get("Wechatpay-Signature"); len(s) < 19 || s[:19] != "WECHATPAY/SIGNTEST/" {
 		t.Errorf("probe signature %q", s)

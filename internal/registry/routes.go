@@ -42,7 +42,7 @@ type Route struct {
 	// Concurrency is how many redeliveries a bulk run sends at a time:
 	// the async route's concurrency, 4 for a sync route.
 	Concurrency int
-	// Schedule is the platform's retry schedule (keying.RetrySchedule);
+	// Schedule is the platform's retry schedule (keying.Preset.Schedule);
 	// nil for async routes (the platform has its ack) and generic ones.
 	Schedule keying.Schedule
 	// Resigns: a redelivery carries a fresh signature (the route holds

@@ -100,3 +100,17 @@ func Nonce(n int) string {
 	}
 	return string(b)
 }
+
+// NewRSAKey is a fresh 2048-bit RSA key and its private key as a PEM
+// "PRIVATE KEY" (PKCS #8) block, as keygen writes it.
+func NewRSAKey() (*rsa.PrivateKey, []byte, error) {
+	k, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return nil, nil, err
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(k)
+	if err != nil {
+		return nil, nil, err
+	}
+	return k, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
+}

@@ -38,7 +38,7 @@ func BenchmarkMillionRows(b *testing.B) {
 			cpu := cpuTime()
 			for i := 0; i < b.N; i++ {
 				src.rewind()
-				r, err := Open(c.platform, src)
+				r, err := openBill(c.platform, src)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -4,7 +4,7 @@
 // and PayPal's settlement report. Reconciliation compares what a bill says
 // was settled with what the backend ran; this package only reads bills.
 //
-// [Open] sniffs the encoding (gzip, a UTF-8 BOM, UTF-16; GBK for Alipay),
+// [Format.Open] sniffs the encoding (gzip, a UTF-8 BOM, UTF-16; GBK for Alipay),
 // reads the bill's head and returns a [Reader]; [Reader.Next] returns one
 // [Row] per detail line and io.EOF at the end — but only after the bill's
 // own summary (Alipay's #交易合计/#退款合计, WeChat Pay's summary row,
@@ -25,7 +25,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -139,9 +138,6 @@ type Summary struct {
 
 // Errors that Open and Next return wrap one of these (errors.Is).
 var (
-	// ErrPlatform: Open was given a platform this package has no bill
-	// reader for.
-	ErrPlatform = errors.New("no bill reader for platform")
 	// ErrMalformed: the bill does not read as its platform's documented
 	// layout — a wrong column count, a bad amount, a missing column.
 	ErrMalformed = errors.New("malformed bill")
@@ -184,44 +180,37 @@ type parser interface {
 
 type opener func(b *base) (parser, error)
 
-var openers = map[string]struct {
-	name string
+// Format is one platform's bill layout, which its preset names
+// (keying.BillTraits.Format).
+type Format struct {
+	name string // the platform as the summary and errors name it
 	open opener
-}{
-	"alipay":       {"alipay", openAlipay},
-	"wechatpay":    {"wechatpay", openWeChat},
-	"wechatpay_v2": {"wechatpay", openWeChat},
-	"stripe":       {"stripe", openStripe},
-	"paypal":       {"paypal", openPayPal},
 }
 
-// Platforms lists the platform names Open accepts.
-func Platforms() []string {
-	names := make([]string, 0, len(openers))
-	for n := range openers {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
+// The layouts this package reads.
+var (
+	// Alipay is the 业务明细 (detail) CSV of Alipay's trade bill.
+	Alipay = &Format{"alipay", openAlipay}
+	// WeChatPay is WeChat Pay's trade bill, the same for API v3 and v2.
+	WeChatPay = &Format{"wechatpay", openWeChat}
+	// Stripe is a Stripe balance-transaction export.
+	Stripe = &Format{"stripe", openStripe}
+	// PayPal is a PayPal settlement report.
+	PayPal = &Format{"paypal", openPayPal}
+)
 
-// Open reads the head of a bill of platform ("alipay", "wechatpay" or
-// "wechatpay_v2", "stripe", "paypal") from r and returns a Reader for its
-// rows. A gzip stream (WeChat Pay's tar_type=GZIP) is unpacked; a zip
-// archive (Alipay's download) is refused with a note on what to pass.
-func Open(platform string, r io.Reader) (*Reader, error) {
-	o, ok := openers[platform]
-	if !ok {
-		return nil, fmt.Errorf("%w %q (known: %s)", ErrPlatform, platform, strings.Join(Platforms(), ", "))
-	}
-	rd := &Reader{sum: Summary{Platform: o.name}}
-	b := &base{platform: o.name, sum: &rd.sum}
+// Open reads the head of a bill of format f from r and returns a Reader
+// for its rows. A gzip stream (WeChat Pay's tar_type=GZIP) is unpacked; a
+// zip archive (Alipay's download) is refused with a note on what to pass.
+func (f *Format) Open(r io.Reader) (*Reader, error) {
+	rd := &Reader{sum: Summary{Platform: f.name}}
+	b := &base{platform: f.name, sum: &rd.sum}
 	src, err := sniff(r)
 	if err != nil {
 		return nil, b.whole(ErrMalformed, "%v", err)
 	}
 	b.l = newLines(src)
-	p, err := o.open(b)
+	p, err := f.open(b)
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,7 @@
-package keying
+// Package wechatpayv2 is the WeChat Pay API v2 preset: the MD5 or
+// HMAC-SHA256 signed XML notification (and the encrypted refund
+// notification), classified into the order's business events.
+package wechatpayv2
 
 import (
 	"bytes"
@@ -14,9 +17,23 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/idemgate/idemgate/keying"
+	"github.com/idemgate/idemgate/platforms/wechatpay"
 )
 
-func init() { register("wechatpay_v2", newWechatPayV2) }
+// Preset is WeChat Pay API v2's: answered with the SUCCESS
+// XML, an order's business events, pinned by mchid.
+var Preset = &keying.Preset{
+	Name: "wechatpay_v2", Title: "WeChat Pay", New: newWechatPayV2,
+	Ack: keying.Ack{Status: 200, Body: "<xml><return_code><![CDATA[SUCCESS]]></return_code><return_msg><![CDATA[OK]]></return_msg></xml>", ContentType: "application/xml"},
+	// The v2 notify (pay.weixin.qq.com/wiki/doc/api/jsapi.php?chapter=9_7)
+	// publishes v3's frequencies.
+	Schedule: wechatpay.Schedule,
+	Orders:   true, Extra: true, Pins: "mchid",
+	Bill:   wechatpay.Bill,
+	Sender: sender,
+}
 
 // WechatPayV2 verifies WeChat Pay API v2 payment result notifications (XML).
 //
@@ -58,9 +75,9 @@ type WechatPayV2 struct {
 	mchIDs    []string
 }
 
-func newWechatPayV2(cfg Config) (Platform, error) {
+func newWechatPayV2(cfg keying.Config) (keying.Platform, error) {
 	if cfg.Secret == "" && !cfg.NoVerify {
-		return nil, needsSecret("wechatpay_v2", "secret (the API v2 key)")
+		return nil, keying.NeedsSecret("wechatpay_v2", "secret (the API v2 key)")
 	}
 	w := &WechatPayV2{secret: []byte(cfg.Secret), noVerify: cfg.NoVerify, mchIDs: cfg.MchIDs}
 	if cfg.Secret != "" {
@@ -72,7 +89,7 @@ func newWechatPayV2(cfg Config) (Platform, error) {
 
 func (*WechatPayV2) Name() string { return "wechatpay_v2" }
 
-func (w *WechatPayV2) Verify(r *Request) (*Notification, error) {
+func (w *WechatPayV2) Verify(r *keying.Request) (*keying.Notification, error) {
 	fields, err := strictXML(r.Body)
 	if err != nil {
 		return nil, err
@@ -90,19 +107,19 @@ func (w *WechatPayV2) Verify(r *Request) (*Notification, error) {
 	}
 	tx := fields["transaction_id"]
 	if tx == "" {
-		return nil, malformed("wechatpay_v2", "no transaction_id")
+		return nil, keying.Malformed("wechatpay_v2", "no transaction_id")
 	}
-	event := EventPaid
+	event := keying.EventPaid
 	switch rc := fields["result_code"]; rc {
 	case "SUCCESS":
 	case "FAIL":
-		event = EventFailed
+		event = keying.EventFailed
 	default:
-		return nil, malformed("wechatpay_v2", "result_code %s is neither SUCCESS nor FAIL", clip(rc))
+		return nil, keying.Malformed("wechatpay_v2", "result_code %s is neither SUCCESS nor FAIL", keying.Clip(rc))
 	}
-	n := &Notification{
-		Fields:      NewFields(r),
-		Fingerprint: Material(fields["total_fee"], fields["result_code"]),
+	n := &keying.Notification{
+		Fields:      keying.NewFields(r),
+		Fingerprint: keying.Material(fields["total_fee"], fields["result_code"]),
 		Extra: func(path string) (string, bool) {
 			v, ok := fields[path]
 			return v, ok
@@ -111,24 +128,24 @@ func (w *WechatPayV2) Verify(r *Request) (*Notification, error) {
 	if err := v2Order(n, fields["mch_id"], tx, event, fields["total_fee"], fields["fee_type"]); err != nil {
 		return nil, err
 	}
-	n.At = beijingTime(fields["time_end"])
+	n.At = keying.BeijingTime(fields["time_end"])
 	return n, nil
 }
 
 // v2Order sets n's order, event, key and money.
-func v2Order(n *Notification, mchID, tx, event, fee, feeType string) error {
+func v2Order(n *keying.Notification, mchID, tx, event, fee, feeType string) error {
 	if mchID == "" {
-		return malformed("wechatpay_v2", "no mch_id")
+		return keying.Malformed("wechatpay_v2", "no mch_id")
 	}
-	return wechatOrder(n, "wechatpay_v2", mchID, tx, event, fee, feeType)
+	return wechatpay.Order(n, "wechatpay_v2", mchID, tx, event, fee, feeType)
 }
 
 // strictXML is ParseStrictXML with ambiguity reported as ErrSignature.
 func strictXML(body []byte) (map[string]string, error) {
-	fields, err := ParseStrictXML(body)
+	fields, err := keying.ParseStrictXML(body)
 	switch {
-	case errors.Is(err, ErrAmbiguous):
-		return nil, sigErr("wechatpay_v2", "%v", err)
+	case errors.Is(err, keying.ErrAmbiguous):
+		return nil, keying.SigErr("wechatpay_v2", "%v", err)
 	case err != nil:
 		return nil, fmt.Errorf("wechatpay_v2: %w", err)
 	}
@@ -137,8 +154,8 @@ func strictXML(body []byte) (map[string]string, error) {
 
 // checkMchID refuses another merchant's notification when mchid is set.
 func (w *WechatPayV2) checkMchID(fields map[string]string) error {
-	if !pinned(w.mchIDs, fields["mch_id"]) {
-		return sigErr("wechatpay_v2", "mch_id %s is not one of the configured mchid", clip(fields["mch_id"]))
+	if !keying.Pinned(w.mchIDs, fields["mch_id"]) {
+		return keying.SigErr("wechatpay_v2", "mch_id %s is not one of the configured mchid", keying.Clip(fields["mch_id"]))
 	}
 	return nil
 }
@@ -147,7 +164,7 @@ func (w *WechatPayV2) verify(fields map[string]string) error {
 	const p = "wechatpay_v2"
 	sign := strings.ToUpper(strings.TrimSpace(fields["sign"]))
 	if sign == "" {
-		return sigErr(p, "no sign")
+		return keying.SigErr(p, "no sign")
 	}
 	var h hash.Hash
 	switch len(sign) {
@@ -156,37 +173,37 @@ func (w *WechatPayV2) verify(fields map[string]string) error {
 	case 64:
 		h = hmac.New(sha256.New, w.secret)
 	default:
-		return sigErr(p, "sign is neither MD5 nor HMAC-SHA256")
+		return keying.SigErr(p, "sign is neither MD5 nor HMAC-SHA256")
 	}
 	switch st := strings.ToUpper(strings.TrimSpace(fields["sign_type"])); {
 	case st == "":
 	case st == "MD5" && len(sign) == 32, st == "HMAC-SHA256" && len(sign) == 64:
 	default:
-		return sigErr(p, "sign_type %s does not match the sign", clip(st))
+		return keying.SigErr(p, "sign_type %s does not match the sign", keying.Clip(st))
 	}
 	h.Write(WechatPayV2SignContent(fields))
 	h.Write([]byte("&key="))
 	h.Write(w.secret)
 	want := strings.ToUpper(hex.EncodeToString(h.Sum(nil)))
 	if !hmac.Equal([]byte(want), []byte(sign)) {
-		return sigErr(p, "sign does not match")
+		return keying.SigErr(p, "sign does not match")
 	}
 	return nil
 }
 
 // refund decrypts and reads a refund notification.
-func (w *WechatPayV2) refund(r *Request, outer map[string]string) (*Notification, error) {
+func (w *WechatPayV2) refund(r *keying.Request, outer map[string]string) (*keying.Notification, error) {
 	const p = "wechatpay_v2"
 	if w.refundKey == nil {
-		return nil, malformed(p, "a refund notification needs the secret (API key) to decrypt req_info")
+		return nil, keying.Malformed(p, "a refund notification needs the secret (API key) to decrypt req_info")
 	}
 	plain, ok := decryptReqInfo(w.refundKey, outer["req_info"])
 	if !ok {
-		return nil, sigErr(p, "req_info does not decrypt with the API key")
+		return nil, keying.SigErr(p, "req_info does not decrypt with the API key")
 	}
-	inner, err := ParseStrictXML(plain)
+	inner, err := keying.ParseStrictXML(plain)
 	if err != nil || inner["refund_id"] == "" {
-		return nil, sigErr(p, "req_info does not decrypt to a refund")
+		return nil, keying.SigErr(p, "req_info does not decrypt to a refund")
 	}
 	// The outer mch_id is not signed, but it is what the backend reads;
 	// req_info decrypting under this merchant's API key is what binds the
@@ -202,17 +219,17 @@ func (w *WechatPayV2) refund(r *Request, outer map[string]string) (*Notification
 	case "REFUNDCLOSE":
 		outcome = "closed"
 	default:
-		return nil, malformed(p, "unknown refund_status %s", clip(st))
+		return nil, keying.Malformed(p, "unknown refund_status %s", keying.Clip(st))
 	}
 	switch {
 	case inner["out_refund_no"] == "":
-		return nil, malformed(p, "a refund without out_refund_no: which refund of the order it is cannot be told")
+		return nil, keying.Malformed(p, "a refund without out_refund_no: which refund of the order it is cannot be told")
 	case inner["transaction_id"] == "":
-		return nil, malformed(p, "a refund without transaction_id")
+		return nil, keying.Malformed(p, "a refund without transaction_id")
 	}
-	n := &Notification{
-		Fields:      NewFields(r),
-		Fingerprint: Material(inner["refund_fee"], inner["total_fee"]),
+	n := &keying.Notification{
+		Fields:      keying.NewFields(r),
+		Fingerprint: keying.Material(inner["refund_fee"], inner["total_fee"]),
 		Extra: func(path string) (string, bool) {
 			if v, ok := inner[path]; ok {
 				return v, true
@@ -221,11 +238,11 @@ func (w *WechatPayV2) refund(r *Request, outer map[string]string) (*Notification
 			return v, ok
 		},
 	}
-	if err := v2Order(n, outer["mch_id"], inner["transaction_id"], refundEvent(inner["out_refund_no"], outcome),
+	if err := v2Order(n, outer["mch_id"], inner["transaction_id"], keying.RefundEvent(inner["out_refund_no"], outcome),
 		inner["refund_fee"], outer["fee_type"]); err != nil {
 		return nil, err
 	}
-	n.At = beijingTime(inner["success_time"])
+	n.At = keying.BeijingTime(inner["success_time"])
 	return n, nil
 }
 
@@ -259,15 +276,15 @@ func WechatPayV2SignContent(fields map[string]string) []byte {
 			signed[k] = v
 		}
 	}
-	return sortedPairs(signed)
+	return keying.SortedPairs(signed)
 }
 
 // Success: WeChat Pay v2 reads the answer's XML return_code.
 func (*WechatPayV2) Success(status int, _ http.Header, body []byte) bool {
-	if !Is2xx(status) {
+	if !keying.Is2xx(status) {
 		return false
 	}
-	f, err := ParseFlatXML(body)
+	f, err := keying.ParseFlatXML(body)
 	return err == nil && strings.TrimSpace(f["return_code"]) == "SUCCESS"
 }
 

@@ -1,4 +1,4 @@
-package keying
+package paypal
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/internal/platformtest"
+	"github.com/idemgate/idemgate/internal/presettest"
+	"github.com/idemgate/idemgate/keying"
 )
 
 // Tests of what PayPal's CRC-only signature needs around it: the
@@ -21,49 +23,47 @@ import (
 
 func TestPayPalTransmissionTime(t *testing.T) {
 	k, _ := platformtest.Keys(t)
-	cert := testCert(t, k, bigInt(3), "messageverificationcerts.sandbox.paypal.com")
-	cfg := Config{WebhookID: ppWebhookID, Certificates: [][]byte{cert}, HTTPClient: noNetwork(t)}
+	cert := presettest.Cert(t, k, presettest.BigInt(3), "messageverificationcerts.sandbox.paypal.com")
+	cfg := keying.Config{WebhookID: ppWebhookID, Certificates: [][]byte{cert}, HTTPClient: noNetwork(t)}
 	ev := ppEvent("WH-T", "PAYMENT.CAPTURE.COMPLETED", "1")
-	at := func(tm time.Time) *Request {
+	at := func(tm time.Time) *keying.Request {
 		pp := platformtest.PayPal{Key: k, WebhookID: ppWebhookID}
-		return post(ev, pp.TransmissionHeader(t, ev, "tx-1", tm))
+		return presettest.Post(ev, pp.TransmissionHeader(t, ev, "tx-1", tm))
 	}
-	cases := []verifyCase{
-		{"now", cfg, at(testNow), nil, "WH-T"},
-		{"4m59s old", cfg, at(testNow.Add(-5*time.Minute + time.Second)), nil, "WH-T"},
-		{"5m1s old", cfg, at(testNow.Add(-5*time.Minute - time.Second)), ErrSignature, ""},
-		{"a day old (captured headers replayed)", cfg, at(testNow.Add(-24 * time.Hour)), ErrSignature, ""},
-		{"5m1s ahead", cfg, at(testNow.Add(5*time.Minute + time.Second)), ErrSignature, ""},
-		{"within a configured tolerance", Config{WebhookID: ppWebhookID, Certificates: [][]byte{cert}, Tolerance: 15 * time.Minute},
-			at(testNow.Add(-10 * time.Minute)), nil, "WH-T"},
-		{"beyond a configured tolerance", Config{WebhookID: ppWebhookID, Certificates: [][]byte{cert}, Tolerance: time.Minute},
-			at(testNow.Add(-2 * time.Minute)), ErrSignature, ""},
-		{"not RFC 3339", cfg, hdr(at(testNow), "Paypal-Transmission-Time", "Sat Mar 14 09:26:53 2026"), ErrSignature, ""},
-		{"absurdly long", cfg, hdr(at(testNow), "Paypal-Transmission-Time", strings.Repeat("9", 100)), ErrSignature, ""},
+	cases := []presettest.VerifyCase{
+		{Name: "now", Cfg: cfg, Req: at(presettest.Now), WantErr: nil, Key: "WH-T"},
+		{Name: "4m59s old", Cfg: cfg, Req: at(presettest.Now.Add(-5*time.Minute + time.Second)), WantErr: nil, Key: "WH-T"},
+		{Name: "5m1s old", Cfg: cfg, Req: at(presettest.Now.Add(-5*time.Minute - time.Second)), WantErr: keying.ErrSignature, Key: ""},
+		{Name: "a day old (captured headers replayed)", Cfg: cfg, Req: at(presettest.Now.Add(-24 * time.Hour)), WantErr: keying.ErrSignature, Key: ""},
+		{Name: "5m1s ahead", Cfg: cfg, Req: at(presettest.Now.Add(5*time.Minute + time.Second)), WantErr: keying.ErrSignature, Key: ""},
+		{Name: "within a configured tolerance", Cfg: keying.Config{WebhookID: ppWebhookID, Certificates: [][]byte{cert}, Tolerance: 15 * time.Minute}, Req: at(presettest.Now.Add(-10 * time.Minute)), WantErr: nil, Key: "WH-T"},
+		{Name: "beyond a configured tolerance", Cfg: keying.Config{WebhookID: ppWebhookID, Certificates: [][]byte{cert}, Tolerance: time.Minute}, Req: at(presettest.Now.Add(-2 * time.Minute)), WantErr: keying.ErrSignature, Key: ""},
+		{Name: "not RFC 3339", Cfg: cfg, Req: presettest.Hdr(at(presettest.Now), "Paypal-Transmission-Time", "Sat Mar 14 09:26:53 2026"), WantErr: keying.ErrSignature, Key: ""},
+		{Name: "absurdly long", Cfg: cfg, Req: presettest.Hdr(at(presettest.Now), "Paypal-Transmission-Time", strings.Repeat("9", 100)), WantErr: keying.ErrSignature, Key: ""},
 	}
-	runVerifyCases(t, "paypal", cases, nil)
+	presettest.RunVerifyCases(t, Preset, cases, nil)
 }
 
 func TestPayPalPinnedCertificateValidity(t *testing.T) {
 	k, other := platformtest.Keys(t)
 	const cn = "messageverificationcerts.sandbox.paypal.com"
-	expired := platformtest.CertificateValid(t, k, bigInt(4), cn, testNow.Add(-48*time.Hour), testNow.Add(-time.Hour))
-	notYet := platformtest.CertificateValid(t, k, bigInt(5), cn, testNow.Add(time.Hour), testNow.Add(48*time.Hour))
-	valid := testCert(t, k, bigInt(6), cn)
-	otherValid := testCert(t, other, bigInt(7), cn)
+	expired := platformtest.CertificateValid(t, k, presettest.BigInt(4), cn, presettest.Now.Add(-48*time.Hour), presettest.Now.Add(-time.Hour))
+	notYet := platformtest.CertificateValid(t, k, presettest.BigInt(5), cn, presettest.Now.Add(time.Hour), presettest.Now.Add(48*time.Hour))
+	valid := presettest.Cert(t, k, presettest.BigInt(6), cn)
+	otherValid := presettest.Cert(t, other, presettest.BigInt(7), cn)
 	ev := ppEvent("WH-P", "PAYMENT.CAPTURE.COMPLETED", "1")
 	req := ppReq(t, k, ppWebhookID, "tx", ppCertURL, ev)
-	pin := func(certs ...[]byte) Config {
-		return Config{WebhookID: ppWebhookID, Certificates: certs, HTTPClient: noNetwork(t)}
+	pin := func(certs ...[]byte) keying.Config {
+		return keying.Config{WebhookID: ppWebhookID, Certificates: certs, HTTPClient: noNetwork(t)}
 	}
-	runVerifyCases(t, "paypal", []verifyCase{
-		{"valid", pin(valid), req, nil, "WH-P"},
-		{"expired", pin(expired), req, ErrSignature, ""},
-		{"not yet valid", pin(notYet), req, ErrSignature, ""},
+	presettest.RunVerifyCases(t, Preset, []presettest.VerifyCase{
+		{Name: "valid", Cfg: pin(valid), Req: req, WantErr: nil, Key: "WH-P"},
+		{Name: "expired", Cfg: pin(expired), Req: req, WantErr: keying.ErrSignature, Key: ""},
+		{Name: "not yet valid", Cfg: pin(notYet), Req: req, WantErr: keying.ErrSignature, Key: ""},
 		// A renewed certificate pinned beside the old one: the old key
 		// no longer verifies once it expires.
-		{"expired one of two, the valid one is another key", pin(expired, otherValid), req, ErrSignature, ""},
-		{"expired one of two, the valid one signed", pin(expired, valid), req, nil, "WH-P"},
+		{Name: "expired one of two, the valid one is another key", Cfg: pin(expired, otherValid), Req: req, WantErr: keying.ErrSignature, Key: ""},
+		{Name: "expired one of two, the valid one signed", Cfg: pin(expired, valid), Req: req, WantErr: nil, Key: "WH-P"},
 	}, nil)
 }
 
@@ -98,7 +98,7 @@ func (l *memLog) Seen(_ context.Context, id, digest string) (bool, error) {
 // it, the forgery is refused, whichever copy arrives first.
 func TestPayPalCRCForgery(t *testing.T) {
 	k, _ := platformtest.Keys(t)
-	cert := testCert(t, k, bigInt(3), "messageverificationcerts.sandbox.paypal.com")
+	cert := presettest.Cert(t, k, presettest.BigInt(3), "messageverificationcerts.sandbox.paypal.com")
 	genuine := ppEvent("WH-GENUINE", "PAYMENT.CAPTURE.COMPLETED", "CAP-1")
 	forged := platformtest.PayPalForgery(t, genuine, []byte(`{"id":"WH-FORGED","event_type":"PAYMENT.CAPTURE.COMPLETED","resource":{"id":"CAP-ATTACKER","amount":{"currency_code":"USD","value":"9999.00"}},"pad":"`+strings.Repeat("a", 64)+`"}`))
 	if crc32.ChecksumIEEE(forged) != crc32.ChecksumIEEE(genuine) {
@@ -107,21 +107,21 @@ func TestPayPalCRCForgery(t *testing.T) {
 	h := platformtest.PayPal{Key: k, WebhookID: ppWebhookID}.TransmissionHeader(t, genuine, "tx-captured", ppTxTime)
 
 	// Without a log, the forgery verifies: this is the hole.
-	p := mustNew(t, "paypal", Config{WebhookID: ppWebhookID, Certificates: [][]byte{cert}})
-	if n, err := p.Verify(post(forged, h)); err != nil || n.Key != "WH-FORGED" {
+	p := presettest.MustNew(t, Preset, keying.Config{WebhookID: ppWebhookID, Certificates: [][]byte{cert}})
+	if n, err := p.Verify(presettest.Post(forged, h)); err != nil || n.Key != "WH-FORGED" {
 		t.Fatalf("precondition: forgery should verify on the signature alone: %v", err)
 	}
 
 	log := &memLog{}
-	p = mustNew(t, "paypal", Config{WebhookID: ppWebhookID, Certificates: [][]byte{cert}, TransmissionLog: log})
-	if _, err := p.Verify(post(genuine, h)); err != nil {
+	p = presettest.MustNew(t, Preset, keying.Config{WebhookID: ppWebhookID, Certificates: [][]byte{cert}, TransmissionLog: log})
+	if _, err := p.Verify(presettest.Post(genuine, h)); err != nil {
 		t.Fatalf("genuine: %v", err)
 	}
-	if _, err := p.Verify(post(genuine, h)); err != nil {
+	if _, err := p.Verify(presettest.Post(genuine, h)); err != nil {
 		t.Fatalf("genuine again (same transmission, same body): %v", err)
 	}
-	_, err := p.Verify(post(forged, h))
-	wantErr(t, err, ErrSignature)
+	_, err := p.Verify(presettest.Post(forged, h))
+	presettest.WantErr(t, err, keying.ErrSignature)
 	if !strings.Contains(err.Error(), "another body") {
 		t.Fatalf("reason = %v", err)
 	}
@@ -129,29 +129,29 @@ func TestPayPalCRCForgery(t *testing.T) {
 	// Forgery first: it takes the transmission id, the genuine copy is
 	// refused for that transmission (PayPal's retry comes with a new id).
 	log2 := &memLog{}
-	p = mustNew(t, "paypal", Config{WebhookID: ppWebhookID, Certificates: [][]byte{cert}, TransmissionLog: log2})
-	if _, err := p.Verify(post(forged, h)); err != nil {
+	p = presettest.MustNew(t, Preset, keying.Config{WebhookID: ppWebhookID, Certificates: [][]byte{cert}, TransmissionLog: log2})
+	if _, err := p.Verify(presettest.Post(forged, h)); err != nil {
 		t.Fatal(err)
 	}
-	_, err = p.Verify(post(genuine, h))
-	wantErr(t, err, ErrSignature)
+	_, err = p.Verify(presettest.Post(genuine, h))
+	presettest.WantErr(t, err, keying.ErrSignature)
 	retry := platformtest.PayPal{Key: k, WebhookID: ppWebhookID}.TransmissionHeader(t, genuine, "tx-retry", ppTxTime)
-	if _, err := p.Verify(post(genuine, retry)); err != nil {
+	if _, err := p.Verify(presettest.Post(genuine, retry)); err != nil {
 		t.Fatalf("retry with a new transmission: %v", err)
 	}
 
 	// A bad signature never reaches the log; a log error is ErrUnavailable.
 	log3 := &memLog{}
-	p = mustNew(t, "paypal", Config{WebhookID: ppWebhookID, Certificates: [][]byte{cert}, TransmissionLog: log3})
-	_, err = p.Verify(post(genuine, hdr(&Request{Header: h}, "Paypal-Transmission-Sig", "AAAA").Header))
-	wantErr(t, err, ErrSignature)
+	p = presettest.MustNew(t, Preset, keying.Config{WebhookID: ppWebhookID, Certificates: [][]byte{cert}, TransmissionLog: log3})
+	_, err = p.Verify(presettest.Post(genuine, presettest.Hdr(&keying.Request{Header: h}, "Paypal-Transmission-Sig", "AAAA").Header))
+	presettest.WantErr(t, err, keying.ErrSignature)
 	if log3.calls != 0 {
 		t.Fatalf("log consulted %d times for a bad signature", log3.calls)
 	}
 	log3.fail = errors.New("store down")
-	_, err = p.Verify(post(genuine, h))
-	wantErr(t, err, ErrUnavailable)
-	if errors.Is(err, ErrSignature) {
+	_, err = p.Verify(presettest.Post(genuine, h))
+	presettest.WantErr(t, err, keying.ErrUnavailable)
+	if errors.Is(err, keying.ErrSignature) {
 		t.Fatal("a log error must not read as a forgery")
 	}
 }
@@ -187,15 +187,15 @@ func newSlowCertServer(t *testing.T, bundle []byte) *slowCertServer {
 func TestPayPalFetchConcurrency(t *testing.T) {
 	k, other := platformtest.Keys(t)
 	root := platformtest.NewCA(t, other, "Test Root CA")
-	bundle := root.Issue(t, k, bigInt(21), "messageverificationcerts.paypal.com", testNow.Add(-time.Hour), testNow.Add(time.Hour))
+	bundle := root.Issue(t, k, presettest.BigInt(21), "messageverificationcerts.paypal.com", presettest.Now.Add(-time.Hour), presettest.Now.Add(time.Hour))
 	ev := ppEvent("WH-C", "PAYMENT.CAPTURE.COMPLETED", "1")
 	newP := func(s *slowCertServer) *PayPal {
 		u, _ := url.Parse(s.URL)
-		p := mustNew(t, "paypal", Config{WebhookID: ppWebhookID, HTTPClient: s.Client(), PayPalRoots: root.Pool()}).(*PayPal)
+		p := presettest.MustNew(t, Preset, keying.Config{WebhookID: ppWebhookID, HTTPClient: s.Client(), PayPalRoots: root.Pool()}).(*PayPal)
 		p.certURLOK = func(v *url.URL) bool { return v.Host == u.Host }
 		return p
 	}
-	withCtx := func(r *Request, ctx context.Context) *Request { r.Context = ctx; return r }
+	withCtx := func(r *keying.Request, ctx context.Context) *keying.Request { r.Context = ctx; return r }
 
 	t.Run("one fetch for many concurrent requests", func(t *testing.T) {
 		s := newSlowCertServer(t, bundle)
@@ -259,7 +259,7 @@ func TestPayPalFetchConcurrency(t *testing.T) {
 			waiter <- err
 		}()
 		cancel()
-		if err := <-waiter; !errors.Is(err, ErrSignature) {
+		if err := <-waiter; !errors.Is(err, keying.ErrSignature) {
 			t.Fatalf("cancelled waiter: %v", err)
 		}
 		close(s.release)
@@ -283,7 +283,7 @@ func TestPayPalFetchConcurrency(t *testing.T) {
 		}()
 		<-s.entered
 		cancel()
-		if err := <-first; !errors.Is(err, ErrSignature) {
+		if err := <-first; !errors.Is(err, keying.ErrSignature) {
 			t.Fatalf("cancelled fetch: %v", err)
 		}
 		close(s.release)

@@ -1,4 +1,7 @@
-package keying
+// Package paypal is the PayPal preset: the transmission signature
+// checked with PayPal's certificate (pinned or fetched), each event id
+// its own business event.
+package paypal
 
 import (
 	"context"
@@ -15,9 +18,27 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/idemgate/idemgate/keying"
+	"github.com/idemgate/idemgate/keying/bill"
 )
 
-func init() { register("paypal", newPayPal) }
+// Preset is PayPal's: answered 200, each event its own, a signed
+// transmission time.
+var Preset = &keying.Preset{
+	Name: "paypal", Title: "PayPal", New: newPayPal,
+	Ack: keying.Ack{Status: 200},
+	// PayPal, "Webhooks" (developer.paypal.com/api/rest/webhooks/): "PayPal
+	// retries … up to 25 times over the course of 3 days" (a non-2xx
+	// answer). The waits are not published: doubling from one minute,
+	// at most 3h55m, 25 of them (just under 3 days).
+	Schedule:  keying.ExpCount(time.Minute, 3*time.Hour+55*time.Minute, 25),
+	OwnEvents: true,
+	// PayPal's verification accepts a transmission 5 minutes old.
+	SignedFor: 5 * time.Minute,
+	Bill:      keying.BillTraits{Format: bill.PayPal, EndsInclusive: true, RefPaths: []string{"resource.id"}},
+	Sender:    sender,
+}
 
 // PayPal verifies PayPal webhook events offline (no verify-webhook-signature
 // API call).
@@ -57,7 +78,7 @@ type PayPal struct {
 	client    *http.Client
 	tol       time.Duration
 	roots     *x509.CertPool
-	txLog     TransmissionLog
+	txLog     keying.TransmissionLog
 
 	// certURLOK decides which PAYPAL-CERT-URLs may be fetched; tests
 	// replace it to reach an httptest server.
@@ -108,32 +129,32 @@ const (
 	paypalMaxIDLen = 128
 )
 
-func newPayPal(cfg Config) (Platform, error) {
+func newPayPal(cfg keying.Config) (keying.Platform, error) {
 	p := &PayPal{
 		webhookID: strings.TrimSpace(cfg.WebhookID),
 		noVerify:  cfg.NoVerify,
-		tol:       cfg.tolerance(),
+		tol:       cfg.TimeTolerance(),
 		roots:     cfg.PayPalRoots,
 		txLog:     cfg.TransmissionLog,
 		certURLOK: paypalCertURLOK,
 		cache:     map[string]*paypalEntry{},
 	}
 	if p.webhookID == "" && !cfg.NoVerify {
-		return nil, needsSecret("paypal", "webhook_id (the webhook subscription's id)")
+		return nil, keying.NeedsSecret("paypal", "webhook_id (the webhook subscription's id)")
 	}
 	for _, pemData := range cfg.Certificates {
-		certs, err := ParseCertificates(pemData)
+		certs, err := keying.ParseCertificates(pemData)
 		if err != nil {
 			return nil, fmt.Errorf("paypal: certificate: %v", err)
 		}
 		// A bundle is leaf first; intermediates are not signing keys, but
 		// trying them costs one failed verification each, so keep them all.
 		for _, c := range certs {
-			k, err := certRSAKey(c)
+			k, err := keying.CertRSAKey(c)
 			if err != nil {
 				return nil, fmt.Errorf("paypal: certificate: %v", err)
 			}
-			p.pinned = append(p.pinned, paypalKey{key: k, notBefore: c.NotBefore, notAfter: c.NotAfter, serial: CertSerial(c)})
+			p.pinned = append(p.pinned, paypalKey{key: k, notBefore: c.NotBefore, notAfter: c.NotAfter, serial: keying.CertSerial(c)})
 		}
 	}
 	client := cfg.HTTPClient
@@ -180,28 +201,28 @@ func paypalCertURLOK(u *url.URL) bool {
 		strings.HasSuffix(host, ".paypal.com")
 }
 
-func (p *PayPal) Verify(r *Request) (*Notification, error) {
+func (p *PayPal) Verify(r *keying.Request) (*keying.Notification, error) {
 	if !p.noVerify {
 		if err := p.verify(r); err != nil {
 			return nil, err
 		}
 	}
-	f := NewFields(r)
-	id, err := requireJSON("paypal", f, "id")
+	f := keying.NewFields(r)
+	id, err := keying.RequireJSON("paypal", f, "id")
 	if err != nil {
 		return nil, err
 	}
-	fp, err := jsonFields("paypal", f, "event_type", "resource.id", "resource.amount.value", "resource.amount.currency_code")
+	fp, err := keying.JSONFields("paypal", f, "event_type", "resource.id", "resource.amount.value", "resource.amount.currency_code")
 	if err != nil {
 		return nil, err
 	}
-	n := &Notification{Fields: f, Key: id, Fingerprint: Material(fp[:2]...)}
+	n := &keying.Notification{Fields: f, Key: id, Fingerprint: keying.Material(fp[:2]...)}
 	if fp[2] != "" {
 		// Captures, refunds and sales carry resource.amount in major units
 		// (developer.paypal.com, "Webhook event names" and the Payments v2
 		// capture object).
-		if n.Money, err = Major(fp[2], fp[3]); err != nil {
-			return nil, malformed("paypal", "resource.amount: %v", err)
+		if n.Money, err = keying.Major(fp[2], fp[3]); err != nil {
+			return nil, keying.Malformed("paypal", "resource.amount: %v", err)
 		}
 	}
 	paypalSettles(n, fp[0])
@@ -214,30 +235,30 @@ func PayPalSignContent(transmissionID, transmissionTime, webhookID string, body 
 		strconv.FormatUint(uint64(crc32.ChecksumIEEE(body)), 10))
 }
 
-func (p *PayPal) verify(r *Request) error {
+func (p *PayPal) verify(r *keying.Request) error {
 	const pp = "paypal"
-	id, err := header(pp, r, "PAYPAL-TRANSMISSION-ID")
+	id, err := keying.SignatureHeader(pp, r, "PAYPAL-TRANSMISSION-ID")
 	if err != nil {
 		return err
 	}
 	if len(id) > paypalMaxIDLen {
 		// A UUID in practice; the id becomes part of a store key.
-		return sigErr(pp, "PAYPAL-TRANSMISSION-ID longer than %d bytes", paypalMaxIDLen)
+		return keying.SigErr(pp, "PAYPAL-TRANSMISSION-ID longer than %d bytes", paypalMaxIDLen)
 	}
-	tt, err := header(pp, r, "PAYPAL-TRANSMISSION-TIME")
+	tt, err := keying.SignatureHeader(pp, r, "PAYPAL-TRANSMISSION-TIME")
 	if err != nil {
 		return err
 	}
-	sigB64, err := header(pp, r, "PAYPAL-TRANSMISSION-SIG")
+	sigB64, err := keying.SignatureHeader(pp, r, "PAYPAL-TRANSMISSION-SIG")
 	if err != nil {
 		return err
 	}
-	algo, err := header(pp, r, "PAYPAL-AUTH-ALGO")
+	algo, err := keying.SignatureHeader(pp, r, "PAYPAL-AUTH-ALGO")
 	if err != nil {
 		return err
 	}
 	if !strings.EqualFold(algo, "SHA256withRSA") {
-		return sigErr(pp, "unsupported PAYPAL-AUTH-ALGO %s", clip(algo))
+		return keying.SigErr(pp, "unsupported PAYPAL-AUTH-ALGO %s", keying.Clip(algo))
 	}
 	now := r.Now
 	if now.IsZero() {
@@ -246,9 +267,9 @@ func (p *PayPal) verify(r *Request) error {
 	if err := p.checkTime(tt, now); err != nil {
 		return err
 	}
-	sig, ok := decodeB64Sig(sigB64)
+	sig, ok := keying.DecodeB64Sig(sigB64)
 	if !ok {
-		return sigErr(pp, "PAYPAL-TRANSMISSION-SIG is not base64")
+		return keying.SigErr(pp, "PAYPAL-TRANSMISSION-SIG is not base64")
 	}
 	var keys []*rsa.PublicKey
 	if len(p.pinned) > 0 {
@@ -258,14 +279,14 @@ func (p *PayPal) verify(r *Request) error {
 			}
 		}
 		if len(keys) == 0 {
-			return sigErr(pp, "no configured certificate is valid at %s", now.UTC().Format(time.RFC3339))
+			return keying.SigErr(pp, "no configured certificate is valid at %s", now.UTC().Format(time.RFC3339))
 		}
 	} else {
-		certURL, err := header(pp, r, "PAYPAL-CERT-URL")
+		certURL, err := keying.SignatureHeader(pp, r, "PAYPAL-CERT-URL")
 		if err != nil {
 			return err
 		}
-		k, err := p.fetchedKey(r.ctx(), certURL, now)
+		k, err := p.fetchedKey(r.Ctx(), certURL, now)
 		if err != nil {
 			return err
 		}
@@ -274,21 +295,21 @@ func (p *PayPal) verify(r *Request) error {
 	msg := PayPalSignContent(id, tt, p.webhookID, r.Body)
 	verified := false
 	for _, k := range keys {
-		if verifyPKCS1(k, crypto.SHA256, msg, sig) {
+		if keying.VerifyPKCS1(k, crypto.SHA256, msg, sig) {
 			verified = true
 			break
 		}
 	}
 	if !verified {
-		return sigErr(pp, "PAYPAL-TRANSMISSION-SIG does not match")
+		return keying.SigErr(pp, "PAYPAL-TRANSMISSION-SIG does not match")
 	}
 	if p.txLog != nil {
-		conflict, err := p.txLog.Seen(r.ctx(), id, Digest(r.Body))
+		conflict, err := p.txLog.Seen(r.Ctx(), id, keying.Digest(r.Body))
 		if err != nil {
-			return fmt.Errorf("paypal: %w: transmission log: %v", ErrUnavailable, err)
+			return fmt.Errorf("paypal: %w: transmission log: %v", keying.ErrUnavailable, err)
 		}
 		if conflict {
-			return sigErr(pp, "transmission %s was seen before with another body", clip(id))
+			return keying.SigErr(pp, "transmission %s was seen before with another body", keying.Clip(id))
 		}
 	}
 	return nil
@@ -298,16 +319,16 @@ func (p *PayPal) verify(r *Request) error {
 func (p *PayPal) checkTime(v string, now time.Time) error {
 	const pp = "paypal"
 	if len(v) > paypalMaxTimeLen {
-		return sigErr(pp, "PAYPAL-TRANSMISSION-TIME too long")
+		return keying.SigErr(pp, "PAYPAL-TRANSMISSION-TIME too long")
 	}
 	ts, err := time.Parse(time.RFC3339, v)
 	if err != nil {
-		return sigErr(pp, "PAYPAL-TRANSMISSION-TIME %s is not an RFC 3339 time", clip(v))
+		return keying.SigErr(pp, "PAYPAL-TRANSMISSION-TIME %s is not an RFC 3339 time", keying.Clip(v))
 	}
 	if d := now.Sub(ts); d > p.tol {
-		return sigErr(pp, "PAYPAL-TRANSMISSION-TIME is %s old, beyond the tolerance of %s", d.Truncate(time.Second), p.tol)
+		return keying.SigErr(pp, "PAYPAL-TRANSMISSION-TIME is %s old, beyond the tolerance of %s", d.Truncate(time.Second), p.tol)
 	} else if -d > p.tol {
-		return sigErr(pp, "PAYPAL-TRANSMISSION-TIME is %s in the future, beyond the tolerance of %s", (-d).Truncate(time.Second), p.tol)
+		return keying.SigErr(pp, "PAYPAL-TRANSMISSION-TIME is %s in the future, beyond the tolerance of %s", (-d).Truncate(time.Second), p.tol)
 	}
 	return nil
 }
@@ -317,11 +338,11 @@ func (p *PayPal) checkTime(v string, now time.Time) error {
 // no verified notification.
 func (p *PayPal) fetchedKey(ctx context.Context, rawURL string, now time.Time) (*rsa.PublicKey, error) {
 	if len(rawURL) > paypalMaxURLLen {
-		return nil, sigErr("paypal", "PAYPAL-CERT-URL too long")
+		return nil, keying.SigErr("paypal", "PAYPAL-CERT-URL too long")
 	}
 	u, err := url.Parse(rawURL)
 	if err != nil || !p.certURLOK(u) {
-		return nil, sigErr("paypal", "PAYPAL-CERT-URL is not an https URL on PayPal's hosts: %s", clip(rawURL))
+		return nil, keying.SigErr("paypal", "PAYPAL-CERT-URL is not an https URL on PayPal's hosts: %s", keying.Clip(rawURL))
 	}
 	for {
 		p.mu.Lock()
@@ -334,7 +355,7 @@ func (p *PayPal) fetchedKey(ctx context.Context, rawURL string, now time.Time) (
 			case <-e.done:
 				continue
 			case <-ctx.Done():
-				return nil, sigErr("paypal", "waiting for the certificate: %v", ctx.Err())
+				return nil, keying.SigErr("paypal", "waiting for the certificate: %v", ctx.Err())
 			}
 		}
 		if e != nil && now.Before(e.until) {
@@ -343,7 +364,7 @@ func (p *PayPal) fetchedKey(ctx context.Context, rawURL string, now time.Time) (
 				return nil, e.err
 			}
 			if !e.key.validAt(now) {
-				return nil, sigErr("paypal", "certificate is not valid at %s", now.UTC().Format(time.RFC3339))
+				return nil, keying.SigErr("paypal", "certificate is not valid at %s", now.UTC().Format(time.RFC3339))
 			}
 			return e.key.key, nil
 		}
@@ -351,7 +372,7 @@ func (p *PayPal) fetchedKey(ctx context.Context, rawURL string, now time.Time) (
 		e = &paypalEntry{done: make(chan struct{})}
 		if !p.makeRoom(now) {
 			p.mu.Unlock()
-			return nil, sigErr("paypal", "too many certificate fetches at once")
+			return nil, keying.SigErr("paypal", "too many certificate fetches at once")
 		}
 		p.cache[rawURL] = e
 		p.mu.Unlock()
@@ -364,9 +385,9 @@ func (p *PayPal) fetchedKey(ctx context.Context, rawURL string, now time.Time) (
 			if p.cache[rawURL] == e {
 				delete(p.cache, rawURL)
 			}
-			e.err = sigErr("paypal", "certificate: %v", ferr)
+			e.err = keying.SigErr("paypal", "certificate: %v", ferr)
 		} else if ferr != nil {
-			e.err, e.until = sigErr("paypal", "certificate: %v", ferr), now.Add(paypalNegativeTTL)
+			e.err, e.until = keying.SigErr("paypal", "certificate: %v", ferr), now.Add(paypalNegativeTTL)
 		} else {
 			e.key, e.until = k, until
 		}
@@ -425,7 +446,7 @@ func (p *PayPal) fetch(ctx context.Context, u *url.URL, now time.Time) (paypalKe
 	if len(body) > paypalMaxCertBody {
 		return paypalKey{}, time.Time{}, errors.New("fetching: body too large")
 	}
-	certs, err := ParseCertificates(body)
+	certs, err := keying.ParseCertificates(body)
 	if err != nil {
 		return paypalKey{}, time.Time{}, err
 	}
@@ -433,11 +454,11 @@ func (p *PayPal) fetch(ctx context.Context, u *url.URL, now time.Time) (paypalKe
 	if err := CheckPayPalCertificate(leaf, certs[1:], p.roots, now); err != nil {
 		return paypalKey{}, time.Time{}, err
 	}
-	k, err := certRSAKey(leaf)
+	k, err := keying.CertRSAKey(leaf)
 	if err != nil {
 		return paypalKey{}, time.Time{}, err
 	}
-	return paypalKey{key: k, notBefore: leaf.NotBefore, notAfter: leaf.NotAfter, serial: CertSerial(leaf)}, leaf.NotAfter, nil
+	return paypalKey{key: k, notBefore: leaf.NotBefore, notAfter: leaf.NotAfter, serial: keying.CertSerial(leaf)}, leaf.NotAfter, nil
 }
 
 // CheckPayPalCertificate is the check PayPal's Java SDK makes of a fetched
@@ -447,7 +468,7 @@ func (p *PayPal) fetch(ctx context.Context, u *url.URL, now time.Time) (paypalKe
 func CheckPayPalCertificate(leaf *x509.Certificate, intermediates []*x509.Certificate, roots *x509.CertPool, now time.Time) error {
 	cn := leaf.Subject.CommonName
 	if !strings.HasPrefix(cn, "messageverificationcerts") || !strings.HasSuffix(cn, ".paypal.com") {
-		return fmt.Errorf("certificate subject %s does not name PayPal's message verification", clip(cn))
+		return fmt.Errorf("certificate subject %s does not name PayPal's message verification", keying.Clip(cn))
 	}
 	pool := x509.NewCertPool()
 	for _, c := range intermediates {
@@ -467,7 +488,85 @@ func CheckPayPalCertificate(leaf *x509.Certificate, intermediates []*x509.Certif
 }
 
 // Success: any 2xx.
-func (*PayPal) Success(status int, _ http.Header, _ []byte) bool { return Is2xx(status) }
+func (*PayPal) Success(status int, _ http.Header, _ []byte) bool { return keying.Is2xx(status) }
 
 // RetryWindow: PayPal retries a webhook up to 25 times over 3 days.
 func (*PayPal) RetryWindow() time.Duration { return 72 * time.Hour }
+
+// paypalSettles sets n's reconciliation fields from a verified event: a
+// capture or sale completed is a payment, refunded a refund (the
+// resource is then the refund, whose transaction id the report's T1107
+// row carries).
+func paypalSettles(n *keying.Notification, typ string) {
+	switch typ {
+	case "PAYMENT.CAPTURE.COMPLETED", "PAYMENT.SALE.COMPLETED":
+		n.Settles = keying.SettlesPayment
+	case "PAYMENT.CAPTURE.REFUNDED", "PAYMENT.SALE.REFUNDED":
+		n.Settles = keying.SettlesRefund
+	default:
+		return
+	}
+	for _, p := range []string{"resource.create_time", "create_time"} {
+		if v, _, _ := n.Fields.JSON(p); v != "" {
+			if n.At = keying.RFC3339Time(v); !n.At.IsZero() {
+				break
+			}
+		}
+	}
+	if id, _, _ := n.Fields.JSON("resource.id"); id != "" {
+		n.Refs = []string{id}
+	}
+}
+
+func (p *PayPal) Keys() []keying.KeyInfo {
+	out := make([]keying.KeyInfo, 0, len(p.pinned))
+	for _, k := range p.pinned {
+		out = append(out, keying.KeyInfo{ID: k.serial, NotAfter: k.notAfter})
+	}
+	return out
+}
+
+// VerifiedBy: the pinned certificate valid at r.Now whose key matches the
+// signature (checked again only while several are valid, as during a
+// rotation), or the serial of the certificate fetched from
+// PAYPAL-CERT-URL.
+func (p *PayPal) VerifiedBy(r *keying.Request) string {
+	now := r.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
+	if len(p.pinned) == 0 {
+		raw := r.Header.Get("PAYPAL-CERT-URL")
+		if u, err := url.Parse(raw); err != nil || !p.certURLOK(u) {
+			return ""
+		}
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if e := p.cache[raw]; e != nil && e.ready() && e.err == nil {
+			return e.key.serial
+		}
+		return ""
+	}
+	var valid []paypalKey
+	for _, k := range p.pinned {
+		if k.validAt(now) {
+			valid = append(valid, k)
+		}
+	}
+	if len(valid) == 1 {
+		return valid[0].serial
+	}
+	sig, ok := keying.DecodeB64Sig(r.Header.Get("PAYPAL-TRANSMISSION-SIG"))
+	if !ok {
+		return ""
+	}
+	msg := PayPalSignContent(r.Header.Get("PAYPAL-TRANSMISSION-ID"), r.Header.Get("PAYPAL-TRANSMISSION-TIME"), p.webhookID, r.Body)
+	for _, k := range valid {
+		if keying.VerifyPKCS1(k.key, crypto.SHA256, msg, sig) {
+			return k.serial
+		}
+	}
+	return ""
+}
+
+var _ keying.KeyReporter = (*PayPal)(nil)

@@ -1,4 +1,4 @@
-package keying
+package paypal
 
 import (
 	"crypto/rsa"
@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/internal/platformtest"
+	"github.com/idemgate/idemgate/internal/presettest"
+	"github.com/idemgate/idemgate/keying"
 )
 
 const (
@@ -31,41 +33,41 @@ func ppEvent(id, typ, resID string) []byte {
 
 // ppReq is body signed by k as PayPal signs transmission txID (at
 // ppTxTime) to webhookID, with certURL in Paypal-Cert-Url.
-func ppReq(t testing.TB, k *rsa.PrivateKey, webhookID, txID, certURL string, body []byte) *Request {
+func ppReq(t testing.TB, k *rsa.PrivateKey, webhookID, txID, certURL string, body []byte) *keying.Request {
 	t.Helper()
 	pp := platformtest.PayPal{Key: k, WebhookID: webhookID, CertURL: certURL}
-	return post(body, pp.TransmissionHeader(t, body, txID, ppTxTime))
+	return presettest.Post(body, pp.TransmissionHeader(t, body, txID, ppTxTime))
 }
 
 func TestPayPalConfiguredCertificate(t *testing.T) {
 	k, other := platformtest.Keys(t)
-	cfg := Config{WebhookID: ppWebhookID, Certificates: [][]byte{testCert(t, k, bigInt(3), "messageverificationcerts.sandbox.paypal.com")},
+	cfg := keying.Config{WebhookID: ppWebhookID, Certificates: [][]byte{presettest.Cert(t, k, presettest.BigInt(3), "messageverificationcerts.sandbox.paypal.com")},
 		HTTPClient: noNetwork(t)}
 	ev := ppEvent("WH-2WR32451HC0233532-67976317FL4543714", "PAYMENT.CAPTURE.COMPLETED", "42311647XV020574X")
 	valid := ppReq(t, k, ppWebhookID, "69cd13f0-d67a-11e5-baa3-778b53f4ae55", ppCertURL, ev)
 	const key = "WH-2WR32451HC0233532-67976317FL4543714"
-	cases := []verifyCase{
-		{"valid", cfg, valid, nil, key},
-		{"retry, new transmission", cfg, ppReq(t, k, ppWebhookID, "a1b2c3", ppCertURL, ev), nil, key},
-		{"cert URL ignored when configured", cfg, hdr(valid, "Paypal-Cert-Url", "http://evil.example/cert"), nil, key},
-		{"another event", cfg, ppReq(t, k, ppWebhookID, "x", ppCertURL, ppEvent("WH-2", "PAYMENT.CAPTURE.REFUNDED", "42311647XV020574X")), nil, "WH-2"},
-		{"wrong key", cfg, ppReq(t, other, ppWebhookID, "x", ppCertURL, ev), ErrSignature, ""},
-		{"other webhook id", cfg, ppReq(t, k, "OTHERWEBHOOK", "x", ppCertURL, ev), ErrSignature, ""},
-		{"tampered body", cfg, withReqBody(valid, ppEvent("WH-2WR32451HC0233532-67976317FL4543714", "PAYMENT.CAPTURE.COMPLETED", "other")), ErrSignature, ""},
-		{"tampered transmission id", cfg, hdr(valid, "Paypal-Transmission-Id", "forged"), ErrSignature, ""},
-		{"other algorithm", cfg, hdr(valid, "Paypal-Auth-Algo", "SHA1withRSA"), ErrSignature, ""},
-		{"no signature", cfg, hdr(valid, "Paypal-Transmission-Sig", ""), ErrSignature, ""},
-		{"no transmission id", cfg, hdr(valid, "Paypal-Transmission-Id", ""), ErrSignature, ""},
-		{"absurd transmission id", cfg, ppReq(t, k, ppWebhookID, strings.Repeat("x", 200), ppCertURL, ev), ErrSignature, ""},
-		{"no transmission time", cfg, hdr(valid, "Paypal-Transmission-Time", ""), ErrSignature, ""},
-		{"no algorithm", cfg, hdr(valid, "Paypal-Auth-Algo", ""), ErrSignature, ""},
-		{"signature not base64", cfg, hdr(valid, "Paypal-Transmission-Sig", "%%%"), ErrSignature, ""},
-		{"signed non-JSON", cfg, ppReq(t, k, ppWebhookID, "x", ppCertURL, []byte("hi")), ErrMalformed, ""},
-		{"signed JSON without id", cfg, ppReq(t, k, ppWebhookID, "x", ppCertURL, []byte(`{"event_type":"X"}`)), ErrMalformed, ""},
-		{"verify off", Config{NoVerify: true}, hdr(valid, "Paypal-Transmission-Sig", ""), nil, key},
+	cases := []presettest.VerifyCase{
+		{Name: "valid", Cfg: cfg, Req: valid, WantErr: nil, Key: key},
+		{Name: "retry, new transmission", Cfg: cfg, Req: ppReq(t, k, ppWebhookID, "a1b2c3", ppCertURL, ev), WantErr: nil, Key: key},
+		{Name: "cert URL ignored when configured", Cfg: cfg, Req: presettest.Hdr(valid, "Paypal-Cert-Url", "http://evil.example/cert"), WantErr: nil, Key: key},
+		{Name: "another event", Cfg: cfg, Req: ppReq(t, k, ppWebhookID, "x", ppCertURL, ppEvent("WH-2", "PAYMENT.CAPTURE.REFUNDED", "42311647XV020574X")), WantErr: nil, Key: "WH-2"},
+		{Name: "wrong key", Cfg: cfg, Req: ppReq(t, other, ppWebhookID, "x", ppCertURL, ev), WantErr: keying.ErrSignature, Key: ""},
+		{Name: "other webhook id", Cfg: cfg, Req: ppReq(t, k, "OTHERWEBHOOK", "x", ppCertURL, ev), WantErr: keying.ErrSignature, Key: ""},
+		{Name: "tampered body", Cfg: cfg, Req: presettest.WithBody(valid, ppEvent("WH-2WR32451HC0233532-67976317FL4543714", "PAYMENT.CAPTURE.COMPLETED", "other")), WantErr: keying.ErrSignature, Key: ""},
+		{Name: "tampered transmission id", Cfg: cfg, Req: presettest.Hdr(valid, "Paypal-Transmission-Id", "forged"), WantErr: keying.ErrSignature, Key: ""},
+		{Name: "other algorithm", Cfg: cfg, Req: presettest.Hdr(valid, "Paypal-Auth-Algo", "SHA1withRSA"), WantErr: keying.ErrSignature, Key: ""},
+		{Name: "no signature", Cfg: cfg, Req: presettest.Hdr(valid, "Paypal-Transmission-Sig", ""), WantErr: keying.ErrSignature, Key: ""},
+		{Name: "no transmission id", Cfg: cfg, Req: presettest.Hdr(valid, "Paypal-Transmission-Id", ""), WantErr: keying.ErrSignature, Key: ""},
+		{Name: "absurd transmission id", Cfg: cfg, Req: ppReq(t, k, ppWebhookID, strings.Repeat("x", 200), ppCertURL, ev), WantErr: keying.ErrSignature, Key: ""},
+		{Name: "no transmission time", Cfg: cfg, Req: presettest.Hdr(valid, "Paypal-Transmission-Time", ""), WantErr: keying.ErrSignature, Key: ""},
+		{Name: "no algorithm", Cfg: cfg, Req: presettest.Hdr(valid, "Paypal-Auth-Algo", ""), WantErr: keying.ErrSignature, Key: ""},
+		{Name: "signature not base64", Cfg: cfg, Req: presettest.Hdr(valid, "Paypal-Transmission-Sig", "%%%"), WantErr: keying.ErrSignature, Key: ""},
+		{Name: "signed non-JSON", Cfg: cfg, Req: ppReq(t, k, ppWebhookID, "x", ppCertURL, []byte("hi")), WantErr: keying.ErrMalformed, Key: ""},
+		{Name: "signed JSON without id", Cfg: cfg, Req: ppReq(t, k, ppWebhookID, "x", ppCertURL, []byte(`{"event_type":"X"}`)), WantErr: keying.ErrMalformed, Key: ""},
+		{Name: "verify off", Cfg: keying.Config{NoVerify: true}, Req: presettest.Hdr(valid, "Paypal-Transmission-Sig", ""), WantErr: nil, Key: key},
 	}
-	runVerifyCases(t, "paypal", cases, func(t *testing.T, c verifyCase, n *Notification) {
-		if c.key == key && n.Fingerprint != `["PAYMENT.CAPTURE.COMPLETED","42311647XV020574X"]` {
+	presettest.RunVerifyCases(t, Preset, cases, func(t *testing.T, c presettest.VerifyCase, n *keying.Notification) {
+		if c.Key == key && n.Fingerprint != `["PAYMENT.CAPTURE.COMPLETED","42311647XV020574X"]` {
 			t.Fatalf("Fingerprint = %s", n.Fingerprint)
 		}
 	})
@@ -85,7 +87,7 @@ func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 
 func TestPayPalRefusesForeignCertURLs(t *testing.T) {
 	k, _ := platformtest.Keys(t)
-	p := mustNew(t, "paypal", Config{WebhookID: ppWebhookID, HTTPClient: noNetwork(t)})
+	p := presettest.MustNew(t, Preset, keying.Config{WebhookID: ppWebhookID, HTTPClient: noNetwork(t)})
 	ev := ppEvent("WH-1", "PAYMENT.CAPTURE.COMPLETED", "1")
 	for _, u := range []string{
 		"http://api.paypal.com/v1/notifications/certs/CERT-1",
@@ -112,8 +114,8 @@ func TestPayPalRefusesForeignCertURLs(t *testing.T) {
 		"https://api.paypal.com/" + strings.Repeat("a", 2000),
 	} {
 		t.Run(u, func(t *testing.T) {
-			_, err := p.Verify(hdr(ppReq(t, k, ppWebhookID, "x", u, ev), "Paypal-Cert-Url", u))
-			wantErr(t, err, ErrSignature)
+			_, err := p.Verify(presettest.Hdr(ppReq(t, k, ppWebhookID, "x", u, ev), "Paypal-Cert-Url", u))
+			presettest.WantErr(t, err, keying.ErrSignature)
 		})
 	}
 }
@@ -139,15 +141,15 @@ func TestPayPalFetch(t *testing.T) {
 	root := platformtest.NewCA(t, other, "Test Root CA")
 	inter := root.Intermediate(t, other, "Test EV Server CA")
 	issue := func(cn string, from, to time.Time) []byte {
-		return append(inter.Issue(t, k, bigInt(11), cn, from, to), inter.PEM...)
+		return append(inter.Issue(t, k, presettest.BigInt(11), cn, from, to), inter.PEM...)
 	}
 	const ppCN = "messageverificationcerts.sandbox.paypal.com"
-	good := issue(ppCN, testNow.Add(-24*time.Hour), testNow.Add(365*24*time.Hour))
-	expired := issue(ppCN, testNow.Add(-48*time.Hour), testNow.Add(-24*time.Hour))
-	notYet := issue(ppCN, testNow.Add(time.Hour), testNow.Add(48*time.Hour))
-	foreignCN := issue("messageverificationcerts.sandbox.example.com", testNow.Add(-24*time.Hour), testNow.Add(365*24*time.Hour))
-	selfSigned := testCert(t, k, bigInt(12), ppCN)
-	noIntermediate := inter.Issue(t, k, bigInt(13), ppCN, testNow.Add(-24*time.Hour), testNow.Add(365*24*time.Hour))
+	good := issue(ppCN, presettest.Now.Add(-24*time.Hour), presettest.Now.Add(365*24*time.Hour))
+	expired := issue(ppCN, presettest.Now.Add(-48*time.Hour), presettest.Now.Add(-24*time.Hour))
+	notYet := issue(ppCN, presettest.Now.Add(time.Hour), presettest.Now.Add(48*time.Hour))
+	foreignCN := issue("messageverificationcerts.sandbox.example.com", presettest.Now.Add(-24*time.Hour), presettest.Now.Add(365*24*time.Hour))
+	selfSigned := presettest.Cert(t, k, presettest.BigInt(12), ppCN)
+	noIntermediate := inter.Issue(t, k, presettest.BigInt(13), ppCN, presettest.Now.Add(-24*time.Hour), presettest.Now.Add(365*24*time.Hour))
 	var hits atomic.Int32
 	mux := http.NewServeMux()
 	for path, body := range map[string][]byte{
@@ -183,7 +185,7 @@ func TestPayPalFetch(t *testing.T) {
 	srvURL, _ := url.Parse(srv.URL)
 
 	newP := func() *PayPal {
-		p := mustNew(t, "paypal", Config{WebhookID: ppWebhookID, HTTPClient: srv.Client(), PayPalRoots: root.Pool()}).(*PayPal)
+		p := presettest.MustNew(t, Preset, keying.Config{WebhookID: ppWebhookID, HTTPClient: srv.Client(), PayPalRoots: root.Pool()}).(*PayPal)
 		p.certURLOK = func(u *url.URL) bool { return u.Scheme == "https" && u.Host == srvURL.Host }
 		return p
 	}
@@ -205,7 +207,7 @@ func TestPayPalFetch(t *testing.T) {
 		if h := hits.Load(); h != 1 {
 			t.Fatalf("%d fetches, want 1", h)
 		}
-		if _, err := p.Verify(ppReq(t, other, ppWebhookID, "tx", certURL, ev)); !errors.Is(err, ErrSignature) {
+		if _, err := p.Verify(ppReq(t, other, ppWebhookID, "tx", certURL, ev)); !errors.Is(err, keying.ErrSignature) {
 			t.Fatalf("wrong key: %v", err)
 		}
 	})
@@ -225,7 +227,7 @@ func TestPayPalFetch(t *testing.T) {
 			u := srv.URL + "/v1/notifications/certs/" + c.path
 			for range 2 {
 				_, err := p.Verify(ppReq(t, k, ppWebhookID, "tx", u, ev))
-				wantErr(t, err, ErrSignature)
+				presettest.WantErr(t, err, keying.ErrSignature)
 			}
 			if h := hits.Load(); h != 1 {
 				t.Fatalf("%d fetches, want 1 (failures are cached briefly)", h)
@@ -245,10 +247,10 @@ func TestPayPalFetch(t *testing.T) {
 		}
 	})
 	t.Run("real host check refuses the test server", func(t *testing.T) {
-		p := mustNew(t, "paypal", Config{WebhookID: ppWebhookID, HTTPClient: srv.Client(), PayPalRoots: root.Pool()})
+		p := presettest.MustNew(t, Preset, keying.Config{WebhookID: ppWebhookID, HTTPClient: srv.Client(), PayPalRoots: root.Pool()})
 		hits.Store(0)
 		_, err := p.Verify(ppReq(t, k, ppWebhookID, "tx", certURL, ev))
-		wantErr(t, err, ErrSignature)
+		presettest.WantErr(t, err, keying.ErrSignature)
 		if hits.Load() != 0 {
 			t.Fatal("fetched from a non-PayPal host")
 		}
@@ -256,8 +258,8 @@ func TestPayPalFetch(t *testing.T) {
 }
 
 func TestPayPalSuccess(t *testing.T) {
-	checkSuccess(t, mustNew(t, "paypal", Config{NoVerify: true}), nil, []successCase{
-		{200, "", true}, {202, "", true}, {204, "", true}, {301, "", false}, {404, "", false}, {503, "", false},
+	presettest.CheckSuccess(t, presettest.MustNew(t, Preset, keying.Config{NoVerify: true}), nil, []presettest.SuccessCase{
+		{Status: 200, Body: "", Want: true}, {Status: 202, Body: "", Want: true}, {Status: 204, Body: "", Want: true}, {Status: 301, Body: "", Want: false}, {Status: 404, Body: "", Want: false}, {Status: 503, Body: "", Want: false},
 	})
 }
 
@@ -276,19 +278,28 @@ func FuzzPayPal(f *testing.F) {
 	f.Add(ev, good.Header.Get("Paypal-Transmission-Sig"), "tx", ppCertURL, "SHA256withRSA")
 	f.Add([]byte(`{"id":{}}`), "", "", "https://x.paypal.com:1/", "sha256withrsa")
 	f.Add([]byte(`null`), "AAAA", "t", "https://u@api.paypal.com/", "")
-	verifying := mustNew(f, "paypal", Config{WebhookID: ppWebhookID, Certificates: [][]byte{testCert(f, k, bigInt(3), "pp")}})
-	fetching := mustNew(f, "paypal", Config{WebhookID: ppWebhookID, HTTPClient: &http.Client{Transport: roundTripFunc(
+	verifying := presettest.MustNew(f, Preset, keying.Config{WebhookID: ppWebhookID, Certificates: [][]byte{presettest.Cert(f, k, presettest.BigInt(3), "pp")}})
+	fetching := presettest.MustNew(f, Preset, keying.Config{WebhookID: ppWebhookID, HTTPClient: &http.Client{Transport: roundTripFunc(
 		func(*http.Request) (*http.Response, error) { return nil, errors.New("no network in fuzzing") })}})
 	f.Fuzz(func(t *testing.T, body []byte, sig, txID, certURL, algo string) {
-		r := &Request{Method: http.MethodPost, Body: body, Now: testNow, Header: http.Header{
+		r := &keying.Request{Method: http.MethodPost, Body: body, Now: presettest.Now, Header: http.Header{
 			"Paypal-Transmission-Id": {txID}, "Paypal-Transmission-Time": {"2026-03-14T09:26:51Z"},
 			"Paypal-Transmission-Sig": {sig}, "Paypal-Cert-Url": {certURL}, "Paypal-Auth-Algo": {algo},
 		}}
-		fuzzVerify(t, r, nil, verifying, fetching)
+		presettest.FuzzVerify(t, r, nil, verifying, fetching)
 		if u, err := url.Parse(certURL); err == nil && paypalCertURLOK(u) {
 			if u.Scheme != "https" || u.User != nil || u.Port() != "" || !strings.HasSuffix(u.Hostname(), ".paypal.com") {
 				t.Fatalf("accepted %q", certURL)
 			}
 		}
 	})
+}
+
+// TestConcurrentVerify runs the preset from several goroutines at once
+// (meaningful under -race): a Platform is shared by all requests of a route.
+func TestConcurrentVerify(t *testing.T) {
+	k, _ := platformtest.Keys(t)
+	ppBody := ppEvent("WH-1", "PAYMENT.CAPTURE.COMPLETED", "1")
+	presettest.ConcurrentVerify(t, presettest.MustNew(t, Preset, keying.Config{WebhookID: ppWebhookID, Certificates: [][]byte{presettest.Cert(t, k, presettest.BigInt(3), "pp")}}),
+		ppReq(t, k, ppWebhookID, "tx", ppCertURL, ppBody))
 }

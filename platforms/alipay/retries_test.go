@@ -1,41 +1,12 @@
-package keying
+package alipay
 
 import (
 	"testing"
 	"time"
 )
 
-func TestRetrySchedules(t *testing.T) {
-	cases := []struct {
-		platform string
-		n        int
-		min, max time.Duration
-	}{
-		{"alipay", 7, 24 * time.Hour, 25 * time.Hour},
-		{"wechatpay", 15, 24 * time.Hour, 24*time.Hour + 5*time.Minute},
-		{"wechatpay_v2", 15, 24 * time.Hour, 24*time.Hour + 5*time.Minute},
-		{"stripe", 0, 71 * time.Hour, 72 * time.Hour},
-		{"paypal", 25, 66 * time.Hour, 78 * time.Hour},
-		{"standard_webhooks", 7, 27 * time.Hour, 28 * time.Hour},
-	}
-	for _, c := range cases {
-		t.Run(c.platform, func(t *testing.T) {
-			s := RetrySchedule(c.platform)
-			if c.n > 0 && len(s) != c.n {
-				t.Fatalf("%d retries, want %d", len(s), c.n)
-			}
-			if tot := s.Total(); tot < c.min || tot > c.max {
-				t.Fatalf("schedule spans %s, want %s..%s", tot, c.min, c.max)
-			}
-		})
-	}
-	if RetrySchedule("generic") != nil {
-		t.Fatal("generic has a schedule")
-	}
-}
-
 func TestRetryEstimate(t *testing.T) {
-	s := RetrySchedule("alipay")
+	s := Preset.Schedule
 	t0 := time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
 	cases := []struct {
 		name            string

@@ -1,4 +1,8 @@
-package keying
+// Package wechatpay is the WeChat Pay API v3 preset: the signed JSON
+// notification, its resource decrypted with the APIv3 key and classified
+// into the order's business events. Its retry schedule, bill traits and
+// order naming serve the v2 preset too (package wechatpayv2).
+package wechatpay
 
 import (
 	"bytes"
@@ -14,9 +18,31 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/idemgate/idemgate/keying"
+	"github.com/idemgate/idemgate/keying/bill"
 )
 
-func init() { register("wechatpay", newWechatPay) }
+// Preset is WeChat Pay API v3's: answered 200, an order's
+// business events read from the encrypted resource, pinned by mchid, a
+// signed time the SDKs hold to 5 minutes.
+var Preset = &keying.Preset{
+	Name: "wechatpay", Title: "WeChat Pay", New: newWechatPay,
+	Ack: keying.Ack{Status: 200},
+	// WeChat Pay API v3, 支付通知 (pay.weixin.qq.com/docs/merchant/apis/
+	// jsapi-payment/payment-notice.html): "通知频率为
+	// 15s/15s/30s/3m/10m/20m/30m/30m/30m/60m/3h/3h/3h/6h/6h - 总计 24h4m".
+	Schedule: Schedule,
+	Orders:   true, Extra: true, SecretFor: "the APIv3 key", Pins: "mchid",
+	// wechatpay-go's notify handler accepts 5 minutes.
+	SignedFor: 5 * time.Minute,
+	Bill:      Bill,
+	Sender:    sender,
+}
+
+// Bill is WeChat Pay's bill, one for both API versions.
+var Bill = keying.BillTraits{Format: bill.WeChatPay, Zone: keying.Beijing,
+	RefundNote: "WeChat Pay's bill dates a refund by its acceptance, its notification by its success: it may be in the bill of the day before"}
 
 // WechatPay verifies WeChat Pay API v3 notifications.
 //
@@ -61,15 +87,15 @@ func init() { register("wechatpay", newWechatPay) }
 type WechatPay struct {
 	// keys maps a normalised serial (normSerial) to its verification key.
 	keys     map[string]*rsa.PublicKey
-	info     []KeyInfo // the keys as configured (keys.go)
+	info     []keying.KeyInfo // the keys as configured (keys.go)
 	aead     cipher.AEAD
 	noVerify bool
 	tol      time.Duration
 	mchIDs   []string
 }
 
-func newWechatPay(cfg Config) (Platform, error) {
-	w := &WechatPay{keys: map[string]*rsa.PublicKey{}, noVerify: cfg.NoVerify, tol: cfg.tolerance(), mchIDs: cfg.MchIDs}
+func newWechatPay(cfg keying.Config) (keying.Platform, error) {
+	w := &WechatPay{keys: map[string]*rsa.PublicKey{}, noVerify: cfg.NoVerify, tol: cfg.TimeTolerance(), mchIDs: cfg.MchIDs}
 	if len(cfg.MchIDs) > 0 && cfg.Secret == "" {
 		return nil, errors.New("wechatpay: mchid needs secret (the APIv3 key): the merchant is read from the decrypted resource")
 	}
@@ -77,29 +103,29 @@ func newWechatPay(cfg Config) (Platform, error) {
 		if strings.TrimSpace(cfg.PublicKeyID) == "" {
 			return nil, errors.New("wechatpay: public_key needs public_key_id (the Wechatpay-Serial it answers to, PUB_KEY_ID_…)")
 		}
-		k, err := ParseRSAPublicKey(cfg.PublicKey)
+		k, err := keying.ParseRSAPublicKey(cfg.PublicKey)
 		if err != nil {
 			return nil, fmt.Errorf("wechatpay: public_key: %v", err)
 		}
-		w.keys[normSerial(cfg.PublicKeyID)] = k
-		w.info = append(w.info, KeyInfo{ID: strings.TrimSpace(cfg.PublicKeyID), NotAfter: keyInfoOf(cfg.PublicKey, "").NotAfter})
+		w.keys[keying.NormSerial(cfg.PublicKeyID)] = k
+		w.info = append(w.info, keying.KeyInfo{ID: strings.TrimSpace(cfg.PublicKeyID), NotAfter: keying.KeyInfoOf(cfg.PublicKey, "").NotAfter})
 	}
 	for _, pemData := range cfg.Certificates {
-		certs, err := ParseCertificates(pemData)
+		certs, err := keying.ParseCertificates(pemData)
 		if err != nil {
 			return nil, fmt.Errorf("wechatpay: certificate: %v", err)
 		}
 		for _, c := range certs {
-			k, err := certRSAKey(c)
+			k, err := keying.CertRSAKey(c)
 			if err != nil {
 				return nil, fmt.Errorf("wechatpay: certificate: %v", err)
 			}
-			w.keys[normSerial(CertSerial(c))] = k
-			w.info = append(w.info, KeyInfo{ID: CertSerial(c), NotAfter: c.NotAfter})
+			w.keys[keying.NormSerial(keying.CertSerial(c))] = k
+			w.info = append(w.info, keying.KeyInfo{ID: keying.CertSerial(c), NotAfter: c.NotAfter})
 		}
 	}
 	if len(w.keys) == 0 && !cfg.NoVerify {
-		return nil, needsSecret("wechatpay", "public_key with public_key_id, or the platform certificate(s)")
+		return nil, keying.NeedsSecret("wechatpay", "public_key with public_key_id, or the platform certificate(s)")
 	}
 	if cfg.Secret != "" {
 		if len(cfg.Secret) != 32 {
@@ -122,7 +148,7 @@ func (*WechatPay) Name() string { return "wechatpay" }
 // merchant verifies signatures at all.
 const wechatSigntestPrefix = "WECHATPAY/SIGNTEST/"
 
-func (w *WechatPay) Verify(r *Request) (*Notification, error) {
+func (w *WechatPay) Verify(r *keying.Request) (*keying.Notification, error) {
 	if !w.noVerify {
 		if err := w.verify(r); err != nil {
 			return nil, err
@@ -139,61 +165,61 @@ func (w *WechatPay) Verify(r *Request) (*Notification, error) {
 		} `json:"resource"`
 	}
 	if err := json.Unmarshal(r.Body, &env); err != nil {
-		return nil, malformed("wechatpay", "body is not a notification: %v", err)
+		return nil, keying.Malformed("wechatpay", "body is not a notification: %v", err)
 	}
-	n := &Notification{Fields: NewFields(r)}
+	n := &keying.Notification{Fields: keying.NewFields(r)}
 	if w.aead == nil {
 		if env.ID == "" {
-			return nil, malformed("wechatpay", "no id in the notification")
+			return nil, keying.Malformed("wechatpay", "no id in the notification")
 		}
 		n.Key = env.ID
-		n.Fingerprint = Material(env.EventType)
+		n.Fingerprint = keying.Material(env.EventType)
 		return n, nil
 	}
 	if env.Resource == nil {
-		return nil, malformed("wechatpay", "no resource to decrypt")
+		return nil, keying.Malformed("wechatpay", "no resource to decrypt")
 	}
 	res := env.Resource
 	if res.Algorithm != "" && res.Algorithm != "AEAD_AES_256_GCM" {
-		return nil, malformed("wechatpay", "unsupported resource algorithm %s", clip(res.Algorithm))
+		return nil, keying.Malformed("wechatpay", "unsupported resource algorithm %s", keying.Clip(res.Algorithm))
 	}
 	if len(res.Nonce) != w.aead.NonceSize() {
-		return nil, malformed("wechatpay", "resource nonce must be %d bytes", w.aead.NonceSize())
+		return nil, keying.Malformed("wechatpay", "resource nonce must be %d bytes", w.aead.NonceSize())
 	}
 	ct, err := base64.StdEncoding.DecodeString(res.Ciphertext)
 	if err != nil {
-		return nil, malformed("wechatpay", "resource ciphertext is not base64")
+		return nil, keying.Malformed("wechatpay", "resource ciphertext is not base64")
 	}
 	plain, err := w.aead.Open(nil, []byte(res.Nonce), ct, []byte(res.AssociatedData))
 	if err != nil {
-		return nil, malformed("wechatpay", "resource does not decrypt (wrong APIv3 key?)")
+		return nil, keying.Malformed("wechatpay", "resource does not decrypt (wrong APIv3 key?)")
 	}
 	n.Decrypted = plain
 	dec := json.NewDecoder(bytes.NewReader(plain))
 	dec.UseNumber()
 	var resource any
 	if err := dec.Decode(&resource); err != nil {
-		return nil, malformed("wechatpay", "decrypted resource is not JSON")
+		return nil, keying.Malformed("wechatpay", "decrypted resource is not JSON")
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return nil, malformed("wechatpay", "decrypted resource is not JSON: trailing data")
+		return nil, keying.Malformed("wechatpay", "decrypted resource is not JSON: trailing data")
 	}
 	get := func(path string) string {
-		v, ok := JSONPath(resource, path)
+		v, ok := keying.JSONPath(resource, path)
 		if !ok {
 			return ""
 		}
-		return JSONString(v)
+		return keying.JSONString(v)
 	}
 	n.Extra = func(path string) (string, bool) {
-		v, ok := JSONPath(resource, path)
+		v, ok := keying.JSONPath(resource, path)
 		if !ok {
 			return "", false
 		}
-		return JSONString(v), true
+		return keying.JSONString(v), true
 	}
-	if mchid := get("mchid"); !pinned(w.mchIDs, mchid) {
-		return nil, sigErr("wechatpay", "mchid %s is not one of the configured mchid", clip(mchid))
+	if mchid := get("mchid"); !keying.Pinned(w.mchIDs, mchid) {
+		return nil, keying.SigErr("wechatpay", "mchid %s is not one of the configured mchid", keying.Clip(mchid))
 	}
 	if err := w.classify(n, env.EventType, get); err != nil {
 		return nil, err
@@ -203,18 +229,18 @@ func (w *WechatPay) Verify(r *Request) (*Notification, error) {
 
 // classify names the business event of a decrypted resource (see
 // WechatPay), and the key, money and fingerprint with it.
-func (w *WechatPay) classify(n *Notification, eventType string, get func(string) string) error {
+func (w *WechatPay) classify(n *keying.Notification, eventType string, get func(string) string) error {
 	const p = "wechatpay"
 	mchid, txID := get("mchid"), get("transaction_id")
 	var event, amount string
 	switch eventType {
 	case "TRANSACTION.SUCCESS":
-		event, amount = EventPaid, get("amount.total")
-		n.Fingerprint = Material(get("amount.total"), get("trade_state"))
+		event, amount = keying.EventPaid, get("amount.total")
+		n.Fingerprint = keying.Material(get("amount.total"), get("trade_state"))
 	case "REFUND.SUCCESS", "REFUND.ABNORMAL", "REFUND.CLOSED":
 		refundNo := get("out_refund_no")
 		if refundNo == "" {
-			return malformed(p, "%s without out_refund_no: which refund of the order it is cannot be told", eventType)
+			return keying.Malformed(p, "%s without out_refund_no: which refund of the order it is cannot be told", eventType)
 		}
 		outcome := ""
 		switch eventType {
@@ -223,60 +249,60 @@ func (w *WechatPay) classify(n *Notification, eventType string, get func(string)
 		case "REFUND.CLOSED":
 			outcome = "closed"
 		}
-		event, amount = refundEvent(refundNo, outcome), get("amount.refund")
-		n.Fingerprint = Material(get("amount.refund"), get("refund_status"))
+		event, amount = keying.RefundEvent(refundNo, outcome), get("amount.refund")
+		n.Fingerprint = keying.Material(get("amount.refund"), get("refund_status"))
 	default:
-		return malformed(p, "unknown event_type %s: not a business event this preset knows", clip(eventType))
+		return keying.Malformed(p, "unknown event_type %s: not a business event this preset knows", keying.Clip(eventType))
 	}
 	switch {
 	case mchid == "":
-		return malformed(p, "the resource has no mchid")
+		return keying.Malformed(p, "the resource has no mchid")
 	case txID == "":
-		return malformed(p, "the resource has no transaction_id")
+		return keying.Malformed(p, "the resource has no transaction_id")
 	}
-	if err := wechatOrder(n, p, mchid, txID, event, amount, get("amount.currency")); err != nil {
+	if err := Order(n, p, mchid, txID, event, amount, get("amount.currency")); err != nil {
 		return err
 	}
-	n.At = rfc3339Time(get("success_time"))
+	n.At = keying.RFC3339Time(get("success_time"))
 	return nil
 }
 
-func (w *WechatPay) verify(r *Request) error {
+func (w *WechatPay) verify(r *keying.Request) error {
 	const p = "wechatpay"
-	sigB64, err := header(p, r, "Wechatpay-Signature")
+	sigB64, err := keying.SignatureHeader(p, r, "Wechatpay-Signature")
 	if err != nil {
 		return err
 	}
 	if strings.HasPrefix(sigB64, wechatSigntestPrefix) {
-		return sigErr(p, "signature probe (WECHATPAY/SIGNTEST)")
+		return keying.SigErr(p, "signature probe (WECHATPAY/SIGNTEST)")
 	}
 	// Absent means RSA; the SM2 (national cryptography) variant is not
 	// supported and must not be mistaken for a bad RSA signature silently.
 	if st := r.Header.Get("Wechatpay-Signature-Type"); st != "" && st != "WECHATPAY2-SHA256-RSA2048" {
-		return sigErr(p, "unsupported Wechatpay-Signature-Type %s", clip(st))
+		return keying.SigErr(p, "unsupported Wechatpay-Signature-Type %s", keying.Clip(st))
 	}
-	serial, err := header(p, r, "Wechatpay-Serial")
+	serial, err := keying.SignatureHeader(p, r, "Wechatpay-Serial")
 	if err != nil {
 		return err
 	}
-	ts, err := header(p, r, "Wechatpay-Timestamp")
+	ts, err := keying.SignatureHeader(p, r, "Wechatpay-Timestamp")
 	if err != nil {
 		return err
 	}
-	nonce, err := header(p, r, "Wechatpay-Nonce")
+	nonce, err := keying.SignatureHeader(p, r, "Wechatpay-Nonce")
 	if err != nil {
 		return err
 	}
-	if _, err := unixTimestamp(p, "Wechatpay-Timestamp", ts, r.Now, w.tol, false); err != nil {
+	if _, err := keying.UnixTimestamp(p, "Wechatpay-Timestamp", ts, r.Now, w.tol, false); err != nil {
 		return err
 	}
-	key, ok := w.keys[normSerial(serial)]
+	key, ok := w.keys[keying.NormSerial(serial)]
 	if !ok {
-		return sigErr(p, "unknown Wechatpay-Serial %s", clip(serial))
+		return keying.SigErr(p, "unknown Wechatpay-Serial %s", keying.Clip(serial))
 	}
-	sig, ok := decodeB64Sig(sigB64)
+	sig, ok := keying.DecodeB64Sig(sigB64)
 	if !ok {
-		return sigErr(p, "Wechatpay-Signature is not base64")
+		return keying.SigErr(p, "Wechatpay-Signature is not base64")
 	}
 	msg := make([]byte, 0, len(ts)+len(nonce)+len(r.Body)+3)
 	msg = append(msg, ts...)
@@ -285,8 +311,8 @@ func (w *WechatPay) verify(r *Request) error {
 	msg = append(msg, '\n')
 	msg = append(msg, r.Body...)
 	msg = append(msg, '\n')
-	if !verifyPKCS1(key, crypto.SHA256, msg, sig) {
-		return sigErr(p, "Wechatpay-Signature does not match")
+	if !keying.VerifyPKCS1(key, crypto.SHA256, msg, sig) {
+		return keying.SigErr(p, "Wechatpay-Signature does not match")
 	}
 	return nil
 }
@@ -300,22 +326,41 @@ func (*WechatPay) Success(status int, _ http.Header, _ []byte) bool {
 // 30m, 60m, 3h, 3h, 3h, 6h, 6h (24h4m).
 func (*WechatPay) RetryWindow() time.Duration { return 24*time.Hour + 4*time.Minute }
 
-// wechatOrder sets n's order (<merchant>:<transaction>), event, key and
+// Order sets n's order (<merchant>:<transaction>), event, key and
 // settlement, and its money from an amount in fen (currency CNY unless
 // named), for both WeChat Pay presets (p).
-func wechatOrder(n *Notification, p, mchID, tx, event, fen, currency string) error {
+func Order(n *keying.Notification, p, mchID, tx, event, fen, currency string) error {
 	if fen != "" {
 		if currency == "" {
 			currency = "CNY"
 		}
-		m, err := FromMinor(fen, currency)
+		m, err := keying.FromMinor(fen, currency)
 		if err != nil {
-			return malformed(p, "%v", err)
+			return keying.Malformed(p, "%v", err)
 		}
 		n.Money = m
 	}
 	n.Order, n.Event = mchID+":"+tx, event
 	n.Key = n.Order + ":" + event
-	n.Settles = EventSettles(event)
+	n.Settles = keying.EventSettles(event)
 	return nil
 }
+
+func (w *WechatPay) Keys() []keying.KeyInfo { return w.info }
+
+// VerifiedBy: the key Wechatpay-Serial names.
+func (w *WechatPay) VerifiedBy(r *keying.Request) string {
+	serial := keying.NormSerial(r.Header.Get("Wechatpay-Serial"))
+	for _, k := range w.info {
+		if keying.NormSerial(k.ID) == serial {
+			return k.ID
+		}
+	}
+	return ""
+}
+
+var _ keying.KeyReporter = (*WechatPay)(nil)
+
+// Schedule is WeChat Pay's retry schedule, the same for both API versions.
+var Schedule = keying.Schedule{15 * time.Second, 15 * time.Second, 30 * time.Second, 3 * time.Minute, 10 * time.Minute, 20 * time.Minute,
+	30 * time.Minute, 30 * time.Minute, 30 * time.Minute, time.Hour, 3 * time.Hour, 3 * time.Hour, 3 * time.Hour, 6 * time.Hour, 6 * time.Hour}

@@ -1,4 +1,7 @@
-package keying
+// Package alipay is the Alipay preset: the RSA2-signed form of an
+// asynchronous notification or a browser return, classified into the
+// trade's business events, and what Alipay takes as "received".
+package alipay
 
 import (
 	"bytes"
@@ -10,9 +13,26 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/idemgate/idemgate/keying"
+	"github.com/idemgate/idemgate/keying/bill"
 )
 
-func init() { register("alipay", newAlipay) }
+// Preset is Alipay's: answered `success`, notifications of an
+// order's business events, pinned by app_id, a bill in Beijing time.
+var Preset = &keying.Preset{
+	Name: "alipay", Title: "Alipay", New: newAlipay,
+	Ack: keying.Ack{Status: 200, Body: "success", ContentType: "text/plain; charset=utf-8"},
+	// Alipay, 异步通知说明 (opendocs.alipay.com/open/203/105286): "程序执
+	// 行完后必须打印输出 success … 如果商户反馈给支付宝的字符不是 success
+	// 这 7 个字符，支付宝服务器会不断重发通知，直到超过 24 小时 22 分钟。
+	// 一般情况下，25 小时以内完成 8 次通知（通知的间隔频率一般是：4m、10m、
+	// 10m、1h、2h、6h、15h）".
+	Schedule: keying.Schedule{4 * time.Minute, 10 * time.Minute, 10 * time.Minute, time.Hour, 2 * time.Hour, 6 * time.Hour, 15 * time.Hour},
+	Orders:   true, Extra: true, Pins: "app_id",
+	Bill:   keying.BillTraits{Format: bill.Alipay, Zone: keying.Beijing, NamesSeller: true, RefundIsTotal: true},
+	Sender: sender,
+}
 
 // Alipay verifies Alipay's asynchronous notify (a form POST) and the
 // browser's synchronous return (a signed GET query).
@@ -22,7 +42,7 @@ func init() { register("alipay", newAlipay) }
 // sign and sign_type and other than empty ones, sorted by name, as k=v
 // joined by "&", values URL-decoded once. For a non-UTF-8 charset (GBK) the
 // decoded bytes are verified as they are: Alipay signs the charset's bytes.
-// The form is read strictly (parseStrictForm): a parameter given twice, a
+// The form is read strictly (keying.ParseStrictForm): a parameter given twice, a
 // name a backend would rename, a ";" or a broken escape is ErrSignature,
 // since the backend could act on a value that was not verified.
 //
@@ -54,25 +74,25 @@ func init() { register("alipay", newAlipay) }
 // re-signs each retry for about 25 hours.
 type Alipay struct {
 	key      *rsa.PublicKey
-	info     KeyInfo // the key as configured (keys.go)
+	info     keying.KeyInfo // the key as configured (keys.go)
 	noVerify bool
 	appIDs   []string
 }
 
-func newAlipay(cfg Config) (Platform, error) {
+func newAlipay(cfg keying.Config) (keying.Platform, error) {
 	a := &Alipay{noVerify: cfg.NoVerify, appIDs: cfg.AppIDs}
 	if len(bytes.TrimSpace(cfg.PublicKey)) == 0 {
 		if cfg.NoVerify {
 			return a, nil
 		}
-		return nil, needsSecret("alipay", "public_key (Alipay's public key)")
+		return nil, keying.NeedsSecret("alipay", "public_key (Alipay's public key)")
 	}
-	k, err := ParseRSAPublicKey(cfg.PublicKey)
+	k, err := keying.ParseRSAPublicKey(cfg.PublicKey)
 	if err != nil {
 		return nil, fmt.Errorf("alipay: public_key: %v", err)
 	}
 	a.key = k
-	a.info = keyInfoOf(cfg.PublicKey, "public_key")
+	a.info = keying.KeyInfoOf(cfg.PublicKey, "public_key")
 	return a, nil
 }
 
@@ -92,17 +112,17 @@ var alipayFields = []string{"sign", "sign_type", "app_id", "trade_no", "out_trad
 func alipayQueryCollides(rawQuery string, signed map[string]string) error {
 	q, err := url.ParseQuery(rawQuery)
 	if err != nil {
-		return malformed("alipay", "the URL's query does not parse: a backend may read it otherwise")
+		return keying.Malformed("alipay", "the URL's query does not parse: a backend may read it otherwise")
 	}
 	for name := range q {
 		if _, ok := signed[name]; ok || slices.Contains(alipayFields, name) {
-			return malformed("alipay", "the URL's query names %s, a field of the signed notification: a backend reading the query first would act on an unsigned value", clip(name))
+			return keying.Malformed("alipay", "the URL's query names %s, a field of the signed notification: a backend reading the query first would act on an unsigned value", keying.Clip(name))
 		}
 	}
 	return nil
 }
 
-func (a *Alipay) Verify(r *Request) (*Notification, error) {
+func (a *Alipay) Verify(r *keying.Request) (*keying.Notification, error) {
 	raw := string(r.Body)
 	if r.Method == http.MethodGet || r.Method == http.MethodHead {
 		raw = ""
@@ -110,12 +130,12 @@ func (a *Alipay) Verify(r *Request) (*Notification, error) {
 			raw = r.URL.RawQuery
 		}
 	}
-	params, err := parseStrictForm(raw)
+	params, err := keying.ParseStrictForm(raw)
 	if err != nil {
-		return nil, sigErr("alipay", "%v", err)
+		return nil, keying.SigErr("alipay", "%v", err)
 	}
 	if len(params) == 0 {
-		return nil, malformed("alipay", "no parameters")
+		return nil, keying.Malformed("alipay", "no parameters")
 	}
 	if raw == string(r.Body) && r.URL != nil && r.URL.RawQuery != "" {
 		if err := alipayQueryCollides(r.URL.RawQuery, params); err != nil {
@@ -129,34 +149,34 @@ func (a *Alipay) Verify(r *Request) (*Notification, error) {
 	}
 	appID, tradeNo := params["app_id"], params["trade_no"]
 	if appID == "" || tradeNo == "" {
-		return nil, malformed("alipay", "app_id and trade_no are required")
+		return nil, keying.Malformed("alipay", "app_id and trade_no are required")
 	}
-	if !pinned(a.appIDs, appID) {
-		return nil, sigErr("alipay", "app_id %s is not one of the configured app_id", clip(appID))
+	if !keying.Pinned(a.appIDs, appID) {
+		return nil, keying.SigErr("alipay", "app_id %s is not one of the configured app_id", keying.Clip(appID))
 	}
 	event, money, err := alipayEvent(params)
 	if err != nil {
 		return nil, err
 	}
 	order := appID + ":" + tradeNo
-	at := beijingTime(params["gmt_payment"])
+	at := keying.BeijingTime(params["gmt_payment"])
 	switch {
-	case strings.HasPrefix(event, EventRefund):
-		at = beijingTime(params["gmt_refund"])
-	case event == EventClosed:
-		at = beijingTime(params["gmt_close"])
+	case strings.HasPrefix(event, keying.EventRefund):
+		at = keying.BeijingTime(params["gmt_refund"])
+	case event == keying.EventClosed:
+		at = keying.BeijingTime(params["gmt_close"])
 	case at.IsZero() && params["trade_status"] == "":
-		at = beijingTime(params["timestamp"]) // the signed return: sent once the trade is paid
+		at = keying.BeijingTime(params["timestamp"]) // the signed return: sent once the trade is paid
 	}
-	return &Notification{
-		Settles:     EventSettles(event),
+	return &keying.Notification{
+		Settles:     keying.EventSettles(event),
 		At:          at,
-		Fields:      NewFields(r),
+		Fields:      keying.NewFields(r),
 		Key:         order + ":" + event,
 		Order:       order,
 		Event:       event,
 		Money:       money,
-		Fingerprint: Material(params["total_amount"], params["refund_fee"]),
+		Fingerprint: keying.Material(params["total_amount"], params["refund_fee"]),
 		Extra: func(path string) (string, bool) {
 			v, ok := params[path]
 			return v, ok
@@ -165,55 +185,55 @@ func (a *Alipay) Verify(r *Request) (*Notification, error) {
 }
 
 // alipayEvent classifies a verified notify or return (see Alipay).
-func alipayEvent(params map[string]string) (string, Money, error) {
+func alipayEvent(params map[string]string) (string, keying.Money, error) {
 	currency := params["trans_currency"]
 	if currency == "" {
 		currency = "CNY"
 	}
 	if bizNo, refundFee := params["out_biz_no"], params["refund_fee"]; bizNo != "" || refundFee != "" {
 		if bizNo == "" {
-			return "", Money{}, malformed("alipay", "a refund (refund_fee %s) without out_biz_no: which refund of the trade it is cannot be told", clip(refundFee))
+			return "", keying.Money{}, keying.Malformed("alipay", "a refund (refund_fee %s) without out_biz_no: which refund of the trade it is cannot be told", keying.Clip(refundFee))
 		}
-		m, err := Major(refundFee, currency)
+		m, err := keying.Major(refundFee, currency)
 		if refundFee == "" {
-			m, err = Money{}, nil // out_biz_no alone: a refund whose amount is not named
+			m, err = keying.Money{}, nil // out_biz_no alone: a refund whose amount is not named
 		}
 		if err != nil {
-			return "", Money{}, malformed("alipay", "refund_fee: %v", err)
+			return "", keying.Money{}, keying.Malformed("alipay", "refund_fee: %v", err)
 		}
-		return refundEvent(bizNo, ""), m, nil
+		return keying.RefundEvent(bizNo, ""), m, nil
 	}
-	m, err := Money{}, error(nil)
+	m, err := keying.Money{}, error(nil)
 	if params["total_amount"] != "" {
-		if m, err = Major(params["total_amount"], currency); err != nil {
-			return "", Money{}, malformed("alipay", "total_amount: %v", err)
+		if m, err = keying.Major(params["total_amount"], currency); err != nil {
+			return "", keying.Money{}, keying.Malformed("alipay", "total_amount: %v", err)
 		}
 	}
 	switch st := params["trade_status"]; st {
 	case "TRADE_SUCCESS", "TRADE_FINISHED", "":
 		// "": the signed browser return, sent once the trade is paid.
-		return EventPaid, m, nil
+		return keying.EventPaid, m, nil
 	case "TRADE_CLOSED":
-		return EventClosed, m, nil
+		return keying.EventClosed, m, nil
 	case "WAIT_BUYER_PAY":
-		return EventCreated, m, nil
+		return keying.EventCreated, m, nil
 	default:
-		return "", Money{}, malformed("alipay", "unknown trade_status %s: not a business event this preset knows", clip(st))
+		return "", keying.Money{}, keying.Malformed("alipay", "unknown trade_status %s: not a business event this preset knows", keying.Clip(st))
 	}
 }
 
 func (a *Alipay) verify(params map[string]string) error {
 	signB64 := params["sign"]
 	if signB64 == "" {
-		return sigErr("alipay", "no sign")
+		return keying.SigErr("alipay", "no sign")
 	}
 	// Base64 has no spaces: a space is a "+" that reached us unencoded
 	// (a GET query copied by hand or re-encoded by a browser) and was
 	// decoded as form encoding says.
 	signB64 = strings.ReplaceAll(signB64, " ", "+")
-	sig, ok := decodeB64Sig(strings.Join(strings.Fields(signB64), ""))
+	sig, ok := keying.DecodeB64Sig(strings.Join(strings.Fields(signB64), ""))
 	if !ok {
-		return sigErr("alipay", "sign is not base64")
+		return keying.SigErr("alipay", "sign is not base64")
 	}
 	var h crypto.Hash
 	switch st := strings.ToUpper(strings.TrimSpace(params["sign_type"])); st {
@@ -222,10 +242,10 @@ func (a *Alipay) verify(params map[string]string) error {
 	case "RSA":
 		h = crypto.SHA1
 	default:
-		return sigErr("alipay", "unsupported sign_type %s", clip(st))
+		return keying.SigErr("alipay", "unsupported sign_type %s", keying.Clip(st))
 	}
-	if !verifyPKCS1(a.key, h, AlipaySignContent(params), sig) {
-		return sigErr("alipay", "sign does not match")
+	if !keying.VerifyPKCS1(a.key, h, AlipaySignContent(params), sig) {
+		return keying.SigErr("alipay", "sign does not match")
 	}
 	return nil
 }
@@ -240,7 +260,7 @@ func AlipaySignContent(params map[string]string) []byte {
 			fields[k] = v
 		}
 	}
-	return sortedPairs(fields)
+	return keying.SortedPairs(fields)
 }
 
 // Success: Alipay stops retrying only on a 200 whose body is "success".
@@ -250,3 +270,20 @@ func (*Alipay) Success(status int, _ http.Header, body []byte) bool {
 
 // RetryWindow: 8 notifications over 4m, 10m, 10m, 1h, 2h, 6h, 15h (~25h).
 func (*Alipay) RetryWindow() time.Duration { return 25 * time.Hour }
+
+func (a *Alipay) Keys() []keying.KeyInfo {
+	if a.key == nil {
+		return nil
+	}
+	return []keying.KeyInfo{a.info}
+}
+
+// VerifiedBy: Alipay has one key.
+func (a *Alipay) VerifiedBy(*keying.Request) string {
+	if a.key == nil {
+		return ""
+	}
+	return a.info.ID
+}
+
+var _ keying.KeyReporter = (*Alipay)(nil)

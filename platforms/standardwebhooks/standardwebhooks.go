@@ -1,4 +1,7 @@
-package keying
+// Package standardwebhooks is the Standard Webhooks preset: the
+// webhook-signature HMAC over id, timestamp and body, each message id its
+// own event, re-signed on redelivery.
+package standardwebhooks
 
 import (
 	"crypto/hmac"
@@ -8,9 +11,36 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/idemgate/idemgate/internal/signer"
+	"github.com/idemgate/idemgate/keying"
 )
 
-func init() { register("standard_webhooks", newStandardWebhooks) }
+// Preset is the Standard Webhooks specification's:
+// answered 200, each message its own, re-signed with the secret on
+// redelivery.
+var Preset = &keying.Preset{
+	Name: "standard_webhooks", Title: "The sender", New: newStandardWebhooks,
+	Ack: keying.Ack{Status: 200},
+	// Standard Webhooks, "Retry schedule" (github.com/standard-webhooks/
+	// standard-webhooks, spec/standard-webhooks.md, Svix's schedule): the
+	// first attempt immediately, then after 5 seconds, 5 minutes, 30
+	// minutes, 2 hours, 5 hours, 10 hours and 10 hours.
+	Schedule:  keying.Schedule{5 * time.Second, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour, 5 * time.Hour, 10 * time.Hour, 10 * time.Hour},
+	OwnEvents: true,
+	Resign: func(secret string) keying.Resigner {
+		return func(hdr http.Header, body []byte, at time.Time) error {
+			sh, err := signer.StandardWebhooksHeader(secret, hdr.Get("Webhook-Id"), at, body)
+			if err != nil {
+				return err
+			}
+			hdr.Set("Webhook-Timestamp", sh.Get("Webhook-Timestamp"))
+			hdr.Set("Webhook-Signature", sh.Get("Webhook-Signature"))
+			return nil
+		}
+	},
+	Sender: sender,
+}
 
 // StandardWebhooks verifies webhooks signed by the Standard Webhooks
 // specification.
@@ -30,13 +60,13 @@ type StandardWebhooks struct {
 	tol      time.Duration
 }
 
-func newStandardWebhooks(cfg Config) (Platform, error) {
-	s := &StandardWebhooks{noVerify: cfg.NoVerify, tol: cfg.tolerance()}
+func newStandardWebhooks(cfg keying.Config) (keying.Platform, error) {
+	s := &StandardWebhooks{noVerify: cfg.NoVerify, tol: cfg.TimeTolerance()}
 	if cfg.Secret == "" {
 		if cfg.NoVerify {
 			return s, nil
 		}
-		return nil, needsSecret("standard_webhooks", "secret (whsec_…)")
+		return nil, keying.NeedsSecret("standard_webhooks", "secret (whsec_…)")
 	}
 	key, err := decodeSecret(strings.TrimPrefix(strings.TrimSpace(cfg.Secret), "whsec_"))
 	if err != nil || len(key) == 0 {
@@ -59,7 +89,7 @@ const maxStandardSignatures = 8
 // maxWebhookIDLen bounds the webhook-id that becomes the key.
 const maxWebhookIDLen = 256
 
-func (s *StandardWebhooks) Verify(r *Request) (*Notification, error) {
+func (s *StandardWebhooks) Verify(r *keying.Request) (*keying.Notification, error) {
 	const p = "standard_webhooks"
 	id := strings.TrimSpace(r.Header.Get("webhook-id"))
 	if !s.noVerify {
@@ -68,28 +98,28 @@ func (s *StandardWebhooks) Verify(r *Request) (*Notification, error) {
 		}
 	}
 	if id == "" {
-		return nil, malformed(p, "no webhook-id header")
+		return nil, keying.Malformed(p, "no webhook-id header")
 	}
 	if len(id) > maxWebhookIDLen {
-		return nil, malformed(p, "webhook-id longer than %d bytes", maxWebhookIDLen)
+		return nil, keying.Malformed(p, "webhook-id longer than %d bytes", maxWebhookIDLen)
 	}
-	return &Notification{Fields: NewFields(r), Key: id, Fingerprint: Digest(r.Body)}, nil
+	return &keying.Notification{Fields: keying.NewFields(r), Key: id, Fingerprint: keying.Digest(r.Body)}, nil
 }
 
-func (s *StandardWebhooks) verify(r *Request, id string) error {
+func (s *StandardWebhooks) verify(r *keying.Request, id string) error {
 	const p = "standard_webhooks"
 	if id == "" {
-		return sigErr(p, "missing webhook-id header")
+		return keying.SigErr(p, "missing webhook-id header")
 	}
-	ts, err := header(p, r, "webhook-timestamp")
+	ts, err := keying.SignatureHeader(p, r, "webhook-timestamp")
 	if err != nil {
 		return err
 	}
-	sigHeader, err := header(p, r, "webhook-signature")
+	sigHeader, err := keying.SignatureHeader(p, r, "webhook-signature")
 	if err != nil {
 		return err
 	}
-	if _, err := unixTimestamp(p, "webhook-timestamp", ts, r.Now, s.tol, false); err != nil {
+	if _, err := keying.UnixTimestamp(p, "webhook-timestamp", ts, r.Now, s.tol, false); err != nil {
 		return err
 	}
 	mac := hmac.New(sha256.New, s.key)
@@ -106,7 +136,7 @@ func (s *StandardWebhooks) verify(r *Request, id string) error {
 			continue
 		}
 		if n++; n > maxStandardSignatures {
-			return sigErr(p, "webhook-signature has too many signatures")
+			return keying.SigErr(p, "webhook-signature has too many signatures")
 		}
 		sig, err := base64.StdEncoding.DecodeString(sigB64)
 		if err != nil {
@@ -116,11 +146,13 @@ func (s *StandardWebhooks) verify(r *Request, id string) error {
 			return nil
 		}
 	}
-	return sigErr(p, "no v1 signature matches")
+	return keying.SigErr(p, "no v1 signature matches")
 }
 
 // Success: any 2xx.
-func (*StandardWebhooks) Success(status int, _ http.Header, _ []byte) bool { return Is2xx(status) }
+func (*StandardWebhooks) Success(status int, _ http.Header, _ []byte) bool {
+	return keying.Is2xx(status)
+}
 
 // RetryWindow: senders choose their own schedule (Svix's ends after about
 // 28h: 5s, 5m, 30m, 2h, 5h, 10h, 10h); 3 days leaves room for slower ones

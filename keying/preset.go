@@ -1,0 +1,139 @@
+package keying
+
+import (
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/idemgate/idemgate/keying/bill"
+)
+
+// Preset is everything idemgate knows of one platform besides checking a
+// notification: how its sender is named, what it takes as "received",
+// when it retries, which placeholders and pinning options a route of it
+// may use, and what reconciliation with its bill must allow for. Each
+// platform declares one; the registry (package platforms) lists them, and
+// nothing else names a platform: a caller looks the preset up by the name
+// a route gives and reads these values.
+type Preset struct {
+	// Name is the preset's name as written after `platform`.
+	Name string
+	// Title is the platform as people name it, at the start of a sentence
+	// ("Alipay", "WeChat Pay", "The sender").
+	Title string
+	// New returns the platform configured with cfg. Errors read
+	// "<name>: <what>" and wrap ErrNeedsSecret when a secret is missing.
+	New func(cfg Config) (Platform, error)
+
+	// Ack is what the platform takes as "received, stop retrying": the
+	// answer to a notification queued for asynchronous delivery, or to a
+	// duplicate whose own answer is not at hand. Zero when the sender is
+	// unknown (generic): a route must say.
+	Ack Ack
+	// Schedule is the platform's retry schedule (retries.go); nil when
+	// the sender is unknown.
+	Schedule Schedule
+	// KeyRequired: the platform has no default key, so a route's key
+	// template is required, and only a key written as an order's business
+	// event has order state (generic).
+	KeyRequired bool
+	// OwnEvents: the platform names each business event itself (Stripe,
+	// PayPal, Standard Webhooks: the event id is its own event), so there
+	// are no orders to group events under and an event is kept as long as
+	// the platform lets it be resent by hand. Reconciliation finds its
+	// events by the objects the bill names (RefPaths).
+	OwnEvents bool
+
+	// Orders: its notifications name an order and its business event,
+	// {idempotency.order} and {idempotency.event}.
+	Orders bool
+	// Extra: its notifications offer fields that are not in the raw body,
+	// {idempotency.<Name>.<path>} (Notification.Extra).
+	Extra bool
+	// SecretFor, when set, says Orders and Extra come from an encrypted
+	// part that only `secret` opens, and names that secret ("the APIv3
+	// key", WeChat Pay v3's resource).
+	SecretFor string
+	// Pins is the option that pins notifications to merchants: "app_id"
+	// (Config.AppIDs) or "mchid" (Config.MchIDs); "" for none.
+	Pins string
+
+	// Resign, when set, signs a redelivered copy afresh with the route's
+	// signing secret at the current time (a platform that signs with a
+	// shared secret: Stripe, Standard Webhooks). Nil where the platform
+	// signs with its own private key or a certificate.
+	Resign func(secret string) Resigner
+	// SignedFor is how long after its signed time a backend's own check
+	// refuses a notification sent as it is (WeChat Pay v3's
+	// Wechatpay-Timestamp, PayPal's transmission time, as the platforms'
+	// SDKs check them); 0 where the platform signs no time.
+	SignedFor time.Duration
+
+	// Bill is what reconciliation with the platform's bill must allow
+	// for; zero for a platform without one.
+	Bill BillTraits
+
+	// Sender signs test notifications for the CLI's send and keygen; nil
+	// for a platform without a signer (generic).
+	Sender *Sender
+}
+
+// Ack is an answer: status, body and the body's content type ("" to
+// guess it from the body).
+type Ack struct {
+	Status      int
+	Body        string
+	ContentType string
+}
+
+// Resigner signs body afresh at time at, setting the signature headers of
+// hdr (a redelivery's copy of the original's).
+type Resigner func(hdr http.Header, body []byte, at time.Time) error
+
+// BillTraits are a platform's quirks that reconciliation with its bill
+// allows for.
+type BillTraits struct {
+	// Format reads the platform's bill; nil for a platform without one,
+	// which reconciliation refuses.
+	Format *bill.Format
+	// Zone is the clock of the bill's days; nil means UTC.
+	Zone *time.Location
+	// NamesSeller: the bill names the seller account, not the app_id a
+	// route pins (Alipay), so reconciliation must be told which merchant.
+	NamesSeller bool
+	// RefundIsTotal: a refund notification's amount is the trade's
+	// refunded total so far (Alipay's refund_fee), not the refund's own.
+	RefundIsTotal bool
+	// EndsInclusive: a bill section's end is its last second, counted in
+	// (PayPal's …08:59:59).
+	EndsInclusive bool
+	// RefundNote is said of a refund the backend ran that the bill does
+	// not show, where the platform dates the two apart.
+	RefundNote string
+	// RefPaths are where a notification's JSON body names the objects the
+	// bill names, for a platform whose keys are event ids (BillRefs).
+	RefPaths []string
+}
+
+// BillRefs are the objects a notification body of p names, as its bill
+// names them: the Refs its Notification would carry whatever its type (a
+// journaled body, verified when it arrived, of an event that never ran:
+// reconciliation finds it by the object its bill row names). nil for a
+// platform whose key names the order, or a body that is not JSON.
+func (p *Preset) BillRefs(body []byte) []string {
+	if len(p.Bill.RefPaths) == 0 {
+		return nil
+	}
+	return RefsAt(NewFields(&Request{Body: body}), p.Bill.RefPaths, nil)
+}
+
+// RefsAt appends to refs the distinct ids at paths of f.
+func RefsAt(f *Fields, paths, refs []string) []string {
+	for _, p := range paths {
+		if v, _, _ := f.JSON(p); v != "" && !strings.HasPrefix(v, "{") && !slices.Contains(refs, v) {
+			refs = append(refs, v)
+		}
+	}
+	return refs
+}

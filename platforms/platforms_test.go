@@ -1,0 +1,200 @@
+package platforms
+
+import (
+	"errors"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemgate/idemgate/keying"
+)
+
+// testNow is the fixed clock of the tests.
+var testNow = time.Date(2026, 3, 14, 9, 26, 53, 0, time.UTC)
+
+// wxAPIv3Key is a 32-byte APIv3 key: WeChat Pay's constructor wants one
+// even without verification, to decrypt.
+const wxAPIv3Key = "a7cde1f2b3c4d5e6f7a8b9c0d1e2f3a4"
+
+func mustNew(t testing.TB, name string, cfg keying.Config) keying.Platform {
+	t.Helper()
+	p, err := New(name, cfg)
+	if err != nil {
+		t.Fatalf("New(%q): %v", name, err)
+	}
+	return p
+}
+
+func TestNamesHasEveryPreset(t *testing.T) {
+	got := strings.Join(Names(), ",")
+	want := "alipay,generic,paypal,standard_webhooks,stripe,wechatpay,wechatpay_v2"
+	if got != want {
+		t.Fatalf("Names() = %s, want %s", got, want)
+	}
+	for _, name := range Names() {
+		if p := Lookup(name); p == nil || p.Name != name || p.Title == "" || p.New == nil {
+			t.Errorf("Lookup(%q) = %+v", name, p)
+		}
+	}
+	if Lookup(Default) == nil || Lookup("nope") != nil {
+		t.Fatal("Lookup of the default or an unknown name")
+	}
+}
+
+func TestPresetsNeedTheirSecret(t *testing.T) {
+	for _, name := range Names() {
+		if name == Default {
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			_, err := New(name, keying.Config{})
+			if !errors.Is(err, keying.ErrNeedsSecret) {
+				t.Fatalf("New(%q, {}) = %v, want ErrNeedsSecret", name, err)
+			}
+			p, err := New(name, keying.Config{NoVerify: true})
+			if err != nil {
+				t.Fatalf("New(%q, NoVerify) = %v", name, err)
+			}
+			if p.Name() != name {
+				t.Fatalf("Name() = %q", p.Name())
+			}
+			if p.RetryWindow() < 24*time.Hour {
+				t.Fatalf("RetryWindow() = %s, want ≥ 24h", p.RetryWindow())
+			}
+		})
+	}
+}
+
+// TestPins: app_id is Alipay's option, mchid WeChat Pay's.
+func TestPins(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		cfg  keying.Config
+		want string
+	}{
+		{"stripe", keying.Config{NoVerify: true, AppIDs: []string{"1"}}, "stripe: app_id is for alipay only"},
+		{"alipay", keying.Config{NoVerify: true, MchIDs: []string{"1"}}, "alipay: mchid is for wechatpay and wechatpay_v2 only"},
+		{"alipay", keying.Config{NoVerify: true, AppIDs: []string{"1"}}, ""},
+		{"wechatpay_v2", keying.Config{NoVerify: true, MchIDs: []string{"1"}}, ""},
+	} {
+		_, err := New(c.name, c.cfg)
+		if got := fmtErr(err); got != c.want {
+			t.Errorf("New(%s, %+v) = %q, want %q", c.name, c.cfg, got, c.want)
+		}
+	}
+	if _, err := New("nope", keying.Config{}); err == nil || !strings.Contains(err.Error(), `unknown platform "nope"`) {
+		t.Fatalf("unknown platform: %v", err)
+	}
+}
+
+func fmtErr(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+func TestSecretsStayOutOfErrors(t *testing.T) {
+	const secret = "whsec_c2VjcmV0LXNob3VsZC1uZXZlci1sZWFr" // base64 of a marker
+	const v3key = "0123456789abcdef0123456789abcdef"
+	cases := []struct {
+		name string
+		cfg  keying.Config
+		req  *keying.Request
+	}{
+		{"stripe", keying.Config{Secret: secret}, &keying.Request{Method: "POST", Header: http.Header{"Stripe-Signature": {"t=1,v1=00"}}, Body: []byte(`{"id":"evt_1"}`), Now: testNow}},
+		{"standard_webhooks", keying.Config{Secret: secret}, &keying.Request{Method: "POST", Header: http.Header{"Webhook-Id": {"m"}, "Webhook-Timestamp": {"1"}, "Webhook-Signature": {"v1,AAAA"}}, Body: []byte(`{}`), Now: testNow}},
+		{"wechatpay_v2", keying.Config{Secret: v3key}, &keying.Request{Method: "POST", Body: []byte(`<xml><sign>00000000000000000000000000000000</sign><transaction_id>1</transaction_id></xml>`), Now: testNow}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := mustNew(t, c.name, c.cfg).Verify(c.req)
+			if err == nil {
+				t.Fatal("forged request verified")
+			}
+			if strings.Contains(err.Error(), c.cfg.Secret) || strings.Contains(err.Error(), "c2VjcmV0") {
+				t.Fatalf("error leaks the secret: %v", err)
+			}
+		})
+	}
+}
+
+// TestErrorShape: every preset's errors read "<preset>: <what>", once.
+func TestErrorShape(t *testing.T) {
+	for _, name := range Names() {
+		if name == Default {
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			_, err := New(name, keying.Config{})
+			msg := err.Error()
+			if !strings.HasPrefix(msg, name+": ") || strings.Count(msg, name) != 1 || strings.Contains(msg, "platform "+name) {
+				t.Fatalf("New error %q is not %q once", msg, name+": …")
+			}
+			p := mustNew(t, name, keying.Config{NoVerify: true, Secret: wxAPIv3Key})
+			_, err = p.Verify(&keying.Request{Method: http.MethodPost, Header: http.Header{}, Body: []byte("\x00"), Now: testNow})
+			if err == nil || !strings.HasPrefix(err.Error(), name+": ") {
+				t.Fatalf("Verify error %q does not start with %q", err, name+": ")
+			}
+		})
+	}
+}
+
+func TestRetrySchedules(t *testing.T) {
+	cases := []struct {
+		platform string
+		n        int
+		min, max time.Duration
+	}{
+		{"alipay", 7, 24 * time.Hour, 25 * time.Hour},
+		{"wechatpay", 15, 24 * time.Hour, 24*time.Hour + 5*time.Minute},
+		{"wechatpay_v2", 15, 24 * time.Hour, 24*time.Hour + 5*time.Minute},
+		{"stripe", 0, 71 * time.Hour, 72 * time.Hour},
+		{"paypal", 25, 66 * time.Hour, 78 * time.Hour},
+		{"standard_webhooks", 7, 27 * time.Hour, 28 * time.Hour},
+	}
+	for _, c := range cases {
+		t.Run(c.platform, func(t *testing.T) {
+			s := Lookup(c.platform).Schedule
+			if c.n > 0 && len(s) != c.n {
+				t.Fatalf("%d retries, want %d", len(s), c.n)
+			}
+			if tot := s.Total(); tot < c.min || tot > c.max {
+				t.Fatalf("schedule spans %s, want %s..%s", tot, c.min, c.max)
+			}
+		})
+	}
+	if Lookup(Default).Schedule != nil {
+		t.Fatal("generic has a schedule")
+	}
+}
+
+// TestBillRefs: a journaled body gives the objects its verified
+// notification would have named.
+func TestBillRefs(t *testing.T) {
+	stripe := []byte(`{"id":"evt_1","type":"charge.failed","data":{"object":{"id":"ch_1","payment_intent":"pi_1","metadata":{}}}}`)
+	paypal := []byte(`{"id":"WH-1","event_type":"PAYMENT.CAPTURE.DENIED","resource":{"id":"CAP1","amount":{"value":"1.00"}}}`)
+	for _, c := range []struct {
+		platform string
+		body     []byte
+		want     []string
+	}{
+		{"stripe", stripe, []string{"ch_1", "pi_1"}},
+		{"paypal", paypal, []string{"CAP1"}},
+		{"alipay", []byte("trade_no=1"), nil},
+		{"stripe", []byte("not json"), nil},
+	} {
+		if got := Lookup(c.platform).BillRefs(c.body); !slices.Equal(got, c.want) {
+			t.Errorf("%s %s: %q, want %q", c.platform, c.body, got, c.want)
+		}
+	}
+}
+
+func TestBilled(t *testing.T) {
+	want := []string{"alipay", "paypal", "stripe", "wechatpay", "wechatpay_v2"}
+	if got := Billed(); !slices.Equal(got, want) {
+		t.Fatalf("Billed() = %v, want %v", got, want)
+	}
+}
