@@ -241,6 +241,8 @@ type RecordView struct {
 type AmountView struct {
 	Value    string `json:"value"`
 	Currency string `json:"currency"`
+	// Refund: the amount is a refund's, money owed back, not received.
+	Refund bool `json:"refund,omitempty"`
 }
 
 // NotificationView is the journaled request; its body only with ?body=1.
@@ -384,8 +386,8 @@ func (a *AdminAPI) getKey(w http.ResponseWriter, r *http.Request, key string) er
 		return err
 	}
 	v := NewRecordView(a.app, ps.ID, rec, boolParam(r, "body"))
-	if m, ok := MoneyOf(ctx, a.app, rec); ok {
-		v.Amount = &AmountView{Value: m.Amount, Currency: m.Currency}
+	if m, refund, ok := stakeMoneyOf(ctx, a.app, rec); ok {
+		v.Amount = &AmountView{Value: m.Amount, Currency: m.Currency, Refund: refund}
 	}
 	return writeJSON(w, http.StatusOK, v)
 }
