@@ -197,9 +197,12 @@ type RecordView struct {
 	Key   string `json:"key"`
 	// Order and Event name the business event of an order the key stands
 	// for (GET /idempotency/orders/<order> has the order's page).
-	Order       string    `json:"order"`
-	Event       string    `json:"event,omitempty"`
-	State       string    `json:"state"`
+	Order string `json:"order"`
+	Event string `json:"event,omitempty"`
+	State string `json:"state"`
+	// Status is the backend's status: the remembered answer's (answered),
+	// else the last attempt's (a failed key whose backend answered 502);
+	// 0 when none came back (connection refused, a timeout).
 	Status      int       `json:"status,omitempty"`
 	Copies      int64     `json:"copies"`
 	Conflicts   int64     `json:"conflicts"`
@@ -323,6 +326,9 @@ func NewRecordView(app *registry.App, storeID string, rec *cache.Record, withBod
 			nv.Body = &b
 		}
 		v.Notification = nv
+	}
+	if v.Status == 0 && len(rec.Attempts) > 0 {
+		v.Status = rec.Attempts[len(rec.Attempts)-1].Status
 	}
 	for _, a := range rec.Attempts {
 		av := AttemptView{Start: apiTime(a.Start), Duration: a.Duration.String(), Status: a.Status,
@@ -492,7 +498,15 @@ func (a *AdminAPI) listKeys(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := PageView{Store: ps.ID, Keys: make([]RecordView, 0, len(recs)), Next: next}
 	for _, rec := range recs {
-		out.Keys = append(out.Keys, NewRecordView(a.app, ps.ID, rec, false))
+		v := NewRecordView(a.app, ps.ID, rec, false)
+		if v.Status == 0 && rec.State != cache.StateAnswered && rec.AttemptCount > 0 {
+			// Listings carry no journal: the last attempt's status is in
+			// the record's own.
+			if full, err := ps.Lookup(ctx, rec.Key); err == nil && len(full.Attempts) > 0 {
+				v.Status = full.Attempts[len(full.Attempts)-1].Status
+			}
+		}
+		out.Keys = append(out.Keys, v)
 	}
 	return writeJSON(w, http.StatusOK, out)
 }
