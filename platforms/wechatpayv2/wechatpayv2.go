@@ -54,10 +54,10 @@ var Preset = &keying.Preset{
 // authenticates no merchant.
 //
 // Key: the business event of the order, {mchid}:{transaction_id}:<event>
-// (Order {mchid}:{transaction_id}), mchid being the route's one (the
-// notification's mch_id for a direct merchant; with verify off and no
-// single mchid, the notification's sub_mch_id, else its mch_id; both
-// required): paid for a payment
+// (Order {mchid}:{transaction_id}; transaction_id required), mchid being
+// the route's one: a direct merchant's mch_id, a service provider's own,
+// or the sub_mch_id a route is pinned to (with verify off and no single
+// mchid, the notification's sub_mch_id, else its mch_id): paid for a payment
 // notification with result_code SUCCESS, failed for FAIL. Money: total_fee
 // (fen) with fee_type (CNY when absent). Fingerprint: total_fee,
 // result_code. Success: a 2xx whose body is XML with return_code SUCCESS.
