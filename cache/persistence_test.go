@@ -39,3 +39,50 @@ func TestRedisPersistence(t *testing.T) {
 		t.Fatalf("cluster without persistence: %+v %v", p, err)
 	}
 }
+
+// TestRedisAOFReport: the report names the masters without AOF and the
+// appendfsync of those with it; where CONFIG is renamed (managed Redis),
+// INFO still tells whether AOF is on.
+func TestRedisAOFReport(t *testing.T) {
+	ctx := context.Background()
+	check := func(c redis.UniversalClient) RedisReport {
+		t.Helper()
+		rep, err := CheckRedis(ctx, c, RedisCheckOptions{AllowEviction: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	bare := redistest.Start(t)
+	rep := check(bare.Client())
+	if no := rep.WithoutAOF(); len(no) != 1 || no[0].Addr != bare.Addr() || len(rep.AOFUnknown()) != 0 {
+		t.Fatalf("bare server: without AOF %+v, unknown %+v; want it named", no, rep.AOFUnknown())
+	}
+	if ms, f := rep.SyncingLeast(); len(ms) != 0 || f != "" {
+		t.Fatalf("bare server syncs %q (%+v), want nothing: it has no AOF", f, ms)
+	}
+	aof := redistest.StartWith(t, redistest.Options{AOF: true})
+	rep = check(aof.Client())
+	if ms, f := rep.SyncingLeast(); len(rep.WithoutAOF()) != 0 || f != "always" || len(ms) != 1 || rep.Persistence.AppendFsync != "always" {
+		t.Fatalf("AOF server: without AOF %+v, syncing %q %+v, persistence %+v; want always", rep.WithoutAOF(), f, ms, rep.Persistence)
+	}
+	for _, f := range []string{"everysec", "no"} {
+		if err := aof.Client().ConfigSet(ctx, "appendfsync", f).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if ms, got := check(aof.Client()).SyncingLeast(); got != f || len(ms) != 1 || ms[0].Addr != aof.Addr() {
+			t.Fatalf("appendfsync %s: got %q %+v", f, got, ms)
+		}
+	}
+	if err := aof.Client().ConfigSet(ctx, "appendonly", "no").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if no := check(aof.Client()).WithoutAOF(); len(no) != 1 {
+		t.Fatalf("AOF turned off at run time: without AOF %+v, want the server", no)
+	}
+	managed := redistest.StartWith(t, redistest.Options{AOF: true, Args: []string{"--rename-command", "CONFIG", ""}})
+	rep = check(managed.Client())
+	if rep.PersistenceErr == nil || len(rep.WithoutAOF()) != 0 || len(rep.AOFUnknown()) != 0 || rep.Masters[0].AOF != "yes" {
+		t.Fatalf("CONFIG renamed: %+v (%v); want AOF read from INFO and the CONFIG error", rep.Masters, rep.PersistenceErr)
+	}
+}

@@ -56,6 +56,8 @@ type Redis struct {
 	opts   RedisOptions
 	closed atomic.Bool
 	unfit  atomic.Pointer[error] // set by SetUnfit: claims are refused
+	// checked is the last complete check of the server (SetChecked).
+	checked atomic.Pointer[RedisReport]
 
 	// One pub/sub connection per store, started on the first Wait.
 	psMu     sync.Mutex
@@ -181,6 +183,15 @@ func (s *Redis) SetUnfit(why error) {
 	e := fmt.Errorf("%w: %v", ErrUnfit, why)
 	s.unfit.Store(&e)
 }
+
+// SetChecked keeps rep, the last check of the server that reached every
+// master (CheckRedis, at start and again in the background), for what
+// depends on the server's settings: an async route's acks need AOF.
+func (s *Redis) SetChecked(rep RedisReport) { s.checked.Store(&rep) }
+
+// Checked is the report SetChecked last kept; nil when no check has yet
+// reached the server. It is shared: read it, never change it.
+func (s *Redis) Checked() *RedisReport { return s.checked.Load() }
 
 func (s *Redis) Claim(ctx context.Context, key, fingerprint string, lockTTL time.Duration) (ClaimResult, error) {
 	if s.closed.Load() {

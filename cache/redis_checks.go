@@ -34,8 +34,9 @@ type RedisReport struct {
 	// Cluster, the master of a Sentinel set, or the one server.
 	Masters []RedisMaster
 	// Persistence is what every master keeps across its restart;
-	// PersistenceErr says why it could not be read (CONFIG renamed or
-	// refused on a managed Redis), and Persistence then means nothing.
+	// PersistenceErr says why it could not all be read (CONFIG renamed or
+	// refused on a managed Redis), and Persistence then means nothing:
+	// each master's AOF still says what INFO told.
 	Persistence    Persistence
 	PersistenceErr error
 }
@@ -51,6 +52,11 @@ type RedisMaster struct {
 	// User is the ACL user the store is logged in as ("" when the server
 	// does not say).
 	User string
+	// AOF is appendonly ("yes" or "no", from INFO's aof_enabled, or from
+	// CONFIG where INFO lacks it; "" when the server does not say), and
+	// AppendFsync is appendfsync ("" when CONFIG is refused).
+	AOF         string
+	AppendFsync string
 }
 
 // EvictionError: a master may evict records (its maxmemory-policy is not
@@ -98,7 +104,7 @@ func CheckRedis(ctx context.Context, c redis.UniversalClient, opts RedisCheckOpt
 	}
 	var (
 		mu     sync.Mutex // ForEachMaster runs the masters concurrently
-		rep    = RedisReport{Persistence: Persistence{AOF: true, RDB: true}}
+		rep    = RedisReport{Persistence: Persistence{AOF: true, RDB: true, AppendFsync: "always"}}
 		denied []*PermissionError
 	)
 	check := func(ctx context.Context, m *redis.Client) error {
@@ -106,7 +112,7 @@ func CheckRedis(ctx context.Context, c redis.UniversalClient, opts RedisCheckOpt
 		if err != nil {
 			return fmt.Errorf("%s: %w", rm.Addr, err)
 		}
-		p, perr := persistenceOf(ctx, m)
+		p, perr := persistenceOf(ctx, m, &rm)
 		mu.Lock()
 		defer mu.Unlock()
 		rep.Masters = append(rep.Masters, rm)
@@ -118,6 +124,7 @@ func CheckRedis(ctx context.Context, c redis.UniversalClient, opts RedisCheckOpt
 		}
 		rep.Persistence.AOF = rep.Persistence.AOF && p.AOF
 		rep.Persistence.RDB = rep.Persistence.RDB && p.RDB
+		rep.Persistence.AppendFsync = weakerFsync(rep.Persistence.AppendFsync, p.AppendFsync)
 		return nil
 	}
 	var err error
@@ -167,6 +174,43 @@ func (r RedisReport) Evicting() []RedisMaster {
 	return out
 }
 
+// WithoutAOF lists the masters whose appendonly is off: a restart of
+// one loses what was written to it since its last RDB snapshot, if any.
+func (r RedisReport) WithoutAOF() []RedisMaster {
+	return r.mastersWhere(func(m RedisMaster) bool { return m.AOF == "no" })
+}
+
+// AOFUnknown lists the masters that did not say whether appendonly is on.
+func (r RedisReport) AOFUnknown() []RedisMaster {
+	return r.mastersWhere(func(m RedisMaster) bool { return m.AOF != "yes" && m.AOF != "no" })
+}
+
+// SyncingLeast lists the masters with AOF whose appendfsync is the least
+// often among them, and that setting: "" when no master with AOF said
+// (CONFIG refused).
+func (r RedisReport) SyncingLeast() ([]RedisMaster, string) {
+	weakest := ""
+	for _, m := range r.Masters {
+		if m.AOF == "yes" && fsyncRank(m.AppendFsync) < 3 && (weakest == "" || fsyncRank(m.AppendFsync) > fsyncRank(weakest)) {
+			weakest = m.AppendFsync
+		}
+	}
+	if weakest == "" {
+		return nil, ""
+	}
+	return r.mastersWhere(func(m RedisMaster) bool { return m.AOF == "yes" && m.AppendFsync == weakest }), weakest
+}
+
+func (r RedisReport) mastersWhere(f func(RedisMaster) bool) []RedisMaster {
+	var out []RedisMaster
+	for _, m := range r.Masters {
+		if f(m) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
 // checkMaster reads one master's INFO and checks its ACL rights.
 func checkMaster(ctx context.Context, m *redis.Client, prefix string) (RedisMaster, []string, error) {
 	rm := RedisMaster{Addr: m.Options().Addr}
@@ -189,6 +233,13 @@ func checkMaster(ctx context.Context, m *redis.Client, prefix string) (RedisMast
 			rm.Policy = v
 		case "maxmemory":
 			rm.MaxMemory, _ = strconv.ParseInt(v, 10, 64)
+		case "aof_enabled":
+			switch v {
+			case "1":
+				rm.AOF = "yes"
+			case "0":
+				rm.AOF = "no"
+			}
 		}
 	}
 	if rm.Policy == "" {

@@ -71,7 +71,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //			rate        <n>/s
 //			retry       <initial> <max>
 //			give_up     <duration>
-//			durability  replicas <n>
+//			durability  replicas <n> | volatile
 //		}
 //	}
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {

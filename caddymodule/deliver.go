@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -55,6 +56,18 @@ type DeliverConfig struct {
 	// Replicas (Redis): the ack waits until this many replicas have the
 	// notification. The store's wait_replicas must be at least this.
 	Replicas int `json:"replicas,omitempty"`
+	// Volatile (`durability volatile`) accepts a Redis store without AOF.
+	// An ack is a promise: the platform, answered, never sends the
+	// notification again, so until it is delivered it lives only in the
+	// store. On a Redis with appendonly no, a Redis restart loses it with
+	// no record. Without Volatile an async route on Redis therefore needs
+	// appendonly yes on every master: it refuses to start when a master
+	// has it off, and while a later check finds it off its acks fail
+	// closed (503 + Retry-After, the platform retries) until it is back.
+	// appendfsync everysec or no is a start-up warning (a host crash can
+	// lose the last second's, or the operating system's flush interval's,
+	// acks). Other stores ignore it.
+	Volatile bool `json:"volatile,omitempty"`
 }
 
 // AckAnswer is the answer a platform gets for a queued notification.
@@ -75,6 +88,10 @@ type deliveryState struct {
 	giveUp                time.Duration
 	queue                 cache.Queue
 	engine                *engine
+	// volatile: `durability volatile`; refusing: the acks are refused
+	// now, the store's Redis having no AOF (ackable).
+	volatile bool
+	refusing *atomic.Bool
 }
 
 // async reports whether this route delivers asynchronously.
@@ -104,7 +121,7 @@ func (h *Handler) provisionDeliver() error {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("deliver async: to must be an http:// or https:// URL, not %q", c.To)
 	}
-	ds := &deliveryState{to: u, concurrency: c.Concurrency, rate: c.Rate,
+	ds := &deliveryState{to: u, concurrency: c.Concurrency, rate: c.Rate, volatile: c.Volatile, refusing: new(atomic.Bool),
 		retryInitial: time.Duration(c.RetryInitial), retryMx: time.Duration(c.RetryMax), giveUp: time.Duration(c.GiveUp)}
 	if c.Ack != nil {
 		ds.ack = *c.Ack
@@ -173,9 +190,88 @@ func (h *Handler) startDeliver() error {
 	if !ok {
 		return fmt.Errorf("deliver async: the %s store holds no delivery queue", h.storeConf.Type)
 	}
+	if err := h.checkDurable(); err != nil {
+		return err
+	}
 	h.dlv.queue = q.Queue()
 	h.dlv.engine.start()
 	return nil
+}
+
+// checkedStore is a store that keeps its server's last check (a Redis
+// store: store_checks.go tells it).
+type checkedStore interface{ Checked() *cache.RedisReport }
+
+// lastCheck is the store's last complete check of its Redis; nil for
+// another store, or when no check has reached the server yet (the
+// background check then decides).
+func (h *Handler) lastCheck() *cache.RedisReport {
+	if cs, ok := h.store.(checkedStore); ok {
+		return cs.Checked()
+	}
+	return nil
+}
+
+// noAOF says why the store's Redis cannot keep this route's acks across
+// its restart (a master with appendonly off), or nil: it can, the route
+// accepts it (durability volatile), or nothing is known yet.
+func (h *Handler) noAOF(rep *cache.RedisReport) error {
+	if rep == nil || h.dlv.volatile {
+		return nil
+	}
+	no := rep.WithoutAOF()
+	if len(no) == 0 {
+		return nil
+	}
+	return fmt.Errorf("Redis at %s has appendonly no: an acked notification lives only in Redis's memory until it is delivered, "+
+		"and a Redis restart loses it with no record while the platform, answered, never sends it again. "+
+		"Turn on appendonly yes on the server (CONFIG SET appendonly yes, and in its configuration file), "+
+		"or write `durability volatile` in the route's deliver async block to accept losing acked notifications on a Redis restart",
+		addrsOf(no))
+}
+
+// checkDurable is the start's look at the store's persistence: a Redis
+// without AOF stops the route (unless durability volatile); an AOF that
+// reaches the disk only every second or when the system flushes, or a
+// setting the server would not tell, is warned about.
+func (h *Handler) checkDurable() error {
+	rep := h.lastCheck()
+	if rep == nil {
+		return nil
+	}
+	if err := h.noAOF(rep); err != nil {
+		return fmt.Errorf("deliver async: %w", err)
+	}
+	scope := zap.String("scope", h.scope())
+	if no := rep.WithoutAOF(); len(no) > 0 {
+		h.logger.Warn("deliver async with durability volatile: Redis has appendonly no, so a Redis restart loses the acked notifications not yet delivered, with no record",
+			scope, zap.String("masters", addrsOf(no)))
+		return nil
+	}
+	if un := rep.AOFUnknown(); len(un) > 0 && !h.dlv.volatile {
+		h.logger.Warn("deliver async: could not read whether Redis has appendonly on (its INFO does not say and CONFIG is refused); "+
+			"without it a Redis restart loses acked notifications", scope, zap.String("masters", addrsOf(un)))
+	}
+	if ms, f := rep.SyncingLeast(); f == "everysec" || f == "no" {
+		h.logger.Warn("deliver async: Redis has appendfsync "+f+": "+fsyncMeaning(f), scope,
+			zap.String("masters", addrsOf(ms)), zap.String("appendfsync", f))
+	}
+	return nil
+}
+
+// ackable says why this route's acks are refused now, or nil: a later
+// check found the store's Redis without AOF. It logs the turn, at error
+// when the acks stop, when they resume.
+func (h *Handler) ackable() error {
+	err := h.noAOF(h.lastCheck())
+	switch {
+	case err != nil && h.dlv.refusing.CompareAndSwap(false, true):
+		h.logger.Error("deliver async: acks refused (503, the platform retries) until Redis has appendonly yes again: "+err.Error(),
+			zap.String("scope", h.scope()), zap.String("appendonly", "no"))
+	case err == nil && h.dlv.refusing.Load() && h.dlv.refusing.CompareAndSwap(true, false):
+		h.logger.Warn("deliver async: Redis has appendonly yes again: acks resume", zap.String("scope", h.scope()))
+	}
+	return err
 }
 
 // alike: do ds and o deliver a queue the same way?
@@ -201,6 +297,12 @@ func guessContentType(body string) string {
 // before the ack answers 503 + Retry-After, never the ack: the platform's
 // retry comes back.
 func (h *Handler) enqueue(w http.ResponseWriter, r *http.Request, repl *caddy.Replacer, key, token string, nt notice) (result, error) {
+	if err := h.ackable(); err != nil {
+		// The queue would not survive a Redis restart: no ack, and
+		// nothing queued; the platform's retry comes back.
+		h.unclaim(key, token)
+		return h.queueFailed(w, r, "aof", err)
+	}
 	ds := h.dlv
 	d := cache.Delivery{Key: key, Token: token, Notification: h.receivedNotification(r), Enqueued: time.Now(), Order: nt.run,
 		Credentials: credentialsOf(r.Header)}
@@ -262,6 +364,13 @@ func (h *Handler) queuedCopy(w http.ResponseWriter, r *http.Request, repl *caddy
 			return result{outcome: outcomeStoreError, copies: copies, err: err}, false,
 				h.tryLater(w, r, http.StatusServiceUnavailable, fmt.Errorf("looking up the delivery queue: %w", err))
 		case queued:
+			if err := h.ackable(); err != nil {
+				// Queued, but not durably: a later copy finds it still
+				// queued (or delivered) and is answered once AOF is back.
+				h.metrics.storeError(r.Context(), h.route(), "aof")
+				return result{outcome: outcomeStoreError, copies: copies, err: err}, false,
+					h.tryLater(w, r, http.StatusServiceUnavailable, err)
+			}
 			setOutcome(repl, outcomeAcked)
 			return result{outcome: outcomeAcked, copies: copies}, false, h.ack(w, r)
 		case rec == nil || rec.State == cache.StateFailed:
@@ -311,8 +420,12 @@ func (h *Handler) deliverFields() []zap.Field {
 	if !h.async() {
 		return []zap.Field{zap.String("deliver", "sync")}
 	}
-	return []zap.Field{zap.String("deliver", "async"), zap.String("deliver_to", h.dlv.to.Redacted()),
+	f := []zap.Field{zap.String("deliver", "async"), zap.String("deliver_to", h.dlv.to.Redacted()),
 		zap.Int("concurrency", h.dlv.concurrency), zap.Int("rate", h.dlv.rate), zap.Duration("give_up", h.dlv.giveUp)}
+	if h.dlv.volatile {
+		f = append(f, zap.String("durability", "volatile"))
+	}
+	return f
 }
 
 // parseDeliver reads `deliver sync | async { ... }`.
@@ -395,8 +508,12 @@ func (c *DeliverConfig) unmarshalOption(d *caddyfile.Dispenser, name string) err
 		return cfparse.DurationArg(d, &c.GiveUp)
 	case "durability":
 		args := d.RemainingArgs()
+		if len(args) == 1 && args[0] == "volatile" {
+			c.Volatile = true
+			return nil
+		}
 		if len(args) != 2 || args[0] != "replicas" {
-			return d.Errf("deliver async: durability replicas <n>")
+			return d.Errf("deliver async: durability replicas <n> | volatile")
 		}
 		n, err := strconv.Atoi(args[1])
 		if err != nil || n < 0 {

@@ -24,7 +24,7 @@ import (
 // for the delivery only: the key's record, the admin API and, once the
 // delivery is done, the whole Redis keyspace hold them nowhere.
 func TestAsyncDeliveryKeepsCredentials(t *testing.T) {
-	rs := redistest.Start(t)
+	rs := redistest.StartAOF(t)
 	const user, pass = "merchant", "s3cret-Pa55"
 	var mu sync.Mutex
 	runs, refused := map[string]int{}, 0

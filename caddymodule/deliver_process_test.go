@@ -116,7 +116,7 @@ func TestAsyncBurstTwoInstances(t *testing.T) {
 		concurrency = 8
 		rate        = 200
 	)
-	rs := redistest.Start(t)
+	rs := redistest.StartAOF(t)
 	be := newAsyncBackend(t, "127.0.0.1:0")
 	be.setDelay(15 * time.Millisecond) // some work, so deliveries overlap
 	site := asyncProcSite("burst", "store redis "+rs.Addr(), be.addr(),
@@ -192,7 +192,7 @@ func TestAsyncBurstTwoInstances(t *testing.T) {
 // other key is delivered once.
 func TestAsyncKilledGatewayTakenOver(t *testing.T) {
 	const lockTTL = 2 * time.Second
-	rs := redistest.Start(t)
+	rs := redistest.StartAOF(t)
 	lookup := redisRecords(t, rs)
 	be := newAsyncBackend(t, "127.0.0.1:0")
 	be.setDelay(time.Minute) // the killed gateway's deliveries stay at the backend
@@ -284,7 +284,7 @@ func TestAsyncKilledGatewayTakenOver(t *testing.T) {
 // TestAsyncReloadMidDrain: the config is reloaded twice while the queue
 // drains; nothing is lost and nothing is delivered twice.
 func TestAsyncReloadMidDrain(t *testing.T) {
-	rs := redistest.Start(t)
+	rs := redistest.StartAOF(t)
 	be := newAsyncBackend(t, "127.0.0.1:0")
 	be.setDelay(50 * time.Millisecond)
 	site := func(rate int) string {
@@ -408,7 +408,7 @@ func TestAsyncStartupLine(t *testing.T) {
 // its queued deliveries in the store, and says so; loaded again, the route
 // delivers each once.
 func TestAsyncRouteRemovedWarns(t *testing.T) {
-	rs := redistest.Start(t)
+	rs := redistest.StartAOF(t)
 	be := newAsyncBackend(t, "127.0.0.1:0")
 	site := asyncProcSite("gone", "store redis "+rs.Addr(), be.addr(), "")
 	gw, admin, caddyfile := startProcAdmin(t, site)

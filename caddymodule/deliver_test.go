@@ -230,7 +230,7 @@ func TestAsyncSlowBackendAckedAtOnce(t *testing.T) {
 // while, then comes up. Every queued notification is delivered once, after
 // unreachable attempts spaced by the back-off.
 func TestAsyncBackendDownThenBack(t *testing.T) {
-	rs := redistest.Start(t)
+	rs := redistest.StartAOF(t)
 	addr := reservePort(t)
 	base := startCaddy(t, asyncRoute, "{store}", "store redis "+rs.Addr(), "{backend}", addr,
 		"{extra}", "retry 200ms 800ms")
@@ -284,7 +284,7 @@ func TestAsyncBackendDownThenBack(t *testing.T) {
 // Retry-After, never the ack, and nothing reaches the backend; when it is
 // back, notifications are acked and delivered.
 func TestAsyncStoreDownNoAck(t *testing.T) {
-	rs := redistest.Start(t)
+	rs := redistest.StartAOF(t)
 	be := newAsyncBackend(t, "127.0.0.1:0")
 	base := startCaddy(t, asyncRoute, "{store}", "store redis "+rs.Addr(), "{backend}", be.addr(), "{extra}", "")
 	rs.Stop()
@@ -536,7 +536,7 @@ func TestAsyncClaimRanOutWhilePaused(t *testing.T) {
 // for the platform's retry, nothing delivered; once the queue works, the
 // retry is acked and delivered once.
 func TestAsyncEnqueueFailsNoAck(t *testing.T) {
-	rs := redistest.Start(t)
+	rs := redistest.StartAOF(t)
 	be := newAsyncBackend(t, "127.0.0.1:0")
 	base := startCaddy(t, asyncRoute, "{store}", "store redis "+rs.Addr(), "{backend}", be.addr(), "{extra}", "")
 	items := "idem:q:{demo}:items"
@@ -571,7 +571,7 @@ func TestAsyncEnqueueFailsNoAck(t *testing.T) {
 // answered and no longer queued.)
 func TestAsyncFastBackendStorm(t *testing.T) {
 	stores := gatewaytest.StoreLines(t)
-	stores["cluster"] = "store redis " + strings.Join(redistest.StartCluster(t, 3).Addrs, " ")
+	stores["cluster"] = "store redis " + strings.Join(redistest.StartClusterWith(t, 3, redistest.Options{AOF: true, AppendFsync: "everysec"}).Addrs, " ")
 	for name, store := range stores {
 		t.Run(name, func(t *testing.T) {
 			be := newAsyncBackend(t, "127.0.0.1:0")
@@ -600,7 +600,7 @@ func TestAsyncFastBackendStorm(t *testing.T) {
 // with the replica gone the WAIT is not confirmed: 503, never the ack,
 // and nothing is delivered.
 func TestAsyncDurabilityReplicas(t *testing.T) {
-	master := redistest.Start(t)
+	master := redistest.StartAOF(t)
 	replica := redistest.StartWith(t, redistest.Options{ReplicaOf: master})
 	be := newAsyncBackend(t, "127.0.0.1:0")
 	store := "store redis " + master.Addr() + " {\n\t\t\t\twait_replicas 1 300ms\n\t\t\t}"

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -21,7 +22,9 @@ import (
 // one without persistence is warned about. A Redis that does not answer
 // within store_timeout does not hold the start: the gateway warns, starts,
 // and checks again in the background until it can, then every minute,
-// logging at error what changed.
+// logging at error what changed. The store keeps the last complete report
+// (cache.Redis.SetChecked): an async route reads there whether its acks
+// are durable (deliver.go, durability).
 
 // recheckEvery is how often a running store's Redis is checked again;
 // retryEvery, how soon again after a check that could not reach it.
@@ -72,15 +75,20 @@ func checkRedis(c redis.UniversalClient, s cache.Store, sc StoreConfig, timeout 
 }
 
 // check runs cache.CheckRedis once, bounded by the store timeout, and
-// tells the store its server's version.
+// tells the store its server's version and, when the check reached every
+// master, the report.
 func (w *redisWatch) check() (cache.RedisReport, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), w.timeout)
 	defer cancel()
 	rep, err := cache.CheckRedis(ctx, w.c, w.opts)
-	if rep.Major > 0 && len(rep.Masters) > 0 {
-		if r, ok := w.store.(*cache.Redis); ok {
-			r.UseServerVersion(rep.Major)
-		}
+	r, ok := w.store.(*cache.Redis)
+	if ok && rep.Major > 0 && len(rep.Masters) > 0 {
+		r.UseServerVersion(rep.Major)
+	}
+	var ev *cache.EvictionError
+	var pe *cache.PermissionError
+	if ok && (err == nil || errors.As(err, &ev) || errors.As(err, &pe)) {
+		r.SetChecked(rep)
 	}
 	return rep, err
 }
@@ -110,6 +118,9 @@ func (w *redisWatch) loop(next time.Duration) {
 		rep, err := w.check()
 		var ev *cache.EvictionError
 		var pe *cache.PermissionError
+		if w.last != nil && (err == nil || errors.As(err, &ev) || errors.As(err, &pe)) {
+			w.persistenceChanged(rep)
+		}
 		switch {
 		case errors.As(err, &ev):
 			// Found after the start (Redis unreachable then, or changed
@@ -147,9 +158,76 @@ func (w *redisWatch) loop(next time.Duration) {
 			w.logger.Warn("Redis fits the gateway again: claims resume", zap.String("store", w.id))
 			w.setUnfit(nil)
 		}
+		w.last = &rep
 		failing = false
 		t.Reset(recheckEvery)
 	}
+}
+
+// persistenceChanged logs what changed in rep's persistence since the
+// last report: appendonly turned off is an error (an async route's acks
+// then fail closed, deliver.go), on again a warning, another appendfsync
+// a warning.
+func (w *redisWatch) persistenceChanged(rep cache.RedisReport) {
+	was, now := addrSet(w.last.WithoutAOF()), addrSet(rep.WithoutAOF())
+	var off, on []string
+	for a := range now {
+		if !was[a] {
+			off = append(off, a)
+		}
+	}
+	for a := range was {
+		if !now[a] {
+			on = append(on, a)
+		}
+	}
+	slices.Sort(off)
+	slices.Sort(on)
+	if len(off) > 0 {
+		w.logger.Error("Redis turned appendonly off: a Redis restart now loses what was written since its last snapshot; "+
+			"async routes refuse their acks (503, the platform retries) until appendonly is yes again, "+
+			"unless they accept losing acked notifications with durability volatile",
+			zap.String("store", w.id), zap.Strings("masters", off), zap.String("appendonly", "no"))
+	}
+	if len(on) > 0 {
+		w.logger.Warn("Redis has appendonly yes again: async routes' acks resume",
+			zap.String("store", w.id), zap.Strings("masters", on))
+	}
+	_, wasF := w.last.SyncingLeast()
+	if ms, f := rep.SyncingLeast(); f != wasF && f != "" && wasF != "" {
+		w.logger.Warn("Redis appendfsync changed: "+fsyncMeaning(f), zap.String("store", w.id),
+			zap.String("masters", addrsOf(ms)), zap.String("was", wasF), zap.String("appendfsync", f))
+	}
+}
+
+// fsyncMeaning says what an appendfsync setting risks for acked writes.
+func fsyncMeaning(f string) string {
+	switch f {
+	case "everysec":
+		return "the AOF reaches the disk once a second, so a crash of the host (power, kernel) can lose up to a second of acked notifications, two when the disk stalls; " +
+			"a crash of Redis alone normally loses none. appendfsync always closes this, at the cost of an fsync per write"
+	case "no":
+		return "the AOF reaches the disk when the operating system flushes it (about every 30 seconds on Linux), so a crash of the host can lose that long of acked notifications; " +
+			"a crash of Redis alone loses none. appendfsync everysec bounds it to a second, always closes it"
+	}
+	return "every write is on the disk before it is answered"
+}
+
+func addrSet(ms []cache.RedisMaster) map[string]bool {
+	s := make(map[string]bool, len(ms))
+	for _, m := range ms {
+		s[m.Addr] = true
+	}
+	return s
+}
+
+// addrsOf lists masters' addresses for a message.
+func addrsOf(ms []cache.RedisMaster) string {
+	a := make([]string, len(ms))
+	for i, m := range ms {
+		a[i] = m.Addr
+	}
+	return strings.Join(a, ", ")
 }
 
 // setUnfit refuses (why != nil) or resumes the store's claims.
@@ -176,16 +254,20 @@ func (w *redisWatch) Close() error {
 }
 
 // logPersistence warns when the Redis server keeps nothing across its own
-// restart: every claim and answer would then be lost with it, and a retry
-// after the restart runs the backend again.
+// restart: every claim and answer would then be lost with it. On a sync
+// route a platform's retry after the restart runs the backend again; an
+// async route's acked notifications would be lost outright, which is why
+// such a route needs AOF (deliver.go, durability) and says so itself.
 func logPersistence(rep cache.RedisReport, id string, logger *zap.Logger) {
 	if rep.PersistenceErr != nil {
 		logger.Warn("could not check Redis persistence", zap.String("store", id), zap.Error(rep.PersistenceErr))
 		return
 	}
 	if !rep.Persistence.AOF && !rep.Persistence.RDB {
-		logger.Warn("Redis has neither AOF nor RDB saving: a Redis restart forgets every claim and answer, "+
-			"and the platforms' retries then reach the backend again; turn on appendonly",
+		logger.Warn("Redis has neither AOF nor RDB saving: a Redis restart forgets every claim and answer. "+
+			"On a sync route the platforms' retries then reach the backend again, running what had already run; "+
+			"an async route would lose its acked notifications outright (the platform never sends them again), "+
+			"so it refuses this Redis unless it writes durability volatile. Turn on appendonly",
 			zap.String("store", id))
 	}
 }

@@ -13,10 +13,11 @@ import (
 )
 
 // StoreLines returns the `store` line for each store a flow runs on: the
-// memory store, an embedded file and a real redis-server started for t.
+// memory store, an embedded file and a real redis-server started for t,
+// with AOF as a gateway's Redis runs (an async route needs it).
 func StoreLines(t *testing.T) map[string]string {
 	t.Helper()
-	rs := redistest.Start(t)
+	rs := redistest.StartAOF(t)
 	return map[string]string{
 		"memory":   "store memory",
 		"embedded": "store embedded " + filepath.Join(t.TempDir(), "keys.db"),

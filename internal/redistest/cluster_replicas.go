@@ -45,7 +45,7 @@ func StartClusterWithReplicas(t testing.TB, masters int, nodeTimeout time.Durati
 		}
 	})
 	for i := range 2 * masters {
-		s := startClusterNode(t, bin, filepath.Join(dir, strconv.Itoa(i)), nodeTimeout)
+		s := startClusterNode(t, bin, filepath.Join(dir, strconv.Itoa(i)), nodeTimeout, Options{})
 		c.nodes[s.Addr()] = s
 		c.Addrs = append(c.Addrs, s.Addr())
 	}

@@ -18,10 +18,16 @@ import (
 
 // Options change how StartWith launches a server.
 type Options struct {
-	// AOF turns on the append-only file with fsync on every write, so a
-	// killed and restarted server comes back with every acknowledged
-	// write (what a production store with persistence promises).
+	// AOF turns on the append-only file, with fsync on every write unless
+	// AppendFsync says otherwise, so a killed and restarted server comes
+	// back with every acknowledged write (what a production store with
+	// persistence promises).
 	AOF bool
+	// AppendFsync, with AOF, is appendfsync: "always" (the default),
+	// "everysec" or "no". A killed redis-server loses no acknowledged
+	// write with any of them (Redis writes the AOF before it answers);
+	// they differ on a crash of the host.
+	AppendFsync string
 	// ReplicaOf makes the server a replica of that master.
 	ReplicaOf *Server
 	// Args are more redis-server arguments ("--maxmemory", "2mb", …).
@@ -37,11 +43,7 @@ func StartWith(t testing.TB, opts Options) *Server {
 	for range 5 {
 		s.port = freePort(t, false)
 		s.args = []string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1", "--save", "", "--dir", s.dir}
-		if opts.AOF {
-			s.args = append(s.args, "--appendonly", "yes", "--appendfsync", "always")
-		} else {
-			s.args = append(s.args, "--appendonly", "no")
-		}
+		s.args = append(s.args, opts.persistArgs()...)
 		s.args = append(s.args, opts.Args...)
 		if m := opts.ReplicaOf; m != nil {
 			host, port, _ := net.SplitHostPort(m.Addr())
@@ -57,6 +59,27 @@ func StartWith(t testing.TB, opts Options) *Server {
 	}
 	t.Fatalf("redistest: starting redis-server: %v", err)
 	return nil
+}
+
+// StartAOF launches redis-server as a gateway's Redis runs in production:
+// AOF on, fsync every second. An async route needs AOF (without it the
+// gateway refuses the route unless it writes durability volatile); tests
+// that do not kill the host lose nothing to everysec.
+func StartAOF(t testing.TB) *Server {
+	t.Helper()
+	return StartWith(t, Options{AOF: true, AppendFsync: "everysec"})
+}
+
+// persistArgs are the redis-server arguments for opts' persistence.
+func (opts Options) persistArgs() []string {
+	if !opts.AOF {
+		return []string{"--appendonly", "no"}
+	}
+	f := opts.AppendFsync
+	if f == "" {
+		f = "always"
+	}
+	return []string{"--appendonly", "yes", "--appendfsync", f}
 }
 
 // waitReplicaSynced waits until the replica reports its link to the master up.

@@ -26,7 +26,8 @@ import (
 
 const installHint = "install it with: apt-get install redis-server"
 
-// Server is one redis-server process on 127.0.0.1 without persistence.
+// Server is one redis-server process on 127.0.0.1, without persistence
+// unless started with AOF (StartWith, StartAOF).
 type Server struct {
 	t    testing.TB
 	port int
@@ -140,7 +141,8 @@ func (s *Server) Stop() {
 }
 
 // Restart stops the server if it runs and starts it again on the same port,
-// empty: for outage and recovery tests.
+// empty (or, with AOF, with what its AOF kept): for outage and recovery
+// tests.
 func (s *Server) Restart() {
 	s.t.Helper()
 	s.Stop()
@@ -301,8 +303,9 @@ type Cluster struct {
 func (c *Cluster) Client() *redis.ClusterClient { return c.client }
 
 // startClusterNode starts one cluster-mode redis-server in dir on a free
-// port pair (the node's and its bus port).
-func startClusterNode(t testing.TB, bin, dir string, nodeTimeout time.Duration) *Server {
+// port pair (the node's and its bus port), persisting as opts say (AOF
+// and AppendFsync; none by default).
+func startClusterNode(t testing.TB, bin, dir string, nodeTimeout time.Duration, opts Options) *Server {
 	t.Helper()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -310,12 +313,12 @@ func startClusterNode(t testing.TB, bin, dir string, nodeTimeout time.Duration) 
 	var err error
 	for range 5 {
 		port := freePort(t, true)
-		s := &Server{t: t, port: port, dir: dir, args: []string{
+		s := &Server{t: t, port: port, dir: dir, args: append([]string{
 			"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-			"--save", "", "--appendonly", "no", "--dir", dir,
+			"--save", "", "--dir", dir,
 			"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
 			"--cluster-node-timeout", strconv.FormatInt(nodeTimeout.Milliseconds(), 10),
-		}}
+		}, opts.persistArgs()...)}
 		if err = s.start(bin); err == nil {
 			return s
 		}
@@ -326,7 +329,15 @@ func startClusterNode(t testing.TB, bin, dir string, nodeTimeout time.Duration) 
 
 // StartCluster launches n redis-server nodes in cluster mode (n ≥ 3),
 // joins them with redis-cli --cluster create and waits for cluster_state:ok.
+// Its nodes keep nothing across a restart.
 func StartCluster(t testing.TB, n int) *Cluster {
+	t.Helper()
+	return StartClusterWith(t, n, Options{})
+}
+
+// StartClusterWith is StartCluster whose nodes persist as opts say (AOF
+// and AppendFsync; the other options are ignored).
+func StartClusterWith(t testing.TB, n int, opts Options) *Cluster {
 	t.Helper()
 	if n < 3 {
 		t.Fatalf("redistest: a cluster needs at least 3 masters, got %d", n)
@@ -342,7 +353,7 @@ func StartCluster(t testing.TB, n int) *Cluster {
 		}
 	})
 	for i := range n {
-		s := startClusterNode(t, bin, filepath.Join(dir, strconv.Itoa(i)), 5*time.Second)
+		s := startClusterNode(t, bin, filepath.Join(dir, strconv.Itoa(i)), 5*time.Second, opts)
 		servers = append(servers, s)
 		c.Addrs = append(c.Addrs, s.Addr())
 	}
