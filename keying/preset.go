@@ -70,6 +70,13 @@ type Preset struct {
 	// SDKs check them); 0 where the platform signs no time.
 	SignedFor time.Duration
 
+	// Channels, for a platform whose notifications come by more than one
+	// way, each with its own success rule (Alipay: the notify POST, the
+	// browser's signed return GET); the channel a request's method picks
+	// judges the backend's answer, unless the route writes `success`.
+	// Nil: Platform.Success judges every request.
+	Channels []Channel
+
 	// Bill is what reconciliation with the platform's bill must allow
 	// for; zero for a platform without one.
 	Bill BillTraits
