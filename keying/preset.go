@@ -69,6 +69,11 @@ type Preset struct {
 	// Wechatpay-Timestamp, PayPal's transmission time, as the platforms'
 	// SDKs check them); 0 where the platform signs no time.
 	SignedFor time.Duration
+	// SignedAt reads the time the platform signed a notification from its
+	// headers (WeChat Pay v3's Wechatpay-Timestamp, PayPal's
+	// PAYPAL-TRANSMISSION-TIME): SignedFor counts from it, not from
+	// receipt. Nil where the platform signs no time.
+	SignedAt func(hdr http.Header) (time.Time, bool)
 
 	// Channels, for a platform whose notifications come by more than one
 	// way, each with its own success rule (Alipay: the notify POST, the
