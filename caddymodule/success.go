@@ -104,10 +104,10 @@ func (j *successJudge) channel(method string) *judgedChannel {
 
 // judge tells whether the answer to a request of method means "handled".
 func (j *successJudge) judge(method string, status int, header http.Header, body []byte) bool {
-	switch c := j.channel(method); {
-	case j.route != nil:
+	if j.route != nil {
 		return j.route(status, header, body)
-	case c != nil:
+	}
+	if c := j.channel(method); c != nil {
 		return c.ok(status, header, body)
 	}
 	return j.platform(status, header, body)
