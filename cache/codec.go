@@ -336,6 +336,14 @@ func (e *entry) meta() *Record {
 	return &r
 }
 
+// listed is the record as a listing shows it: meta, and the answer's
+// status (the backend's, what a list's STATUS column says).
+func (e *entry) listed() *Record {
+	r := e.meta()
+	r.Status = e.Status
+	return r
+}
+
 // full is a deep copy of the record without the journal, so callers may
 // keep or change it.
 func (e *entry) full() *Record {

@@ -560,7 +560,7 @@ func (s *Embedded) List(ctx context.Context, q ListQuery) (ListPage, error) {
 			}
 			if e != nil && e.Changed.UnixMilli() == pos.Changed && q.matches(&e.Record) {
 				s.merge(e)
-				page.Records = append(page.Records, e.meta())
+				page.Records = append(page.Records, e.listed())
 			}
 		}
 	})

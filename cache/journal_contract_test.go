@@ -260,6 +260,16 @@ var journalCases = []struct {
 		}
 		slices.Reverse(answered)
 		slices.Reverse(failed)
+		// A listing carries the answer's status (a list's STATUS column).
+		p, err := s.List(ctx, ListQuery{State: StateAnswered, Limit: 1000})
+		if err != nil || len(p.Records) != len(answered) {
+			t.Fatalf("answered: %d records, %v", len(p.Records), err)
+		}
+		for _, r := range p.Records {
+			if r.Status != answer.Status {
+				t.Fatalf("listed answered record %s: status %d, want %d", r.Key, r.Status, answer.Status)
+			}
+		}
 		for _, limit := range []int{1, 4, 1000} {
 			if got := listAll(t, s, ListQuery{State: StateAnswered, Limit: limit}); !slices.Equal(got, answered) {
 				t.Fatalf("answered, limit %d: %v\nwant %v", limit, got, answered)

@@ -290,7 +290,7 @@ func (s *Memory) List(ctx context.Context, q ListQuery) (ListPage, error) {
 		if q.Cursor != "" && !listAfter(e.Changed, e.Key, after) {
 			continue
 		}
-		recs = append(recs, e.meta())
+		recs = append(recs, e.listed())
 	}
 	slices.SortFunc(recs, listOrder)
 	var next string

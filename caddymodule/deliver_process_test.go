@@ -168,9 +168,17 @@ func TestAsyncBurstTwoInstances(t *testing.T) {
 	// The queue counts a start when it hands a delivery out and keeps
 	// each start for cache.RateWindow (1s + 100ms): a spread of up to
 	// 100ms between a start and its arrival keeps the backend's every
-	// second within the rate.
-	if worst > rate {
-		t.Errorf("the backend saw %d starts within one second, want at most %d", worst, rate)
+	// second within the rate. Under -race the backend runs in this test
+	// process, several times slower, and stamps arrivals late and in
+	// bunches (202–205 "starts" in a second were read on a loaded
+	// machine): there the stamps are allowed 5% of jitter, and .ci/run
+	// runs this test once more without -race for the exact figure.
+	limit := rate
+	if raceDetector {
+		limit = rate + rate/20
+	}
+	if worst > limit {
+		t.Errorf("the backend saw %d starts within one second, want at most %d", worst, limit)
 	}
 	drain := starts[len(starts)-1].Sub(starts[0])
 	t.Logf("drained %d deliveries in %v (%.0f/s; rate %d/s), at most %d at once, at most %d starts in a second",

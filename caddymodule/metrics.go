@@ -35,10 +35,18 @@ var (
 	procCollector   promclient.Collector
 	procMetricsErr  error
 
-	// registries holds the registries the collector is registered into,
-	// until their config is unloaded.
-	registries sync.Map // *promclient.Registry → struct{}
+	// registries are the registries the collector is registered into,
+	// pooled by registry: a reference per handler provisioned with it,
+	// each dropped when the handler's config is unloaded, so an entry
+	// lives as long as its config.
+	registries = caddy.NewUsagePool()
 )
+
+// registration is the collector's place in one config's registry. The
+// registry goes with its config; nothing to undo.
+type registration struct{}
+
+func (registration) Destruct() error { return nil }
 
 // Exported names (the Prometheus exporter adds _total to counters and
 // _seconds to histograms with unit "s").
@@ -129,14 +137,14 @@ func loadMetrics(ctx caddy.Context) *metrics {
 		ctx.Logger().Error("metrics disabled: setting up the OpenTelemetry Prometheus exporter failed", zap.Error(procMetricsErr))
 		return nil
 	}
-	if _, loaded := registries.LoadOrStore(reg, struct{}{}); !loaded {
-		if err := reg.Register(procCollector); err != nil {
-			registries.Delete(reg)
-			ctx.Logger().Error("metrics not exported on this config's /metrics", zap.Error(err))
-			return procMetrics
-		}
-		context.AfterFunc(ctx, func() { registries.Delete(reg) })
+	_, _, err := registries.LoadOrNew(reg, func() (caddy.Destructor, error) {
+		return registration{}, reg.Register(procCollector)
+	})
+	if err != nil {
+		ctx.Logger().Error("metrics not exported on this config's /metrics", zap.Error(err))
+		return procMetrics
 	}
+	context.AfterFunc(ctx, func() { _, _ = registries.Delete(reg) })
 	return procMetrics
 }
 

@@ -252,7 +252,7 @@ func TestMetricsRegistryReuse(t *testing.T) {
 	reg := ctx1.GetMetricsRegistry()
 	cancel1()
 	eventually(t, 2*time.Second, "the unloaded config's registry let go", func() bool {
-		_, held := registries.Load(reg)
+		_, held := registries.References(reg)
 		return !held
 	})
 	var nilMetrics *metrics

@@ -269,7 +269,7 @@ func presets(t testing.TB) []preset {
 		},
 		{
 			name:  "wechatpay_v2",
-			route: "platform wechatpay_v2\n\t\tsecret " + testWxV2Key,
+			route: "platform wechatpay_v2\n\t\tsecret " + testWxV2Key + "\n\t\tmchid 10000100",
 			sign: func(t testing.TB, order string, event int) delivery {
 				if event == 1 {
 					return v2xml(v2.Refund(t, platformtest.WechatPayV2RefundInfo("4200"+order, order, "5030"+order, "SUCCESS", 990, 990)))
@@ -641,6 +641,7 @@ func TestPresetTTLShorterThanRetryWindow(t *testing.T) {
 		idempotency {
 			platform wechatpay_v2
 			secret `+testWxV2Key+`
+			mchid 10000100
 			store memory
 		}
 		respond "ok"

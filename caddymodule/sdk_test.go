@@ -71,7 +71,7 @@ func sdkCases(t *testing.T) []sdkCase {
 			func() *sdkbackend.Backend { return sdkbackend.WechatPayCertificates(apiV3, cert) },
 			delivery{ctype: "application/json", body: string(wxcBody), header: wxcHeader},
 			"wechatpay:1230000109:4200001:paid", "4200001:paid"},
-		{"wechatpay_v2 (gopay)", "platform wechatpay_v2\n\t\t\tsecret " + v2Key,
+		{"wechatpay_v2 (gopay)", "platform wechatpay_v2\n\t\t\tsecret " + v2Key + "\n\t\t\tmchid 10000100",
 			func() *sdkbackend.Backend { return sdkbackend.WechatPayV2(v2Key) },
 			delivery{ctype: "text/xml", body: string(v2.Body(platformtest.WechatPayV2Payment("4200002", "o2", 990)))},
 			"wechatpay_v2:10000100:4200002:paid", "4200002:paid"},

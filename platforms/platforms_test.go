@@ -106,7 +106,7 @@ func TestSecretsStayOutOfErrors(t *testing.T) {
 	}{
 		{"stripe", keying.Config{Secret: secret}, &keying.Request{Method: "POST", Header: http.Header{"Stripe-Signature": {"t=1,v1=00"}}, Body: []byte(`{"id":"evt_1"}`), Now: testNow}},
 		{"standard_webhooks", keying.Config{Secret: secret}, &keying.Request{Method: "POST", Header: http.Header{"Webhook-Id": {"m"}, "Webhook-Timestamp": {"1"}, "Webhook-Signature": {"v1,AAAA"}}, Body: []byte(`{}`), Now: testNow}},
-		{"wechatpay_v2", keying.Config{Secret: v3key}, &keying.Request{Method: "POST", Body: []byte(`<xml><sign>00000000000000000000000000000000</sign><transaction_id>1</transaction_id></xml>`), Now: testNow}},
+		{"wechatpay_v2", keying.Config{Secret: v3key, MchIDs: []string{"1"}}, &keying.Request{Method: "POST", Body: []byte(`<xml><sign>00000000000000000000000000000000</sign><transaction_id>1</transaction_id></xml>`), Now: testNow}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -197,9 +197,12 @@ type RecordView struct {
 	Key   string `json:"key"`
 	// Order and Event name the business event of an order the key stands
 	// for (GET /idempotency/orders/<order> has the order's page).
-	Order       string    `json:"order"`
-	Event       string    `json:"event,omitempty"`
-	State       string    `json:"state"`
+	Order string `json:"order"`
+	Event string `json:"event,omitempty"`
+	State string `json:"state"`
+	// Status is the backend's status: the remembered answer's (answered),
+	// else the last attempt's (a failed key whose backend answered 502);
+	// 0 when none came back (connection refused, a timeout).
 	Status      int       `json:"status,omitempty"`
 	Copies      int64     `json:"copies"`
 	Conflicts   int64     `json:"conflicts"`
@@ -241,6 +244,8 @@ type RecordView struct {
 type AmountView struct {
 	Value    string `json:"value"`
 	Currency string `json:"currency"`
+	// Refund: the amount is a refund's, money owed back, not received.
+	Refund bool `json:"refund,omitempty"`
 }
 
 // NotificationView is the journaled request; its body only with ?body=1.
@@ -322,6 +327,9 @@ func NewRecordView(app *registry.App, storeID string, rec *cache.Record, withBod
 		}
 		v.Notification = nv
 	}
+	if v.Status == 0 && len(rec.Attempts) > 0 {
+		v.Status = rec.Attempts[len(rec.Attempts)-1].Status
+	}
 	for _, a := range rec.Attempts {
 		av := AttemptView{Start: apiTime(a.Start), Duration: a.Duration.String(), Status: a.Status,
 			Outcome: a.Outcome, Error: a.Error, Resigned: a.Resigned, BodySize: len(a.Body)}
@@ -384,8 +392,8 @@ func (a *AdminAPI) getKey(w http.ResponseWriter, r *http.Request, key string) er
 		return err
 	}
 	v := NewRecordView(a.app, ps.ID, rec, boolParam(r, "body"))
-	if m, ok := MoneyOf(ctx, a.app, rec); ok {
-		v.Amount = &AmountView{Value: m.Amount, Currency: m.Currency}
+	if m, refund, ok := stakeMoneyOf(ctx, a.app, rec); ok {
+		v.Amount = &AmountView{Value: m.Amount, Currency: m.Currency, Refund: refund}
 	}
 	return writeJSON(w, http.StatusOK, v)
 }
@@ -490,7 +498,15 @@ func (a *AdminAPI) listKeys(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := PageView{Store: ps.ID, Keys: make([]RecordView, 0, len(recs)), Next: next}
 	for _, rec := range recs {
-		out.Keys = append(out.Keys, NewRecordView(a.app, ps.ID, rec, false))
+		v := NewRecordView(a.app, ps.ID, rec, false)
+		if v.Status == 0 && rec.State != cache.StateAnswered && rec.AttemptCount > 0 {
+			// Listings carry no journal: the last attempt's status is in
+			// the record's own.
+			if full, err := ps.Lookup(ctx, rec.Key); err == nil && len(full.Attempts) > 0 {
+				v.Status = full.Attempts[len(full.Attempts)-1].Status
+			}
+		}
+		out.Keys = append(out.Keys, v)
 	}
 	return writeJSON(w, http.StatusOK, out)
 }

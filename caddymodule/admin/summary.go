@@ -14,7 +14,9 @@ import (
 )
 
 // The money at stake: GET /idempotency/summary[?scope=…] counts the failed,
-// dead and in-flight keys and adds up their amounts per currency. The
+// dead and in-flight keys and adds up their amounts per currency, the
+// payments' and the refunds' apart: money the merchant received is not
+// money it owes its customers, and one sum of both misleads. The
 // amount is read back from each journaled notification by verifying it as
 // its route does (keying's Notification.Money, judged against the first
 // receipt), so only signed content counts and no store keeps more.
@@ -29,10 +31,13 @@ type SummaryView struct {
 }
 
 // StakeView is one state's keys: how many, and their amounts per currency
-// in major units, as exact decimal strings ("120.00").
+// in major units, as exact decimal strings ("120.00"): Amounts the
+// payments' (and those of any other notification that names an amount),
+// RefundAmounts the refunds', never added to them.
 type StakeView struct {
-	Count   int               `json:"count"`
-	Amounts map[string]string `json:"amounts"`
+	Count         int               `json:"count"`
+	Amounts       map[string]string `json:"amounts"`
+	RefundAmounts map[string]string `json:"refund_amounts"`
 	// WithoutAmount counts the keys counted without an amount: their
 	// notification was not kept whole (journal_body), none was kept, it
 	// no longer verifies, or its platform names no amount (generic).
@@ -81,9 +86,8 @@ func SummaryUpTo(ctx context.Context, app *registry.App, ps *registry.Store, sco
 }
 
 func stakeOf(ctx context.Context, app *registry.App, ps *registry.Store, recs []*cache.Record) StakeView {
-	v := StakeView{Amounts: map[string]string{}}
-	sums := map[string]*big.Rat{}
-	places := map[string]int{}
+	v := StakeView{Amounts: map[string]string{}, RefundAmounts: map[string]string{}}
+	payments, refunds := map[string][]string{}, map[string][]string{}
 	for _, rec := range recs {
 		v.Count++
 		if rec.Notification == nil {
@@ -95,27 +99,22 @@ func stakeOf(ctx context.Context, app *registry.App, ps *registry.Store, recs []
 				rec = full
 			}
 		}
-		m, ok := MoneyOf(ctx, app, rec)
-		if !ok {
+		m, refund, ok := stakeMoneyOf(ctx, app, rec)
+		if _, valid := new(big.Rat).SetString(m.Amount); !ok || !valid {
 			v.WithoutAmount++
 			continue
 		}
-		amt, ok := new(big.Rat).SetString(m.Amount)
-		if !ok {
-			v.WithoutAmount++
-			continue
+		into := payments
+		if refund {
+			into = refunds
 		}
-		if sums[m.Currency] == nil {
-			sums[m.Currency] = new(big.Rat)
-		}
-		sums[m.Currency].Add(sums[m.Currency], amt)
-		if _, frac, found := strings.Cut(m.Amount, "."); found {
-			places[m.Currency] = max(places[m.Currency], len(frac))
-		}
+		into[m.Currency] = append(into[m.Currency], m.Amount)
 	}
-	for cur, sum := range sums {
-		// Exact: every amount has at most places decimals, so has the sum.
-		v.Amounts[cur] = sum.FloatString(places[cur])
+	for cur, as := range payments {
+		v.Amounts[cur] = AddDecimals(as)
+	}
+	for cur, as := range refunds {
+		v.RefundAmounts[cur] = AddDecimals(as)
 	}
 	return v
 }
@@ -124,24 +123,34 @@ func stakeOf(ctx context.Context, app *registry.App, ps *registry.Store, recs []
 // signed content by verifying it as its route does, judged against its
 // first receipt; false when it cannot be told (see StakeView).
 func MoneyOf(ctx context.Context, app *registry.App, rec *cache.Record) (keying.Money, bool) {
+	m, _, ok := stakeMoneyOf(ctx, app, rec)
+	return m, ok
+}
+
+// stakeMoneyOf is MoneyOf, and whether the money is a refund's: the
+// business event the signed content names is a refund (refund:<id>, and
+// its other outcomes), or the platform says it settles as one (a Stripe
+// or PayPal refund event).
+func stakeMoneyOf(ctx context.Context, app *registry.App, rec *cache.Record) (m keying.Money, refund, ok bool) {
 	n := rec.Notification
 	if n == nil || n.Truncated() {
-		return keying.Money{}, false
+		return keying.Money{}, false, false
 	}
 	rt, ok := routeOf(app, rec)
 	if !ok || rt.Platform == nil {
-		return keying.Money{}, false
+		return keying.Money{}, false, false
 	}
 	u, err := url.ParseRequestURI(n.URI)
 	if err != nil {
-		return keying.Money{}, false
+		return keying.Money{}, false, false
 	}
 	got, err := rt.Platform.Verify(&keying.Request{Method: n.Method, URL: u, Header: n.Header.Clone(),
 		Body: n.Body, Now: rec.FirstSeen, Context: ctx})
 	if err != nil || got.Money.Amount == "" || got.Money.Currency == "" {
-		return keying.Money{}, false
+		return keying.Money{}, false, false
 	}
-	return got.Money, true
+	refund = got.Settles == keying.SettlesRefund || strings.HasPrefix(got.Event, keying.EventRefund)
+	return got.Money, refund, true
 }
 
 // AddDecimals adds decimal strings exactly ("88.88" + "31.12" =

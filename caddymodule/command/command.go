@@ -13,9 +13,13 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 
+	"github.com/caddyserver/caddy/v2/caddyconfig"
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
 
@@ -228,11 +232,58 @@ func adminAddress(cmd *cobra.Command, q url.Values) (string, error) {
 	if store, _ := fl.GetString("store"); store != "" {
 		q.Set("store", store)
 	}
-	addr, err := caddycmd.DetermineAdminAPIAddress(address, nil, config, adapter)
+	var cfg []byte
+	if address == "" && config != "" {
+		// Loaded here, not by DetermineAdminAPIAddress: Caddy's loader
+		// logs "using config from file", "adapted config to JSON" and the
+		// adapter's warnings on Caddy's logger, lines that belong to
+		// Caddy's start-up, not to a CLI command's output.
+		var err error
+		if cfg, err = quietConfig(config, adapter); err != nil {
+			return "", fmt.Errorf("couldn't determine admin API address: %v", err)
+		}
+	}
+	addr, err := caddycmd.DetermineAdminAPIAddress(address, cfg, config, adapter)
 	if err != nil {
 		return "", fmt.Errorf("couldn't determine admin API address: %v", err)
 	}
 	return addr, nil
+}
+
+// quietConfig is the JSON config of file (with adapter) as Caddy's
+// LoadConfig makes it, without its log lines: the adapter's warnings are
+// Caddy's start-up business (caddy adapt, caddy validate), not the CLI's.
+func quietConfig(file, adapter string) ([]byte, error) {
+	var data []byte
+	var err error
+	if file == "-" {
+		data, err = io.ReadAll(os.Stdin)
+	} else {
+		data, err = os.ReadFile(file)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading config from file: %v", err)
+	}
+	base := strings.ToLower(filepath.Base(file))
+	if adapter == "" && filepath.Ext(base) != ".json" &&
+		(strings.HasPrefix(base, "caddyfile") || strings.HasSuffix(base, ".caddyfile")) {
+		adapter = "caddyfile" // as Caddy guesses it
+	}
+	if adapter == "" {
+		if len(bytes.TrimSpace(data)) == 0 {
+			return nil, fmt.Errorf("config file %s is empty", file)
+		}
+		return data, nil
+	}
+	a := caddyconfig.GetAdapter(adapter)
+	if a == nil {
+		return nil, fmt.Errorf("unrecognized config adapter: %s", adapter)
+	}
+	cfg, _, err := a.Adapt(data, map[string]any{"filename": file})
+	if err != nil {
+		return nil, fmt.Errorf("adapting config using %s: %v", adapter, err)
+	}
+	return cfg, nil
 }
 
 // adminCallBody is adminCall with a request body (JSON).
@@ -303,7 +354,30 @@ func adminError(addr string, err error) error {
 	if m[1] == "404" && msg == "404 page not found\n" {
 		msg = "the admin API has no /idempotency/ routes: is this an idemgate build?"
 	}
-	return errors.New(msg + " (HTTP " + m[1] + ")")
+	return errors.New(cliTerms(msg) + " (HTTP " + m[1] + ")")
+}
+
+// apiTerms are the admin API's names for what the CLI's flags set, as its
+// messages write them, and the flags: the CLI's user typed --merchant, not
+// merchant=<app_id>.
+var apiTerms = []struct {
+	re   *regexp.Regexp
+	flag string
+}{
+	{regexp.MustCompile(`\?store=<id> \(--store\)`), "--store <id>"},
+	{regexp.MustCompile(`\?force=1 \(--force\)`), "--force"},
+	{regexp.MustCompile(`\bdry_run: true\b`), "--dry-run"},
+	{regexp.MustCompile(`\bfilter \(scope, since\)`), "filter (--scope, --since)"},
+	{regexp.MustCompile(`(^|[\s(])(merchant|scope|platform)=`), "$1--$2 "},
+}
+
+// cliTerms rewrites an admin API message in the CLI's terms: its flags
+// where the API names a parameter or a JSON field.
+func cliTerms(msg string) string {
+	for _, t := range apiTerms {
+		msg = t.re.ReplaceAllString(msg, t.flag)
+	}
+	return msg
 }
 
 func printJSON(w io.Writer, v any) error {

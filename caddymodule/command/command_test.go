@@ -145,7 +145,8 @@ func TestJournalCLI(t *testing.T) {
 		t.Fatalf("first copy: %+v", r)
 	}
 	out, err := runCLI(t, append([]string{"list", "--state", "failed", "--since", "1h", "--prefix", "demo:cli"}, addr...)...)
-	if err != nil || !regexp.MustCompile(`(?m)^KEY +STATE +STATUS .*\ndemo:cli-1 +failed +- +1 +1 `).MatchString(out) {
+	// STATUS is the backend's: a failed key's last attempt's.
+	if err != nil || !regexp.MustCompile(`(?m)^KEY +STATE +STATUS .*\ndemo:cli-1 +failed +502 +1 +1 `).MatchString(out) {
 		t.Fatalf("list --state failed: %v\n%s", err, out)
 	}
 	out, err = runCLI(t, append([]string{"inspect", "demo:cli-1"}, addr...)...)
@@ -166,6 +167,18 @@ func TestJournalCLI(t *testing.T) {
 	out, err = runCLI(t, append([]string{"list", "--state", "failed", "--all"}, addr...)...)
 	if err != nil || strings.Contains(out, "cli-1") {
 		t.Fatalf("failed after the redelivery: %v\n%s", err, out)
+	}
+	// An answered key's STATUS is its remembered answer's, in the table
+	// and in the JSON.
+	out, err = runCLI(t, append([]string{"list", "--state", "answered"}, addr...)...)
+	if err != nil || !regexp.MustCompile(`(?m)^demo:cli-1 +answered +200 +`).MatchString(out) {
+		t.Fatalf("list --state answered: %v\n%s", err, out)
+	}
+	out, err = runCLI(t, append([]string{"list", "--state", "answered", "--json"}, addr...)...)
+	var page admin.PageView
+	if err != nil || json.Unmarshal([]byte(out), &page) != nil || len(page.Keys) != 1 || page.Keys[0].Status != 200 ||
+		!strings.Contains(out, `"status": 200`) {
+		t.Fatalf("list --state answered --json: %v\n%s", err, out)
 	}
 }
 

@@ -133,7 +133,11 @@ func printRecord(w io.Writer, v admin.RecordView) error {
 		t.row("next attempt", when(*v.NextAttempt))
 	}
 	if v.Amount != nil {
-		t.row("amount", v.Amount.Value+" "+v.Amount.Currency)
+		amt := v.Amount.Value + " " + v.Amount.Currency
+		if v.Amount.Refund {
+			amt += " (a refund: owed, not received)"
+		}
+		t.row("amount", amt)
 	}
 	if v.Status != 0 {
 		t.row("status", fmt.Sprint(v.Status))

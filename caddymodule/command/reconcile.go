@@ -138,7 +138,7 @@ func printReport(w io.Writer, rep *admin.Report) {
 		fmt.Fprintf(w, "Period: %s to %s (from the %s).\n", p.From.Format("2006-01-02 15:04 -07:00"), p.To.Format("2006-01-02 15:04 -07:00"), p.Source)
 	}
 	for _, n := range rep.Notes {
-		fmt.Fprintf(w, "Note: %s.\n", n)
+		fmt.Fprintf(w, "Note: %s.\n", cliTerms(n))
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)

@@ -143,12 +143,29 @@ func runSend(w io.Writer, o sendOptions) error {
 		fmt.Fprintf(w, "(send it again: --id %s)\n", o.id)
 	case resp.StatusCode == http.StatusUnauthorized:
 		// Sending it again would be refused the same way.
-		fmt.Fprintf(w, "(the route refused the signature: does it verify with the keys in %s?)\n", o.dir)
+		fmt.Fprintf(w, "(the route refused the signature: %s)\n", o.signedWith())
 	}
 	if resp.StatusCode/100 != 2 {
 		return fmt.Errorf("the route answered %s", resp.Status)
 	}
 	return nil
+}
+
+// signedWith is the question a refused signature raises: whether the
+// route verifies with what the user signed with, named as they gave it.
+// Keygen's directory is named only when its keys were used: a user who
+// passed --secret whsec_… has nothing to check there.
+func (o sendOptions) signedWith() string {
+	var flags []string
+	for _, f := range []struct{ name, v string }{{"--secret", o.secret}, {"--key", o.keyFile}, {"--key-id", o.keyID}, {"--webhook-id", o.webhookID}} {
+		if f.v != "" {
+			flags = append(flags, f.name)
+		}
+	}
+	if len(flags) == 0 {
+		return "does it verify with the keys in " + o.dir + "?"
+	}
+	return "does the route's configuration match the " + strings.Join(flags, " and ") + " you passed?"
 }
 
 // buildNotification signs one notification of o.platform now with the

@@ -21,11 +21,14 @@ import (
 // scope, behind a confirmation page (a dry run) and the console's
 // cross-site checks.
 
-// stake is one state's money at stake, per currency, for the overview.
+// stake is one state's money at stake, per currency, for the overview:
+// the payments received (Amounts) and the refunds owed (RefundAmounts)
+// apart, never one sum.
 type stake struct {
 	State         string
 	Count         int
 	Amounts       []amount // by currency
+	RefundAmounts []amount // by currency
 	WithoutAmount int
 	Partial       bool
 }
@@ -45,7 +48,8 @@ func stakes(ctx context.Context, app *registry.App, stores []string, scope strin
 	for _, s := range order {
 		by[s] = &stake{State: s}
 	}
-	sums := map[string]map[string][]string{} // state → currency → amounts
+	sums := map[string]map[string][]string{}    // state → currency → payments
+	refunds := map[string]map[string][]string{} // state → currency → refunds
 	var errs []string
 	for _, id := range stores {
 		ps, _ := app.FindStore(id)
@@ -68,6 +72,12 @@ func stakes(ctx context.Context, app *registry.App, stores []string, scope strin
 				}
 				sums[s][cur] = append(sums[s][cur], a)
 			}
+			for cur, a := range v.RefundAmounts {
+				if refunds[s] == nil {
+					refunds[s] = map[string][]string{}
+				}
+				refunds[s][cur] = append(refunds[s][cur], a)
+			}
 		}
 	}
 	out := make([]stake, 0, len(order))
@@ -76,7 +86,12 @@ func stakes(ctx context.Context, app *registry.App, stores []string, scope strin
 		for cur, as := range sums[s] {
 			st.Amounts = append(st.Amounts, amount{Currency: cur, Value: admin.AddDecimals(as)})
 		}
-		slices.SortFunc(st.Amounts, func(a, b amount) int { return strings.Compare(a.Currency, b.Currency) })
+		for cur, as := range refunds[s] {
+			st.RefundAmounts = append(st.RefundAmounts, amount{Currency: cur, Value: admin.AddDecimals(as)})
+		}
+		byCurrency := func(a, b amount) int { return strings.Compare(a.Currency, b.Currency) }
+		slices.SortFunc(st.Amounts, byCurrency)
+		slices.SortFunc(st.RefundAmounts, byCurrency)
 		out = append(out, *st)
 	}
 	return out, errs

@@ -19,7 +19,8 @@ const recoveryAppID = "2021000000000001"
 
 // TestConsoleRecoveryBrowser: after an outage, in a real headless Chromium
 // with JavaScript off. The overview shows the money at stake first — the
-// failed Alipay payments in CNY and the Stripe one in USD — then the
+// failed Alipay payments in CNY and the Stripe one in USD received, and
+// apart from them the Stripe refund owed (never added up) — then the
 // chart, with the async route's acks apart from forwards, and each failed
 // key's retries left at its platform. Filtered to the alipay scope, the
 // failed list offers "Redeliver all 2"; the confirmation page (a dry run)
@@ -99,6 +100,11 @@ func TestConsoleRecoveryBrowser(t *testing.T) {
 	if r := gatewaytest.Post(t, base+"/stripe", "application/json", string(ev), platformtest.StripeHeader(ev, secret, time.Now())); r.Status != 502 {
 		t.Fatalf("stripe: %+v", r)
 	}
+	// A refund failed too: money owed, shown apart from the payments.
+	rf := platformtest.StripeEvent("evt_console_rf", "refund.created", "re_1", 500)
+	if r := gatewaytest.Post(t, base+"/stripe", "application/json", string(rf), platformtest.StripeHeader(rf, secret, time.Now())); r.Status != 502 {
+		t.Fatalf("stripe refund: %+v", r)
+	}
 	for _, o := range []string{"q-1", "q-2"} {
 		if r := gatewaytest.Post(t, base+"/queued", "application/x-www-form-urlencoded", "out_trade_no="+o, nil); r.Status != 200 {
 			t.Fatalf("async ack: %+v", r)
@@ -129,8 +135,9 @@ func TestConsoleRecoveryBrowser(t *testing.T) {
 	if !strings.HasPrefix(strings.TrimSpace(main), "Money at stake") {
 		t.Errorf("the overview does not start with the money at stake:\n%s", main[:min(len(main), 300)])
 	}
-	if f := text("#stake-failed"); !strings.Contains(f, "120.00 CNY") || !strings.Contains(f, "42.00 USD") {
-		t.Errorf("failed money at stake: %q, want 120.00 CNY and 42.00 USD", f)
+	if f := text("#stake-failed"); !strings.Contains(f, "120.00 CNY received at stake") || !strings.Contains(f, "42.00 USD received at stake") ||
+		!strings.Contains(f, "5.00 USD of refunds owed") || strings.Contains(f, "47.00") {
+		t.Errorf("failed money at stake: %q, want 120.00 CNY and 42.00 USD received, 5.00 USD of refunds owed apart", f)
 	}
 	if d := text("#stake-dead"); !strings.Contains(d, "Dead") || !strings.Contains(d, "(2)") {
 		t.Errorf("dead money at stake: %q, want the 2 async keys", d)
@@ -162,12 +169,12 @@ func TestConsoleRecoveryBrowser(t *testing.T) {
 		t.Fatalf("bulk button: %q", b)
 	}
 	run("confirm page", chromedp.Click(chromedp.CSS("#redeliver-all-failed")), chromedp.WaitVisible(chromedp.CSS("#confirm-bulk")))
-	if be.Total.Load() != 3 {
+	if be.Total.Load() != 4 {
 		t.Fatalf("the confirmation page reached the backend: %d requests", be.Total.Load())
 	}
 	// A forged POST without the page's token runs nothing.
 	if got := consolePost(t, base+"/console/redeliver-all", url.Values{"store": {"memory"}, "state": {"failed"}, "scope": {"alipay"}, "confirm": {"yes"}},
-		map[string]string{"Origin": base}); got != http.StatusForbidden || be.Total.Load() != 3 {
+		map[string]string{"Origin": base}); got != http.StatusForbidden || be.Total.Load() != 4 {
 		t.Fatalf("forged bulk POST: %d, backend %d requests", got, be.Total.Load())
 	}
 	close(healed)

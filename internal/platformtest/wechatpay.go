@@ -32,6 +32,30 @@ func WechatPayRefund(transactionID, outTradeNo, refundID, refundStatus string, r
 		transactionID, outTradeNo, refundID, outTradeNo, refundStatus, total, refund, total, refund)
 }
 
+// WechatPay's service-provider (服务商) merchants in the partner resources:
+// the service provider's sp_mchid and the sub-merchant's sub_mchid.
+const (
+	WechatPaySpMchID  = "1230000109"
+	WechatPaySubMchID = "1900000109"
+)
+
+// WechatPayPartnerTransaction is the decrypted resource of a service
+// provider's (服务商) TRANSACTION.SUCCESS notification, shaped as WeChat
+// Pay's partner payment notification shows it (wechatpay-go's
+// partnerpayments.Transaction): sp_mchid/sub_mchid and sp_appid/sub_appid
+// instead of mchid and appid, the payer's sp_openid/sub_openid.
+func WechatPayPartnerTransaction(spMchID, subMchID, transactionID, outTradeNo, tradeState string, total int) string {
+	return fmt.Sprintf(`{"sp_appid":"wx8888888888888888","sp_mchid":%q,"sub_appid":"wxd678efh567hg6999","sub_mchid":%q,"out_trade_no":%q,"transaction_id":%q,"trade_type":"JSAPI","trade_state":%q,"trade_state_desc":"支付成功","bank_type":"CMC","attach":"","success_time":"2026-03-14T17:26:32+08:00","payer":{"sp_openid":"oUpF8uMuAJO_M2pxb1Q9zNjWeS6o","sub_openid":"oUpF8uMuAJO_M2pxb1Q9zNjWeS6o"},"amount":{"total":%d,"payer_total":%d,"currency":"CNY","payer_currency":"CNY"}}`,
+		spMchID, subMchID, outTradeNo, transactionID, tradeState, total, total)
+}
+
+// WechatPayPartnerRefund is the decrypted resource of a service provider's
+// REFUND.SUCCESS notification: sp_mchid and sub_mchid instead of mchid.
+func WechatPayPartnerRefund(spMchID, subMchID, transactionID, outTradeNo, refundID, refundStatus string, refund, total int) string {
+	return fmt.Sprintf(`{"sp_mchid":%q,"sub_mchid":%q,"transaction_id":%q,"out_trade_no":%q,"refund_id":%q,"out_refund_no":"R%s","refund_status":%q,"success_time":"2026-03-14T17:30:00+08:00","user_received_account":"招商银行信用卡0403","amount":{"total":%d,"refund":%d,"payer_total":%d,"payer_refund":%d}}`,
+		spMchID, subMchID, transactionID, outTradeNo, refundID, outTradeNo, refundStatus, total, refund, total, refund)
+}
+
 // Body is the notification envelope with the resource freshly encrypted
 // (a new 12-character nonce each call, as each retry has, unless ev.Nonce
 // is set).

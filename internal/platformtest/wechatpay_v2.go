@@ -27,6 +27,28 @@ func WechatPayV2Payment(transactionID, outTradeNo string, totalFee int) map[stri
 	return signer.WechatPayV2Payment(transactionID, outTradeNo, totalFee)
 }
 
+// WeChat Pay v2's service-provider (服务商) merchants: the service
+// provider's mch_id (whose API key signs) and its sub-merchant's
+// sub_mch_id.
+const (
+	WechatPayV2SpMchID  = "10000100"
+	WechatPayV2SubMchID = "1900000109"
+)
+
+// WechatPayV2PartnerPayment is a service provider's payment result
+// notification: the payment's fields with the sub-merchant's sub_mch_id,
+// sub_appid, sub_openid and sub_is_subscribe beside the service
+// provider's mch_id and appid, all signed.
+func WechatPayV2PartnerPayment(subMchID, transactionID, outTradeNo string, totalFee int) map[string]string {
+	f := signer.WechatPayV2Payment(transactionID, outTradeNo, totalFee)
+	f["mch_id"] = WechatPayV2SpMchID
+	f["sub_mch_id"] = subMchID
+	f["sub_appid"] = "wx8888888888888888"
+	f["sub_openid"] = "oUpF8uN95-Ptaags6E_roPHg7AG0"
+	f["sub_is_subscribe"] = "N"
+	return f
+}
+
 // Sign returns a copy of fields with sign (and sign_type for HMAC-SHA256)
 // set (signer.WechatPayV2.Sign).
 func (w WechatPayV2) Sign(fields map[string]string) map[string]string {
@@ -43,6 +65,14 @@ func (w WechatPayV2) Body(fields map[string]string) []byte {
 func (w WechatPayV2) Refund(t testing.TB, info map[string]string) []byte {
 	t.Helper()
 	return signer.WechatPayV2XML(w.RefundFields(t, string(cdataXML("root", info, "")), signer.Nonce(32)))
+}
+
+// RefundInfoFields are the fields of Refund's notification for info, with
+// nonce_str nonce: a test changes its unsigned envelope before writing it
+// (WechatPayV2XML).
+func (w WechatPayV2) RefundInfoFields(t testing.TB, info map[string]string, nonce string) map[string]string {
+	t.Helper()
+	return w.RefundFields(t, string(cdataXML("root", info, "")), nonce)
 }
 
 // RefundFields are the fields of a refund notification whose req_info
@@ -66,6 +96,18 @@ func (w WechatPayV2) RefundFields(t testing.TB, plain, nonce string) map[string]
 		"nonce_str":   nonce,
 		"req_info":    base64.StdEncoding.EncodeToString(ct),
 	}
+}
+
+// PartnerRefund is a service provider's refund notification for
+// subMchID: Refund's, its envelope naming the sub-merchant (sub_mch_id,
+// sub_appid) beside the service provider's mch_id, none of it signed.
+func (w WechatPayV2) PartnerRefund(t testing.TB, subMchID string, info map[string]string) []byte {
+	t.Helper()
+	f := w.RefundFields(t, string(cdataXML("root", info, "")), signer.Nonce(32))
+	f["mch_id"] = WechatPayV2SpMchID
+	f["sub_mch_id"] = subMchID
+	f["sub_appid"] = "wx8888888888888888"
+	return signer.WechatPayV2XML(f)
 }
 
 // WechatPayV2RefundInfo is the decrypted req_info of a refund notification.

@@ -20,6 +20,7 @@ import (
 	"github.com/wechatpay-apiv3/wechatpay-go/core/auth"
 	"github.com/wechatpay-apiv3/wechatpay-go/core/auth/verifiers"
 	"github.com/wechatpay-apiv3/wechatpay-go/core/notify"
+	"github.com/wechatpay-apiv3/wechatpay-go/services/partnerpayments"
 )
 
 // Stripe verifies with stripe-go's webhook.ConstructEventWithOptions and
@@ -69,7 +70,9 @@ func WechatPayCertificates(apiV3Key string, certs ...*x509.Certificate) *Backend
 // wechatPay runs the SDK's ParseNotifyRequest (signature, five-minute
 // timestamp window, AES-GCM decryption). Events: "<transaction_id>:paid"
 // for a payment, "refund:<out_refund_no>:<refund_status>" for a refund, in
-// direct and service-provider mode alike.
+// direct and service-provider (服务商) mode alike; a service provider's
+// payment is read into wechatpay-go's partnerpayments.Transaction, and a
+// partner resource without sub_mchid is refused.
 func wechatPay(apiV3Key string, v auth.Verifier) *Backend {
 	h, err := notify.NewRSANotifyHandler(apiV3Key, v)
 	if err != nil {
@@ -83,8 +86,23 @@ func wechatPay(apiV3Key string, v auth.Verifier) *Backend {
 			return "", err
 		}
 		str := func(k string) string { s, _ := content[k].(string); return s }
+		if str("sp_mchid") != "" && str("sub_mchid") == "" {
+			return "", errors.New("a service provider's notification without sub_mchid")
+		}
 		switch req.EventType {
 		case "TRANSACTION.SUCCESS":
+			if str("sp_mchid") != "" {
+				// A service provider's payment, read as its backend does:
+				// wechatpay-go's partnerpayments.Transaction.
+				var tx partnerpayments.Transaction
+				if err := json.Unmarshal([]byte(req.Resource.Plaintext), &tx); err != nil {
+					return "", err
+				}
+				if tx.SubMchid == nil || tx.TransactionId == nil || *tx.TransactionId == "" {
+					return "", errors.New("partner transaction without sub_mchid or transaction_id")
+				}
+				return *tx.TransactionId + ":paid", nil
+			}
 			if str("transaction_id") == "" {
 				return "", errors.New("transaction without transaction_id")
 			}

@@ -48,6 +48,10 @@ func TestSDKsAcceptOurSigners(t *testing.T) {
 		Resource: platformtest.WechatPayTransaction("4200001", "o1", "SUCCESS", 990)}
 	wxRefund := platformtest.WechatPayEvent{ID: "n2", EventType: "REFUND.SUCCESS",
 		Resource: platformtest.WechatPayRefund("4200001", "o1", "5000", "SUCCESS", 100, 990)}
+	wxPartnerPaid := platformtest.WechatPayEvent{ID: "n3", EventType: "TRANSACTION.SUCCESS",
+		Resource: platformtest.WechatPayPartnerTransaction(platformtest.WechatPaySpMchID, platformtest.WechatPaySubMchID, "4200003", "o3", "SUCCESS", 990)}
+	wxPartnerRefund := platformtest.WechatPayEvent{ID: "n4", EventType: "REFUND.SUCCESS",
+		Resource: platformtest.WechatPayPartnerRefund(platformtest.WechatPaySpMchID, platformtest.WechatPaySubMchID, "4200003", "o3", "5001", "SUCCESS", 100, 990)}
 	v2 := platformtest.WechatPayV2{APIKey: v2Key}
 	stBody := platformtest.StripeEvent("evt_1", "payment_intent.succeeded", "pi_1", 2000)
 	swBody := []byte(`{"type":"invoice.paid"}`)
@@ -82,6 +86,14 @@ func TestSDKsAcceptOurSigners(t *testing.T) {
 			post(wxCert.Notification(t, wxPaid)), "4200001:paid"},
 		{"wechatpay refund", sdkbackend.WechatPayPublicKey(apiV3, "PUB_KEY_ID_01", &k.PublicKey),
 			post(wx.Notification(t, wxRefund)), "refund:Ro1:SUCCESS"},
+		{"wechatpay partner payment", sdkbackend.WechatPayPublicKey(apiV3, "PUB_KEY_ID_01", &k.PublicKey),
+			post(wx.Notification(t, wxPartnerPaid)), "4200003:paid"},
+		{"wechatpay partner refund", sdkbackend.WechatPayPublicKey(apiV3, "PUB_KEY_ID_01", &k.PublicKey),
+			post(wx.Notification(t, wxPartnerRefund)), "refund:Ro3:SUCCESS"},
+		{"wechatpay_v2 partner payment (gopay)", sdkbackend.WechatPayV2(v2Key),
+			post(v2.Body(platformtest.WechatPayV2PartnerPayment(platformtest.WechatPayV2SubMchID, "4200004", "o4", 990)), nil), "4200004:paid"},
+		{"wechatpay_v2 partner refund (gopay)", sdkbackend.WechatPayV2(v2Key),
+			post(v2.PartnerRefund(t, platformtest.WechatPayV2SubMchID, platformtest.WechatPayV2RefundInfo("4200004", "o4", "5002", "SUCCESS", 990, 990)), nil), "refund:Ro4:SUCCESS"},
 		{"wechatpay_v2 MD5 (gopay)", sdkbackend.WechatPayV2(v2Key),
 			post(v2.Body(platformtest.WechatPayV2Payment("4200002", "o2", 990)), nil), "4200002:paid"},
 		{"wechatpay_v2 HMAC-SHA256 (gopay)", sdkbackend.WechatPayV2(v2Key),
@@ -132,7 +144,7 @@ func TestSDKsAcceptOurSigners(t *testing.T) {
 				bad.body = []byte(strings.Replace(string(bad.body), "2000", "2001", 1))
 				bad.body = []byte(strings.Replace(string(bad.body), "invoice", "invoicE", 1))
 				bad.body = []byte(strings.Replace(string(bad.body), `"id":"n`, `"id":"x`, 1))
-				if c.name == "wechatpay_v2 refund (gopay)" {
+				if strings.HasPrefix(c.name, "wechatpay_v2") && strings.Contains(c.name, "refund") {
 					// Only req_info is authenticated: re-encrypt under another key.
 					bad.body = platformtest.WechatPayV2{APIKey: "0123456789abcdef0123456789abcdef"}.Refund(t,
 						platformtest.WechatPayV2RefundInfo("4200002", "o2", "5000", "SUCCESS", 990, 990))

@@ -59,15 +59,19 @@ var Bill = keying.BillTraits{Format: bill.WeChatPay, Zone: keying.Beijing,
 // (AEAD_AES_256_GCM) and:
 //
 //   - Key: the business event of the order, {mchid}:{transaction_id}:<event>
-//     (Order {mchid}:{transaction_id}), the event by event_type, as WeChat
+//     (Order {mchid}:{transaction_id}); in service-provider (服务商) mode,
+//     whose resources carry sp_mchid/sub_mchid (and sp_appid/sub_appid)
+//     instead of mchid, the order is the sub-merchant's,
+//     {sub_mchid}:{transaction_id}. The event by event_type, as WeChat
 //     Pay's notification documentation names them (pay.weixin.qq.com, "支付
 //     结果通知" and "退款结果通知"): paid for TRANSACTION.SUCCESS (a payment
 //     re-sent later, under a new notification id, is the same event);
 //     refund:{out_refund_no} for REFUND.SUCCESS, and the other refund
 //     outcomes as that refund's own events, refund:{out_refund_no}:abnormal
 //     (REFUND.ABNORMAL) and refund:{out_refund_no}:closed (REFUND.CLOSED).
-//     Another event_type, or a resource without mchid, transaction_id or
-//     (for refunds) out_refund_no, is ErrMalformed naming what is missing.
+//     Another event_type, or a resource without a merchant (mchid or
+//     sub_mchid), transaction_id or (for refunds) out_refund_no, is
+//     ErrMalformed naming what is missing.
 //
 //   - Money: amount.refund for refunds, else amount.total, both in fen,
 //     with amount.currency (CNY when absent).
@@ -78,8 +82,10 @@ var Bill = keying.BillTraits{Format: bill.WeChatPay, Zone: keying.Beijing,
 //   - Extra: dot paths into the decrypted resource
 //     ({idempotency.wechatpay.transaction_id}, …amount.total).
 //
-//   - Config.MchIDs, when set, pins the resource's mchid: another
-//     merchant's notification is ErrSignature (mchid needs Secret).
+//   - Config.MchIDs, when set, pins the resource's mchid, or in
+//     service-provider mode its sp_mchid or sub_mchid (either may be
+//     pinned): another merchant's notification is ErrSignature (mchid
+//     needs Secret).
 //
 // Without Secret: Key {id} (the notification id, the same on every retry),
 // fingerprint event_type, no Extra.
@@ -219,8 +225,8 @@ func (w *WechatPay) Verify(r *keying.Request) (*keying.Notification, error) {
 		}
 		return keying.JSONString(v), true
 	}
-	if mchid := get("mchid"); !keying.Pinned(w.mchIDs, mchid) {
-		return nil, keying.SigErr("wechatpay", "mchid %s is not one of the configured mchid", keying.Clip(mchid))
+	if err := w.checkMchID(get); err != nil {
+		return nil, err
 	}
 	if err := w.classify(n, env.EventType, get); err != nil {
 		return nil, err
@@ -228,11 +234,43 @@ func (w *WechatPay) Verify(r *keying.Request) (*keying.Notification, error) {
 	return n, nil
 }
 
+// checkMchID refuses another merchant's notification when mchid is set: a
+// direct merchant's resource names it in mchid, a service provider's
+// (服务商) in sp_mchid and sub_mchid, either of which may be pinned.
+func (w *WechatPay) checkMchID(get func(string) string) error {
+	if len(w.mchIDs) == 0 {
+		return nil
+	}
+	named := []string{}
+	for _, f := range []string{"mchid", "sp_mchid", "sub_mchid"} {
+		if v := get(f); v != "" {
+			if keying.Pinned(w.mchIDs, v) {
+				return nil
+			}
+			named = append(named, f+" "+keying.Clip(v))
+		}
+	}
+	if len(named) == 0 {
+		return keying.SigErr("wechatpay", "the resource names no merchant (mchid, or sp_mchid and sub_mchid) to match the configured mchid")
+	}
+	return keying.SigErr("wechatpay", "%s: not one of the configured mchid", strings.Join(named, ", "))
+}
+
+// Merchant is whose order a decrypted resource is: mchid for a direct
+// merchant, sub_mchid in service-provider (服务商) mode, where the resource
+// carries sp_mchid and sub_mchid instead of mchid.
+func Merchant(get func(string) string) string {
+	if sub := get("sub_mchid"); sub != "" {
+		return sub
+	}
+	return get("mchid")
+}
+
 // classify names the business event of a decrypted resource (see
 // WechatPay), and the key, money and fingerprint with it.
 func (w *WechatPay) classify(n *keying.Notification, eventType string, get func(string) string) error {
 	const p = "wechatpay"
-	mchid, txID := get("mchid"), get("transaction_id")
+	mchid, txID := Merchant(get), get("transaction_id")
 	var event, amount string
 	switch eventType {
 	case "TRANSACTION.SUCCESS":
@@ -257,7 +295,7 @@ func (w *WechatPay) classify(n *keying.Notification, eventType string, get func(
 	}
 	switch {
 	case mchid == "":
-		return keying.Malformed(p, "the resource has no mchid")
+		return keying.Malformed(p, "the resource names no merchant: neither mchid nor (service-provider mode) sub_mchid")
 	case txID == "":
 		return keying.Malformed(p, "the resource has no transaction_id")
 	}

@@ -225,3 +225,56 @@ func TestConcurrentVerify(t *testing.T) {
 	presettest.ConcurrentVerify(t, presettest.MustNew(t, Preset, keying.Config{PublicKey: pub, PublicKeyID: wxPubKeyID, Secret: wxAPIv3Key}),
 		wxRequest(t, k, wxPubKeyID, presettest.Now, "n", wxBody(t, wx)))
 }
+
+// TestWechatPayPartner: a service provider's (服务商) notification carries
+// sp_mchid/sub_mchid instead of mchid; the order is the sub-merchant's,
+// and mchid pins either of them. Before partner mode, each was a 400 ("the
+// resource has no mchid") on every one of WeChat Pay's retries.
+func TestWechatPayPartner(t *testing.T) {
+	k, _ := platformtest.Keys(t)
+	byKey := keying.Config{PublicKey: platformtest.PublicKeyPEM(t, &k.PublicKey), PublicKeyID: wxPubKeyID, Secret: wxAPIv3Key}
+	const sp, sub = platformtest.WechatPaySpMchID, platformtest.WechatPaySubMchID
+	req := func(eventType, resource string) *keying.Request {
+		return wxRequest(t, k, wxPubKeyID, presettest.Now, "n", wxBody(t, wxEvent("EV-P", eventType, resource)))
+	}
+	pay := req("TRANSACTION.SUCCESS", platformtest.WechatPayPartnerTransaction(sp, sub, wxTxID, "P1", "SUCCESS", 100))
+	refund := req("REFUND.SUCCESS", platformtest.WechatPayPartnerRefund(sp, sub, wxTxID, "P1", "5030P1", "SUCCESS", 60, 100))
+	closed := req("REFUND.CLOSED", platformtest.WechatPayPartnerRefund(sp, sub, wxTxID, "P1", "5030P1", "CLOSED", 60, 100))
+	noSub := req("TRANSACTION.SUCCESS", strings.Replace(platformtest.WechatPayPartnerTransaction(sp, "", wxTxID, "P1", "SUCCESS", 100), `"sub_mchid":"",`, "", 1))
+	payKey := sub + ":" + wxTxID + ":paid"
+	refundKey := sub + ":" + wxTxID + ":refund:RP1"
+	cases := []struct {
+		name    string
+		cfg     keying.Config
+		req     *keying.Request
+		wantErr error
+		key     string
+	}{
+		{"payment", byKey, pay, nil, payKey},
+		{"refund", byKey, refund, nil, refundKey},
+		{"refund closed", byKey, closed, nil, refundKey + ":closed"},
+		{"pinned sp_mchid", withMch(byKey, sp), pay, nil, payKey},
+		{"pinned sub_mchid", withMch(byKey, sub), pay, nil, payKey},
+		{"pinned sp_mchid, refund", withMch(byKey, sp), refund, nil, refundKey},
+		{"pinned sub_mchid, refund", withMch(byKey, "1", sub), refund, nil, refundKey},
+		{"neither pinned", withMch(byKey, "1900000999"), pay, keying.ErrSignature, ""},
+		{"neither pinned, refund", withMch(byKey, "1900000999"), refund, keying.ErrSignature, ""},
+		{"no sub_mchid", byKey, noSub, keying.ErrMalformed, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			n := presettest.Verifies(t, Preset, c.cfg, c.req, c.wantErr, c.key)
+			if n == nil {
+				return
+			}
+			if n.Order != sub+":"+wxTxID {
+				t.Fatalf("Order = %s, want the sub-merchant's %s:%s", n.Order, sub, wxTxID)
+			}
+			for f, want := range map[string]string{"sp_mchid": sp, "sub_mchid": sub} {
+				if v, ok := n.Extra(f); !ok || v != want {
+					t.Fatalf("Extra(%s) = %q, %v", f, v, ok)
+				}
+			}
+		})
+	}
+}

@@ -12,7 +12,7 @@ import (
 // or FAIL) and its refund notification, whose decrypted req_info names the
 // refund (refund_status SUCCESS, CHANGE, REFUNDCLOSE).
 func TestWechatPayV2Events(t *testing.T) {
-	cfg := keying.Config{Secret: wxV2Key}
+	cfg := keying.Config{Secret: wxV2Key, MchIDs: []string{"10000100"}}
 	const order = "10000100:1004400740201409030005092168"
 	const refundOrder = "10000100:4200000215201811190261405420"
 	for _, c := range []struct {

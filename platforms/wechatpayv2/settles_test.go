@@ -23,11 +23,11 @@ func TestSettles(t *testing.T) {
 		at      time.Time
 		refs    []string
 	}{
-		{"wechatpay_v2 payment", keying.Config{Secret: wxV2Key}, v2req(wxV2XML(wxV2MD5.Sign(wxV2Fields()))),
+		{"wechatpay_v2 payment", keying.Config{Secret: wxV2Key, MchIDs: []string{"10000100"}}, v2req(wxV2XML(wxV2MD5.Sign(wxV2Fields()))),
 			keying.SettlesPayment, time.Date(2014, 9, 3, 13, 15, 40, 0, bj), nil},
-		{"wechatpay_v2 refund", keying.Config{Secret: wxV2Key}, v2req(wxV2Refund(t, wxV2Key, "n1", wxV2RefundInfo("SUCCESS"))),
+		{"wechatpay_v2 refund", keying.Config{Secret: wxV2Key, MchIDs: []string{"10000100"}}, v2req(wxV2Refund(t, wxV2Key, "n1", wxV2RefundInfo("SUCCESS"))),
 			keying.SettlesRefund, time.Date(2018, 11, 19, 16, 24, 13, 0, bj), nil},
-		{"wechatpay_v2 refund closed", keying.Config{Secret: wxV2Key}, v2req(wxV2Refund(t, wxV2Key, "n1", wxV2RefundInfo("REFUNDCLOSE"))),
+		{"wechatpay_v2 refund closed", keying.Config{Secret: wxV2Key, MchIDs: []string{"10000100"}}, v2req(wxV2Refund(t, wxV2Key, "n1", wxV2RefundInfo("REFUNDCLOSE"))),
 			"", time.Date(2018, 11, 19, 16, 24, 13, 0, bj), nil},
 	}
 	for _, c := range cases {

@@ -46,11 +46,18 @@ var Preset = &keying.Preset{
 // DOCTYPE, a comment or text outside the root is ErrSignature, since the
 // backend's XML parser could read a value that was not verified.
 //
-// Config.MchIDs, when set, pins mch_id: another merchant's notification is
-// ErrSignature.
+// Config.MchIDs pins mch_id, or in service-provider (服务商) mode, where a
+// notification carries the sub-merchant's sub_mch_id beside the service
+// provider's mch_id, either of them: another merchant's notification is
+// ErrSignature. Verifying, exactly one mchid is required: it is the
+// merchant of every order's key (below), since a refund notification
+// authenticates no merchant.
 //
-// Key: the business event of the order, {mch_id}:{transaction_id}:<event>
-// (Order {mch_id}:{transaction_id}; both required): paid for a payment
+// Key: the business event of the order, {mchid}:{transaction_id}:<event>
+// (Order {mchid}:{transaction_id}; transaction_id required), mchid being
+// the route's one: a direct merchant's mch_id, a service provider's own,
+// or the sub_mch_id a route is pinned to (with verify off and no single
+// mchid, the notification's sub_mch_id, else its mch_id): paid for a payment
 // notification with result_code SUCCESS, failed for FAIL. Money: total_fee
 // (fen) with fee_type (CNY when absent). Fingerprint: total_fee,
 // result_code. Success: a 2xx whose body is XML with return_code SUCCESS.
@@ -60,7 +67,10 @@ var Preset = &keying.Preset{
 // keyed by the lower-case hex MD5 of the API key, PKCS #7 padded, holding
 // an XML <root>. Being able to decrypt it into a refund is what WeChat Pay
 // offers as authentication (it has no MAC), so any failure is ErrSignature.
-// Key: {mch_id}:{transaction_id}:refund:{out_refund_no} for refund_status
+// Its envelope's mch_id, sub_mch_id and appid are not signed, so they
+// never make the key: a captured req_info replayed under another envelope
+// is the same refund. Key: {mchid}:{transaction_id}:refund:{out_refund_no}
+// (the route's mchid, as a payment's) for refund_status
 // SUCCESS, and the other outcomes as that refund's own events,
 // …:refund:{out_refund_no}:abnormal (CHANGE) and …:closed (REFUNDCLOSE),
 // as v3 names them (WeChat Pay's "退款结果通知": refund_status SUCCESS,
@@ -78,6 +88,11 @@ type WechatPayV2 struct {
 func newWechatPayV2(cfg keying.Config) (keying.Platform, error) {
 	if cfg.Secret == "" && !cfg.NoVerify {
 		return nil, keying.NeedsSecret("wechatpay_v2", "secret (the API v2 key)")
+	}
+	if !cfg.NoVerify && len(cfg.MchIDs) != 1 {
+		return nil, fmt.Errorf("wechatpay_v2: name exactly one mchid (got %d): the merchant whose API key secret is, "+
+			"a service provider's own mch_id for all its sub-merchants; a refund notification signs no merchant, "+
+			"so the merchant in its key comes from mchid", len(cfg.MchIDs))
 	}
 	w := &WechatPayV2{secret: []byte(cfg.Secret), noVerify: cfg.NoVerify, mchIDs: cfg.MchIDs}
 	if cfg.Secret != "" {
@@ -125,11 +140,26 @@ func (w *WechatPayV2) Verify(r *keying.Request) (*keying.Notification, error) {
 			return v, ok
 		},
 	}
-	if err := v2Order(n, fields["mch_id"], tx, event, fields["total_fee"], fields["fee_type"]); err != nil {
+	if err := v2Order(n, w.merchant(fields), tx, event, fields["total_fee"], fields["fee_type"]); err != nil {
 		return nil, err
 	}
 	n.At = keying.BeijingTime(fields["time_end"])
 	return n, nil
+}
+
+// merchant is whose order a notification is: the route's mchid (one when
+// verifying), the one merchant a refund's key can name without trusting
+// its unsigned envelope, so a payment and its refunds are one order;
+// with verify off and no single mchid, the notification's sub_mch_id
+// (service-provider mode) or mch_id, as it says.
+func (w *WechatPayV2) merchant(fields map[string]string) string {
+	if len(w.mchIDs) == 1 {
+		return w.mchIDs[0]
+	}
+	if sub := fields["sub_mch_id"]; sub != "" {
+		return sub
+	}
+	return fields["mch_id"]
 }
 
 // v2Order sets n's order, event, key and money.
@@ -152,12 +182,18 @@ func strictXML(body []byte) (map[string]string, error) {
 	return fields, nil
 }
 
-// checkMchID refuses another merchant's notification when mchid is set.
+// checkMchID refuses another merchant's notification when mchid is set:
+// its mch_id, or in service-provider (服务商) mode its sub_mch_id, must be
+// pinned.
 func (w *WechatPayV2) checkMchID(fields map[string]string) error {
-	if !keying.Pinned(w.mchIDs, fields["mch_id"]) {
-		return keying.SigErr("wechatpay_v2", "mch_id %s is not one of the configured mchid", keying.Clip(fields["mch_id"]))
+	if len(w.mchIDs) == 0 || keying.Pinned(w.mchIDs, fields["mch_id"]) ||
+		fields["sub_mch_id"] != "" && keying.Pinned(w.mchIDs, fields["sub_mch_id"]) {
+		return nil
 	}
-	return nil
+	if sub := fields["sub_mch_id"]; sub != "" {
+		return keying.SigErr("wechatpay_v2", "mch_id %s, sub_mch_id %s: not one of the configured mchid", keying.Clip(fields["mch_id"]), keying.Clip(sub))
+	}
+	return keying.SigErr("wechatpay_v2", "mch_id %s is not one of the configured mchid", keying.Clip(fields["mch_id"]))
 }
 
 func (w *WechatPayV2) verify(fields map[string]string) error {
@@ -205,9 +241,12 @@ func (w *WechatPayV2) refund(r *keying.Request, outer map[string]string) (*keyin
 	if err != nil || inner["refund_id"] == "" {
 		return nil, keying.SigErr(p, "req_info does not decrypt to a refund")
 	}
-	// The outer mch_id is not signed, but it is what the backend reads;
-	// req_info decrypting under this merchant's API key is what binds the
-	// refund to the merchant.
+	// The envelope (mch_id, sub_mch_id, appid) is not signed: req_info
+	// decrypting under this merchant's API key is what binds the refund to
+	// the merchant, so the key's merchant is the route's mchid, never the
+	// envelope's (a captured req_info under another envelope is the same
+	// refund). A genuine envelope names the pinned merchant, as the
+	// backend reads it: one that does not is refused.
 	if err := w.checkMchID(outer); err != nil {
 		return nil, err
 	}
@@ -238,7 +277,7 @@ func (w *WechatPayV2) refund(r *keying.Request, outer map[string]string) (*keyin
 			return v, ok
 		},
 	}
-	if err := v2Order(n, outer["mch_id"], inner["transaction_id"], keying.RefundEvent(inner["out_refund_no"], outcome),
+	if err := v2Order(n, w.merchant(outer), inner["transaction_id"], keying.RefundEvent(inner["out_refund_no"], outcome),
 		inner["refund_fee"], outer["fee_type"]); err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package wechatpayv2
 
 import (
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -58,7 +59,7 @@ func set(m map[string]string, kv ...string) map[string]string {
 }
 
 func TestWechatPayV2(t *testing.T) {
-	cfg := keying.Config{Secret: wxV2Key}
+	cfg := keying.Config{Secret: wxV2Key, MchIDs: []string{"10000100"}}
 	base := wxV2Fields()
 	const wantKey = "10000100:1004400740201409030005092168:paid"
 	md5Signed := wxV2MD5.Sign(base)
@@ -130,7 +131,7 @@ func wxV2Refund(t testing.TB, apiKey, nonce, plain string) []byte {
 }
 
 func TestWechatPayV2Refund(t *testing.T) {
-	cfg := keying.Config{Secret: wxV2Key}
+	cfg := keying.Config{Secret: wxV2Key, MchIDs: []string{"10000100"}}
 	const key = "10000100:4200000215201811190261405420:refund:131811191610442717309"
 	cases := []presettest.VerifyCase{
 		{Name: "refund", Cfg: cfg, Req: v2req(wxV2Refund(t, wxV2Key, "n1", wxV2RefundInfo("SUCCESS"))), WantErr: nil, Key: key},
@@ -175,7 +176,7 @@ func FuzzWechatPayV2(f *testing.F) {
 	f.Add([]byte(`<?xml version="1.0" encoding="GBK"?><xml></xml>`))
 	f.Add(wxV2Refund(f, wxV2Key, "n", wxV2RefundInfo("SUCCESS")))
 	f.Add([]byte(`<xml><req_info>AAAAAAAAAAAAAAAAAAAAAA==</req_info></xml>`))
-	verifying := presettest.MustNew(f, Preset, keying.Config{Secret: wxV2Key})
+	verifying := presettest.MustNew(f, Preset, keying.Config{Secret: wxV2Key, MchIDs: []string{"10000100"}})
 	open := presettest.MustNew(f, Preset, keying.Config{NoVerify: true})
 	f.Fuzz(func(t *testing.T, body []byte) {
 		presettest.FuzzVerify(t, v2req(body), func(n *keying.Notification) {
@@ -211,5 +212,86 @@ func FuzzWechatPayV2(f *testing.F) {
 // TestConcurrentVerify runs the preset from several goroutines at once
 // (meaningful under -race): a Platform is shared by all requests of a route.
 func TestConcurrentVerify(t *testing.T) {
-	presettest.ConcurrentVerify(t, presettest.MustNew(t, Preset, keying.Config{Secret: wxV2Key}), v2req(wxV2XML(wxV2MD5.Sign(wxV2Fields()))))
+	presettest.ConcurrentVerify(t, presettest.MustNew(t, Preset, keying.Config{Secret: wxV2Key, MchIDs: []string{"10000100"}}), v2req(wxV2XML(wxV2MD5.Sign(wxV2Fields()))))
+}
+
+// TestWechatPayV2NeedsOneMchID: a verifying route names exactly one mchid,
+// the merchant of its orders' keys, since a refund notification signs no
+// merchant; verify off takes any number.
+func TestWechatPayV2NeedsOneMchID(t *testing.T) {
+	for _, ids := range [][]string{nil, {"10000100", "1900000109"}} {
+		_, err := Preset.New(keying.Config{Secret: wxV2Key, MchIDs: ids})
+		if err == nil || !strings.Contains(err.Error(), "name exactly one mchid") || !strings.Contains(err.Error(), "refund notification signs no merchant") {
+			t.Fatalf("New with mchid %v = %v, want the start-up error naming mchid", ids, err)
+		}
+	}
+	for _, ids := range [][]string{nil, {"10000100", "1900000109"}} {
+		if _, err := Preset.New(keying.Config{Secret: wxV2Key, NoVerify: true, MchIDs: ids}); err != nil {
+			t.Fatalf("verify off, mchid %v: %v", ids, err)
+		}
+	}
+}
+
+// TestWechatPayV2Partner: a service provider's (服务商) payment carries the
+// sub-merchant's sub_mch_id, signed; mchid pins mch_id or sub_mch_id, and
+// the order's merchant is the route's mchid, the same for the payment and
+// its refunds.
+func TestWechatPayV2Partner(t *testing.T) {
+	const sp, sub, tx = platformtest.WechatPayV2SpMchID, platformtest.WechatPayV2SubMchID, "4200000215201811190261405420"
+	pay := v2req(wxV2MD5.Body(platformtest.WechatPayV2PartnerPayment(sub, tx, "P1", 100)))
+	info := platformtest.WechatPayV2RefundInfo(tx, "P1", "5030P1", "SUCCESS", 60, 100)
+	refund := v2req(wxV2MD5.PartnerRefund(t, sub, info))
+	pinSub := keying.Config{Secret: wxV2Key, MchIDs: []string{sub}}
+	pinSp := keying.Config{Secret: wxV2Key, MchIDs: []string{sp}}
+	cases := []presettest.VerifyCase{
+		{Name: "payment, sub-merchant's route", Cfg: pinSub, Req: pay, Key: sub + ":" + tx + ":paid"},
+		{Name: "refund, sub-merchant's route", Cfg: pinSub, Req: refund, Key: sub + ":" + tx + ":refund:RP1"},
+		{Name: "payment, service provider's route", Cfg: pinSp, Req: pay, Key: sp + ":" + tx + ":paid"},
+		{Name: "refund, service provider's route", Cfg: pinSp, Req: refund, Key: sp + ":" + tx + ":refund:RP1"},
+		{Name: "payment, verify off: sub_mch_id", Cfg: keying.Config{NoVerify: true}, Req: pay, Key: sub + ":" + tx + ":paid"},
+		{Name: "refund, verify off: sub_mch_id", Cfg: keying.Config{Secret: wxV2Key, NoVerify: true}, Req: refund, Key: sub + ":" + tx + ":refund:RP1"},
+		{Name: "payment, another merchant's route", Cfg: keying.Config{Secret: wxV2Key, MchIDs: []string{"1900000999"}}, Req: pay, WantErr: keying.ErrSignature},
+		{Name: "refund, another merchant's route", Cfg: keying.Config{Secret: wxV2Key, MchIDs: []string{"1900000999"}}, Req: refund, WantErr: keying.ErrSignature},
+		{Name: "tampered sub_mch_id", Cfg: pinSp, Req: v2req([]byte(strings.Replace(string(pay.Body), sub, "1900000999", 1))), WantErr: keying.ErrSignature},
+	}
+	presettest.RunVerifyCases(t, Preset, cases, func(t *testing.T, c presettest.VerifyCase, n *keying.Notification) {
+		if v, ok := n.Extra("sub_mch_id"); !ok || v != sub {
+			t.Fatalf("Extra(sub_mch_id) = %q, %v", v, ok)
+		}
+	})
+}
+
+// TestWechatPayV2RefundReplayedUnderAnotherEnvelope: only req_info is
+// authenticated, so the same req_info under an envelope naming another
+// mch_id (or sub_mch_id, appid) is the same refund, one key; before, the
+// key's merchant came from the envelope, so it was a second key and the
+// backend ran the refund twice.
+func TestWechatPayV2RefundReplayedUnderAnotherEnvelope(t *testing.T) {
+	p := presettest.MustNew(t, Preset, keying.Config{Secret: wxV2Key, MchIDs: []string{"10000100"}})
+	genuine := wxV2MD5.RefundFields(t, wxV2RefundInfo("SUCCESS"), "n1")
+	var keys []string
+	for _, env := range []map[string]string{
+		genuine,
+		set(genuine, "mch_id", "1900000999"),
+		set(genuine, "sub_mch_id", "1900000999"),
+		set(genuine, "sub_mch_id", "10000100", "mch_id", "1900000999", "appid", "wx0000000000000000"),
+	} {
+		n, err := p.Verify(v2req(wxV2XML(env)))
+		if err != nil {
+			// Refused (another merchant's envelope) is no second key either.
+			if !errors.Is(err, keying.ErrSignature) {
+				t.Fatalf("envelope %v: %v", env, err)
+			}
+			continue
+		}
+		keys = append(keys, n.Key)
+	}
+	for _, k := range keys {
+		if k != "10000100:4200000215201811190261405420:refund:131811191610442717309" {
+			t.Fatalf("keys %v: the envelope made the key", keys)
+		}
+	}
+	if len(keys) < 2 {
+		t.Fatalf("keys %v: a replay whose envelope names the pinned merchant should be taken, as the same key", keys)
+	}
 }
