@@ -100,6 +100,10 @@ type Attempt struct {
 	// Resigned: a redelivery that carried a fresh signature over the
 	// same body (the gateway holds the route's signing secret).
 	Resigned bool `json:"resigned,omitempty"`
+	// Dead: the attempt ended the key's deliveries for good (an async
+	// delivery whose platform signature had expired, which no retry can
+	// renew): the key reads dead at once, whatever the retry window.
+	Dead bool `json:"dead,omitempty"`
 }
 
 // MaxAttemptError bounds an attempt's error text.
@@ -131,7 +135,19 @@ type CopyCounts struct {
 // StateAt is the record's state as an operator sees it at t: a failed key
 // whose first copy is older than the platform's retry window is dead.
 // A window of 0 (unknown) never makes a key dead.
+//
+// A failed record whose last attempt was Dead is dead at once, when its
+// attempts are at hand (Lookup). List reads no attempts, so every store
+// lists a key by its window alone (windowState).
 func (r *Record) StateAt(t time.Time, window time.Duration) State {
+	if n := len(r.Attempts); r.State == StateFailed && n > 0 && r.Attempts[n-1].Dead {
+		return StateDead
+	}
+	return r.windowState(t, window)
+}
+
+// windowState is StateAt by the retry window alone.
+func (r *Record) windowState(t time.Time, window time.Duration) State {
 	if r.State == StateFailed && window > 0 && !t.Before(r.FirstSeen.Add(window)) {
 		return StateDead
 	}
@@ -300,11 +316,15 @@ func encodeAttempt(a *Attempt) []byte {
 	b = appendBytes(b, body)
 	// Added later, last: older attempts decode with them empty.
 	b = appendString(b, clipError(a.Error))
-	resigned := byte(0)
+	// Flags: 1 resigned, 2 dead (added later: older attempts hold 0 or 1).
+	flags := byte(0)
 	if a.Resigned {
-		resigned = 1
+		flags |= 1
 	}
-	return append(b, resigned)
+	if a.Dead {
+		flags |= 2
+	}
+	return append(b, flags)
 }
 
 func clipError(s string) string {
@@ -327,7 +347,8 @@ func decodeAttempt(b []byte) (Attempt, error) {
 	}
 	if r.err == nil && len(r.b) > 0 {
 		a.Error = r.string()
-		a.Resigned = r.byte() == 1
+		flags := r.byte()
+		a.Resigned, a.Dead = flags&1 != 0, flags&2 != 0
 	}
 	return a, r.err
 }

@@ -303,5 +303,7 @@ func (q *ListQuery) matches(r *Record) bool {
 	if q.Window != nil {
 		w = q.Window(r.Key)
 	}
-	return (r.StateAt(q.Now, w) == StateDead) == (q.State == StateDead)
+	// By the window alone: the memory and embedded stores hold the
+	// attempts here, Redis does not, and all must list alike.
+	return (r.windowState(q.Now, w) == StateDead) == (q.State == StateDead)
 }

@@ -24,6 +24,9 @@ type result struct {
 	backend time.Duration // how long the backend took, when forwarded
 	err     error
 	journal journalState // a failed forward's record, for its events
+	// hint says how to fix a route whose failure another of the
+	// platform's success rules would take as a success (success.go).
+	hint string
 }
 
 // outcome is a bounded metric label and the {idempotency.outcome} value;
@@ -102,6 +105,9 @@ func (h *Handler) record(ctx context.Context, span spanEnder, repl *caddy.Replac
 		}
 		if d.err != nil {
 			fields = append(fields, zap.Error(d.err))
+		}
+		if d.hint != "" {
+			fields = append(fields, zap.String("hint", d.hint))
 		}
 		ce.Write(fields...)
 	}

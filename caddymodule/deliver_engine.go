@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -92,6 +93,13 @@ func newEngine(h *Handler, ds *deliveryState) *engine {
 
 // start runs the workers and the stats refresher.
 func (e *engine) start() {
+	if h := e.h; h.signedFor() > 0 && h.resign == nil && !h.VerifyOff {
+		h.logger.Warn(fmt.Sprintf("async deliveries of this route carry %s's own signature, which the gateway cannot renew: "+
+			"a backend that checks it (the platform's SDK) refuses a delivery from %s after the platform signed it; "+
+			"one refused (4xx) after that makes the key dead at once, with an idempotency.dead event, and the payment must be handled by hand",
+			h.preset().Title, h.signedFor()),
+			zap.String("platform", h.Platform), zap.String("scope", e.scope), zap.Duration("signed_for", h.signedFor()))
+	}
 	e.h.app.AddEngine(e)
 	for range e.ds.concurrency {
 		e.wg.Add(1)
@@ -272,6 +280,10 @@ func (e *engine) deliver(d *cache.Delivery, took time.Time) {
 	if out.kind == backendFailed && len(out.body) > 0 {
 		a.Body = bytes.Clone(out.body[:min(len(out.body), cache.MaxAttemptBody)])
 	}
+	expired := e.signatureExpired(d, out, start)
+	if expired != "" {
+		a.Error, a.Dead = expired, true
+	}
 	j := cache.Journal{Notification: h.journaled(d.Notification), Attempt: a}
 	ttl := time.Duration(h.TTL)
 
@@ -311,7 +323,9 @@ func (e *engine) deliver(d *cache.Delivery, took time.Time) {
 		return
 	}
 
-	giveUp := time.Since(d.Enqueued) >= e.ds.giveUp
+	// An expired signature is refused by every later attempt alike: the
+	// key is dead now, not after give_up of futile retries.
+	giveUp := time.Since(d.Enqueued) >= e.ds.giveUp || expired != ""
 	settle := h.store.Leave
 	if giveUp {
 		// Out of the queue before the key is freed: a copy that claims
@@ -341,7 +355,13 @@ func (e *engine) deliver(d *cache.Delivery, took time.Time) {
 	}
 	if giveUp {
 		h.metrics.deadLetter(context.Background(), h.route())
-		e.logAttempt(zapcore.ErrorLevel, "delivery given up: the key is dead, an operator must redeliver it", d, attempt, out, elapsed)
+		if expired != "" {
+			e.logAttempt(zapcore.ErrorLevel, "delivery refused after the platform's signature expired: the key is dead at once, "+
+				"a redelivery carries the same signature; the payment must be handled by hand", d, attempt, out, elapsed,
+				zap.String("reason", expired))
+		} else {
+			e.logAttempt(zapcore.ErrorLevel, "delivery given up: the key is dead, an operator must redeliver it", d, attempt, out, elapsed)
+		}
 		h.emitAttempts("idempotency.dead", d.Key, status, int64(attempt))
 		return
 	}
@@ -358,6 +378,24 @@ func (e *engine) deliver(d *cache.Delivery, took time.Time) {
 		h.logger.Error("could not reschedule a delivery; it is taken again after lock_ttl",
 			zap.String("key", h.logKey(d.Key)), zap.Error(err))
 	}
+}
+
+// signatureExpired is the reason an attempt that the backend refused
+// (a 4xx) at was refused for good: the notification carries the
+// platform's own signature (WeChat Pay v3, PayPal: the route cannot
+// re-sign it), and a backend that checks its signed time refuses it from
+// SignedFor after it. "" for any other failure.
+func (e *engine) signatureExpired(d *cache.Delivery, out sendResult, at time.Time) string {
+	h := e.h
+	if out.kind != backendFailed || out.status < 400 || out.status >= 500 || out.resigned || h.VerifyOff || d.Notification == nil {
+		return ""
+	}
+	after := h.preset().RefusedAfter(d.Notification.Header, d.Enqueued)
+	if after.IsZero() || at.Before(after) {
+		return ""
+	}
+	return fmt.Sprintf("the platform's signature expired: refused (status %d) after %s, %s after the platform signed it, "+
+		"and the gateway cannot re-sign it", out.status, after.UTC().Format(time.RFC3339), h.signedFor())
 }
 
 // renewClaim extends the key's claim to hold before an attempt. A claim

@@ -96,7 +96,7 @@ func (e *engine) send(d *cache.Delivery, attempt int) sendResult {
 	nothingWritten := resp == nil && !sent.written.Load()
 	out.kind = classify(backendResult{
 		err: out.err, attempted: sent.attempted.Load() || nothingWritten, written: sent.written.Load(), answered: resp != nil,
-		success: out.err == nil && h.success(out.status, out.header, out.body),
+		success: out.err == nil && h.success.judge(n.Method, out.status, out.header, out.body),
 	})
 	return out
 }

@@ -75,7 +75,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, next caddyhttp
 	}
 	kind := classify(backendResult{
 		err: err, attempted: sent.attempted.Load(), written: sent.written.Load(),
-		answered: tw.wroteHeader, success: err == nil && h.success(tw.statusCode(), tw.header, body),
+		answered: tw.wroteHeader, success: err == nil && h.success.judge(r.Method, tw.statusCode(), tw.header, body),
 	})
 	hold.stop()
 	settled = true
@@ -91,6 +91,9 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, next caddyhttp
 		}
 		h.complete(key, token, fp, ans, j)
 	case backendFailed, backendUnreachable:
+		if kind == backendFailed {
+			res.hint = h.success.hint(r.Method, tw.statusCode(), tw.header, body)
+		}
 		h.release(key, token, j)
 		res.journal = h.failedJournal(key)
 	default:

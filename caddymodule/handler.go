@@ -158,7 +158,7 @@ type Handler struct {
 	app         *registry.App // the config's idempotency app (app.go)
 	run         *runState
 	keys        []keying.KeyInfo // the preset's verification keys (keys.go)
-	success     func(status int, header http.Header, body []byte) bool
+	success     *successJudge
 	logger      *zap.Logger
 	metrics     *metrics
 	testCeiling time.Duration // backendCeiling (forwards and queued deliveries), shortened by a test
@@ -429,17 +429,14 @@ func (h *Handler) provisionPlatform(repl *caddy.Replacer) error {
 	return nil
 }
 
-// provisionSuccess picks the platform's success rule or the override.
+// provisionSuccess picks the route's `success` rule, or the platform's
+// per channel.
 func (h *Handler) provisionSuccess() error {
-	h.success = h.platform.Success
-	if h.Success != nil {
-		rule, err := h.Success.compile()
-		if err != nil {
-			return fmt.Errorf("success: %v", err)
-		}
-		h.success = rule
+	j, err := newSuccessJudge(h.preset(), h.platform, h.Success, h.MaxAnswer)
+	if err != nil {
+		return fmt.Errorf("success: %v", err)
 	}
-	h.success = judgedDecoded(h.success, h.MaxAnswer)
+	h.success = j
 	return nil
 }
 

@@ -90,7 +90,7 @@ func writeAck(w http.ResponseWriter, r *http.Request, a AckAnswer, replayed bool
 // browser return's HTML page, replayed to Alipay's notify) or one no
 // longer kept (FromOrder: its order remembers the event ran) is not
 // replayed, the platform's ack is.
-func (h *Handler) acceptsAnswer(rec *cache.Record) bool {
+func (h *Handler) acceptsAnswer(method string, rec *cache.Record) bool {
 	if rec.FromOrder {
 		return false
 	}
@@ -98,7 +98,7 @@ func (h *Handler) acceptsAnswer(rec *cache.Record) bool {
 	if !rec.BodyCached {
 		body = nil
 	}
-	return h.success(rec.Status, rec.Header, body)
+	return h.success.judge(method, rec.Status, rec.Header, body)
 }
 
 // checkOrderTTL refuses an order_ttl shorter than ttl: the order would

@@ -27,7 +27,7 @@ func (h *Handler) replay(w http.ResponseWriter, r *http.Request, repl *caddy.Rep
 		_, err := io.WriteString(w, repl.ReplaceKnown(a.Body, ""))
 		return err
 	}
-	if !h.acceptsAnswer(rec) {
+	if !h.acceptsAnswer(r.Method, rec) {
 		return writeAck(w, r, h.platformAck(), true)
 	}
 	hdr := w.Header()

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/idemgate/idemgate/keying"
 )
 
 // compile turns a success rule into a predicate.
@@ -46,4 +49,97 @@ func (s SuccessRule) headersMatch(h http.Header) bool {
 		}
 	}
 	return true
+}
+
+// successJudge judges a route's backend answers: by the route's `success`
+// rule where it writes one, else by the rule of the channel the request
+// came by (keying.Preset.Channels: Alipay's notify POST wants 200 +
+// `success`, its browser return GET a page or a redirect), else by the
+// platform's rule.
+type successJudge struct {
+	title    string                              // the platform, for hints
+	route    func(int, http.Header, []byte) bool // the route's `success`; nil when none
+	platform func(int, http.Header, []byte) bool
+	channels []judgedChannel
+}
+
+// judgedChannel is a platform's channel with its rule ready to judge.
+type judgedChannel struct {
+	*keying.Channel
+	ok func(int, http.Header, []byte) bool
+}
+
+// newSuccessJudge compiles the route's rule (nil: none written) and the
+// preset's channels; every rule judges the body decoded, at most limit
+// bytes of it.
+func newSuccessJudge(p *keying.Preset, pl keying.Platform, route *SuccessRule, limit int64) (*successJudge, error) {
+	j := &successJudge{title: p.Title, platform: judgedDecoded(pl.Success, limit)}
+	if j.title == "" {
+		j.title = p.Name
+	}
+	if route != nil {
+		rule, err := route.compile()
+		if err != nil {
+			return nil, err
+		}
+		j.route = judgedDecoded(rule, limit)
+	}
+	for i := range p.Channels {
+		c := &p.Channels[i]
+		j.channels = append(j.channels, judgedChannel{Channel: c, ok: judgedDecoded(c.Success, limit)})
+	}
+	return j, nil
+}
+
+// channel is the channel a request of method comes by; nil for one the
+// platform does not tell apart.
+func (j *successJudge) channel(method string) *judgedChannel {
+	for i := range j.channels {
+		if slices.Contains(j.channels[i].Methods, method) {
+			return &j.channels[i]
+		}
+	}
+	return nil
+}
+
+// judge tells whether the answer to a request of method means "handled".
+func (j *successJudge) judge(method string, status int, header http.Header, body []byte) bool {
+	if j.route != nil {
+		return j.route(status, header, body)
+	}
+	if c := j.channel(method); c != nil {
+		return c.ok(status, header, body)
+	}
+	return j.platform(status, header, body)
+}
+
+// hint says how to fix a route whose answer was judged a failure (to a
+// request of method) where another of the platform's rules would take
+// it as a success: a browser return judged by the notify's rule, or by a
+// `success` line copied from the notify route. "" when none would.
+func (j *successJudge) hint(method string, status int, header http.Header, body []byte) string {
+	if status < 200 || status >= 400 {
+		return ""
+	}
+	own := j.channel(method)
+	for i := range j.channels {
+		c := &j.channels[i]
+		if !c.ok(status, header, body) {
+			continue
+		}
+		methods := strings.Join(c.Methods, ", ")
+		switch {
+		case j.route != nil && c == own:
+			return fmt.Sprintf("this request came by %s's %s (%s), whose rule takes this answer (%s), but the route's `success` line refuses it: "+
+				"drop that line (each channel is then judged by its own rule) or write one this answer meets", j.title, c.Name, methods, c.Rule)
+		case j.route != nil:
+			return fmt.Sprintf("%s's %s (%s) would take this answer (%s), this route's `success` line does not: "+
+				"if the route takes %s's %s, drop that line", j.title, c.Name, methods, c.Rule, j.title, c.Name)
+		case own != nil && c != own:
+			return fmt.Sprintf("%s's %s (%s) wants %s; this answer is a success only on its %s (%s: %s): "+
+				"the backend must answer the %s so, or the route write its own `success` rule", j.title, own.Name,
+				strings.Join(own.Methods, ", "), own.Rule, c.Name, methods, c.Rule, own.Name)
+		}
+	}
+	return ""
 }

@@ -7,12 +7,18 @@ import (
 	"github.com/idemgate/idemgate/keying"
 )
 
-// verifyTime is the clock a request's signature is judged against: now, or
-// the first receipt of a notification redelivered with its platform's own
-// signature (redeliver.go: only a redelivery in process carries the mark,
-// so no request from outside can claim one).
+// verifyTime is the clock a request's signature is judged against: now,
+// or, for a notification redelivered with its platform's own signature,
+// the time the platform signed it (Wechatpay-Timestamp,
+// PAYPAL-TRANSMISSION-TIME), else its first receipt (redeliver.go: only a
+// redelivery in process carries the mark, so no request from outside can
+// claim one). The journaled copy was verified when it came; its signed
+// time is what a backend's own check counts from.
 func (h *Handler) verifyTime(r *http.Request) time.Time {
 	if rd := redeliveryOf(r.Context()); rd != nil && !rd.resigned {
+		if t, ok := h.preset().SignedTime(r.Header); ok {
+			return t
+		}
 		return rd.firstSeen
 	}
 	return h.now()

@@ -69,6 +69,18 @@ type Preset struct {
 	// Wechatpay-Timestamp, PayPal's transmission time, as the platforms'
 	// SDKs check them); 0 where the platform signs no time.
 	SignedFor time.Duration
+	// SignedAt reads the time the platform signed a notification from its
+	// headers (WeChat Pay v3's Wechatpay-Timestamp, PayPal's
+	// PAYPAL-TRANSMISSION-TIME): SignedFor counts from it, not from
+	// receipt. Nil where the platform signs no time.
+	SignedAt func(hdr http.Header) (time.Time, bool)
+
+	// Channels, for a platform whose notifications come by more than one
+	// way, each with its own success rule (Alipay: the notify POST, the
+	// browser's signed return GET); the channel a request's method picks
+	// judges the backend's answer, unless the route writes `success`.
+	// Nil: Platform.Success judges every request.
+	Channels []Channel
 
 	// Bill is what reconciliation with the platform's bill must allow
 	// for; zero for a platform without one.

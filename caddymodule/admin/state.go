@@ -120,9 +120,24 @@ func signatureOf(app *registry.App, rec *cache.Record) *SignatureView {
 	case rt.Resigns:
 		return &SignatureView{Resigned: true, Note: "a redelivery is signed afresh with the current time over the same body"}
 	case rt.SignedFor > 0:
-		t := apiTime(rec.FirstSeen.Add(rt.SignedFor))
+		// From the platform's signed time (Wechatpay-Timestamp,
+		// PAYPAL-TRANSMISSION-TIME), which the backend's check counts
+		// from, not from receipt.
+		t := apiTime(signedTimeOf(rt, rec).Add(rt.SignedFor))
 		return &SignatureView{RefusedAfter: &t, Note: "the platform's own signature is sent: a backend that checks its signed time " +
 			"refuses it " + rt.SignedFor.String() + " after the platform signed it"}
 	}
 	return &SignatureView{Note: "the platform's own signature is sent; it carries no time a backend could refuse it by"}
+}
+
+// signedTimeOf is when the platform signed rec's journaled notification,
+// as its preset reads it from the headers; the first receipt when it
+// names no time (or the journal holds no notification).
+func signedTimeOf(rt *registry.Route, rec *cache.Record) time.Time {
+	if p := platforms.Lookup(rt.Platform.Name()); p != nil && rec.Notification != nil {
+		if t, ok := p.SignedTime(rec.Notification.Header); ok {
+			return t
+		}
+	}
+	return rec.FirstSeen
 }

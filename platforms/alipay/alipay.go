@@ -30,6 +30,16 @@ var Preset = &keying.Preset{
 	// 10m、1h、2h、6h、15h）".
 	Schedule: keying.Schedule{4 * time.Minute, 10 * time.Minute, 10 * time.Minute, time.Hour, 2 * time.Hour, 6 * time.Hour, 15 * time.Hour},
 	Orders:   true, Extra: true, Pins: "app_id",
+	// Alipay's two channels: its server's notify, and the buyer's browser
+	// sent to return_url with the signed result (电脑网站支付 "同步通知"),
+	// which the shop answers with its result page or a redirect: it never
+	// says `success`, and judged by the notify's rule it would release
+	// the order's paid event for the notify to run again.
+	Channels: []keying.Channel{
+		{Name: "notify", Methods: []string{http.MethodPost}, Rule: "200 with body `success`", Success: notifySuccess},
+		{Name: "browser return", Methods: []string{http.MethodGet, http.MethodHead},
+			Rule: "2xx or 3xx (the shop's result page or a redirect)", Success: returnSuccess},
+	},
 	Bill:   keying.BillTraits{Format: bill.Alipay, Zone: keying.Beijing, NamesSeller: true, RefundIsTotal: true},
 	Sender: sender,
 }
@@ -67,7 +77,8 @@ var Preset = &keying.Preset{
 //
 // Money: refund_fee for a refund (Alipay's cumulative refunded amount of
 // the trade), else total_amount; currency CNY unless trans_currency says.
-// Fingerprint: total_amount, refund_fee. Success: 200 with body "success".
+// Fingerprint: total_amount, refund_fee. Success: 200 with body "success"
+// for the notify (POST), 2xx or 3xx for the browser return (GET).
 // Extra: every verified parameter by name ({idempotency.alipay.out_trade_no}),
 // as decoded: in the request's charset, not converted to UTF-8.
 // Timestamps are not checked: notify_time is informative, and Alipay
@@ -263,10 +274,19 @@ func AlipaySignContent(params map[string]string) []byte {
 	return keying.SortedPairs(fields)
 }
 
-// Success: Alipay stops retrying only on a 200 whose body is "success".
-func (*Alipay) Success(status int, _ http.Header, body []byte) bool {
+// Success is the notify's rule (Preset.Channels has the browser
+// return's): Alipay stops retrying only on a 200 whose body is "success".
+func (*Alipay) Success(status int, h http.Header, body []byte) bool {
+	return notifySuccess(status, h, body)
+}
+
+func notifySuccess(status int, _ http.Header, body []byte) bool {
 	return status == http.StatusOK && string(bytes.TrimSpace(body)) == "success"
 }
+
+// returnSuccess: the browser return is handled once the shop shows its
+// result page (2xx) or redirects to it (3xx).
+func returnSuccess(status int, _ http.Header, _ []byte) bool { return status >= 200 && status < 400 }
 
 // RetryWindow: 8 notifications over 4m, 10m, 10m, 1h, 2h, 6h, 15h (~25h).
 func (*Alipay) RetryWindow() time.Duration { return 25 * time.Hour }

@@ -36,6 +36,7 @@ var Preset = &keying.Preset{
 	OwnEvents: true,
 	// PayPal's verification accepts a transmission 5 minutes old.
 	SignedFor: 5 * time.Minute,
+	SignedAt:  signedAt,
 	Bill:      keying.BillTraits{Format: bill.PayPal, EndsInclusive: true, RefPaths: []string{"resource.id"}},
 	Sender:    sender,
 }

@@ -36,6 +36,7 @@ var Preset = &keying.Preset{
 	Orders:   true, Extra: true, SecretFor: "the APIv3 key", Pins: "mchid",
 	// wechatpay-go's notify handler accepts 5 minutes.
 	SignedFor: 5 * time.Minute,
+	SignedAt:  signedAt,
 	Bill:      Bill,
 	Sender:    sender,
 }
