@@ -85,12 +85,18 @@ func (w *redisWatch) check() (cache.RedisReport, error) {
 	if ok && rep.Major > 0 && len(rep.Masters) > 0 {
 		r.UseServerVersion(rep.Major)
 	}
-	var ev *cache.EvictionError
-	var pe *cache.PermissionError
-	if ok && (err == nil || errors.As(err, &ev) || errors.As(err, &pe)) {
+	if ok && reachedAll(err) {
 		r.SetChecked(rep)
 	}
 	return rep, err
+}
+
+// reachedAll tells whether a check that returned err read every master: it
+// succeeded, or it found what it refuses (eviction, a missing right).
+func reachedAll(err error) bool {
+	var ev *cache.EvictionError
+	var pe *cache.PermissionError
+	return err == nil || errors.As(err, &ev) || errors.As(err, &pe)
 }
 
 // started logs what a first complete check found that is worth a word.
@@ -118,7 +124,7 @@ func (w *redisWatch) loop(next time.Duration) {
 		rep, err := w.check()
 		var ev *cache.EvictionError
 		var pe *cache.PermissionError
-		if w.last != nil && (err == nil || errors.As(err, &ev) || errors.As(err, &pe)) {
+		if w.last != nil && reachedAll(err) {
 			w.persistenceChanged(rep)
 		}
 		switch {
@@ -131,14 +137,10 @@ func (w *redisWatch) loop(next time.Duration) {
 					zap.String("store", w.id), zap.String("maxmemory_policy", ev.Masters[0].Policy))
 			}
 			w.setUnfit(err)
-			w.last = &rep
-			failing = false
 		case errors.As(err, &pe):
 			if w.last == nil || w.changed(rep) {
 				w.logger.Error("Redis no longer fits the gateway: "+err.Error(), zap.String("store", w.id))
 			}
-			w.last = &rep
-			failing = false
 		case err != nil:
 			if !failing {
 				w.logger.Warn("could not check Redis; trying again", zap.String("store", w.id), zap.Error(err))
@@ -152,7 +154,6 @@ func (w *redisWatch) loop(next time.Duration) {
 		case w.changed(rep):
 			w.logger.Error("Redis settings changed under the gateway", zap.String("store", w.id),
 				zap.Any("was", w.last.Masters), zap.Any("now", rep.Masters))
-			w.last = &rep
 		}
 		if err == nil && w.unfit {
 			w.logger.Warn("Redis fits the gateway again: claims resume", zap.String("store", w.id))
