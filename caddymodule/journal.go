@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -22,21 +23,23 @@ import (
 // The journal (cache.Journal): what the forward of a winning copy adds to
 // its key's record when it settles the claim.
 
-// journalHeadersDropped are never kept: credentials of the caller, not
-// part of the notification.
-var journalHeadersDropped = []string{"Authorization", "Cookie", "Proxy-Authorization"}
+// deliveryCredentials are the caller's credentials that an async delivery
+// still owes the backend (a backend behind Basic auth or a token).
+var deliveryCredentials = []string{"Authorization", "Cookie"}
 
-// credentialsOf are the caller's credentials that an async delivery still
-// owes the backend (a backend behind Basic auth or a token): the dropped
-// headers but the proxy's own, which was for the gateway.
+// journalHeadersDropped are never kept: credentials of the caller, not
+// part of the notification (the proxy's own too, which was for the gateway).
+var journalHeadersDropped = append(slices.Clone(deliveryCredentials), "Proxy-Authorization")
+
+// credentialsOf are h's deliveryCredentials, nil when it has none.
 func credentialsOf(h http.Header) http.Header {
 	var out http.Header
-	for _, name := range journalHeadersDropped {
-		if v := h.Values(name); len(v) > 0 && name != "Proxy-Authorization" {
+	for _, name := range deliveryCredentials {
+		if v := h.Values(name); len(v) > 0 {
 			if out == nil {
 				out = http.Header{}
 			}
-			out[name] = append([]string(nil), v...)
+			out[name] = slices.Clone(v)
 		}
 	}
 	return out
