@@ -148,7 +148,9 @@ func eventCases() []eventCase {
 			},
 			order: func(id string) string { return "wechatpay_v2:10000100:" + id }},
 		{platform: "stripe",
-			route: func(keys string) string { return "platform stripe\n\t\t\tsecret " + readKeyNoT(keys, "stripe_webhook_secret") },
+			route: func(keys string) string {
+				return "platform stripe\n\t\t\tsecret " + readKeyNoT(keys, "stripe_webhook_secret")
+			},
 			backend: func(t *testing.T, keys string) backend {
 				return sdkbackend.Stripe(readKey(t, keys, "stripe_webhook_secret"))
 			},
