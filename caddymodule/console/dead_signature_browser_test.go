@@ -100,5 +100,8 @@ func TestConsoleExpiredSignatureBrowser(t *testing.T) {
 	if m := text("main"); !strings.Contains(m, "dead") {
 		t.Errorf("key page: %q, want it dead", m[:min(len(m), 400)])
 	}
+	if m := text("main"); !strings.Contains(m, "the gateway stopped at once") || strings.Contains(m, "give_up") {
+		t.Errorf("key page: %q, want the expired signature as the reason, not give_up", m[:min(len(m), 600)])
+	}
 	shot("console-signature-expired-key.png")
 }
