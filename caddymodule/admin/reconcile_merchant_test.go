@@ -101,7 +101,9 @@ func TestReconcileAlipayAppFromRecords(t *testing.T) {
 		return billtest.Row{Kind: billtest.Payment, Order: rcTrade(order), MerchantOrder: fmt.Sprintf("M%d", order), Amount: "10.00", Currency: "CNY", Time: at}
 	}
 	billFor := func(account string, rows ...billtest.Row) []byte {
-		return billOf(func(w io.Writer) billtest.Writer { return billtest.NewAlipay(w, account, rcDay, rcDay.Add(24*time.Hour)) }, rows...)
+		return billOf(func(w io.Writer) billtest.Writer {
+			return billtest.NewAlipay(w, account, rcDay, rcDay.Add(24*time.Hour))
+		}, rows...)
 	}
 	const appB, appC, sellerB = "2021004000000002", "2021004000000003", "2088000000000002"
 	rowA := send(rcAlipayApp, rcSeller, 1)

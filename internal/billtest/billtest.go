@@ -7,7 +7,8 @@
 // one detail line, Close the bill's end (totals the rows add up to), so a
 // benchmark can stream a million rows in constant memory.
 //
-// It is test support: only _test.go files import it.
+// It is test support: tests import it, and examples/bills writes sample
+// bills with it (Samples).
 package billtest
 
 import (
