@@ -183,13 +183,13 @@ func (rc *reconciler) checkSeen(ctx context.Context) error {
 	case len(rec) > 0:
 		seen = "has seen merchant " + strings.Join(slices.Sorted(maps.Keys(rec)), ", ")
 	}
-	what := "merchant"
+	what := "this bill is merchant " + strings.Join(unknown, ", ") + "'s"
 	if rc.preset.Bill.NamesSeller {
-		what = "app_id"
+		what = "merchant=" + strings.Join(unknown, ", ") + " names an app_id"
 	}
-	return reconcileErr(http.StatusBadRequest, "this bill is %s %s's, and scope %s %s and has recorded nothing of %s: not reconciled, "+
+	return reconcileErr(http.StatusBadRequest, "%s, and scope %s %s and has recorded nothing of %s: not reconciled, "+
 		"as its payments would all read as settled, never run (the wrong bill, or another scope: scope=…)",
-		what, strings.Join(unknown, ", "), rc.opts.Scope, seen, strings.Join(unknown, ", "))
+		what, rc.opts.Scope, seen, strings.Join(unknown, ", "))
 }
 
 // isPinned: the route pins m, or the service provider m's rows name.

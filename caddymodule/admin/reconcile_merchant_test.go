@@ -136,6 +136,11 @@ func TestReconcileAlipayAppFromRecords(t *testing.T) {
 	if rep.Matched.Count != 1 || rep.Merchant[0] != appC {
 		t.Errorf("merchant=%s: %+v", appC, rep)
 	}
+	// merchant= of an app the scope has never seen.
+	status, body = postRaw(t, g, "/idempotency/reconcile?platform=alipay&merchant=2021009999999999", billFor(rcSeller+"0156", rowA))
+	if status != 400 || !strings.Contains(body, "merchant=2021009999999999 names an app_id, and scope alipay has seen merchant "+appB+", "+appC+", "+rcAlipayApp+" and has recorded nothing of 2021009999999999") {
+		t.Errorf("merchant= of an app never seen: %d %s", status, body)
+	}
 	// merchant= of an app whose notifications name another seller.
 	status, body = postRaw(t, g, "/idempotency/reconcile?platform=alipay&merchant="+appB, billFor(rcSeller+"0156", rowA))
 	if status != 400 || !strings.Contains(body, "app_id "+appB+"'s notifications name seller account "+sellerB+"0156") {
