@@ -60,6 +60,33 @@ func TestReconcileRefusesAnotherMerchantsBill(t *testing.T) {
 			}
 		})
 	}
+	// A service provider's (服务商) route pins its own mchid; its bill names
+	// it in 商户号 and the sub-merchant, whose orders the keys name, in
+	// 特约商户号.
+	t.Run("wechatpay/service provider", func(t *testing.T) {
+		const sp, sub = "1900000109", "1900000888"
+		k, _ := platformtest.Keys(t)
+		wx := platformtest.WechatPay{Key: k, Serial: rcWxKeyID, APIv3Key: rcWxAPIv3Key}
+		sc := &scenario{fate: map[string]string{}}
+		g := gatewaytest.StartGateway(t, rcPlatforms()[1].route, "{store}", "store memory", "{backend}", rcBackend(t, sc).Addr(), "{ttl}", "1h",
+			"{extra}", "mchid "+sp, "{pub}", platformtest.WriteFile(t, "wx.pem", platformtest.PublicKeyPEM(t, &k.PublicKey)))
+		res := fmt.Sprintf(`{"sp_mchid":%q,"sub_mchid":%q,"sp_appid":"wx8888888888888888","transaction_id":%q,"out_trade_no":"M1","trade_state":"SUCCESS","trade_type":"JSAPI","success_time":%q,"amount":{"total":1000,"payer_total":1000,"currency":"CNY","payer_currency":"CNY"}}`,
+			sp, sub, rcTxn(1), ev.at.Format(time.RFC3339))
+		body, h := wx.Notification(t, platformtest.WechatPayEvent{ID: "EV-sp-1", EventType: "TRANSACTION.SUCCESS", Resource: res})
+		if r := gatewaytest.Post(t, g.Base+"/notify", "application/json", string(body), h); r.Status != 200 {
+			t.Fatalf("notify: %d %s", r.Status, r.Body)
+		}
+		row := billtest.Row{Kind: billtest.Payment, Order: rcTxn(1), MerchantOrder: "M1", Merchant: sp, SubMerchant: sub, Amount: "10.00", Currency: "CNY", Time: ev.at}
+		rep := postBill(t, g, "platform=wechatpay", billOf(billtest.NewWeChatPay, row))
+		if rep.Matched.Count != 1 || rep.SettledNeverRun.Count != 0 || len(rep.Merchant) != 1 || rep.Merchant[0] != sub {
+			t.Errorf("the sub-merchant's bill: %+v", rep)
+		}
+		// Another sub-merchant of the same provider is pinned through it.
+		row.SubMerchant, row.Order = "1900000999", rcTxn(2)
+		if rep := postBill(t, g, "platform=wechatpay", billOf(billtest.NewWeChatPay, row)); rep.SettledNeverRun.Count != 1 {
+			t.Errorf("another sub-merchant of the provider: %+v", rep)
+		}
+	})
 	t.Run("alipay/another seller account", func(t *testing.T) {
 		p := rcPlatforms()[0]
 		sc := &scenario{fate: map[string]string{}}
