@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -86,11 +87,10 @@ func (q *RefusedQuery) normalize() {
 	q.Limit = min(q.Limit, RefusedCap)
 }
 
-// bound cuts r's fields to their bounds.
+// bound cuts r's fields to their bounds; the prefix is copied (the
+// memory store keeps it, and the caller's buffer is the request's).
 func (r *Refusal) bound() {
-	if len(r.Prefix) > RefusedPrefixMax {
-		r.Prefix = r.Prefix[:RefusedPrefixMax]
-	}
+	r.Prefix = bytes.Clone(r.Prefix[:min(len(r.Prefix), RefusedPrefixMax)])
 	r.Reason = cutText(r.Reason, refusedTextMax)
 	r.Route = cutText(r.Route, refusedTextMax)
 	r.Key = cutText(r.Key, refusedKeyMax)
