@@ -50,7 +50,8 @@ func refusedList(t *testing.T, g gateway, query string) admin.RefusedView {
 // API, newest first, with its route, status, reason class, length,
 // SHA-256 and first bytes as received, and no header; nothing is claimed
 // for it and nothing reaches the backend. A 401's own key is never
-// claimed. Answered notifications are not listed.
+// claimed. Answered notifications are not listed. The summary counts
+// them.
 func TestRefusedListed(t *testing.T) {
 	be := newBackend(t)
 	g := startGateway(t, strings.Trim(refusedSite, "\n"), "{backend}", be.addr(), "{db}", t.TempDir()+"/idem.db")
@@ -140,6 +141,17 @@ func TestRefusedListed(t *testing.T) {
 	}
 	if st, body := g.adminDo(t, http.MethodGet, "/idempotency/refused?since=yesterday"); st != 400 || !strings.Contains(body, "RFC 3339") {
 		t.Errorf("a bad since: %d %s", st, body)
+	}
+	// The summary counts them (the last 24h), per scope too; no amount.
+	var summary admin.SummaryView
+	g.adminJSON(t, http.MethodGet, "/idempotency/summary", &summary)
+	if summary.Refused == nil || summary.Refused.Count != 4 || summary.Refused.AtLeast || time.Since(summary.Refused.Since) < 23*time.Hour {
+		t.Errorf("summary's refused: %+v", summary.Refused)
+	}
+	summary = admin.SummaryView{}
+	g.adminJSON(t, http.MethodGet, "/idempotency/summary?scope=shop", &summary)
+	if summary.Refused == nil || summary.Refused.Count != 3 {
+		t.Errorf("summary's refused in scope shop: %+v", summary.Refused)
 	}
 	if n := be.totalHits(); n != 1 {
 		t.Errorf("the backend ran %d times, want 1 (the first copy only)", n)

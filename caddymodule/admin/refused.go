@@ -95,3 +95,31 @@ func ParseSince(s string, now time.Time) (time.Time, error) {
 	}
 	return t, nil
 }
+
+// RefusedWindow is the time GET /idempotency/summary counts refusals over.
+const RefusedWindow = 24 * time.Hour
+
+// RefusedCount is the summary's count of refusals. It names no amount: a
+// refused body's amounts are unauthenticated.
+type RefusedCount struct {
+	Count int       `json:"count"`
+	Since time.Time `json:"since"`
+	// AtLeast: the store keeps only the latest cache.RefusedCap of a
+	// scope, and the count reached it.
+	AtLeast bool `json:"at_least,omitempty"`
+}
+
+// refusedCount counts ps's refusals (of scope, if not "") in the last
+// RefusedWindow; nil when the store keeps none or cannot say.
+func refusedCount(ctx context.Context, app *registry.App, ps *registry.Store, scope string) *RefusedCount {
+	rl, ok := ps.Store.(cache.RefusedLog)
+	if !ok {
+		return nil
+	}
+	since := apiTime(app.Now().Add(-RefusedWindow))
+	rs, err := rl.Refused(ctx, cache.RefusedQuery{Scope: scope, Since: since, Limit: cache.RefusedCap})
+	if err != nil {
+		return nil
+	}
+	return &RefusedCount{Count: len(rs), Since: since, AtLeast: len(rs) >= cache.RefusedCap}
+}
