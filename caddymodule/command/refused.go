@@ -73,7 +73,11 @@ func printRefused(w io.Writer, v admin.RefusedView, limit int) error {
 		if r.SHA256 != "" {
 			sum = r.SHA256[:min(len(r.SHA256), 16)] + "…"
 		}
-		t.row(when(r.Time), r.Scope, r.Route, strconv.Itoa(r.Status), r.Class, r.Reason, length, sum,
+		reason := r.Reason
+		if r.Key != "" {
+			reason += " (key " + r.Key + ")"
+		}
+		t.row(when(r.Time), r.Scope, r.Route, strconv.Itoa(r.Status), r.Class, reason, length, sum,
 			bodyLine(r.Prefix, r.Length))
 	}
 	if err := t.flush(); err != nil {

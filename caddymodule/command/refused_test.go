@@ -62,7 +62,7 @@ func TestRefusedCLI(t *testing.T) {
 	if !strings.Contains(lines[1], " 400 ") || !strings.Contains(lines[1], `x=\x1b[2J`) || strings.ContainsRune(out, 0x1b) {
 		t.Errorf("newest first, the escape made visible:\n%s", out)
 	}
-	if !strings.Contains(lines[2], " 422 ") || !strings.Contains(lines[2], "conflict") || !strings.Contains(lines[2], "same key, different fingerprint") {
+	if !strings.Contains(lines[2], " 422 ") || !strings.Contains(lines[2], "conflict") || !strings.Contains(lines[2], "same key, different fingerprint (key demo:c-1)") {
 		t.Errorf("the conflict row: %q", lines[2])
 	}
 	if !strings.Contains(lines[3], "bad_request") || !strings.Contains(lines[3], "key: {idempotency.form.out_trade_no} is empty") ||
