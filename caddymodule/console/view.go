@@ -78,6 +78,9 @@ type consolePage struct {
 
 	// The reconciliation page.
 	Reconcile *reconcileView
+
+	// The refused notifications' page.
+	Refused *refusedView
 }
 
 func (v *consolePage) fail(msg string) *consolePage {
