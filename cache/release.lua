@@ -1,10 +1,12 @@
 -- Release a claim: the key is free, the record stays failed for ttl.
 -- KEYS: the key's hash, notification, attempts.
 -- ARGV: token, wake channel, ttl (ms; 0 forgets the key), changed (ms),
--- notification, attempt, then the index's (see index).
+-- notification, attempt, then the index's (see index); the search
+-- entries, if any, end KEYS (see search).
 -- Returns false when the token does not hold the claim.
 local h, nk, ak = KEYS[1], KEYS[2], KEYS[3]
 index(7)
+local nsr, prefix = searched(h)
 local now = now_ms()
 local ttl = tonumber(ARGV[3])
 if ttl <= 0 then
@@ -16,6 +18,8 @@ if ttl <= 0 then
 elseif not settle(h, nk, ak, ARGV[1], now, {'state', 'failed',
     'expires', string.format('%d', now + ttl), 'changed', ARGV[4]}, ARGV[5], ARGV[6], ARGV[3]) then
   return false
+else
+  search(h, prefix, nsr, ARGV[3])
 end
 redis.call('PUBLISH', ARGV[2], 'r')
 return 1
