@@ -373,7 +373,7 @@ func (s *Embedded) Complete(ctx context.Context, key, token string, a Answer, tt
 		if err := put(tx, e); err != nil {
 			return err
 		}
-		if err := fileSearch(tx, key, t.Add(searchTTL(ttl, a.Order)), searchRefs(j)); err != nil {
+		if err := fileSearch(tx, key, t.Add(searchTTL(ttl, a.Order)), searchRefs(j, a.Order)); err != nil {
 			return err
 		}
 		if a.Order == nil {

@@ -150,7 +150,7 @@ func (s *Memory) owned(ctx context.Context, key, token string, fn func(e *entry,
 func (s *Memory) Complete(ctx context.Context, key, token string, a Answer, ttl time.Duration, j Journal) error {
 	err := s.owned(ctx, key, token, func(e *entry, t time.Time) {
 		e.answer(a, t, ttl, j)
-		s.ix.search(key, t.Add(searchTTL(ttl, a.Order)), searchRefs(j))
+		s.ix.search(key, t.Add(searchTTL(ttl, a.Order)), searchRefs(j, a.Order))
 		if a.Order != nil {
 			order, event := OrderOf(key)
 			o := s.orders[order]

@@ -282,7 +282,7 @@ func (s *Redis) Complete(ctx context.Context, key, token string, a Answer, ttl t
 		args = append(args, event, strconv.FormatInt(ms(a.Order.TTL), 10), encodeOrderEvent(time.UnixMilli(changed), a.Order))
 		oi = s.orderIndexOf(key, time.UnixMilli(changed), a.Order)
 	}
-	sx := s.searchIxOf(key, searchRefs(j), searchTTL(ttl, a.Order))
+	sx := s.searchIxOf(key, searchRefs(j, a.Order), searchTTL(ttl, a.Order))
 	err := s.settle(ctx, s.script(completeScript), key, s.keys(key, a.Order != nil), StateAnswered, changed, ttl, false, oi, sx, args...)
 	return s.casErr("complete", err)
 }

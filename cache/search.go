@@ -226,10 +226,22 @@ func searchTTL(ttl time.Duration, run *OrderRun) time.Duration {
 	return ttl
 }
 
-// searchRefs are the references a settle files its key under.
-func searchRefs(j Journal) []string {
-	if j.Notification == nil {
-		return nil
+// searchRefs are the references a settle files its key under: its
+// journal's notification's, and a completion's order run's.
+func searchRefs(j Journal, runs ...*OrderRun) []string {
+	var refs []string
+	if j.Notification != nil {
+		refs = j.Notification.MerchantRefs
 	}
-	return j.Notification.MerchantRefs
+	for _, r := range runs {
+		if r == nil {
+			continue
+		}
+		for _, ref := range r.MerchantRefs {
+			if !slices.Contains(refs, ref) {
+				refs = append(slices.Clip(refs), ref)
+			}
+		}
+	}
+	return refs
 }

@@ -182,6 +182,16 @@ var searchCases = []struct {
 			t.Fatalf("states %v", states)
 		}
 	}},
+	// A route with journal_body off keeps no notification: a completion
+	// files its key under its order run's references.
+	{"search_order_refs", func(t *testing.T, s Store) {
+		key := "alipay:2021:2026100322001400000000000009:paid"
+		run := &OrderRun{TTL: time.Hour, Amount: "5.00", Currency: "CNY", MerchantRefs: []string{"OUT-NOJOURNAL"}}
+		completeRun(t, s, key, run, longTTL)
+		if m := search(t, s, "OUT-NOJOURNAL"); len(m) != 1 || m[0].Key != key || m[0].Amount != "5.00" {
+			t.Fatalf("OUT-NOJOURNAL finds %+v", m)
+		}
+	}},
 }
 
 func init() { contractCases = append(contractCases, searchCases...) }

@@ -1,6 +1,9 @@
 package keying
 
-import "slices"
+import (
+	"context"
+	"slices"
+)
 
 // Limits of what one notification files for search: a merchant's
 // reference is an order or refund number (Alipay's out_trade_no is at
@@ -48,3 +51,7 @@ func SearchRefsAt(f *Fields, paths ...string) []string {
 	}
 	return SearchRefs(vals...)
 }
+
+// Context is the context of the request f reads: a caller that holds
+// only a Notification reaches the request's values through it.
+func (f *Fields) Context() context.Context { return f.r.Ctx() }
