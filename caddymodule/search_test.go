@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	adminapi "github.com/idemgate/idemgate/caddymodule/admin"
 	"github.com/idemgate/idemgate/cache"
+	adminapi "github.com/idemgate/idemgate/caddymodule/admin"
 	"github.com/idemgate/idemgate/internal/gatewaytest"
 )
 
