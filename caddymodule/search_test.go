@@ -94,9 +94,9 @@ func TestSearchByMerchantOrderNumber(t *testing.T) {
 			t.Fatalf("RF-101 finds %+v", v.Matches)
 		}
 		// A failed key, which support needs most, is found too.
-		if v := g.searchFor(t, " o-"+failed+" "); len(v.Matches) != 1 || v.Matches[0].State != cache.StateFailed ||
+		if v := g.searchFor(t, " o-"+failed+" "); len(v.Matches) != 1 || v.Matches[0].State != cache.StateFailed || v.Matches[0].Amount != "88.88" ||
 			v.Matches[0].Key != "alipay:"+testAlipayAppID+":"+failed+":paid" {
-			t.Fatalf("o-%s finds %+v, want its failed key", failed, v.Matches)
+			t.Fatalf("o-%s finds %+v, want its failed key, with its notification's amount", failed, v.Matches)
 		}
 		// Delivered async and given up: the queued notification carried
 		// its references to the settle.

@@ -61,6 +61,18 @@ func Search(ctx context.Context, app *registry.App, ps *registry.Store, text str
 	case err != nil:
 		return out, apiError(http.StatusServiceUnavailable, fmt.Errorf("store %s: %v", ps.ID, err))
 	}
+	// A key whose event has not run (failed, in flight) has no amount in
+	// its order: its notification's signed content names it (MoneyOf).
+	for i := range m {
+		if m[i].Amount != "" || m[i].FromOrder {
+			continue
+		}
+		if rec, err := ps.Lookup(ctx, m[i].Key); err == nil {
+			if money, ok := MoneyOf(ctx, app, rec); ok {
+				m[i].Amount, m[i].Currency = money.Amount, money.Currency
+			}
+		}
+	}
 	if m != nil {
 		out.Matches = m
 	}

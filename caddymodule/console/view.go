@@ -78,6 +78,9 @@ type consolePage struct {
 
 	// The reconciliation page.
 	Reconcile *reconcileView
+
+	// The search page.
+	Search *searchView
 }
 
 func (v *consolePage) fail(msg string) *consolePage {
