@@ -49,6 +49,9 @@ type SearchQuery struct {
 	Q string
 	// Limit bounds the matches (default and at most MaxSearch).
 	Limit int
+	// NoPrefix skips the key prefix search: text that cannot start a key
+	// (no scope starts with it) would only walk the listings for nothing.
+	NoPrefix bool
 	// Window is a key's platform retry window, for the dead state (see
 	// ListQuery.Window); Now the clock (zero: time.Now()).
 	Window func(key string) time.Duration
@@ -120,6 +123,9 @@ func Search(ctx context.Context, s Store, q SearchQuery) ([]Match, error) {
 		}
 	}
 	for _, st := range []State{StateInFlight, StateAnswered, StateFailed} {
+		if q.NoPrefix {
+			break
+		}
 		cursor := ""
 		for page := 0; page < maxPrefixPages && len(byPrefix) < q.Limit; page++ {
 			// No Window: dead keys are failed ones here, told apart below.

@@ -174,6 +174,9 @@ var searchCases = []struct {
 		if len(m) != 3 || m[0].Key != done || m[0].Ref != "stripe:evt_pfx" {
 			t.Fatalf("prefix finds %+v, want the ref's match first, then the other two", m)
 		}
+		if m, err := Search(ctxT(t), s, SearchQuery{Q: "stripe:evt_pfx", NoPrefix: true}); err != nil || len(m) != 1 || m[0].Key != done {
+			t.Fatalf("NoPrefix finds %+v, %v: want the reference's match alone", m, err)
+		}
 		states := map[string]State{}
 		for _, x := range m[1:] {
 			states[x.Key] = x.State

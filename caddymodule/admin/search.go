@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/internal/registry"
@@ -54,7 +55,8 @@ func (a *AdminAPI) search(w http.ResponseWriter, r *http.Request) error {
 // by key prefix (cache.Search), at most limit of them.
 func Search(ctx context.Context, app *registry.App, ps *registry.Store, text string, limit int) (SearchView, error) {
 	out := SearchView{Store: ps.ID, Q: text, Matches: []cache.Match{}}
-	m, err := cache.Search(ctx, ps.Store, cache.SearchQuery{Q: text, Limit: limit, Window: app.WindowOf, Now: app.Now()})
+	q := cache.SearchQuery{Q: text, Limit: limit, Window: app.WindowOf, Now: app.Now(), NoPrefix: !mayStartKey(strings.TrimSpace(text), app.ScopeNames())}
+	m, err := cache.Search(ctx, ps.Store, q)
 	switch {
 	case errors.Is(err, cache.ErrEmptySearch):
 		return out, apiError(http.StatusBadRequest, errors.New("search for what? ?q=<the merchant's order number (out_trade_no), a refund number, a Stripe or PayPal id, or the start of a key>"))
@@ -77,4 +79,20 @@ func Search(ctx context.Context, app *registry.App, ps *registry.Store, text str
 		out.Matches = m
 	}
 	return out, nil
+}
+
+// mayStartKey tells whether text may be the start of a key: every key is
+// "<scope>:…", so text with a ":" may, and text without one only when a
+// loaded scope starts with it. An order number (no ":") is then looked up
+// by reference alone, and the key listings are not walked for it.
+func mayStartKey(text string, scopes []string) bool {
+	if strings.Contains(text, ":") {
+		return true
+	}
+	for _, s := range scopes {
+		if strings.HasPrefix(s, text) {
+			return true
+		}
+	}
+	return false
 }
