@@ -101,6 +101,9 @@ if st == 'failed' then
     f[#f + 1], f[#f + 2] = 'fp', ARGV[2]
   end
   redis.call('HSET', h, unpack(f))
+  -- Live again (a redelivery): only this claim's own settle may mark the
+  -- key dead (release.lua).
+  redis.call('HDEL', h, 'dead')
   keep_for(h, nk, ak, ttl)
   return {'won', now}
 end

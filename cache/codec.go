@@ -190,7 +190,13 @@ func encodeEntry(e *entry) []byte {
 	for i := range e.Attempts {
 		b = appendBytes(b, encodeAttempt(&e.Attempts[i]))
 	}
-	return b
+	// Added later, last: flags, 1 the dead mark. A record stored before
+	// it decodes unmarked.
+	flags := byte(0)
+	if e.Dead {
+		flags |= 1
+	}
+	return append(b, flags)
 }
 
 // decodeEntry decodes b; the record's byte slices are copied, so b may be
@@ -245,6 +251,9 @@ func decodeEntry(b []byte) (*entry, error) {
 			}
 			e.Attempts = append(e.Attempts, a)
 		}
+		if r.err == nil && len(r.b) > 0 {
+			e.Dead = r.byte()&1 != 0
+		}
 	}
 	if r.err != nil {
 		return nil, r.err
@@ -290,7 +299,9 @@ func (e *entry) keepUntil(t time.Time) {
 // is free: the claim wins, and the record's history stays.
 func (e *entry) claimOn(fingerprint string, t time.Time, lockTTL time.Duration) ClaimResult {
 	if e.State == StateFailed {
-		e.State, e.token = StateInFlight, newToken()
+		// Live again (a redelivery): only this claim's own settle may
+		// mark the key dead.
+		e.State, e.token, e.Dead = StateInFlight, newToken(), false
 		if fingerprint != "" {
 			e.Fingerprint = fingerprint
 		}
@@ -370,8 +381,10 @@ func (e *entry) journaled() (*Record, error) {
 	return r, nil
 }
 
-// journal adds j to the entry.
+// journal adds j to the entry. The dead mark follows the attempt it
+// journals: a settle's attempt is the record's last.
 func (e *entry) journal(j Journal) {
+	e.Dead = j.Attempt != nil && j.Attempt.Dead
 	if j.Notification != nil && e.notif == nil {
 		e.notif = encodeNotification(j.Notification)
 	}

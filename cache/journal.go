@@ -27,7 +27,8 @@ const StateFailed State = "failed"
 // StateDead is StateFailed once the platform's retry window since the key
 // was first seen has passed: nobody will retry it. Stores keep failed
 // records; dead is computed at read time (Record.StateAt), as the window
-// is the platform's, not the store's.
+// is the platform's, not the store's. A failed record marked Dead (its
+// last attempt was) is dead at once.
 const StateDead State = "dead"
 
 // Attempt outcomes.
@@ -106,7 +107,8 @@ type Attempt struct {
 	Resigned bool `json:"resigned,omitempty"`
 	// Dead: the attempt ended the key's deliveries for good (an async
 	// delivery whose platform signature had expired, which no retry can
-	// renew): the key reads dead at once, whatever the retry window.
+	// renew): the settle that journals it marks the record Dead, and the
+	// key reads dead at once, whatever the retry window.
 	Dead bool `json:"dead,omitempty"`
 }
 
@@ -137,14 +139,14 @@ type CopyCounts struct {
 }
 
 // StateAt is the record's state as an operator sees it at t: a failed key
-// whose first copy is older than the platform's retry window is dead.
-// A window of 0 (unknown) never makes a key dead.
+// marked Dead, or whose first copy is older than the platform's retry
+// window, is dead. A window of 0 (unknown) never makes a key dead by it.
 //
-// A failed record whose last attempt was Dead is dead at once, when its
-// attempts are at hand (Lookup). List reads no attempts, so every store
-// lists a key by its window alone (windowState).
+// The mark, not the attempts, decides: a listing has no attempts, and a
+// redelivery's claim clears the mark while the dead attempt stays in the
+// journal.
 func (r *Record) StateAt(t time.Time, window time.Duration) State {
-	if n := len(r.Attempts); r.State == StateFailed && n > 0 && r.Attempts[n-1].Dead {
+	if r.State == StateFailed && r.Dead {
 		return StateDead
 	}
 	return r.windowState(t, window)

@@ -1,7 +1,9 @@
 -- Leave a claim to run out at its lock (an ambiguous outcome), journaling
 -- the attempt; the record is kept for ttl. KEYS: the key's hash,
 -- notification, attempts. ARGV: token, ttl (ms), changed (ms),
--- notification, attempt, then the index's (see index). Returns false when the token does not hold the claim.
+-- notification, attempt, dead ("1" marks the record dead, "" clears the
+-- mark: see release.lua), then the index's (see index). Returns false
+-- when the token does not hold the claim.
 
 -- journal keeps the notification (the first one only) and appends the
 -- attempt, then gives both keys the hash's lifetime (pttl when the caller
@@ -27,12 +29,17 @@ local function journal(h, nk, ak, notif, att, pttl)
 end
 
 local h, nk, ak = KEYS[1], KEYS[2], KEYS[3]
-index(6)
+index(7)
 local now = now_ms()
 if not held(h, ARGV[1], now) then
   return false
 end
-redis.call('HSET', h, 'changed', ARGV[3])
+if ARGV[6] == '1' then
+  redis.call('HSET', h, 'changed', ARGV[3], 'dead', '1')
+else
+  redis.call('HSET', h, 'changed', ARGV[3])
+  redis.call('HDEL', h, 'dead')
+end
 keep_for(h, nk, ak, tonumber(ARGV[2]))
 journal(h, nk, ak, ARGV[4], ARGV[5])
 local nsr, prefix = searched(h)

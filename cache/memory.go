@@ -22,6 +22,8 @@ type Memory struct {
 
 	queueOnce sync.Once
 	queue     *localQueue
+
+	refused refusedRing // RefusedLog (refused.go)
 }
 
 // NewMemory returns an empty in-memory store.

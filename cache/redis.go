@@ -19,8 +19,9 @@ import (
 // Layout: one hash per idempotency key, <prefix>:{<key>}, with the fields
 // key, state, token, status, headers, body, body_cached, fp, copies,
 // conflicts, first, last, expires, changed, and the journal's counters nf,
-// nr, ni (copies forwarded, replayed, found in flight) and na (attempts);
-// conflicts is absent until the first conflict (0; claim.lua).
+// nr, ni (copies forwarded, replayed, found in flight) and na (attempts),
+// and dead ("1": Record.Dead); conflicts is absent until the first
+// conflict (0; claim.lua), dead unless the record is marked.
 // Beside it, with the same hash tag, the journal: <prefix>:{<key>}:n, the
 // notification (a string; compressed past 512 bytes, journal.go), and
 // <prefix>:{<key>}:a, the attempts (a string of length-prefixed records: a
@@ -99,7 +100,7 @@ type subscription struct {
 // recordFields is the order in which the scripts and Lookup read a record.
 var recordFields = []string{"key", "state", "status", "headers", "body",
 	"body_cached", "fp", "copies", "conflicts", "first", "last", "expires",
-	"changed", "nf", "nr", "ni", "na", "nn"}
+	"changed", "nf", "nr", "ni", "na", "nn", "dead"}
 
 // NewRedis returns a store on client. The client stays the caller's: Close
 // does not close it, so one client can serve several stores and reloads.
@@ -301,6 +302,15 @@ func journalArgs(j Journal) (notif, att []byte) {
 	return notif, att
 }
 
+// deadArg is the release and leave scripts' dead argument: "1" marks the
+// record Dead (the journal's attempt is), "" clears the mark.
+func deadArg(j Journal) string {
+	if j.Attempt != nil && j.Attempt.Dead {
+		return "1"
+	}
+	return ""
+}
+
 // settle runs a settling script and writes key's list index entry with
 // it, trimming the shard of entries older than ttl (at most once a second
 // per shard from one process). On a single server the
@@ -420,11 +430,11 @@ func (s *Redis) Release(ctx context.Context, key, token string, ttl time.Duratio
 	changed := time.Now().UnixMilli()
 	notif, att := journalArgs(j)
 	if ttl <= 0 {
-		err := s.run(ctx, s.script(releaseScript), s.keys(key, false), token, s.channel(key), 0, changed, notif, att).Err()
+		err := s.run(ctx, s.script(releaseScript), s.keys(key, false), token, s.channel(key), 0, changed, notif, att, deadArg(j)).Err()
 		return s.casErr("release", err)
 	}
 	err := s.settle(ctx, s.script(releaseScript), key, s.keys(key, false), StateFailed, changed, ttl, false, nil,
-		s.searchIxOf(key, searchRefs(j), ttl), token, s.channel(key), ms(ttl), changed, notif, att)
+		s.searchIxOf(key, searchRefs(j), ttl), token, s.channel(key), ms(ttl), changed, notif, att, deadArg(j))
 	return s.casErr("release", err)
 }
 
@@ -437,7 +447,7 @@ func (s *Redis) Leave(ctx context.Context, key, token string, ttl time.Duration,
 	changed := time.Now().UnixMilli()
 	notif, att := journalArgs(j)
 	err := s.settle(ctx, s.script(leaveScript), key, s.keys(key, false), StateFailed, changed, ttl, true, nil,
-		s.searchIxOf(key, searchRefs(j), ttl), token, ms(ttl), changed, notif, att)
+		s.searchIxOf(key, searchRefs(j), ttl), token, ms(ttl), changed, notif, att, deadArg(j))
 	if err == nil {
 		s.ifx.left(key, changed)
 	}

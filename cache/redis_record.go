@@ -116,6 +116,7 @@ func parseRecord(v []string) (*Record, error) {
 			Forwarded: at(13), Replayed: at(14), InFlight: at(15),
 		},
 		AttemptCount: at(16),
+		Dead:         v[18] == "1",
 	}
 	if r.State == StateInFlight && !time.Now().Before(r.ExpiresAt) {
 		// The claim ran out; a record still here keeps a journal and

@@ -14,7 +14,7 @@ local pttl = redis.call('PTTL', h)
 local keep = math.max(ttl, pttl)
 redis.call('HSET', h, 'state', 'failed', 'expires', string.format('%d', now_ms() + keep),
   'changed', ARGV[2], 'body_cached', '0')
-redis.call('HDEL', h, 'status', 'headers', 'body')
+redis.call('HDEL', h, 'status', 'headers', 'body', 'dead')
 redis.call('HDEL', KEYS[4], ARGV[3])
 keep_for(h, nk, ak, keep)
 return 1

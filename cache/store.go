@@ -118,6 +118,12 @@ type Record struct {
 	// Changed is when the record entered its state; listings are ordered
 	// by it, newest first.
 	Changed time.Time `json:"changed"`
+	// Dead marks a record whose last attempt ended its deliveries for
+	// good (Attempt.Dead): failed, it reads dead at once (StateAt). The
+	// settle that journals the attempt writes the mark in the record
+	// itself, so List sees it without the attempts; the next claim (a
+	// redelivery) clears it. A record stored before the mark has none.
+	Dead bool `json:"dead,omitempty"`
 
 	// The journal (see Journal). Lookup fills Notification and Attempts;
 	// Claim and List leave them out.
@@ -243,9 +249,9 @@ type ListQuery struct {
 	Limit  int
 	Cursor string
 	// Window is the platform's retry window of a key, for StateDead: a
-	// failed record is dead once FirstSeen+Window(key) has passed at Now.
-	// nil or 0 never makes a key dead. With StateFailed, dead ones are
-	// left out.
+	// failed record is dead once FirstSeen+Window(key) has passed at Now,
+	// or at once when it is marked Dead. nil or 0 makes no key dead by
+	// the window. With StateFailed, dead ones are left out.
 	Window func(key string) time.Duration
 	// Now is the clock of the dead test; zero means time.Now().
 	Now time.Time
@@ -303,7 +309,5 @@ func (q *ListQuery) matches(r *Record) bool {
 	if q.Window != nil {
 		w = q.Window(r.Key)
 	}
-	// By the window alone: the memory and embedded stores hold the
-	// attempts here, Redis does not, and all must list alike.
-	return (r.windowState(q.Now, w) == StateDead) == (q.State == StateDead)
+	return (r.StateAt(q.Now, w) == StateDead) == (q.State == StateDead)
 }

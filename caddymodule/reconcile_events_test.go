@@ -57,7 +57,7 @@ http://127.0.0.1:`+itoa(port)+` {
 	reconcile := func(rows []billtest.Row) {
 		t.Helper()
 		bill := billtest.Bytes(func(w io.Writer) billtest.Writer {
-			return billtest.NewAlipay(w, "20880211096256330156", now.Add(-12*time.Hour), now.Add(12*time.Hour))
+			return billtest.NewAlipay(w, "20881021772966100156", now.Add(-12*time.Hour), now.Add(12*time.Hour))
 		}, rows)
 		resp, err := gatewaytest.Client.Post("http://"+admin+"/idempotency/reconcile?platform=alipay", "text/csv", bytes.NewReader(bill))
 		if err != nil {

@@ -37,6 +37,7 @@ const (
 // and {err.message} is msg. Without them Caddy would answer an empty
 // body, so the handler writes "<status> <msg>" itself.
 func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, status int, msg string, cause error) error {
+	h.keepRefusal(r, status, msg) // refusal_kept.go
 	err := caddyhttp.Error(status, &refusal{msg: msg, cause: cause})
 	srv, ok := r.Context().Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server)
 	if !ok || (srv.Errors != nil && len(srv.Errors.Routes) > 0) {

@@ -10,19 +10,26 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemgate/idemgate/caddymodule/admin"
+	"github.com/idemgate/idemgate/internal/gatewaytest"
 	"github.com/idemgate/idemgate/internal/platformtest"
 	"github.com/idemgate/idemgate/internal/sdkbackend"
 )
 
 // TestAsyncSignatureExpires: WeChat Pay v3 signs its notification's time,
 // the gateway cannot re-sign it, and wechatpay-go refuses it 5 minutes
-// after that time. A notification signed 4m52s before it arrives is
+// after that time. A notification signed 4m55s before it arrives is
 // accepted (tolerance 5m) and acknowledged; the backend is down until the
 // signature is past its 5 minutes, then up: the SDK refuses the next
 // delivery (401), and the key is dead at once with the reason, the dead
 // event fires, the business never ran, and nothing is retried for
-// give_up's 24 hours.
+// give_up's 24 hours. On every store, the key is listed dead at once
+// (`?state=dead`, the summary's dead with its amount), not failed.
 func TestAsyncSignatureExpires(t *testing.T) {
+	gatewaytest.EachStore(t, testAsyncSignatureExpires)
+}
+
+func testAsyncSignatureExpires(t *testing.T, _, store string) {
 	k, _ := platformtest.Keys(t)
 	pubFile := platformtest.WriteFile(t, "platform_public.pem", platformtest.PublicKeyPEM(t, &k.PublicKey))
 	const apiV3 = "a7cde1f2b3c4d5e6f7a8b9c0d1e2f3a4"
@@ -63,7 +70,7 @@ func TestAsyncSignatureExpires(t *testing.T) {
 			public_key `+pubFile+`
 			public_key_id PUB_KEY_ID_01
 			secret `+apiV3+`
-			store memory
+			`+store+`
 			alert `+ops.URL+` dead
 			deliver async {
 				to `+srv.URL+`
@@ -72,14 +79,14 @@ func TestAsyncSignatureExpires(t *testing.T) {
 		}
 	}`)
 
-	signed := time.Now().Add(-4*time.Minute - 52*time.Second)
+	signed := time.Now().Add(-4*time.Minute - 55*time.Second)
 	ev := platformtest.WechatPayEvent{ID: "n-exp", EventType: "TRANSACTION.SUCCESS",
 		Resource: platformtest.WechatPayTransaction("4200777", "o-exp", "SUCCESS", 990)}
 	body := wx.Body(t, ev)
 	hdr := wx.Header(t, body, signed)
 	const key = "wechatpay:1230000109:4200777:paid"
 	if r := send(t, g.base, "o-exp", delivery{path: "/notify", ctype: "application/json", body: string(body), header: hdr}); r.status != 200 {
-		t.Fatalf("the notification signed 4m52s ago: got %d %q, want the ack", r.status, r.body)
+		t.Fatalf("the notification signed 4m55s ago: got %d %q, want the ack", r.status, r.body)
 	}
 	// Down past the signature's 5 minutes (the SDK's clock: whole seconds).
 	expires := signed.Truncate(time.Second).Add(5*time.Minute + 1500*time.Millisecond)
@@ -117,5 +124,29 @@ func TestAsyncSignatureExpires(t *testing.T) {
 	}
 	if len(deadAlerts()) != 1 {
 		t.Errorf("dead alerts %v, want one", deadAlerts())
+	}
+
+	// Listed dead at once, though give_up (24h) is far off: the
+	// listings, the console's Dead list and the summary read the
+	// record's dead mark.
+	listed := func(state string) []string {
+		var page admin.PageView
+		g.adminJSON(t, http.MethodGet, "/idempotency/keys?state="+state, &page)
+		var keys []string
+		for _, k := range page.Keys {
+			keys = append(keys, k.Key+" "+k.State)
+		}
+		return keys
+	}
+	if got := listed("dead"); len(got) != 1 || got[0] != key+" dead" {
+		t.Errorf("?state=dead lists %v, want [%s dead]", got, key)
+	}
+	if got := listed("failed"); len(got) != 0 {
+		t.Errorf("?state=failed lists %v, want none (the key is dead)", got)
+	}
+	var sum admin.SummaryView
+	g.adminJSON(t, http.MethodGet, "/idempotency/summary", &sum)
+	if sum.Dead.Count != 1 || sum.Dead.Amounts["CNY"] != "9.90" || sum.Failed.Count != 0 || sum.InFlight.Count != 0 {
+		t.Errorf("summary %+v, want one dead key of CNY 9.90, nothing failed or in flight", sum)
 	}
 }

@@ -114,6 +114,12 @@ type BillTraits struct {
 	// NamesSeller: the bill names the seller account, not the app_id a
 	// route pins (Alipay), so reconciliation must be told which merchant.
 	NamesSeller bool
+	// Account is the seller account a journaled notification's body
+	// names, written as the bill's head names it (Alipay: seller_id +
+	// "0156", the bill's #账号), or "": reconciliation tells from it which
+	// app a bill is for, and refuses another seller's bill. Nil where the
+	// bill names none.
+	Account func(body []byte) string
 	// RefundIsTotal: a refund notification's amount is the trade's
 	// refunded total so far (Alipay's refund_fee), not the refund's own.
 	RefundIsTotal bool

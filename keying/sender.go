@@ -23,8 +23,47 @@ type Sender struct {
 	Files []string
 	// NewID is a fresh notification id shaped like the platform's.
 	NewID func() string
+	// Events are the business events Sign makes, the first the default:
+	// what `send --event` takes, like the Stripe CLI's `trigger <event>`.
+	Events []SendEvent
+	// RefundEvent is the event that refunds the default one's order.
+	RefundEvent string
+	// TradeID: the id is the trade's (Alipay trade_no, WeChat Pay
+	// transaction_id), which every event of one order carries, so a refund
+	// of an order is sent with its payment's --id; elsewhere each event
+	// has an id of its own and --order names the order.
+	TradeID bool
 	// Sign builds one notification of in, signed at in.Now.
-	Sign func(in SendInput) (body []byte, header http.Header, err error)
+	Sign func(in SendInput) (Signed, error)
+}
+
+// SendEvent is one business event a Sender signs.
+type SendEvent struct {
+	// Name is what --event takes.
+	Name string
+	// About says what the platform sends, for the list of events.
+	About string
+}
+
+// Event is the sender's event named name, false when it has none.
+func (s *Sender) Event(name string) (SendEvent, bool) {
+	for _, e := range s.Events {
+		if e.Name == name {
+			return e, true
+		}
+	}
+	return SendEvent{}, false
+}
+
+// Signed is one signed notification as the platform delivers it.
+type Signed struct {
+	// Method is GET for a signed query (Alipay's browser return), else
+	// POST ("").
+	Method string
+	// Query is a GET's signed query.
+	Query  string
+	Body   []byte
+	Header http.Header
 }
 
 // KeyFile is one file keygen writes.
@@ -35,10 +74,16 @@ type KeyFile struct {
 
 // SendInput is one test notification to build, and where its keys are.
 type SendInput struct {
+	// Event is one of the Sender's Events.
+	Event string
 	// ID is the notification's id (event id, trade_no, transaction_id),
 	// Order its order id, Amount in minor units.
 	ID, Order string
 	Amount    int
+	// Refund is a refund's id (out_biz_no, out_refund_no, Stripe's re_…,
+	// PayPal's refund id), RefundAmount its amount in minor units.
+	Refund       string
+	RefundAmount int
 	// SignType is WeChat Pay v2's MD5 or HMAC-SHA256.
 	SignType string
 	// Secret, KeyID and WebhookID are the --secret, --key-id and
@@ -59,12 +104,19 @@ type SendInput struct {
 // notification sent again with the same id has the same body.
 var SendEventTime = time.Date(2026, 3, 14, 9, 26, 50, 0, time.UTC)
 
-// Nonce is a nonce of n hex digits derived from in's id: the same on
-// every send of one id.
+// Nonce is a nonce of n hex digits derived from in's id, event and
+// refund: the same on every send of one notification, another for each
+// event of one id.
 func (in SendInput) Nonce(n int) string {
-	sum := sha256.Sum256([]byte("idemgate send " + in.ID))
+	sum := sha256.Sum256([]byte("idemgate send " + in.ID + "\x00" + in.Event + "\x00" + in.Refund))
 	return hex.EncodeToString(sum[:])[:n]
 }
 
 // Major renders in's amount in cents as "9.90".
-func (in SendInput) Major() string { return fmt.Sprintf("%d.%02d", in.Amount/100, in.Amount%100) }
+func (in SendInput) Major() string { return MinorToMajor(in.Amount) }
+
+// RefundMajor renders in's refund amount in cents as "9.90".
+func (in SendInput) RefundMajor() string { return MinorToMajor(in.RefundAmount) }
+
+// MinorToMajor renders cents as "9.90".
+func MinorToMajor(cents int) string { return fmt.Sprintf("%d.%02d", cents/100, cents%100) }

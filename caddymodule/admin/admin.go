@@ -47,6 +47,8 @@ func init() {
 //	GET    /idempotency/search?q=<text>[&limit=…]   keys by the merchant's order or refund number, or key prefix
 //	GET    /idempotency/deliveries              deliver async: every scope's queue
 //	POST   /idempotency/deliveries/<scope>/pause|resume   stop or restart its deliveries
+//	GET    /idempotency/refused[?scope=…&since=…&limit=…]
+//	                                            notifications refused before any claim, newest first
 //
 // <key> is URL-escaped (a "/" in a key as %2F). Every route takes
 // ?store=<id> to pick a store when several are loaded.
@@ -142,6 +144,11 @@ func (a *AdminAPI) serveHTTP(w http.ResponseWriter, r *http.Request) error {
 			return errMethod(r)
 		}
 		return a.bulkRedeliver(w, r)
+	case rest == "refused":
+		if r.Method != http.MethodGet {
+			return errMethod(r)
+		}
+		return a.refused(w, r)
 	case rest == "summary":
 		if r.Method != http.MethodGet {
 			return errMethod(r)

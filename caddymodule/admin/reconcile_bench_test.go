@@ -38,7 +38,7 @@ func BenchmarkReconcile1M(b *testing.B) {
 		row      func(i int) (billtest.Row, string, *cache.OrderRun)
 	}{
 		{"alipay", func(w io.Writer) billtest.Writer {
-			return billtest.NewAlipay(w, "20880211096256330156", day, day.Add(24*time.Hour))
+			return billtest.NewAlipay(w, "20881021772966100156", day, day.Add(24*time.Hour))
 		},
 			func(i int) (billtest.Row, string, *cache.OrderRun) {
 				r, order, refund := benchRow(i, day, fmt.Sprintf("2026100322001458860%09d", i))

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/caddyserver/certmagic"
+
 	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/internal/registry"
 	"github.com/idemgate/idemgate/keying"
@@ -47,14 +49,21 @@ type reconciler struct {
 	reported  map[uint64]struct{} // run, not settled already listed (a day list may file an event twice)
 	merchants map[string]bool     // the merchants rows named
 	pins      []string            // the route's pinned merchants, for a bill without rows
-	first     time.Time           // the earliest and latest row times
+	providers map[string]string   // a sub-merchant's service provider, as rows name it
+	found     map[string]bool     // merchants of which a row found an order
+	indexed   map[string]bool     // merchants of which the period's day index has orders
+	rec       recorded            // the journal's merchants, once scanned
+	storage   certmagic.Storage   // Caddy's: the pending lists; nil outside a running config
+	pending   pendingState
+	first     time.Time // the earliest and latest row times
 	last      time.Time
 }
 
 func newReconciler(ps *registry.Store, opts ReconcileOptions) *reconciler {
 	rep := &Report{Store: ps.ID, Platform: opts.Platform, Scope: opts.Scope}
 	return &reconciler{ps: ps, opts: opts, preset: platforms.Lookup(opts.Platform), rep: rep, seed: maphash.MakeSeed(),
-		reported: map[uint64]struct{}{}, merchants: map[string]bool{}}
+		reported: map[uint64]struct{}{}, merchants: map[string]bool{}, providers: map[string]string{}, found: map[string]bool{},
+		indexed: map[string]bool{}}
 }
 
 // ownEvents: the platform's keys are event ids, its bill names objects.
@@ -106,7 +115,13 @@ func (rc *reconciler) run(ctx context.Context, rd *bill.Reader) (*Report, error)
 	rc.rep.Period = rc.period(sum)
 	if rc.rep.Period == nil {
 		rc.note("the bill has no rows and names no period: run, not settled is not computed (give from and to)")
-	} else if err := rc.unsettled(ctx); err != nil {
+	} else {
+		rc.loadPending(ctx)
+		if err := rc.unsettled(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if err := rc.checkSeen(ctx); err != nil {
 		return nil, err
 	}
 	if rc.ownEvents() {
@@ -117,9 +132,10 @@ func (rc *reconciler) run(ctx context.Context, rd *bill.Reader) (*Report, error)
 	if err := rc.states(ctx); err != nil {
 		return nil, err
 	}
-	for _, c := range []*Category{&rc.rep.SettledNeverRun, &rc.rep.RunNotSettled, &rc.rep.AmountDiffers, &rc.rep.Matched} {
+	for _, c := range []*Category{&rc.rep.SettledNeverRun, &rc.rep.RunNotSettled, &rc.rep.AmountDiffers, &rc.rep.Matched, &rc.rep.PendingNextBill} {
 		c.finish()
 	}
+	rc.savePending(ctx)
 	for m := range rc.merchants {
 		rc.rep.Merchant = append(rc.rep.Merchant, m)
 	}
@@ -153,8 +169,15 @@ func eventOf(row bill.Row) string {
 // merchantOf is the merchant of a row's key.
 func (rc *reconciler) merchantOf(row bill.Row) (string, error) {
 	m := rc.opts.Merchant
+	if m != "" && row.Merchant != "" && m != row.Merchant && m != row.Provider {
+		return "", reconcileErr(http.StatusBadRequest, "%s bill, line %d: the row is merchant %s's, and merchant=%s: not reconciled against another merchant's orders",
+			rc.opts.Platform, row.Line, row.Merchant, m)
+	}
 	if m == "" {
 		m = row.Merchant
+		if row.Provider != "" {
+			rc.providers[m] = row.Provider
+		}
 	}
 	if m == "" {
 		return "", reconcileErr(http.StatusBadRequest, "%s bill, line %d: no merchant (商户号) on the row: give merchant=<mchid>", rc.opts.Platform, row.Line)
@@ -194,6 +217,10 @@ func (rc *reconciler) match(ctx context.Context, rows []bill.Row) error {
 		it := Item{Order: names[i], Event: event, BillAmount: row.Amount, Currency: row.Currency, Key: key,
 			Line: row.Line, BillTime: row.Time}
 		ev, o := findEvent(orders[names[i]], key)
+		if o != nil {
+			_, m, _ := cache.OrderParts(names[i])
+			rc.found[m] = true
+		}
 		if ev == nil {
 			rc.rep.SettledNeverRun.add(it, row.Amount, rc.opts.Limit)
 			continue
@@ -273,7 +300,7 @@ func alipayRefund(o *cache.Order, ev *cache.OrderEvent) (string, string) {
 // classify files a row whose event ran: matched, or amount differs.
 func (rc *reconciler) classify(it Item, row bill.Row, ev cache.OrderEvent, notified, note string) {
 	rc.matched = append(rc.matched, rc.hash(ev.Key))
-	it.Key, it.NotifiedAmount, it.Ran, it.State, it.Note = ev.Key, notified, ev.Ran, "ran", note
+	it.Key, it.NotifiedAmount, it.Ran, it.Note = ev.Key, notified, ev.Ran, note
 	if notified == "" {
 		if it.Note == "" {
 			it.Note = "the notification named no amount: not compared"
@@ -429,35 +456,47 @@ func (rc *reconciler) period(sum bill.Summary) *PeriodView {
 	return nil
 }
 
+// walkMerchants are the merchants whose day index the period is walked
+// for: the rows', merchant=, else the route's pins; "" for a platform
+// whose keys name none.
+func (rc *reconciler) walkMerchants() []string {
+	if rc.ownEvents() {
+		return []string{""}
+	}
+	var merchants []string
+	for m := range rc.merchants {
+		merchants = append(merchants, m)
+	}
+	if rc.opts.Merchant != "" && !rc.merchants[rc.opts.Merchant] {
+		merchants = append(merchants, rc.opts.Merchant)
+	}
+	if len(merchants) == 0 {
+		merchants = append(merchants, rc.pins...)
+	}
+	slices.Sort(merchants)
+	return merchants
+}
+
 // unsettled walks the day index of the period: every payment and refund
 // filed there whose platform time (or run) is inside it and that no row
 // matched is run, not settled.
 func (rc *reconciler) unsettled(ctx context.Context) error {
 	p := rc.rep.Period
-	merchants := []string{""}
-	if !rc.ownEvents() {
-		merchants = merchants[:0]
-		for m := range rc.merchants {
-			merchants = append(merchants, m)
-		}
-		if rc.opts.Merchant != "" && !rc.merchants[rc.opts.Merchant] {
-			merchants = append(merchants, rc.opts.Merchant)
-		}
-		if len(merchants) == 0 {
-			merchants = append(merchants, rc.pins...)
-		}
-		slices.Sort(merchants)
-		if len(merchants) == 0 {
-			rc.note("no merchant to look up (the bill has no rows): give merchant=<mchid> for run, not settled")
-		}
+	merchants := rc.walkMerchants()
+	if len(merchants) == 0 {
+		rc.note("no merchant to look up (the bill has no rows): give merchant=<mchid> for run, not settled")
 	}
-	for day := p.From.UTC().Truncate(24 * time.Hour); day.Before(p.To); day = day.Add(24 * time.Hour) {
+	// From the previous bill's last minutes: what it left pending.
+	for day := p.From.Add(-pendingWindow).UTC().Truncate(24 * time.Hour); day.Before(p.To); day = day.Add(24 * time.Hour) {
 		for _, m := range merchants {
 			q := cache.RanQuery{Scope: rc.opts.Scope, Merchant: m, Day: day, Limit: batchSize}
 			for {
 				page, err := rc.ps.RanOn(ctx, q)
 				if err != nil {
 					return storeErr(rc.ps, err)
+				}
+				if len(page.Orders) > 0 && m != "" {
+					rc.indexed[m] = true
 				}
 				if err := rc.unsettledOrders(ctx, page.Orders); err != nil {
 					return err
@@ -487,7 +526,7 @@ func (rc *reconciler) unsettledOrders(ctx context.Context, names []string) error
 		}
 		for _, ev := range o.Events {
 			t := ev.Time()
-			if ev.Settles == "" || t.Before(p.From) || !t.Before(p.To) {
+			if ev.Settles == "" || t.Before(p.From.Add(-pendingWindow)) || !t.Before(p.To) {
 				continue
 			}
 			h := rc.hash(ev.Key)
@@ -497,8 +536,12 @@ func (rc *reconciler) unsettledOrders(ctx context.Context, names []string) error
 			if _, hit := slices.BinarySearch(rc.matched, h); hit {
 				continue
 			}
+			carried := t.Before(p.From)
+			if carried && !rc.stillMissing(name, ev) {
+				continue // the previous bill's, settled there or judged by it
+			}
 			rc.reported[h] = struct{}{}
-			it := Item{Order: name, Event: ev.Event, NotifiedAmount: ev.Amount, Currency: ev.Currency, Key: ev.Key, Ran: ev.Ran, State: "ran"}
+			it := Item{Order: name, Event: ev.Event, NotifiedAmount: ev.Amount, Currency: ev.Currency, Key: ev.Key, Ran: ev.Ran}
 			if rc.ownEvents() {
 				it.Event = keying.EventPaid
 				if ev.Settles == keying.SettlesRefund {
@@ -514,48 +557,16 @@ func (rc *reconciler) unsettledOrders(ctx context.Context, names []string) error
 			if ev.Settles == keying.SettlesRefund {
 				it.Note = rc.preset.Bill.RefundNote
 			}
+			switch {
+			case carried:
+				it.Note = strings.TrimSpace(fmt.Sprintf("pending since the bill that ended %s: in neither that bill nor this one. %s",
+					p.From.In(rc.zone()).Format("2006-01-02 15:04"), it.Note))
+			case !t.Before(p.To.Add(-pendingWindow)):
+				rc.holdPending(name, ev, it)
+				continue
+			}
 			rc.rep.RunNotSettled.add(it, ev.Amount, rc.opts.Limit)
 		}
 	}
 	return nil
 }
-
-// states fills in the record of each settled-never-run item listed: its
-// state, attempts and, when it keeps the notification, how to redeliver.
-func (rc *reconciler) states(ctx context.Context) error {
-	items := rc.rep.SettledNeverRun.Items
-	for i := range items {
-		it := &items[i]
-		if it.Key == "" {
-			it.State = "none"
-			it.Note = "no event that names " + strings.Join(it.refs, " or ") + " ran, and no failed or in-flight record names it: no notification arrived (or its record's ttl passed)"
-			continue
-		}
-		rec, err := rc.ps.Lookup(ctx, it.Key)
-		if errors.Is(err, cache.ErrNotFound) {
-			it.State = "none"
-			if it.Note == "" {
-				it.Note = "no record: no notification arrived (or its record's ttl passed)"
-			}
-			continue
-		}
-		if err != nil {
-			return storeErr(rc.ps, err)
-		}
-		it.State = string(rec.StateAt(rc.app.Now(), rc.app.WindowOf(rec.Key)))
-		it.Attempts = rec.AttemptCount
-		if rec.State == cache.StateAnswered {
-			it.Note = "answered, but its order does not remember the event (a record kept under a key from before business events?)"
-		}
-		if rec.Notification != nil && rec.State != cache.StateInFlight {
-			it.Redeliver = "idemgate idempotency redeliver " + shellQuote(it.Key)
-			if rec.State == cache.StateAnswered {
-				it.Redeliver += " --force"
-			}
-		}
-	}
-	return nil
-}
-
-// shellQuote quotes s for a POSIX shell.
-func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

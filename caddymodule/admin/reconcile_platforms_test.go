@@ -118,7 +118,7 @@ func rcPlatforms() []*rcPlatform {
 			return rcRow(ev, rcTrade(ev.order), ev.refund, "CNY")
 		},
 		bill: func(w io.Writer, from, to time.Time) billtest.Writer {
-			return billtest.NewAlipay(w, "20880211096256330156", from, to)
+			return billtest.NewAlipay(w, "20881021772966100156", from, to)
 		},
 		query: "platform=alipay",
 	}, {

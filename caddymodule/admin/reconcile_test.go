@@ -236,6 +236,15 @@ func reconcileScenario(t *testing.T, p *rcPlatform, store string) {
 
 	check := func(afterTTL bool) {
 		t.Helper()
+		// An event that ran has its record's state while the record is
+		// kept, "ran" once only its order remembers it (on a loaded
+		// machine the short ttl may pass for some during the check).
+		ranState := func(it Item) bool {
+			if afterTTL {
+				return it.State == "ran"
+			}
+			return it.State == "answered" || it.State == "ran" && gatewaytest.Record(t, it.Key) == nil
+		}
 		rep := postBill(t, g, p.query, bill.Bytes())
 		exp := sc.want(p, afterTTL)
 		for _, c := range []struct {
@@ -270,7 +279,7 @@ func reconcileScenario(t *testing.T, p *rcPlatform, store string) {
 			t.Errorf("amount differs: %+v, want %s: bill %s, notified %s", d, p.key(sc.odd), sc.odd.amount, sc.odd.notified)
 		}
 		if u := rep.RunNotSettled.Items; len(u) != 1 || u[0].Key != p.key(sc.extra) || u[0].NotifiedAmount != "42.00" ||
-			u[0].Event != "paid" || u[0].State != "ran" || u[0].Ran.IsZero() {
+			u[0].Event != "paid" || !ranState(u[0]) || u[0].Ran.IsZero() {
 			t.Errorf("run, not settled: %+v, want %s", u, p.key(sc.extra))
 		}
 		if rep.Period == nil || !rep.Period.From.Equal(from) || !rep.Period.To.Equal(to) {
@@ -283,7 +292,7 @@ func reconcileScenario(t *testing.T, p *rcPlatform, store string) {
 		all := postBill(t, g, p.query+"&items=1&limit=1000", bill.Bytes())
 		keys := map[string]bool{}
 		for _, it := range all.Matched.Items {
-			if keys[it.Key] || it.State != "ran" || it.NotifiedAmount == "" && p.name != "alipay" {
+			if keys[it.Key] || !ranState(it) || it.NotifiedAmount == "" && p.name != "alipay" {
 				t.Errorf("matched item %+v (listed before: %v)", it, keys[it.Key])
 			}
 			keys[it.Key] = true

@@ -28,6 +28,9 @@ type SummaryView struct {
 	Failed   StakeView `json:"failed"`
 	Dead     StakeView `json:"dead"`
 	InFlight StakeView `json:"in_flight"`
+	// Refused counts the notifications refused before any claim in the
+	// last RefusedWindow (refused.go); nil when the store keeps none.
+	Refused *RefusedCount `json:"refused,omitempty"`
 }
 
 // StakeView is one state's keys: how many, and their amounts per currency
@@ -82,6 +85,7 @@ func SummaryUpTo(ctx context.Context, app *registry.App, ps *registry.Store, sco
 		*st.into = stakeOf(ctx, app, ps, recs[:min(len(recs), limit)])
 		st.into.Partial = err != nil || len(recs) > limit
 	}
+	out.Refused = refusedCount(ctx, app, ps, scope)
 	return out, nil
 }
 

@@ -35,7 +35,7 @@ func init() {
 func idempotencyCommand() caddycmd.Command {
 	return caddycmd.Command{
 		Name:  "idempotency",
-		Usage: "inspect|order|search|list|redeliver|purge|in-flight|pause|resume|deliveries|reconcile|send|keygen ...",
+		Usage: "inspect|order|search|list|redeliver|purge|in-flight|pause|resume|deliveries|reconcile|refused|send|keygen ...",
 		Short: "Inspects and purges idempotency keys; sends signed test notifications",
 		Long: `
 Talks to the running gateway's admin API (/idempotency/ routes).
@@ -83,6 +83,10 @@ Talks to the running gateway's admin API (/idempotency/ routes).
                                            the platform's bill against what
                                            the backend ran (对账); exits 1
                                            when they differ
+  idempotency refused [--scope S] [--since 1h|<RFC 3339>] [--limit N]
+                                           notifications refused before any
+                                           claim (bad signature, empty key,
+                                           too large, conflict), newest first
 
   idempotency send --platform <p> --url <url> [--id <id>]
                                            sign and send a test notification
@@ -92,7 +96,8 @@ Talks to the running gateway's admin API (/idempotency/ routes).
                                            the examples' local Caddyfiles
 
 Output is a table for people (bodies as text); --json prints the admin
-API's JSON (inspect, list, in-flight, order, search, deliveries, redeliver).
+API's JSON (inspect, list, in-flight, order, search, deliveries,
+redeliver, refused).
 
 The admin endpoint is --address if given, else the admin address of --config
 (with --adapter), else Caddy's default (localhost:2019). When the config
@@ -104,6 +109,7 @@ Keys are passed as they are; quote them for the shell.
 				pauseCommand(true), pauseCommand(false), deliveriesCommand(), sendCommand(), keygenCommand())
 			cmd.AddCommand(reconcileCommand())
 			cmd.AddCommand(searchCommand())
+			cmd.AddCommand(refusedCommand())
 			makeInert(cmd)
 		},
 	}

@@ -2,13 +2,12 @@ package command
 
 import (
 	"errors"
-	"fmt"
 	"io"
-	"strings"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
+
+	inertpkg "github.com/idemgate/idemgate/internal/inert"
 )
 
 // Keys, bodies, reasons and error texts that the CLI prints come from
@@ -19,41 +18,9 @@ import (
 // other than newline and tab, C1 controls, bidirectional overrides and
 // bytes that are not UTF-8 are written as visible escapes (\x1b, \u202e).
 
-// inert is s with every character that could steer a terminal escaped.
-func inert(s string) string {
-	if !strings.ContainsFunc(s, steers) && utf8.ValidString(s) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		r, n := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && n <= 1:
-			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case r < 0x80 && steers(r):
-			fmt.Fprintf(&b, `\x%02x`, r)
-		case steers(r):
-			fmt.Fprintf(&b, `\u%04x`, r)
-		default:
-			b.WriteString(s[i : i+n])
-		}
-		i += n
-	}
-	return b.String()
-}
-
-// steers tells whether r may act on a terminal or reorder what it shows.
-func steers(r rune) bool {
-	switch {
-	case r == '\n' || r == '\t':
-		return false
-	case unicode.IsControl(r): // C0, DEL, C1
-		return true
-	case r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069, r == 0x200e, r == 0x200f, r == 0x061c:
-		return true // bidirectional embeddings, overrides, isolates and marks
-	}
-	return false
-}
+// inert is s with every character that could steer a terminal escaped
+// (internal/inert: the console shows refused bodies the same way).
+func inert(s string) string { return inertpkg.String(s) }
 
 // inertWriter writes through inert. A character split across two writes
 // (a tabwriter flushes cells as they come) waits for its end.

@@ -38,6 +38,9 @@ gateway, which compares it with the business events its store remembers
                        not show
   amount differs       the bill's amount is not the notification's
   matched
+  pending next bill    ran in the bill day's last 15 minutes, not in this
+                       bill: the next day's may settle it. Reconciling
+                       that bill matches it, or calls it run, not settled
 
 Exit status: 0 when everything matched, 1 when the bill and what ran
 differ (or on an error).`,
@@ -90,7 +93,7 @@ differ (or on an error).`,
 	fl.String("platform", "", "The bill's platform: alipay, wechatpay, wechatpay_v2, stripe, paypal")
 	fl.String("bill", "", "The bill's file (- for standard input)")
 	fl.String("scope", "", "The routes' scope (default: the platform's name)")
-	fl.String("merchant", "", "Alipay: the app_id of the keys (default: the one the scope's route pins); WeChat Pay: the mchid (default: each row's 商户号)")
+	fl.String("merchant", "", "Alipay: the app_id of the keys (default: told from the route's app_id and the seller_id its notifications signed); WeChat Pay: the mchid (default: each row's 商户号 or 特约商户号)")
 	fl.Bool("json", false, "Print the API's JSON")
 	fl.Bool("items", false, "List matched events too")
 	fl.Int("limit", 0, "Events listed per category (default 100)")
@@ -151,6 +154,7 @@ func printReport(w io.Writer, rep *admin.Report) {
 		{"run, not settled", "Run, not settled — the backend ran what the bill does not show", &rep.RunNotSettled},
 		{"amount differs", "Amount differs", &rep.AmountDiffers},
 		{"matched", "Matched", &rep.Matched},
+		{"pending next bill", "Pending the next bill — " + rep.PendingNextBill.Reason, &rep.PendingNextBill},
 	}
 	for _, c := range cats {
 		fmt.Fprintf(tw, "%s\t%d\t%s\n", c.name, c.c.Count, amounts(c.c.Amounts))
@@ -177,7 +181,7 @@ func printReport(w io.Writer, rep *admin.Report) {
 				fmt.Fprintf(tw, "\t\t\t\t\t\t→ %s\n", it.Redeliver)
 			}
 			if it.Note != "" {
-				fmt.Fprintf(tw, "\t\t\t\t\t\t  %s\n", it.Note)
+				fmt.Fprintf(tw, "\t\t\t\t\t\t  %s\n", cliTerms(it.Note))
 			}
 		}
 		tw.Flush()

@@ -56,7 +56,7 @@ func TestReconcileCLI(t *testing.T) {
 	}
 	write := func(name string, rows []billtest.Row) string {
 		b := billtest.Bytes(func(w io.Writer) billtest.Writer {
-			return billtest.NewAlipay(w, "20880211096256330156", now.Add(-12*time.Hour), now.Add(12*time.Hour))
+			return billtest.NewAlipay(w, "20881021772966100156", now.Add(-12*time.Hour), now.Add(12*time.Hour))
 		}, rows)
 		p := filepath.Join(t.TempDir(), name)
 		if err := os.WriteFile(p, b, 0o600); err != nil {
@@ -64,7 +64,7 @@ func TestReconcileCLI(t *testing.T) {
 		}
 		return p
 	}
-	bill := write("20880211096256330156_业务明细.csv", rows)
+	bill := write("20881021772966100156_业务明细.csv", rows)
 	addr := []string{"--address", g.Admin}
 
 	out, err := runCLI(t, append([]string{"reconcile", "--platform", "alipay", "--bill", bill}, addr...)...)

@@ -29,20 +29,35 @@ import (
 
 func sendCommand() *cobra.Command {
 	c := &cobra.Command{
-		Use:   "send --platform <name> --url <url> [--id <id>] [--dir <dir>] [flags]",
+		Use:   "send --platform <name> --url <url> [--event <event>] [--id <id>] [--dir <dir>] [flags]",
 		Short: "Signs and sends a test notification as a payment platform does",
 		Long: `
-Builds one notification as the platform sends it (body, headers, signature,
-timestamp, nonce), signs it with test keys, posts it to --url and prints
-the answer. Run it twice with the same --id to see the second copy
-replayed: every run re-signs, as the platform's retries are, and sends the
-same body where the platform's retries do.
+Builds one notification of a business event as the platform sends it
+(body, headers, signature, timestamp, nonce), signs it with test keys,
+posts it to --url and prints the answer, like the Stripe CLI's trigger.
+Run it twice with the same flags to see the second copy replayed: every
+run re-signs, as the platform's retries are, and sends the same body
+where the platform's retries do.
 
 ` + presetTable(func(p *keying.Preset) string { return p.Sender.Summary }) + `
 
+--event picks the business event (default: the payment); --event with no
+value, or one the platform does not send, lists the platform's events:
+
+` + eventTable() + `
+
+One order's events: a payment, then its refund. Alipay's and WeChat Pay's
+notifications carry the trade's id (trade_no, transaction_id), so the
+refund is sent with the payment's --id; Stripe's, PayPal's and Standard
+Webhooks' events each have an id of their own, so the refund names the
+payment's --order. send prints the line to use after each payment.
+--refund names the refund (default: <order>-r1), --refund-amount its
+amount (default: --amount, all of it).
+
 The keys come from the files ` + "`idemgate idempotency keygen`" + ` writes to --dir (default
 ` + defaultKeyDir + `); --secret, --key, --key-id and --webhook-id override them.
-Exit status 1 when the answer is not 2xx.
+Exit status 1 when the answer is not 2xx (for Alipay's browser return, a
+GET, not 2xx or 3xx).
 `,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -54,6 +69,10 @@ Exit status 1 when the answer is not 2xx.
 			o.id, _ = fl.GetString("id")
 			o.order, _ = fl.GetString("order")
 			o.amount, _ = fl.GetInt("amount")
+			o.event, _ = fl.GetString("event")
+			o.eventGiven = fl.Changed("event")
+			o.refund, _ = fl.GetString("refund")
+			o.refundAmount, _ = fl.GetInt("refund-amount")
 			o.dir, _ = fl.GetString("dir")
 			o.secret, _ = fl.GetString("secret")
 			o.keyFile, _ = fl.GetString("key")
@@ -67,9 +86,12 @@ Exit status 1 when the answer is not 2xx.
 	fl := c.Flags()
 	fl.String("platform", "", "The preset: "+strings.Join(sendPlatforms, ", "))
 	fl.String("url", "", "The route to send to, e.g. http://localhost:8084/webhooks/stripe")
-	fl.String("id", "", "The notification's id (event id, trade_no, transaction_id); default: a new one. The same id is the same notification")
+	fl.String("event", "", "The business event (default: the payment); with no value, or an unknown one, the list of the platform's events")
+	fl.String("id", "", "The notification's id (event id; Alipay's trade_no, WeChat Pay's transaction_id, which an order's refund carries too); default: a new one. The same flags are the same notification")
 	fl.String("order", "", "The order id (out_trade_no); default: o-<id>")
-	fl.Int("amount", 990, "The amount in cents / fen")
+	fl.Int("amount", defaultAmount, "The order's amount in cents / fen")
+	fl.String("refund", "", "A refund's id (out_biz_no, out_refund_no, re_<refund>); default: <order>-r1")
+	fl.Int("refund-amount", 0, "A refund's amount in cents / fen; default: --amount")
 	fl.String("dir", defaultKeyDir, "Where keygen wrote the test keys")
 	fl.String("secret", "", "The signing secret / API key, instead of the file in --dir")
 	fl.String("key", "", "The PEM private key to sign with, instead of the file in --dir")
@@ -79,12 +101,21 @@ Exit status 1 when the answer is not 2xx.
 	fl.Duration("timeout", 30*time.Second, "Time limit for the request")
 	c.MarkFlagRequired("platform")
 	c.MarkFlagRequired("url")
+	c.SetFlagErrorFunc(eventFlagError)
 	return c
 }
+
+// defaultAmount is --amount's default.
+const defaultAmount = 990
 
 type sendOptions struct {
 	platform, url, id, order string
 	amount                   int
+	event                    string
+	eventGiven               bool // --event was given, even empty
+	refund                   string
+	refundAmount             int
+	orderGiven               bool
 	dir                      string
 	secret, keyFile, keyID   string
 	webhookID, signType      string
@@ -93,6 +124,8 @@ type sendOptions struct {
 
 // notification is one signed delivery.
 type notification struct {
+	method string // GET or POST
+	query  string // a GET's signed query
 	header http.Header
 	body   []byte
 }
@@ -104,28 +137,59 @@ func runSend(w io.Writer, o sendOptions) error {
 	if !slices.Contains(sendPlatforms, o.platform) {
 		return fmt.Errorf("--platform must be one of %s, not %q", strings.Join(sendPlatforms, ", "), o.platform)
 	}
-	if o.id == "" {
-		o.id = platforms.Lookup(o.platform).Sender.NewID()
+	sender := platforms.Lookup(o.platform).Sender
+	if !o.eventGiven {
+		o.event = sender.Events[0].Name
 	}
+	if _, ok := sender.Event(o.event); !ok {
+		return unknownEvent(o.platform, o.event)
+	}
+	if o.id == "" {
+		o.id = sender.NewID()
+	}
+	o.orderGiven = o.order != ""
 	if o.order == "" {
 		o.order = "o-" + o.id
+	}
+	refundGiven := o.refund != ""
+	if o.refund == "" {
+		o.refund = o.order + "-r1"
+	}
+	refundAmountGiven := o.refundAmount != 0
+	if o.refundAmount == 0 {
+		o.refundAmount = o.amount
 	}
 	n, err := buildNotification(o)
 	if err != nil {
 		return fmt.Errorf("%s: %v", o.platform, err)
 	}
-	req, err := http.NewRequest(http.MethodPost, o.url, bytes.NewReader(n.body))
+	target := o.url
+	var body io.Reader
+	if n.method == http.MethodGet {
+		sep := "?"
+		if strings.Contains(target, "?") {
+			sep = "&"
+		}
+		target += sep + n.query
+	} else {
+		body = bytes.NewReader(n.body)
+	}
+	req, err := http.NewRequest(n.method, target, body)
 	if err != nil {
 		return err
 	}
-	req.Header = n.header
-	client := &http.Client{Timeout: o.timeout}
+	if n.header != nil {
+		req.Header = n.header
+	}
+	// A redirect is the answer (Alipay's return is answered with one),
+	// not something to follow.
+	client := &http.Client{Timeout: o.timeout, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	resp, err := client.Do(req)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxSendAnswer))
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxSendAnswer))
 	if err != nil {
 		return fmt.Errorf("reading the answer: %v", err)
 	}
@@ -133,19 +197,58 @@ func runSend(w io.Writer, o sendOptions) error {
 	if resp.Header.Get("Idempotent-Replayed") == "true" {
 		replayed = "  Idempotent-Replayed: true"
 	}
-	fmt.Fprintf(w, "%s %s notification %s (order %s) → %s\n%s %s%s\n%s",
-		http.MethodPost, o.platform, o.id, o.order, o.url, resp.Proto, resp.Status, replayed, body)
-	if len(body) > 0 && !bytes.HasSuffix(body, []byte("\n")) {
+	what := fmt.Sprintf("order %s, %s", o.order, keying.MinorToMajor(o.amount))
+	if isRefund(o.event) {
+		what = fmt.Sprintf("order %s, refund %s of %s", o.order, o.refund, keying.MinorToMajor(o.refundAmount))
+	}
+	fmt.Fprintf(w, "%s %s %s notification %s (%s) → %s\n%s %s%s\n", n.method, o.platform, o.event, o.id, what, o.url, resp.Proto, resp.Status, replayed)
+	if loc := resp.Header.Get("Location"); loc != "" {
+		fmt.Fprintf(w, "Location: %s\n", loc)
+	}
+	w.Write(answer)
+	if len(answer) > 0 && !bytes.HasSuffix(answer, []byte("\n")) {
 		fmt.Fprintln(w)
 	}
+	ok := resp.StatusCode/100 == 2 || (n.method == http.MethodGet && resp.StatusCode/100 == 3)
 	switch {
-	case resp.StatusCode/100 == 2:
-		fmt.Fprintf(w, "(send it again: --id %s)\n", o.id)
+	case ok:
+		again := []string{"--event", o.event, "--id", o.id}
+		if o.orderGiven {
+			again = append(again, "--order", o.order)
+		}
+		if o.amount != defaultAmount {
+			again = append(again, "--amount", fmt.Sprint(o.amount))
+		}
+		if isRefund(o.event) && refundGiven {
+			again = append(again, "--refund", o.refund)
+		}
+		if isRefund(o.event) && refundAmountGiven {
+			again = append(again, "--refund-amount", fmt.Sprint(o.refundAmount))
+		}
+		fmt.Fprintf(w, "(send it again: %s)\n", strings.Join(again, " "))
+		if o.event == sender.Events[0].Name && sender.RefundEvent != "" {
+			// The refund of this order: the same trade where the
+			// notification's id is the trade's, a new event of the same
+			// order elsewhere.
+			refund := []string{"--event", sender.RefundEvent}
+			if sender.TradeID {
+				refund = append(refund, "--id", o.id)
+				if o.orderGiven {
+					refund = append(refund, "--order", o.order)
+				}
+			} else {
+				refund = append(refund, "--order", o.order)
+			}
+			if o.amount != defaultAmount {
+				refund = append(refund, "--amount", fmt.Sprint(o.amount))
+			}
+			fmt.Fprintf(w, "(refund this order: %s)\n", strings.Join(refund, " "))
+		}
 	case resp.StatusCode == http.StatusUnauthorized:
 		// Sending it again would be refused the same way.
 		fmt.Fprintf(w, "(the route refused the signature: %s)\n", o.signedWith())
 	}
-	if resp.StatusCode/100 != 2 {
+	if !ok {
 		return fmt.Errorf("the route answered %s", resp.Status)
 	}
 	return nil
@@ -171,18 +274,26 @@ func (o sendOptions) signedWith() string {
 // buildNotification signs one notification of o.platform now with the
 // platform's test signer. Where the platform's retries carry the same body
 // (Stripe, PayPal, Standard Webhooks, WeChat Pay v3 and v2), the body
-// depends on the id, order and amount only, and only the signature headers
-// are fresh; Alipay re-signs each retry with a new notify_time, and so
-// does send.
+// depends on the event, id, order, refund and amounts only, and only the
+// signature headers are fresh; Alipay re-signs each retry with a new
+// notify_time, and so does send.
 func buildNotification(o sendOptions) (notification, error) {
-	in := keying.SendInput{ID: o.id, Order: o.order, Amount: o.amount, SignType: o.signType,
+	if o.event == "" {
+		o.event = platforms.Lookup(o.platform).Sender.Events[0].Name
+	}
+	in := keying.SendInput{Event: o.event, ID: o.id, Order: o.order, Amount: o.amount,
+		Refund: o.refund, RefundAmount: o.refundAmount, SignType: o.signType,
 		Secret: o.secret, KeyID: o.keyID, WebhookID: o.webhookID, Now: time.Now(),
 		Value: o.value, PrivateKey: o.privateKey}
-	body, header, err := platforms.Lookup(o.platform).Sender.Sign(in)
+	s, err := platforms.Lookup(o.platform).Sender.Sign(in)
 	if err != nil {
 		return notification{}, errors.New(strings.TrimPrefix(err.Error(), "signer: "))
 	}
-	return notification{header: header, body: body}, nil
+	method := s.Method
+	if method == "" {
+		method = http.MethodPost
+	}
+	return notification{method: method, query: s.Query, header: s.Header, body: s.Body}, nil
 }
 
 // value is flag if set, else the content of file in o.dir.

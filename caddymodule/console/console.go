@@ -157,6 +157,11 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 			return c.act(ctx, w, r, v, c.bulkRedeliver)
 		}
 		err = c.confirmBulk(ctx, r, v)
+	case "refused":
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			return c.render(w, http.StatusMethodNotAllowed, v.fail("GET only"))
+		}
+		err = c.refusedPage(ctx, r, v)
 	case "deliveries":
 		if r.Method != http.MethodPost {
 			return c.render(w, http.StatusMethodNotAllowed, v.fail("pause and resume are POSTs from the overview"))
@@ -189,7 +194,7 @@ func consolePaths(r *http.Request) (base, page string) {
 		dir, last = p[:i+1], p[i+1:]
 	}
 	switch last {
-	case "key", "order", "purge", "redeliver", "redeliver-all", "deliveries", "reconcile", "search":
+	case "key", "order", "purge", "redeliver", "redeliver-all", "deliveries", "reconcile", "refused", "search":
 		base, page = dir, last
 	case "":
 		base = dir

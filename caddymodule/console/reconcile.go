@@ -64,7 +64,17 @@ func (r *reconcileView) Categories() []reconcileCategory {
 		{"run_not_settled", "Run, not settled", "The backend ran these payments and refunds; the bill does not show them.", &rep.RunNotSettled},
 		{"amount_differs", "Amount differs", "The bill's amount is not the one the notification signed.", &rep.AmountDiffers},
 		{"matched", "Matched", "", &rep.Matched},
+		{"pending_next_bill", "Pending the next bill", pendingHelp(rep), &rep.PendingNextBill},
 	}
+}
+
+// pendingHelp says why items wait for the next bill, and what becomes of
+// them.
+func pendingHelp(rep *admin.Report) string {
+	if r := rep.PendingNextBill.Reason; r != "" {
+		return "These " + r + "."
+	}
+	return "What ran in the bill day's last minutes and the bill does not show waits for the next day's bill, which may date it after midnight."
 }
 
 type reconcileCategory struct {

@@ -61,7 +61,7 @@ func reconcileFixture(t *testing.T) (base string, bill []byte) {
 		}
 	}
 	bill = billtest.Bytes(func(w io.Writer) billtest.Writer {
-		return billtest.NewAlipay(w, "20880211096256330156", now.Add(-12*time.Hour), now.Add(12*time.Hour))
+		return billtest.NewAlipay(w, "20881021772966100156", now.Add(-12*time.Hour), now.Add(12*time.Hour))
 	}, rows)
 	return base, bill
 }
@@ -74,7 +74,7 @@ func multipartBill(t *testing.T, bill []byte, fields ...string) (string, *bytes.
 	mw := multipart.NewWriter(&b)
 	for i := 0; i+1 < len(fields); i += 2 {
 		if fields[i] == "bill" {
-			fw, _ := mw.CreateFormFile("bill", "2088021109625633_20261003_业务明细.csv")
+			fw, _ := mw.CreateFormFile("bill", "2088102177296610_20261003_业务明细.csv")
 			fw.Write(bill)
 			continue
 		}
@@ -186,7 +186,7 @@ func TestConsoleReconcileBrowser(t *testing.T) {
 		t.Fatalf("chromium is needed at %s (apt-get install chromium; .ci/run does): %v", chromiumPath, err)
 	}
 	base, bill := reconcileFixture(t)
-	file := filepath.Join(t.TempDir(), "2088021109625633_20261003_业务明细.csv")
+	file := filepath.Join(t.TempDir(), "2088102177296610_20261003_业务明细.csv")
 	if err := os.WriteFile(file, bill, 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -205,8 +205,10 @@ func bulkRequest(q url.Values) (admin.BulkRequest, string, error) {
 	return req, q.Get("store"), nil
 }
 
-// asyncNote is what a key page says of an async key's state.
-func asyncNote(state string, next *time.Time, now time.Time) string {
+// asyncNote is what a key page says of an async key's state. stopped is
+// the error of the attempt that ended its deliveries at once (a dead
+// mark: an expired signature), "" when give_up ended them.
+func asyncNote(state string, next *time.Time, now time.Time, stopped string) string {
 	switch state {
 	case admin.StateQueued:
 		return "queued: acknowledged to the platform, waiting its turn in the delivery queue"
@@ -218,6 +220,9 @@ func asyncNote(state string, next *time.Time, now time.Time) string {
 	case admin.StateDelivering:
 		return "delivering: a gateway is sending it to the backend now"
 	case "dead":
+		if stopped != "" {
+			return "dead: the platform has its ack and will never retry it; the gateway stopped at once, as retrying cannot help (" + stopped + "): run the business by hand or refund"
+		}
 		return "dead: the platform has its ack and will never retry it; the gateway gave up (give_up): redeliver it or refund"
 	}
 	return ""

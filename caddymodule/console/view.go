@@ -81,6 +81,9 @@ type consolePage struct {
 
 	// The search page.
 	Search *searchView
+
+	// The refused notifications' page.
+	Refused *refusedView
 }
 
 func (v *consolePage) fail(msg string) *consolePage {
@@ -252,7 +255,11 @@ func newKeyDetail(app *registry.App, store string, rec *cache.Record, st admin.K
 		next = &st.NextAttempt
 	}
 	if st.Async {
-		d.AsyncNote = asyncNote(st.State, next, now)
+		stopped := ""
+		if n := len(rec.Attempts); rec.Dead && n > 0 {
+			stopped = rec.Attempts[n-1].Error
+		}
+		d.AsyncNote = asyncNote(st.State, next, now, stopped)
 	}
 	if sig := admin.RecordSignature(app, rec); sig != nil {
 		d.Signature = sig.Note

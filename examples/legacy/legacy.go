@@ -20,6 +20,8 @@ package legacy
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"encoding/xml"
 	"fmt"
@@ -282,6 +284,10 @@ func orderID(w http.ResponseWriter, r *http.Request) (order string, isXML bool, 
 		var v struct {
 			OutTradeNo string `xml:"out_trade_no"`
 			OrderID    string `xml:"order_id"`
+			// A WeChat Pay v2 refund hides its order in req_info,
+			// encrypted with the merchant's key this stand-in does not
+			// hold: the ciphertext's digest names the refund instead.
+			ReqInfo string `xml:"req_info"`
 		}
 		if err := xml.Unmarshal(trimmed, &v); err != nil {
 			return "", true, fmt.Errorf("body is not XML: %v", err)
@@ -290,6 +296,10 @@ func orderID(w http.ResponseWriter, r *http.Request) (order string, isXML bool, 
 			if id = strings.TrimSpace(id); id != "" {
 				return id, true, nil
 			}
+		}
+		if ri := strings.TrimSpace(v.ReqInfo); ri != "" {
+			sum := sha256.Sum256([]byte(ri))
+			return "refund-" + hex.EncodeToString(sum[:6]), true, nil
 		}
 		return "", true, fmt.Errorf("no order id (out_trade_no or order_id)")
 	case len(trimmed) > 0:

@@ -2,6 +2,8 @@ package legacy
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -77,6 +79,7 @@ func TestNotifyXML(t *testing.T) {
 		{"order_id", "application/xml", `<xml><order_id>o-10</order_id></xml>`, "o-10", 200, "SUCCESS"},
 		{"failing order", "text/xml", `<xml><out_trade_no>fail-1</out_trade_no></xml>`, "", 500, "FAIL"},
 		{"no order id", "text/xml", `<xml><appid>wx1</appid></xml>`, "", 400, "FAIL"},
+		{"v2 refund's req_info", "text/xml", `<xml><mch_id>1230000109</mch_id><req_info><![CDATA[cmVmdW5k]]></req_info></xml>`, "refund-" + reqInfoDigest("cmVmdW5k"), 200, "SUCCESS"},
 		{"not XML", "text/xml", `<xml><out_trade_no>`, "", 400, "FAIL"},
 	}
 	for _, tt := range tests {
@@ -272,4 +275,9 @@ func TestDelayStopsWithCaller(t *testing.T) {
 	if n := b.Renewals("o-1"); n != 1 {
 		t.Errorf("renewals = %d, want 1", n)
 	}
+}
+
+func reqInfoDigest(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:6])
 }

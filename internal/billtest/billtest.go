@@ -7,7 +7,8 @@
 // one detail line, Close the bill's end (totals the rows add up to), so a
 // benchmark can stream a million rows in constant memory.
 //
-// It is test support: only _test.go files import it.
+// It is test support: tests import it, and examples/bills writes sample
+// bills with it (Samples).
 package billtest
 
 import (
@@ -44,9 +45,10 @@ type Row struct {
 	// out_biz_no, WeChat Pay out_refund_no, Stripe re_…, PayPal the
 	// refund's transaction id).
 	Refund string
-	// Merchant is WeChat Pay's 商户号.
-	Merchant      string
-	PaymentIntent string
+	// Merchant is WeChat Pay's 商户号; SubMerchant its 特约商户号 (a service
+	// provider's sub-merchant; empty: "0", an ordinary merchant).
+	Merchant, SubMerchant string
+	PaymentIntent         string
 	// Amount is positive, in major units ("12.30"; JPY "500").
 	Amount   string
 	Currency string
@@ -178,7 +180,11 @@ func (x *wechat) Row(r Row) error {
 	default:
 		x.settle += cents(amt)
 	}
-	vals := []string{r.Time.In(beijing).Format(time.DateTime), "wx2421b1c4370ec43b", r.Merchant, "0", "", r.Order, r.MerchantOrder,
+	sub := r.SubMerchant
+	if sub == "" {
+		sub = "0"
+	}
+	vals := []string{r.Time.In(beijing).Format(time.DateTime), "wx2421b1c4370ec43b", r.Merchant, sub, "", r.Order, r.MerchantOrder,
 		"oUpF8uMuAJO_M2pxb1Q9zNjWeS6o", "JSAPI", state, "CMB_DEBIT", "CNY", settle, "0.00", refundID, refundNo, refund, "0.00",
 		refundType, refundState, "会员续费", "", fee, "0.60%", order, apply, ""}
 	x.w.WriteString("`" + strings.Join(vals, ",`") + "\r\n")

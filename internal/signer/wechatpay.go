@@ -43,6 +43,9 @@ type WechatPayEvent struct {
 	Nonce string
 	// CreateTime is the envelope's create_time; default: now.
 	CreateTime time.Time
+	// OriginalType is the resource's original_type and associated_data:
+	// "transaction" (the default) or "refund".
+	OriginalType string
 }
 
 // WechatPayTransaction is the decrypted resource of a TRANSACTION.SUCCESS
@@ -76,7 +79,10 @@ func (w WechatPay) Body(ev WechatPayEvent) ([]byte, error) {
 	if created.IsZero() {
 		created = time.Now()
 	}
-	ad := "transaction"
+	ad := ev.OriginalType
+	if ad == "" {
+		ad = "transaction"
+	}
 	if ev.Summary == "" {
 		ev.Summary = "支付成功"
 	}

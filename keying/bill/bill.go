@@ -68,8 +68,12 @@ type Row struct {
 	// the export does: the Dashboard's Source, the report's charge_id).
 	Order string
 	// Merchant is the merchant the row is for where the bill names it per
-	// row: WeChat Pay 商户号 (mchid, the merchant of its notifications).
+	// row: WeChat Pay 商户号 (mchid, the merchant of its notifications), or
+	// its 特约商户号 (sub_mchid) in a service provider's bill.
 	Merchant string
+	// Provider is the service provider (服务商) of a sub-merchant's row:
+	// WeChat Pay's 商户号 when 特约商户号 names the row's Merchant.
+	Provider string
 	// MerchantOrder is the merchant's own order number where the bill
 	// has it: Alipay and WeChat Pay 商户订单号 (out_trade_no), PayPal
 	// Invoice ID.

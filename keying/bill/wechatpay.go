@@ -32,7 +32,7 @@ type wechat struct {
 	base
 	width                               int // columns of the detail header
 	iTime, iTxn, iOut, iState, iCur     int
-	iMch                                int // 商户号
+	iMch, iSub                          int // 商户号, 特约商户号
 	iTotal, iSettle                     int // 订单金额 (or the early 总金额), 应结订单金额
 	iRefundID, iOutRefund, iRefundState int
 	iRefundReq, iRefundSettled          int // 申请退款金额, 退款金额
@@ -98,7 +98,7 @@ func openWeChat(b *base) (parser, error) {
 	}
 	w.iTime, w.iTxn, w.iOut, w.iState = cols["交易时间"], cols["微信订单号"], cols["商户订单号"], cols["交易状态"]
 	w.iCur = cols.index("货币种类")
-	w.iMch = cols.index("商户号")
+	w.iMch, w.iSub = cols.index("商户号"), cols.index("特约商户号")
 	w.iTotal = cols.index("订单金额", "总金额")
 	w.iSettle = cols.index("应结订单金额", "总金额")
 	w.iRefundID = cols.index("微信退款单号")
@@ -176,6 +176,12 @@ func (w *wechat) row() (Row, error) {
 	}
 	row := Row{Line: w.l.n, Order: string(f[w.iTxn]), MerchantOrder: string(f[w.iOut]), Currency: "CNY",
 		Merchant: w.intern(at(f, w.iMch), false)}
+	// A service provider's (服务商) bill names its sub-merchant in 特约商户号
+	// ("0" for an ordinary merchant): the order is the sub-merchant's, as
+	// its notification's sub_mchid says.
+	if sub := at(f, w.iSub); len(sub) > 0 && string(sub) != "0" {
+		row.Provider, row.Merchant = row.Merchant, w.intern(sub, false)
+	}
 	if c := at(f, w.iCur); len(c) > 0 {
 		row.Currency = w.intern(c, true)
 		if !isCurrency(row.Currency) {

@@ -58,6 +58,9 @@ func TestWeChatDocumentedLayouts(t *testing.T) {
 			[]Row{{Line: 2, Kind: Payment, Order: "1001690740201411100005734289", Merchant: "10000100", MerchantOrder: "1415640626", Amount: "0.01",
 				Minor: 1, Settled: "0.01", Currency: "CNY", Time: time.Date(2014, 11, 10, 16, 33, 45, 0, beijing),
 				Type: "SUCCESS", Status: "SUCCESS"}}},
+		{"a service provider's bill: the order is the sub-merchant's (特约商户号)", wxBill(wechatALL,
+			strings.Replace(wxPay, "`1900000109,`0,", "`1900000109,`1900000888,", 1), wxSumHead, "`1,`6.00,`0.00,`0.00,`0.04000,`6.00,`0.00"),
+			"wechatpay ALL", []Row{func() Row { r := paid; r.Merchant, r.Provider = "1900000888", "1900000109"; return r }()}},
 		{"no transactions: header and a zero summary", wxBill(wechatALL, wxSumHead, "`0,`0.00,`0.00,`0.00,`0.00000,`0.00,`0.00"),
 			"wechatpay ALL", nil},
 	} {

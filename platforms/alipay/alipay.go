@@ -40,7 +40,8 @@ var Preset = &keying.Preset{
 		{Name: "browser return", Methods: []string{http.MethodGet, http.MethodHead},
 			Rule: "2xx or 3xx (the shop's result page or a redirect)", Success: returnSuccess},
 	},
-	Bill:   keying.BillTraits{Format: bill.Alipay, Zone: keying.Beijing, NamesSeller: true, RefundIsTotal: true},
+	Bill: keying.BillTraits{Format: bill.Alipay, Zone: keying.Beijing, NamesSeller: true, RefundIsTotal: true,
+		Account: billAccount},
 	Sender: sender,
 }
 
@@ -309,3 +310,14 @@ func (a *Alipay) VerifiedBy(*keying.Request) string {
 }
 
 var _ keying.KeyReporter = (*Alipay)(nil)
+
+// billAccount is the bill's account of a notify's body: its signed
+// seller_id (the seller's pid, 2088…) with the "0156" the bill's #账号
+// appends (the download's userId is pid + 0156).
+func billAccount(body []byte) string {
+	q, err := url.ParseQuery(string(body))
+	if err != nil || q.Get("seller_id") == "" {
+		return ""
+	}
+	return q.Get("seller_id") + "0156"
+}

@@ -1,7 +1,9 @@
 package alipay
 
 import (
+	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -15,10 +17,11 @@ const (
 	filePublic  = "alipay_public_key.pem"
 )
 
-// sender signs Alipay's trade_status_sync with a test key. Alipay
-// re-signs each retry with a new notify_time, and so does send.
+// sender signs Alipay's trade_status_sync notify, and the browser's
+// signed return, with a test key. Alipay re-signs each retry with a new
+// notify_time, and so does send.
 var sender = &keying.Sender{
-	Summary: "form POST signed RSA2 (SHA256withRSA), trade_status_sync",
+	Summary: "form POST signed RSA2 (SHA256withRSA), trade_status_sync;\nthe browser's return: a signed GET query",
 	Files:   []string{filePrivate, filePublic},
 	Keygen: func() ([]keying.KeyFile, error) {
 		k, private, err := signer.NewRSAKey()
@@ -32,19 +35,49 @@ var sender = &keying.Sender{
 		return []keying.KeyFile{{Name: filePrivate, Data: private}, {Name: filePublic, Data: public}}, nil
 	},
 	NewID: newID,
-	Sign: func(in keying.SendInput) ([]byte, http.Header, error) {
+	Events: []keying.SendEvent{
+		{Name: "paid", About: "TRADE_SUCCESS"},
+		{Name: "refund", About: "a refund: out_biz_no, refund_fee; TRADE_CLOSED when all is refunded"},
+		{Name: "closed", About: "TRADE_CLOSED, never paid"},
+		{Name: "finished", About: "TRADE_FINISHED, no refund possible any more (the order's paid)"},
+		{Name: "return", About: "the browser's return to return_url, a signed GET (the order's paid)"},
+		{Name: "created", About: "WAIT_BUYER_PAY"},
+	},
+	RefundEvent: "refund",
+	TradeID:     true,
+	Sign: func(in keying.SendInput) (keying.Signed, error) {
 		k, err := in.PrivateKey(filePrivate)
 		if err != nil {
-			return nil, nil, err
+			return keying.Signed{}, err
 		}
-		params := signer.AlipayNotify("2021000000000001", in.Order, in.ID, "TRADE_SUCCESS", in.Major())
+		var params url.Values
+		switch in.Event {
+		case "paid":
+			params = signer.AlipayNotify(appID, in.Order, in.ID, "TRADE_SUCCESS", in.Major())
+		case "refund":
+			params = signer.AlipayRefund(appID, in.Order, in.ID, in.Major(), in.Refund, in.RefundMajor())
+		case "closed":
+			params = signer.AlipayUnpaid(appID, in.Order, in.ID, "TRADE_CLOSED", in.Major())
+		case "created":
+			params = signer.AlipayUnpaid(appID, in.Order, in.ID, "WAIT_BUYER_PAY", in.Major())
+		case "finished":
+			params = signer.AlipayFinished(appID, in.Order, in.ID, in.Major())
+		case "return":
+			q, err := (signer.Alipay{Key: k}).Body(signer.AlipayReturn(appID, in.Order, in.ID, in.Major()))
+			return keying.Signed{Method: http.MethodGet, Query: q}, err
+		default:
+			return keying.Signed{}, fmt.Errorf("no event %q", in.Event)
+		}
 		body, err := (signer.Alipay{Key: k}).Body(params)
 		if err != nil {
-			return nil, nil, err
+			return keying.Signed{}, err
 		}
-		return []byte(body), http.Header{"Content-Type": {"application/x-www-form-urlencoded; charset=utf-8"}}, nil
+		return keying.Signed{Body: []byte(body), Header: http.Header{"Content-Type": {"application/x-www-form-urlencoded; charset=utf-8"}}}, nil
 	},
 }
+
+// appID is the test notifications' app.
+const appID = "2021000000000001"
 
 // newID is a trade_no: digits.
 func newID() string {

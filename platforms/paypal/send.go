@@ -2,8 +2,8 @@ package paypal
 
 import (
 	"crypto/rand"
+	"fmt"
 	"math/big"
-	"net/http"
 
 	"github.com/idemgate/idemgate/internal/signer"
 	"github.com/idemgate/idemgate/keying"
@@ -16,10 +16,12 @@ const (
 	fileWebhook = "paypal_webhook_id"
 )
 
-// sender signs a PAYMENT.CAPTURE.COMPLETED event with a test key and its
-// certificate; the body depends on the id, order and amount only.
+// sender signs PayPal events by type with a test key and its
+// certificate: the order's capture completed (resource.id the order) or
+// refunded (the refund, linked up to the capture); the body depends on
+// the id, type, order, refund and amounts only.
 var sender = &keying.Sender{
-	Summary: "PAYPAL-TRANSMISSION-* headers (SHA256withRSA), a\nPAYMENT.CAPTURE.COMPLETED event",
+	Summary: "PAYPAL-TRANSMISSION-* headers (SHA256withRSA), events by type",
 	Files:   []string{filePrivate, fileCert, fileWebhook},
 	Keygen: func() ([]keying.KeyFile, error) {
 		k, private, err := signer.NewRSAKey()
@@ -38,17 +40,30 @@ var sender = &keying.Sender{
 			{Name: fileWebhook, Data: []byte("WH-TEST-" + signer.Nonce(17))}}, nil
 	},
 	NewID: func() string { return "WH-TEST-" + signer.Nonce(17) },
-	Sign: func(in keying.SendInput) ([]byte, http.Header, error) {
+	Events: []keying.SendEvent{
+		{Name: "PAYMENT.CAPTURE.COMPLETED", About: "the order's capture completed"},
+		{Name: "PAYMENT.CAPTURE.REFUNDED", About: "a refund of the capture"},
+	},
+	RefundEvent: "PAYMENT.CAPTURE.REFUNDED",
+	Sign: func(in keying.SendInput) (keying.Signed, error) {
 		p := signer.PayPal{}
 		var err error
 		if p.Key, err = in.PrivateKey(filePrivate); err != nil {
-			return nil, nil, err
+			return keying.Signed{}, err
 		}
 		if p.WebhookID, err = in.Value(in.WebhookID, fileWebhook, "--webhook-id"); err != nil {
-			return nil, nil, err
+			return keying.Signed{}, err
 		}
-		body := signer.PayPalEvent(in.ID, "PAYMENT.CAPTURE.COMPLETED", in.Order, in.Major())
+		var body []byte
+		switch in.Event {
+		case "PAYMENT.CAPTURE.COMPLETED":
+			body = signer.PayPalEvent(in.ID, in.Event, in.Order, in.Major())
+		case "PAYMENT.CAPTURE.REFUNDED":
+			body = signer.PayPalRefundEvent(in.ID, in.Refund, in.Order, in.RefundMajor())
+		default:
+			return keying.Signed{}, fmt.Errorf("no event %q", in.Event)
+		}
 		header, err := p.Header(body, in.Now)
-		return body, header, err
+		return keying.Signed{Body: body, Header: header}, err
 	},
 }

@@ -1,8 +1,9 @@
 package wechatpay
 
 import (
-	"net/http"
+	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/idemgate/idemgate/internal/signer"
@@ -17,8 +18,9 @@ const (
 	fileAPIv3    = "wechatpay_apiv3_key"
 )
 
-// sender signs a TRANSACTION.SUCCESS notification with a test key; the
-// body depends on the id, order and amount only, as a retry's does.
+// sender signs a payment's TRANSACTION.SUCCESS and a refund's
+// notifications with a test key; the body depends on the id, event,
+// order, refund and amounts only, as a retry's does.
 var sender = &keying.Sender{
 	Summary: "API v3: Wechatpay-Signature (SHA256withRSA) headers and\na resource encrypted with the APIv3 key (AES-256-GCM)",
 	Files:   []string{filePrivate, filePublic, filePublicID, fileAPIv3},
@@ -36,25 +38,48 @@ var sender = &keying.Sender{
 			{Name: fileAPIv3, Data: []byte(signer.Nonce(32))}}, nil
 	},
 	NewID: NewID,
-	Sign: func(in keying.SendInput) ([]byte, http.Header, error) {
+	Events: []keying.SendEvent{
+		{Name: "paid", About: "TRANSACTION.SUCCESS"},
+		{Name: "refund", About: "REFUND.SUCCESS"},
+		{Name: "refund_abnormal", About: "REFUND.ABNORMAL (the refund's own event)"},
+		{Name: "refund_closed", About: "REFUND.CLOSED (the refund's own event)"},
+	},
+	RefundEvent: "refund",
+	TradeID:     true,
+	Sign: func(in keying.SendInput) (keying.Signed, error) {
 		wp := signer.WechatPay{}
 		var err error
 		if wp.Key, err = in.PrivateKey(filePrivate); err != nil {
-			return nil, nil, err
+			return keying.Signed{}, err
 		}
 		if wp.Serial, err = in.Value(in.KeyID, filePublicID, "--key-id"); err != nil {
-			return nil, nil, err
+			return keying.Signed{}, err
 		}
 		if wp.APIv3Key, err = in.Value(in.Secret, fileAPIv3, "--secret"); err != nil {
-			return nil, nil, err
+			return keying.Signed{}, err
 		}
-		return wp.Notification(signer.WechatPayEvent{
-			ID:         in.ID,
-			EventType:  "TRANSACTION.SUCCESS",
-			Resource:   signer.WechatPayTransaction(in.ID, in.Order, "SUCCESS", in.Amount),
-			Nonce:      in.Nonce(12),
-			CreateTime: keying.SendEventTime,
-		})
+		ev := signer.WechatPayEvent{ID: in.ID, Nonce: in.Nonce(12), CreateTime: keying.SendEventTime}
+		switch in.Event {
+		case "paid":
+			ev.EventType = "TRANSACTION.SUCCESS"
+			ev.Resource = signer.WechatPayTransaction(in.ID, in.Order, "SUCCESS", in.Amount)
+		case "refund", "refund_abnormal", "refund_closed":
+			status := strings.ToUpper(strings.TrimPrefix(strings.TrimPrefix(in.Event, "refund"), "_"))
+			if status == "" {
+				status = "SUCCESS"
+			}
+			// Each notification has an id of its own; the payment's is the
+			// transaction's, so a refund's is derived from it.
+			ev.ID = in.ID + "-" + in.Nonce(8)
+			ev.EventType = "REFUND." + status
+			ev.OriginalType = "refund"
+			ev.Summary = map[string]string{"SUCCESS": "退款成功", "ABNORMAL": "退款异常", "CLOSED": "退款关闭"}[status]
+			ev.Resource = signer.WechatPayRefundResource(in.ID, in.Order, "50"+in.Nonce(20), in.Refund, status, in.RefundAmount, in.Amount)
+		default:
+			return keying.Signed{}, fmt.Errorf("no event %q", in.Event)
+		}
+		body, header, err := wp.Notification(ev)
+		return keying.Signed{Body: body, Header: header}, err
 	},
 }
 
