@@ -6,7 +6,8 @@
 -- the event's value; then, with KEYS[8] (a single server), the order's
 -- reconciliation indexes (redis_order.go): KEYS[8] the day list, KEYS[9…]
 -- the ref keys, ARGV[13] the day list's entry, ARGV[14] the event for the
--- refs; then the index's (see index). The order's three are not sent
+-- refs; then the index's (see index); the search entries, if any, end
+-- KEYS (see search). The order's three are not sent
 -- without one (each argument costs the script ~1.1k instructions), so the
 -- index's start at ARGV[10], [13] or [15].
 -- The wake channel is the hash's name and ":wake" (Redis.channel): one
@@ -14,7 +15,10 @@
 -- Returns false when the token does not hold the claim.
 local h, nk, ak = KEYS[1], KEYS[2], KEYS[3]
 local order = KEYS[4] ~= h
-if #KEYS >= 8 then
+-- The search entries (journal.lua's search) end KEYS, after all the rest.
+local nsr, prefix = searched(h)
+local nk8 = #KEYS - nsr >= 8
+if nk8 then
   index(15)
 elseif order then
   index(13)
@@ -32,14 +36,19 @@ end
 if order then
   local ottl = tonumber(ARGV[11])
   remember(KEYS[4], ARGV[10], ARGV[12], ottl)
-  if #KEYS >= 8 then
+  if nk8 then
     redis.call('RPUSH', KEYS[8], ARGV[13])
     redis.call('PEXPIRE', KEYS[8], ARGV[11])
-    for i = 9, #KEYS do
+    for i = 9, #KEYS - nsr do
       redis.call('APPEND', KEYS[i], ARGV[14])
       redis.call('PEXPIRE', KEYS[i], ARGV[11])
     end
   end
+end
+if order then
+  search(h, prefix, nsr, ARGV[11])
+else
+  search(h, prefix, nsr, ARGV[6])
 end
 -- Only a copy whose claim found the key in flight waits for this (the
 -- claim counted it in ni before the copy subscribed, in one script): a

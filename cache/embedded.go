@@ -357,20 +357,7 @@ func (s *Embedded) Claim(ctx context.Context, key, fingerprint string, lockTTL t
 // owned runs fn on key's entry if token owns it, then stores the entry
 // (or deletes it when fn returns nil).
 func (s *Embedded) owned(ctx context.Context, key, token string, fn func(e *entry, t time.Time) *entry) error {
-	return s.update(ctx, func(tx *bolt.Tx, t time.Time) error {
-		e, err := get(tx, bkey(key), t)
-		if err != nil {
-			return err
-		}
-		if e == nil || !e.owns(token) {
-			return ErrNotOwner
-		}
-		if e = fn(e, t); e == nil {
-			delete(s.pend, key)
-			return del(tx, bkey(key))
-		}
-		return put(tx, e)
-	})
+	return s.ownedSearch(ctx, key, token, nil, 0, fn)
 }
 
 func (s *Embedded) Complete(ctx context.Context, key, token string, a Answer, ttl time.Duration, j Journal) error {
@@ -384,6 +371,9 @@ func (s *Embedded) Complete(ctx context.Context, key, token string, a Answer, tt
 		}
 		e.answer(a, t, ttl, j)
 		if err := put(tx, e); err != nil {
+			return err
+		}
+		if err := fileSearch(tx, key, t.Add(searchTTL(ttl, a.Order)), searchRefs(j, a.Order)); err != nil {
 			return err
 		}
 		if a.Order == nil {
@@ -401,7 +391,7 @@ func (s *Embedded) Complete(ctx context.Context, key, token string, a Answer, tt
 }
 
 func (s *Embedded) Release(ctx context.Context, key, token string, ttl time.Duration, j Journal) error {
-	err := s.owned(ctx, key, token, func(e *entry, t time.Time) *entry {
+	err := s.ownedSearch(ctx, key, token, searchRefs(j), ttl, func(e *entry, t time.Time) *entry {
 		if ttl <= 0 {
 			return nil // nothing to keep: forget the key
 		}
@@ -435,7 +425,7 @@ func (s *Embedded) Reopen(ctx context.Context, key string, ttl time.Duration) er
 }
 
 func (s *Embedded) Leave(ctx context.Context, key, token string, ttl time.Duration, j Journal) error {
-	return s.owned(ctx, key, token, func(e *entry, t time.Time) *entry {
+	return s.ownedSearch(ctx, key, token, searchRefs(j), ttl, func(e *entry, t time.Time) *entry {
 		e.leave(t, ttl, j)
 		return e
 	})

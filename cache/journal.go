@@ -71,6 +71,10 @@ type Notification struct {
 	// route through the site's routing (after a restart) passes the
 	// route's remote_ip matchers as the platform's copy did.
 	Remote string `json:"remote,omitempty"`
+	// MerchantRefs are the merchant's own references the notification's
+	// signed content names (keying.Notification.MerchantRefs): the store
+	// files the key under each when it settles it (see Searcher).
+	MerchantRefs []string `json:"merchant_refs,omitempty"`
 }
 
 // ReceivedURI is the URI as the platform sent it.
@@ -264,7 +268,16 @@ func appendRawNotification(b []byte, n *Notification) []byte {
 	// decodes with them empty.
 	b = appendString(b, n.OrigURI)
 	b = appendString(b, n.Route)
-	return appendString(b, n.Remote)
+	b = appendString(b, n.Remote)
+	// The merchant's references, only when there are some: a
+	// notification without them is stored as before.
+	if len(n.MerchantRefs) > 0 {
+		b = binary.AppendUvarint(b, uint64(len(n.MerchantRefs)))
+		for _, ref := range n.MerchantRefs {
+			b = appendString(b, ref)
+		}
+	}
+	return b
 }
 
 func decodeNotification(b []byte) (*Notification, error) {
@@ -300,6 +313,15 @@ func decodeNotification(b []byte) (*Notification, error) {
 	n.TLS = r.byte() == 1
 	if r.err == nil && len(r.b) > 0 {
 		n.OrigURI, n.Route, n.Remote = r.string(), r.string(), r.string()
+	}
+	if r.err == nil && len(r.b) > 0 {
+		count := r.uvarint()
+		if count > 64 {
+			return nil, errCorrupt
+		}
+		for i := uint64(0); i < count && r.err == nil; i++ {
+			n.MerchantRefs = append(n.MerchantRefs, r.string())
+		}
 	}
 	return n, r.err
 }

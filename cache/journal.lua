@@ -107,3 +107,40 @@ local function index(i)
     redis.call('ZADD', KEYS[6], '0', kept)
   end
 end
+
+-- searched counts the search entries (search_redis.go) at the end of
+-- KEYS, after the script's own (seven, and a completion's order
+-- indexes): keys named <prefix>:sr:…, the prefix being the hash's. It
+-- returns their number and the prefix.
+local function searched(h)
+  if #KEYS < 8 then
+    return 0, nil
+  end
+  local prefix = h:match('^(.*):{')
+  local mark = prefix .. ':sr:'
+  local n = 0
+  while #KEYS - n >= 8 and KEYS[#KEYS - n]:sub(1, #mark) == mark do
+    n = n + 1
+  end
+  return n, prefix
+end
+
+-- search files the settled key under the last n KEYS, its search
+-- entries: each a string of "\n"-terminated hash names without the
+-- prefix (once each, and no longer than 16 KiB), kept at least ttl ms.
+local function search(h, prefix, n, ttl)
+  if n == 0 then
+    return
+  end
+  local entry = h:sub(#prefix + 2) .. '\n'
+  for i = #KEYS - n + 1, #KEYS do
+    local k = KEYS[i]
+    local v = redis.call('GET', k)
+    if not v or (#v < 16384 and not ('\n' .. v):find('\n' .. entry, 1, true)) then
+      redis.call('APPEND', k, entry)
+    end
+    if redis.call('PTTL', k) < tonumber(ttl) then
+      redis.call('PEXPIRE', k, ttl)
+    end
+  end
+end

@@ -42,4 +42,6 @@ else
 end
 keep_for(h, nk, ak, tonumber(ARGV[2]))
 journal(h, nk, ak, ARGV[4], ARGV[5])
+local nsr, prefix = searched(h)
+search(h, prefix, nsr, ARGV[2])
 return 1

@@ -152,6 +152,7 @@ func (s *Memory) owned(ctx context.Context, key, token string, fn func(e *entry,
 func (s *Memory) Complete(ctx context.Context, key, token string, a Answer, ttl time.Duration, j Journal) error {
 	err := s.owned(ctx, key, token, func(e *entry, t time.Time) {
 		e.answer(a, t, ttl, j)
+		s.ix.search(key, t.Add(searchTTL(ttl, a.Order)), searchRefs(j, a.Order))
 		if a.Order != nil {
 			order, event := OrderOf(key)
 			o := s.orders[order]
@@ -176,6 +177,7 @@ func (s *Memory) Release(ctx context.Context, key, token string, ttl time.Durati
 			return
 		}
 		e.fail(t, ttl, j)
+		s.ix.search(key, t.Add(ttl), searchRefs(j))
 	})
 	if err == nil {
 		s.n.wake(key)
@@ -199,7 +201,10 @@ func (s *Memory) Reopen(ctx context.Context, key string, ttl time.Duration) erro
 }
 
 func (s *Memory) Leave(ctx context.Context, key, token string, ttl time.Duration, j Journal) error {
-	return s.owned(ctx, key, token, func(e *entry, t time.Time) { e.leave(t, ttl, j) })
+	return s.owned(ctx, key, token, func(e *entry, t time.Time) {
+		e.leave(t, ttl, j)
+		s.ix.search(key, t.Add(ttl), searchRefs(j))
+	})
 }
 
 func (s *Memory) Renew(ctx context.Context, key, token string, lockTTL time.Duration) error {

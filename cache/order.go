@@ -47,6 +47,11 @@ type OrderRun struct {
 	// Refs are the platform objects the event names (Stripe's charge,
 	// PayPal's capture), indexed to the event.
 	Refs []string
+	// MerchantRefs are the merchant's references the notification named:
+	// the key is filed under them for search (see Searcher), with the
+	// journal's notification's, which a route with journal_body off
+	// has not.
+	MerchantRefs []string
 }
 
 // Order is what a store remembers of one order: the business events of

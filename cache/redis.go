@@ -283,7 +283,8 @@ func (s *Redis) Complete(ctx context.Context, key, token string, a Answer, ttl t
 		args = append(args, event, strconv.FormatInt(ms(a.Order.TTL), 10), encodeOrderEvent(time.UnixMilli(changed), a.Order))
 		oi = s.orderIndexOf(key, time.UnixMilli(changed), a.Order)
 	}
-	err := s.settle(ctx, s.script(completeScript), key, s.keys(key, a.Order != nil), StateAnswered, changed, ttl, false, oi, args...)
+	sx := s.searchIxOf(key, searchRefs(j, a.Order), searchTTL(ttl, a.Order))
+	err := s.settle(ctx, s.script(completeScript), key, s.keys(key, a.Order != nil), StateAnswered, changed, ttl, false, oi, sx, args...)
 	return s.casErr("complete", err)
 }
 
@@ -324,7 +325,7 @@ func deadArg(j Journal) string {
 // the same way: in the script on a single server (only when it completes),
 // in the pipeline on Cluster (readers check them against the order state).
 func (s *Redis) settle(ctx context.Context, sc *redis.Script, key string, keys []string, st State, changed int64,
-	ttl time.Duration, stillHeld bool, oi *orderIx, args ...any,
+	ttl time.Duration, stillHeld bool, oi *orderIx, sx *searchIx, args ...any,
 ) error {
 	c, register := s.ixClassOf(st, ttl)
 	shard := ixShard(key)
@@ -348,6 +349,9 @@ func (s *Redis) settle(ctx context.Context, sc *redis.Script, key string, keys [
 		if oi != nil {
 			keys = append(keys, oi.keys...)
 			args = append(args, oi.entry, oi.event)
+		}
+		if sx != nil {
+			keys = append(keys, sx.keys...) // last: searched (journal.lua)
 		}
 		args = append(args, member)
 		// The index's usually empty arguments up to the last one set
@@ -379,6 +383,9 @@ func (s *Redis) settle(ctx context.Context, sc *redis.Script, key string, keys [
 		}
 		if oi != nil && first {
 			oi.write(ctx, p) // RPUSH is no ZADD: once, not again with a reloaded script
+		}
+		if sx != nil && first {
+			sx.write(ctx, p)
 		}
 	}
 	if s.opts.WaitReplicas > 0 {
@@ -427,7 +434,7 @@ func (s *Redis) Release(ctx context.Context, key, token string, ttl time.Duratio
 		return s.casErr("release", err)
 	}
 	err := s.settle(ctx, s.script(releaseScript), key, s.keys(key, false), StateFailed, changed, ttl, false, nil,
-		token, s.channel(key), ms(ttl), changed, notif, att, deadArg(j))
+		s.searchIxOf(key, searchRefs(j), ttl), token, s.channel(key), ms(ttl), changed, notif, att, deadArg(j))
 	return s.casErr("release", err)
 }
 
@@ -440,7 +447,7 @@ func (s *Redis) Leave(ctx context.Context, key, token string, ttl time.Duration,
 	changed := time.Now().UnixMilli()
 	notif, att := journalArgs(j)
 	err := s.settle(ctx, s.script(leaveScript), key, s.keys(key, false), StateFailed, changed, ttl, true, nil,
-		token, ms(ttl), changed, notif, att, deadArg(j))
+		s.searchIxOf(key, searchRefs(j), ttl), token, ms(ttl), changed, notif, att, deadArg(j))
 	if err == nil {
 		s.ifx.left(key, changed)
 	}
@@ -535,7 +542,7 @@ func (s *Redis) Reopen(ctx context.Context, key string, ttl time.Duration) error
 	}
 	changed := time.Now().UnixMilli()
 	_, event := OrderOf(key)
-	err := s.settle(ctx, s.script(reopenScript), key, s.keys(key, true), StateFailed, changed, ttl, false, nil, ms(ttl), changed, event)
+	err := s.settle(ctx, s.script(reopenScript), key, s.keys(key, true), StateFailed, changed, ttl, false, nil, nil, ms(ttl), changed, event)
 	if errors.Is(err, redis.Nil) {
 		return ErrNotFound
 	}

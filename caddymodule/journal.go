@@ -103,6 +103,7 @@ func (h *Handler) receivedNotification(r *http.Request) *cache.Notification {
 		n.Route = h.reg.Name
 	}
 	n.Remote = r.RemoteAddr
+	n.MerchantRefs = merchantRefsOf(r)
 	// The URI before the route's rewrites: a redelivery that must find
 	// the route through the site's routing sends that one.
 	if orig, ok := r.Context().Value(caddyhttp.OriginalRequestCtxKey).(http.Request); ok && orig.RequestURI != "" && orig.RequestURI != n.URI {

@@ -42,9 +42,10 @@ func (h *Handler) defaultOrderTTL() time.Duration {
 // objects its bill names (keying.Notification.Settles, At, Refs).
 func (h *Handler) noticeOf(key string, n *keying.Notification) notice {
 	var nt notice
+	keepMerchantRefs(n) // for the journal (search.go)
 	if _, event, isEvent := keying.SplitOrder(key); !h.preset().KeyRequired || isEvent {
 		nt.run = &cache.OrderRun{TTL: time.Duration(h.OrderTTL), Amount: n.Money.Amount, Currency: n.Money.Currency,
-			Settles: n.Settles, At: n.At, Refs: n.Refs}
+			Settles: n.Settles, At: n.At, Refs: n.Refs, MerchantRefs: n.MerchantRefs}
 		if isEvent {
 			// The order remembers the key's event, whatever the
 			// notification said: a merchant's status-query route keyed

@@ -108,6 +108,13 @@ type Notification struct {
 	Settles Settlement
 	At      time.Time
 	Refs    []string
+	// MerchantRefs are the merchant's own names for what the
+	// notification reports on, from its signed content only: the order
+	// number a customer quotes to support (Alipay and WeChat Pay
+	// out_trade_no), a refund's (out_biz_no, out_refund_no), Stripe's and
+	// PayPal's object ids and the merchant's references they carry. The
+	// gateway finds keys by them (search.go); nil when there are none.
+	MerchantRefs []string
 	// Fingerprint is the material (not yet hashed) that must be equal
 	// between copies of one key; "" means no check. Read it with
 	// FingerprintOf.

@@ -44,6 +44,7 @@ func init() {
 //	GET    /idempotency/orders/<order>          an order's business events, ran and not
 //	POST   /idempotency/reconcile?platform=…[&scope=…&merchant=…&items=1&limit=…&from=…&to=…]
 //	                                            the platform's bill (the body) against what ran
+//	GET    /idempotency/search?q=<text>[&limit=…]   keys by the merchant's order or refund number, or key prefix
 //	GET    /idempotency/deliveries              deliver async: every scope's queue
 //	POST   /idempotency/deliveries/<scope>/pause|resume   stop or restart its deliveries
 //	GET    /idempotency/refused[?scope=…&since=…&limit=…]
@@ -136,6 +137,8 @@ func (a *AdminAPI) serveHTTP(w http.ResponseWriter, r *http.Request) error {
 		return a.getOrder(w, r, order)
 	case rest == "reconcile":
 		return a.reconcile(w, r)
+	case rest == "search":
+		return a.search(w, r)
 	case rest == "redeliver":
 		if r.Method != http.MethodPost {
 			return errMethod(r)

@@ -35,7 +35,7 @@ func init() {
 func idempotencyCommand() caddycmd.Command {
 	return caddycmd.Command{
 		Name:  "idempotency",
-		Usage: "inspect|order|list|redeliver|purge|in-flight|pause|resume|deliveries|reconcile|refused|send|keygen ...",
+		Usage: "inspect|order|search|list|redeliver|purge|in-flight|pause|resume|deliveries|reconcile|refused|send|keygen ...",
 		Short: "Inspects and purges idempotency keys; sends signed test notifications",
 		Long: `
 Talks to the running gateway's admin API (/idempotency/ routes).
@@ -49,6 +49,11 @@ Talks to the running gateway's admin API (/idempotency/ routes).
                                            ran (remembered for order_ttl),
                                            when, by which channel, and the
                                            records of those still kept
+  idempotency search <text>               keys of an order as the customer
+                                           names it: the merchant's order or
+                                           refund number (out_trade_no, …), a
+                                           Stripe or PayPal id, or the start
+                                           of a key
   idempotency list --state failed|dead|answered|in_flight [--scope S]
                    [--prefix P] [--since 24h|<RFC 3339>] [--all]
                                            keys by state, newest first
@@ -91,8 +96,8 @@ Talks to the running gateway's admin API (/idempotency/ routes).
                                            the examples' local Caddyfiles
 
 Output is a table for people (bodies as text); --json prints the admin
-API's JSON (inspect, list, in-flight, order, deliveries, redeliver,
-refused).
+API's JSON (inspect, list, in-flight, order, search, deliveries,
+redeliver, refused).
 
 The admin endpoint is --address if given, else the admin address of --config
 (with --adapter), else Caddy's default (localhost:2019). When the config
@@ -103,6 +108,7 @@ Keys are passed as they are; quote them for the shell.
 			cmd.AddCommand(inspectCommand(), orderCommand(), listCommand(), redeliverCommand(), purgeCommand(), inFlightCommand(),
 				pauseCommand(true), pauseCommand(false), deliveriesCommand(), sendCommand(), keygenCommand())
 			cmd.AddCommand(reconcileCommand())
+			cmd.AddCommand(searchCommand())
 			cmd.AddCommand(refusedCommand())
 			makeInert(cmd)
 		},

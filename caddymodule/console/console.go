@@ -142,6 +142,11 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 			return c.render(w, http.StatusMethodNotAllowed, v.fail("redeliver is a POST from the key's page"))
 		}
 		return c.act(ctx, w, r, v, c.redeliver)
+	case "search":
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			return c.render(w, http.StatusMethodNotAllowed, v.fail("GET only"))
+		}
+		err = c.searchPage(ctx, r, v)
 	case "reconcile":
 		if r.Method == http.MethodPost {
 			return c.reconcile(w, r, v)
@@ -189,7 +194,7 @@ func consolePaths(r *http.Request) (base, page string) {
 		dir, last = p[:i+1], p[i+1:]
 	}
 	switch last {
-	case "key", "order", "purge", "redeliver", "redeliver-all", "deliveries", "reconcile", "refused":
+	case "key", "order", "purge", "redeliver", "redeliver-all", "deliveries", "reconcile", "refused", "search":
 		base, page = dir, last
 	case "":
 		base = dir

@@ -33,6 +33,8 @@ type consoleData interface {
 	stateOf(rec *cache.Record) admin.KeyState
 	// purge forgets a key; an in-flight key only with force.
 	purge(ctx context.Context, store, key string, force bool, logger *zap.Logger, remote string) error
+	// search finds keys by a merchant's reference or key prefix (search.go).
+	search(ctx context.Context, store, q string) (admin.SearchView, error)
 	// redeliver sends the journaled notification through its route again.
 	redeliver(ctx context.Context, store, key string, force bool, logger *zap.Logger, remote string) (admin.RedeliveryView, error)
 }

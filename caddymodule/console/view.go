@@ -79,6 +79,9 @@ type consolePage struct {
 	// The reconciliation page.
 	Reconcile *reconcileView
 
+	// The search page.
+	Search *searchView
+
 	// The refused notifications' page.
 	Refused *refusedView
 }

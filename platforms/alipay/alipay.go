@@ -189,6 +189,8 @@ func (a *Alipay) Verify(r *keying.Request) (*keying.Notification, error) {
 		Event:       event,
 		Money:       money,
 		Fingerprint: keying.Material(params["total_amount"], params["refund_fee"]),
+		// Every param but sign and sign_type is signed.
+		MerchantRefs: keying.SearchRefs(params["out_trade_no"], params["out_biz_no"], params["out_request_no"]),
 		Extra: func(path string) (string, bool) {
 			v, ok := params[path]
 			return v, ok

@@ -227,6 +227,9 @@ func (p *PayPal) Verify(r *keying.Request) (*keying.Notification, error) {
 		}
 	}
 	paypalSettles(n, fp[0])
+	// The body is what the signature's CRC and the transmission log bind.
+	n.MerchantRefs = keying.SearchRefsAt(f, "resource.id", "resource.invoice_id", "resource.custom_id",
+		"resource.supplementary_data.related_ids.order_id")
 	return n, nil
 }
 

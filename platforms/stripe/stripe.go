@@ -91,6 +91,7 @@ func (s *Stripe) Verify(r *keying.Request) (*keying.Notification, error) {
 		}
 	}
 	stripeSettles(n, fp[0])
+	n.MerchantRefs = keying.SearchRefsAt(f, stripeSearchPaths...)
 	return n, nil
 }
 
@@ -178,6 +179,13 @@ var (
 // whose charge a Dashboard export names as the refund row's source).
 var stripeRefPaths = []string{"data.object.id", "data.object.latest_charge", "data.object.charges.data.0.id",
 	"data.object.charge", "data.object.payment_intent"}
+
+// stripeSearchPaths are where an event names what a merchant and its
+// customer call the payment: the object's id, the intent and the charge
+// behind it, a Checkout session's client_reference_id and the order id a
+// merchant commonly puts in metadata. The whole body is signed.
+var stripeSearchPaths = []string{"data.object.id", "data.object.payment_intent", "data.object.charge",
+	"data.object.latest_charge", "data.object.client_reference_id", "data.object.metadata.order_id"}
 
 // stripeSettles sets n's reconciliation fields from a verified event.
 func stripeSettles(n *keying.Notification, typ string) {

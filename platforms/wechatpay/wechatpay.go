@@ -231,6 +231,9 @@ func (w *WechatPay) Verify(r *keying.Request) (*keying.Notification, error) {
 	if err := w.classify(n, env.EventType, get); err != nil {
 		return nil, err
 	}
+	// The decrypted resource is the signed content (without the APIv3
+	// key, above, only the envelope is read: it names none).
+	n.MerchantRefs = keying.SearchRefs(get("out_trade_no"), get("out_refund_no"))
 	return n, nil
 }
 

@@ -144,6 +144,7 @@ func (w *WechatPayV2) Verify(r *keying.Request) (*keying.Notification, error) {
 		return nil, err
 	}
 	n.At = keying.BeijingTime(fields["time_end"])
+	n.MerchantRefs = keying.SearchRefs(fields["out_trade_no"])
 	return n, nil
 }
 
@@ -282,6 +283,8 @@ func (w *WechatPayV2) refund(r *keying.Request, outer map[string]string) (*keyin
 		return nil, err
 	}
 	n.At = keying.BeijingTime(inner["success_time"])
+	// req_info, which decrypted under the merchant's key, not the envelope.
+	n.MerchantRefs = keying.SearchRefs(inner["out_trade_no"], inner["out_refund_no"])
 	return n, nil
 }
 

@@ -1,0 +1,98 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/idemgate/idemgate/cache"
+	"github.com/idemgate/idemgate/internal/registry"
+)
+
+// Search (GET /idempotency/search?q=<text>): an order as the customer
+// names it. The merchant's own order number (out_trade_no), a refund's
+// (out_biz_no, out_refund_no), a Stripe or PayPal object id finds the
+// keys whose notifications signed it (cache.Searcher); any text finds the
+// keys that start with it, in every state.
+
+// SearchView is the answer to GET /idempotency/search.
+type SearchView struct {
+	Store   string        `json:"store"`
+	Q       string        `json:"q"`
+	Matches []cache.Match `json:"matches"`
+}
+
+func (a *AdminAPI) search(w http.ResponseWriter, r *http.Request) error {
+	if r.Method != http.MethodGet {
+		return errMethod(r)
+	}
+	q := r.URL.Query()
+	limit := cache.MaxSearch
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n <= 0 {
+			return apiError(http.StatusBadRequest, fmt.Errorf("limit must be a positive number, not %q", s))
+		}
+		limit = min(n, cache.MaxSearch)
+	}
+	ps, err := a.pickStore(r)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)
+	defer cancel()
+	v, err := Search(ctx, a.app, ps, q.Get("q"), limit)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, v)
+}
+
+// Search finds the keys text names in ps: by a merchant's reference, then
+// by key prefix (cache.Search), at most limit of them.
+func Search(ctx context.Context, app *registry.App, ps *registry.Store, text string, limit int) (SearchView, error) {
+	out := SearchView{Store: ps.ID, Q: text, Matches: []cache.Match{}}
+	q := cache.SearchQuery{Q: text, Limit: limit, Window: app.WindowOf, Now: app.Now(), NoPrefix: !mayStartKey(strings.TrimSpace(text), app.ScopeNames())}
+	m, err := cache.Search(ctx, ps.Store, q)
+	switch {
+	case errors.Is(err, cache.ErrEmptySearch):
+		return out, apiError(http.StatusBadRequest, errors.New("search for what? ?q=<the merchant's order number (out_trade_no), a refund number, a Stripe or PayPal id, or the start of a key>"))
+	case err != nil:
+		return out, apiError(http.StatusServiceUnavailable, fmt.Errorf("store %s: %v", ps.ID, err))
+	}
+	// A key whose event has not run (failed, in flight) has no amount in
+	// its order: its notification's signed content names it (MoneyOf).
+	for i := range m {
+		if m[i].Amount != "" || m[i].FromOrder {
+			continue
+		}
+		if rec, err := ps.Lookup(ctx, m[i].Key); err == nil {
+			if money, ok := MoneyOf(ctx, app, rec); ok {
+				m[i].Amount, m[i].Currency = money.Amount, money.Currency
+			}
+		}
+	}
+	if m != nil {
+		out.Matches = m
+	}
+	return out, nil
+}
+
+// mayStartKey tells whether text may be the start of a key: every key is
+// "<scope>:…", so text with a ":" may, and text without one only when a
+// loaded scope starts with it. An order number (no ":") is then looked up
+// by reference alone, and the key listings are not walked for it.
+func mayStartKey(text string, scopes []string) bool {
+	if strings.Contains(text, ":") {
+		return true
+	}
+	for _, s := range scopes {
+		if strings.HasPrefix(s, text) {
+			return true
+		}
+	}
+	return false
+}

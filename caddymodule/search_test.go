@@ -1,0 +1,119 @@
+package caddymodule
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemgate/idemgate/cache"
+	adminapi "github.com/idemgate/idemgate/caddymodule/admin"
+	"github.com/idemgate/idemgate/internal/gatewaytest"
+)
+
+// The search tests: an order is found as the customer names it — the
+// merchant's out_trade_no, a refund's out_biz_no — through the real
+// module, on every store: answered, failed (sync) and given up (async).
+
+const searchSite = `
+	handle /notify {
+		idempotency {
+			platform alipay
+			public_key {pub}
+			{store}
+		}
+		reverse_proxy {backend}
+	}
+	handle /async {
+		idempotency {
+			platform alipay
+			public_key {pub}
+			scope alipay_async
+			{store}
+			deliver async {
+				to http://{backend}
+				retry 100ms 200ms
+				give_up 1s
+			}
+		}
+	}`
+
+// searchFor is GET /idempotency/search?q=q.
+func (g gateway) searchFor(t *testing.T, q string) adminapi.SearchView {
+	t.Helper()
+	var v adminapi.SearchView
+	g.adminJSON(t, http.MethodGet, "/idempotency/search?q="+url.QueryEscape(q), &v)
+	return v
+}
+
+func TestSearchByMerchantOrderNumber(t *testing.T) {
+	gatewaytest.EachStore(t, func(t *testing.T, _, store string) {
+		a := newAlipayOrders(t)
+		be := newBackend(t)
+		be.setAnswer(func(order string, n int, r *http.Request) (int, string, time.Duration) {
+			if order == "fail" {
+				return 500, "broken", 0
+			}
+			return 200, "success", 0
+		})
+		g := startGateway(t, searchSite, "{pub}", a.pub, "{store}", store, "{backend}", be.addr())
+		const paid, failed, given = "2026031422001437971000000101", "2026031422001437971000000102", "2026031422001437971000000103"
+		order := "alipay:" + testAlipayAppID + ":" + paid
+
+		if r := send(t, g.base, "paid", a.notify(paid, "TRADE_SUCCESS")); r.status != 200 || r.body != "success" {
+			t.Fatalf("paid: %d %q", r.status, r.body)
+		}
+		refund := a.notify(paid, "TRADE_SUCCESS", "out_biz_no", "RF-101", "refund_fee", "8.88")
+		if r := send(t, g.base, "refund", refund); r.status != 200 {
+			t.Fatalf("refund: %d %q", r.status, r.body)
+		}
+		if r := send(t, g.base, "fail", a.notify(failed, "TRADE_SUCCESS")); r.status == 200 {
+			t.Fatalf("a failing backend's notify: %d %q", r.status, r.body)
+		}
+		async := a.notify(given, "TRADE_SUCCESS")
+		async.path = "/async"
+		if r := send(t, g.base, "fail", async); r.status != 200 {
+			t.Fatalf("async ack: %d %q", r.status, r.body)
+		}
+
+		// The customer's order number finds the payment and its refund,
+		// with their amounts.
+		v := g.searchFor(t, "o-"+paid)
+		if len(v.Matches) != 2 {
+			t.Fatalf("o-%s finds %+v, want the payment and the refund", paid, v.Matches)
+		}
+		want := map[string]string{order + ":paid": "88.88", order + ":refund:RF-101": "8.88"}
+		for _, m := range v.Matches {
+			if want[m.Key] != m.Amount || m.Currency != "CNY" || m.State != cache.StateAnswered || m.Order != order || m.Ref != "o-"+paid {
+				t.Errorf("match %+v", m)
+			}
+		}
+		// The refund's own number finds the refund.
+		if v := g.searchFor(t, "RF-101"); len(v.Matches) != 1 || v.Matches[0].Key != order+":refund:RF-101" || v.Matches[0].Event != "refund:RF-101" {
+			t.Fatalf("RF-101 finds %+v", v.Matches)
+		}
+		// A failed key, which support needs most, is found too.
+		if v := g.searchFor(t, " o-"+failed+" "); len(v.Matches) != 1 || v.Matches[0].State != cache.StateFailed || v.Matches[0].Amount != "88.88" ||
+			v.Matches[0].Key != "alipay:"+testAlipayAppID+":"+failed+":paid" {
+			t.Fatalf("o-%s finds %+v, want its failed key, with its notification's amount", failed, v.Matches)
+		}
+		// Delivered async and given up: the queued notification carried
+		// its references to the settle.
+		eventually(t, 15*time.Second, "the async key to be given up and found", func() bool {
+			v := g.searchFor(t, "o-"+given)
+			return len(v.Matches) == 1 && v.Matches[0].Key == "alipay_async:"+testAlipayAppID+":"+given+":paid" &&
+				(v.Matches[0].State == cache.StateFailed || v.Matches[0].State == cache.StateDead)
+		})
+		// The start of a key finds its keys too.
+		if v := g.searchFor(t, order); len(v.Matches) != 2 || v.Matches[0].Ref != "" {
+			t.Fatalf("prefix %s finds %+v", order, v.Matches)
+		}
+		if v := g.searchFor(t, "o-nothing"); len(v.Matches) != 0 || v.Matches == nil {
+			t.Fatalf("an unknown number finds %+v, want [] ", v.Matches)
+		}
+		if status, body := g.adminDo(t, http.MethodGet, "/idempotency/search"); status != http.StatusBadRequest || !strings.Contains(body, "out_trade_no") {
+			t.Fatalf("search for nothing: %d %s", status, body)
+		}
+	})
+}
