@@ -77,7 +77,11 @@
 //
 // # This package, by file
 //
-// handler.go holds the configuration, its lifecycle and ServeHTTP;
+// The request path itself (parse, verify, claim, then forward, replay,
+// wait or refuse, then settle) is package gate, free of Caddy; this
+// package is its adapter.
+//
+// handler.go holds the configuration and its lifecycle;
 // app.go how a handler joins its config's idempotency app
 // (internal/registry), which starts the config's handlers (opens their
 // stores, starts their engines) only when the config runs, never when it
@@ -87,9 +91,9 @@
 // the secrets read at start; store.go the store configuration and pool,
 // redislog.go go-redis's logger through Caddy's; verify.go the signature
 // clock, signkeys.go the verification keys (which one verified, expiry);
-// serve.go the claim and wait loop; refusal.go what a refused sender is
-// told;
-// forward.go the trip to the backend and the settling of its claim;
+// serve.go ServeHTTP, which runs the gate and acts on its outcome, and
+// what the gate asks of the route; refusal.go what a refused sender is
+// told; forward.go the trip to the next handler, which the gate settles;
 // redeliver.go a journaled notification sent into the handler that took
 // it (its chain kept from live requests, or found by an in-process probe
 // after a start), re-signed where the route holds the secret; retries.go
@@ -98,7 +102,7 @@
 // adds to its key's record; decision.go the one place that logs, counts,
 // traces and emits what each request came to; metrics.go, tracing.go and
 // alert.go those outputs; deliver.go the receipt of `deliver async`
-// (claim, enqueue, ack), deliver_engine.go the engine that delivers the
+// (the gate's queue: enqueue, ack), deliver_engine.go the engine that delivers the
 // queue to the backend, deliver_send.go one attempt's trip there and
 // deliver_metrics.go its gauges.
 package caddymodule
