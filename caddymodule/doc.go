@@ -1,7 +1,8 @@
-// Package caddymodule is the request path of idemgate, the idempotency
-// gateway for payment notifications: the `idempotency` HTTP handler
-// (http.handlers.idempotency) and its Caddyfile directive. For every
-// notification it verifies the platform's signature, renders the key,
+// Package caddymodule is idemgate's Caddy side, around the request path
+// of package gate: the `idempotency` HTTP handler
+// (http.handlers.idempotency) of the idempotency gateway for payment
+// notifications, and its Caddyfile directive. For every notification it
+// verifies the platform's signature, renders the key,
 // claims it in a store, forwards only the first copy, remembers the
 // backend's answer and replays it to every duplicate — or, with `deliver
 // async`, acknowledges once the notification is queued and delivers it
@@ -15,7 +16,11 @@
 //	                         `xcaddy build --with github.com/idemgate/idemgate`
 //	                         brings all of it; Version
 //	cmd/idemgate             main: Caddy's standard modules + the module root
-//	caddymodule              this package: the request path (below)
+//	caddymodule              this package: the handler around the gate
+//	                         (below)
+//	gate                     the request path: parse, verify, claim, then
+//	                         forward, replay, wait or refuse, then settle;
+//	                         no Caddy
 //	caddymodule/admin        admin.api.idempotency: keys, journal,
 //	                         redelivery, deliveries, reconciliation (a
 //	                         platform's bill against what ran) on Caddy's
