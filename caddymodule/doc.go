@@ -74,7 +74,8 @@
 // Where a change goes: a change to a platform's rules is its folder under
 // platforms/; a new platform is a new folder and one line in
 // platforms/platforms.go (and a row of the presets table test here); a store's semantics or a Redis
-// script is cache; what the gateway answers in a situation is this package;
+// script is cache; what the gateway does in a situation is gate, how the
+// answer is written (and recorded) this package;
 // a new admin route is caddymodule/admin, shown in the console
 // (caddymodule/console) and wrapped by a CLI subcommand
 // (caddymodule/command); state an operator surface needs from a running
