@@ -1,7 +1,12 @@
 package caddymodule
 
 import (
+	"errors"
+	"net/http"
 	"testing"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/idemgate/idemgate/gate"
 	"github.com/idemgate/idemgate/internal/registry"
@@ -27,5 +32,38 @@ func TestGateLabels(t *testing.T) {
 	}
 	if len(labels) != registry.NumOutcomes {
 		t.Errorf("the gate names %d outcomes, the registry %d", len(labels), registry.NumOutcomes)
+	}
+}
+
+// TestHeadRecorded: a HEAD is recorded as what it came to — bad_request
+// (405) for a key not answered, replayed for an answered one — for the
+// access log's {idempotency.outcome}, the metrics and the chart. (It used
+// to be recorded with no outcome at all.)
+func TestHeadRecorded(t *testing.T) {
+	h := provisionHandler(t, &Handler{Key: "k:{http.request.uri.query.order}", Store: &StoreConfig{Type: "memory"}})
+	send := func(method string) (int, string) {
+		w, r := benchRequest("")
+		r.Method = method
+		r.URL.RawQuery = "order=hr-1"
+		var code int
+		var he caddyhttp.HandlerError
+		if err := h.ServeHTTP(w, r, benchBackend); errors.As(err, &he) {
+			code = he.StatusCode // a refusal, for the server's error handling
+		} else if err != nil {
+			t.Fatal(err)
+		} else {
+			code = w.Code
+		}
+		repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+		return code, repl.ReplaceAll("{idempotency.outcome}", "")
+	}
+	if code, o := send(http.MethodHead); code != http.StatusMethodNotAllowed || o != string(outcomeBadRequest) {
+		t.Fatalf("HEAD of an unknown key: %d recorded %q, want 405 recorded %q", code, o, outcomeBadRequest)
+	}
+	if code, o := send(http.MethodPost); code != http.StatusOK || o != string(outcomeForwarded) {
+		t.Fatalf("POST: %d recorded %q, want 200 forwarded", code, o)
+	}
+	if code, o := send(http.MethodHead); code != http.StatusOK || o != string(outcomeReplayed) {
+		t.Fatalf("HEAD of an answered key: %d recorded %q, want 200 recorded %q", code, o, outcomeReplayed)
 	}
 }
