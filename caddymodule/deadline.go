@@ -3,14 +3,13 @@ package caddymodule
 import (
 	"context"
 	"time"
+
+	"github.com/idemgate/idemgate/gate"
 )
 
-// storeContext bounds one store call of the request path (the claim, the
-// completion) by store_timeout. It carries neither the request's values
-// nor its cancellation: a store call that was sent learns its outcome
-// even when the platform has hung up (the claim of a copy whose platform
-// left is still the key's claim, and its backend answer is still
-// remembered for the retry).
+// storeContext bounds one store call of the request path by
+// store_timeout, as the gate bounds its claims and completions
+// (gate.StoreContext: neither the request's values nor its cancellation).
 func (h *Handler) storeContext() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), time.Duration(h.StoreTimeout))
+	return gate.StoreContext(time.Duration(h.StoreTimeout))
 }

@@ -12,9 +12,9 @@ import (
 	"github.com/idemgate/idemgate/internal/registry"
 )
 
-// result is what one request's trip through the handler came to: each
-// step returns it, and record writes it once (log line, span, metrics,
-// events).
+// result is what one request's trip through the handler came to: the
+// gate's outcome (resultOf), and record writes it once (log line, span,
+// metrics, events).
 type result struct {
 	key     string
 	keyID   string // the key that verified the notification, if named
@@ -27,6 +27,9 @@ type result struct {
 	// hint says how to fix a route whose failure another of the
 	// platform's success rules would take as a success (success.go).
 	hint string
+	// storeOp names the store operation that failed, for its counter;
+	// verified, the label of the key that verified the notification.
+	storeOp, verified string
 }
 
 // outcome is a bounded metric label and the {idempotency.outcome} value;
@@ -63,6 +66,12 @@ func setOutcome(repl *caddy.Replacer, o outcome) { repl.Set("idempotency.outcome
 func (h *Handler) record(ctx context.Context, span spanEnder, repl *caddy.Replacer, start time.Time, d *result) {
 	elapsed := time.Since(start)
 	setOutcome(repl, d.outcome)
+	if d.verified != "" {
+		h.metrics.verifiedWith(ctx, h.route(), d.verified)
+	}
+	if d.storeOp != "" {
+		h.metrics.storeError(ctx, h.route(), d.storeOp)
+	}
 	h.metrics.request(ctx, h.route(), string(d.outcome), elapsed)
 	if d.backend > 0 {
 		h.metrics.backendDuration(ctx, h.route(), d.backend)

@@ -13,10 +13,10 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
 	"github.com/idemgate/idemgate/cache"
+	"github.com/idemgate/idemgate/gate"
 	"github.com/idemgate/idemgate/internal/cfparse"
 )
 
@@ -290,21 +290,35 @@ func guessContentType(body string) string {
 	return "text/plain; charset=utf-8"
 }
 
+// asyncQueue is an async route's delivery queue as the gate's Queue: the
+// receipt (enqueue) and the answer to a copy of a queued key
+// (queuedCopy).
+type asyncQueue struct{ h *Handler }
+
+func (q asyncQueue) Enqueue(_ context.Context, r *http.Request, c gate.Claim) gate.Outcome {
+	return q.h.enqueue(r, c)
+}
+
+func (q asyncQueue) Copy(ctx context.Context, key, _ string, copies int64) (gate.Outcome, bool) {
+	return q.h.queuedCopy(ctx, key, copies)
+}
+
 // enqueue is the receipt of a won key on an async route: hold the claim
 // for the whole delivery, queue the notification (durable when Enqueue
 // returns), then ack. The hold comes first: once queued, the delivery may
 // be taken and settled before this copy's next step. Any store error
 // before the ack answers 503 + Retry-After, never the ack: the platform's
 // retry comes back.
-func (h *Handler) enqueue(w http.ResponseWriter, r *http.Request, repl *caddy.Replacer, key, token string, nt notice) (result, error) {
+func (h *Handler) enqueue(r *http.Request, c gate.Claim) gate.Outcome {
+	key, token := c.Key, c.Token
 	if err := h.ackable(); err != nil {
 		// The queue would not survive a Redis restart: no ack, and
 		// nothing queued; the platform's retry comes back.
 		h.unclaim(key, token)
-		return h.queueFailed(w, r, "aof", err)
+		return queueFailed("aof", err)
 	}
 	ds := h.dlv
-	d := cache.Delivery{Key: key, Token: token, Notification: h.receivedNotification(r), Enqueued: time.Now(), Order: nt.run,
+	d := cache.Delivery{Key: key, Token: token, Notification: h.receivedNotification(r), Enqueued: time.Now(), Order: c.Run,
 		Credentials: credentialsOf(r.Header)}
 	// The platform hanging up must not cut the write half-way: it is
 	// bounded by store_timeout.
@@ -312,15 +326,14 @@ func (h *Handler) enqueue(w http.ResponseWriter, r *http.Request, repl *caddy.Re
 	defer cancel()
 	if err := h.store.Renew(ctx, key, token, ds.hold(time.Duration(h.LockTTL))); err != nil {
 		h.unclaim(key, token)
-		return h.queueFailed(w, r, "renew", err)
+		return queueFailed("renew", err)
 	}
 	if err := ds.queue.Enqueue(ctx, h.scope(), d); err != nil {
 		h.unclaim(key, token)
-		return h.queueFailed(w, r, "enqueue", err)
+		return queueFailed("enqueue", err)
 	}
 	ds.engine.poke()
-	setOutcome(repl, outcomeQueued)
-	return result{outcome: outcomeQueued, copies: 1}, h.ack(w, r)
+	return gate.Acknowledged(gate.Queued, 1)
 }
 
 // unclaim frees a key whose notification could not be queued, so the
@@ -338,56 +351,51 @@ func (h *Handler) unclaim(key, token string) {
 }
 
 // queueFailed answers a store failure before the ack.
-func (h *Handler) queueFailed(w http.ResponseWriter, r *http.Request, op string, err error) (result, error) {
-	h.metrics.storeError(r.Context(), h.route(), op)
-	return result{outcome: outcomeStoreError, err: err},
-		h.tryLater(w, r, http.StatusServiceUnavailable, fmt.Errorf("queueing the notification: %w", err))
+func queueFailed(op string, err error) gate.Outcome {
+	return gate.StoreFailure(op, err, fmt.Errorf("queueing the notification: %w", err))
 }
 
 // queuedCopy answers a copy of an in-flight key on an async route: the
 // ack when the key is queued (its first copy was acked, or is about to
-// be), the remembered answer when the delivery ended meanwhile. A first
-// copy still between its claim and its Enqueue is given a moment; past
-// it, 409 + Retry-After. again: the key was released meanwhile (the
-// copy is a retry: claim again).
-func (h *Handler) queuedCopy(w http.ResponseWriter, r *http.Request, repl *caddy.Replacer, key, fp string, copies int64,
-) (res result, again bool, err error) {
+// be), the remembered answer (a Replay of the record, which the gate
+// checks) when the delivery ended meanwhile. A first copy still between
+// its claim and its Enqueue is given a moment; past it, 409 +
+// Retry-After. again: the key was released meanwhile (the copy is a
+// retry: claim again).
+func (h *Handler) queuedCopy(ctx context.Context, key string, copies int64) (o gate.Outcome, again bool) {
 	deadline := time.Now().Add(time.Second)
 	wait := 2 * time.Millisecond
 	for {
-		queued, rec, err := h.queueState(r.Context(), key)
+		queued, rec, err := h.queueState(ctx, key)
 		switch {
-		case err != nil && r.Context().Err() != nil:
-			return result{outcome: outcomeCanceled, copies: copies, err: err}, false, caddyhttp.Error(499, err)
+		case err != nil && ctx.Err() != nil:
+			return gate.Dropped(copies, err), false
 		case err != nil:
-			h.metrics.storeError(r.Context(), h.route(), "queued")
-			return result{outcome: outcomeStoreError, copies: copies, err: err}, false,
-				h.tryLater(w, r, http.StatusServiceUnavailable, fmt.Errorf("looking up the delivery queue: %w", err))
+			o := gate.StoreFailure("queued", err, fmt.Errorf("looking up the delivery queue: %w", err))
+			o.Copies = copies
+			return o, false
 		case queued:
 			if err := h.ackable(); err != nil {
 				// Queued, but not durably: a later copy finds it still
 				// queued (or delivered) and is answered once AOF is back.
-				h.metrics.storeError(r.Context(), h.route(), "aof")
-				return result{outcome: outcomeStoreError, copies: copies, err: err}, false,
-					h.tryLater(w, r, http.StatusServiceUnavailable, err)
+				o := gate.StoreFailure("aof", err, err)
+				o.Copies = copies
+				return o, false
 			}
-			setOutcome(repl, outcomeAcked)
-			return result{outcome: outcomeAcked, copies: copies}, false, h.ack(w, r)
+			return gate.Acknowledged(gate.Acked, copies), false
 		case rec == nil || rec.State == cache.StateFailed:
-			return result{}, true, nil
+			return gate.Outcome{}, true
 		case rec.State == cache.StateAnswered:
 			// Delivered between this copy's claim and now.
-			res, err := h.replayRecord(w, r, repl, rec, fp, true)
-			return res, false, err
+			return gate.Outcome{Action: gate.Replay, Record: rec}, false
 		}
 		if time.Now().Add(wait).After(deadline) {
-			return result{outcome: outcomeInFlight, copies: copies}, false,
-				h.tryLater(w, r, http.StatusConflict, errors.New("the first copy of this notification is being queued or was held after an unknown outcome"))
+			return gate.TryLater(copies, "the first copy of this notification is being queued or was held after an unknown outcome"), false
 		}
 		select {
 		case <-time.After(wait):
-		case <-r.Context().Done():
-			return result{outcome: outcomeCanceled, copies: copies, err: r.Context().Err()}, false, caddyhttp.Error(499, r.Context().Err())
+		case <-ctx.Done():
+			return gate.Dropped(copies, ctx.Err()), false
 		}
 		wait += wait / 2
 	}

@@ -1,7 +1,8 @@
-// Package caddymodule is the request path of idemgate, the idempotency
-// gateway for payment notifications: the `idempotency` HTTP handler
-// (http.handlers.idempotency) and its Caddyfile directive. For every
-// notification it verifies the platform's signature, renders the key,
+// Package caddymodule is idemgate's Caddy side, around the request path
+// of package gate: the `idempotency` HTTP handler
+// (http.handlers.idempotency) of the idempotency gateway for payment
+// notifications, and its Caddyfile directive. For every notification it
+// verifies the platform's signature, renders the key,
 // claims it in a store, forwards only the first copy, remembers the
 // backend's answer and replays it to every duplicate — or, with `deliver
 // async`, acknowledges once the notification is queued and delivers it
@@ -15,7 +16,11 @@
 //	                         `xcaddy build --with github.com/idemgate/idemgate`
 //	                         brings all of it; Version
 //	cmd/idemgate             main: Caddy's standard modules + the module root
-//	caddymodule              this package: the request path (below)
+//	caddymodule              this package: the handler around the gate
+//	                         (below)
+//	gate                     the request path: parse, verify, claim, then
+//	                         forward, replay, wait or refuse, then settle;
+//	                         no Caddy
 //	caddymodule/admin        admin.api.idempotency: keys, journal,
 //	                         redelivery, deliveries, reconciliation (a
 //	                         platform's bill against what ran) on Caddy's
@@ -69,7 +74,8 @@
 // Where a change goes: a change to a platform's rules is its folder under
 // platforms/; a new platform is a new folder and one line in
 // platforms/platforms.go (and a row of the presets table test here); a store's semantics or a Redis
-// script is cache; what the gateway answers in a situation is this package;
+// script is cache; what the gateway does in a situation is gate, how the
+// answer is written (and recorded) this package;
 // a new admin route is caddymodule/admin, shown in the console
 // (caddymodule/console) and wrapped by a CLI subcommand
 // (caddymodule/command); state an operator surface needs from a running
@@ -77,7 +83,11 @@
 //
 // # This package, by file
 //
-// handler.go holds the configuration, its lifecycle and ServeHTTP;
+// The request path itself (parse, verify, claim, then forward, replay,
+// wait or refuse, then settle) is package gate, free of Caddy; this
+// package is its adapter.
+//
+// handler.go holds the configuration and its lifecycle;
 // app.go how a handler joins its config's idempotency app
 // (internal/registry), which starts the config's handlers (opens their
 // stores, starts their engines) only when the config runs, never when it
@@ -87,9 +97,9 @@
 // the secrets read at start; store.go the store configuration and pool,
 // redislog.go go-redis's logger through Caddy's; verify.go the signature
 // clock, signkeys.go the verification keys (which one verified, expiry);
-// serve.go the claim and wait loop; refusal.go what a refused sender is
-// told;
-// forward.go the trip to the backend and the settling of its claim;
+// serve.go ServeHTTP, which runs the gate and acts on its outcome, and
+// what the gate asks of the route; refusal.go what a refused sender is
+// told; forward.go the trip to the next handler, which the gate settles;
 // redeliver.go a journaled notification sent into the handler that took
 // it (its chain kept from live requests, or found by an in-process probe
 // after a start), re-signed where the route holds the secret; retries.go
@@ -98,7 +108,7 @@
 // adds to its key's record; decision.go the one place that logs, counts,
 // traces and emits what each request came to; metrics.go, tracing.go and
 // alert.go those outputs; deliver.go the receipt of `deliver async`
-// (claim, enqueue, ack), deliver_engine.go the engine that delivers the
+// (the gate's queue: enqueue, ack), deliver_engine.go the engine that delivers the
 // queue to the backend, deliver_send.go one attempt's trip there and
 // deliver_metrics.go its gauges.
 package caddymodule

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/idemgate/idemgate/cache"
+	"github.com/idemgate/idemgate/gate"
 	"github.com/idemgate/idemgate/internal/registry"
 	"github.com/idemgate/idemgate/keying"
 	"github.com/idemgate/idemgate/platforms"
@@ -167,6 +168,7 @@ type Handler struct {
 	alerter     *alerter
 	ctx         caddy.Context
 	dlv         *deliveryState  // async delivery; nil for sync
+	gate        *gate.Gate      // the request path (serve.go)
 	reg         *registry.Route // this route in the registry, once provisioned
 	// merchants: app_id and mchid as resolved (the registry's Merchants).
 	merchants []string
@@ -266,6 +268,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	}
 	h.metrics = loadMetrics(ctx)
 	h.warned = newCopyWarnings()
+	h.provisionGate()
 	h.reg = h.registryRoute()
 	h.app.AddRoute(h.reg)
 	h.logger.Info("idempotency handler ready", append([]zap.Field{
@@ -496,55 +499,6 @@ func (h *Handler) Validate() error {
 		return fmt.Errorf("on_duplicate needs a redirect or a status")
 	}
 	return nil
-}
-
-// ServeHTTP runs one notification through the claim / forward / remember /
-// replay cycle; see the contract's answer table. Each step returns its
-// result, which is recorded once (decision.go), also when the backend's
-// handler panics.
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	if p, ok := r.Context().Value(probeCtxKey{}).(*probe); ok {
-		// A redelivery looking for its route: not a request (redeliver.go).
-		return h.answerProbe(r, next, p)
-	}
-	h.keepChain(r, next)
-	start := time.Now()
-	ctx, span := h.startSpan(r)
-	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
-	var res result
-	defer func() { h.record(ctx, span, repl, start, &res) }()
-
-	if err := h.start(); err != nil {
-		// The store did not open: a store error, as on_store_error says.
-		var herr error
-		res, herr = h.storeFailed(w, r, next, repl, "", err)
-		return herr
-	}
-	key, fp, nt, rej := h.parse(r, repl)
-	if rej != nil && rej.outcome == outcomeStoreError {
-		// The signature check needed the store (PayPal's transmission
-		// log): whatever on_store_error says, a notification that could
-		// not be verified is never forwarded.
-		h.metrics.storeError(r.Context(), h.route(), "verify")
-		res = result{key: key, outcome: outcomeStoreError, err: rej.err}
-		return h.tryLater(w, r, http.StatusServiceUnavailable, fmt.Errorf("verifying the notification: %w", rej.err))
-	}
-	if rej != nil {
-		res = result{key: key, keyID: nt.keyID, outcome: rej.outcome, err: rej.err}
-		return h.refuse(w, r, rej.status, rej.public(), rej.err)
-	}
-	if r.Method == http.MethodHead {
-		res, err := h.serveHead(w, r, repl, key, fp)
-		res.key = key
-		return err
-	}
-	// What a panic past this point leaves: reverse_proxy panics with
-	// http.ErrAbortHandler when the backend breaks mid-answer.
-	res = result{key: key, keyID: nt.keyID, outcome: outcomeAmbiguous}
-	var err error
-	res, err = h.serveKey(w, r, next, repl, key, fp, nt)
-	res.key, res.keyID = key, nt.keyID
-	return err
 }
 
 // Cleanup stops what start started and drops this handler's reference to

@@ -2,8 +2,7 @@ package caddymodule
 
 import (
 	"context"
-	"errors"
-	"fmt"
+	"io"
 	"net/http"
 	"time"
 
@@ -12,188 +11,145 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/idemgate/idemgate/cache"
+	"github.com/idemgate/idemgate/gate"
+	"github.com/idemgate/idemgate/keying"
+	"github.com/idemgate/idemgate/platforms"
 )
 
-// serveKey claims key and acts on the claim: forward the first copy,
-// replay an answered key, wait for (or refuse) an in-flight one, refuse a
-// fingerprint conflict.
-func (h *Handler) serveKey(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler,
-	repl *caddy.Replacer, key, fp string, nt notice,
-) (result, error) {
-	waited := false
-	var deadline time.Time
-	for {
-		// An answer this process holds while the store cannot take it yet
-		// (see cache.Settler) is replayed without asking the store.
-		if rec := h.settler.Kept(key); rec != nil {
-			return h.replayRecord(w, r, repl, rec, fp, waited)
-		}
-		res, err := h.claim(key, fp)
-		if err != nil && r.Context().Err() != nil {
-			// The platform hung up, and nobody is left to answer. The
-			// claim's error is the store's all the same: a claim is not
-			// bound by the request (see claim).
-			h.metrics.storeError(r.Context(), h.route(), "claim")
-			return result{outcome: outcomeCanceled, err: err}, caddyhttp.Error(499, err)
-		}
-		if err != nil {
-			// The first copy is at the backend from this process: its
-			// answer is about to be completed or kept here, so wait for it
-			// rather than fail.
-			if deadline.IsZero() {
-				deadline = time.Now().Add(time.Duration(h.InFlightWait))
-			}
-			wctx, cancel := context.WithDeadline(r.Context(), deadline)
-			local := h.settler.AwaitLocal(wctx, key)
-			cancel()
-			// Or it settled (kept here) between this copy's look at the
-			// kept answers and its claim.
-			if local || h.settler.Kept(key) != nil {
-				waited = true
-				continue
-			}
-			return h.storeFailed(w, r, next, repl, key, err)
-		}
-		switch res.Outcome {
-		case cache.Won:
-			if h.async() {
-				return h.enqueue(w, r, repl, key, res.Token, nt)
-			}
-			return h.forward(w, r, next, repl, key, fp, res.Token, nt)
-		case cache.Answered:
-			return h.replayRecord(w, r, repl, res.Record, fp, waited)
-		case cache.Conflict:
-			return h.conflict(w, r, res.Record.Copies)
-		}
+// The Caddy side of the request path: the gate (package gate) decides,
+// ServeHTTP acts on its outcome (writes the answer, or calls the next
+// handler for a forward, which the gate then settles), and record
+// (decision.go) records it once.
 
-		// In flight.
-		copies := res.Record.Copies
-		if h.async() {
-			if res, again, err := h.queuedCopy(w, r, repl, key, fp, copies); !again {
-				return res, err
-			}
-			continue // released meanwhile: this copy is a retry and claims again
-		}
-		if h.InFlight == "reject" {
-			return result{outcome: outcomeInFlight, copies: copies},
-				h.tryLater(w, r, http.StatusConflict, errors.New("the first copy of this notification is still being processed"))
-		}
-		if deadline.IsZero() {
-			deadline = time.Now().Add(time.Duration(h.InFlightWait))
-		}
-		waited = true
-		rec, err := cache.WaitAnswer(r.Context(), h.store, key, cache.WaitOptions{
-			Deadline: deadline, OpTimeout: time.Duration(h.StoreTimeout), Recheck: time.Duration(h.LockTTL) / 3,
-		})
-		switch {
-		case err != nil && h.settler.Kept(key) != nil:
-			continue // the first copy's answer is here, kept while the store is down
-		case err != nil && r.Context().Err() != nil:
-			return result{outcome: outcomeCanceled, copies: copies, err: err}, caddyhttp.Error(499, err)
-		case errors.Is(err, cache.ErrWaitTimeout):
-			return result{outcome: outcomeInFlight, copies: copies},
-				h.tryLater(w, r, http.StatusConflict, errors.New("timed out waiting for the first copy of this notification"))
-		case err != nil:
-			// The key is known to be in flight: whatever on_store_error
-			// says, forwarding this copy could run the backend twice.
-			h.metrics.storeError(r.Context(), h.route(), "wait")
-			return result{outcome: outcomeStoreError, copies: copies, err: err},
-				h.tryLater(w, r, http.StatusServiceUnavailable, fmt.Errorf("waiting for the first copy: %w", err))
-		case rec != nil:
-			return h.replayRecord(w, r, repl, rec, fp, true)
-		}
-		// The first copy was released (the backend failed): this copy is a
-		// legitimate retry and claims again.
+// ServeHTTP runs one notification through the gate; see the contract's
+// answer table. The outcome is recorded once (decision.go), also when the
+// backend's handler panics.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	if p, ok := r.Context().Value(probeCtxKey{}).(*probe); ok {
+		// A redelivery looking for its route: not a request (redeliver.go).
+		return h.answerProbe(r, next, p)
 	}
+	h.keepChain(r, next)
+	start := time.Now()
+	ctx, span := h.startSpan(r)
+	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	var res result
+	defer func() { h.record(ctx, span, repl, start, &res) }()
+
+	var o gate.Outcome
+	if err := h.start(); err != nil {
+		o = h.gate.StoreDown(err) // the store did not open
+	} else {
+		o = h.gate.Decide(r)
+	}
+	res = resultOf(o)
+	return h.act(w, r, next, repl, o, &res)
 }
 
-// serveHead answers a HEAD (a link checker, a prefetcher) without
-// claiming, remembering or forwarding anything: a claimed HEAD would be
-// forwarded and its body-less answer remembered as the key's, leaving the
-// customer's GET an empty page for ttl; forwarded unclaimed, it would
-// still run a legacy backend's GET code (PHP, Rails and Django answer
-// HEAD by running GET), outside any claim. An answered key's HEAD gets
-// the replay's status and headers; any other gets 405 with Allow, and the
-// GET that follows is a copy like any other.
-func (h *Handler) serveHead(w http.ResponseWriter, r *http.Request, repl *caddy.Replacer, key, fp string) (result, error) {
-	rec := h.settler.Kept(key)
-	if rec == nil {
-		ctx, cancel := context.WithTimeout(r.Context(), time.Duration(h.StoreTimeout))
-		var err error
-		rec, err = h.store.Lookup(ctx, key)
-		cancel()
-		if err != nil && !errors.Is(err, cache.ErrNotFound) {
-			// Never passed on, whatever on_store_error says: a HEAD is no
-			// notification to deliver unprotected.
-			h.metrics.storeError(r.Context(), h.route(), "lookup")
-			return result{outcome: outcomeStoreError, err: err},
-				h.tryLater(w, r, http.StatusServiceUnavailable, fmt.Errorf("idempotency store unavailable: %w", err))
+// act does what the gate decided. A forward goes to the backend, and what
+// became of it replaces the decision in res.
+func (h *Handler) act(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, repl *caddy.Replacer,
+	o gate.Outcome, res *result,
+) error {
+	switch o.Action {
+	case gate.Forward:
+		// What a panic past this point leaves: reverse_proxy panics with
+		// http.ErrAbortHandler when the backend breaks mid-answer.
+		res.outcome = outcomeAmbiguous
+		setOutcome(repl, outcomeForwarded)
+		settled := resultOf(h.forward(w, r, next, o.Claim))
+		settled.key, settled.keyID, settled.verified = res.key, res.keyID, res.verified
+		if settled.outcome == outcomeBackendFailed || settled.outcome == outcomeBackendUnreachable {
+			settled.journal = h.failedJournal(settled.key)
 		}
-	}
-	if rec != nil && rec.State == cache.StateAnswered {
-		return h.replayRecord(w, r, repl, rec, fp, false)
-	}
-	w.Header().Set("Allow", "GET, POST")
-	err := errors.New("HEAD is answered only for an answered notification: it is never forwarded")
-	return result{outcome: outcomeBadRequest, err: err}, h.refuse(w, r, http.StatusMethodNotAllowed, err.Error(), err)
-}
-
-// replayRecord answers a copy of an answered key, or refuses it when its
-// fingerprint differs.
-func (h *Handler) replayRecord(w http.ResponseWriter, r *http.Request, repl *caddy.Replacer,
-	rec *cache.Record, fp string, waited bool,
-) (result, error) {
-	if fp != "" && rec.Fingerprint != "" && fp != rec.Fingerprint {
-		return h.conflict(w, r, rec.Copies)
-	}
-	o := outcomeReplayed
-	if waited {
-		o = outcomeWaited
-	}
-	setOutcome(repl, o)
-	return result{outcome: o, copies: rec.Copies}, h.replay(w, r, repl, rec)
-}
-
-func (h *Handler) conflict(w http.ResponseWriter, r *http.Request, copies int64) (result, error) {
-	err := errors.New("same key, different fingerprint: possible tampering")
-	return result{outcome: outcomeConflict, copies: copies, err: err},
-		h.refuse(w, r, http.StatusUnprocessableEntity, msgConflict, err)
-}
-
-// storeFailed applies on_store_error.
-func (h *Handler) storeFailed(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler,
-	repl *caddy.Replacer, key string, err error,
-) (result, error) {
-	h.metrics.storeError(r.Context(), h.route(), "claim")
-	// A store that no longer fits (a Redis turned evicting) is refused as
-	// at start: pass is for a store that is down, not one that forgets.
-	if h.OnStoreError == "pass" && !errors.Is(err, cache.ErrUnfit) {
+		*res = settled
+		return settled.err
+	case gate.Replay:
+		setOutcome(repl, res.outcome)
+		return h.replay(w, r, repl, o.Record)
+	case gate.Ack:
+		setOutcome(repl, res.outcome)
+		return h.ack(w, r)
+	case gate.Pass:
+		passed := *res
+		res.outcome = outcomeAmbiguous // as for a forward, should the next handler panic
 		h.logger.Warn("store unreachable: forwarding WITHOUT idempotency protection (on_store_error pass)",
-			zap.String("key", h.logKey(key)), zap.Error(err))
+			zap.String("key", h.logKey(o.Key)), zap.Error(o.Err))
 		setOutcome(repl, outcomePassed)
-		return result{outcome: outcomePassed, err: err}, next.ServeHTTP(w, r)
+		err := next.ServeHTTP(w, r)
+		*res = passed
+		return err
+	case gate.Drop:
+		return caddyhttp.Error(499, o.Err)
 	}
-	return result{outcome: outcomeStoreError, err: err},
-		h.tryLater(w, r, http.StatusServiceUnavailable, fmt.Errorf("idempotency store unavailable: %w", err))
+	if o.RetryAfter {
+		w.Header().Set("Retry-After", "5")
+	}
+	if o.Allow != "" {
+		w.Header().Set("Allow", o.Allow)
+	}
+	return h.refuse(w, r, o.Status, o.Msg, o.Cause)
 }
 
-// tryLater answers an error status with Retry-After. A 503 is a store
-// failure, whose detail (addresses, driver messages) stays in the log; a
-// 409's err is the gateway's own sentence.
-func (h *Handler) tryLater(w http.ResponseWriter, r *http.Request, status int, err error) error {
-	w.Header().Set("Retry-After", "5")
-	msg := err.Error()
-	if status == http.StatusServiceUnavailable {
-		msg = msgStore
+// resultOf is the result to record of a gate's outcome.
+func resultOf(o gate.Outcome) result {
+	res := result{key: o.Key, keyID: o.KeyID, outcome: outcome(o.Label), copies: o.Copies, err: o.Err,
+		storeOp: o.StoreOp, verified: o.Verified}
+	if o.Action == gate.Forward {
+		res.status, res.backend, res.hint = o.Status, o.Backend, o.Hint
 	}
-	return h.refuse(w, r, status, msg, err)
+	return res
 }
 
-// claim claims key, bounded by store_timeout and not by the request: a
-// claim that was sent is the key's, and its outcome must be known even if
-// the platform hangs up meanwhile (storeContext).
-func (h *Handler) claim(key, fp string) (cache.ClaimResult, error) {
-	ctx, cancel := h.storeContext()
-	defer cancel()
-	return h.store.Claim(ctx, key, fp, time.Duration(h.LockTTL))
+// provisionGate builds the route's gate from its resolved settings.
+func (h *Handler) provisionGate() {
+	h.gate = &gate.Gate{
+		Config: gate.Config{
+			LockTTL: time.Duration(h.LockTTL), TTL: time.Duration(h.TTL),
+			InFlightWait: time.Duration(h.InFlightWait), StoreTimeout: time.Duration(h.StoreTimeout),
+			RejectInFlight: h.InFlight == "reject", PassOnStoreError: h.OnStoreError == "pass",
+			MaxBody: h.MaxBody, Verified: h.Platform != platforms.Default && !h.VerifyOff,
+			Ceiling: h.ceiling(),
+		},
+		Platform: h.platform,
+		Route:    gateRoute{h},
+	}
+	if h.async() {
+		h.gate.Queue = asyncQueue{h}
+	}
 }
+
+// gateRoute is the handler as the gate's Route.
+type gateRoute struct{ h *Handler }
+
+func (g gateRoute) Store() cache.Store                             { return g.h.store }
+func (g gateRoute) Settler() *cache.Settler                        { return g.h.settler }
+func (g gateRoute) VerifyTime(r *http.Request) time.Time           { return g.h.verifyTime(r) }
+func (g gateRoute) VerifiedBy(kr *keying.Request) (string, string) { return g.h.verifiedBy(kr) }
+func (g gateRoute) Keys(r *http.Request, n *keying.Notification, body []byte) (string, string, error) {
+	return g.h.renderKeys(r, n, body)
+}
+
+func (g gateRoute) OrderRun(key string, n *keying.Notification) *cache.OrderRun {
+	return g.h.noticeOf(key, n).run
+}
+
+// PutBack gives the journal's reader the bytes themselves (journal.go).
+func (g gateRoute) PutBack(body []byte) io.ReadCloser { return newReadBodyCloser(body) }
+
+func (g gateRoute) ClaimTrouble(key, op string, err error) { g.h.claimTrouble(key, op, err) }
+
+func (g gateRoute) Kept(key string) {
+	g.h.metrics.storeError(context.Background(), g.h.route(), "complete")
+	g.h.logger.Warn("store failed to remember the backend's answer: kept in this process and retried",
+		zap.String("key", g.h.logKey(key)))
+}
+
+func (g gateRoute) Settled(key string) {
+	g.h.logger.Info("answer settled in the store after a retry", zap.String("key", g.h.logKey(key)))
+}
+
+var (
+	_ gate.Route = gateRoute{}
+	_ gate.Queue = asyncQueue{}
+)

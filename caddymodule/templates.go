@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"unicode"
@@ -13,63 +12,20 @@ import (
 
 	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/keying"
-	"github.com/idemgate/idemgate/platforms"
 )
 
-// rejection is a request refused before any key is claimed: its answer
-// status, its outcome and why (err, for the log; msg, for the sender,
-// when err may hold what the sender must not see).
-type rejection struct {
-	status  int
-	outcome outcome
-	err     error
-	msg     string
-}
-
-// public is what the sender is told (refusal.go).
-func (rej *rejection) public() string {
-	switch {
-	case rej.msg != "":
-		return rej.msg
-	case rej.outcome == outcomeRejectedSignature:
-		// Which check failed helps a forger more than the platform.
-		return msgSignature
-	}
-	return publicLine(rej.err)
-}
-
 // notice is what a verified notification brings besides its key and
-// fingerprint: what its key's order remembers once it ran.
+// fingerprint: what its key's order remembers once it ran (orders.go).
 type notice struct {
-	run   *cache.OrderRun // nil: the key is not an order's business event here
-	keyID string          // the key or certificate that verified it, if named
+	run *cache.OrderRun // nil: the key is not an order's business event here
 }
 
-// parse reads the body, verifies the signature and renders the key and
-// fingerprint; nt.keyID names the key that verified it. A rejected request
-// touches no key.
-func (h *Handler) parse(r *http.Request, repl *caddy.Replacer) (key, fp string, nt notice, rej *rejection) {
-	body, rej := h.readBody(r)
-	if rej != nil {
-		return "", "", nt, rej
-	}
-	at := h.verifyTime(r)
-	kr := &keying.Request{Method: r.Method, URL: r.URL, Header: r.Header, Body: body, Now: at, Context: r.Context()}
-	n, err := h.platform.Verify(kr)
-	switch {
-	case errors.Is(err, keying.ErrUnavailable):
-		// The check needs the store (PayPal's transmission log).
-		return "", "", nt, &rejection{http.StatusServiceUnavailable, outcomeStoreError, err, msgStore}
-	case errors.Is(err, keying.ErrSignature):
-		return "", "", nt, &rejection{http.StatusUnauthorized, outcomeRejectedSignature, err, msgSignature}
-	case err != nil:
-		return "", "", nt, &rejection{http.StatusBadRequest, outcomeBadRequest, err, ""}
-	}
-	if h.Platform != platforms.Default && !h.VerifyOff {
-		var label string
-		nt.keyID, label = h.verifiedBy(kr)
-		h.metrics.verifiedWith(r.Context(), h.route(), label)
-	}
+// renderKeys renders the key and fingerprint templates for a verified
+// notification n (the gate's Route.Keys): the body's fields become
+// placeholders, and {idempotency.key} is set once the key is known; key
+// is set when only the fingerprint failed.
+func (h *Handler) renderKeys(r *http.Request, n *keying.Notification, body []byte) (key, fp string, err error) {
+	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 	if n.Order != "" {
 		repl.Set("idempotency.order", n.Order)
 		repl.Set("idempotency.event", n.Event)
@@ -77,70 +33,25 @@ func (h *Handler) parse(r *http.Request, repl *caddy.Replacer) (key, fp string, 
 	bp := &bodyPlaceholders{n: n, platform: h.Platform, req: r}
 	repl.Map(bp.get)
 	if key, err = h.renderKey(repl, bp, n); err != nil {
-		return "", "", nt, &rejection{http.StatusBadRequest, outcomeBadRequest, err, ""}
+		return "", "", err
 	}
 	repl.Set("idempotency.key", key)
 	if fp, err = h.renderFingerprint(repl, bp, n, body); err != nil {
-		return key, "", nt, &rejection{http.StatusBadRequest, outcomeBadRequest, err, ""}
+		return key, "", err
 	}
-	keyID := nt.keyID
-	nt = h.noticeOf(key, n)
-	nt.keyID = keyID
-	return key, fp, nt, nil
+	return key, fp, nil
 }
 
-// readBody reads the whole request body, bounded by max_body, and puts the
-// same bytes back for the backend.
-func (h *Handler) readBody(r *http.Request) ([]byte, *rejection) {
-	tooLarge := func(err error) *rejection {
-		return &rejection{http.StatusRequestEntityTooLarge, outcomeTooLarge, err,
-			fmt.Sprintf("body larger than max_body (%d bytes)", h.MaxBody)}
-	}
-	if r.ContentLength > h.MaxBody {
-		return nil, tooLarge(fmt.Errorf("body of %d bytes is larger than max_body %d", r.ContentLength, h.MaxBody))
-	}
-	if r.Body == nil || r.Body == http.NoBody {
-		return nil, nil
-	}
-	body, err := readAll(io.LimitReader(r.Body, h.MaxBody+1), r.ContentLength)
-	if err != nil {
-		return nil, &rejection{http.StatusBadRequest, outcomeBadRequest, fmt.Errorf("reading body: %v", err), msgReadingBody}
-	}
-	if int64(len(body)) > h.MaxBody {
-		return nil, tooLarge(fmt.Errorf("body is larger than max_body %d", h.MaxBody))
-	}
-	r.Body = &readBodyCloser{Reader: bytes.NewReader(body), body: body}
-	r.ContentLength = int64(len(body))
-	r.TransferEncoding = nil
-	return body, nil
-}
-
-// readAll reads rd to its end into a buffer of the declared size (plus
-// one byte, to see a body longer than declared), or, with none declared
-// (size < 0), as io.ReadAll does. bytes.Buffer.ReadFrom wants 512 bytes
-// free before every read: a 60-byte form cost 4.5 KiB of allocations.
-func readAll(rd io.Reader, size int64) ([]byte, error) {
-	if size < 0 {
-		return io.ReadAll(rd)
-	}
-	b := make([]byte, size+1)
-	n, err := io.ReadFull(rd, b)
-	switch err {
-	case nil: // longer than declared
-		rest, err := io.ReadAll(rd)
-		return append(b, rest...), err
-	case io.EOF, io.ErrUnexpectedEOF: // as declared, or shorter
-		return b[:n], nil
-	}
-	return nil, err
-}
-
-// readBodyCloser is a request body readBody has read: what the backend
+// readBodyCloser is a request body the gate has read: what the backend
 // reads, and the bytes themselves for the journal, which need no second
 // copy.
 type readBodyCloser struct {
 	*bytes.Reader
 	body []byte
+}
+
+func newReadBodyCloser(body []byte) *readBodyCloser {
+	return &readBodyCloser{Reader: bytes.NewReader(body), body: body}
 }
 
 func (*readBodyCloser) Close() error { return nil }
