@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 )
@@ -24,14 +23,6 @@ type refusal struct {
 func (e *refusal) Error() string { return e.msg }
 func (e *refusal) Unwrap() error { return e.cause }
 
-// Reason classes whose detail is internal.
-const (
-	msgSignature   = "signature verification failed"
-	msgStore       = "store unavailable, retry later"
-	msgReadingBody = "reading the body failed"
-	msgConflict    = "same key, different fingerprint"
-)
-
 // refuse answers status with msg (safe to show), cause being the detail.
 // When the server has error routes (handle_errors), the error goes there,
 // and {err.message} is msg. Without them Caddy would answer an empty
@@ -50,19 +41,4 @@ func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, status int, msg
 	w.WriteHeader(status)
 	_, werr := io.WriteString(w, fmt.Sprintf("%d %s\n", status, msg))
 	return werr
-}
-
-// publicLine makes a request-describing error (a field missing, a body
-// that is not JSON) one bounded line for the sender. Only errors about the
-// request's own content go through it: they carry nothing internal.
-func publicLine(err error) string {
-	s := err.Error()
-	if i := strings.IndexAny(s, "\r\n"); i >= 0 {
-		s = s[:i]
-	}
-	const maxLen = 200
-	if len(s) > maxLen {
-		s = strings.ToValidUTF8(s[:maxLen], "") + "…"
-	}
-	return s
 }
