@@ -22,9 +22,11 @@
 //	                         forward, replay, wait or refuse, then settle;
 //	                         no Caddy
 //	caddymodule/admin        admin.api.idempotency: keys, journal,
-//	                         redelivery, deliveries, reconciliation (a
-//	                         platform's bill against what ran) on Caddy's
-//	                         admin endpoint
+//	                         redelivery, deliveries, reconciliation's
+//	                         HTTP side, on Caddy's admin endpoint
+//	reconcile                reconciliation (对账): a platform's bill
+//	                         against what ran, given a store, the routes
+//	                         and a place for pending lists (Env); no Caddy
 //	caddymodule/console      http.handlers.idempotency_console: the
 //	                         operator's pages and their embedded templates
 //	caddymodule/command      `idemgate idempotency …`: the CLI, a client of
@@ -67,7 +69,8 @@
 //	                         backend, the demo, monitoring assets
 //
 // The arrows point one way: command talks to admin over HTTP (and reads its
-// view types); console → admin → registry ← caddymodule; everything above
+// view types); console → admin → registry ← caddymodule; admin, console →
+// reconcile (command reads its Report); everything above
 // uses platforms, keying and cache, which import neither Caddy nor each
 // other's users (a platform package imports keying only).
 //

@@ -14,6 +14,7 @@ import (
 	"github.com/idemgate/idemgate/internal/billtest"
 	"github.com/idemgate/idemgate/internal/gatewaytest"
 	"github.com/idemgate/idemgate/internal/redistest"
+	"github.com/idemgate/idemgate/reconcile"
 )
 
 // The reconciliation scenario, the same on every platform: rcOrders
@@ -239,7 +240,7 @@ func reconcileScenario(t *testing.T, p *rcPlatform, store string) {
 		// An event that ran has its record's state while the record is
 		// kept, "ran" once only its order remembers it (on a loaded
 		// machine the short ttl may pass for some during the check).
-		ranState := func(it Item) bool {
+		ranState := func(it reconcile.Item) bool {
 			if afterTTL {
 				return it.State == "ran"
 			}
@@ -249,7 +250,7 @@ func reconcileScenario(t *testing.T, p *rcPlatform, store string) {
 		exp := sc.want(p, afterTTL)
 		for _, c := range []struct {
 			name string
-			got  Category
+			got  reconcile.Category
 		}{{"settled_never_run", rep.SettledNeverRun}, {"run_not_settled", rep.RunNotSettled},
 			{"amount_differs", rep.AmountDiffers}, {"matched", rep.Matched}} {
 			if c.got.Count != exp.counts[c.name] || c.got.Amounts[p.currency] != rcCents(exp.amounts[c.name]) || len(c.got.Amounts) != 1 {
@@ -320,13 +321,13 @@ func reconcileScenario(t *testing.T, p *rcPlatform, store string) {
 }
 
 // postBill reconciles bill through the admin API.
-func postBill(t *testing.T, g gatewaytest.Gateway, query string, bill []byte) Report {
+func postBill(t *testing.T, g gatewaytest.Gateway, query string, bill []byte) reconcile.Report {
 	t.Helper()
 	status, body := postRaw(t, g, "/idempotency/reconcile?"+query, bill)
 	if status != http.StatusOK {
 		t.Fatalf("reconcile: %d %s", status, body)
 	}
-	var rep Report
+	var rep reconcile.Report
 	if err := json.Unmarshal([]byte(body), &rep); err != nil {
 		t.Fatalf("decoding %s: %v", body, err)
 	}

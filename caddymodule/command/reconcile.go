@@ -14,7 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/idemgate/idemgate/caddymodule/admin"
+	"github.com/idemgate/idemgate/reconcile"
 )
 
 // `idemgate idempotency reconcile`: sends the platform's bill to POST
@@ -74,7 +74,7 @@ differ (or on an error).`,
 				defer f.Close()
 				in = f
 			}
-			var rep admin.Report
+			var rep reconcile.Report
 			if err := postBill(cmd, q, in, &rep); err != nil {
 				return err
 			}
@@ -103,12 +103,12 @@ differ (or on an error).`,
 }
 
 // postBill streams the bill to the admin API and decodes its report.
-func postBill(cmd *cobra.Command, q url.Values, bill io.Reader, into *admin.Report) error {
+func postBill(cmd *cobra.Command, q url.Values, bill io.Reader, into *reconcile.Report) error {
 	return adminSend(cmd, http.MethodPost, "/idempotency/reconcile", q, "text/csv", bill, into)
 }
 
 // findings is the exit status: an error naming the differences, if any.
-func findings(rep *admin.Report) error {
+func findings(rep *reconcile.Report) error {
 	var parts []string
 	for _, c := range []struct {
 		name string
@@ -127,7 +127,7 @@ func findings(rep *admin.Report) error {
 
 // printReport prints a report for people: a summary table, then the
 // events of each category that differs.
-func printReport(w io.Writer, rep *admin.Report) {
+func printReport(w io.Writer, rep *reconcile.Report) {
 	checked := "its totals checked"
 	if !rep.Bill.Checked {
 		checked = "no totals to check"
@@ -148,7 +148,7 @@ func printReport(w io.Writer, rep *admin.Report) {
 	fmt.Fprintln(tw, "CATEGORY\tCOUNT\tAMOUNTS")
 	cats := []struct {
 		name, title string
-		c           *admin.Category
+		c           *reconcile.Category
 	}{
 		{"settled, never run", "Settled, never run — redeliver or refund", &rep.SettledNeverRun},
 		{"run, not settled", "Run, not settled — the backend ran what the bill does not show", &rep.RunNotSettled},

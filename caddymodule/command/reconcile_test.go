@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgate/idemgate/caddymodule/admin"
 	"github.com/idemgate/idemgate/internal/billtest"
 	"github.com/idemgate/idemgate/internal/gatewaytest"
 	"github.com/idemgate/idemgate/internal/platformtest"
+	"github.com/idemgate/idemgate/reconcile"
 )
 
 // TestReconcileCLI: `reconcile` streams a bill file to the gateway and
@@ -80,7 +80,7 @@ func TestReconcileCLI(t *testing.T) {
 	}
 
 	out, _ = runCLI(t, append([]string{"reconcile", "--platform", "alipay", "--bill", bill, "--json", "--items"}, addr...)...)
-	var rep admin.Report
+	var rep reconcile.Report
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("--json: %v\n%s", err, out)
 	}

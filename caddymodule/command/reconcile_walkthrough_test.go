@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgate/idemgate/caddymodule/admin"
 	"github.com/idemgate/idemgate/internal/billtest"
 	"github.com/idemgate/idemgate/internal/gatewaytest"
+	"github.com/idemgate/idemgate/reconcile"
 )
 
 // TestReconcileWalkthrough runs docs/reconcile.md as written: its
@@ -91,7 +91,7 @@ func TestReconcileWalkthrough(t *testing.T) {
 			}
 			if lastMinutes && strings.Contains(c.output, "CATEGORY") {
 				out, _ := runCLI(t, append(args, "--json")...)
-				var rep admin.Report
+				var rep reconcile.Report
 				if err := json.Unmarshal([]byte(out), &rep); err != nil || rep.SettledNeverRun.Count != 1 || rep.RunNotSettled.Count != 0 ||
 					rep.AmountDiffers.Count != 1 || rep.Matched.Count != 2 || rep.PendingNextBill.Count != 1 {
 					t.Errorf("%s, in the day's last minutes: %v %+v", c.line, err, rep)

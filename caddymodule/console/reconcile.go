@@ -15,10 +15,11 @@ import (
 
 	"github.com/idemgate/idemgate/caddymodule/admin"
 	"github.com/idemgate/idemgate/platforms"
+	"github.com/idemgate/idemgate/reconcile"
 )
 
 // The reconciliation page: GET shows the upload form; POST reconciles the
-// uploaded bill (admin.Reconcile, in process) and shows the report. The
+// uploaded bill (reconcile.Run, in process) and shows the report. The
 // POST passes the console's cross-site checks, as its other actions do:
 // the browser's Sec-Fetch-Site and Origin, and the page's token — in a
 // multipart form the token must be the first field, before the bill
@@ -39,7 +40,7 @@ type reconcileView struct {
 	Scope     string
 	Merchant  string
 	Matched   bool
-	Report    *admin.Report
+	Report    *reconcile.Report
 	Took      time.Duration
 }
 
@@ -70,7 +71,7 @@ func (r *reconcileView) Categories() []reconcileCategory {
 
 // pendingHelp says why items wait for the next bill, and what becomes of
 // them.
-func pendingHelp(rep *admin.Report) string {
+func pendingHelp(rep *reconcile.Report) string {
 	if r := rep.PendingNextBill.Reason; r != "" {
 		return "These " + r + "."
 	}
@@ -79,7 +80,7 @@ func pendingHelp(rep *admin.Report) string {
 
 type reconcileCategory struct {
 	ID, Title, Help string
-	*admin.Category
+	*reconcile.Category
 }
 
 // AmountsText is the category's totals as text, currencies sorted.
@@ -106,11 +107,11 @@ func (c *Console) reconcile(w http.ResponseWriter, r *http.Request, v *consolePa
 	if err := checkOrigin(r); err != nil {
 		return c.refused(w, r, v, err)
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, admin.MaxBillSize)
+	r.Body = http.MaxBytesReader(w, r.Body, reconcile.MaxBillSize)
 	// The bill is read while it is reconciled: past the server's read
 	// timeout, if any, and the page's own bound.
-	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(admin.ReconcileTimeout))
-	ctx, cancel := context.WithTimeout(r.Context(), admin.ReconcileTimeout)
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(reconcile.Timeout))
+	ctx, cancel := context.WithTimeout(r.Context(), reconcile.Timeout)
 	defer cancel()
 
 	var billBody io.Reader
@@ -164,7 +165,7 @@ func (c *Console) reconcile(w http.ResponseWriter, r *http.Request, v *consolePa
 		rv.Matched, _ = strconv.ParseBool(r.URL.Query().Get("items"))
 		billBody = r.Body
 	}
-	opts, err := admin.ParseReconcileQuery(map[string][]string{"platform": {rv.Platform}, "scope": {rv.Scope}, "merchant": {rv.Merchant}})
+	opts, err := reconcile.ParseQuery(map[string][]string{"platform": {rv.Platform}, "scope": {rv.Scope}, "merchant": {rv.Merchant}})
 	if err != nil {
 		return c.render(w, http.StatusBadRequest, v.fail(err.Error()))
 	}
@@ -174,10 +175,10 @@ func (c *Console) reconcile(w http.ResponseWriter, r *http.Request, v *consolePa
 		return c.render(w, errStatus(consoleErr(err)), v.fail(consoleErr(err).Error()))
 	}
 	start := time.Now()
-	rep, err := admin.Reconcile(ctx, c.app, ps, opts, billBody)
+	rep, err := reconcile.Run(ctx, admin.ReconcileEnv(c.app, ps), opts, billBody)
 	if err != nil {
 		status := http.StatusServiceUnavailable
-		var re *admin.ReconcileError
+		var re *reconcile.Error
 		if errors.As(err, &re) {
 			status = re.Status
 		}

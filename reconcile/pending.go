@@ -1,4 +1,4 @@
-package admin
+package reconcile
 
 import (
 	"context"
@@ -10,9 +10,6 @@ import (
 	"path"
 	"slices"
 	"time"
-
-	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/certmagic"
 
 	"github.com/idemgate/idemgate/cache"
 )
@@ -30,9 +27,10 @@ import (
 // The next day's reconciliation resolves them: those its bill shows match
 // as any row does; those it does not are run, not settled ("pending since
 // the bill that ended …"). To tell them from the previous day's tail that
-// its bill did settle, the holding list is kept in Caddy's storage (the
-// file system by default, shared by a cluster that shares its storage),
-// one small file per store, scope, merchant and bill end, and read by the
+// its bill did settle, the holding list is kept in Env.Pending (under
+// Caddy, its storage: the file system by default, shared by a cluster that
+// shares its storage), one small file per store, scope, merchant and bill
+// end, and read by the
 // reconciliation of the bill that starts there. Reconciling a bill again
 // replaces its list.
 
@@ -65,26 +63,12 @@ type pendingFile struct {
 	Keys    []string  `json:"keys"`
 }
 
-// activeStorage is the running config's storage, nil when none runs.
-func activeStorage() (s certmagic.Storage) {
-	c := caddy.ActiveContext()
-	if c.Context == nil {
-		return nil
-	}
-	defer func() {
-		if recover() != nil {
-			s = nil // a context without a config
-		}
-	}()
-	return c.Storage()
-}
-
 // pendingName is where the holding list of the bill ending at end is.
 func (rc *reconciler) pendingName(merchant string, end time.Time) string {
 	if merchant == "" {
 		merchant = "_"
 	}
-	return path.Join("idemgate", "reconcile", "pending", url.PathEscape(rc.ps.ID), url.PathEscape(rc.opts.Scope),
+	return path.Join("idemgate", "reconcile", "pending", url.PathEscape(rc.env.StoreID), url.PathEscape(rc.opts.Scope),
 		url.PathEscape(merchant), end.UTC().Format("20060102T150405Z")+".json")
 }
 
@@ -92,11 +76,11 @@ func (rc *reconciler) pendingName(merchant string, end time.Time) string {
 // one starts, and counts what this bill settled of them.
 func (rc *reconciler) loadPending(ctx context.Context) {
 	rc.pending.carried = map[string]map[string]bool{}
-	if rc.storage == nil {
+	if rc.env.Pending == nil {
 		return
 	}
 	for _, m := range rc.walkMerchants() {
-		b, err := rc.storage.Load(ctx, rc.pendingName(m, rc.rep.Period.From))
+		b, err := rc.env.Pending.Load(ctx, rc.pendingName(m, rc.rep.Period.From))
 		if err != nil {
 			if !errors.Is(err, fs.ErrNotExist) {
 				rc.note("the previous bill's pending list could not be read: " + err.Error())
@@ -169,7 +153,7 @@ func (rc *reconciler) savePending(ctx context.Context) {
 		rc.note(fmt.Sprintf("%d events ran in the last %d minutes before %s and this bill does not show them: the bill that ended there was not reconciled here, "+
 			"so they are its to judge (reconcile it)", rc.pending.unjudged, int(pendingWindow.Minutes()), p.From.In(zone).Format("2006-01-02 15:04")))
 	}
-	if rc.storage == nil {
+	if rc.env.Pending == nil {
 		if rc.rep.PendingNextBill.Count > 0 {
 			rc.note("no Caddy storage: the pending items are not carried to the next bill's reconciliation")
 		}
@@ -177,7 +161,7 @@ func (rc *reconciler) savePending(ctx context.Context) {
 	}
 	for _, m := range rc.walkMerchants() {
 		b, _ := json.Marshal(pendingFile{BillEnd: p.To, Keys: rc.pending.held[m]})
-		if err := rc.storage.Store(ctx, rc.pendingName(m, p.To), b); err != nil {
+		if err := rc.env.Pending.Store(ctx, rc.pendingName(m, p.To), b); err != nil {
 			rc.note("the pending list could not be stored for the next bill: " + err.Error())
 			return
 		}

@@ -1,4 +1,4 @@
-package admin
+package reconcile
 
 import (
 	"context"
@@ -31,15 +31,15 @@ func (rc *reconciler) keyUnrun(ctx context.Context) error {
 	for _, st := range []cache.State{cache.StateFailed, cache.StateInFlight} {
 		q := cache.ListQuery{State: st, Scope: rc.opts.Scope, Limit: 200}
 		for len(want) > 0 && scanned < maxJournalScan {
-			page, err := rc.ps.List(ctx, q)
+			page, err := rc.env.Store.List(ctx, q)
 			if err != nil {
-				return storeErr(rc.ps, err)
+				return rc.storeErr(err)
 			}
 			for _, rec := range page.Records {
 				if scanned++; scanned > maxJournalScan {
 					break
 				}
-				full, err := rc.ps.Lookup(ctx, rec.Key)
+				full, err := rc.env.Store.Lookup(ctx, rec.Key)
 				if err != nil || full.Notification == nil {
 					continue // gone since the listing, or nothing journaled
 				}

@@ -1,4 +1,4 @@
-package admin
+package reconcile
 
 import (
 	"context"
@@ -13,7 +13,6 @@ import (
 	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/internal/billtest"
 	"github.com/idemgate/idemgate/internal/redistest"
-	"github.com/idemgate/idemgate/internal/registry"
 	"github.com/idemgate/idemgate/keying"
 )
 
@@ -25,7 +24,11 @@ import (
 // it is read, so it never sits in memory. Filling Redis takes a few
 // minutes; run it alone:
 //
-//	go test ./caddymodule/admin -run '^$' -bench Reconcile1M -benchtime 1x
+//	go test ./reconcile -run '^$' -bench Reconcile1M -benchtime 1x
+//
+// benchAlipayApp is the app_id of the bench's Alipay keys.
+const benchAlipayApp = "2021004123456789"
+
 func BenchmarkReconcile1M(b *testing.B) {
 	const rows = 1_000_000
 	rs := redistest.Start(b)
@@ -42,9 +45,9 @@ func BenchmarkReconcile1M(b *testing.B) {
 		},
 			func(i int) (billtest.Row, string, *cache.OrderRun) {
 				r, order, refund := benchRow(i, day, fmt.Sprintf("2026100322001458860%09d", i))
-				key := "alipay:" + rcAlipayApp + ":" + order + ":paid"
+				key := "alipay:" + benchAlipayApp + ":" + order + ":paid"
 				if refund != "" {
-					key = "alipay:" + rcAlipayApp + ":" + order + ":refund:" + refund
+					key = "alipay:" + benchAlipayApp + ":" + order + ":refund:" + refund
 				}
 				return r, key, benchRun(r)
 			}},
@@ -62,7 +65,7 @@ func BenchmarkReconcile1M(b *testing.B) {
 	} {
 		b.Run(c.platform, func(b *testing.B) {
 			fillStore(b, store, rows, c.row)
-			ps := &registry.Store{ID: "bench", Store: store}
+			env := Env{StoreID: "bench", Store: store}
 			for range b.N {
 				pr, pw := io.Pipe()
 				go func() {
@@ -78,7 +81,7 @@ func BenchmarkReconcile1M(b *testing.B) {
 				runtime.ReadMemStats(&base)
 				peak, stop := sampleHeap()
 				start := time.Now()
-				rep, err := Reconcile(context.Background(), registry.New(), ps, ReconcileOptions{Platform: c.platform, Merchant: rcAlipayApp}, pr)
+				rep, err := Run(context.Background(), env, Options{Platform: c.platform, Merchant: benchAlipayApp}, pr)
 				took := time.Since(start)
 				stop()
 				if err != nil {
@@ -100,13 +103,13 @@ func BenchmarkReconcile1M(b *testing.B) {
 func benchRow(i int, day time.Time, trade string) (billtest.Row, string, string) {
 	at := day.Add(time.Duration(i%86000) * time.Second)
 	order, amount := i, int64(100+i*37%99900)
-	r := billtest.Row{Kind: billtest.Payment, Amount: rcCents(amount), Currency: "CNY", Time: at, MerchantOrder: fmt.Sprintf("M%d", i)}
+	r := billtest.Row{Kind: billtest.Payment, Amount: benchCents(amount), Currency: "CNY", Time: at, MerchantOrder: fmt.Sprintf("M%d", i)}
 	refund := ""
 	if i%5 == 4 {
 		order = i - 2
 		amount = max((100+int64(order)*37%99900)/2, 1)
 		refund = fmt.Sprintf("R%d", i)
-		r.Kind, r.Amount, r.Refund = billtest.Refund, rcCents(amount), refund
+		r.Kind, r.Amount, r.Refund = billtest.Refund, benchCents(amount), refund
 	}
 	if trade == "" {
 		r.Order = fmt.Sprintf("ch_%d", order)
@@ -187,3 +190,6 @@ func sampleHeap() (*uint64, func()) {
 	}()
 	return &peak, func() { close(done); <-stopped }
 }
+
+// benchCents writes hundredths as an amount.
+func benchCents(c int64) string { return fmt.Sprintf("%d.%02d", c/100, c%100) }

@@ -1,4 +1,4 @@
-package admin
+package reconcile
 
 import (
 	"context"
@@ -46,9 +46,9 @@ func (rc *reconciler) recorded(ctx context.Context, since time.Time) (recorded, 
 	for _, st := range []cache.State{cache.StateAnswered, cache.StateFailed, cache.StateInFlight} {
 		q := cache.ListQuery{State: st, Scope: rc.opts.Scope, Since: since, Limit: 200}
 		for scanned < maxJournalScan {
-			page, err := rc.ps.List(ctx, q)
+			page, err := rc.env.Store.List(ctx, q)
 			if err != nil {
-				return nil, storeErr(rc.ps, err)
+				return nil, rc.storeErr(err)
 			}
 			for _, r := range page.Records {
 				scanned++
@@ -65,13 +65,13 @@ func (rc *reconciler) recorded(ctx context.Context, since time.Time) (recorded, 
 					continue
 				}
 				lookups++
-				full, err := rc.ps.Lookup(ctx, r.Key)
+				full, err := rc.env.Store.Lookup(ctx, r.Key)
 				if err == nil && full.Notification != nil {
 					if a := account(full.Notification.Body); a != "" {
 						rec[m][a] = true
 					}
 				} else if err != nil && !errors.Is(err, cache.ErrNotFound) {
-					return nil, storeErr(rc.ps, err)
+					return nil, rc.storeErr(err)
 				}
 			}
 			if page.Next == "" {
@@ -114,12 +114,12 @@ func (rc *reconciler) resolveApp(ctx context.Context, sum bill.Summary) error {
 	slices.Sort(sellers)
 	sellers = slices.Compact(sellers)
 	if account != "" && len(sellers) > 0 && len(forAccount) == 0 {
-		return reconcileErr(http.StatusBadRequest, "this Alipay bill is seller account %s's (#账号), and the notifications scope %s recorded name seller account %s: "+
+		return errorf(http.StatusBadRequest, "this Alipay bill is seller account %s's (#账号), and the notifications scope %s recorded name seller account %s: "+
 			"not reconciled against another seller's orders (the wrong bill, or another scope: scope=…)", account, rc.opts.Scope, strings.Join(sellers, ", "))
 	}
 	if m := rc.opts.Merchant; m != "" {
 		if accts := rec[m]; account != "" && len(accts) > 0 && !accts[account] {
-			return reconcileErr(http.StatusBadRequest, "this Alipay bill is seller account %s's (#账号), and app_id %s's notifications name seller account %s: not reconciled",
+			return errorf(http.StatusBadRequest, "this Alipay bill is seller account %s's (#账号), and app_id %s's notifications name seller account %s: not reconciled",
 				account, m, strings.Join(slices.Sorted(maps.Keys(accts)), ", "))
 		}
 		return nil
@@ -140,10 +140,10 @@ func (rc *reconciler) resolveApp(ctx context.Context, sum bill.Summary) error {
 		rc.note(fmt.Sprintf("app_id %s: %s", cands[0], how))
 		return nil
 	case 0:
-		return reconcileErr(http.StatusBadRequest, "an Alipay bill names the seller account (%s), not the app_id of the keys, and scope %s neither pins an app_id nor has recorded a notification to tell it from: say which with merchant=<app_id>",
+		return errorf(http.StatusBadRequest, "an Alipay bill names the seller account (%s), not the app_id of the keys, and scope %s neither pins an app_id nor has recorded a notification to tell it from: say which with merchant=<app_id>",
 			orNone(account), rc.opts.Scope)
 	}
-	return reconcileErr(http.StatusBadRequest, "an Alipay bill names the seller account (%s), not the app_id of the keys, and scope %s has several (%s: %s): say which with merchant=<app_id>",
+	return errorf(http.StatusBadRequest, "an Alipay bill names the seller account (%s), not the app_id of the keys, and scope %s has several (%s: %s): say which with merchant=<app_id>",
 		orNone(account), rc.opts.Scope, how, strings.Join(cands, ", "))
 }
 
@@ -187,7 +187,7 @@ func (rc *reconciler) checkSeen(ctx context.Context) error {
 	if rc.preset.Bill.NamesSeller {
 		what = "merchant=" + strings.Join(unknown, ", ") + " names an app_id"
 	}
-	return reconcileErr(http.StatusBadRequest, "%s, and scope %s %s and has recorded nothing of %s: not reconciled, "+
+	return errorf(http.StatusBadRequest, "%s, and scope %s %s and has recorded nothing of %s: not reconciled, "+
 		"as its payments would all read as settled, never run (the wrong bill, or another scope: scope=…)",
 		what, rc.opts.Scope, seen, strings.Join(unknown, ", "))
 }

@@ -1,4 +1,4 @@
-package admin
+package reconcile
 
 import (
 	"context"
@@ -11,10 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/caddyserver/certmagic"
-
 	"github.com/idemgate/idemgate/cache"
-	"github.com/idemgate/idemgate/internal/registry"
 	"github.com/idemgate/idemgate/keying"
 	"github.com/idemgate/idemgate/keying/bill"
 	"github.com/idemgate/idemgate/platforms"
@@ -38,9 +35,8 @@ const batchSize = 500
 const maxMerchants = 1000
 
 type reconciler struct {
-	ps     *registry.Store
-	app    *registry.App // the routes' retry windows and the clock
-	opts   ReconcileOptions
+	env    *Env // the store, the routes' retry windows, the clock
+	opts   Options
 	preset *keying.Preset // the bill's platform
 	rep    *Report
 	seed   maphash.Seed
@@ -53,15 +49,14 @@ type reconciler struct {
 	found     map[string]bool     // merchants of which a row found an order
 	indexed   map[string]bool     // merchants of which the period's day index has orders
 	rec       recorded            // the journal's merchants, once scanned
-	storage   certmagic.Storage   // Caddy's: the pending lists; nil outside a running config
 	pending   pendingState
 	first     time.Time // the earliest and latest row times
 	last      time.Time
 }
 
-func newReconciler(ps *registry.Store, opts ReconcileOptions) *reconciler {
-	rep := &Report{Store: ps.ID, Platform: opts.Platform, Scope: opts.Scope}
-	return &reconciler{ps: ps, opts: opts, preset: platforms.Lookup(opts.Platform), rep: rep, seed: maphash.MakeSeed(),
+func newReconciler(env *Env, opts Options) *reconciler {
+	rep := &Report{Store: env.StoreID, Platform: opts.Platform, Scope: opts.Scope}
+	return &reconciler{env: env, opts: opts, preset: platforms.Lookup(opts.Platform), rep: rep, seed: maphash.MakeSeed(),
 		reported: map[uint64]struct{}{}, merchants: map[string]bool{}, providers: map[string]string{}, found: map[string]bool{},
 		indexed: map[string]bool{}}
 }
@@ -145,11 +140,11 @@ func (rc *reconciler) run(ctx context.Context, rd *bill.Reader) (*Report, error)
 
 func (rc *reconciler) note(s string) { rc.rep.Notes = append(rc.rep.Notes, s) }
 
-func storeErr(ps *registry.Store, err error) error {
+func (rc *reconciler) storeErr(err error) error {
 	if errors.Is(err, context.DeadlineExceeded) {
-		return reconcileErr(http.StatusServiceUnavailable, "store %s: the reconciliation took longer than %v", ps.ID, ReconcileTimeout)
+		return errorf(http.StatusServiceUnavailable, "store %s: the reconciliation took longer than %v", rc.env.StoreID, Timeout)
 	}
-	return reconcileErr(http.StatusServiceUnavailable, "store %s: %v", ps.ID, err)
+	return errorf(http.StatusServiceUnavailable, "store %s: %v", rc.env.StoreID, err)
 }
 
 // eventOf names a row's business event: paid, or refund:<id> — the id its
@@ -170,7 +165,7 @@ func eventOf(row bill.Row) string {
 func (rc *reconciler) merchantOf(row bill.Row) (string, error) {
 	m := rc.opts.Merchant
 	if m != "" && row.Merchant != "" && m != row.Merchant && m != row.Provider {
-		return "", reconcileErr(http.StatusBadRequest, "%s bill, line %d: the row is merchant %s's, and merchant=%s: not reconciled against another merchant's orders",
+		return "", errorf(http.StatusBadRequest, "%s bill, line %d: the row is merchant %s's, and merchant=%s: not reconciled against another merchant's orders",
 			rc.opts.Platform, row.Line, row.Merchant, m)
 	}
 	if m == "" {
@@ -180,11 +175,11 @@ func (rc *reconciler) merchantOf(row bill.Row) (string, error) {
 		}
 	}
 	if m == "" {
-		return "", reconcileErr(http.StatusBadRequest, "%s bill, line %d: no merchant (商户号) on the row: give merchant=<mchid>", rc.opts.Platform, row.Line)
+		return "", errorf(http.StatusBadRequest, "%s bill, line %d: no merchant (商户号) on the row: give merchant=<mchid>", rc.opts.Platform, row.Line)
 	}
 	if !rc.merchants[m] {
 		if len(rc.merchants) == maxMerchants {
-			return "", reconcileErr(http.StatusBadRequest, "%s bill, line %d: more than %d merchants in one bill", rc.opts.Platform, row.Line, maxMerchants)
+			return "", errorf(http.StatusBadRequest, "%s bill, line %d: more than %d merchants in one bill", rc.opts.Platform, row.Line, maxMerchants)
 		}
 		rc.merchants[m] = true
 	}
@@ -239,9 +234,9 @@ func (rc *reconciler) orders(ctx context.Context, names []string) (map[string]*c
 	uniq := slices.Clone(names)
 	slices.Sort(uniq)
 	uniq = slices.Compact(uniq)
-	os, err := rc.ps.Orders(ctx, uniq)
+	os, err := rc.env.Store.Orders(ctx, uniq)
 	if err != nil {
-		return nil, storeErr(rc.ps, err)
+		return nil, rc.storeErr(err)
 	}
 	out := make(map[string]*cache.Order, len(uniq))
 	for i, n := range uniq {
@@ -365,9 +360,9 @@ func (rc *reconciler) matchByRef(ctx context.Context, rows []bill.Row) error {
 		}
 		slices.Sort(refs[k])
 		refs[k] = slices.Compact(refs[k])
-		found, err := rc.ps.EventsByRef(ctx, rc.opts.Scope, kind, refs[k])
+		found, err := rc.env.Store.EventsByRef(ctx, rc.opts.Scope, kind, refs[k])
 		if err != nil {
-			return storeErr(rc.ps, err)
+			return rc.storeErr(err)
 		}
 		for i, r := range refs[k] {
 			byRef[k][r] = found[i]
@@ -491,9 +486,9 @@ func (rc *reconciler) unsettled(ctx context.Context) error {
 		for _, m := range merchants {
 			q := cache.RanQuery{Scope: rc.opts.Scope, Merchant: m, Day: day, Limit: batchSize}
 			for {
-				page, err := rc.ps.RanOn(ctx, q)
+				page, err := rc.env.Store.RanOn(ctx, q)
 				if err != nil {
-					return storeErr(rc.ps, err)
+					return rc.storeErr(err)
 				}
 				if len(page.Orders) > 0 && m != "" {
 					rc.indexed[m] = true

@@ -1,4 +1,4 @@
-package admin
+package reconcile
 
 import (
 	"context"
@@ -15,14 +15,14 @@ func (rc *reconciler) states(ctx context.Context) error {
 	for _, c := range []*Category{&rc.rep.RunNotSettled, &rc.rep.AmountDiffers, &rc.rep.Matched, &rc.rep.PendingNextBill} {
 		for i := range c.Items {
 			it := &c.Items[i]
-			rec, err := rc.ps.Lookup(ctx, it.Key)
+			rec, err := rc.env.Store.Lookup(ctx, it.Key)
 			switch {
 			case errors.Is(err, cache.ErrNotFound):
 				it.State = "ran"
 			case err != nil:
-				return storeErr(rc.ps, err)
+				return rc.storeErr(err)
 			default:
-				it.State = string(rec.StateAt(rc.app.Now(), rc.app.WindowOf(rec.Key)))
+				it.State = string(rec.StateAt(rc.env.now(), rc.env.windowOf(rec.Key)))
 			}
 		}
 	}
@@ -41,7 +41,7 @@ func (rc *reconciler) unrunStates(ctx context.Context) error {
 			it.Note = "no event that names " + strings.Join(it.refs, " or ") + " ran, and no failed or in-flight record names it: no notification arrived (or its record's ttl passed)"
 			continue
 		}
-		rec, err := rc.ps.Lookup(ctx, it.Key)
+		rec, err := rc.env.Store.Lookup(ctx, it.Key)
 		if errors.Is(err, cache.ErrNotFound) {
 			it.State = "none"
 			if it.Note == "" {
@@ -50,9 +50,9 @@ func (rc *reconciler) unrunStates(ctx context.Context) error {
 			continue
 		}
 		if err != nil {
-			return storeErr(rc.ps, err)
+			return rc.storeErr(err)
 		}
-		it.State = string(rec.StateAt(rc.app.Now(), rc.app.WindowOf(rec.Key)))
+		it.State = string(rec.StateAt(rc.env.now(), rc.env.windowOf(rec.Key)))
 		it.Attempts = rec.AttemptCount
 		if rec.State == cache.StateAnswered {
 			it.Note = "answered, but its order does not remember the event (a record kept under a key from before business events?)"
