@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/idemgate/idemgate/cache"
+	"github.com/idemgate/idemgate/caddymodule/metrics"
 	"github.com/idemgate/idemgate/gate"
 	"github.com/idemgate/idemgate/internal/registry"
 	"github.com/idemgate/idemgate/keying"
@@ -161,7 +162,7 @@ type Handler struct {
 	keys        []keying.KeyInfo // the preset's verification keys (keys.go)
 	success     *successJudge
 	logger      *zap.Logger
-	metrics     *metrics
+	metrics     metrics.Recorder
 	testCeiling time.Duration // backendCeiling (forwards and queued deliveries), shortened by a test
 	warned      *copyWarnings
 	events      *caddyevents.App
@@ -266,7 +267,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		}
 		h.alerter = newAlerter(h.Alert, h.logger)
 	}
-	h.metrics = loadMetrics(ctx)
+	h.metrics = metrics.Load(ctx)
 	h.warned = newCopyWarnings()
 	h.provisionGate()
 	h.reg = h.registryRoute()
@@ -543,7 +544,7 @@ func (h *Handler) scope() string {
 }
 
 // route is this handler's metric labels.
-func (h *Handler) route() route { return route{platform: h.Platform, scope: h.scope()} }
+func (h *Handler) route() metrics.Route { return metrics.Route{Platform: h.Platform, Scope: h.scope()} }
 
 // defaultTTL is how long answers are remembered unless ttl says: longer
 // than every preset's retry window but Adyen's.
