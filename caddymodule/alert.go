@@ -44,9 +44,6 @@ const (
 	alertTimeout  = 5 * time.Second
 )
 
-// alertBackoff is the pause before each retry; tests shorten it.
-var alertBackoff = []time.Duration{500 * time.Millisecond, 2 * time.Second, 5 * time.Second}
-
 // alerter is a running AlertConfig: started by Provision, stopped by
 // Cleanup.
 type alerter struct {
@@ -54,6 +51,9 @@ type alerter struct {
 	events map[string]bool
 	logger *zap.Logger
 	client *http.Client
+	// backoff is the pause before each retry, the last repeated:
+	// newAlerter sets it, only the worker reads it.
+	backoff []time.Duration
 
 	q        chan alertEvent
 	stop     chan struct{}
@@ -97,8 +97,9 @@ func newAlerter(c *AlertConfig, logger *zap.Logger) *alerter {
 	}
 	a := &alerter{
 		url: c.URL, events: map[string]bool{}, logger: logger,
-		client: &http.Client{Timeout: alertTimeout},
-		q:      make(chan alertEvent, alertQueue), stop: make(chan struct{}), done: make(chan struct{}),
+		client:  &http.Client{Timeout: alertTimeout},
+		backoff: []time.Duration{500 * time.Millisecond, 2 * time.Second, 5 * time.Second},
+		q:       make(chan alertEvent, alertQueue), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	for _, e := range events {
 		a.events["idempotency."+e] = true
@@ -145,7 +146,7 @@ func (a *alerter) post(e alertEvent) {
 	var err error
 	for i := range alertAttempts {
 		if i > 0 {
-			t := time.NewTimer(alertBackoff[min(i-1, len(alertBackoff)-1)])
+			t := time.NewTimer(a.backoff[min(i-1, len(a.backoff)-1)])
 			select {
 			case <-a.stop:
 				t.Stop()

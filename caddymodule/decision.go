@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/idemgate/idemgate/caddymodule/metrics"
 	"github.com/idemgate/idemgate/internal/registry"
 )
 
@@ -66,23 +67,9 @@ func setOutcome(repl *caddy.Replacer, o outcome) { repl.Set("idempotency.outcome
 func (h *Handler) record(ctx context.Context, span spanEnder, repl *caddy.Replacer, start time.Time, d *result) {
 	elapsed := time.Since(start)
 	setOutcome(repl, d.outcome)
-	if d.verified != "" {
-		h.metrics.verifiedWith(ctx, h.route(), d.verified)
-	}
-	if d.storeOp != "" {
-		h.metrics.storeError(ctx, h.route(), d.storeOp)
-	}
-	h.metrics.request(ctx, h.route(), string(d.outcome), elapsed)
-	if d.backend > 0 {
-		h.metrics.backendDuration(ctx, h.route(), d.backend)
-	}
+	h.metrics.Observe(ctx, h.route(), metrics.Observation{Outcome: d.outcome, Elapsed: elapsed, Backend: d.backend,
+		Copies: d.copies, Verified: d.verified, StoreOp: d.storeOp})
 	h.app.Counts().Add(d.outcome)
-	if d.outcome == outcomeWaited {
-		h.metrics.waitDuration(ctx, h.route(), elapsed)
-	}
-	if d.copies > 0 {
-		h.metrics.copies(ctx, h.route(), d.copies)
-	}
 	span.end(d)
 	switch d.outcome {
 	case outcomeAmbiguous:

@@ -162,15 +162,13 @@ func TestAsyncAcksSurviveRedisKill(t *testing.T) {
 // queued ones alike; nothing acked before is lost. Switched on again, the
 // acks resume, and every notification reaches the backend once.
 func TestAsyncAOFOffAtRunTime(t *testing.T) {
-	old := recheckEvery
-	recheckEvery = 200 * time.Millisecond
-	t.Cleanup(func() { recheckEvery = old }) // runs after the gateway stops
 	rs := redistest.StartWith(t, redistest.Options{AOF: true})
 	addr := reservePort(t) // the backend: down until the end
 	base, logFile, err := tryCaddy(t, asyncSite("store redis "+rs.Addr(), addr, "retry 200ms 800ms"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	recheckRedisEvery(t, 200*time.Millisecond)
 	for _, k := range []string{"before-0", "before-1"} {
 		if r := notify(t, base, k); r.status != 200 || r.body != "success" {
 			t.Fatalf("%s with AOF: %d %q, want the ack", k, r.status, r.body)

@@ -163,6 +163,15 @@ func (e *engine) Target() string     { return e.ds.to.Redacted() }
 func (e *engine) Queue() cache.Queue { return e.ds.queue }
 func (e *engine) Poke()              { e.poke() }
 
+// QueueStats are the queue's stats as refreshStats last read them, for
+// the queue gauges (package metrics).
+func (e *engine) QueueStats() (cache.QueueStats, bool) {
+	if st := e.stats.Load(); st != nil {
+		return *st, true
+	}
+	return cache.QueueStats{}, false
+}
+
 // poke wakes a worker: a delivery was just enqueued here.
 func (e *engine) poke() {
 	select {
@@ -202,7 +211,7 @@ func (e *engine) work() {
 
 // takeTrouble logs a failed take, at most once every 10s per engine.
 func (e *engine) takeTrouble(err error) {
-	e.h.metrics.storeError(context.Background(), e.h.route(), "take")
+	e.h.metrics.StoreError(context.Background(), e.h.route(), "take")
 	now := time.Now().UnixNano()
 	if last := e.takeLogged.Load(); now-last < int64(10*time.Second) || !e.takeLogged.CompareAndSwap(last, now) {
 		return
@@ -273,7 +282,7 @@ func (e *engine) deliver(d *cache.Delivery, took time.Time) {
 	out := e.send(d, attempt)
 	e.states.forget(d.Key) // sent; retrying says when it goes again
 	elapsed := time.Since(start)
-	h.metrics.deliveryAttempt(context.Background(), h.route(), out.kind.attemptOutcome(), elapsed)
+	h.metrics.Delivery(context.Background(), h.route(), out.kind.attemptOutcome(), elapsed)
 
 	a := &cache.Attempt{Start: start, Duration: elapsed, Status: out.status, Outcome: out.kind.attemptOutcome(),
 		Error: attemptError(out.kind, out.status, out.err, elapsed), Resigned: out.resigned}
@@ -311,7 +320,7 @@ func (e *engine) deliver(d *cache.Delivery, took time.Time) {
 		case errors.Is(err, cache.ErrKept):
 			// Kept in this process and retried; duplicates reaching this
 			// instance are answered from it. Done: nobody takes it again.
-			h.metrics.storeError(context.Background(), h.route(), "complete")
+			h.metrics.StoreError(context.Background(), h.route(), "complete")
 			h.logger.Warn("store failed to remember the delivered answer: kept in this process and retried",
 				zap.String("key", h.logKey(d.Key)))
 			e.done(d)
@@ -354,7 +363,7 @@ func (e *engine) deliver(d *cache.Delivery, took time.Time) {
 		h.emitAttempts("idempotency.failed", d.Key, status, int64(attempt))
 	}
 	if giveUp {
-		h.metrics.deadLetter(context.Background(), h.route())
+		h.metrics.Dead(context.Background(), h.route())
 		if expired != "" {
 			e.logAttempt(zapcore.ErrorLevel, "delivery refused after the platform's signature expired: the key is dead at once, "+
 				"a redelivery carries the same signature; the payment must be handled by hand", d, attempt, out, elapsed,
@@ -462,7 +471,7 @@ func (e *engine) heldAmbiguous(d *cache.Delivery) {
 	}); err != nil {
 		h.claimTrouble(d.Key, "renew", err)
 	}
-	h.metrics.deliveryAttempt(context.Background(), h.route(), cache.AttemptAmbiguous, 0)
+	h.metrics.Delivery(context.Background(), h.route(), cache.AttemptAmbiguous, 0)
 	h.logger.Warn("a delivery's previous attempt was started by a taker that never settled it (its gateway died?): "+
 		"the backend may have run, so it is not sent again; the key is held for lock_ttl, then reads failed: inspect and redeliver it if needed",
 		zap.String("scope", e.scope), zap.String("key", h.logKey(d.Key)), zap.Int("attempts", d.Attempts))
@@ -484,7 +493,7 @@ func (e *engine) done(d *cache.Delivery) {
 // storeTrouble: the store failed before anything was sent; the lease runs
 // out and the delivery is taken again.
 func (e *engine) storeTrouble(d *cache.Delivery, op string, err error) {
-	e.h.metrics.storeError(context.Background(), e.h.route(), op)
+	e.h.metrics.StoreError(context.Background(), e.h.route(), op)
 	e.h.logger.Error("store failed before a delivery attempt; it is taken again after lock_ttl",
 		zap.String("op", op), zap.String("key", e.h.logKey(d.Key)), zap.Error(err))
 }

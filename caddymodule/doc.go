@@ -109,9 +109,11 @@
 // the platform's retry budget and the idempotency.last_retry scan;
 // replay.go the answer recorder and the replay; journal.go what a forward
 // adds to its key's record; decision.go the one place that logs, counts,
-// traces and emits what each request came to; metrics.go, tracing.go and
-// alert.go those outputs; deliver.go the receipt of `deliver async`
-// (the gate's queue: enqueue, ack), deliver_engine.go the engine that delivers the
-// queue to the backend, deliver_send.go one attempt's trip there and
-// deliver_metrics.go its gauges.
+// traces and emits what each request came to; tracing.go and alert.go
+// those outputs, package metrics (caddymodule/metrics) the Prometheus
+// metrics, which the record and the delivery engine reach through its
+// Recorder; deliver.go the receipt of `deliver async` (the gate's queue:
+// enqueue, ack), deliver_engine.go the engine that delivers the queue to
+// the backend (its queue stats feed the metrics' gauges) and
+// deliver_send.go one attempt's trip there.
 package caddymodule

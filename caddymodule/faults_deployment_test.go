@@ -430,9 +430,6 @@ func TestFaultPayPalForgeryWhileStoreDown(t *testing.T) {
 // closed (503 + Retry-After, on_store_error pass or not) and nothing
 // reaches the backend, until the policy is noeviction again.
 func TestFaultRedisPolicyChangedLater(t *testing.T) {
-	old := recheckEvery
-	recheckEvery = 200 * time.Millisecond
-	t.Cleanup(func() { recheckEvery = old }) // runs after the gateway stops
 	rs := redistest.Start(t)
 	be := newBackend(t)
 	base, logFile, err := tryCaddy(t, `
@@ -445,6 +442,7 @@ func TestFaultRedisPolicyChangedLater(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	recheckRedisEvery(t, 200*time.Millisecond)
 	if r := notify(t, base, "before"); r.status != 200 || be.count("before") != 1 {
 		t.Fatalf("before the change: %d, backend %d", r.status, be.count("before"))
 	}

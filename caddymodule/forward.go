@@ -162,13 +162,13 @@ func (s *sendTrace) clientTrace() *httptrace.ClientTrace {
 // claim (ErrNotOwner) means another request may have run the backend too.
 func (h *Handler) claimTrouble(key, op string, err error) {
 	if errors.Is(err, cache.ErrNotOwner) {
-		h.metrics.lostClaim(context.Background(), h.route(), op)
+		h.metrics.LostClaim(context.Background(), h.route(), op)
 		h.emit("idempotency.lost_claim", key, 0)
 		h.logger.Error("lost the claim on an idempotency key while its request was at the backend",
 			zap.String("op", op), zap.String("key", h.logKey(key)), zap.Error(err))
 		return
 	}
-	h.metrics.storeError(context.Background(), h.route(), op)
+	h.metrics.StoreError(context.Background(), h.route(), op)
 	h.logger.Error("store failed to settle a claim; it expires after lock_ttl",
 		zap.String("op", op), zap.String("key", h.logKey(key)), zap.Error(err))
 }

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/idemgate/idemgate/cache"
+	"github.com/idemgate/idemgate/caddymodule/metrics"
 	"github.com/idemgate/idemgate/gate"
 	"github.com/idemgate/idemgate/internal/registry"
 	"github.com/idemgate/idemgate/keying"
@@ -161,7 +162,7 @@ type Handler struct {
 	keys        []keying.KeyInfo // the preset's verification keys (keys.go)
 	success     *successJudge
 	logger      *zap.Logger
-	metrics     *metrics
+	metrics     metrics.Recorder
 	testCeiling time.Duration // backendCeiling (forwards and queued deliveries), shortened by a test
 	warned      *copyWarnings
 	events      *caddyevents.App
@@ -181,6 +182,11 @@ type Handler struct {
 	// certificates' expiry is checked by (now); nil is time.Now, tests set
 	// their own.
 	clock func() time.Time
+	// expiryCheckEvery and retryScanEvery are how often the certificate
+	// watch and the retry scan run: setDefaults sets the production
+	// values; a test shortens them on its running handler, then restarts
+	// the watch (startWatch).
+	expiryCheckEvery, retryScanEvery time.Duration
 }
 
 // CaddyModule returns the Caddy module information.
@@ -266,7 +272,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		}
 		h.alerter = newAlerter(h.Alert, h.logger)
 	}
-	h.metrics = loadMetrics(ctx)
+	h.metrics = metrics.Load(ctx)
 	h.warned = newCopyWarnings()
 	h.provisionGate()
 	h.reg = h.registryRoute()
@@ -310,12 +316,18 @@ func (h *Handler) start() error {
 			return err
 		}
 	}
+	h.startWatch()
+	h.run.started.Store(true)
+	return nil
+}
+
+// startWatch runs what watches the route beside its requests (the
+// certificate expiry, the retry scan) until run.stopWatch; run.mu is held.
+func (h *Handler) startWatch() {
 	var watch context.Context
 	watch, h.run.stopWatch = context.WithCancel(context.Background())
 	h.watchExpiry(watch)
 	h.watchRetries(watch)
-	h.run.started.Store(true)
-	return nil
 }
 
 // runState is whether a handler started: start sets store and settler
@@ -324,7 +336,7 @@ type runState struct {
 	mu      sync.Mutex
 	started atomic.Bool
 	stopped bool // Cleanup ran; guarded by mu
-	// stopWatch ends the certificate watch; set by start.
+	// stopWatch ends the watch (startWatch); set by start.
 	stopWatch context.CancelFunc
 	// chain is the rest of the route's chain, kept from the requests it
 	// serves, which a redelivery enters (redeliver.go).
@@ -376,6 +388,12 @@ func (h *Handler) setDefaults() {
 	}
 	if h.WarnCopies == 0 {
 		h.WarnCopies = 5
+	}
+	if h.expiryCheckEvery == 0 {
+		h.expiryCheckEvery = defaultExpiryCheckEvery
+	}
+	if h.retryScanEvery == 0 {
+		h.retryScanEvery = retryScanMaxEvery
 	}
 }
 
@@ -543,7 +561,7 @@ func (h *Handler) scope() string {
 }
 
 // route is this handler's metric labels.
-func (h *Handler) route() route { return route{platform: h.Platform, scope: h.scope()} }
+func (h *Handler) route() metrics.Route { return metrics.Route{Platform: h.Platform, Scope: h.scope()} }
 
 // defaultTTL is how long answers are remembered unless ttl says: longer
 // than every preset's retry window but Adyen's.

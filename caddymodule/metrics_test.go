@@ -1,7 +1,6 @@
 package caddymodule
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -199,93 +198,4 @@ func TestMetricsLostClaimAndWait(t *testing.T) {
 	if s[`idemgate_wait_duration_seconds_sum{platform="generic",scope="generic"}`] <= 0 {
 		t.Errorf("wait duration sum is not positive")
 	}
-}
-
-// TestMetricsRegistryReuse: every config's registry exports the one set
-// of process metrics, each once, and lets it go when its config is
-// unloaded.
-func TestMetricsRegistryReuse(t *testing.T) {
-	ctx1, cancel1 := caddy.NewContext(caddy.Context{Context: context.Background()})
-	m1, m2 := loadMetrics(ctx1), loadMetrics(ctx1)
-	if m1 == nil || m1 != m2 {
-		t.Fatalf("two handlers of one registry got %p and %p, want one", m1, m2)
-	}
-	// A context sharing the registry (as WithValue does) shares them too.
-	ctx2 := ctx1.WithValue(caddy.CtxKey("x"), 1)
-	if loadMetrics(ctx2) != m1 {
-		t.Fatalf("a derived context got other metrics")
-	}
-	// The next config's registry is another one, with the same metrics.
-	ctx3, cancel3 := caddy.NewContext(caddy.Context{Context: context.Background()})
-	defer cancel3()
-	if loadMetrics(ctx3) != m1 {
-		t.Fatalf("the next config got other metrics: counting would start again")
-	}
-	rt := route{"generic", "registry-reuse"}
-	m1.request(context.Background(), rt, "forwarded", time.Millisecond)
-	m1.request(context.Background(), rt, "forwarded", time.Millisecond)
-	for _, ctx := range []caddy.Context{ctx1, ctx3} {
-		fams, err := ctx.GetMetricsRegistry().Gather()
-		if err != nil {
-			t.Fatalf("gather: %v", err)
-		}
-		var n int
-		for _, f := range fams {
-			if f.GetName() != "idemgate_requests_total" {
-				continue
-			}
-			for _, m := range f.Metric {
-				for _, l := range m.Label {
-					if l.GetName() == "scope" && l.GetValue() == "registry-reuse" {
-						n++
-						if v := m.GetCounter().GetValue(); v != 2 {
-							t.Errorf("idemgate_requests_total{scope=registry-reuse} = %v, want 2", v)
-						}
-					}
-				}
-			}
-		}
-		if n != 1 {
-			t.Errorf("%d idemgate_requests_total{scope=registry-reuse} series gathered, want 1", n)
-		}
-	}
-	reg := ctx1.GetMetricsRegistry()
-	cancel1()
-	eventually(t, 2*time.Second, "the unloaded config's registry let go", func() bool {
-		_, held := registries.References(reg)
-		return !held
-	})
-	var nilMetrics *metrics
-	nilMetrics.request(context.Background(), route{"generic", "generic"}, "forwarded", 0) // no registry: no metrics, no panic
-}
-
-// TestMetricsHotPathAllocations: recording a decision allocates nothing
-// once its label combination has been seen.
-func TestMetricsHotPathAllocations(t *testing.T) {
-	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
-	defer cancel()
-	m := loadMetrics(ctx)
-	bg := context.Background()
-	record := func() {
-		m.request(bg, route{"alipay", "alipay_return"}, "replayed", time.Millisecond)
-		m.copies(bg, route{"alipay", "alipay_return"}, 3)
-		m.backendDuration(bg, route{"alipay", "alipay_return"}, time.Millisecond)
-	}
-	record()
-	if n := testing.AllocsPerRun(200, record); n > 0 {
-		t.Errorf("%v allocations per decision, want 0", n)
-	}
-}
-
-func BenchmarkMetricsRequest(b *testing.B) {
-	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
-	defer cancel()
-	m := loadMetrics(ctx)
-	bg := context.Background()
-	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			m.request(bg, route{"stripe", "stripe"}, "forwarded", time.Millisecond)
-		}
-	})
 }

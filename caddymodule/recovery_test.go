@@ -58,8 +58,6 @@ func (s *alertSink) count(event, key string) int {
 // has come and gone (the clock moved past it), idempotency.last_retry is
 // alerted once, while the key still reads failed, not dead.
 func TestRetryBudgetAlipay(t *testing.T) {
-	old := retryScanEvery.Swap(int64(20 * time.Millisecond))
-	t.Cleanup(func() { retryScanEvery.Store(old) })
 	a := newAlipayOrders(t)
 	be := newBackend(t)
 	be.setAnswer(func(order string, n int, r *http.Request) (int, string, time.Duration) { return 200, "fail", 0 })
@@ -74,6 +72,7 @@ func TestRetryBudgetAlipay(t *testing.T) {
 		}
 		reverse_proxy {backend}
 	}`, "{backend}", be.addr())
+	rewatch(t, onlyHandler(t), func(h *Handler) { h.retryScanEvery = 20 * time.Millisecond })
 	const key = "alipay:" + testAlipayAppID + ":t-budget:paid"
 	d := a.notify("t-budget", "TRADE_SUCCESS")
 	sched := platforms.Lookup("alipay").Schedule

@@ -8,6 +8,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
+	"github.com/idemgate/idemgate/caddymodule/metrics"
 	"github.com/idemgate/idemgate/internal/gatewaytest"
 )
 
@@ -97,9 +98,7 @@ http://127.0.0.1:%d {
 	// The metrics' collector is held by the running config's registry
 	// only (the dropped configs' registries are let go).
 	eventually(t, 5*time.Second, "the dropped configs' registries to be let go", func() bool {
-		n := 0
-		registries.Range(func(_, _ any) bool { n++; return true })
-		return n <= 1
+		return metrics.Registries() <= 1
 	})
 	// Dropped engines' workers and refreshers are gone (a little slack for
 	// the HTTP server's own connection goroutines).

@@ -4,7 +4,6 @@ import (
 	"context"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -21,14 +20,9 @@ import (
 // expected one fires it at once; a last retry that never comes is noticed
 // by a periodic scan of the route's failed keys, bounded per pass.
 
-// retryScanEvery is how often a sync route with a retry schedule scans its
-// failed keys; tests shorten it (atomic: scans read it while they do).
-var retryScanEvery atomic.Int64
-
-func init() { retryScanEvery.Store(int64(time.Minute)) }
-
-// retryScanMaxEvery is the longest scan interval: the window's slack
-// counts on it.
+// retryScanMaxEvery is the longest interval of a sync route's scan of its
+// failed keys (Handler.retryScanEvery), and its default: the window's
+// slack counts on it.
 const retryScanMaxEvery = time.Minute
 
 // retryScanMax bounds the keys one pass reads (newest first, paged).
@@ -78,7 +72,7 @@ func (h *Handler) watchRetries(ctx context.Context) {
 	if h.async() || h.preset().Schedule == nil {
 		return
 	}
-	every := min(time.Duration(retryScanEvery.Load()), retryScanMaxEvery)
+	every := min(h.retryScanEvery, retryScanMaxEvery)
 	go func() {
 		t := time.NewTicker(every)
 		defer t.Stop()

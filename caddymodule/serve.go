@@ -140,7 +140,7 @@ func (g gateRoute) PutBack(body []byte) io.ReadCloser { return newReadBodyCloser
 func (g gateRoute) ClaimTrouble(key, op string, err error) { g.h.claimTrouble(key, op, err) }
 
 func (g gateRoute) Kept(key string) {
-	g.h.metrics.storeError(context.Background(), g.h.route(), "complete")
+	g.h.metrics.StoreError(context.Background(), g.h.route(), "complete")
 	g.h.logger.Warn("store failed to remember the backend's answer: kept in this process and retried",
 		zap.String("key", g.h.logKey(key)))
 }

@@ -20,8 +20,9 @@ import (
 // warnings start.
 const expiryWarning = 30 * 24 * time.Hour
 
-// expiryCheckEvery is how often a running route looks again.
-var expiryCheckEvery = 24 * time.Hour
+// defaultExpiryCheckEvery is how often a running route looks again
+// (Handler.expiryCheckEvery).
+const defaultExpiryCheckEvery = 24 * time.Hour
 
 // provisionKeys reads the keys the preset verifies with.
 func (h *Handler) provisionKeys() {
@@ -60,8 +61,8 @@ func (h *Handler) watchExpiry(ctx context.Context) {
 	if !slices.ContainsFunc(h.keys, func(k keying.KeyInfo) bool { return !k.NotAfter.IsZero() }) {
 		return
 	}
+	tick := time.NewTicker(h.expiryCheckEvery)
 	go func() {
-		tick := time.NewTicker(expiryCheckEvery)
 		defer tick.Stop()
 		for {
 			select {

@@ -18,10 +18,6 @@ import (
 // its start-up line, warns about the certificate at start (and again on
 // its next check), and counts which key verified each notification.
 func TestRotatingKeys(t *testing.T) {
-	old := expiryCheckEvery
-	expiryCheckEvery = 300 * time.Millisecond
-	t.Cleanup(func() { expiryCheckEvery = old })
-
 	pubKey, certKey := platformtest.Keys(t)
 	serial := big.NewInt(0x5157F09E)
 	expires := time.Now().Add(10 * 24 * time.Hour).Truncate(time.Second)
@@ -64,6 +60,7 @@ func TestRotatingKeys(t *testing.T) {
 	if na, _ := time.Parse(time.RFC3339, fmt.Sprint(w["not_after"])); !na.Equal(expires) {
 		t.Errorf("expiry warning's not_after %v, want %v", w["not_after"], expires)
 	}
+	rewatch(t, onlyHandler(t), func(h *Handler) { h.expiryCheckEvery = 300 * time.Millisecond })
 	eventually(t, 5*time.Second, "the next check's warning", func() bool {
 		return len(logLines(t, logFile, "pinned certificate expires soon")) >= 2
 	})

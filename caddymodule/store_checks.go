@@ -26,11 +26,12 @@ import (
 // (cache.Redis.SetChecked): an async route reads there whether its acks
 // are durable (deliver.go, durability).
 
-// recheckEvery is how often a running store's Redis is checked again;
-// retryEvery, how soon again after a check that could not reach it.
-var (
-	recheckEvery = time.Minute
-	retryEvery   = 10 * time.Second
+// defaultRecheckEvery is how often a running store's Redis is checked
+// again; defaultRetryEvery, how soon again after a check that could not
+// reach it (redisWatch's recheck and retry).
+const (
+	defaultRecheckEvery = time.Minute
+	defaultRetryEvery   = 10 * time.Second
 )
 
 // redisWatch re-checks one store's Redis in the background.
@@ -41,6 +42,9 @@ type redisWatch struct {
 	opts    cache.RedisCheckOptions
 	timeout time.Duration
 	logger  *zap.Logger
+	// recheck and retry are the intervals of the loop: checkRedis sets
+	// the production ones; only the loop reads them.
+	recheck, retry time.Duration
 
 	stopOnce sync.Once
 	stopped  chan struct{}
@@ -54,6 +58,7 @@ type redisWatch struct {
 // goes on checking (its close stops it, then closes c).
 func checkRedis(c redis.UniversalClient, s cache.Store, sc StoreConfig, timeout time.Duration, logger *zap.Logger) (io.Closer, error) {
 	w := &redisWatch{c: c, store: s, id: sc.id(), timeout: timeout, logger: logger,
+		recheck: defaultRecheckEvery, retry: defaultRetryEvery,
 		opts:    cache.RedisCheckOptions{Prefix: sc.prefix(), AllowEviction: sc.AllowEviction},
 		stopped: make(chan struct{}), done: make(chan struct{})}
 	rep, err := w.check()
@@ -62,11 +67,11 @@ func checkRedis(c redis.UniversalClient, s cache.Store, sc StoreConfig, timeout 
 	if errors.As(err, &ev) || errors.As(err, &pe) {
 		return nil, fmt.Errorf("store %s: %w", w.id, err)
 	}
-	next := recheckEvery
+	next := w.recheck
 	if err != nil {
 		logger.Warn("could not check Redis at start within store_timeout: starting anyway, checking again in the background "+
 			"(maxmemory-policy, persistence, ACL rights)", zap.String("store", w.id), zap.Duration("store_timeout", timeout), zap.Error(err))
-		next = retryEvery
+		next = w.retry
 	} else {
 		w.started(rep)
 	}
@@ -109,7 +114,7 @@ func (w *redisWatch) started(rep cache.RedisReport) {
 	}
 }
 
-// loop checks again after next, then every recheckEvery, until close.
+// loop checks again after next, then every recheck, until close.
 func (w *redisWatch) loop(next time.Duration) {
 	defer close(w.done)
 	t := time.NewTimer(next)
@@ -146,7 +151,7 @@ func (w *redisWatch) loop(next time.Duration) {
 				w.logger.Warn("could not check Redis; trying again", zap.String("store", w.id), zap.Error(err))
 			}
 			failing = true
-			t.Reset(retryEvery)
+			t.Reset(w.retry)
 			continue
 		case w.last == nil:
 			w.logger.Info("Redis checked", zap.String("store", w.id))
@@ -161,7 +166,7 @@ func (w *redisWatch) loop(next time.Duration) {
 		}
 		w.last = &rep
 		failing = false
-		t.Reset(recheckEvery)
+		t.Reset(w.recheck)
 	}
 }
 

@@ -1,4 +1,4 @@
-package caddymodule
+package metrics
 
 import (
 	"bytes"
@@ -16,14 +16,14 @@ import (
 // a histogram's _bucket, _sum and _count).
 func exportedMetricNames() []string {
 	var names []string
-	for _, c := range []string{metricRequests, metricLostClaims, metricStoreErrors, metricDeliveryAttempts, metricDeadLetters} {
+	for _, c := range []string{Requests, LostClaims, StoreErrors, DeliveryAttempts, DeadLetters} {
 		names = append(names, c+"_total")
 	}
-	for _, h := range []string{metricRequestDuration + "_seconds", metricBackendDuration + "_seconds",
-		metricWaitDuration + "_seconds", metricCopies, metricDeliveryDuration + "_seconds"} {
+	for _, h := range []string{RequestDuration + "_seconds", BackendDuration + "_seconds",
+		WaitDuration + "_seconds", Copies, DeliveryDuration + "_seconds"} {
 		names = append(names, h+"_bucket", h+"_sum", h+"_count")
 	}
-	names = append(names, metricQueueDepth, metricQueueOldest+"_seconds")
+	names = append(names, QueueDepth, QueueOldest+"_seconds")
 	return names
 }
 
@@ -49,7 +49,7 @@ func checkExpr(t *testing.T, where, expr string) {
 // names only metrics idemgate exports. (promtool is not at hand; this is
 // the structural half of its check.)
 func TestMonitoringAlertRules(t *testing.T) {
-	b, err := os.ReadFile("../examples/monitoring/idemgate.rules.yml")
+	b, err := os.ReadFile("../../examples/monitoring/idemgate.rules.yml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestMonitoringAlertRules(t *testing.T) {
 // TestMonitoringDashboard: the Grafana dashboard is JSON whose panels all
 // query metrics idemgate exports.
 func TestMonitoringDashboard(t *testing.T) {
-	b, err := os.ReadFile("../examples/monitoring/grafana-dashboard.json")
+	b, err := os.ReadFile("../../examples/monitoring/grafana-dashboard.json")
 	if err != nil {
 		t.Fatal(err)
 	}

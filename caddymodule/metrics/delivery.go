@@ -1,4 +1,4 @@
-package caddymodule
+package metrics
 
 import (
 	"context"
@@ -7,17 +7,27 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/internal/registry"
 )
 
 // The metrics of deliver async, on the handler metrics' meter.
 const (
-	metricQueueDepth       = "idemgate_delivery_queue_depth"      // {platform,scope}
-	metricQueueOldest      = "idemgate_delivery_queue_oldest_age" // _seconds{platform,scope}
-	metricDeliveryAttempts = "idemgate_delivery_attempts"         // _total{platform,scope,outcome}
-	metricDeliveryDuration = "idemgate_delivery_duration"         // _seconds{platform,scope,outcome}
-	metricDeadLetters      = "idemgate_delivery_dead"             // _total{platform,scope}
+	QueueDepth       = "idemgate_delivery_queue_depth"      // {platform,scope}
+	QueueOldest      = "idemgate_delivery_queue_oldest_age" // _seconds{platform,scope}
+	DeliveryAttempts = "idemgate_delivery_attempts"         // _total{platform,scope,outcome}
+	DeliveryDuration = "idemgate_delivery_duration"         // _seconds{platform,scope,outcome}
+	DeadLetters      = "idemgate_delivery_dead"             // _total{platform,scope}
 )
+
+// QueueReporter is a running delivery engine whose queue the gauges show:
+// the registry's engines that report their queue's last stats.
+type QueueReporter interface {
+	Platform() string
+	Scope() string
+	// QueueStats are the queue's stats as last read (false: none yet).
+	QueueStats() (cache.QueueStats, bool)
+}
 
 type deliveryInstruments struct {
 	attempts metric.Int64Counter
@@ -26,29 +36,29 @@ type deliveryInstruments struct {
 }
 
 // init creates the instruments. The queue gauges are observed from the
-// running engines' last stats (refreshed every statsEvery), so a scrape
+// running engines' last stats (refreshed by each engine), so a scrape
 // costs no store round trip.
 func (d *deliveryInstruments) init(meter metric.Meter) error {
 	var err error
-	if d.attempts, err = meter.Int64Counter(metricDeliveryAttempts,
+	if d.attempts, err = meter.Int64Counter(DeliveryAttempts,
 		metric.WithDescription("Delivery attempts of deliver async, by outcome (answered, failed, unreachable, ambiguous).")); err != nil {
 		return err
 	}
-	if d.duration, err = meter.Float64Histogram(metricDeliveryDuration, metric.WithUnit("s"),
+	if d.duration, err = meter.Float64Histogram(DeliveryDuration, metric.WithUnit("s"),
 		metric.WithDescription("Time one delivery attempt took at the backend, by outcome."),
 		metric.WithExplicitBucketBoundaries(durationBuckets...)); err != nil {
 		return err
 	}
-	if d.dead, err = meter.Int64Counter(metricDeadLetters,
+	if d.dead, err = meter.Int64Counter(DeadLetters,
 		metric.WithDescription("Deliveries given up after give_up: their keys are dead, an operator must redeliver them.")); err != nil {
 		return err
 	}
-	depth, err := meter.Int64ObservableGauge(metricQueueDepth,
+	depth, err := meter.Int64ObservableGauge(QueueDepth,
 		metric.WithDescription("Notifications queued for delivery (being delivered included), per scope, all instances together."))
 	if err != nil {
 		return err
 	}
-	oldest, err := meter.Float64ObservableGauge(metricQueueOldest, metric.WithUnit("s"),
+	oldest, err := meter.Float64ObservableGauge(QueueOldest, metric.WithUnit("s"),
 		metric.WithDescription("Age of the oldest queued notification (0 when the queue is empty)."))
 	if err != nil {
 		return err
@@ -61,15 +71,15 @@ func (d *deliveryInstruments) init(meter metric.Meter) error {
 			return nil
 		}
 		for _, re := range app.Engines() {
-			e, ok := re.(*engine)
+			e, ok := re.(QueueReporter)
 			if !ok {
 				continue
 			}
-			st := e.stats.Load()
-			if st == nil {
+			st, ok := e.QueueStats()
+			if !ok {
 				continue
 			}
-			opt := metric.WithAttributes(attribute.String("platform", e.h.Platform), attribute.String("scope", e.scope))
+			opt := metric.WithAttributes(attribute.String("platform", e.Platform()), attribute.String("scope", e.Scope()))
 			o.ObserveInt64(depth, st.Depth, opt)
 			age := 0.0
 			if !st.Oldest.IsZero() {
@@ -82,7 +92,8 @@ func (d *deliveryInstruments) init(meter metric.Meter) error {
 	return err
 }
 
-func (m *metrics) deliveryAttempt(ctx context.Context, rt route, outcome string, d time.Duration) {
+// Delivery counts one delivery attempt and its time at the backend.
+func (m *Metrics) Delivery(ctx context.Context, rt Route, outcome string, d time.Duration) {
 	if m == nil {
 		return
 	}
@@ -91,7 +102,8 @@ func (m *metrics) deliveryAttempt(ctx context.Context, rt route, outcome string,
 	m.delivery.duration.Record(ctx, d.Seconds(), ls.rec...)
 }
 
-func (m *metrics) deadLetter(ctx context.Context, rt route) {
+// Dead counts a delivery given up.
+func (m *Metrics) Dead(ctx context.Context, rt Route) {
 	if m == nil {
 		return
 	}
