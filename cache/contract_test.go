@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -69,14 +70,50 @@ func factories(t *testing.T) []factory {
 	}
 }
 
+// storeCase is one contract test, run on a fresh store of every kind. S is
+// what the suite checks: the claim contract (Store), or the claim contract
+// with the extensions the suite reads.
+type storeCase[S any] struct {
+	name string
+	run  func(t *testing.T, s S)
+}
+
+// suite is one contract suite: the claim contract's or an extension's.
+type suite struct {
+	name string
+	run  func(t *testing.T, f factory)
+}
+
+// suites are the contract suites TestContract runs; each suite's file
+// adds its own.
+var suites = []suite{newSuite("claim", "claim contract", slices.Concat(contractCases, waitCases))}
+
+// newSuite runs cases on a store of f's kind; a store that does not
+// implement S fails every case, saying what it keeps not (what).
+func newSuite[S any](name, what string, cases []storeCase[S]) suite {
+	return suite{name, func(t *testing.T, f factory) {
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				t.Parallel()
+				s := f.new(t)
+				x, ok := s.(S)
+				if !ok {
+					t.Fatalf("%T keeps no %s", s, what)
+				}
+				c.run(t, x)
+			})
+		}
+	}}
+}
+
+// TestContract runs every suite on every store kind, sharing one
+// redis-server and one cluster.
 func TestContract(t *testing.T) {
-	for _, f := range factories(t) {
-		t.Run(f.name, func(t *testing.T) {
-			for _, c := range contractCases {
-				t.Run(c.name, func(t *testing.T) {
-					t.Parallel()
-					c.run(t, f.new(t))
-				})
+	fs := factories(t)
+	for _, su := range suites {
+		t.Run(su.name, func(t *testing.T) {
+			for _, f := range fs {
+				t.Run(f.name, func(t *testing.T) { su.run(t, f) })
 			}
 		})
 	}
@@ -172,10 +209,7 @@ var answer = Answer{
 	BodyCached: true,
 }
 
-var contractCases = []struct {
-	name string
-	run  func(t *testing.T, s Store)
-}{
+var contractCases = []storeCase[Store]{
 	{"claim_complete_replay", func(t *testing.T, s Store) {
 		ctx := ctxT(t)
 		won := claim(t, s, "order:1", "fp", longTTL, Won)
@@ -535,65 +569,6 @@ var contractCases = []struct {
 			t.Fatalf("Delete after the claim ran out: %v, want ErrNotFound", err)
 		}
 		claim(t, s, "k", "", longTTL, Won)
-	}},
-	{"in_flight_paging", func(t *testing.T, s Store) {
-		ctx := ctxT(t)
-		want := map[string]bool{}
-		for i := range 40 {
-			key := fmt.Sprintf("page:%02d", i)
-			won := claim(t, s, key, "", longTTL, Won)
-			switch {
-			case i%4 == 0: // answered: not listed
-				if err := s.Complete(ctx, key, won.Token, answer, longTTL, Journal{}); err != nil {
-					t.Fatal(err)
-				}
-			case i%4 == 1: // released: failed, not listed
-				if err := s.Release(ctx, key, won.Token, time.Hour, Journal{}); err != nil {
-					t.Fatal(err)
-				}
-			default:
-				want[key] = true
-			}
-		}
-		for _, key := range []string{"br{ace}", "}", "{", "%7B", "bin\x00\xff"} {
-			claim(t, s, key, "", longTTL, Won)
-			want[key] = true
-		}
-		for _, limit := range []int{1, 7, 1000} {
-			got := map[string]bool{}
-			cursor, pages := "", 0
-			for {
-				recs, next, err := listInFlight(ctx, s, cursor, limit)
-				if err != nil {
-					t.Fatalf("InFlight(%q, %d): %v", cursor, limit, err)
-				}
-				if len(recs) > limit {
-					t.Fatalf("page of %d, limit %d", len(recs), limit)
-				}
-				for _, r := range recs {
-					if r.State != StateInFlight || r.Copies != 1 {
-						t.Fatalf("listed record: %+v", r)
-					}
-					if got[r.Key] {
-						t.Fatalf("limit %d: %q listed twice", limit, r.Key)
-					}
-					got[r.Key] = true
-				}
-				if next == "" {
-					break
-				}
-				if pages++; pages > 1000 {
-					t.Fatal("InFlight does not end")
-				}
-				cursor = next
-			}
-			if !reflect.DeepEqual(got, want) {
-				t.Fatalf("limit %d: listed %v\nwant %v", limit, got, want)
-			}
-		}
-		if _, _, err := listInFlight(ctx, s, "garbage", 10); err == nil {
-			t.Fatal("bad cursor accepted")
-		}
 	}},
 	{"body_not_cached", func(t *testing.T, s Store) {
 		ctx := ctxT(t)

@@ -11,10 +11,7 @@ import (
 // The order state's contract (see Order), on every store of factories.
 
 // orderCases are TestContract's cases for orders.
-var orderCases = []struct {
-	name string
-	run  func(t *testing.T, s Store)
-}{
+var orderCases = []storeCase[Store]{
 	// A paid event outlives its record: once the answer's ttl has passed,
 	// a copy of the event is Answered from the order, writes nothing and
 	// is never won; the order lists the event with its money.
@@ -210,4 +207,4 @@ var orderCases = []struct {
 	}},
 }
 
-func init() { contractCases = append(contractCases, orderCases...) }
+func init() { suites = append(suites, newSuite("order", "order state", orderCases)) }

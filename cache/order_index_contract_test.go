@@ -47,10 +47,7 @@ func ranOn(t *testing.T, s Store, scope, merchant string, day time.Time, limit i
 	}
 }
 
-var orderIndexCases = []struct {
-	name string
-	run  func(t *testing.T, s Store)
-}{
+var orderIndexCases = []storeCase[Store]{
 	// Events that settle money are filed under the UTC day the platform
 	// says they happened (else the day they ran), per scope and merchant;
 	// the batch read returns their states; an event that moves no money
@@ -205,4 +202,4 @@ var orderIndexCases = []struct {
 	}},
 }
 
-func init() { contractCases = append(contractCases, orderIndexCases...) }
+func init() { suites = append(suites, newSuite("order_index", "order index", orderIndexCases)) }

@@ -101,6 +101,10 @@ func Search(ctx context.Context, s Store, q SearchQuery) ([]Match, error) {
 		}
 		return q.Window(key)
 	}
+	ls, err := As[Lister](s, "listings")
+	if err != nil {
+		return nil, err
+	}
 	var byRef, byPrefix []Match
 	seen := map[string]bool{}
 	if sr, ok := s.(Searcher); ok {
@@ -129,7 +133,7 @@ func Search(ctx context.Context, s Store, q SearchQuery) ([]Match, error) {
 		cursor := ""
 		for page := 0; page < maxPrefixPages && len(byPrefix) < q.Limit; page++ {
 			// No Window: dead keys are failed ones here, told apart below.
-			p, err := s.List(ctx, ListQuery{State: st, Prefix: q.Q, Limit: q.Limit, Cursor: cursor, Now: q.Now})
+			p, err := ls.List(ctx, ListQuery{State: st, Prefix: q.Q, Limit: q.Limit, Cursor: cursor, Now: q.Now})
 			if err != nil {
 				return nil, err
 			}

@@ -37,10 +37,7 @@ func matchKeys(ms []Match) []string {
 	return out
 }
 
-var searchCases = []struct {
-	name string
-	run  func(t *testing.T, s Store)
-}{
+var searchCases = []storeCase[Store]{
 	// A key is found by the merchant's references its notification
 	// named, whether it was completed (with its order's amount), released
 	// (support needs a failed key most) or left in flight; an order's
@@ -197,7 +194,7 @@ var searchCases = []struct {
 	}},
 }
 
-func init() { contractCases = append(contractCases, searchCases...) }
+func init() { suites = append(suites, newSuite("search", "search index", searchCases)) }
 
 // TestNotificationMerchantRefsCodec: the references round-trip, and a
 // notification without them is stored byte for byte as before.

@@ -256,7 +256,11 @@ func (f *Faulty) List(ctx context.Context, q cache.ListQuery) (cache.ListPage, e
 	if err := f.before(ctx, OpList); err != nil {
 		return cache.ListPage{}, err
 	}
-	page, err := f.s.List(ctx, q)
+	ls, err := cache.As[cache.Lister](f.s, "listings")
+	if err != nil {
+		return cache.ListPage{}, err
+	}
+	page, err := ls.List(ctx, q)
 	if err = f.afterErr(OpList, err); err != nil {
 		return cache.ListPage{}, err
 	}
@@ -298,4 +302,9 @@ func (f *Faulty) RanOn(ctx context.Context, q cache.RanQuery) (cache.RanPage, er
 
 func (f *Faulty) Close() error { return f.s.Close() }
 
-var _ cache.Store = (*Faulty)(nil)
+// Interface guards: the claim contract and each extension Faulty forwards
+// (to the wrapped store's, which must have it).
+var (
+	_ cache.Store  = (*Faulty)(nil)
+	_ cache.Lister = (*Faulty)(nil)
+)
