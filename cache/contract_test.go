@@ -128,6 +128,51 @@ const (
 	deadline = 3 * time.Second // generous: 2 shared cores, -race
 )
 
+// waitWakes checks that act (a completion, a release, a delete) on a key
+// found in flight wakes every waiter of that key and no other's.
+func waitWakes(t *testing.T, s Store, name string, act func(key, token string) error) {
+	t.Helper()
+	ctx := ctxT(t)
+	key, other := "wait:"+name, "wait:other:"+name
+	won := claim(t, s, key, "", longTTL, Won)
+	otherWon := claim(t, s, other, "", longTTL, Won)
+	// The waiting copies' own claims, as WaitAnswer's protocol has
+	// them (a completion wakes only a key found in flight).
+	claim(t, s, key, "", longTTL, InFlight)
+	claim(t, s, other, "", longTTL, InFlight)
+	done, stop, err := s.Wait(ctx, key)
+	if err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	done2, stop2, err := s.Wait(ctx, key) // a second waiter on the same key
+	if err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	doneOther, stopOther, err := s.Wait(ctx, other)
+	if err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	notWoken(t, done, name+" before")
+	// Another key's event wakes only its own waiters (ordered on
+	// one connection for Redis, so this is not a race).
+	if err := act(other, otherWon.Token); err != nil {
+		t.Fatal(err)
+	}
+	woken(t, doneOther, name+" of the other key")
+	notWoken(t, done, name+" of another key")
+	go func() {
+		if err := act(key, won.Token); err != nil {
+			t.Error(err)
+		}
+	}()
+	woken(t, done, name)
+	woken(t, done2, name+" (second waiter)")
+	stop()
+	stop2()
+	stop() // idempotent
+	stopOther()
+}
+
 func ctxT(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)
@@ -464,53 +509,8 @@ var contractCases = []storeCase[Store]{
 	}},
 	{"wait_wakes", func(t *testing.T, s Store) {
 		ctx := ctxT(t)
-		for _, c := range []struct {
-			name string
-			act  func(key, token string) error
-		}{
-			{"complete", func(k, tok string) error { return s.Complete(ctx, k, tok, answer, longTTL, Journal{}) }},
-			{"release", func(k, tok string) error { return s.Release(ctx, k, tok, time.Hour, Journal{}) }},
-			{"delete", func(k, _ string) error { return s.Delete(ctx, k) }},
-		} {
-			key, other := "wait:"+c.name, "wait:other:"+c.name
-			won := claim(t, s, key, "", longTTL, Won)
-			otherWon := claim(t, s, other, "", longTTL, Won)
-			// The waiting copies' own claims, as WaitAnswer's protocol has
-			// them (a completion wakes only a key found in flight).
-			claim(t, s, key, "", longTTL, InFlight)
-			claim(t, s, other, "", longTTL, InFlight)
-			done, stop, err := s.Wait(ctx, key)
-			if err != nil {
-				t.Fatalf("Wait: %v", err)
-			}
-			done2, stop2, err := s.Wait(ctx, key) // a second waiter on the same key
-			if err != nil {
-				t.Fatalf("Wait: %v", err)
-			}
-			doneOther, stopOther, err := s.Wait(ctx, other)
-			if err != nil {
-				t.Fatalf("Wait: %v", err)
-			}
-			notWoken(t, done, c.name+" before")
-			// Another key's event wakes only its own waiters (ordered on
-			// one connection for Redis, so this is not a race).
-			if err := c.act(other, otherWon.Token); err != nil {
-				t.Fatal(err)
-			}
-			woken(t, doneOther, c.name+" of the other key")
-			notWoken(t, done, c.name+" of another key")
-			go func() {
-				if err := c.act(key, won.Token); err != nil {
-					t.Error(err)
-				}
-			}()
-			woken(t, done, c.name)
-			woken(t, done2, c.name+" (second waiter)")
-			stop()
-			stop2()
-			stop() // idempotent
-			stopOther()
-		}
+		waitWakes(t, s, "complete", func(k, tok string) error { return s.Complete(ctx, k, tok, answer, longTTL, Journal{}) })
+		waitWakes(t, s, "release", func(k, tok string) error { return s.Release(ctx, k, tok, time.Hour, Journal{}) })
 		// A waiter that stopped before the event is simply gone; a new one
 		// on the same key still works.
 		won := claim(t, s, "wait:again", "", longTTL, Won)
@@ -528,47 +528,6 @@ var contractCases = []storeCase[Store]{
 			t.Fatal(err)
 		}
 		woken(t, done, "after resubscribe")
-	}},
-	{"delete", func(t *testing.T, s Store) {
-		ctx := ctxT(t)
-		won := claim(t, s, "k", "", longTTL, Won)
-		if err := s.Complete(ctx, "k", won.Token, answer, longTTL, Journal{}); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Delete(ctx, "k"); err != nil {
-			t.Fatalf("Delete: %v", err)
-		}
-		if _, err := s.Lookup(ctx, "k"); !errors.Is(err, ErrNotFound) {
-			t.Fatalf("Lookup after Delete: %v", err)
-		}
-		if err := s.Delete(ctx, "k"); !errors.Is(err, ErrNotFound) {
-			t.Fatalf("second Delete: %v", err)
-		}
-		won = claim(t, s, "k", "", longTTL, Won)   // forwarded again
-		if err := s.Delete(ctx, "k"); err != nil { // in flight: purged too
-			t.Fatal(err)
-		}
-		if err := s.Complete(ctx, "k", won.Token, answer, longTTL, Journal{}); !errors.Is(err, ErrNotOwner) {
-			t.Fatalf("Complete after purge: %v", err)
-		}
-	}},
-	{"delete_after_renewed_claim_ran_out", func(t *testing.T, s Store) {
-		// Found by the linearizability check: a renewal with a shorter lock
-		// TTL leaves the Redis hash alive past the claim's end. Once the
-		// claim ran out, Delete finds nothing, as Lookup and Claim see it.
-		ctx := ctxT(t)
-		won := claim(t, s, "k", "", longTTL, Won)
-		if err := s.Renew(ctx, "k", won.Token, 50*time.Millisecond); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(150 * time.Millisecond)
-		if _, err := s.Lookup(ctx, "k"); !errors.Is(err, ErrNotFound) {
-			t.Fatalf("Lookup after the claim ran out: %v", err)
-		}
-		if err := s.Delete(ctx, "k"); !errors.Is(err, ErrNotFound) {
-			t.Fatalf("Delete after the claim ran out: %v, want ErrNotFound", err)
-		}
-		claim(t, s, "k", "", longTTL, Won)
 	}},
 	{"body_not_cached", func(t *testing.T, s Store) {
 		ctx := ctxT(t)

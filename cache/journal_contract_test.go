@@ -64,11 +64,12 @@ func attempt(status int, outcome, body string) *Attempt {
 func init() { suites = append(suites, newSuite("journal", "listings or recovery", journalCases)) }
 
 // journalStore is what the journal suite checks: the journal is written
-// by the claim contract and read back by Lookup, listings and after a
+// by the claim contract and read back by Lookup, by listings and after a
 // recovery.
 type journalStore interface {
 	Store
 	Lister
+	Recovery
 }
 
 var journalCases = []storeCase[journalStore]{

@@ -105,6 +105,10 @@ func Search(ctx context.Context, s Store, q SearchQuery) ([]Match, error) {
 	if err != nil {
 		return nil, err
 	}
+	ob, err := As[OrderBook](s, "order state")
+	if err != nil {
+		return nil, err
+	}
 	var byRef, byPrefix []Match
 	seen := map[string]bool{}
 	if sr, ok := s.(Searcher); ok {
@@ -117,7 +121,7 @@ func Search(ctx context.Context, s Store, q SearchQuery) ([]Match, error) {
 				continue
 			}
 			seen[key] = true
-			m, ok, err := refMatch(ctx, s, key, q.Q, q.Now, window(key))
+			m, ok, err := refMatch(ctx, s, ob, key, q.Q, q.Now, window(key))
 			if err != nil {
 				return nil, err
 			}
@@ -162,7 +166,7 @@ func Search(ctx context.Context, s Store, q SearchQuery) ([]Match, error) {
 // whose notification must name ref (one kept from before references
 // were filed names none, and is taken), or else its order's event. ok is
 // false for a stale entry (purged, reopened and expired, or gone).
-func refMatch(ctx context.Context, s Store, key, ref string, now time.Time, window time.Duration) (Match, bool, error) {
+func refMatch(ctx context.Context, s Store, ob OrderBook, key, ref string, now time.Time, window time.Duration) (Match, bool, error) {
 	rec, err := s.Lookup(ctx, key)
 	switch {
 	case err == nil:
@@ -176,7 +180,7 @@ func refMatch(ctx context.Context, s Store, key, ref string, now time.Time, wind
 		return Match{}, false, err
 	}
 	order, event := OrderOf(key)
-	o, err := s.Order(ctx, order)
+	o, err := ob.Order(ctx, order)
 	if errors.Is(err, ErrNotFound) {
 		return Match{}, false, nil
 	}

@@ -215,20 +215,6 @@ type Store interface {
 	// Redis no PUBLISH; a release or a delete wakes every waiter.
 	Wait(ctx context.Context, key string) (done <-chan struct{}, stop func(), err error)
 
-	// Reopen turns an answered key failed (an operator's forced
-	// redelivery): its answer is dropped, its event forgotten in its order,
-	// the key is free — the next Claim wins — and its history (copies,
-	// notification, attempts) stays, for at least ttl. ErrNotFound if key
-	// has no answered record.
-	Reopen(ctx context.Context, key string, ttl time.Duration) error
-	// Delete forgets key whatever its state (the admin purge), and its
-	// event in its order, and wakes its waiters. ErrNotFound if there was
-	// neither.
-	Delete(ctx context.Context, key string) error
-
-	// Order returns what the store remembers of an order (OrderOf names a
-	// key's): the business events of it that ran. ErrNotFound if none.
-	Order(ctx context.Context, order string) (*Order, error)
 	// OrderIndex reads orders in batches and the reconciliation indexes.
 	OrderIndex
 

@@ -209,7 +209,11 @@ func (f *Faulty) Reopen(ctx context.Context, key string, ttl time.Duration) erro
 	if err := f.before(ctx, OpDelete); err != nil {
 		return err
 	}
-	return f.afterErr(OpDelete, f.s.Reopen(ctx, key, ttl))
+	rc, err := cache.As[cache.Recovery](f.s, "recovery")
+	if err != nil {
+		return err
+	}
+	return f.afterErr(OpDelete, rc.Reopen(ctx, key, ttl))
 }
 
 func (f *Faulty) Renew(ctx context.Context, key, token string, lockTTL time.Duration) error {
@@ -249,7 +253,11 @@ func (f *Faulty) Delete(ctx context.Context, key string) error {
 	if err := f.before(ctx, OpDelete); err != nil {
 		return err
 	}
-	return f.afterErr(OpDelete, f.s.Delete(ctx, key))
+	rc, err := cache.As[cache.Recovery](f.s, "recovery")
+	if err != nil {
+		return err
+	}
+	return f.afterErr(OpDelete, rc.Delete(ctx, key))
 }
 
 func (f *Faulty) List(ctx context.Context, q cache.ListQuery) (cache.ListPage, error) {
@@ -267,12 +275,15 @@ func (f *Faulty) List(ctx context.Context, q cache.ListQuery) (cache.ListPage, e
 	return page, nil
 }
 
-// Close closes the wrapped store; it is never faulted.
 func (f *Faulty) Order(ctx context.Context, order string) (*cache.Order, error) {
 	if err := f.before(ctx, OpLookup); err != nil {
 		return nil, err
 	}
-	o, err := f.s.Order(ctx, order)
+	ob, err := cache.As[cache.OrderBook](f.s, "order state")
+	if err != nil {
+		return nil, err
+	}
+	o, err := ob.Order(ctx, order)
 	return o, f.afterErr(OpLookup, err)
 }
 
@@ -300,11 +311,14 @@ func (f *Faulty) RanOn(ctx context.Context, q cache.RanQuery) (cache.RanPage, er
 	return out, f.afterErr(OpLookup, err)
 }
 
+// Close closes the wrapped store; it is never faulted.
 func (f *Faulty) Close() error { return f.s.Close() }
 
 // Interface guards: the claim contract and each extension Faulty forwards
 // (to the wrapped store's, which must have it).
 var (
-	_ cache.Store  = (*Faulty)(nil)
-	_ cache.Lister = (*Faulty)(nil)
+	_ cache.Store     = (*Faulty)(nil)
+	_ cache.Lister    = (*Faulty)(nil)
+	_ cache.Recovery  = (*Faulty)(nil)
+	_ cache.OrderBook = (*Faulty)(nil)
 )

@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"time"
 
 	"github.com/idemgate/idemgate/cache"
 )
@@ -20,7 +21,36 @@ func (p *Store) List(ctx context.Context, q cache.ListQuery) (cache.ListPage, er
 	return l.List(ctx, q)
 }
 
+// Reopen forwards to the store's cache.Recovery.
+func (p *Store) Reopen(ctx context.Context, key string, ttl time.Duration) error {
+	rc, err := cache.As[cache.Recovery](p.Store, "recovery")
+	if err != nil {
+		return err
+	}
+	return rc.Reopen(ctx, key, ttl)
+}
+
+// Delete forwards to the store's cache.Recovery.
+func (p *Store) Delete(ctx context.Context, key string) error {
+	rc, err := cache.As[cache.Recovery](p.Store, "recovery")
+	if err != nil {
+		return err
+	}
+	return rc.Delete(ctx, key)
+}
+
+// Order forwards to the store's cache.OrderBook.
+func (p *Store) Order(ctx context.Context, order string) (*cache.Order, error) {
+	ob, err := cache.As[cache.OrderBook](p.Store, "order state")
+	if err != nil {
+		return nil, err
+	}
+	return ob.Order(ctx, order)
+}
+
 // Interface guards
 var (
-	_ cache.Lister = (*Store)(nil)
+	_ cache.Lister    = (*Store)(nil)
+	_ cache.Recovery  = (*Store)(nil)
+	_ cache.OrderBook = (*Store)(nil)
 )
