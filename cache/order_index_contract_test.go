@@ -24,7 +24,7 @@ func completeRun(t *testing.T, s Store, key string, run *OrderRun, ttl time.Dura
 
 // ranOn is every order RanOn lists for scope, merchant and day, following
 // the pages of limit entries.
-func ranOn(t *testing.T, s Store, scope, merchant string, day time.Time, limit int) []string {
+func ranOn(t *testing.T, s OrderIndex, scope, merchant string, day time.Time, limit int) []string {
 	t.Helper()
 	var out []string
 	q := RanQuery{Scope: scope, Merchant: merchant, Day: day, Limit: limit}

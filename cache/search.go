@@ -24,8 +24,8 @@ import (
 // record is gone, and drops the stale ones.
 
 // Searcher is the search index, a feature of the memory, embedded and
-// Redis stores apart from the Store contract (callers check for it with
-// a type assertion).
+// Redis stores apart from the claim contract (Store): only the operator
+// searches; callers check for it with a type assertion.
 type Searcher interface {
 	// KeysByRef returns the full keys filed under ref (an exact match),
 	// at most MaxSearch of them; stale ones may be among them.
@@ -109,6 +109,10 @@ func Search(ctx context.Context, s Store, q SearchQuery) ([]Match, error) {
 	if err != nil {
 		return nil, err
 	}
+	ox, err := As[OrderIndex](s, "order index")
+	if err != nil {
+		return nil, err
+	}
 	var byRef, byPrefix []Match
 	seen := map[string]bool{}
 	if sr, ok := s.(Searcher); ok {
@@ -159,7 +163,7 @@ func Search(ctx context.Context, s Store, q SearchQuery) ([]Match, error) {
 	if len(out) > q.Limit {
 		out = out[:q.Limit]
 	}
-	return out, amounts(ctx, s, out)
+	return out, amounts(ctx, ox, out)
 }
 
 // refMatch checks a key filed under ref against the store: its record,
@@ -203,7 +207,7 @@ func recordMatch(r *Record, now time.Time, window time.Duration) Match {
 
 // amounts fills in what each match's order remembers its event ran with,
 // reading the orders in one batch (one round trip on Redis).
-func amounts(ctx context.Context, s Store, ms []Match) error {
+func amounts(ctx context.Context, s OrderIndex, ms []Match) error {
 	var names []string
 	for _, m := range ms {
 		if m.Amount == "" && !slices.Contains(names, m.Order) {

@@ -215,9 +215,6 @@ type Store interface {
 	// Redis no PUBLISH; a release or a delete wakes every waiter.
 	Wait(ctx context.Context, key string) (done <-chan struct{}, stop func(), err error)
 
-	// OrderIndex reads orders in batches and the reconciliation indexes.
-	OrderIndex
-
 	// Close releases the store's resources.
 	Close() error
 }

@@ -291,7 +291,11 @@ func (f *Faulty) Orders(ctx context.Context, names []string) ([]*cache.Order, er
 	if err := f.before(ctx, OpLookup); err != nil {
 		return nil, err
 	}
-	out, err := f.s.Orders(ctx, names)
+	ox, err := cache.As[cache.OrderIndex](f.s, "order index")
+	if err != nil {
+		return nil, err
+	}
+	out, err := ox.Orders(ctx, names)
 	return out, f.afterErr(OpLookup, err)
 }
 
@@ -299,7 +303,11 @@ func (f *Faulty) EventsByRef(ctx context.Context, scope string, settles keying.S
 	if err := f.before(ctx, OpLookup); err != nil {
 		return nil, err
 	}
-	out, err := f.s.EventsByRef(ctx, scope, settles, refs)
+	ox, err := cache.As[cache.OrderIndex](f.s, "order index")
+	if err != nil {
+		return nil, err
+	}
+	out, err := ox.EventsByRef(ctx, scope, settles, refs)
 	return out, f.afterErr(OpLookup, err)
 }
 
@@ -307,7 +315,11 @@ func (f *Faulty) RanOn(ctx context.Context, q cache.RanQuery) (cache.RanPage, er
 	if err := f.before(ctx, OpLookup); err != nil {
 		return cache.RanPage{}, err
 	}
-	out, err := f.s.RanOn(ctx, q)
+	ox, err := cache.As[cache.OrderIndex](f.s, "order index")
+	if err != nil {
+		return cache.RanPage{}, err
+	}
+	out, err := ox.RanOn(ctx, q)
 	return out, f.afterErr(OpLookup, err)
 }
 
@@ -317,8 +329,9 @@ func (f *Faulty) Close() error { return f.s.Close() }
 // Interface guards: the claim contract and each extension Faulty forwards
 // (to the wrapped store's, which must have it).
 var (
-	_ cache.Store     = (*Faulty)(nil)
-	_ cache.Lister    = (*Faulty)(nil)
-	_ cache.Recovery  = (*Faulty)(nil)
-	_ cache.OrderBook = (*Faulty)(nil)
+	_ cache.Store      = (*Faulty)(nil)
+	_ cache.Lister     = (*Faulty)(nil)
+	_ cache.Recovery   = (*Faulty)(nil)
+	_ cache.OrderBook  = (*Faulty)(nil)
+	_ cache.OrderIndex = (*Faulty)(nil)
 )

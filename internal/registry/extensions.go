@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/cache"
+	"github.com/idemgate/idemgate/keying"
 )
 
 // The admin API and the console read a store's extensions through the
@@ -48,9 +49,37 @@ func (p *Store) Order(ctx context.Context, order string) (*cache.Order, error) {
 	return ob.Order(ctx, order)
 }
 
+// Orders forwards to the store's cache.OrderIndex.
+func (p *Store) Orders(ctx context.Context, names []string) ([]*cache.Order, error) {
+	ox, err := cache.As[cache.OrderIndex](p.Store, "order index")
+	if err != nil {
+		return nil, err
+	}
+	return ox.Orders(ctx, names)
+}
+
+// EventsByRef forwards to the store's cache.OrderIndex.
+func (p *Store) EventsByRef(ctx context.Context, scope string, settles keying.Settlement, refs []string) ([][]string, error) {
+	ox, err := cache.As[cache.OrderIndex](p.Store, "order index")
+	if err != nil {
+		return nil, err
+	}
+	return ox.EventsByRef(ctx, scope, settles, refs)
+}
+
+// RanOn forwards to the store's cache.OrderIndex.
+func (p *Store) RanOn(ctx context.Context, q cache.RanQuery) (cache.RanPage, error) {
+	ox, err := cache.As[cache.OrderIndex](p.Store, "order index")
+	if err != nil {
+		return cache.RanPage{}, err
+	}
+	return ox.RanOn(ctx, q)
+}
+
 // Interface guards
 var (
-	_ cache.Lister    = (*Store)(nil)
-	_ cache.Recovery  = (*Store)(nil)
-	_ cache.OrderBook = (*Store)(nil)
+	_ cache.Lister     = (*Store)(nil)
+	_ cache.Recovery   = (*Store)(nil)
+	_ cache.OrderBook  = (*Store)(nil)
+	_ cache.OrderIndex = (*Store)(nil)
 )
