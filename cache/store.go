@@ -167,8 +167,9 @@ type Answer struct {
 // (Lister, Recovery, OrderBook, OrderIndex, Searcher, RefusedLog, Queuer):
 // the extensions serve the operator, reconciliation and async delivery,
 // and are apart so the request path depends on the claim contract alone
-// and each feature's callers name the one they use. Keys are opaque strings of any bytes; stores namespace them.
-// Every method honours ctx's deadline.
+// and each feature's callers name the one they use. Keys are opaque
+// strings of any bytes; stores namespace them. Every method honours ctx's
+// deadline.
 type Store interface {
 	// Claim atomically claims key for lockTTL if it is free (Won, with a new
 	// token). Otherwise it counts the copy (Copies+1, LastSeen) and returns
