@@ -13,7 +13,9 @@ import (
 	"github.com/idemgate/idemgate/keying"
 )
 
-// Op names a cache.Store method, for Faulty's rules.
+// Op names a method of the claim contract (cache.Store) or of an extension
+// Faulty forwards, for Faulty's rules; the extensions share the ops of
+// their kind (Reopen is OpDelete, the order reads OpLookup).
 type Op string
 
 const (
