@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -69,14 +70,50 @@ func factories(t *testing.T) []factory {
 	}
 }
 
+// storeCase is one contract test, run on a fresh store of every kind. S is
+// what the suite checks: the claim contract (Store), or the claim contract
+// with the extensions the suite reads.
+type storeCase[S any] struct {
+	name string
+	run  func(t *testing.T, s S)
+}
+
+// suite is one contract suite: the claim contract's or an extension's.
+type suite struct {
+	name string
+	run  func(t *testing.T, f factory)
+}
+
+// suites are the contract suites TestContract runs; each suite's file
+// adds its own.
+var suites = []suite{newSuite("claim", "claim contract", slices.Concat(contractCases, waitCases))}
+
+// newSuite runs cases on a store of f's kind; a store that does not
+// implement S fails every case, saying what it keeps not (what).
+func newSuite[S any](name, what string, cases []storeCase[S]) suite {
+	return suite{name, func(t *testing.T, f factory) {
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				t.Parallel()
+				s := f.new(t)
+				x, ok := s.(S)
+				if !ok {
+					t.Fatalf("%T keeps no %s", s, what)
+				}
+				c.run(t, x)
+			})
+		}
+	}}
+}
+
+// TestContract runs every suite on every store kind, sharing one
+// redis-server and one cluster.
 func TestContract(t *testing.T) {
-	for _, f := range factories(t) {
-		t.Run(f.name, func(t *testing.T) {
-			for _, c := range contractCases {
-				t.Run(c.name, func(t *testing.T) {
-					t.Parallel()
-					c.run(t, f.new(t))
-				})
+	fs := factories(t)
+	for _, su := range suites {
+		t.Run(su.name, func(t *testing.T) {
+			for _, f := range fs {
+				t.Run(f.name, func(t *testing.T) { su.run(t, f) })
 			}
 		})
 	}
@@ -90,6 +127,51 @@ const (
 	shortTTL = 2 * time.Second
 	deadline = 3 * time.Second // generous: 2 shared cores, -race
 )
+
+// waitWakes checks that act (a completion, a release, a delete) on a key
+// found in flight wakes every waiter of that key and no other's.
+func waitWakes(t *testing.T, s Store, name string, act func(key, token string) error) {
+	t.Helper()
+	ctx := ctxT(t)
+	key, other := "wait:"+name, "wait:other:"+name
+	won := claim(t, s, key, "", longTTL, Won)
+	otherWon := claim(t, s, other, "", longTTL, Won)
+	// The waiting copies' own claims, as WaitAnswer's protocol has
+	// them (a completion wakes only a key found in flight).
+	claim(t, s, key, "", longTTL, InFlight)
+	claim(t, s, other, "", longTTL, InFlight)
+	done, stop, err := s.Wait(ctx, key)
+	if err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	done2, stop2, err := s.Wait(ctx, key) // a second waiter on the same key
+	if err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	doneOther, stopOther, err := s.Wait(ctx, other)
+	if err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	notWoken(t, done, name+" before")
+	// Another key's event wakes only its own waiters (ordered on
+	// one connection for Redis, so this is not a race).
+	if err := act(other, otherWon.Token); err != nil {
+		t.Fatal(err)
+	}
+	woken(t, doneOther, name+" of the other key")
+	notWoken(t, done, name+" of another key")
+	go func() {
+		if err := act(key, won.Token); err != nil {
+			t.Error(err)
+		}
+	}()
+	woken(t, done, name)
+	woken(t, done2, name+" (second waiter)")
+	stop()
+	stop2()
+	stop() // idempotent
+	stopOther()
+}
 
 func ctxT(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -172,10 +254,7 @@ var answer = Answer{
 	BodyCached: true,
 }
 
-var contractCases = []struct {
-	name string
-	run  func(t *testing.T, s Store)
-}{
+var contractCases = []storeCase[Store]{
 	{"claim_complete_replay", func(t *testing.T, s Store) {
 		ctx := ctxT(t)
 		won := claim(t, s, "order:1", "fp", longTTL, Won)
@@ -430,53 +509,8 @@ var contractCases = []struct {
 	}},
 	{"wait_wakes", func(t *testing.T, s Store) {
 		ctx := ctxT(t)
-		for _, c := range []struct {
-			name string
-			act  func(key, token string) error
-		}{
-			{"complete", func(k, tok string) error { return s.Complete(ctx, k, tok, answer, longTTL, Journal{}) }},
-			{"release", func(k, tok string) error { return s.Release(ctx, k, tok, time.Hour, Journal{}) }},
-			{"delete", func(k, _ string) error { return s.Delete(ctx, k) }},
-		} {
-			key, other := "wait:"+c.name, "wait:other:"+c.name
-			won := claim(t, s, key, "", longTTL, Won)
-			otherWon := claim(t, s, other, "", longTTL, Won)
-			// The waiting copies' own claims, as WaitAnswer's protocol has
-			// them (a completion wakes only a key found in flight).
-			claim(t, s, key, "", longTTL, InFlight)
-			claim(t, s, other, "", longTTL, InFlight)
-			done, stop, err := s.Wait(ctx, key)
-			if err != nil {
-				t.Fatalf("Wait: %v", err)
-			}
-			done2, stop2, err := s.Wait(ctx, key) // a second waiter on the same key
-			if err != nil {
-				t.Fatalf("Wait: %v", err)
-			}
-			doneOther, stopOther, err := s.Wait(ctx, other)
-			if err != nil {
-				t.Fatalf("Wait: %v", err)
-			}
-			notWoken(t, done, c.name+" before")
-			// Another key's event wakes only its own waiters (ordered on
-			// one connection for Redis, so this is not a race).
-			if err := c.act(other, otherWon.Token); err != nil {
-				t.Fatal(err)
-			}
-			woken(t, doneOther, c.name+" of the other key")
-			notWoken(t, done, c.name+" of another key")
-			go func() {
-				if err := c.act(key, won.Token); err != nil {
-					t.Error(err)
-				}
-			}()
-			woken(t, done, c.name)
-			woken(t, done2, c.name+" (second waiter)")
-			stop()
-			stop2()
-			stop() // idempotent
-			stopOther()
-		}
+		waitWakes(t, s, "complete", func(k, tok string) error { return s.Complete(ctx, k, tok, answer, longTTL, Journal{}) })
+		waitWakes(t, s, "release", func(k, tok string) error { return s.Release(ctx, k, tok, time.Hour, Journal{}) })
 		// A waiter that stopped before the event is simply gone; a new one
 		// on the same key still works.
 		won := claim(t, s, "wait:again", "", longTTL, Won)
@@ -494,106 +528,6 @@ var contractCases = []struct {
 			t.Fatal(err)
 		}
 		woken(t, done, "after resubscribe")
-	}},
-	{"delete", func(t *testing.T, s Store) {
-		ctx := ctxT(t)
-		won := claim(t, s, "k", "", longTTL, Won)
-		if err := s.Complete(ctx, "k", won.Token, answer, longTTL, Journal{}); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Delete(ctx, "k"); err != nil {
-			t.Fatalf("Delete: %v", err)
-		}
-		if _, err := s.Lookup(ctx, "k"); !errors.Is(err, ErrNotFound) {
-			t.Fatalf("Lookup after Delete: %v", err)
-		}
-		if err := s.Delete(ctx, "k"); !errors.Is(err, ErrNotFound) {
-			t.Fatalf("second Delete: %v", err)
-		}
-		won = claim(t, s, "k", "", longTTL, Won)   // forwarded again
-		if err := s.Delete(ctx, "k"); err != nil { // in flight: purged too
-			t.Fatal(err)
-		}
-		if err := s.Complete(ctx, "k", won.Token, answer, longTTL, Journal{}); !errors.Is(err, ErrNotOwner) {
-			t.Fatalf("Complete after purge: %v", err)
-		}
-	}},
-	{"delete_after_renewed_claim_ran_out", func(t *testing.T, s Store) {
-		// Found by the linearizability check: a renewal with a shorter lock
-		// TTL leaves the Redis hash alive past the claim's end. Once the
-		// claim ran out, Delete finds nothing, as Lookup and Claim see it.
-		ctx := ctxT(t)
-		won := claim(t, s, "k", "", longTTL, Won)
-		if err := s.Renew(ctx, "k", won.Token, 50*time.Millisecond); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(150 * time.Millisecond)
-		if _, err := s.Lookup(ctx, "k"); !errors.Is(err, ErrNotFound) {
-			t.Fatalf("Lookup after the claim ran out: %v", err)
-		}
-		if err := s.Delete(ctx, "k"); !errors.Is(err, ErrNotFound) {
-			t.Fatalf("Delete after the claim ran out: %v, want ErrNotFound", err)
-		}
-		claim(t, s, "k", "", longTTL, Won)
-	}},
-	{"in_flight_paging", func(t *testing.T, s Store) {
-		ctx := ctxT(t)
-		want := map[string]bool{}
-		for i := range 40 {
-			key := fmt.Sprintf("page:%02d", i)
-			won := claim(t, s, key, "", longTTL, Won)
-			switch {
-			case i%4 == 0: // answered: not listed
-				if err := s.Complete(ctx, key, won.Token, answer, longTTL, Journal{}); err != nil {
-					t.Fatal(err)
-				}
-			case i%4 == 1: // released: failed, not listed
-				if err := s.Release(ctx, key, won.Token, time.Hour, Journal{}); err != nil {
-					t.Fatal(err)
-				}
-			default:
-				want[key] = true
-			}
-		}
-		for _, key := range []string{"br{ace}", "}", "{", "%7B", "bin\x00\xff"} {
-			claim(t, s, key, "", longTTL, Won)
-			want[key] = true
-		}
-		for _, limit := range []int{1, 7, 1000} {
-			got := map[string]bool{}
-			cursor, pages := "", 0
-			for {
-				recs, next, err := listInFlight(ctx, s, cursor, limit)
-				if err != nil {
-					t.Fatalf("InFlight(%q, %d): %v", cursor, limit, err)
-				}
-				if len(recs) > limit {
-					t.Fatalf("page of %d, limit %d", len(recs), limit)
-				}
-				for _, r := range recs {
-					if r.State != StateInFlight || r.Copies != 1 {
-						t.Fatalf("listed record: %+v", r)
-					}
-					if got[r.Key] {
-						t.Fatalf("limit %d: %q listed twice", limit, r.Key)
-					}
-					got[r.Key] = true
-				}
-				if next == "" {
-					break
-				}
-				if pages++; pages > 1000 {
-					t.Fatal("InFlight does not end")
-				}
-				cursor = next
-			}
-			if !reflect.DeepEqual(got, want) {
-				t.Fatalf("limit %d: listed %v\nwant %v", limit, got, want)
-			}
-		}
-		if _, _, err := listInFlight(ctx, s, "garbage", 10); err == nil {
-			t.Fatal("bad cursor accepted")
-		}
 	}},
 	{"body_not_cached", func(t *testing.T, s Store) {
 		ctx := ctxT(t)

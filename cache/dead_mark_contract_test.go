@@ -6,10 +6,18 @@ import (
 	"time"
 )
 
-func init() { contractCases = append(contractCases, deadMarkCases...) }
+func init() { suites = append(suites, newSuite("dead_mark", "listings", deadMarkCases)) }
 
 // deadAttempt is an async delivery refused after the platform's signature
 // expired: it ends the key's deliveries for good.
+// deadStore is what the dead mark suite checks: the mark is written by
+// the claim contract, read by listings, and cleared by a reopen.
+type deadStore interface {
+	Store
+	Lister
+	Recovery
+}
+
 func deadAttempt() *Attempt {
 	a := attempt(401, AttemptFailed, `{"code":"SIGN_ERROR"}`)
 	a.Error, a.Dead = "the platform's signature expired: refused (status 401)", true
@@ -27,20 +35,17 @@ func stateOf(t *testing.T, s Store, key string) State {
 }
 
 // listed is the listing of state with the day's window.
-func listed(t *testing.T, s Store, st State) []string {
+func listed(t *testing.T, s Lister, st State) []string {
 	t.Helper()
 	return listAll(t, s, ListQuery{State: st, Window: dayWindow, Limit: 10})
 }
 
-var deadMarkCases = []struct {
-	name string
-	run  func(t *testing.T, s Store)
-}{
+var deadMarkCases = []storeCase[deadStore]{
 	// A key released with a dead attempt is listed dead at once, in every
 	// store (Redis reads no attempts in a listing: the mark is in the
 	// record), and not failed; a redelivery's claim makes it live again,
 	// and a normal failure after it leaves it failed, not dead.
-	{"dead_mark_release", func(t *testing.T, s Store) {
+	{"dead_mark_release", func(t *testing.T, s deadStore) {
 		ctx := ctxT(t)
 		const dead, failed = "wechatpay:4200777:paid", "wechatpay:4200778:paid"
 		won := claim(t, s, failed, "", longTTL, Won)
@@ -127,7 +132,7 @@ var deadMarkCases = []struct {
 	// has, the key is listed dead. A claim of it clears the mark even if
 	// that claim runs out with nothing journaled (its last attempt is
 	// still the dead one).
-	{"dead_mark_leave", func(t *testing.T, s Store) {
+	{"dead_mark_leave", func(t *testing.T, s deadStore) {
 		ctx := ctxT(t)
 		const key = "paypal:WH-1:paid"
 		won := claim(t, s, key, "", shortTTL, Won)

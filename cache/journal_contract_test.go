@@ -14,13 +14,13 @@ import (
 
 // listInFlight is List for in-flight claims, in the shape of the listing
 // it replaced.
-func listInFlight(ctx context.Context, s Store, cursor string, limit int) ([]*Record, string, error) {
+func listInFlight(ctx context.Context, s Lister, cursor string, limit int) ([]*Record, string, error) {
 	p, err := s.List(ctx, ListQuery{State: StateInFlight, Cursor: cursor, Limit: limit})
 	return p.Records, p.Next, err
 }
 
 // listAll follows the cursor of q to the end and returns the keys in order.
-func listAll(t *testing.T, s Store, q ListQuery) []string {
+func listAll(t *testing.T, s Lister, q ListQuery) []string {
 	t.Helper()
 	var keys []string
 	seen := map[string]bool{}
@@ -61,15 +61,19 @@ func attempt(status int, outcome, body string) *Attempt {
 		Status: status, Outcome: outcome, Body: []byte(body)}
 }
 
-func init() {
-	contractCases = append(contractCases, journalCases...)
+func init() { suites = append(suites, newSuite("journal", "listings or recovery", journalCases)) }
+
+// journalStore is what the journal suite checks: the journal is written
+// by the claim contract and read back by Lookup, by listings and after a
+// recovery.
+type journalStore interface {
+	Store
+	Lister
+	Recovery
 }
 
-var journalCases = []struct {
-	name string
-	run  func(t *testing.T, s Store)
-}{
-	{"journal_failures_then_answer", func(t *testing.T, s Store) {
+var journalCases = []storeCase[journalStore]{
+	{"journal_failures_then_answer", func(t *testing.T, s journalStore) {
 		ctx := ctxT(t)
 		other := *testNotification
 		other.Body = []byte("a later copy")
@@ -122,7 +126,7 @@ var journalCases = []struct {
 			t.Fatal("answer lost")
 		}
 	}},
-	{"journal_release_wakes_and_frees", func(t *testing.T, s Store) {
+	{"journal_release_wakes_and_frees", func(t *testing.T, s journalStore) {
 		ctx := ctxT(t)
 		won := claim(t, s, "w", "", longTTL, Won)
 		got := make(chan error, 1)
@@ -147,7 +151,7 @@ var journalCases = []struct {
 		}
 		claim(t, s, "w", "", longTTL, Won)
 	}},
-	{"journal_leave_keeps_history", func(t *testing.T, s Store) {
+	{"journal_leave_keeps_history", func(t *testing.T, s journalStore) {
 		ctx := ctxT(t)
 		won := claim(t, s, "amb", "", time.Second, Won)
 		if err := s.Leave(ctx, "amb", won.Token, longTTL, Journal{Notification: testNotification, Attempt: attempt(0, AttemptAmbiguous, "")}); err != nil {
@@ -170,7 +174,7 @@ var journalCases = []struct {
 			t.Fatal(err)
 		}
 	}},
-	{"journal_reopen_keeps_history", func(t *testing.T, s Store) {
+	{"journal_reopen_keeps_history", func(t *testing.T, s journalStore) {
 		// A forced redelivery reopens an answered key: free for the next
 		// claim, its history kept.
 		ctx := ctxT(t)
@@ -203,7 +207,7 @@ var journalCases = []struct {
 			t.Fatalf("after the redelivery: %+v", rec)
 		}
 	}},
-	{"journal_attempts_bounded", func(t *testing.T, s Store) {
+	{"journal_attempts_bounded", func(t *testing.T, s journalStore) {
 		ctx := ctxT(t)
 		for i := range MaxAttempts + 3 {
 			won := claim(t, s, "many", "", longTTL, Won)
@@ -217,7 +221,7 @@ var journalCases = []struct {
 			t.Fatalf("attempts: count %d kept %d first %+v", rec.AttemptCount, len(rec.Attempts), rec.Attempts[0].Status)
 		}
 	}},
-	{"journal_delete_forgets", func(t *testing.T, s Store) {
+	{"journal_delete_forgets", func(t *testing.T, s journalStore) {
 		ctx := ctxT(t)
 		won := claim(t, s, "del", "", longTTL, Won)
 		if err := s.Release(ctx, "del", won.Token, longTTL, Journal{Notification: testNotification, Attempt: attempt(500, AttemptFailed, "")}); err != nil {
@@ -234,7 +238,7 @@ var journalCases = []struct {
 			t.Fatal(err)
 		}
 	}},
-	{"journal_list", func(t *testing.T, s Store) {
+	{"journal_list", func(t *testing.T, s journalStore) {
 		ctx := ctxT(t)
 		var answered, failed []string // in settle order
 		for i := range 23 {

@@ -301,7 +301,12 @@ func linDo(store Store, in linIn, timeout time.Duration, stamp func() int64) (li
 	case opRenew:
 		err = store.Renew(ctx, in.Key, in.Token, in.TTL)
 	case opDelete:
-		err = store.Delete(ctx, in.Key)
+		// The model checks the purge with the claim contract; every
+		// store has it (an error here fails the history).
+		var rc Recovery
+		if rc, err = As[Recovery](store, "recovery"); err == nil {
+			err = rc.Delete(ctx, in.Key)
+		}
 	case opLookup:
 		rec, err = store.Lookup(ctx, in.Key)
 	}

@@ -2,11 +2,102 @@ package cache
 
 import (
 	"cmp"
+	"context"
 	"encoding/base64"
 	"encoding/binary"
+	"errors"
+	"fmt"
 	"strings"
 	"time"
 )
+
+// Lister pages through the records by state: what the operator reads (the
+// admin API's and the console's lists of in-flight, answered, failed and
+// dead keys). It is apart from Store because the request path never lists:
+// a store keeps the indexes for it, but the gate needs none of it.
+type Lister interface {
+	// List pages through the records in one state (see ListQuery), at
+	// most Limit of them, starting at an opaque cursor ("" for the first
+	// page); Next is "" on the last page. Stores bound the work per call; a
+	// page may hold fewer than Limit records even when Next is not "".
+	// Records come without their journal (Lookup has it).
+	List(ctx context.Context, q ListQuery) (ListPage, error)
+}
+
+// ListQuery selects records for List.
+type ListQuery struct {
+	// State is StateInFlight, StateAnswered, StateFailed or StateDead.
+	State State
+	// Scope keeps keys "<Scope>:…"; Prefix keeps keys starting with it.
+	Scope, Prefix string
+	// Since keeps records that entered their state at or after it.
+	Since time.Time
+	// Limit bounds the page (default 100).
+	Limit  int
+	Cursor string
+	// Window is the platform's retry window of a key, for StateDead: a
+	// failed record is dead once FirstSeen+Window(key) has passed at Now,
+	// or at once when it is marked Dead. nil or 0 makes no key dead by
+	// the window. With StateFailed, dead ones are left out.
+	Window func(key string) time.Duration
+	// Now is the clock of the dead test; zero means time.Now().
+	Now time.Time
+}
+
+// ListPage is one page of List.
+type ListPage struct {
+	Records []*Record
+	Next    string
+}
+
+// ErrBadQuery: a ListQuery with an unknown state or a cursor this store did
+// not hand out.
+var ErrBadQuery = errors.New("cache: bad list query")
+
+func (q *ListQuery) normalize() error {
+	switch q.State {
+	case StateInFlight, StateAnswered, StateFailed, StateDead:
+	default:
+		return fmt.Errorf("%w: unknown state %q", ErrBadQuery, q.State)
+	}
+	if q.Limit <= 0 {
+		q.Limit = 100
+	}
+	if q.Now.IsZero() {
+		q.Now = time.Now()
+	}
+	return nil
+}
+
+// keyMatches applies Scope and Prefix.
+func (q *ListQuery) keyMatches(key string) bool {
+	if q.Scope != "" && !strings.HasPrefix(key, q.Scope+":") {
+		return false
+	}
+	return strings.HasPrefix(key, q.Prefix)
+}
+
+// matches applies every filter to a record in its stored state.
+func (q *ListQuery) matches(r *Record) bool {
+	if !q.keyMatches(r.Key) || r.Changed.Before(q.Since) {
+		return false
+	}
+	want := q.State
+	if want == StateDead {
+		want = StateFailed
+	}
+	if r.State != want {
+		return false
+	}
+	if r.State != StateFailed {
+		return true
+	}
+	var w time.Duration
+	if q.Window != nil {
+		w = q.Window(r.Key)
+	}
+	return (r.StateAt(q.Now, w) == StateDead) == (q.State == StateDead)
+}
 
 // Listings are ordered newest first by the time a record entered its
 // state (Record.Changed, in milliseconds), then by key. A position in that
@@ -103,3 +194,10 @@ func decodeListCursor(c string) (listPos, error) {
 	}
 	return listPos{Changed: v, Key: string(b[n:])}, nil
 }
+
+// Interface guards
+var (
+	_ Lister = (*Memory)(nil)
+	_ Lister = (*Embedded)(nil)
+	_ Lister = (*Redis)(nil)
+)

@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"context"
 	"encoding/binary"
 	"slices"
 	"strings"
@@ -52,6 +53,16 @@ type OrderRun struct {
 	// journal's notification's, which a route with journal_body off
 	// has not.
 	MerchantRefs []string
+}
+
+// OrderBook reads one order's state: the order page of the admin API and
+// the console, and Search for a key whose record is gone. It is apart
+// from Store because the request path never reads an order whole: Claim
+// consults it, and Complete writes it, inside the store.
+type OrderBook interface {
+	// Order returns what the store remembers of an order (OrderOf names a
+	// key's): the business events of it that ran. ErrNotFound if none.
+	Order(ctx context.Context, order string) (*Order, error)
 }
 
 // Order is what a store remembers of one order: the business events of
@@ -188,3 +199,10 @@ func decodeOrderState(b []byte) (*orderState, error) {
 	}
 	return o, r.err
 }
+
+// Interface guards
+var (
+	_ OrderBook = (*Memory)(nil)
+	_ OrderBook = (*Embedded)(nil)
+	_ OrderBook = (*Redis)(nil)
+)

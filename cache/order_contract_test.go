@@ -10,15 +10,21 @@ import (
 
 // The order state's contract (see Order), on every store of factories.
 
+// orderStore is what the order suite checks: the claim contract, which
+// remembers an order's events as it completes, OrderBook, which reads
+// them, and Recovery, which forgets them.
+type orderStore interface {
+	Store
+	OrderBook
+	Recovery
+}
+
 // orderCases are TestContract's cases for orders.
-var orderCases = []struct {
-	name string
-	run  func(t *testing.T, s Store)
-}{
+var orderCases = []storeCase[orderStore]{
 	// A paid event outlives its record: once the answer's ttl has passed,
 	// a copy of the event is Answered from the order, writes nothing and
 	// is never won; the order lists the event with its money.
-	{"event_outlives_record", func(t *testing.T, s Store) {
+	{"event_outlives_record", func(t *testing.T, s orderStore) {
 		ctx := ctxT(t)
 		const key = "alipay:2021:T1:paid"
 		won := claim(t, s, key, "fp", longTTL, Won)
@@ -56,7 +62,7 @@ var orderCases = []struct {
 	}},
 	// The events of one order are each their own: paid does not answer a
 	// refund, the two refunds are apart, and all three are listed.
-	{"events_apart", func(t *testing.T, s Store) {
+	{"events_apart", func(t *testing.T, s orderStore) {
 		ctx := ctxT(t)
 		keys := []string{"wechatpay:m:T2:paid", "wechatpay:m:T2:refund:R1", "wechatpay:m:T2:refund:R2"}
 		for i, k := range keys {
@@ -82,7 +88,7 @@ var orderCases = []struct {
 	}},
 	// A failed event is not remembered; Complete without Order remembers
 	// nothing either.
-	{"failed_not_remembered", func(t *testing.T, s Store) {
+	{"failed_not_remembered", func(t *testing.T, s orderStore) {
 		ctx := ctxT(t)
 		won := claim(t, s, "alipay:2021:T4:paid", "", longTTL, Won)
 		if err := s.Release(ctx, "alipay:2021:T4:paid", won.Token, shortTTL, Journal{}); err != nil {
@@ -101,7 +107,7 @@ var orderCases = []struct {
 	}},
 	// Delete forgets the event too, also once the record is gone; Reopen
 	// (a forced redelivery) forgets it, so the next claim wins.
-	{"purge_and_reopen_forget", func(t *testing.T, s Store) {
+	{"purge_and_reopen_forget", func(t *testing.T, s orderStore) {
 		ctx := ctxT(t)
 		run := &OrderRun{TTL: time.Hour}
 		complete := func(key string, ttl time.Duration) {
@@ -136,7 +142,7 @@ var orderCases = []struct {
 	}},
 	// A key that is its own business event (Stripe's ids) is remembered
 	// under itself.
-	{"own_event", func(t *testing.T, s Store) {
+	{"own_event", func(t *testing.T, s orderStore) {
 		ctx := ctxT(t)
 		const key = "stripe:evt_1"
 		won := claim(t, s, key, "", longTTL, Won)
@@ -156,7 +162,7 @@ var orderCases = []struct {
 		}
 	}},
 	// The order forgets its events after its ttl.
-	{"order_expires", func(t *testing.T, s Store) {
+	{"order_expires", func(t *testing.T, s orderStore) {
 		ctx := ctxT(t)
 		won := claim(t, s, "alipay:2021:T9:paid", "", longTTL, Won)
 		if err := s.Complete(ctx, "alipay:2021:T9:paid", won.Token, Answer{Status: 200, BodyCached: true, Order: &OrderRun{TTL: shortTTL}}, shortTTL, Journal{}); err != nil {
@@ -170,7 +176,7 @@ var orderCases = []struct {
 	}},
 	// Concurrent copies of every event of one order, the record gone: each
 	// event was won exactly once before.
-	{"concurrent_late_copies", func(t *testing.T, s Store) {
+	{"concurrent_late_copies", func(t *testing.T, s orderStore) {
 		ctx := ctxT(t)
 		keys := []string{"alipay:2021:T10:paid", "alipay:2021:T10:refund:R1"}
 		for _, k := range keys {
@@ -210,4 +216,4 @@ var orderCases = []struct {
 	}},
 }
 
-func init() { contractCases = append(contractCases, orderCases...) }
+func init() { suites = append(suites, newSuite("order", "order state", orderCases)) }

@@ -24,7 +24,9 @@ import (
 // entry against the order state, which is the truth, so a stale entry
 // costs a read and is dropped.
 
-// OrderIndex is what reconciliation reads; every store implements it.
+// OrderIndex is what reconciliation reads, in batches: it is apart from
+// Store because only the reconciliation of a bill (and Search, for the
+// amounts) reads it, never the request path; every store implements it.
 type OrderIndex interface {
 	// Orders reads several orders' states at once (one round trip on
 	// Redis): out[i] is names[i]'s, nil when it has none. ExpiresAt is
@@ -163,3 +165,10 @@ func unpackID(b []byte) (string, bool) {
 	}
 	return string(out), true
 }
+
+// Interface guards
+var (
+	_ OrderIndex = (*Memory)(nil)
+	_ OrderIndex = (*Embedded)(nil)
+	_ OrderIndex = (*Redis)(nil)
+)

@@ -24,7 +24,7 @@ func completeRun(t *testing.T, s Store, key string, run *OrderRun, ttl time.Dura
 
 // ranOn is every order RanOn lists for scope, merchant and day, following
 // the pages of limit entries.
-func ranOn(t *testing.T, s Store, scope, merchant string, day time.Time, limit int) []string {
+func ranOn(t *testing.T, s OrderIndex, scope, merchant string, day time.Time, limit int) []string {
 	t.Helper()
 	var out []string
 	q := RanQuery{Scope: scope, Merchant: merchant, Day: day, Limit: limit}
@@ -47,15 +47,21 @@ func ranOn(t *testing.T, s Store, scope, merchant string, day time.Time, limit i
 	}
 }
 
-var orderIndexCases = []struct {
-	name string
-	run  func(t *testing.T, s Store)
-}{
+// indexStore is what the order index suite checks: the claim contract,
+// which files the events as it completes, OrderIndex, which reads them,
+// and Recovery, whose purge leaves stale entries the readers drop.
+type indexStore interface {
+	Store
+	OrderIndex
+	Recovery
+}
+
+var orderIndexCases = []storeCase[indexStore]{
 	// Events that settle money are filed under the UTC day the platform
 	// says they happened (else the day they ran), per scope and merchant;
 	// the batch read returns their states; an event that moves no money
 	// is remembered but not filed.
-	{"index_days", func(t *testing.T, s Store) {
+	{"index_days", func(t *testing.T, s indexStore) {
 		ctx := ctxT(t)
 		bj := time.FixedZone("CST", 8*3600)
 		// 2026-10-03 07:30 in Beijing is 2026-10-02 in UTC.
@@ -120,7 +126,7 @@ var orderIndexCases = []struct {
 	// Objects a bill names find the events that named them, per kind: a
 	// charge's payment and its refund are apart; two events naming one
 	// object are both found, each once.
-	{"index_refs", func(t *testing.T, s Store) {
+	{"index_refs", func(t *testing.T, s indexStore) {
 		ctx := ctxT(t)
 		run := func(settles keying.Settlement, refs ...string) *OrderRun {
 			return &OrderRun{TTL: time.Hour, Amount: "5.00", Currency: "USD", Settles: settles, At: time.Now(), Refs: refs}
@@ -162,7 +168,7 @@ var orderIndexCases = []struct {
 	// ones (Redis keeps a day's list as long as its last entry), and a
 	// purge leaves its entry: readers check entries against the order
 	// state, which forgot the event.
-	{"index_expires_and_purge", func(t *testing.T, s Store) {
+	{"index_expires_and_purge", func(t *testing.T, s indexStore) {
 		ctx := ctxT(t)
 		at := time.Now()
 		short := &OrderRun{TTL: shortTTL, Amount: "1.00", Currency: "USD", Settles: keying.SettlesPayment, At: at, Refs: []string{"ch_9"}}
@@ -191,7 +197,7 @@ var orderIndexCases = []struct {
 	}},
 	// A cursor the store did not hand out is refused; a day nobody filed
 	// is empty.
-	{"index_bad_cursor", func(t *testing.T, s Store) {
+	{"index_bad_cursor", func(t *testing.T, s indexStore) {
 		p, err := s.RanOn(context.Background(), RanQuery{Scope: "alipay", Merchant: "1", Day: time.Now()})
 		if err != nil || len(p.Orders) != 0 || p.Next != "" {
 			t.Fatalf("an empty day: %+v %v", p, err)
@@ -205,4 +211,4 @@ var orderIndexCases = []struct {
 	}},
 }
 
-func init() { contractCases = append(contractCases, orderIndexCases...) }
+func init() { suites = append(suites, newSuite("order_index", "order index", orderIndexCases)) }

@@ -119,7 +119,10 @@ type Queue interface {
 	Stats(ctx context.Context, scope string) (QueueStats, error)
 }
 
-// Queuer is a store that holds delivery queues too.
+// Queuer is a store that holds delivery queues too: async delivery
+// (deliver: async) reads and writes them, the request path only enqueues
+// through the route's engine. It is apart from Store because a claim
+// never needs a queue, and the queue's methods are many and its own.
 type Queuer interface {
 	Queue() Queue
 }
@@ -204,3 +207,10 @@ func decodeDelivery(b []byte) (*Delivery, time.Time, error) {
 	}
 	return d, due, nil
 }
+
+// Interface guards
+var (
+	_ Queuer = (*Memory)(nil)
+	_ Queuer = (*Embedded)(nil)
+	_ Queuer = (*Redis)(nil)
+)

@@ -12,23 +12,13 @@ import (
 	"time"
 )
 
-// The delivery queue's contract, run on every store (see factories).
-func TestQueueContract(t *testing.T) {
-	for _, f := range factories(t) {
-		t.Run(f.name, func(t *testing.T) {
-			for _, c := range queueCases {
-				t.Run(c.name, func(t *testing.T) {
-					t.Parallel()
-					s := f.new(t)
-					qr, ok := s.(Queuer)
-					if !ok {
-						t.Fatalf("%T holds no delivery queue", s)
-					}
-					c.run(t, qr.Queue())
-				})
-			}
-		})
+// The delivery queue's contract, run on every store (see suites).
+func init() {
+	var cases []storeCase[Queuer]
+	for _, c := range queueCases {
+		cases = append(cases, storeCase[Queuer]{c.name, func(t *testing.T, s Queuer) { c.run(t, s.Queue()) }})
 	}
+	suites = append(suites, newSuite("queue", "delivery queue", cases))
 }
 
 const qLease = 2 * time.Second
@@ -69,10 +59,7 @@ func noTake(t *testing.T, q Queue, scope string, lim QueueLimits) time.Duration 
 	return wait
 }
 
-var queueCases = []struct {
-	name string
-	run  func(t *testing.T, q Queue)
-}{
+var queueCases = []storeCase[Queue]{
 	{"enqueue_take_done", func(t *testing.T, q Queue) {
 		ctx := ctxT(t)
 		lim := QueueLimits{Lease: qLease}

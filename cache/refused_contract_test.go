@@ -13,24 +13,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The refused list's contract, run on every store (see factories).
-func TestRefusedContract(t *testing.T) {
-	for _, f := range factories(t) {
-		t.Run(f.name, func(t *testing.T) {
-			for _, c := range refusedCases {
-				t.Run(c.name, func(t *testing.T) {
-					t.Parallel()
-					s := f.new(t)
-					rl, ok := s.(RefusedLog)
-					if !ok {
-						t.Fatalf("%T keeps no refused list", s)
-					}
-					c.run(t, rl)
-				})
-			}
-		})
-	}
-}
+// The refused list's contract, run on every store (see suites).
+func init() { suites = append(suites, newSuite("refused", "refused list", refusedCases)) }
 
 // refusal is a test refusal of scope; n marks it (as its length).
 func refusal(scope string, n int) Refusal {
@@ -63,10 +47,7 @@ func marks(rs []Refusal) []int {
 	return out
 }
 
-var refusedCases = []struct {
-	name string
-	run  func(t *testing.T, rl RefusedLog)
-}{
+var refusedCases = []storeCase[RefusedLog]{
 	{"empty", func(t *testing.T, rl RefusedLog) {
 		if got := listRefused(t, rl, RefusedQuery{}); len(got) != 0 {
 			t.Fatalf("an empty store lists %v", got)

@@ -24,8 +24,8 @@ import (
 // record is gone, and drops the stale ones.
 
 // Searcher is the search index, a feature of the memory, embedded and
-// Redis stores apart from the Store contract (callers check for it with
-// a type assertion).
+// Redis stores apart from the claim contract (Store): only the operator
+// searches; callers check for it with a type assertion.
 type Searcher interface {
 	// KeysByRef returns the full keys filed under ref (an exact match),
 	// at most MaxSearch of them; stale ones may be among them.
@@ -101,6 +101,18 @@ func Search(ctx context.Context, s Store, q SearchQuery) ([]Match, error) {
 		}
 		return q.Window(key)
 	}
+	ls, err := As[Lister](s, "listings")
+	if err != nil {
+		return nil, err
+	}
+	ob, err := As[OrderBook](s, "order state")
+	if err != nil {
+		return nil, err
+	}
+	ox, err := As[OrderIndex](s, "order index")
+	if err != nil {
+		return nil, err
+	}
 	var byRef, byPrefix []Match
 	seen := map[string]bool{}
 	if sr, ok := s.(Searcher); ok {
@@ -113,7 +125,7 @@ func Search(ctx context.Context, s Store, q SearchQuery) ([]Match, error) {
 				continue
 			}
 			seen[key] = true
-			m, ok, err := refMatch(ctx, s, key, q.Q, q.Now, window(key))
+			m, ok, err := refMatch(ctx, s, ob, key, q.Q, q.Now, window(key))
 			if err != nil {
 				return nil, err
 			}
@@ -129,7 +141,7 @@ func Search(ctx context.Context, s Store, q SearchQuery) ([]Match, error) {
 		cursor := ""
 		for page := 0; page < maxPrefixPages && len(byPrefix) < q.Limit; page++ {
 			// No Window: dead keys are failed ones here, told apart below.
-			p, err := s.List(ctx, ListQuery{State: st, Prefix: q.Q, Limit: q.Limit, Cursor: cursor, Now: q.Now})
+			p, err := ls.List(ctx, ListQuery{State: st, Prefix: q.Q, Limit: q.Limit, Cursor: cursor, Now: q.Now})
 			if err != nil {
 				return nil, err
 			}
@@ -151,14 +163,14 @@ func Search(ctx context.Context, s Store, q SearchQuery) ([]Match, error) {
 	if len(out) > q.Limit {
 		out = out[:q.Limit]
 	}
-	return out, amounts(ctx, s, out)
+	return out, amounts(ctx, ox, out)
 }
 
 // refMatch checks a key filed under ref against the store: its record,
 // whose notification must name ref (one kept from before references
 // were filed names none, and is taken), or else its order's event. ok is
 // false for a stale entry (purged, reopened and expired, or gone).
-func refMatch(ctx context.Context, s Store, key, ref string, now time.Time, window time.Duration) (Match, bool, error) {
+func refMatch(ctx context.Context, s Store, ob OrderBook, key, ref string, now time.Time, window time.Duration) (Match, bool, error) {
 	rec, err := s.Lookup(ctx, key)
 	switch {
 	case err == nil:
@@ -172,7 +184,7 @@ func refMatch(ctx context.Context, s Store, key, ref string, now time.Time, wind
 		return Match{}, false, err
 	}
 	order, event := OrderOf(key)
-	o, err := s.Order(ctx, order)
+	o, err := ob.Order(ctx, order)
 	if errors.Is(err, ErrNotFound) {
 		return Match{}, false, nil
 	}
@@ -195,7 +207,7 @@ func recordMatch(r *Record, now time.Time, window time.Duration) Match {
 
 // amounts fills in what each match's order remembers its event ran with,
 // reading the orders in one batch (one round trip on Redis).
-func amounts(ctx context.Context, s Store, ms []Match) error {
+func amounts(ctx context.Context, s OrderIndex, ms []Match) error {
 	var names []string
 	for _, m := range ms {
 		if m.Amount == "" && !slices.Contains(names, m.Order) {

@@ -37,15 +37,21 @@ func matchKeys(ms []Match) []string {
 	return out
 }
 
-var searchCases = []struct {
-	name string
-	run  func(t *testing.T, s Store)
-}{
+// searchStore is what the search suite checks: the claim contract, which
+// files keys under references as it settles, Searcher, which finds them,
+// and Recovery, whose purge leaves stale entries Search drops.
+type searchStore interface {
+	Store
+	Searcher
+	Recovery
+}
+
+var searchCases = []storeCase[searchStore]{
 	// A key is found by the merchant's references its notification
 	// named, whether it was completed (with its order's amount), released
 	// (support needs a failed key most) or left in flight; an order's
 	// other events that name the same order number are found with it.
-	{"search_by_ref", func(t *testing.T, s Store) {
+	{"search_by_ref", func(t *testing.T, s searchStore) {
 		if _, ok := s.(Searcher); !ok {
 			t.Fatalf("%T is no Searcher", s)
 		}
@@ -106,7 +112,7 @@ var searchCases = []struct {
 	// A purged key's entry is stale: dropped, not shown. A reference
 	// filed twice for one key (a failed copy, then its retry) is one
 	// match, in the key's latest state.
-	{"search_stale_and_retried", func(t *testing.T, s Store) {
+	{"search_stale_and_retried", func(t *testing.T, s searchStore) {
 		ctx := ctxT(t)
 		gone := "wechatpay:1230000109:4200000001:paid"
 		won := claim(t, s, gone, "", longTTL, Won)
@@ -138,7 +144,7 @@ var searchCases = []struct {
 	}},
 	// The index is kept as long as the order: once the key's record has
 	// expired, its number still finds it, from its order.
-	{"search_outlives_record", func(t *testing.T, s Store) {
+	{"search_outlives_record", func(t *testing.T, s searchStore) {
 		ctx := ctxT(t)
 		key := "stripe:evt_1Search"
 		won := claim(t, s, key, "", longTTL, Won)
@@ -157,7 +163,7 @@ var searchCases = []struct {
 	}},
 	// A key is found by its start too, in every state, its references'
 	// matches first and never twice.
-	{"search_prefix", func(t *testing.T, s Store) {
+	{"search_prefix", func(t *testing.T, s searchStore) {
 		ctx := ctxT(t)
 		done, failed := "stripe:evt_pfx1", "stripe:evt_pfx2"
 		won := claim(t, s, done, "", longTTL, Won)
@@ -187,7 +193,7 @@ var searchCases = []struct {
 	}},
 	// A route with journal_body off keeps no notification: a completion
 	// files its key under its order run's references.
-	{"search_order_refs", func(t *testing.T, s Store) {
+	{"search_order_refs", func(t *testing.T, s searchStore) {
 		key := "alipay:2021:2026100322001400000000000009:paid"
 		run := &OrderRun{TTL: time.Hour, Amount: "5.00", Currency: "CNY", MerchantRefs: []string{"OUT-NOJOURNAL"}}
 		completeRun(t, s, key, run, longTTL)
@@ -197,7 +203,7 @@ var searchCases = []struct {
 	}},
 }
 
-func init() { contractCases = append(contractCases, searchCases...) }
+func init() { suites = append(suites, newSuite("search", "search index", searchCases)) }
 
 // TestNotificationMerchantRefsCodec: the references round-trip, and a
 // notification without them is stored byte for byte as before.

@@ -24,7 +24,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 )
 
@@ -42,6 +41,9 @@ var (
 	// promise needs (a Redis that turned evicting after start): claims are
 	// refused until it is fixed, whatever on_store_error says.
 	ErrUnfit = errors.New("cache: the store's server no longer fits the gateway")
+	// ErrNoExtension: the store does not implement the extension a
+	// caller needs (see As).
+	ErrNoExtension = errors.New("cache: store lacks a feature")
 )
 
 // State is where a key stands.
@@ -160,9 +162,14 @@ type Answer struct {
 	Order *OrderRun
 }
 
-// Store is the claim/complete/release/renew/lookup contract every store
-// implements. Keys are opaque strings of any bytes; stores namespace them.
-// Every method honours ctx's deadline.
+// Store is the claim contract: what the gate needs on the request path,
+// and all it needs. Every store implements it and every extension besides
+// (Lister, Recovery, OrderBook, OrderIndex, Searcher, RefusedLog, Queuer):
+// the extensions serve the operator, reconciliation and async delivery,
+// and are apart so the request path depends on the claim contract alone
+// and each feature's callers name the one they use. Keys are opaque
+// strings of any bytes; stores namespace them. Every method honours ctx's
+// deadline.
 type Store interface {
 	// Claim atomically claims key for lockTTL if it is free (Won, with a new
 	// token). Otherwise it counts the copy (Copies+1, LastSeen) and returns
@@ -209,105 +216,18 @@ type Store interface {
 	// Redis no PUBLISH; a release or a delete wakes every waiter.
 	Wait(ctx context.Context, key string) (done <-chan struct{}, stop func(), err error)
 
-	// Reopen turns an answered key failed (an operator's forced
-	// redelivery): its answer is dropped, its event forgotten in its order,
-	// the key is free — the next Claim wins — and its history (copies,
-	// notification, attempts) stays, for at least ttl. ErrNotFound if key
-	// has no answered record.
-	Reopen(ctx context.Context, key string, ttl time.Duration) error
-	// Delete forgets key whatever its state (the admin purge), and its
-	// event in its order, and wakes its waiters. ErrNotFound if there was
-	// neither.
-	Delete(ctx context.Context, key string) error
-
-	// Order returns what the store remembers of an order (OrderOf names a
-	// key's): the business events of it that ran. ErrNotFound if none.
-	Order(ctx context.Context, order string) (*Order, error)
-	// OrderIndex reads orders in batches and the reconciliation indexes.
-	OrderIndex
-
-	// List pages through the records in one state (see ListQuery), at
-	// most Limit of them, starting at an opaque cursor ("" for the first
-	// page); Next is "" on the last page. Stores bound the work per call; a
-	// page may hold fewer than Limit records even when Next is not "".
-	// Records come without their journal (Lookup has it).
-	List(ctx context.Context, q ListQuery) (ListPage, error)
-
 	// Close releases the store's resources.
 	Close() error
 }
 
-// ListQuery selects records for List.
-type ListQuery struct {
-	// State is StateInFlight, StateAnswered, StateFailed or StateDead.
-	State State
-	// Scope keeps keys "<Scope>:…"; Prefix keeps keys starting with it.
-	Scope, Prefix string
-	// Since keeps records that entered their state at or after it.
-	Since time.Time
-	// Limit bounds the page (default 100).
-	Limit  int
-	Cursor string
-	// Window is the platform's retry window of a key, for StateDead: a
-	// failed record is dead once FirstSeen+Window(key) has passed at Now,
-	// or at once when it is marked Dead. nil or 0 makes no key dead by
-	// the window. With StateFailed, dead ones are left out.
-	Window func(key string) time.Duration
-	// Now is the clock of the dead test; zero means time.Now().
-	Now time.Time
-}
-
-// ListPage is one page of List.
-type ListPage struct {
-	Records []*Record
-	Next    string
-}
-
-// ErrBadQuery: a ListQuery with an unknown state or a cursor this store did
-// not hand out.
-var ErrBadQuery = errors.New("cache: bad list query")
-
-func (q *ListQuery) normalize() error {
-	switch q.State {
-	case StateInFlight, StateAnswered, StateFailed, StateDead:
-	default:
-		return fmt.Errorf("%w: unknown state %q", ErrBadQuery, q.State)
+// As returns s as the extension X (Lister, Recovery, OrderBook, …), or
+// ErrNoExtension with what the store lacks, in words ("listings").
+// Every store of this package implements every extension; a wrapper (a
+// test's fault injector) may not.
+func As[X any](s Store, what string) (X, error) {
+	x, ok := s.(X)
+	if !ok {
+		return x, fmt.Errorf("%w: store %T keeps no %s", ErrNoExtension, s, what)
 	}
-	if q.Limit <= 0 {
-		q.Limit = 100
-	}
-	if q.Now.IsZero() {
-		q.Now = time.Now()
-	}
-	return nil
-}
-
-// keyMatches applies Scope and Prefix.
-func (q *ListQuery) keyMatches(key string) bool {
-	if q.Scope != "" && !strings.HasPrefix(key, q.Scope+":") {
-		return false
-	}
-	return strings.HasPrefix(key, q.Prefix)
-}
-
-// matches applies every filter to a record in its stored state.
-func (q *ListQuery) matches(r *Record) bool {
-	if !q.keyMatches(r.Key) || r.Changed.Before(q.Since) {
-		return false
-	}
-	want := q.State
-	if want == StateDead {
-		want = StateFailed
-	}
-	if r.State != want {
-		return false
-	}
-	if r.State != StateFailed {
-		return true
-	}
-	var w time.Duration
-	if q.Window != nil {
-		w = q.Window(r.Key)
-	}
-	return (r.StateAt(q.Now, w) == StateDead) == (q.State == StateDead)
+	return x, nil
 }

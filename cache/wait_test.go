@@ -7,14 +7,9 @@ import (
 	"time"
 )
 
-// The wait protocol runs as part of the contract suite, so every store is
-// checked with it.
-func init() {
-	contractCases = append(contractCases, struct {
-		name string
-		run  func(t *testing.T, s Store)
-	}{"wait_answer", testWaitAnswer})
-}
+// The wait protocol runs in the claim suite (see suites), so every store
+// is checked with it.
+var waitCases = []storeCase[Store]{{"wait_answer", testWaitAnswer}}
 
 func testWaitAnswer(t *testing.T, s Store) {
 	ctx := ctxT(t)

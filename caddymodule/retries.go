@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap"
 
 	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/keying"
@@ -90,12 +91,17 @@ func (h *Handler) watchRetries(ctx context.Context) {
 // scanRetries emits last_retry for each failed key whose last expected
 // retry is past.
 func (h *Handler) scanRetries(ctx context.Context) {
+	ls, err := cache.As[cache.Lister](h.store, "listings")
+	if err != nil {
+		h.logger.Error("no scan for last retries", zap.Error(err))
+		return
+	}
 	sched := h.preset().Schedule
 	at := h.app.Now()
 	lq := cache.ListQuery{State: cache.StateFailed, Scope: h.scope(), Window: h.app.WindowOf, Now: at, Limit: 500}
 	for read := 0; read < retryScanMax; {
 		lctx, cancel := context.WithTimeout(ctx, time.Duration(h.StoreTimeout))
-		page, err := h.store.List(lctx, lq)
+		page, err := ls.List(lctx, lq)
 		cancel()
 		if err != nil {
 			return // the next pass tries again

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/internal/registry"
 
 	"github.com/caddyserver/caddy/v2"
@@ -260,7 +261,7 @@ func TestDecisionLogs(t *testing.T) {
 		// The key is purged while its copy is at the backend: the answer
 		// cannot be remembered, which is logged at error level.
 		purging := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
-			if err := h.store.Delete(r.Context(), "demo:log-3"); err != nil {
+			if err := h.store.(cache.Recovery).Delete(r.Context(), "demo:log-3"); err != nil {
 				t.Errorf("purge: %v", err)
 			}
 			return backend(w, r)

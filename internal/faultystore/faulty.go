@@ -13,7 +13,9 @@ import (
 	"github.com/idemgate/idemgate/keying"
 )
 
-// Op names a cache.Store method, for Faulty's rules.
+// Op names a method of the claim contract (cache.Store) or of an extension
+// Faulty forwards, for Faulty's rules; the extensions share the ops of
+// their kind (Reopen is OpDelete, the order reads OpLookup).
 type Op string
 
 const (
@@ -209,7 +211,11 @@ func (f *Faulty) Reopen(ctx context.Context, key string, ttl time.Duration) erro
 	if err := f.before(ctx, OpDelete); err != nil {
 		return err
 	}
-	return f.afterErr(OpDelete, f.s.Reopen(ctx, key, ttl))
+	rc, err := cache.As[cache.Recovery](f.s, "recovery")
+	if err != nil {
+		return err
+	}
+	return f.afterErr(OpDelete, rc.Reopen(ctx, key, ttl))
 }
 
 func (f *Faulty) Renew(ctx context.Context, key, token string, lockTTL time.Duration) error {
@@ -249,26 +255,37 @@ func (f *Faulty) Delete(ctx context.Context, key string) error {
 	if err := f.before(ctx, OpDelete); err != nil {
 		return err
 	}
-	return f.afterErr(OpDelete, f.s.Delete(ctx, key))
+	rc, err := cache.As[cache.Recovery](f.s, "recovery")
+	if err != nil {
+		return err
+	}
+	return f.afterErr(OpDelete, rc.Delete(ctx, key))
 }
 
 func (f *Faulty) List(ctx context.Context, q cache.ListQuery) (cache.ListPage, error) {
 	if err := f.before(ctx, OpList); err != nil {
 		return cache.ListPage{}, err
 	}
-	page, err := f.s.List(ctx, q)
+	ls, err := cache.As[cache.Lister](f.s, "listings")
+	if err != nil {
+		return cache.ListPage{}, err
+	}
+	page, err := ls.List(ctx, q)
 	if err = f.afterErr(OpList, err); err != nil {
 		return cache.ListPage{}, err
 	}
 	return page, nil
 }
 
-// Close closes the wrapped store; it is never faulted.
 func (f *Faulty) Order(ctx context.Context, order string) (*cache.Order, error) {
 	if err := f.before(ctx, OpLookup); err != nil {
 		return nil, err
 	}
-	o, err := f.s.Order(ctx, order)
+	ob, err := cache.As[cache.OrderBook](f.s, "order state")
+	if err != nil {
+		return nil, err
+	}
+	o, err := ob.Order(ctx, order)
 	return o, f.afterErr(OpLookup, err)
 }
 
@@ -276,7 +293,11 @@ func (f *Faulty) Orders(ctx context.Context, names []string) ([]*cache.Order, er
 	if err := f.before(ctx, OpLookup); err != nil {
 		return nil, err
 	}
-	out, err := f.s.Orders(ctx, names)
+	ox, err := cache.As[cache.OrderIndex](f.s, "order index")
+	if err != nil {
+		return nil, err
+	}
+	out, err := ox.Orders(ctx, names)
 	return out, f.afterErr(OpLookup, err)
 }
 
@@ -284,7 +305,11 @@ func (f *Faulty) EventsByRef(ctx context.Context, scope string, settles keying.S
 	if err := f.before(ctx, OpLookup); err != nil {
 		return nil, err
 	}
-	out, err := f.s.EventsByRef(ctx, scope, settles, refs)
+	ox, err := cache.As[cache.OrderIndex](f.s, "order index")
+	if err != nil {
+		return nil, err
+	}
+	out, err := ox.EventsByRef(ctx, scope, settles, refs)
 	return out, f.afterErr(OpLookup, err)
 }
 
@@ -292,10 +317,23 @@ func (f *Faulty) RanOn(ctx context.Context, q cache.RanQuery) (cache.RanPage, er
 	if err := f.before(ctx, OpLookup); err != nil {
 		return cache.RanPage{}, err
 	}
-	out, err := f.s.RanOn(ctx, q)
+	ox, err := cache.As[cache.OrderIndex](f.s, "order index")
+	if err != nil {
+		return cache.RanPage{}, err
+	}
+	out, err := ox.RanOn(ctx, q)
 	return out, f.afterErr(OpLookup, err)
 }
 
+// Close closes the wrapped store; it is never faulted.
 func (f *Faulty) Close() error { return f.s.Close() }
 
-var _ cache.Store = (*Faulty)(nil)
+// Interface guards: the claim contract and each extension Faulty forwards
+// (to the wrapped store's, which must have it).
+var (
+	_ cache.Store      = (*Faulty)(nil)
+	_ cache.Lister     = (*Faulty)(nil)
+	_ cache.Recovery   = (*Faulty)(nil)
+	_ cache.OrderBook  = (*Faulty)(nil)
+	_ cache.OrderIndex = (*Faulty)(nil)
+)
