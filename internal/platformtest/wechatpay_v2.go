@@ -1,11 +1,6 @@
 package platformtest
 
 import (
-	"bytes"
-	"crypto/aes"
-	"crypto/md5"
-	"encoding/base64"
-	"encoding/hex"
 	"maps"
 	"slices"
 	"strconv"
@@ -80,22 +75,9 @@ func (w WechatPayV2) RefundInfoFields(t testing.TB, info map[string]string, nonc
 // verifier must refuse) and whose nonce_str is nonce.
 func (w WechatPayV2) RefundFields(t testing.TB, plain, nonce string) map[string]string {
 	t.Helper()
-	sum := md5.Sum([]byte(w.APIKey))
-	block, err := aes.NewCipher([]byte(hex.EncodeToString(sum[:])))
+	f, err := signer.WechatPayV2(w).RefundEnvelope(plain, nonce)
 	check(t, err)
-	n := aes.BlockSize - len(plain)%aes.BlockSize
-	padded := append([]byte(plain), bytes.Repeat([]byte{byte(n)}, n)...)
-	ct := make([]byte, len(padded))
-	for i := 0; i < len(padded); i += aes.BlockSize {
-		block.Encrypt(ct[i:i+aes.BlockSize], padded[i:i+aes.BlockSize])
-	}
-	return map[string]string{
-		"return_code": "SUCCESS",
-		"appid":       "wx2421b1c4370ec43b",
-		"mch_id":      "10000100",
-		"nonce_str":   nonce,
-		"req_info":    base64.StdEncoding.EncodeToString(ct),
-	}
+	return f
 }
 
 // PartnerRefund is a service provider's refund notification for

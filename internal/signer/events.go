@@ -108,9 +108,8 @@ func WechatPayV2RefundInfo(transactionID, outTradeNo, refundID, outRefundNo, ref
 }
 
 // RefundFields are the fields of a v2 refund notification: no sign, the
-// refund info as a <root> document in req_info, encrypted with
-// AES-256-ECB (PKCS #7 padding) under the lower-case hex MD5 of the API
-// key, base64, as WeChat Pay does; nonce_str is nonce.
+// refund info as a <root> document in req_info (RefundEnvelope); nonce_str
+// is nonce.
 func (w WechatPayV2) RefundFields(info map[string]string, nonce string) (map[string]string, error) {
 	var b strings.Builder
 	b.WriteString("<root>")
@@ -118,12 +117,19 @@ func (w WechatPayV2) RefundFields(info map[string]string, nonce string) (map[str
 		b.WriteString("<" + k + "><![CDATA[" + info[k] + "]]></" + k + ">")
 	}
 	b.WriteString("</root>")
+	return w.RefundEnvelope(b.String(), nonce)
+}
+
+// RefundEnvelope is a v2 refund notification's envelope around plain:
+// req_info is plain encrypted with AES-256-ECB (PKCS #7 padding) under the
+// lower-case hex MD5 of the API key, base64, as WeChat Pay does. plain may
+// be any text (tests encrypt what a verifier must refuse).
+func (w WechatPayV2) RefundEnvelope(plain, nonce string) (map[string]string, error) {
 	sum := md5.Sum([]byte(w.APIKey))
 	block, err := aes.NewCipher([]byte(hex.EncodeToString(sum[:])))
 	if err != nil {
 		return nil, fmt.Errorf("signer: %w", err)
 	}
-	plain := b.String()
 	n := aes.BlockSize - len(plain)%aes.BlockSize
 	padded := append([]byte(plain), bytes.Repeat([]byte{byte(n)}, n)...)
 	ct := make([]byte, len(padded))
