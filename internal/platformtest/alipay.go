@@ -3,7 +3,6 @@ package platformtest
 import (
 	"net/url"
 	"testing"
-	"time"
 
 	"github.com/idemgate/idemgate/internal/signer"
 )
@@ -23,19 +22,7 @@ func AlipayNotify(appID, outTradeNo, tradeNo, tradeStatus, totalAmount string) u
 // AlipayReturn is the query Alipay appends to return_url when it sends the
 // browser back after a page payment (alipay.trade.page.pay.return).
 func AlipayReturn(appID, outTradeNo, tradeNo, totalAmount string) url.Values {
-	now := time.Now().In(time.FixedZone("CST", 8*3600))
-	return url.Values{
-		"charset":      {"utf-8"},
-		"out_trade_no": {outTradeNo},
-		"method":       {"alipay.trade.page.pay.return"},
-		"total_amount": {totalAmount},
-		"trade_no":     {tradeNo},
-		"auth_app_id":  {appID},
-		"version":      {"1.0"},
-		"app_id":       {appID},
-		"seller_id":    {"2088102177296610"},
-		"timestamp":    {now.Format(time.DateTime)},
-	}
+	return signer.AlipayReturn(appID, outTradeNo, tradeNo, totalAmount)
 }
 
 // Sign returns a copy of params with sign and sign_type set, as Alipay

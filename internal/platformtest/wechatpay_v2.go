@@ -3,7 +3,6 @@ package platformtest
 import (
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -94,21 +93,7 @@ func (w WechatPayV2) PartnerRefund(t testing.TB, subMchID string, info map[strin
 
 // WechatPayV2RefundInfo is the decrypted req_info of a refund notification.
 func WechatPayV2RefundInfo(transactionID, outTradeNo, refundID, refundStatus string, refundFee, totalFee int) map[string]string {
-	return map[string]string{
-		"out_refund_no":         "R" + outTradeNo,
-		"out_trade_no":          outTradeNo,
-		"refund_account":        "REFUND_SOURCE_RECHARGE_FUNDS",
-		"refund_fee":            strconv.Itoa(refundFee),
-		"refund_id":             refundID,
-		"refund_recv_accout":    "支付用户零钱",
-		"refund_request_source": "API",
-		"refund_status":         refundStatus,
-		"settlement_refund_fee": strconv.Itoa(refundFee),
-		"settlement_total_fee":  strconv.Itoa(totalFee),
-		"success_time":          time.Now().Format(time.DateTime),
-		"total_fee":             strconv.Itoa(totalFee),
-		"transaction_id":        transactionID,
-	}
+	return signer.WechatPayV2RefundInfo(transactionID, outTradeNo, refundID, "R"+outTradeNo, refundStatus, refundFee, totalFee, time.Now())
 }
 
 // WechatPayV2XML writes fields the way WeChat Pay does: <xml> with each
