@@ -55,7 +55,10 @@ func TestReconcileWalkthrough(t *testing.T) {
 	}
 	ran := map[string]int{}
 	for _, c := range pageCommands(t, string(page)) {
-		args := strings.Fields(c.line)
+		// The page's trade numbers and file names carry its day: today's
+		// here, as the outputs it is compared with (the Beijing day, the
+		// bills'; not UTC's, which differs from 16:00 to 24:00 UTC).
+		args := strings.Fields(day(c.line))
 		switch {
 		case strings.HasPrefix(c.line, "go run ./examples/bills "):
 			args = args[3:]
@@ -86,7 +89,7 @@ func TestReconcileWalkthrough(t *testing.T) {
 			args = append(args[2:], "--address", g.Admin)
 			for i := range args {
 				if args[i] == "--bill" {
-					args[i+1] = filepath.Join(dir, day(args[i+1]))
+					args[i+1] = filepath.Join(dir, args[i+1])
 				}
 			}
 			if lastMinutes && strings.Contains(c.output, "CATEGORY") {
