@@ -140,10 +140,7 @@ func redeliverBulk(cmd *cobra.Command, state string) error {
 	req.Limit, _ = fl.GetInt("limit")
 	req.DryRun, _ = fl.GetBool("dry-run")
 	if since, _ := fl.GetString("since"); since != "" {
-		t, err := time.Parse(time.RFC3339, since)
-		if d, derr := time.ParseDuration(since); derr == nil {
-			t, err = time.Now().Add(-d), nil
-		}
+		t, err := admin.ParseSince(since, time.Now())
 		if err != nil {
 			return fmt.Errorf("--since must be an RFC 3339 time or a duration ago, not %q", since)
 		}
