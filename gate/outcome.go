@@ -29,7 +29,7 @@ const (
 )
 
 // Label is what a request came to: a bounded metric label and the
-// {idempotency.outcome} value. The adapter's registry names the same.
+// {idempotency.outcome} value. The adapter's registry takes its outcomes from these.
 type Label string
 
 // The labels.

@@ -3,33 +3,35 @@ package registry
 import (
 	"sync"
 	"time"
+
+	"github.com/idemgate/idemgate/gate"
 )
 
 // Outcome is what the handler decided for one request: a bounded metric
 // label, the {idempotency.outcome} value and a column of the console's
-// chart.
-type Outcome string
+// chart. The gate names them (gate.Label); the names here are its own.
+type Outcome gate.Label
 
 // The outcomes, in the console legend's order.
 const (
-	Forwarded          Outcome = "forwarded"
-	Replayed           Outcome = "replayed"
-	Waited             Outcome = "waited"
-	InFlight           Outcome = "in_flight"
-	BackendFailed      Outcome = "backend_failed"
-	BackendUnreachable Outcome = "backend_unreachable"
-	Ambiguous          Outcome = "ambiguous"
-	Conflict           Outcome = "conflict"
-	RejectedSignature  Outcome = "rejected_signature"
-	BadRequest         Outcome = "bad_request"
-	TooLarge           Outcome = "too_large"
-	StoreError         Outcome = "store_error"
-	Passed             Outcome = "passed"
-	Canceled           Outcome = "canceled"
+	Forwarded          = Outcome(gate.Forwarded)
+	Replayed           = Outcome(gate.Replayed)
+	Waited             = Outcome(gate.Waited)
+	InFlight           = Outcome(gate.InFlight)
+	BackendFailed      = Outcome(gate.BackendFailed)
+	BackendUnreachable = Outcome(gate.BackendUnreachable)
+	Ambiguous          = Outcome(gate.Ambiguous)
+	Conflict           = Outcome(gate.Conflict)
+	RejectedSignature  = Outcome(gate.RejectedSignature)
+	BadRequest         = Outcome(gate.BadRequest)
+	TooLarge           = Outcome(gate.TooLarge)
+	StoreError         = Outcome(gate.StoreError)
+	Passed             = Outcome(gate.Passed)
+	Canceled           = Outcome(gate.Canceled)
 	// deliver async: the first copy was queued and acknowledged; a copy
 	// of a queued key was acknowledged.
-	Queued Outcome = "queued"
-	Acked  Outcome = "acked"
+	Queued = Outcome(gate.Queued)
+	Acked  = Outcome(gate.Acked)
 )
 
 // Outcomes indexes the chart's columns; its order is the legend's.
