@@ -77,7 +77,7 @@ func (g *Gate) claimKey(r *http.Request, p parsed) Outcome {
 		}
 		switch res.Outcome {
 		case cache.Won:
-			c := Claim{Key: p.key, Token: res.Token, Fingerprint: p.fp, Run: p.run}
+			c := Claim{Key: p.key, Token: res.Token, Fingerprint: p.fp, Run: p.run, Body: p.body, MerchantRefs: p.refs}
 			if g.Queue != nil {
 				return g.Queue.Enqueue(ctx, r, c)
 			}

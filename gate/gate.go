@@ -101,6 +101,12 @@ type Claim struct {
 	Key, Token, Fingerprint string
 	// Run is what the key's order remembers once it ran; nil: none.
 	Run *cache.OrderRun
+	// Body is the request's body as the gate read it, and MerchantRefs
+	// the merchant's references its verified notification named
+	// (keying.Notification.MerchantRefs): what the journal keeps of the
+	// copy, handed over here rather than read back from the request.
+	Body         []byte
+	MerchantRefs []string
 }
 
 // storeContext bounds one store call of the request path (the claim, the

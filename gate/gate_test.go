@@ -33,7 +33,7 @@ func (testPlatform) Verify(r *keying.Request) (*keying.Notification, error) {
 	if len(r.Body) == 0 {
 		return nil, fmt.Errorf("%w: empty body", keying.ErrMalformed)
 	}
-	return &keying.Notification{Key: string(r.Body)}, nil
+	return &keying.Notification{Key: string(r.Body), MerchantRefs: []string{"m-" + string(r.Body)}}, nil
 }
 func (testPlatform) Success(int, http.Header, []byte) bool { return true }
 func (testPlatform) RetryWindow() time.Duration            { return time.Hour }
@@ -175,6 +175,21 @@ func TestDecideThenSettle(t *testing.T) {
 	}
 	if len(rt.troubles) > 0 {
 		t.Errorf("claim troubles: %v", rt.troubles)
+	}
+}
+
+// TestClaimCarriesJournal: a won claim hands the journal the body as the
+// gate read it and the notification's merchant references, while the
+// backend still reads the same bytes from the request.
+func TestClaimCarriesJournal(t *testing.T) {
+	g, _ := newTestGate(t, Config{})
+	r := post("c;fp")
+	o := g.Decide(r)
+	if o.Action != Forward || string(o.Claim.Body) != "c;fp" || len(o.Claim.MerchantRefs) != 1 || o.Claim.MerchantRefs[0] != "m-c;fp" {
+		t.Fatalf("got %+v, want a forward whose claim carries the body and its references", o)
+	}
+	if b, err := io.ReadAll(r.Body); err != nil || string(b) != "c;fp" {
+		t.Fatalf("the backend reads %q, %v", b, err)
 	}
 }
 

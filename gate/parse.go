@@ -16,6 +16,8 @@ type parsed struct {
 	key, fp         string
 	keyID, verified string
 	run             *cache.OrderRun
+	body            []byte   // as read (Claim.Body)
+	refs            []string // the merchant's references (Claim.MerchantRefs)
 }
 
 // parse reads the body, verifies the signature and renders the key and
@@ -51,6 +53,7 @@ func (g *Gate) parse(r *http.Request) (p parsed, refused Outcome, ok bool) {
 		return p, refused, false
 	}
 	p.run = g.Route.OrderRun(p.key, n)
+	p.body, p.refs = body, n.MerchantRefs
 	return p, refused, true
 }
 
