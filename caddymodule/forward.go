@@ -39,7 +39,7 @@ func (h *Handler) ceiling() time.Duration {
 func (h *Handler) forward(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, c gate.Claim) gate.Outcome {
 	tw := newTeeWriter(w, int(h.MaxAnswer))
 	defer tw.release()
-	return h.gate.Forward(r.Context(), c, h.notification(r), func(ctx context.Context, start time.Time) gate.Answer {
+	return h.gate.Forward(r.Context(), c, h.notification(r, c), func(ctx context.Context, start time.Time) gate.Answer {
 		sent := &sendTrace{}
 		err := next.ServeHTTP(tw, r.WithContext(httptrace.WithClientTrace(ctx, sent.clientTrace())))
 		var body []byte
@@ -75,6 +75,19 @@ const (
 )
 
 func (k backendKind) outcome() outcome { return outcome(k.gate().Label()) }
+
+// attemptOutcome is k as the journal records it.
+func (k backendKind) attemptOutcome() string {
+	switch k {
+	case backendAnswered:
+		return cache.AttemptAnswered
+	case backendFailed:
+		return cache.AttemptFailed
+	case backendUnreachable:
+		return cache.AttemptUnreachable
+	}
+	return cache.AttemptAmbiguous
+}
 
 // gate is k as the gate settles it.
 func (k backendKind) gate() gate.Kind {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/caddymodule/metrics"
+	"github.com/idemgate/idemgate/caddymodule/redeliver"
 	"github.com/idemgate/idemgate/gate"
 	"github.com/idemgate/idemgate/internal/registry"
 	"github.com/idemgate/idemgate/keying"
@@ -338,9 +339,9 @@ type runState struct {
 	stopped bool // Cleanup ran; guarded by mu
 	// stopWatch ends the watch (startWatch); set by start.
 	stopWatch context.CancelFunc
-	// chain is the rest of the route's chain, kept from the requests it
-	// serves, which a redelivery enters (redeliver.go).
-	chain atomic.Pointer[chainRef]
+	// recovery keeps the rest of the route's chain from the requests it
+	// serves, which a redelivery enters (package redeliver).
+	recovery redeliver.Point
 }
 
 // preset is the route's platform as the registry describes it; an empty

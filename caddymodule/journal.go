@@ -1,109 +1,48 @@
 package caddymodule
 
 import (
-	"bytes"
 	"context"
-	"errors"
-	"fmt"
-	"io"
-	"net"
 	"net/http"
-	"slices"
-	"strings"
-	"syscall"
 	"time"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/idemgate/idemgate/cache"
+	"github.com/idemgate/idemgate/caddymodule/redeliver"
+	"github.com/idemgate/idemgate/gate"
 	"github.com/idemgate/idemgate/internal/cfparse"
+	"github.com/idemgate/idemgate/journal"
 )
 
-// The journal (cache.Journal): what the forward of a winning copy adds to
-// its key's record when it settles the claim.
+// The journal (package journal) as the handler attaches it: the forward
+// of a won claim hands the gate the notification to keep with the claim
+// (the claim's body and merchant references, gate.Claim), and a failed
+// forward's record is read back for its events.
 
-// deliveryCredentials are the caller's credentials that an async delivery
-// still owes the backend (a backend behind Basic auth or a token).
-var deliveryCredentials = []string{"Authorization", "Cookie"}
-
-// journalHeadersDropped are never kept: credentials of the caller, not
-// part of the notification (the proxy's own too, which was for the gateway).
-var journalHeadersDropped = append(slices.Clone(deliveryCredentials), "Proxy-Authorization")
-
-// credentialsOf are h's deliveryCredentials, nil when it has none.
-func credentialsOf(h http.Header) http.Header {
-	var out http.Header
-	for _, name := range deliveryCredentials {
-		if v := h.Values(name); len(v) > 0 {
-			if out == nil {
-				out = http.Header{}
-			}
-			out[name] = slices.Clone(v)
-		}
-	}
-	return out
-}
-
-// notification is the request as received, for the journal: nil when
-// journal_body is off.
-func (h *Handler) notification(r *http.Request) *cache.Notification {
+// notification is the copy claimed by c as the journal keeps it: nil
+// when journal_body is off.
+func (h *Handler) notification(r *http.Request, c gate.Claim) *cache.Notification {
 	if h.JournalBody < 0 {
 		return nil
 	}
-	return h.journaled(h.receivedNotification(r))
+	return h.journaled(h.received(r, c))
 }
 
 // journaled is n as the journal keeps it: the body cut at journal_body,
 // nil when journal_body is off.
 func (h *Handler) journaled(n *cache.Notification) *cache.Notification {
-	if n == nil || h.JournalBody < 0 {
-		return nil
-	}
-	if int64(len(n.Body)) > h.JournalBody {
-		c := *n
-		c.Body = n.Body[:h.JournalBody]
-		return &c
-	}
-	return n
+	return journal.Cut(n, h.JournalBody)
 }
 
-// receivedNotification is the request as received, the whole body
-// included (deliver async sends it). The body was read whole by parse
-// (bounded by max_body) and put back as an in-memory reader; it is read
-// again here and put back once more, so only forwarded copies pay for the
-// copy.
-func (h *Handler) receivedNotification(r *http.Request) *cache.Notification {
-	var body []byte
-	if rb, ok := r.Body.(*readBodyCloser); ok {
-		body = rb.body // as read, whatever the backend has read of it since
-	} else if r.Body != nil && r.Body != http.NoBody {
-		b, err := io.ReadAll(io.LimitReader(r.Body, h.MaxBody))
-		if err != nil {
-			return nil
-		}
-		body = b
-		r.Body = io.NopCloser(bytes.NewReader(b))
-	}
-	hdr := r.Header.Clone()
-	for _, name := range journalHeadersDropped {
-		hdr.Del(name)
-	}
-	n := &cache.Notification{
-		Method: r.Method, URI: r.RequestURI, Host: r.Host, Header: hdr,
-		BodySize: int64(len(body)), Body: body, TLS: r.TLS != nil,
-	}
-	if n.URI == "" {
-		n.URI = r.URL.RequestURI()
-	}
-	if a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
-		n.Addr = a.String()
-	}
+// received is the copy claimed by c as received, the whole body included
+// (deliver async sends it).
+func (h *Handler) received(r *http.Request, c gate.Claim) *cache.Notification {
+	n := journal.Received(r, c.Body)
+	n.MerchantRefs = c.MerchantRefs
 	if h.reg != nil {
 		n.Route = h.reg.Name
 	}
-	n.Remote = r.RemoteAddr
-	n.MerchantRefs = merchantRefsOf(r)
 	// The URI before the route's rewrites: a redelivery that must find
 	// the route through the site's routing sends that one.
 	if orig, ok := r.Context().Value(caddyhttp.OriginalRequestCtxKey).(http.Request); ok && orig.RequestURI != "" && orig.RequestURI != n.URI {
@@ -112,69 +51,49 @@ func (h *Handler) receivedNotification(r *http.Request) *cache.Notification {
 	return n
 }
 
+// credentialsOf are the caller's credentials an async delivery still owes
+// the backend (journal.CredentialsOf).
+func credentialsOf(hdr http.Header) http.Header { return journal.CredentialsOf(hdr) }
+
+// attemptError is journal.Error for a backendKind.
+func attemptError(kind backendKind, status int, err error, took time.Duration) string {
+	return journal.Error(kind.attemptOutcome(), status, err, took)
+}
+
 // attemptOf is what the journal keeps of one forward.
 func attemptOf(r *http.Request, kind backendKind, start time.Time, tw *teeWriter, body []byte, err error) *cache.Attempt {
-	a := &cache.Attempt{Start: start, Duration: time.Since(start), Outcome: kind.attemptOutcome()}
+	res := journal.Result{Outcome: kind.attemptOutcome(), Start: start, Duration: time.Since(start), Body: body, Err: err}
 	if tw.wroteHeader {
-		a.Status = tw.status
+		res.Status = tw.status
 	}
-	if kind == backendFailed && len(body) > 0 {
-		a.Body = bytes.Clone(body[:min(len(body), cache.MaxAttemptBody)])
+	if m := redeliver.MarkOf(r.Context()); m != nil {
+		res.Resigned = m.Resigned
 	}
-	a.Error = attemptError(kind, a.Status, err, a.Duration)
-	if rd := redeliveryOf(r.Context()); rd != nil {
-		a.Resigned = rd.resigned
-	}
-	return a
+	return journal.Attempt(res)
 }
 
-// attemptError is an attempt's failure in words, as an operator reads it:
-// "status 500", "connection refused", "timeout after 30s"; "" for success.
-func attemptError(kind backendKind, status int, err error, took time.Duration) string {
-	switch {
-	case kind == backendAnswered:
-		return ""
-	case err == nil && status != 0:
-		return fmt.Sprintf("status %d: not a success by the platform's rule", status)
-	case err == nil:
-		return ""
-	case errors.Is(err, syscall.ECONNREFUSED), strings.Contains(err.Error(), "connection refused"):
-		// reverse_proxy's DialError does not unwrap: its text says it.
-		return "connection refused"
-	case errors.Is(err, syscall.ECONNRESET), strings.Contains(err.Error(), "connection reset"):
-		return "connection reset"
-	}
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
-		return fmt.Sprintf("timeout after %s", took.Round(time.Millisecond))
-	}
-	if status != 0 {
-		return fmt.Sprintf("status %d: %s", status, rootError(err))
-	}
-	return rootError(err)
+// claimCtxKey carries a won claim to the async queue's enqueue
+// (claimQueue), whose receivedNotification reads its body and merchant
+// references there.
+type claimCtxKey struct{}
+
+// claimQueue is the async queue, handing its enqueue the claim on the
+// request: a bridge while deliver.go's enqueue calls
+// receivedNotification(r) rather than received(r, c). Once it does, this
+// and receivedNotification go.
+type claimQueue struct{ gate.Queue }
+
+func (q claimQueue) Enqueue(ctx context.Context, r *http.Request, c gate.Claim) gate.Outcome {
+	return q.Queue.Enqueue(ctx, r.WithContext(context.WithValue(r.Context(), claimCtxKey{}, &c)), c)
 }
 
-// rootError is the innermost message of err's chain, where the cause is.
-func rootError(err error) string {
-	for {
-		u := errors.Unwrap(err)
-		if u == nil {
-			return err.Error()
-		}
-		err = u
+// receivedNotification is received for the claim claimQueue put on r.
+func (h *Handler) receivedNotification(r *http.Request) *cache.Notification {
+	c, _ := r.Context().Value(claimCtxKey{}).(*gate.Claim)
+	if c == nil {
+		c = &gate.Claim{}
 	}
-}
-
-func (k backendKind) attemptOutcome() string {
-	switch k {
-	case backendAnswered:
-		return cache.AttemptAnswered
-	case backendFailed:
-		return cache.AttemptFailed
-	case backendUnreachable:
-		return cache.AttemptUnreachable
-	}
-	return cache.AttemptAmbiguous
+	return h.received(r, *c)
 }
 
 // retryWindow is how long the platform of this route keeps retrying a

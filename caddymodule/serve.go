@@ -25,11 +25,9 @@ import (
 // answer table. The outcome is recorded once (decision.go), also when the
 // backend's handler panics.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	if p, ok := r.Context().Value(probeCtxKey{}).(*probe); ok {
-		// A redelivery looking for its route: not a request (redeliver.go).
-		return h.answerProbe(r, next, p)
+	if h.run.recovery.Seen(r, next, h.reg) {
+		return nil // a redelivery's probe looking for its route (package redeliver)
 	}
-	h.keepChain(r, next)
 	start := time.Now()
 	ctx, span := h.startSpan(r)
 	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
@@ -115,7 +113,7 @@ func (h *Handler) provisionGate() {
 		Route:    gateRoute{h},
 	}
 	if h.async() {
-		h.gate.Queue = asyncQueue{h}
+		h.gate.Queue = claimQueue{asyncQueue{h}}
 	}
 }
 
@@ -134,7 +132,8 @@ func (g gateRoute) OrderRun(key string, n *keying.Notification) *cache.OrderRun 
 	return g.h.noticeOf(key, n).run
 }
 
-// PutBack gives the journal's reader the bytes themselves (journal.go).
+// PutBack gives the backend the bytes the gate read (and a refusal its
+// record, refusal_kept.go).
 func (g gateRoute) PutBack(body []byte) io.ReadCloser { return newReadBodyCloser(body) }
 
 func (g gateRoute) ClaimTrouble(key, op string, err error) { g.h.claimTrouble(key, op, err) }
