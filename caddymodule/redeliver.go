@@ -42,19 +42,3 @@ func (h *Handler) redeliver(ctx context.Context, n *cache.Notification, firstSee
 	return h.run.recovery.Redeliver(ctx, redeliver.Route{Reg: h.reg, Ctx: h.ctx, Handler: h, Start: h.start, Resign: h.resign, Now: h.now},
 		n, firstSeen, before)
 }
-
-// redelivery is a redelivered request's mark (redeliver.Mark), as
-// verify.go reads it.
-type redelivery struct {
-	firstSeen time.Time
-	resigned  bool
-}
-
-// redeliveryOf is r's redelivery mark, nil for any other request.
-func redeliveryOf(ctx context.Context) *redelivery {
-	m := redeliver.MarkOf(ctx)
-	if m == nil {
-		return nil
-	}
-	return &redelivery{firstSeen: m.FirstSeen, resigned: m.Resigned}
-}

@@ -23,12 +23,13 @@ type refusal struct {
 func (e *refusal) Error() string { return e.msg }
 func (e *refusal) Unwrap() error { return e.cause }
 
-// refuse answers status with msg (safe to show), cause being the detail.
+// refuse answers status with msg (safe to show), cause being the detail;
+// body is what the gate read of the request (nil if it read none).
 // When the server has error routes (handle_errors), the error goes there,
 // and {err.message} is msg. Without them Caddy would answer an empty
 // body, so the handler writes "<status> <msg>" itself.
-func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, status int, msg string, cause error) error {
-	h.keepRefusal(r, status, msg) // refusal_kept.go
+func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, status int, msg string, cause error, body []byte) error {
+	h.keepRefusal(r, status, msg, body) // refusal_kept.go
 	err := caddyhttp.Error(status, &refusal{msg: msg, cause: cause})
 	srv, ok := r.Context().Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server)
 	if !ok || (srv.Errors != nil && len(srv.Errors.Routes) > 0) {

@@ -53,7 +53,7 @@ func refusedClass(status int) (outcome, bool) {
 // store's refused list, if the status is one kept and the store keeps
 // one. The body is kept as its length, SHA-256 and first bytes; no header
 // (so no credential) is.
-func (h *Handler) keepRefusal(r *http.Request, status int, reason string) {
+func (h *Handler) keepRefusal(r *http.Request, status int, reason string, body []byte) {
 	class, ok := refusedClass(status)
 	if !ok || h.store == nil {
 		return
@@ -66,18 +66,15 @@ func (h *Handler) keepRefusal(r *http.Request, status int, reason string) {
 	if h.reg != nil {
 		rf.Route = h.reg.Name
 	}
-	switch b := r.Body.(type) {
-	case *readBodyCloser: // read whole by readBody
-		sum := sha256.Sum256(b.body)
-		rf.Length, rf.SHA256 = int64(len(b.body)), hex.EncodeToString(sum[:])
-		rf.Prefix = b.body[:min(len(b.body), cache.RefusedPrefixMax)]
-	default:
-		switch {
-		case r.Body == nil || r.Body == http.NoBody:
-			rf.Length = 0
-		case r.ContentLength >= 0:
-			rf.Length = r.ContentLength // not read: too large by its declared length
-		}
+	switch {
+	case body != nil: // read whole by the gate
+		sum := sha256.Sum256(body)
+		rf.Length, rf.SHA256 = int64(len(body)), hex.EncodeToString(sum[:])
+		rf.Prefix = body[:min(len(body), cache.RefusedPrefixMax)]
+	case r.Body == nil || r.Body == http.NoBody:
+		rf.Length = 0
+	case r.ContentLength >= 0:
+		rf.Length = r.ContentLength // not read: too large by its declared length
 	}
 	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
 		rf.Key, _ = repl.GetString("idempotency.key") // set once rendered: a conflict's

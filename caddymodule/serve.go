@@ -2,7 +2,6 @@ package caddymodule
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"time"
 
@@ -86,7 +85,7 @@ func (h *Handler) act(w http.ResponseWriter, r *http.Request, next caddyhttp.Han
 	if o.Allow != "" {
 		w.Header().Set("Allow", o.Allow)
 	}
-	return h.refuse(w, r, o.Status, o.Msg, o.Cause)
+	return h.refuse(w, r, o.Status, o.Msg, o.Cause, o.Body)
 }
 
 // resultOf is the result to record of a gate's outcome.
@@ -131,10 +130,6 @@ func (g gateRoute) Keys(r *http.Request, n *keying.Notification, body []byte) (s
 func (g gateRoute) OrderRun(key string, n *keying.Notification) *cache.OrderRun {
 	return g.h.noticeOf(key, n).run
 }
-
-// PutBack gives the backend the bytes the gate read (and a refusal its
-// record, refusal_kept.go).
-func (g gateRoute) PutBack(body []byte) io.ReadCloser { return newReadBodyCloser(body) }
 
 func (g gateRoute) ClaimTrouble(key, op string, err error) { g.h.claimTrouble(key, op, err) }
 

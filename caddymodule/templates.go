@@ -1,7 +1,6 @@
 package caddymodule
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"net/http"
@@ -41,20 +40,6 @@ func (h *Handler) renderKeys(r *http.Request, n *keying.Notification, body []byt
 	}
 	return key, fp, nil
 }
-
-// readBodyCloser is a request body the gate has read: what the backend
-// reads, and the bytes themselves for the journal, which need no second
-// copy.
-type readBodyCloser struct {
-	*bytes.Reader
-	body []byte
-}
-
-func newReadBodyCloser(body []byte) *readBodyCloser {
-	return &readBodyCloser{Reader: bytes.NewReader(body), body: body}
-}
-
-func (*readBodyCloser) Close() error { return nil }
 
 // maxKeyLen bounds a rendered key; stores put it in their own keys.
 const maxKeyLen = 1024

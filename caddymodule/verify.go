@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/idemgate/idemgate/caddymodule/redeliver"
 	"github.com/idemgate/idemgate/keying"
 )
 
@@ -15,11 +16,11 @@ import (
 // claim one). The journaled copy was verified when it came; its signed
 // time is what a backend's own check counts from.
 func (h *Handler) verifyTime(r *http.Request) time.Time {
-	if rd := redeliveryOf(r.Context()); rd != nil && !rd.resigned {
+	if rd := redeliver.MarkOf(r.Context()); rd != nil && !rd.Resigned {
 		if t, ok := h.preset().SignedTime(r.Header); ok {
 			return t
 		}
-		return rd.firstSeen
+		return rd.FirstSeen
 	}
 	return h.now()
 }

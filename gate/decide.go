@@ -27,6 +27,9 @@ func (g *Gate) Decide(r *http.Request) Outcome {
 		o.KeyID = p.keyID
 	}
 	o.Key, o.Verified = p.key, p.verified
+	if o.Action == Refuse {
+		o.Body = p.body
+	}
 	return o
 }
 

@@ -13,7 +13,6 @@ package gate
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"time"
 
@@ -72,8 +71,6 @@ type Route interface {
 	Keys(r *http.Request, n *keying.Notification, body []byte) (key, fp string, err error)
 	// OrderRun is what key's order remembers once it ran (nil: none).
 	OrderRun(key string, n *keying.Notification) *cache.OrderRun
-	// PutBack is how a read body is given back to the backend's reader.
-	PutBack(body []byte) io.ReadCloser
 	// ClaimTrouble reports a claim that could not be settled or renewed;
 	// cache.ErrNotOwner: it was lost.
 	ClaimTrouble(key, op string, err error)

@@ -1,7 +1,6 @@
 package gate
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -59,9 +58,6 @@ func (t *testRoute) Keys(_ *http.Request, n *keying.Notification, _ []byte) (str
 	return "test:" + key, fp, nil
 }
 func (t *testRoute) OrderRun(string, *keying.Notification) *cache.OrderRun { return nil }
-func (t *testRoute) PutBack(body []byte) io.ReadCloser {
-	return io.NopCloser(bytes.NewReader(body))
-}
 func (t *testRoute) ClaimTrouble(key, op string, err error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -73,6 +73,10 @@ type Outcome struct {
 	Allow      string
 	// StoreOp names the store operation that failed, for its counter.
 	StoreOp string
+	// Body is the body the gate read of a refused request (nil when it
+	// was not read: too large by its declared length), for the list of
+	// refused notifications.
+	Body []byte
 
 	Claim  Claim         // Forward
 	Record *cache.Record // Replay

@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -31,6 +32,11 @@ func (g *Gate) parse(r *http.Request) (p parsed, refused Outcome, ok bool) {
 	kr := &keying.Request{Method: r.Method, URL: r.URL, Header: r.Header, Body: body,
 		Now: g.Route.VerifyTime(r), Context: r.Context()}
 	n, err := g.Platform.Verify(kr)
+	defer func() {
+		if !ok && refused.Action == Refuse {
+			refused.Body = body
+		}
+	}()
 	switch {
 	case errors.Is(err, keying.ErrUnavailable):
 		// The check needed the store (PayPal's transmission log):
@@ -76,7 +82,7 @@ func (g *Gate) readBody(r *http.Request) ([]byte, Outcome, bool) {
 	if int64(len(body)) > g.MaxBody {
 		return nil, tooLarge(fmt.Errorf("body is larger than max_body %d", g.MaxBody)), false
 	}
-	r.Body = g.Route.PutBack(body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.ContentLength = int64(len(body))
 	r.TransferEncoding = nil
 	return body, Outcome{}, true
