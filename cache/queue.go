@@ -86,6 +86,10 @@ type Queue interface {
 	// Enqueue queues d, due now, and returns once it is durable. A key
 	// already queued keeps its place, due time, attempts and lease; its
 	// token becomes d's (the old claim ran out and d's copy won it again).
+	// A leased one is not lost to its lease's end: its Done queues d as a
+	// new delivery, due now (the taker settled the old one, then d's copy
+	// won the key: an operator's redelivery), and its Retry makes it due
+	// now. A lease that runs out only keeps d's token, as above.
 	Enqueue(ctx context.Context, scope string, d Delivery) error
 	// Queued reports whether key is queued (waiting or leased).
 	Queued(ctx context.Context, scope, key string) (bool, error)
@@ -101,11 +105,12 @@ type Queue interface {
 	// Extend renews a lease for d from now. ErrNotOwner if the lease ran
 	// out (the delivery may have been taken over) or the delivery is gone.
 	Extend(ctx context.Context, scope, key, lease string, d time.Duration) error
-	// Retry ends a lease: the delivery is due again at due, with attempts
-	// made so far. ErrNotOwner as for Extend.
+	// Retry ends a lease: the delivery is due again at due (now if it was
+	// enqueued again meanwhile), with attempts made so far. ErrNotOwner
+	// as for Extend.
 	Retry(ctx context.Context, scope, key, lease string, due time.Time, attempts int) error
-	// Done removes a delivery whose lease is held. ErrNotOwner as for
-	// Extend.
+	// Done removes a delivery whose lease is held, or replaces it with
+	// the one enqueued meanwhile (see Enqueue). ErrNotOwner as for Extend.
 	Done(ctx context.Context, scope, key, lease string) error
 	// Remove drops key's delivery unless a taker holds it now (the
 	// operator's purge of a queued notification): ErrNotFound when none is

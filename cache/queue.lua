@@ -8,9 +8,11 @@
 --   6 starts  ZSET lease token → start (ms)  for the rate limit
 --   7 paused  STRING
 --   8 enq     ZSET key → enqueued (ms)       every queued delivery, oldest first
+--   9 next    HASH key → "<enqueued ms> <blob>" enqueued again while leased:
+--             what the lease's done queues (cleared when a lease starts or ends)
 -- ARGV[1] names the function; the rest are its arguments.
-local due, items, meta, leases, owners, starts, paused, enq =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local due, items, meta, leases, owners, starts, paused, enq, nxt =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 local now = now_ms()
 local fn = ARGV[1]
 
@@ -45,6 +47,7 @@ local function forget(key)
   redis.call('ZREM', enq, key)
   redis.call('HDEL', items, key)
   redis.call('HDEL', meta, key)
+  redis.call('HDEL', nxt, key)
 end
 
 if fn == 'enqueue' then
@@ -53,6 +56,10 @@ if fn == 'enqueue' then
   if redis.call('HEXISTS', items, key) == 1 then
     local _, attempts, started = get_meta(key)
     set_meta(key, ARGV[4], attempts, started)
+    if redis.call('ZSCORE', leases, key) then
+      -- Leased: kept for the lease's done, which would drop it otherwise.
+      redis.call('HSET', nxt, key, ARGV[5] .. ' ' .. ARGV[3])
+    end
     return 0
   end
   redis.call('HSET', items, key, ARGV[3])
@@ -68,9 +75,12 @@ if fn == 'take' then
   local lease, conc, rate, window = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
   local idle = tonumber(ARGV[7])
   -- Leases that ran out: their taker is gone, the delivery is due now.
+  -- A re-enqueue (next) only changed the token: the taker-over is told
+  -- of the attempt started.
   for _, k in ipairs(redis.call('ZRANGE', leases, '-inf', now, 'BYSCORE', 'LIMIT', 0, 100)) do
     redis.call('ZREM', leases, k)
     redis.call('HDEL', owners, k)
+    redis.call('HDEL', nxt, k)
     redis.call('ZADD', due, now, k)
   end
   if redis.call('EXISTS', paused) == 1 then
@@ -97,6 +107,7 @@ if fn == 'take' then
   redis.call('ZREM', due, key)
   redis.call('ZADD', leases, now + lease, key)
   redis.call('HSET', owners, key, ARGV[6])
+  redis.call('HDEL', nxt, key)
   if rate > 0 then
     redis.call('ZADD', starts, now, ARGV[6])
   end
@@ -133,13 +144,29 @@ local function end_lease(key, lease)
   return true
 end
 
+-- take_next returns what was enqueued again while key was leased (nil if
+-- nothing) and forgets it.
+local function take_next(key)
+  local n = redis.call('HGET', nxt, key)
+  if not n then
+    return nil
+  end
+  redis.call('HDEL', nxt, key)
+  local sp = string.find(n, ' ', 1, true)
+  return tonumber(string.sub(n, 1, sp - 1)), string.sub(n, sp + 1)
+end
+
 if fn == 'retry' then
   -- ARGV: key, lease token, due (ms), attempts
   local key = ARGV[2]
   if not end_lease(key, ARGV[3]) then
     return false
   end
-  redis.call('ZADD', due, ARGV[4], key)
+  local at = ARGV[4]
+  if take_next(key) then
+    at = now -- enqueued again meanwhile: its new claim waits for no back-off
+  end
+  redis.call('ZADD', due, at, key)
   set_meta(key, (get_meta(key)), ARGV[5], '0')
   return 1
 end
@@ -147,10 +174,20 @@ end
 if fn == 'done' then
   -- ARGV: key, lease token
   local key = ARGV[2]
-  if not held(key, ARGV[3]) then
+  if not end_lease(key, ARGV[3]) then
     return false
   end
-  forget(key)
+  local enqueued, blob = take_next(key)
+  if not enqueued then
+    forget(key)
+    return 1
+  end
+  -- Enqueued again while leased: a new delivery (its claim won the key
+  -- after this one was settled), due now. The token is already its own.
+  redis.call('HSET', items, key, blob)
+  set_meta(key, (get_meta(key)), '0', '0')
+  redis.call('ZADD', due, now, key)
+  redis.call('ZADD', enq, enqueued, key)
   return 1
 end
 

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 // The delivery queue's contract, run on every store (see suites).
@@ -452,5 +454,328 @@ func TestEmbeddedQueueSurvivesRestart(t *testing.T) {
 	}
 	if _, ok := got[d1.Key]; ok {
 		t.Errorf("the done delivery came back: %v", got)
+	}
+}
+
+// An Enqueue that lands on a leased delivery (an operator's redelivery in
+// the window between the taker's settling the key and its Done) survives
+// the lease's end: Done queues the new delivery, due now, out of the
+// leased set; Retry makes it due now with the new token.
+var queueReenqueueCases = []storeCase[Queue]{
+	{"enqueue_while_leased_then_done", func(t *testing.T, q Queue) {
+		ctx := ctxT(t)
+		lim := QueueLimits{Concurrency: 1, Lease: qLease}
+		first := delivery("s:w")
+		first.Enqueued = first.Enqueued.Add(-time.Hour)
+		if err := q.Enqueue(ctx, "s", first); err != nil {
+			t.Fatal(err)
+		}
+		d := mustTake(t, q, "s", lim)
+		if err := q.Start(ctx, "s", d.Key, d.Lease); err != nil {
+			t.Fatal(err)
+		}
+		again := delivery("s:w")
+		again.Token = "tok-2"
+		again.Notification.Body = []byte(`{"id":"again"}`)
+		again.Credentials = http.Header{"Authorization": {"Bearer again"}}
+		if err := q.Enqueue(ctx, "s", again); err != nil {
+			t.Fatal(err)
+		}
+		if err := q.Done(ctx, "s", d.Key, d.Lease); err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := q.Queued(ctx, "s", d.Key); err != nil || !ok {
+			t.Fatalf("Queued after the Done of a re-enqueued delivery: %v %v, want queued", ok, err)
+		}
+		if st, _ := q.Stats(ctx, "s"); st.Depth != 1 || st.Leased != 0 || !st.Oldest.Equal(again.Enqueued) {
+			t.Fatalf("Stats after the Done: %+v, want 1 queued, none leased, oldest %v", st, again.Enqueued)
+		}
+		// Concurrency 1: the ended lease no longer counts.
+		got := mustTake(t, q, "s", lim)
+		if got.Key != again.Key || got.Token != "tok-2" || got.Attempts != 0 || got.Started || got.Lease == d.Lease ||
+			!got.Enqueued.Equal(again.Enqueued) || got.Notification == nil || string(got.Notification.Body) != `{"id":"again"}` ||
+			got.Credentials.Get("Authorization") != "Bearer again" {
+			t.Fatalf("taken again: %+v (notification %+v), want the re-enqueued delivery, fresh", got, got.Notification)
+		}
+		if err := q.Done(ctx, "s", d.Key, d.Lease); !errors.Is(err, ErrNotOwner) {
+			t.Fatalf("Done with the old lease: %v, want ErrNotOwner", err)
+		}
+		if err := q.Done(ctx, "s", got.Key, got.Lease); err != nil {
+			t.Fatal(err)
+		}
+		if ok, _ := q.Queued(ctx, "s", got.Key); ok {
+			t.Fatal("queued after the second Done: the re-enqueue was counted twice")
+		}
+		noTake(t, q, "s", lim)
+	}},
+	{"enqueue_while_leased_then_retry", func(t *testing.T, q Queue) {
+		ctx := ctxT(t)
+		lim := QueueLimits{Lease: qLease}
+		if err := q.Enqueue(ctx, "s", delivery("s:x")); err != nil {
+			t.Fatal(err)
+		}
+		d := mustTake(t, q, "s", lim)
+		if err := q.Start(ctx, "s", d.Key, d.Lease); err != nil {
+			t.Fatal(err)
+		}
+		again := delivery("s:x")
+		again.Token = "tok-2"
+		if err := q.Enqueue(ctx, "s", again); err != nil {
+			t.Fatal(err)
+		}
+		if err := q.Retry(ctx, "s", d.Key, d.Lease, time.Now().Add(time.Hour), 3); err != nil {
+			t.Fatal(err)
+		}
+		got := mustTake(t, q, "s", lim) // due now, not in an hour
+		if got.Token != "tok-2" || got.Attempts != 3 || got.Started {
+			t.Fatalf("taken after the Retry: token %q attempts %d started %v, want tok-2, 3, not started",
+				got.Token, got.Attempts, got.Started)
+		}
+		// The re-enqueue is spent: a Retry of this lease waits its time.
+		if err := q.Retry(ctx, "s", got.Key, got.Lease, time.Now().Add(time.Hour), 4); err != nil {
+			t.Fatal(err)
+		}
+		noTake(t, q, "s", lim)
+		if st, _ := q.Stats(ctx, "s"); st.Depth != 1 || st.Leased != 0 {
+			t.Fatalf("Stats after the second Retry: %+v", st)
+		}
+	}},
+	{"enqueue_while_leased_lease_runs_out", func(t *testing.T, q Queue) {
+		// The lease runs out instead: the taker-over has the new token
+		// (so it settles the new claim), and its Done ends the delivery.
+		ctx := ctxT(t)
+		if err := q.Enqueue(ctx, "s", delivery("s:o")); err != nil {
+			t.Fatal(err)
+		}
+		d := mustTake(t, q, "s", QueueLimits{Lease: time.Second})
+		again := delivery("s:o")
+		again.Token = "tok-2"
+		if err := q.Enqueue(ctx, "s", again); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(1100 * time.Millisecond)
+		over := mustTake(t, q, "s", QueueLimits{Lease: qLease})
+		if over.Token != "tok-2" || over.Lease == d.Lease {
+			t.Fatalf("taken over: token %q, lease reused %v", over.Token, over.Lease == d.Lease)
+		}
+		if err := q.Done(ctx, "s", d.Key, d.Lease); !errors.Is(err, ErrNotOwner) {
+			t.Fatalf("Done with the lease that ran out: %v", err)
+		}
+		if err := q.Done(ctx, "s", over.Key, over.Lease); err != nil {
+			t.Fatal(err)
+		}
+		if ok, _ := q.Queued(ctx, "s", over.Key); ok {
+			t.Fatal("queued after the taker-over's Done")
+		}
+	}},
+	{"enqueue_while_leased_race", reenqueueRace},
+}
+
+// reenqueueRace: takers take and settle (Done, sometimes Retry soon)
+// while one enqueuer per key enqueues it again as soon as it sees it
+// taken, so the Enqueue lands between Take and Done: every Enqueue that
+// returned nil is followed by a take of its token or a newer one. Half
+// the keys are left queued (retried in an hour).
+func reenqueueRace(t *testing.T, q Queue) {
+	ctx := ctxT(t)
+	const keys, rounds = 6, 25
+	lim := QueueLimits{Lease: 30 * time.Second}
+	var taken [keys]atomic.Int64 // newest round taken, per key
+	stop := make(chan struct{})
+	var takers sync.WaitGroup
+	for w := range 4 {
+		takers.Go(func() {
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				d, wait, err := q.Take(context.Background(), "s", lim)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if d == nil {
+					time.Sleep(min(wait, 2*time.Millisecond))
+					continue
+				}
+				var k, r int
+				if _, err := fmt.Sscanf(d.Token, "race-%d-%d", &k, &r); err != nil {
+					t.Errorf("token %q: %v", d.Token, err)
+					return
+				}
+				if r > int(taken[k].Load()) {
+					taken[k].Store(int64(r))
+				}
+				if n%2 == 0 {
+					if err := q.Start(context.Background(), "s", d.Key, d.Lease); err != nil {
+						t.Errorf("Start %s: %v", d.Token, err)
+						return
+					}
+				}
+				if (n+w)%5 == 0 {
+					time.Sleep(time.Millisecond)
+				}
+				switch {
+				case r == rounds && k%2 == 1:
+					// Left queued at the end, for a look at what stays.
+					err = q.Retry(context.Background(), "s", d.Key, d.Lease, time.Now().Add(time.Hour), d.Attempts+1)
+				case (n+w)%3 == 0:
+					err = q.Retry(context.Background(), "s", d.Key, d.Lease, time.Now().Add(5*time.Millisecond), d.Attempts+1)
+				default:
+					err = q.Done(context.Background(), "s", d.Key, d.Lease)
+				}
+				if err != nil {
+					t.Errorf("settling %s: %v", d.Token, err)
+					return
+				}
+			}
+		})
+	}
+	var enqueuers sync.WaitGroup
+	for k := range keys {
+		enqueuers.Go(func() {
+			for r := 1; r <= rounds; r++ {
+				d := delivery(fmt.Sprintf("s:race%d", k))
+				d.Token = fmt.Sprintf("race-%d-%d", k, r)
+				if err := q.Enqueue(ctx, "s", d); err != nil {
+					t.Errorf("Enqueue %s: %v", d.Token, err)
+					return
+				}
+				until := time.Now().Add(10 * time.Second)
+				for taken[k].Load() < int64(r) {
+					if time.Now().After(until) {
+						t.Errorf("%s enqueued, never taken (newest taken: round %d): the Enqueue was lost", d.Token, taken[k].Load())
+						return
+					}
+					time.Sleep(100 * time.Microsecond)
+				}
+			}
+		})
+	}
+	enqueuers.Wait()
+	close(stop)
+	takers.Wait()
+}
+
+func init() {
+	var cases []storeCase[Queuer]
+	for _, c := range queueReenqueueCases {
+		cases = append(cases, storeCase[Queuer]{c.name, func(t *testing.T, s Queuer) { c.run(t, s.Queue()) }})
+	}
+	suites = append(suites, newSuite("queue_reenqueue", "delivery queue", cases))
+}
+
+// The embedded queue's disk copy follows a re-enqueue: after the Done, a
+// restart finds the new delivery; leased at the restart (a lease running
+// out), the delivery comes back with the new token and its attempt
+// started.
+func TestEmbeddedQueueReenqueueSurvivesRestart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "q.db")
+	open := func() (*Embedded, Queue) {
+		s, err := NewEmbedded(path, EmbeddedOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s, s.Queue()
+	}
+	ctx := ctxT(t)
+	lim := QueueLimits{Lease: time.Hour}
+	s, q := open()
+	var leased []*Delivery
+	for _, k := range []string{"s:done", "s:held"} {
+		if err := q.Enqueue(ctx, "s", delivery(k)); err != nil {
+			t.Fatal(err)
+		}
+		d := mustTake(t, q, "s", lim)
+		if err := q.Start(ctx, "s", d.Key, d.Lease); err != nil {
+			t.Fatal(err)
+		}
+		leased = append(leased, d)
+	}
+	for _, d := range leased {
+		again := delivery(d.Key)
+		again.Token = "tok-2-" + d.Key
+		again.Notification.Body = []byte(`{"id":"again"}`)
+		if err := q.Enqueue(ctx, "s", again); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := q.Done(ctx, "s", leased[0].Key, leased[0].Lease); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s, q = open()
+	defer s.Close()
+	if st, err := q.Stats(ctx, "s"); err != nil || st.Depth != 2 || st.Leased != 0 {
+		t.Fatalf("Stats after the restart: %+v %v, want 2 queued, none leased", st, err)
+	}
+	for range 2 {
+		d := mustTake(t, q, "s", lim)
+		if d.Token != "tok-2-"+d.Key {
+			t.Errorf("%s after the restart: token %q, want the re-enqueued one", d.Key, d.Token)
+		}
+		switch d.Key {
+		case "s:done":
+			if d.Started || d.Notification == nil || string(d.Notification.Body) != `{"id":"again"}` {
+				t.Errorf("s:done after the restart: started %v, notification %+v; want the re-enqueued delivery", d.Started, d.Notification)
+			}
+		case "s:held":
+			if !d.Started {
+				t.Error("s:held after the restart: not started; its attempt was (the restart ended its lease)")
+			}
+		}
+	}
+}
+
+// The embedded queue's disk copy is what its memory holds once the writes
+// have returned, however they raced (the later write of a key writes the
+// newer state): a restart would find no delivery resurrected, none lost,
+// no stale token.
+func TestEmbeddedQueueDiskFollowsMemory(t *testing.T) {
+	s, err := NewEmbedded(filepath.Join(t.TempDir(), "q.db"), EmbeddedOptions{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	q := s.Queue()
+	reenqueueRace(t, q)
+	lq := q.(*localQueue)
+	mem := map[string]string{}
+	lq.mu.Lock()
+	for scope, sq := range lq.scopes {
+		for k, it := range sq.items {
+			mem[string(queueKey(scope, k))] = string(encodeDelivery(&it.d, it.due))
+		}
+	}
+	lq.mu.Unlock()
+	disk := map[string]string{}
+	if err := s.db.View(func(tx *bolt.Tx) error {
+		if b := tx.Bucket(bucketQueue); b != nil {
+			return b.ForEach(func(k, v []byte) error {
+				disk[string(k)] = string(v)
+				return nil
+			})
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(mem) == 0 {
+		t.Fatal("nothing queued after the race: the comparison would prove nothing")
+	}
+	for k, v := range mem {
+		if disk[k] != v {
+			t.Errorf("%q: on disk %q, in memory %q", k, disk[k], v)
+		}
+	}
+	for k := range disk {
+		if _, ok := mem[k]; !ok {
+			t.Errorf("%q on disk, not in memory (resurrected by a restart)", k)
+		}
 	}
 }

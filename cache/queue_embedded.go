@@ -81,22 +81,22 @@ func splitQueueKey(k []byte) (scope, key string, ok bool) {
 
 type embeddedDisk struct{ s *Embedded }
 
-func (e embeddedDisk) putDelivery(ctx context.Context, scope, key string, v []byte) error {
+func (e embeddedDisk) syncDelivery(ctx context.Context, scope, key string, state func() []byte) error {
 	return e.s.update(ctx, func(tx *bolt.Tx, _ time.Time) error {
+		// Read inside the transaction: writes are committed in the
+		// order they run, so the last one holds the newest state.
+		v := state()
+		if v == nil {
+			if b := tx.Bucket(bucketQueue); b != nil {
+				return b.Delete(queueKey(scope, key))
+			}
+			return nil
+		}
 		b, err := tx.CreateBucketIfNotExists(bucketQueue)
 		if err != nil {
 			return err
 		}
 		return b.Put(queueKey(scope, key), v)
-	})
-}
-
-func (e embeddedDisk) delDelivery(ctx context.Context, scope, key string) error {
-	return e.s.update(ctx, func(tx *bolt.Tx, _ time.Time) error {
-		if b := tx.Bucket(bucketQueue); b != nil {
-			return b.Delete(queueKey(scope, key))
-		}
-		return nil
 	})
 }
 

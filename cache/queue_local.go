@@ -11,7 +11,8 @@ import (
 // process takes from it, so limits and leases live in memory. With a disk
 // (the embedded store) every delivery is written through before Enqueue
 // returns and is loaded again when the store opens: leases are not stored,
-// as the process that held them is gone.
+// as the process that held them is gone (a restart is a lease running
+// out).
 type localQueue struct {
 	now  func() time.Time
 	disk queueDisk // nil: memory only
@@ -23,8 +24,10 @@ type localQueue struct {
 // queueDisk keeps a localQueue's deliveries (encodeDelivery) and paused
 // scopes.
 type queueDisk interface {
-	putDelivery(ctx context.Context, scope, key string, v []byte) error
-	delDelivery(ctx context.Context, scope, key string) error
+	// syncDelivery writes key's delivery as state encodes it (nil: none)
+	// when the write runs, not when it was asked for: of two writes of a
+	// key racing to the disk, the later one writes the newer state.
+	syncDelivery(ctx context.Context, scope, key string, state func() []byte) error
 	setPaused(ctx context.Context, scope string, paused bool) error
 }
 
@@ -44,6 +47,11 @@ type qitem struct {
 	// delivery never starts before it is durable.
 	pending bool
 	idx     int // in due; -1 when not there
+	// next: enqueued again while leased (a new claim of the key won it
+	// meanwhile, e.g. an operator's redelivery of a key just delivered).
+	// The lease's Done puts it in the queue instead of ending it; nil once
+	// the lease ends.
+	next *Delivery
 }
 
 type dueHeap []*qitem
@@ -91,12 +99,12 @@ func (q *localQueue) Enqueue(ctx context.Context, scope string, d Delivery) erro
 	sq := q.scope(scope)
 	if it, ok := sq.items[d.Key]; ok && !it.pending {
 		it.d.Token = d.Token // attempts and Started stay
-		v := encodeDelivery(&it.d, it.due)
-		q.mu.Unlock()
-		if q.disk == nil {
-			return nil
+		if sq.leased[d.Key] == it {
+			d.Attempts, d.Started = 0, false
+			it.next = &d
 		}
-		return q.disk.putDelivery(ctx, scope, d.Key, v)
+		q.mu.Unlock()
+		return q.persist(ctx, scope, d.Key)
 	} else if ok {
 		// Another Enqueue of the key is being written: the claim makes
 		// that impossible unless its copy's claim ran out meanwhile.
@@ -110,9 +118,8 @@ func (q *localQueue) Enqueue(ctx context.Context, scope string, d Delivery) erro
 		q.mu.Unlock()
 		return nil
 	}
-	v := encodeDelivery(&it.d, it.due)
 	q.mu.Unlock()
-	err := q.disk.putDelivery(ctx, scope, d.Key, v)
+	err := q.persist(ctx, scope, d.Key)
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if err != nil {
@@ -145,8 +152,10 @@ func (q *localQueue) Take(ctx context.Context, scope string, lim QueueLimits) (*
 	// Leases that ran out: their taker is gone, the delivery is due now.
 	for k, it := range sq.leased {
 		if !it.leaseEnd.After(t) {
+			// A re-enqueue (next) only changed the token: the taker
+			// over is told of the attempt started, as after a restart.
 			delete(sq.leased, k)
-			it.d.Lease, it.due = "", t
+			it.d.Lease, it.due, it.next = "", t, nil
 			heap.Push(&sq.due, it)
 		}
 	}
@@ -205,14 +214,10 @@ func (q *localQueue) Start(ctx context.Context, scope, key, lease string) error 
 		return err
 	}
 	it.d.Started = true
-	v := encodeDelivery(&it.d, it.due)
 	q.mu.Unlock()
-	if q.disk == nil {
-		return nil
-	}
 	// On disk before the attempt is sent: a process that dies mid-attempt
 	// comes back knowing it.
-	return q.disk.putDelivery(ctx, scope, key, v)
+	return q.persist(ctx, scope, key)
 }
 
 func (q *localQueue) Extend(ctx context.Context, scope, key, lease string, d time.Duration) error {
@@ -240,17 +245,17 @@ func (q *localQueue) Retry(ctx context.Context, scope, key, lease string, due ti
 		return err
 	}
 	delete(sq.leased, key)
+	if it.next != nil {
+		// Enqueued again meanwhile: its new claim waits for no back-off.
+		due, it.next = q.now(), nil
+	}
 	it.d.Lease, it.d.Attempts, it.due, it.d.Started = "", attempts, due, false
 	heap.Push(&sq.due, it)
-	v := encodeDelivery(&it.d, due)
 	q.mu.Unlock()
-	if q.disk == nil {
-		return nil
-	}
 	// Written after the fact: if the write fails, the delivery is due
 	// again at its older time, with fewer attempts counted — early, never
 	// lost.
-	return q.disk.putDelivery(ctx, scope, key, v)
+	return q.persist(ctx, scope, key)
 }
 
 func (q *localQueue) Done(ctx context.Context, scope, key, lease string) error {
@@ -258,18 +263,22 @@ func (q *localQueue) Done(ctx context.Context, scope, key, lease string) error {
 		return err
 	}
 	q.mu.Lock()
-	sq, _, err := q.held(scope, key, lease)
+	sq, it, err := q.held(scope, key, lease)
 	if err != nil {
 		q.mu.Unlock()
 		return err
 	}
 	delete(sq.leased, key)
-	delete(sq.items, key)
-	q.mu.Unlock()
-	if q.disk == nil {
-		return nil
+	if it.next != nil {
+		// Enqueued again while leased: that delivery is a new one (its
+		// claim won the key after this one was settled), due now.
+		it.d, it.due, it.next = *it.next, q.now(), nil
+		heap.Push(&sq.due, it)
+	} else {
+		delete(sq.items, key)
 	}
-	return q.disk.delDelivery(ctx, scope, key)
+	q.mu.Unlock()
+	return q.persist(ctx, scope, key)
 }
 
 func (q *localQueue) Remove(ctx context.Context, scope, key string) error {
@@ -293,10 +302,25 @@ func (q *localQueue) Remove(ctx context.Context, scope, key string) error {
 	}
 	delete(sq.items, key)
 	q.mu.Unlock()
+	return q.persist(ctx, scope, key)
+}
+
+// persist writes key's delivery as it is when the write runs (removed if
+// it is gone). A pending one is written too: Enqueue makes it takeable
+// once that write returns.
+func (q *localQueue) persist(ctx context.Context, scope, key string) error {
 	if q.disk == nil {
 		return nil
 	}
-	return q.disk.delDelivery(ctx, scope, key)
+	return q.disk.syncDelivery(ctx, scope, key, func() []byte {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		it := q.scope(scope).items[key]
+		if it == nil {
+			return nil
+		}
+		return encodeDelivery(&it.d, it.due)
+	})
 }
 
 func (q *localQueue) setPaused(ctx context.Context, scope string, paused bool) error {

@@ -34,7 +34,7 @@ func (s *Redis) Queue() Queue { return redisQueue{s} }
 // qkeys are scope's queue keys in queue.lua's order.
 func (q redisQueue) qkeys(scope string) []string {
 	b := q.s.prefix + ":q:{" + scope + "}:"
-	return []string{b + "due", b + "items", b + "meta", b + "leases", b + "owners", b + "starts", b + "paused", b + "enq"}
+	return []string{b + "due", b + "items", b + "meta", b + "leases", b + "owners", b + "starts", b + "paused", b + "enq", b + "next"}
 }
 
 func (q redisQueue) call(ctx context.Context, scope string, args ...any) *redis.Cmd {
