@@ -181,6 +181,7 @@ func TestBillOpenErrors(t *testing.T) {
 		contains string
 	}{
 		{"alipay zip archive", []byte("PK\x03\x04\x14\x00\x00\x00\x08\x00"), bill.ErrMalformed, "unzip it"},
+		{"the zip note names the file to pass", []byte("PK\x03\x04\x14\x00\x00\x00\x08\x00"), bill.ErrMalformed, "pass the …_业务明细.csv one"},
 		{"empty alipay", nil, bill.ErrIncomplete, "empty"},
 		{"a WeChat bill read as Alipay's", wechat, bill.ErrMalformed, "not an Alipay bill"},
 	} {
