@@ -35,15 +35,15 @@
 //	                         Notification, Fields, Money, Settlement, the
 //	                         Platform interface and the Preset each platform
 //	                         declares, strict form/XML/JSON readers, RSA
-//	                         helpers; no Caddy; keying/bill reads the
-//	                         platforms' bills
+//	                         helpers; no Caddy; keying/bill is what every
+//	                         bill shares (Reader, Row, Format)
 //	platforms                the one list of platforms (Lookup, Names, New):
 //	                         nothing else names a platform
 //	platforms/<name>         one folder per platform (alipay, wechatpay,
 //	                         wechatpayv2, stripe, paypal, standardwebhooks,
 //	                         generic): its signature check, default key and
 //	                         business events, success rule, ack, retry
-//	                         schedule, money, re-signer, bill quirks, test
+//	                         schedule, money, re-signer, bill parser, test
 //	                         signer for send and keygen; no Caddy
 //	cache                    the stores (embedded bbolt, memory, Redis):
 //	                         claim, complete, release, renew, journal,

@@ -1,11 +1,12 @@
 // Package billtest writes payment platforms' bills for tests, each in its
-// platform's documented layout (the sources are cited in keying/bill, whose
-// parsers read them): Alipay's 业务明细 (GBK, '#' head and totals, TAB after
-// identifiers), WeChat Pay's ALL trade bill (backquoted values, summary),
-// Stripe's itemized balance report and Dashboard balance export, PayPal's
-// settlement report (record types, counts). A Writer streams: Row writes
-// one detail line, Close the bill's end (totals the rows add up to), so a
-// benchmark can stream a million rows in constant memory.
+// platform's documented layout (the sources are cited in each platform's
+// parser, platforms/<name>/bill.go): Alipay's 业务明细 (GBK, '#' head and
+// totals, TAB after identifiers), WeChat Pay's ALL trade bill (backquoted
+// values, summary), Stripe's itemized balance report and Dashboard balance
+// export, PayPal's settlement report (record types, counts). A Writer
+// streams: Row writes one detail line, Close the bill's end (totals the
+// rows add up to), so a benchmark can stream a million rows in constant
+// memory.
 //
 // It is test support: tests import it, and examples/bills writes sample
 // bills with it (Samples).

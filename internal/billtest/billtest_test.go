@@ -10,8 +10,8 @@ import (
 	"github.com/idemgate/idemgate/platforms"
 )
 
-// TestBillsRead: every writer's bill reads with keying/bill (the parsers of
-// the documented layouts), whole (its totals agree), row for row.
+// TestBillsRead: every writer's bill reads with its platform's bill Format
+// (the parsers of the documented layouts), whole (its totals agree), row for row.
 func TestBillsRead(t *testing.T) {
 	at := time.Date(2026, 10, 3, 10, 0, 0, 0, beijing)
 	from, to := time.Date(2026, 10, 3, 0, 0, 0, 0, beijing), time.Date(2026, 10, 4, 0, 0, 0, 0, beijing)

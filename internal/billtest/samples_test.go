@@ -14,8 +14,8 @@ import (
 )
 
 // TestSamples: `go run ./examples/bills -platform all` writes one bill per
-// platform that reads whole with keying/bill (its totals agree where it
-// has them) — the default sample of three payments and a refund, on the
+// platform that reads whole with its platform's bill Format (its totals
+// agree where it has them) — the default sample of three payments and a refund, on the
 // day asked for — and an Alipay zip that holds the same 业务明细 file; bad
 // arguments are refused, saying why.
 func TestSamples(t *testing.T) {

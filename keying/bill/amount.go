@@ -13,12 +13,12 @@ var errAmount = errors.New("not a decimal amount")
 // that sums of a million rows cannot overflow before they are checked.
 const maxFixed = 1 << 62
 
-// parseFixed reads a plain decimal ("-12.30", "0", "5.", ".5") into an integer
+// ParseFixed reads a plain decimal ("-12.30", "0", "5.", ".5") into an integer
 // of 10^-scale units, exactly: fraction digits beyond scale must be zeros
 // ("9.900" at scale 2 is 990; "9.901" is an error). No exponent, no thousands
 // separator, no currency sign — none of the bills writes them, and guessing
 // would turn a misread column into a wrong amount.
-func parseFixed(b []byte, scale int) (int64, error) {
+func ParseFixed(b []byte, scale int) (int64, error) {
 	neg := false
 	if len(b) > 0 && (b[0] == '-' || b[0] == '+') {
 		neg = b[0] == '-'
@@ -67,9 +67,9 @@ func parseFixed(b []byte, scale int) (int64, error) {
 	return v, nil
 }
 
-// formatFixed writes v units of 10^-scale as a decimal with exactly scale
-// fraction digits: formatFixed(990, 2) is "9.90", formatFixed(5, 0) is "5".
-func formatFixed(v int64, scale int) string {
+// FormatFixed writes v units of 10^-scale as a decimal with exactly scale
+// fraction digits: FormatFixed(990, 2) is "9.90", FormatFixed(5, 0) is "5".
+func FormatFixed(v int64, scale int) string {
 	neg := v < 0
 	if neg {
 		v = -v
@@ -96,11 +96,11 @@ func formatFixed(v int64, scale int) string {
 	return string(b)
 }
 
-// exponent is the number of minor-unit digits of an ISO 4217 currency: 2
+// Exponent is the number of minor-unit digits of an ISO 4217 currency: 2
 // unless listed. The zero- and three-decimal lists are ISO 4217's, which
 // are also the lists Stripe documents for its amounts
 // (docs.stripe.com/currencies#zero-decimal, #three-decimal).
-func exponent(currency string) int {
+func Exponent(currency string) int {
 	switch currency {
 	case "BIF", "CLP", "DJF", "GNF", "ISK", "JPY", "KMF", "KRW", "PYG",
 		"RWF", "UGX", "UYI", "VND", "VUV", "XAF", "XOF", "XPF":
@@ -111,9 +111,9 @@ func exponent(currency string) int {
 	return 2
 }
 
-// isCurrency says whether s is shaped like an ISO 4217 code: three
+// IsCurrency says whether s is shaped like an ISO 4217 code: three
 // letters A–Z (the caller upper-cases first).
-func isCurrency(s string) bool {
+func IsCurrency(s string) bool {
 	if len(s) != 3 {
 		return false
 	}
@@ -125,15 +125,15 @@ func isCurrency(s string) bool {
 	return true
 }
 
-// amountOf turns units of 10^-scale into a Row's Amount and Minor for
+// AmountOf turns units of 10^-scale into a Row's Amount and Minor for
 // currency: the absolute value, at the currency's exponent. It fails when
 // the amount has a fraction the currency cannot carry (a JPY amount of
 // "100.50"), which means the column was misread.
-func amountOf(v int64, scale int, currency string) (string, int64, error) {
+func AmountOf(v int64, scale int, currency string) (string, int64, error) {
 	if v < 0 {
 		v = -v
 	}
-	exp := exponent(currency)
+	exp := Exponent(currency)
 	for s := scale; s > exp; s-- {
 		if v%10 != 0 {
 			return "", 0, errAmount
@@ -143,5 +143,5 @@ func amountOf(v int64, scale int, currency string) (string, int64, error) {
 	for s := scale; s < exp; s++ {
 		v *= 10
 	}
-	return formatFixed(v, exp), v, nil
+	return FormatFixed(v, exp), v, nil
 }

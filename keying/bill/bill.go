@@ -1,21 +1,24 @@
-// Package bill reads the payment platforms' own bills (对账单) as a stream:
-// Alipay's trade bill (业务明细), WeChat Pay's trade bill (v2 downloadbill
-// and v3 tradebill give the same file), Stripe's balance-transaction export
-// and PayPal's settlement report. Reconciliation compares what a bill says
-// was settled with what the backend ran; this package only reads bills.
+// Package bill reads payment platforms' own bills (对账单) as a stream. It
+// holds what every bill shares: the Reader, its Row and Summary, the error
+// values, and the pieces a layout is written with (lines and quoted CSV
+// records, exact amounts, times, columns found by name). Each platform's
+// layout lives in its own folder (platforms/<name>/bill.go), declared with
+// [NewFormat] and named by its preset (keying.BillTraits.Format).
+// Reconciliation compares what a bill says was settled with what the
+// backend ran; this package only reads bills.
 //
-// [Format.Open] sniffs the encoding (gzip, a UTF-8 BOM, UTF-16; GBK for Alipay),
-// reads the bill's head and returns a [Reader]; [Reader.Next] returns one
-// [Row] per detail line and io.EOF at the end — but only after the bill's
-// own summary (Alipay's #交易合计/#退款合计, WeChat Pay's summary row,
-// PayPal's record counts) agreed with the rows read, so a truncated download
-// is an error at the end, never silently fewer rows. Memory is bounded by
-// the longest line (64 KiB), not by the number of rows.
+// [Format.Open] undoes what wraps the text (gzip, a UTF-8 BOM, UTF-16),
+// lets the layout read the bill's head and returns a [Reader];
+// [Reader.Next] returns one [Row] per detail line and io.EOF at the end —
+// but only after the bill's own summary (totals, record counts) agreed
+// with the rows read, where the layout has one, so a truncated download is
+// an error at the end, never silently fewer rows. Memory is bounded by the
+// longest line (64 KiB), not by the number of rows.
 //
 // Amounts are exact decimals, never floats: [Row.Amount] in major units at
 // the currency's exponent ("9.90", JPY "100"), [Row.Minor] in minor units.
 //
-// This package must not import Caddy.
+// This package must not import Caddy, nor any platform.
 package bill
 
 import (
@@ -171,47 +174,51 @@ func (e *Error) Unwrap() error { return e.Err }
 
 // Reader reads one bill. It is not safe for concurrent use.
 type Reader struct {
-	p   parser
+	p   Parser
 	sum Summary
 	err error
 }
 
-// parser is one platform's layout. next returns the next detail row, or
-// io.EOF once the bill's end has been read and checked.
-type parser interface {
-	next() (Row, error)
+// Parser is one platform's layout, once it has read the bill's head. Next
+// returns the next detail row, or io.EOF once the bill's end has been read
+// and checked.
+type Parser interface {
+	Next() (Row, error)
 }
-
-type opener func(b *base) (parser, error)
 
 // Format is one platform's bill layout, which its preset names
 // (keying.BillTraits.Format).
 type Format struct {
 	name string // the platform as the summary and errors name it
-	open opener
+	open func(b *Base) (Parser, error)
+	zip  string // what to say of a zip archive
 }
 
-// The layouts this package reads.
-var (
-	// Alipay is the 业务明细 (detail) CSV of Alipay's trade bill.
-	Alipay = &Format{"alipay", openAlipay}
-	// WeChatPay is WeChat Pay's trade bill, the same for API v3 and v2.
-	WeChatPay = &Format{"wechatpay", openWeChat}
-	// Stripe is a Stripe balance-transaction export.
-	Stripe = &Format{"stripe", openStripe}
-	// PayPal is a PayPal settlement report.
-	PayPal = &Format{"paypal", openPayPal}
-)
+// NewFormat declares a platform's layout: name is the platform as
+// summaries and errors name it, and open reads the bill's head from b
+// (which the parser keeps, embedded) and returns the parser of its rows.
+func NewFormat(name string, open func(b *Base) (Parser, error)) *Format {
+	return &Format{name: name, open: open, zip: "unzip it and pass the bill it holds"}
+}
+
+// WithZipNote returns f saying note of a zip archive instead of the
+// default: for a platform whose download is a zip, which file in it to
+// pass.
+func (f *Format) WithZipNote(note string) *Format {
+	g := *f
+	g.zip = note
+	return &g
+}
 
 // Open reads the head of a bill of format f from r and returns a Reader
 // for its rows. A gzip stream (WeChat Pay's tar_type=GZIP) is unpacked; a
-// zip archive (Alipay's download) is refused with a note on what to pass.
+// zip archive is refused with the format's note on what to pass.
 func (f *Format) Open(r io.Reader) (*Reader, error) {
 	rd := &Reader{sum: Summary{Platform: f.name}}
-	b := &base{platform: f.name, sum: &rd.sum}
-	src, err := sniff(r)
+	b := &Base{platform: f.name, Sum: &rd.sum}
+	src, err := sniff(r, f.zip)
 	if err != nil {
-		return nil, b.whole(ErrMalformed, "%v", err)
+		return nil, b.Whole(ErrMalformed, "%v", err)
 	}
 	b.l = newLines(src)
 	p, err := f.open(b)
@@ -228,7 +235,7 @@ func (r *Reader) Next() (Row, error) {
 	if r.err != nil {
 		return Row{}, r.err
 	}
-	row, err := r.p.next()
+	row, err := r.p.Next()
 	if err != nil {
 		r.err = err
 		return Row{}, err
@@ -250,7 +257,7 @@ func (r *Reader) Next() (Row, error) {
 func (r *Reader) Summary() Summary { return r.sum }
 
 // sniff undoes what surrounds the text: gzip, a BOM, UTF-16.
-func sniff(r io.Reader) (io.Reader, error) {
+func sniff(r io.Reader, zipNote string) (io.Reader, error) {
 	br := bufio.NewReaderSize(r, maxLine)
 	head, _ := br.Peek(4) // a short or empty bill fails later, with a better message
 	switch {
@@ -261,8 +268,7 @@ func sniff(r io.Reader) (io.Reader, error) {
 		}
 		return sniffText(bufio.NewReaderSize(zr, maxLine)), nil
 	case bytes.HasPrefix(head, []byte("PK\x03\x04")):
-		return nil, errors.New("this is a zip archive: Alipay's download (….csv.zip) holds two files; " +
-			"pass the …_业务明细.csv one (not …_业务明细(汇总).csv): unzip it")
+		return nil, errors.New("this is a zip archive: " + zipNote)
 	}
 	return sniffText(br), nil
 }
@@ -280,28 +286,48 @@ func sniffText(br *bufio.Reader) io.Reader {
 	return br
 }
 
-// beijing is the time of Alipay's and WeChat Pay's bills (UTC+8, no DST),
-// fixed so that no time zone database is needed.
-var beijing = time.FixedZone("CST", 8*3600)
-
-// base is what every layout shares: the lines, the summary it fills, the
-// platform name for errors and a reused field slice.
-type base struct {
+// Base is what every layout shares: the bill's lines, the summary it
+// fills, the platform name for errors and the strings it interns. A
+// parser embeds the Base its opener is given.
+type Base struct {
+	// Sum is the Reader's summary: the layout sets Layout, Account, the
+	// period and, at the end of a whole bill, Checked; the Reader counts
+	// the rows.
+	Sum      *Summary
 	platform string
 	l        *lines
-	sum      *Summary
-	f        [][]byte
 	strs     map[string]string
 }
+
+// Line returns the bill's next line without its line end (\n or \r\n),
+// valid until the next call, or io.EOF after the last one. Pass any other
+// error through Read.
+func (b *Base) Line() ([]byte, error) { return b.l.next() }
+
+// Record reads one RFC 4180 record (a value may be quoted, and a quoted
+// value may hold commas, doubled quotes and line ends) into dst's storage.
+// It returns the fields, valid until the next call, and the number of the
+// record's first line. Pass an error other than io.EOF through Read.
+func (b *Base) Record(dst [][]byte) ([][]byte, int, error) { return b.l.record(dst) }
+
+// LineNo is the number of the last line read, from 1.
+func (b *Base) LineNo() int { return b.l.n }
+
+// EOL says whether the last line read ended with a line end: a bill
+// without a trailer can tell a cut last line only by this.
+func (b *Base) EOL() bool { return b.l.eol }
+
+// Platform is the platform as errors name it.
+func (b *Base) Platform() string { return b.platform }
 
 // maxInterned bounds the strings intern keeps, so memory stays O(1) in
 // rows whatever the bill holds.
 const maxInterned = 256
 
-// intern returns v as a string, shared with earlier rows: currencies,
+// Intern returns v as a string, shared with earlier rows: currencies,
 // types and statuses repeat on every row and need not cost an allocation
 // each. upper folds v to upper case first.
-func (b *base) intern(v []byte, upper bool) string {
+func (b *Base) Intern(v []byte, upper bool) string {
 	if s, ok := b.strs[string(v)]; ok {
 		return s
 	}
@@ -318,13 +344,14 @@ func (b *base) intern(v []byte, upper bool) string {
 	return s
 }
 
-// bad is a malformed row at the current line — or, when that line is the
+// Bad is a malformed row at the current line — or, when that line is the
 // last and has no line end, a bill cut short.
-func (b *base) bad(format string, args ...any) error {
-	return b.badAt(b.l.n, format, args...)
+func (b *Base) Bad(format string, args ...any) error {
+	return b.BadAt(b.l.n, format, args...)
 }
 
-func (b *base) badAt(line int, format string, args ...any) error {
+// BadAt is Bad at line.
+func (b *Base) BadAt(line int, format string, args ...any) error {
 	msg := fmt.Sprintf(format, args...)
 	if line == b.l.n && !b.l.eol {
 		return &Error{b.platform, line, ErrIncomplete, msg + " — the last line has no line end: the bill looks truncated"}
@@ -332,19 +359,19 @@ func (b *base) badAt(line int, format string, args ...any) error {
 	return &Error{b.platform, line, ErrMalformed, msg}
 }
 
-// disagree is the bill's own summary, on line, contradicting its rows: the
+// Disagree is the bill's own summary, on line, contradicting its rows: the
 // download lost rows on the way, or someone edited it.
-func (b *base) disagree(line int, format string, args ...any) error {
+func (b *Base) Disagree(line int, format string, args ...any) error {
 	return &Error{b.platform, line, ErrIncomplete, fmt.Sprintf(format, args...)}
 }
 
-// whole is an error about the bill as a whole.
-func (b *base) whole(kind error, format string, args ...any) error {
+// Whole is an error of kind (ErrMalformed, ErrIncomplete) about the bill as a whole.
+func (b *Base) Whole(kind error, format string, args ...any) error {
 	return &Error{b.platform, 0, kind, fmt.Sprintf(format, args...)}
 }
 
-// read turns an error of lines into the bill's error; io.EOF passes.
-func (b *base) read(err error) error {
+// Read turns an error of Line or Record into the bill's error; io.EOF passes.
+func (b *Base) Read(err error) error {
 	switch {
 	case err == io.EOF:
 		return err
@@ -353,16 +380,17 @@ func (b *base) read(err error) error {
 	case errors.Is(err, errOpenQuote):
 		return &Error{b.platform, b.l.n, ErrIncomplete, err.Error() + ": the bill looks truncated"}
 	case errors.Is(err, errQuote), errors.Is(err, errAfterQuot):
-		return b.bad("%v", err)
+		return b.Bad("%v", err)
 	}
 	return fmt.Errorf("%s bill: reading: %w", b.platform, err)
 }
 
-// columns maps a header's names to their positions.
-type columns map[string]int
+// Columns maps a header's names to their positions: layouts find columns
+// by name, since the platforms add and reorder them.
+type Columns map[string]int
 
-// index returns the position of the first of names present, or -1.
-func (c columns) index(names ...string) int {
+// Index returns the position of the first of names present, or -1.
+func (c Columns) Index(names ...string) int {
 	for _, n := range names {
 		if i, ok := c[n]; ok {
 			return i
@@ -371,28 +399,28 @@ func (c columns) index(names ...string) int {
 	return -1
 }
 
-// missing lists which of the required names no column has.
-func (c columns) missing(required ...[]string) []string {
+// Missing lists which of the required names no column has.
+func (c Columns) Missing(required ...[]string) []string {
 	var out []string
 	for _, alts := range required {
-		if c.index(alts...) < 0 {
+		if c.Index(alts...) < 0 {
 			out = append(out, alts[0])
 		}
 	}
 	return out
 }
 
-// at returns field i, or nil for a column the bill lacks.
-func at(f [][]byte, i int) []byte {
+// At returns field i, or nil for a column the bill lacks.
+func At(f [][]byte, i int) []byte {
 	if i < 0 || i >= len(f) {
 		return nil
 	}
 	return f[i]
 }
 
-// trim drops the spaces and TABs around a value: Alipay appends a TAB to
+// Trim drops the spaces and TABs around a value: Alipay appends a TAB to
 // identifiers so that Excel keeps them as text.
-func trim(b []byte) []byte {
+func Trim(b []byte) []byte {
 	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
 		b = b[1:]
 	}
@@ -402,8 +430,8 @@ func trim(b []byte) []byte {
 	return b
 }
 
-// clip shortens a value quoted in an error message.
-func clip(b []byte) string {
+// Clip shortens a value quoted in an error message.
+func Clip(b []byte) string {
 	const max = 40
 	if len(b) > max {
 		cut := max

@@ -52,10 +52,11 @@ func (l *lines) next() ([]byte, error) {
 	return b, nil
 }
 
-// splitPlain splits a line on every comma: Alipay's and WeChat Pay's bills
-// quote nothing, so a comma inside a value is a broken row, and the column
-// count check that follows is what catches it.
-func splitPlain(dst [][]byte, line []byte) [][]byte {
+// SplitPlain splits a line on every comma into dst's storage, for a bill
+// that quotes nothing (Alipay's, WeChat Pay's): a comma inside a value is
+// a broken row, and the column count check that follows is what catches
+// it.
+func SplitPlain(dst [][]byte, line []byte) [][]byte {
 	dst = dst[:0]
 	for {
 		i := bytes.IndexByte(line, ',')
@@ -84,7 +85,7 @@ func (l *lines) record(dst [][]byte) ([][]byte, int, error) {
 	}
 	first := l.n
 	if bytes.IndexByte(line, '"') < 0 {
-		return splitPlain(dst, line), first, nil
+		return SplitPlain(dst, line), first, nil
 	}
 	l.rec, l.off = l.rec[:0], l.off[:0]
 	for {

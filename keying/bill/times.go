@@ -1,18 +1,17 @@
 package bill
 
 import (
-	"bytes"
 	"errors"
 	"time"
 )
 
 var errTime = errors.New("not a time")
 
-// parseClock reads "2006-01-02 15:04:05" (or with '/' between the date's
+// ParseClock reads "2006-01-02 15:04:05" (or with '/' between the date's
 // parts) in loc without allocating; a million rows spend their time on the
 // bill, not on time.Parse. Anything else is left to time.ParseInLocation
 // with layouts.
-func parseClock(b []byte, loc *time.Location, layouts ...string) (time.Time, error) {
+func ParseClock(b []byte, loc *time.Location, layouts ...string) (time.Time, error) {
 	if len(b) == 19 && (b[4] == '-' || b[4] == '/') && b[7] == b[4] && b[10] == ' ' && b[13] == ':' && b[16] == ':' {
 		var n [6]int
 		for i, p := range [6]int{0, 5, 8, 11, 14, 17} {
@@ -20,7 +19,7 @@ func parseClock(b []byte, loc *time.Location, layouts ...string) (time.Time, err
 			if i == 0 {
 				w = 4
 			}
-			v, ok := digits(b[p : p+w])
+			v, ok := Digits(b[p : p+w])
 			if !ok {
 				return time.Time{}, errTime
 			}
@@ -39,7 +38,9 @@ func parseClock(b []byte, loc *time.Location, layouts ...string) (time.Time, err
 	return time.Time{}, errTime
 }
 
-func digits(b []byte) (int, bool) {
+// Digits reads an unsigned decimal of ASCII digits, a count or a part of
+// a date, without allocating; false for anything else. An empty b is 0.
+func Digits(b []byte) (int, bool) {
 	v := 0
 	for _, c := range b {
 		if c < '0' || c > '9' {
@@ -52,17 +53,4 @@ func digits(b []byte) (int, bool) {
 
 func daysIn(year, month int) int {
 	return time.Date(year, time.Month(month)+1, 0, 0, 0, 0, 0, time.UTC).Day()
-}
-
-// fullWidthColon is '：' in UTF-8: WeChat Pay's documented sample of the
-// early format writes "16：33：45".
-var fullWidthColon = []byte("：")
-
-// halfWidthTime rewrites full-width colons in a time value; most values
-// have none and are returned as they are.
-func halfWidthTime(b []byte) []byte {
-	if bytes.Contains(b, fullWidthColon) {
-		return bytes.ReplaceAll(b, fullWidthColon, []byte(":"))
-	}
-	return b
 }

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/keying"
-	"github.com/idemgate/idemgate/keying/bill"
 )
 
 // Preset is Alipay's: answered `success`, notifications of an
@@ -40,7 +39,7 @@ var Preset = &keying.Preset{
 		{Name: "browser return", Methods: []string{http.MethodGet, http.MethodHead},
 			Rule: "2xx or 3xx (the shop's result page or a redirect)", Success: returnSuccess},
 	},
-	Bill: keying.BillTraits{Format: bill.Alipay, Zone: keying.Beijing, NamesSeller: true, RefundIsTotal: true,
+	Bill: keying.BillTraits{Format: billFormat, Zone: keying.Beijing, NamesSeller: true, RefundIsTotal: true,
 		Account: billAccount},
 	Sender: sender,
 }

@@ -20,7 +20,6 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/keying"
-	"github.com/idemgate/idemgate/keying/bill"
 )
 
 // Preset is PayPal's: answered 200, each event its own, a signed
@@ -37,7 +36,7 @@ var Preset = &keying.Preset{
 	// PayPal's verification accepts a transmission 5 minutes old.
 	SignedFor: 5 * time.Minute,
 	SignedAt:  signedAt,
-	Bill:      keying.BillTraits{Format: bill.PayPal, EndsInclusive: true, RefPaths: []string{"resource.id"}},
+	Bill:      keying.BillTraits{Format: billFormat, EndsInclusive: true, RefPaths: []string{"resource.id"}},
 	Sender:    sender,
 }
 

@@ -13,7 +13,6 @@ import (
 
 	"github.com/idemgate/idemgate/internal/signer"
 	"github.com/idemgate/idemgate/keying"
-	"github.com/idemgate/idemgate/keying/bill"
 )
 
 // Preset is Stripe's: answered 200, each event its own, re-signed
@@ -34,7 +33,7 @@ var Preset = &keying.Preset{
 			return nil
 		}
 	},
-	Bill:   keying.BillTraits{Format: bill.Stripe, RefPaths: stripeRefPaths},
+	Bill:   keying.BillTraits{Format: billFormat, RefPaths: stripeRefPaths},
 	Sender: sender,
 }
 

@@ -20,7 +20,6 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/keying"
-	"github.com/idemgate/idemgate/keying/bill"
 )
 
 // Preset is WeChat Pay API v3's: answered 200, an order's
@@ -42,7 +41,7 @@ var Preset = &keying.Preset{
 }
 
 // Bill is WeChat Pay's bill, one for both API versions.
-var Bill = keying.BillTraits{Format: bill.WeChatPay, Zone: keying.Beijing,
+var Bill = keying.BillTraits{Format: billFormat, Zone: keying.Beijing,
 	RefundNote: "WeChat Pay's bill dates a refund by its acceptance, its notification by its success: it may be in the bill of the day before"}
 
 // WechatPay verifies WeChat Pay API v3 notifications.

@@ -1,10 +1,12 @@
-package bill
+package paypal
 
 import (
 	"bytes"
 	"io"
 	"strings"
 	"time"
+
+	"github.com/idemgate/idemgate/keying/bill"
 )
 
 // PayPal's Settlement Report (STL-yyyymmdd.….CSV, by SFTP or the website),
@@ -39,9 +41,10 @@ import (
 // The record counts make the report prove itself whole: SC must match the
 // section's SB rows, RC the report's, and the file must end with FF after RC.
 
-type paypal struct {
-	base
-	cols                        columns
+type settlementReport struct {
+	bill.Base
+	f                           [][]byte // the fields of the record read, reused
+	cols                        bill.Columns
 	width                       int
 	iTxn, iInvoice, iRef, iRefT int
 	iCode, iInit, iDone, iDrCr  int
@@ -54,15 +57,18 @@ type paypal struct {
 // No layout with a zone abbreviation: Go would read an unknown one ("PDT") as UTC.
 var paypalTimes = []string{"2006/01/02 15:04:05 -0700", time.RFC3339}
 
-func openPayPal(b *base) (parser, error) {
-	p := &paypal{base: *b}
-	p.sum.Layout = "paypal settlement report"
-	f, line, err := p.l.record(p.f)
+// billFormat is a PayPal settlement report.
+var billFormat = bill.NewFormat("paypal", openPayPal)
+
+func openPayPal(b *bill.Base) (bill.Parser, error) {
+	p := &settlementReport{Base: *b}
+	p.Sum.Layout = "paypal settlement report"
+	f, line, err := p.Record(p.f)
 	if err == io.EOF {
-		return nil, p.whole(ErrIncomplete, "the report is empty")
+		return nil, p.Whole(bill.ErrIncomplete, "the report is empty")
 	}
 	if err != nil {
-		return nil, p.read(err)
+		return nil, p.Read(err)
 	}
 	p.f = f
 	if string(f[0]) != "RH" {
@@ -71,7 +77,7 @@ func openPayPal(b *base) (parser, error) {
 			msg += " (the website's Activity download has no record counts to prove it whole: " +
 				"use the Settlement Report, STL-yyyymmdd….CSV)"
 		}
-		return nil, p.badAt(line, "%s", msg)
+		return nil, p.BadAt(line, "%s", msg)
 	}
 	if err := p.control(f, line); err != nil {
 		return nil, err
@@ -85,14 +91,14 @@ func normal(b []byte) string {
 	return strings.Join(strings.Fields(string(b)), " ")
 }
 
-func (p *paypal) next() (Row, error) {
+func (p *settlementReport) Next() (bill.Row, error) {
 	for {
-		f, line, err := p.l.record(p.f)
+		f, line, err := p.Record(p.f)
 		if err == io.EOF {
-			return Row{}, p.end()
+			return bill.Row{}, p.end()
 		}
 		if err != nil {
-			return Row{}, p.read(err)
+			return bill.Row{}, p.Read(err)
 		}
 		p.f = f
 		if len(f) == 1 && len(bytes.TrimSpace(f[0])) == 0 {
@@ -100,7 +106,7 @@ func (p *paypal) next() (Row, error) {
 		}
 		if p.footed {
 			if string(f[0]) != "RH" {
-				return Row{}, p.badAt(line, "a %s row after the file footer (FF)", clip(f[0]))
+				return bill.Row{}, p.BadAt(line, "a %s row after the file footer (FF)", bill.Clip(f[0]))
 			}
 			p.footed, p.counted = false, false // the next part of a report split over files
 		}
@@ -108,131 +114,131 @@ func (p *paypal) next() (Row, error) {
 			return p.row(f, line)
 		}
 		if err := p.control(f, line); err != nil {
-			return Row{}, err
+			return bill.Row{}, err
 		}
 	}
 }
 
 // control reads every row but SB.
-func (p *paypal) control(f [][]byte, line int) error {
-	arg := func(i int) string { return strings.TrimSpace(string(at(f, i))) }
+func (p *settlementReport) control(f [][]byte, line int) error {
+	arg := func(i int) string { return strings.TrimSpace(string(bill.At(f, i))) }
 	switch string(f[0]) {
 	case "RH":
-		if p.sum.Account == "" {
-			p.sum.Account = arg(3)
+		if p.Sum.Account == "" {
+			p.Sum.Account = arg(3)
 		}
 	case "FH", "SF", "RF":
 	case "SH":
 		p.inSection = 0
 		if acct := arg(3); acct != "" {
-			p.sum.Account = acct
+			p.Sum.Account = acct
 		}
-		from, err1 := parseClock([]byte(arg(1)), time.UTC, paypalTimes...)
-		to, err2 := parseClock([]byte(arg(2)), time.UTC, paypalTimes...)
+		from, err1 := bill.ParseClock([]byte(arg(1)), time.UTC, paypalTimes...)
+		to, err2 := bill.ParseClock([]byte(arg(2)), time.UTC, paypalTimes...)
 		if err1 == nil && err2 == nil {
 			from, to = from.UTC(), to.UTC()
-			if p.sum.From.IsZero() || from.Before(p.sum.From) {
-				p.sum.From = from
+			if p.Sum.From.IsZero() || from.Before(p.Sum.From) {
+				p.Sum.From = from
 			}
-			if to.After(p.sum.To) {
-				p.sum.To = to
+			if to.After(p.Sum.To) {
+				p.Sum.To = to
 			}
 		}
 	case "CH":
-		p.cols = columns{}
+		p.cols = bill.Columns{}
 		for i, n := range f {
 			p.cols[normal(n)] = i
 		}
 		p.width = len(f)
-		if miss := p.cols.missing([]string{"Transaction ID"}, []string{"Transaction Event Code"},
+		if miss := p.cols.Missing([]string{"Transaction ID"}, []string{"Transaction Event Code"},
 			[]string{"Transaction Debit or Credit"}, []string{"Gross Transaction Amount"},
 			[]string{"Gross Transaction Currency"}); len(miss) > 0 {
-			return p.badAt(line, "the column header (CH) has no %s column", strings.Join(miss, ", "))
+			return p.BadAt(line, "the column header (CH) has no %s column", strings.Join(miss, ", "))
 		}
 		c := p.cols
 		p.iTxn, p.iCode = c["Transaction ID"], c["Transaction Event Code"]
 		p.iDrCr, p.iGross, p.iCur = c["Transaction Debit or Credit"], c["Gross Transaction Amount"], c["Gross Transaction Currency"]
-		p.iInvoice, p.iRef, p.iRefT = c.index("Invoice ID"), c.index("PayPal Reference ID"), c.index("PayPal Reference ID Type")
-		p.iInit, p.iDone = c.index("Transaction Initiation Date"), c.index("Transaction Completion Date")
-		p.iStatus = c.index("Transactional Status")
+		p.iInvoice, p.iRef, p.iRefT = c.Index("Invoice ID"), c.Index("PayPal Reference ID"), c.Index("PayPal Reference ID Type")
+		p.iInit, p.iDone = c.Index("Transaction Initiation Date"), c.Index("Transaction Completion Date")
+		p.iStatus = c.Index("Transactional Status")
 	case "SC":
-		n, ok := digits([]byte(arg(1)))
+		n, ok := bill.Digits([]byte(arg(1)))
 		if !ok || arg(1) == "" {
-			return p.badAt(line, "SC count %s is not a number", clip(at(f, 1)))
+			return p.BadAt(line, "SC count %s is not a number", bill.Clip(bill.At(f, 1)))
 		}
 		if n != p.inSection {
-			return p.disagree(line, "the section record count (SC) says %d rows, the section has %d: the report is incomplete or altered", n, p.inSection)
+			return p.Disagree(line, "the section record count (SC) says %d rows, the section has %d: the report is incomplete or altered", n, p.inSection)
 		}
 	case "RC":
-		n, ok := digits([]byte(arg(1)))
+		n, ok := bill.Digits([]byte(arg(1)))
 		if !ok || arg(1) == "" {
-			return p.badAt(line, "RC count %s is not a number", clip(at(f, 1)))
+			return p.BadAt(line, "RC count %s is not a number", bill.Clip(bill.At(f, 1)))
 		}
 		if n != p.total {
-			return p.disagree(line, "the report record count (RC) says %d rows, the report has %d: it is incomplete or altered", n, p.total)
+			return p.Disagree(line, "the report record count (RC) says %d rows, the report has %d: it is incomplete or altered", n, p.total)
 		}
 		p.counted = true
 	case "FF":
 		p.footed = true
 	default:
-		return p.badAt(line, "unknown record type %s (RH, FH, SH, CH, SB, SF, SC, RF, RC, FF)", clip(f[0]))
+		return p.BadAt(line, "unknown record type %s (RH, FH, SH, CH, SB, SF, SC, RF, RC, FF)", bill.Clip(f[0]))
 	}
 	return nil
 }
 
-func (p *paypal) row(f [][]byte, line int) (Row, error) {
+func (p *settlementReport) row(f [][]byte, line int) (bill.Row, error) {
 	if p.cols == nil {
-		return Row{}, p.badAt(line, "a transaction (SB) before the column header (CH)")
+		return bill.Row{}, p.BadAt(line, "a transaction (SB) before the column header (CH)")
 	}
 	if len(f) != p.width {
-		return Row{}, p.badAt(line, "%d values where the column header has %d", len(f), p.width)
+		return bill.Row{}, p.BadAt(line, "%d values where the column header has %d", len(f), p.width)
 	}
 	p.inSection++
 	p.total++
-	row := Row{Line: line, ID: string(trim(f[p.iTxn])), Currency: p.intern(trim(f[p.iCur]), true)}
-	code := p.intern(trim(f[p.iCode]), false)
-	credit := p.intern(trim(f[p.iDrCr]), false)
+	row := bill.Row{Line: line, ID: string(bill.Trim(f[p.iTxn])), Currency: p.Intern(bill.Trim(f[p.iCur]), true)}
+	code := p.Intern(bill.Trim(f[p.iCode]), false)
+	credit := p.Intern(bill.Trim(f[p.iDrCr]), false)
 	row.Type = code
-	row.Status = p.intern(trim(at(f, p.iStatus)), false)
-	row.MerchantOrder = string(trim(at(f, p.iInvoice)))
+	row.Status = p.Intern(bill.Trim(bill.At(f, p.iStatus)), false)
+	row.MerchantOrder = string(bill.Trim(bill.At(f, p.iInvoice)))
 	switch {
 	case strings.HasPrefix(code, "T00") && credit == "CR":
-		row.Kind, row.Order = Payment, row.ID
+		row.Kind, row.Order = bill.Payment, row.ID
 	case code == "T1107" && credit == "DR":
-		row.Kind, row.Refund = Refund, row.ID
-		if string(trim(at(f, p.iRefT))) == "TXN" {
-			row.Order = string(trim(at(f, p.iRef)))
+		row.Kind, row.Refund = bill.Refund, row.ID
+		if string(bill.Trim(bill.At(f, p.iRefT))) == "TXN" {
+			row.Order = string(bill.Trim(bill.At(f, p.iRef)))
 		}
 	default:
 		row.Order = row.ID
 	}
 	if credit != "CR" && credit != "DR" {
-		return Row{}, p.badAt(line, "Transaction Debit or Credit %s is neither CR nor DR", clip(f[p.iDrCr]))
+		return bill.Row{}, p.BadAt(line, "Transaction Debit or Credit %s is neither CR nor DR", bill.Clip(f[p.iDrCr]))
 	}
 	if row.ID == "" {
-		return Row{}, p.badAt(line, "no Transaction ID")
+		return bill.Row{}, p.BadAt(line, "no Transaction ID")
 	}
-	if !isCurrency(row.Currency) {
-		return Row{}, p.badAt(line, "Gross Transaction Currency %s is not an ISO 4217 code", clip(f[p.iCur]))
+	if !bill.IsCurrency(row.Currency) {
+		return bill.Row{}, p.BadAt(line, "Gross Transaction Currency %s is not an ISO 4217 code", bill.Clip(f[p.iCur]))
 	}
-	gross := trim(f[p.iGross])
+	gross := bill.Trim(f[p.iGross])
 	if bytes.ContainsAny(gross, ".,-") {
-		return Row{}, p.badAt(line, "Gross Transaction Amount %s has punctuation: the report writes hundredths as a plain number", clip(gross))
+		return bill.Row{}, p.BadAt(line, "Gross Transaction Amount %s has punctuation: the report writes hundredths as a plain number", bill.Clip(gross))
 	}
-	v, err := parseFixed(gross, 0)
+	v, err := bill.ParseFixed(gross, 0)
 	if err != nil {
-		return Row{}, p.badAt(line, "Gross Transaction Amount %s is not a number", clip(gross))
+		return bill.Row{}, p.BadAt(line, "Gross Transaction Amount %s is not a number", bill.Clip(gross))
 	}
-	if row.Amount, row.Minor, err = amountOf(v, 2, row.Currency); err != nil {
-		return Row{}, p.badAt(line, "Gross Transaction Amount %s has cents a %s amount cannot have", clip(gross), row.Currency)
+	if row.Amount, row.Minor, err = bill.AmountOf(v, 2, row.Currency); err != nil {
+		return bill.Row{}, p.BadAt(line, "Gross Transaction Amount %s has cents a %s amount cannot have", bill.Clip(gross), row.Currency)
 	}
-	when := trim(at(f, p.iDone))
+	when := bill.Trim(bill.At(f, p.iDone))
 	if len(when) == 0 {
-		when = trim(at(f, p.iInit))
+		when = bill.Trim(bill.At(f, p.iInit))
 	}
 	if len(when) > 0 {
-		if row.Time, err = parseClock(when, time.UTC, paypalTimes...); err != nil {
-			return Row{}, p.badAt(line, "date %s is not yyyy/mm/dd hh:mm:ss ±hhmm", clip(when))
+		if row.Time, err = bill.ParseClock(when, time.UTC, paypalTimes...); err != nil {
+			return bill.Row{}, p.BadAt(line, "date %s is not yyyy/mm/dd hh:mm:ss ±hhmm", bill.Clip(when))
 		}
 		row.Time = row.Time.UTC()
 	}
@@ -240,13 +246,13 @@ func (p *paypal) row(f [][]byte, line int) (Row, error) {
 }
 
 // end is io.EOF for a report that counted its rows and closed its file.
-func (p *paypal) end() error {
+func (p *settlementReport) end() error {
 	switch {
 	case !p.footed:
-		return p.whole(ErrIncomplete, "no file footer (FF) after %d rows: the report is truncated", p.total)
+		return p.Whole(bill.ErrIncomplete, "no file footer (FF) after %d rows: the report is truncated", p.total)
 	case !p.counted:
-		return p.whole(ErrIncomplete, "no report record count (RC): this file is one part of a report split over files; pass all parts in order")
+		return p.Whole(bill.ErrIncomplete, "no report record count (RC): this file is one part of a report split over files; pass all parts in order")
 	}
-	p.sum.Checked = true
+	p.Sum.Checked = true
 	return io.EOF
 }

@@ -1,4 +1,4 @@
-package bill
+package billcheck
 
 import (
 	"bufio"
@@ -12,24 +12,22 @@ import (
 	"time"
 )
 
-// BenchmarkMillionRows parses a bill of 1M rows per layout, produced on
+// MillionRows parses a bill of 1M rows per case, produced on
 // the fly by an io.Reader (no file, no bill held in memory: a generated
 // block of rows replayed, so that the generator's cost stays out), and
 // reports ns/row (wall), cpu-ns/row (the process's user+system time, the
 // steadier figure on a shared machine), allocations per row and the
 // heap's peak while parsing: the parser's memory must not grow with the
 // rows. Run one layout per process
-// for a meaningful VmHWM (the process's peak RSS), e.g.
+// for a meaningful VmHWM (the process's peak RSS): each platform's
+// BenchmarkBillMillionRows runs its own, e.g.
 //
-//	go test -run '^$' -bench 'MillionRows/alipay$' -benchtime 1x ./keying/bill
-//
-// BenchmarkGenerate measures the generators that TestGenerated and the
-// fuzz seeds use, streaming a fresh 1M-row bill each.
-func BenchmarkMillionRows(b *testing.B) {
-	for _, c := range millionBills() {
-		b.Run(c.name, func(b *testing.B) {
+//	go test -run '^$' -bench 'BillMillionRows' -benchtime 1x ./platforms/alipay
+func MillionRows(b *testing.B, cases []Case) {
+	for _, c := range cases {
+		b.Run(c.Name, func(b *testing.B) {
 			const n = 1_000_000
-			src := newReplay(c.g, n) // holds the block: ~3 MiB of the peak heap
+			src := newReplay(c.Gen, n) // holds the block: ~3 MiB of the peak heap
 			var before, after runtime.MemStats
 			var peak uint64
 			runtime.GC()
@@ -38,14 +36,14 @@ func BenchmarkMillionRows(b *testing.B) {
 			cpu := cpuTime()
 			for i := 0; i < b.N; i++ {
 				src.rewind()
-				r, err := openBill(c.platform, src)
+				r, err := c.Format.Open(src)
 				if err != nil {
 					b.Fatal(err)
 				}
 				for rows := 0; ; rows++ {
 					_, err := r.Next()
 					if err == io.EOF {
-						if rows != n || (c.platform != "stripe" && !r.Summary().Checked) {
+						if rows != n || (c.Checked && !r.Summary().Checked) {
 							b.Fatalf("%d rows, summary %+v", rows, r.Summary())
 						}
 						break
@@ -78,14 +76,16 @@ func BenchmarkMillionRows(b *testing.B) {
 	}
 }
 
-func BenchmarkGenerate(b *testing.B) {
-	for _, c := range millionBills() {
-		b.Run(c.name, func(b *testing.B) {
+// Generate measures the generators that the generated tests and the fuzz
+// seeds use, streaming a fresh 1M-row bill each.
+func Generate(b *testing.B, cases []Case) {
+	for _, c := range cases {
+		b.Run(c.Name, func(b *testing.B) {
 			const n = 1_000_000
 			var before, after runtime.MemStats
 			runtime.ReadMemStats(&before)
 			for i := 0; i < b.N; i++ {
-				if _, err := io.Copy(io.Discard, newGen(c.g(), n)); err != nil {
+				if _, err := io.Copy(io.Discard, Stream(c.Gen(), n)); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -108,19 +108,19 @@ type replay struct {
 
 const replayBlock = 10_000
 
-func newReplay(g func() generator, n int) *replay {
+func newReplay(g func() Generator, n int) *replay {
 	gen := g()
-	r := &replay{head: gen.head(nil), reps: n / replayBlock}
+	r := &replay{head: gen.Head(nil), reps: n / replayBlock}
 	for i := 0; i < replayBlock; i++ {
-		r.block = gen.row(r.block, i)
+		r.block = gen.Row(r.block, i)
 	}
 	var scratch []byte
 	for k := 1; k < r.reps; k++ {
 		for i := 0; i < replayBlock; i++ {
-			scratch = gen.row(scratch[:0], i)
+			scratch = gen.Row(scratch[:0], i)
 		}
 	}
-	r.tail = gen.tail(nil, n)
+	r.tail = gen.Tail(nil, n)
 	return r
 }
 
@@ -161,18 +161,6 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-func millionBills() []generated {
-	var out []generated
-	for _, c := range generatedBills() {
-		switch c.name {
-		case "alipay GBK CRLF", "wechatpay ALL", "stripe itemized", "paypal one file":
-			c.name = c.platform
-			out = append(out, c)
-		}
-	}
-	return out
 }
 
 // vmHWM is the process's peak resident set in MiB, from /proc (Linux).

@@ -1,4 +1,4 @@
-package bill
+package alipay
 
 import (
 	"bytes"
@@ -9,6 +9,9 @@ import (
 	"unicode/utf8"
 
 	"golang.org/x/text/encoding/simplifiedchinese"
+
+	"github.com/idemgate/idemgate/keying"
+	"github.com/idemgate/idemgate/keying/bill"
 )
 
 // Alipay's trade bill, the 业务明细 file of bill_type=trade
@@ -47,9 +50,10 @@ var (
 	utfRefund  = []byte("退款")
 )
 
-type alipay struct {
-	base
-	gbk           bool // false for a bill someone re-saved as UTF-8
+type tradeBill struct {
+	bill.Base
+	f             [][]byte // the fields of the line read, reused
+	gbk           bool     // false for a bill someone re-saved as UTF-8
 	width         int
 	iTrade, iOut  int
 	iType, iTotal int
@@ -65,32 +69,38 @@ type alipay struct {
 	payTotal, refundTotal bool
 }
 
-func openAlipay(b *base) (parser, error) {
-	a := &alipay{base: *b}
+// billFormat is the 业务明细 (detail) CSV of Alipay's trade bill. The
+// download is a zip of two files: a zip archive is refused saying which to
+// pass.
+var billFormat = bill.NewFormat("alipay", openAlipay).WithZipNote("Alipay's download (….csv.zip) holds two files; " +
+	"pass the …_业务明细.csv one (not …_业务明细(汇总).csv): unzip it")
+
+func openAlipay(b *bill.Base) (bill.Parser, error) {
+	a := &tradeBill{Base: *b}
 	a.sums = [2]map[string]int64{{}, {}}
-	a.sum.Layout = "alipay 业务明细"
-	first, err := a.l.next()
+	a.Sum.Layout = "alipay 业务明细"
+	first, err := a.Line()
 	if err == io.EOF {
-		return nil, a.whole(ErrIncomplete, "the bill is empty")
+		return nil, a.Whole(bill.ErrIncomplete, "the bill is empty")
 	}
 	if err != nil {
-		return nil, a.read(err)
+		return nil, a.Read(err)
 	}
 	a.gbk = !utf8.Valid(first)
 	title := a.text(first)
 	switch {
 	case !strings.HasPrefix(title, "#") || !strings.Contains(title, "支付宝"):
-		return nil, a.badAt(1, "not an Alipay bill: the first line is %s, not #支付宝业务明细查询", clip([]byte(title)))
+		return nil, a.BadAt(1, "not an Alipay bill: the first line is %s, not #支付宝业务明细查询", bill.Clip([]byte(title)))
 	case strings.Contains(title, "汇总"):
-		return nil, a.badAt(1, "this is the 业务明细(汇总) summary file; pass the …_业务明细.csv file of the download")
+		return nil, a.BadAt(1, "this is the 业务明细(汇总) summary file; pass the …_业务明细.csv file of the download")
 	}
 	for {
-		line, err := a.l.next()
+		line, err := a.Line()
 		if err == io.EOF {
-			return nil, a.whole(ErrIncomplete, "no header line (支付宝交易号,…): the bill is truncated")
+			return nil, a.Whole(bill.ErrIncomplete, "no header line (支付宝交易号,…): the bill is truncated")
 		}
 		if err != nil {
-			return nil, a.read(err)
+			return nil, a.Read(err)
 		}
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
@@ -105,7 +115,7 @@ func openAlipay(b *base) (parser, error) {
 
 // text decodes a value, which is GBK unless the whole bill turned out to
 // be UTF-8; ASCII needs no decoding.
-func (a *alipay) text(b []byte) string {
+func (a *tradeBill) text(b []byte) string {
 	if a.gbk && !ascii(b) {
 		if s, err := simplifiedchinese.GB18030.NewDecoder().Bytes(b); err == nil {
 			return string(s)
@@ -129,15 +139,15 @@ var (
 )
 
 // comment reads what the head's comment lines offer: account and period.
-func (a *alipay) comment(s string) {
+func (a *tradeBill) comment(s string) {
 	if m := alipayAccount.FindStringSubmatch(s); m != nil {
-		a.sum.Account = m[1]
+		a.Sum.Account = m[1]
 	}
 	if m := alipayPeriod.FindStringSubmatch(s); m != nil {
-		from, err1 := time.ParseInLocation("2006年01月02日 15:04:05", m[1], beijing)
-		to, err2 := time.ParseInLocation("2006年01月02日 15:04:05", m[2], beijing)
+		from, err1 := time.ParseInLocation("2006年01月02日 15:04:05", m[1], keying.Beijing)
+		to, err2 := time.ParseInLocation("2006年01月02日 15:04:05", m[2], keying.Beijing)
 		if err1 == nil && err2 == nil {
-			a.sum.From, a.sum.To = from, to
+			a.Sum.From, a.Sum.To = from, to
 		}
 	}
 }
@@ -150,111 +160,111 @@ func alipayName(s string) string {
 	return strings.TrimSuffix(s, "(元)")
 }
 
-func (a *alipay) header(line []byte) error {
-	a.f = splitPlain(a.f, line)
-	cols := columns{}
+func (a *tradeBill) header(line []byte) error {
+	a.f = bill.SplitPlain(a.f, line)
+	cols := bill.Columns{}
 	for i, n := range a.f {
 		cols[alipayName(a.text(n))] = i
 	}
 	a.width = len(a.f)
-	if miss := cols.missing([]string{"支付宝交易号"}, []string{"业务类型"}, []string{"订单金额"}); len(miss) > 0 {
-		return a.bad("not an Alipay 业务明细 header: no %s column (header %s)", strings.Join(miss, ", "), clip([]byte(a.text(line))))
+	if miss := cols.Missing([]string{"支付宝交易号"}, []string{"业务类型"}, []string{"订单金额"}); len(miss) > 0 {
+		return a.Bad("not an Alipay 业务明细 header: no %s column (header %s)", strings.Join(miss, ", "), bill.Clip([]byte(a.text(line))))
 	}
 	a.iTrade, a.iType, a.iTotal = cols["支付宝交易号"], cols["业务类型"], cols["订单金额"]
-	a.iOut = cols.index("商户订单号")
-	a.iNet = cols.index("商家实收")
-	a.iOff = cols.index("商家优惠")
-	a.iDone = cols.index("完成时间")
-	a.iMade = cols.index("创建时间")
-	a.iRefund = cols.index("退款批次号/请求号")
-	a.iCur = cols.index("币种")
+	a.iOut = cols.Index("商户订单号")
+	a.iNet = cols.Index("商家实收")
+	a.iOff = cols.Index("商家优惠")
+	a.iDone = cols.Index("完成时间")
+	a.iMade = cols.Index("创建时间")
+	a.iRefund = cols.Index("退款批次号/请求号")
+	a.iCur = cols.Index("币种")
 	return nil
 }
 
-func (a *alipay) next() (Row, error) {
+func (a *tradeBill) Next() (bill.Row, error) {
 	for {
-		line, err := a.l.next()
+		line, err := a.Line()
 		if err == io.EOF {
-			return Row{}, a.end()
+			return bill.Row{}, a.end()
 		}
 		if err != nil {
-			return Row{}, a.read(err)
+			return bill.Row{}, a.Read(err)
 		}
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
 		if line[0] == '#' {
 			if err := a.trailer(a.text(line)); err != nil {
-				return Row{}, err
+				return bill.Row{}, err
 			}
 			continue
 		}
 		if a.ended {
-			return Row{}, a.bad("a detail row after the 业务明细列表结束 marker")
+			return bill.Row{}, a.Bad("a detail row after the 业务明细列表结束 marker")
 		}
 		return a.row(line)
 	}
 }
 
-func (a *alipay) row(line []byte) (Row, error) {
-	f := splitPlain(a.f, line)
+func (a *tradeBill) row(line []byte) (bill.Row, error) {
+	f := bill.SplitPlain(a.f, line)
 	a.f = f
 	if len(f) != a.width {
-		return Row{}, a.bad("%d values where the header has %d columns (a comma inside 商品名称 or 备注?)", len(f), a.width)
+		return bill.Row{}, a.Bad("%d values where the header has %d columns (a comma inside 商品名称 or 备注?)", len(f), a.width)
 	}
 	for i := range f {
-		f[i] = trim(f[i])
+		f[i] = bill.Trim(f[i])
 	}
-	row := Row{Line: a.l.n, Order: a.text(f[a.iTrade]), MerchantOrder: a.text(at(f, a.iOut)), Currency: "CNY"}
-	if c := at(f, a.iCur); len(c) > 0 {
+	row := bill.Row{Line: a.LineNo(), Order: a.text(f[a.iTrade]), MerchantOrder: a.text(bill.At(f, a.iOut)), Currency: "CNY"}
+	if c := bill.At(f, a.iCur); len(c) > 0 {
 		row.Currency = strings.ToUpper(a.text(c)) // rare: the trade bill has no 币种 column
-		if !isCurrency(row.Currency) {
-			return Row{}, a.bad("币种 %s is not an ISO 4217 code", clip(c))
+		if !bill.IsCurrency(row.Currency) {
+			return bill.Row{}, a.Bad("币种 %s is not an ISO 4217 code", bill.Clip(c))
 		}
 	}
 	typ := f[a.iType]
 	k := -1
 	switch {
 	case bytes.Equal(typ, gbkPayment) || bytes.Equal(typ, utfPayment):
-		row.Kind, row.Type, k = Payment, "交易", 0
+		row.Kind, row.Type, k = bill.Payment, "交易", 0
 	case bytes.Equal(typ, gbkRefund) || bytes.Equal(typ, utfRefund):
-		row.Kind, row.Type, k = Refund, "退款", 1
-		row.Refund = a.text(at(f, a.iRefund))
+		row.Kind, row.Type, k = bill.Refund, "退款", 1
+		row.Refund = a.text(bill.At(f, a.iRefund))
 	default:
 		row.Type = a.text(typ)
 	}
 	if row.Order == "" {
-		return Row{}, a.bad("no 支付宝交易号")
+		return bill.Row{}, a.Bad("no 支付宝交易号")
 	}
-	total, err := parseFixed(f[a.iTotal], 2)
+	total, err := bill.ParseFixed(f[a.iTotal], 2)
 	if err != nil {
-		return Row{}, a.bad("订单金额 %s is not an amount", clip(f[a.iTotal]))
+		return bill.Row{}, a.Bad("订单金额 %s is not an amount", bill.Clip(f[a.iTotal]))
 	}
-	if row.Kind == Payment && total < 0 {
-		return Row{}, a.bad("a 交易 row with a negative 订单金额 %s", clip(f[a.iTotal]))
+	if row.Kind == bill.Payment && total < 0 {
+		return bill.Row{}, a.Bad("a 交易 row with a negative 订单金额 %s", bill.Clip(f[a.iTotal]))
 	}
 	// A refund is negative in the bill; its notification's amount is not.
-	if row.Amount, row.Minor, err = amountOf(total, 2, row.Currency); err != nil {
-		return Row{}, a.bad("订单金额 %s does not fit %s", clip(f[a.iTotal]), row.Currency)
+	if row.Amount, row.Minor, err = bill.AmountOf(total, 2, row.Currency); err != nil {
+		return bill.Row{}, a.Bad("订单金额 %s does not fit %s", bill.Clip(f[a.iTotal]), row.Currency)
 	}
 	var net, off int64
 	if a.iNet >= 0 {
-		if net, err = parseFixed(f[a.iNet], 2); err != nil {
-			return Row{}, a.bad("商家实收 %s is not an amount", clip(f[a.iNet]))
+		if net, err = bill.ParseFixed(f[a.iNet], 2); err != nil {
+			return bill.Row{}, a.Bad("商家实收 %s is not an amount", bill.Clip(f[a.iNet]))
 		}
-		row.Settled, _, _ = amountOf(net, 2, "CNY")
+		row.Settled, _, _ = bill.AmountOf(net, 2, "CNY")
 	}
 	if a.iOff >= 0 && len(f[a.iOff]) > 0 {
-		if off, err = parseFixed(f[a.iOff], 2); err != nil {
-			return Row{}, a.bad("商家优惠 %s is not an amount", clip(f[a.iOff]))
+		if off, err = bill.ParseFixed(f[a.iOff], 2); err != nil {
+			return bill.Row{}, a.Bad("商家优惠 %s is not an amount", bill.Clip(f[a.iOff]))
 		}
 	}
-	when := at(f, a.iDone)
+	when := bill.At(f, a.iDone)
 	if len(when) == 0 {
-		when = at(f, a.iMade)
+		when = bill.At(f, a.iMade)
 	}
-	if row.Time, err = parseClock(when, beijing); err != nil {
-		return Row{}, a.bad("完成时间 %s is not a time (yyyy-MM-dd HH:mm:ss)", clip(when))
+	if row.Time, err = bill.ParseClock(when, keying.Beijing); err != nil {
+		return bill.Row{}, a.Bad("完成时间 %s is not a time (yyyy-MM-dd HH:mm:ss)", bill.Clip(when))
 	}
 	if k >= 0 {
 		a.count[k]++
@@ -278,7 +288,7 @@ var (
 
 // trailer reads a comment line after the rows: the end marker and the
 // totals, which are checked as they come.
-func (a *alipay) trailer(s string) error {
+func (a *tradeBill) trailer(s string) error {
 	if strings.Contains(s, "业务明细列表结束") {
 		a.ended = true
 		return nil
@@ -288,28 +298,28 @@ func (a *alipay) trailer(s string) error {
 		return nil // #导出时间 and anything else the platform adds
 	}
 	if !a.ended {
-		return a.bad("%s before the 业务明细列表结束 marker", m[1]+"合计")
+		return a.Bad("%s before the 业务明细列表结束 marker", m[1]+"合计")
 	}
 	k := 0
 	if m[1] == "退款" {
 		k = 1
 	}
-	n, _ := digits([]byte(m[2]))
+	n, _ := bill.Digits([]byte(m[2]))
 	if n != a.count[k] {
-		return a.disagree(a.l.n, "#%s合计 counts %d rows, the bill has %d %s rows: it is incomplete or altered", m[1], n, a.count[k], m[1])
+		return a.Disagree(a.LineNo(), "#%s合计 counts %d rows, the bill has %d %s rows: it is incomplete or altered", m[1], n, a.count[k], m[1])
 	}
 	for _, p := range alipaySum.FindAllStringSubmatch(m[3], -1) {
 		col, ok := alipaySums[strings.TrimSpace(p[1])]
 		if !ok || (col == "商家实收" && a.iNet < 0) || (col == "商家优惠" && a.iOff < 0) {
 			continue
 		}
-		want, err := parseFixed([]byte(p[2]), 2)
+		want, err := bill.ParseFixed([]byte(p[2]), 2)
 		if err != nil {
-			return a.bad("%s共%s元: not an amount", p[1], p[2])
+			return a.Bad("%s共%s元: not an amount", p[1], p[2])
 		}
 		if got := a.sums[k][col]; got != want {
-			return a.disagree(a.l.n, "#%s合计 says %s共%s元, the %s rows' %s add up to %s", m[1], p[1], formatFixed(want, 2),
-				m[1], col, formatFixed(got, 2))
+			return a.Disagree(a.LineNo(), "#%s合计 says %s共%s元, the %s rows' %s add up to %s", m[1], p[1], bill.FormatFixed(want, 2),
+				m[1], col, bill.FormatFixed(got, 2))
 		}
 	}
 	if k == 0 {
@@ -321,15 +331,15 @@ func (a *alipay) trailer(s string) error {
 }
 
 // end is io.EOF for a whole bill.
-func (a *alipay) end() error {
+func (a *tradeBill) end() error {
 	switch {
 	case !a.ended:
-		return a.whole(ErrIncomplete, "no 业务明细列表结束 marker after %d rows: the download is truncated", a.sum.Rows)
+		return a.Whole(bill.ErrIncomplete, "no 业务明细列表结束 marker after %d rows: the download is truncated", a.Sum.Rows)
 	case !a.payTotal:
-		return a.whole(ErrIncomplete, "no #交易合计 line after the rows: the download is truncated")
+		return a.Whole(bill.ErrIncomplete, "no #交易合计 line after the rows: the download is truncated")
 	case a.count[1] > 0 && !a.refundTotal:
-		return a.whole(ErrIncomplete, "%d 退款 rows but no #退款合计 line: the download is truncated", a.count[1])
+		return a.Whole(bill.ErrIncomplete, "%d 退款 rows but no #退款合计 line: the download is truncated", a.count[1])
 	}
-	a.sum.Checked = true
+	a.Sum.Checked = true
 	return io.EOF
 }
