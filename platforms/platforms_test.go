@@ -3,6 +3,7 @@ package platforms
 import (
 	"errors"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -27,11 +28,32 @@ func mustNew(t testing.TB, name string, cfg keying.Config) keying.Platform {
 	return p
 }
 
+// TestNamesHasEveryPreset: every platform folder is in the registry and
+// the registry names nothing else, so a new platform's folder and its
+// registry line are all it takes (no list here to keep in step).
 func TestNamesHasEveryPreset(t *testing.T) {
-	got := strings.Join(Names(), ",")
-	want := "alipay,generic,paypal,standard_webhooks,stripe,wechatpay,wechatpay_v2"
-	if got != want {
-		t.Fatalf("Names() = %s, want %s", got, want)
+	dirs, err := os.ReadDir(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var folders []string
+	for _, d := range dirs {
+		if d.IsDir() && d.Name() != "testdata" {
+			folders = append(folders, d.Name())
+		}
+	}
+	var names []string
+	for _, name := range Names() {
+		names = append(names, strings.ReplaceAll(name, "_", "")) // wechatpay_v2 lives in wechatpayv2/
+	}
+	slices.Sort(names)
+	if !slices.Equal(folders, names) {
+		t.Fatalf("platform folders %v, registered presets %v (as folder names): each folder needs its registry line", folders, names)
+	}
+	for _, want := range []string{"alipay", "generic", "paypal", "standard_webhooks", "stripe", "wechatpay", "wechatpay_v2"} {
+		if !slices.Contains(Names(), want) {
+			t.Errorf("Names() = %v lost %s", Names(), want)
+		}
 	}
 	for _, name := range Names() {
 		if p := Lookup(name); p == nil || p.Name != name || p.Title == "" || p.New == nil {
@@ -193,8 +215,15 @@ func TestBillRefs(t *testing.T) {
 }
 
 func TestBilled(t *testing.T) {
-	want := []string{"alipay", "paypal", "stripe", "wechatpay", "wechatpay_v2"}
-	if got := Billed(); !slices.Equal(got, want) {
-		t.Fatalf("Billed() = %v, want %v", got, want)
+	got := Billed()
+	for _, want := range []string{"alipay", "paypal", "stripe", "wechatpay", "wechatpay_v2"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("Billed() = %v lost %s", got, want)
+		}
+	}
+	for _, name := range Names() {
+		if has := Lookup(name).Bill.Format != nil; has != slices.Contains(got, name) {
+			t.Errorf("%s: has a bill format %v, listed by Billed() %v", name, has, !has)
+		}
 	}
 }
