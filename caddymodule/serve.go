@@ -131,7 +131,7 @@ func (g gateRoute) Keys(r *http.Request, n *keying.Notification, body []byte) (s
 }
 
 func (g gateRoute) OrderRun(key string, n *keying.Notification) *cache.OrderRun {
-	return g.h.noticeOf(key, n).run
+	return g.h.orderRun(key, n)
 }
 
 // PutBack gives the journal's reader the bytes themselves (journal.go).
