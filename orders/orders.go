@@ -83,3 +83,24 @@ func AcceptsAnswer(judge Judge, method string, rec *cache.Record) bool {
 	}
 	return judge(method, rec.Status, rec.Header, body)
 }
+
+// CheckRecipe refuses a generic route's key template whose shape (sample:
+// the template rendered with every placeholder as "x") names an order's
+// business event, unless the route's success rule says the business ran
+// (it reads the body or a header). On any 2xx the event would be
+// remembered as run, so a merchant's status query answered "200
+// WAIT_BUYER_PAY" before the buyer pays would burn the order's paid event,
+// and the platform's notification would never reach the backend.
+func CheckRecipe(key, sample string, saysBusinessRan bool) error {
+	if saysBusinessRan {
+		return nil
+	}
+	_, event, isEvent := keying.SplitOrder("scope:" + sample)
+	if !isEvent {
+		return nil
+	}
+	return fmt.Errorf("key %q names an order's business event (%s): the route would record it as run on any 2xx, "+
+		"so an answer such as \"200 WAIT_BUYER_PAY\" before the buyer pays would burn the order's %s event and the platform's "+
+		"notification would never reach the backend; write a success rule that says the business ran, "+
+		"e.g. `success 200 body PAID` or `success 2xx header X-Order-State paid`", key, event, event)
+}
