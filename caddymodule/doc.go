@@ -27,6 +27,11 @@
 //	reconcile                reconciliation (对账): a platform's bill
 //	                         against what ran, given a store, the routes
 //	                         and a place for pending lists (Env); no Caddy
+//	orders                   one business outcome, once: what a key's
+//	                         order remembers (the gate's Route.OrderRun),
+//	                         whether a duplicate gets its remembered answer
+//	                         or the platform's ack, order_ttl, an order's
+//	                         page; no Caddy
 //	caddymodule/console      http.handlers.idempotency_console: the
 //	                         operator's pages and their embedded templates
 //	caddymodule/command      `idemgate idempotency …`: the CLI, a client of
@@ -116,4 +121,6 @@
 // enqueue, ack), deliver_engine.go the engine that delivers the queue to
 // the backend (its queue stats feed the metrics' gauges) and
 // deliver_send.go one attempt's trip there.
+// orders.go attaches package orders to the gate (Route.OrderRun); ack.go
+// writes the platform's ack.
 package caddymodule

@@ -19,6 +19,7 @@ import (
 	"github.com/idemgate/idemgate/gate"
 	"github.com/idemgate/idemgate/internal/registry"
 	"github.com/idemgate/idemgate/keying"
+	"github.com/idemgate/idemgate/orders"
 	"github.com/idemgate/idemgate/platforms"
 )
 
@@ -364,7 +365,7 @@ func (h *Handler) setDefaults() {
 		h.TTL = caddy.Duration(defaultTTL)
 	}
 	if h.OrderTTL == 0 {
-		h.OrderTTL = caddy.Duration(max(h.defaultOrderTTL(), time.Duration(h.TTL)))
+		h.OrderTTL = caddy.Duration(orders.DefaultTTL(h.preset(), time.Duration(h.TTL)))
 	}
 	if h.InFlight == "" {
 		h.InFlight = "wait"
@@ -508,7 +509,7 @@ func (h *Handler) Validate() error {
 	if h.MaxBody < 0 || h.MaxAnswer < 0 {
 		return fmt.Errorf("max_body and max_answer must be positive")
 	}
-	if err := h.checkOrderTTL(); err != nil {
+	if err := orders.CheckTTL(time.Duration(h.OrderTTL), time.Duration(h.TTL)); err != nil {
 		return err
 	}
 	if h.LockTTL < caddy.Duration(time.Second) {

@@ -11,6 +11,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/idemgate/idemgate/cache"
+	"github.com/idemgate/idemgate/orders"
 )
 
 // replay writes a remembered answer, or the route's on_duplicate action.
@@ -27,7 +28,8 @@ func (h *Handler) replay(w http.ResponseWriter, r *http.Request, repl *caddy.Rep
 		_, err := io.WriteString(w, repl.ReplaceKnown(a.Body, ""))
 		return err
 	}
-	if !h.acceptsAnswer(r.Method, rec) {
+	// A duplicate gets an answer its platform takes: its own, or the ack.
+	if !orders.AcceptsAnswer(h.success.judge, r.Method, rec) {
 		return writeAck(w, r, h.platformAck(), true)
 	}
 	hdr := w.Header()

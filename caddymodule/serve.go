@@ -128,7 +128,7 @@ func (g gateRoute) Keys(r *http.Request, n *keying.Notification, body []byte) (s
 }
 
 func (g gateRoute) OrderRun(key string, n *keying.Notification) *cache.OrderRun {
-	return g.h.noticeOf(key, n).run
+	return g.h.orderRun(key, n)
 }
 
 func (g gateRoute) ClaimTrouble(key, op string, err error) { g.h.claimTrouble(key, op, err) }

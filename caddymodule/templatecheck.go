@@ -6,7 +6,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
-	"github.com/idemgate/idemgate/keying"
+	"github.com/idemgate/idemgate/orders"
 	"github.com/idemgate/idemgate/platforms"
 )
 
@@ -195,21 +195,14 @@ func checkPresetKey(platform string, hasSecret bool, key string) error {
 }
 
 // checkEventRecipe refuses a generic route whose key renders as an order's
-// business event (keying.SplitOrder) unless its success rule reads the
-// body or a header: only such a rule can tell "the business ran" from "not
-// paid yet".
+// business event unless its success rule reads the body or a header
+// (orders.CheckRecipe): only such a rule can tell "the business ran" from
+// "not paid yet".
 func checkEventRecipe(platform, key string, rule *SuccessRule) error {
-	if platform != platforms.Default || key == "" || rule.saysBusinessRan() {
+	if platform != platforms.Default || key == "" {
 		return nil
 	}
-	_, event, isEvent := keying.SplitOrder("scope:" + sampleRender(key))
-	if !isEvent {
-		return nil
-	}
-	return fmt.Errorf("key %q names an order's business event (%s): the route would record it as run on any 2xx, "+
-		"so an answer such as \"200 WAIT_BUYER_PAY\" before the buyer pays would burn the order's %s event and the platform's "+
-		"notification would never reach the backend; write a success rule that says the business ran, "+
-		"e.g. `success 200 body PAID` or `success 2xx header X-Order-State paid`", key, event, event)
+	return orders.CheckRecipe(key, sampleRender(key), rule.saysBusinessRan())
 }
 
 // sampleRender renders tmpl with every placeholder as "x", which shows

@@ -9,15 +9,8 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
-	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/keying"
 )
-
-// notice is what a verified notification brings besides its key and
-// fingerprint: what its key's order remembers once it ran (orders.go).
-type notice struct {
-	run *cache.OrderRun // nil: the key is not an order's business event here
-}
 
 // renderKeys renders the key and fingerprint templates for a verified
 // notification n (the gate's Route.Keys): the body's fields become

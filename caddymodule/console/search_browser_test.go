@@ -118,6 +118,7 @@ func TestConsoleSearchBrowser(t *testing.T) {
 	if ev := text("#events"); !strings.Contains(ev, "paid") || !strings.Contains(ev, "refund:RF-20261203-1") {
 		t.Errorf("order page events:\n%s", ev)
 	}
+	shot("console-search-order.png")
 
 	run("nothing", chromedp.Navigate(base+"/console/search?q=SHOP-NONE"), chromedp.WaitVisible(chromedp.CSS("#no-matches")))
 }
