@@ -19,6 +19,13 @@ import (
 // of a won claim hands the gate the notification to keep with the claim
 // (the claim's body and merchant references, gate.Claim), and a failed
 // forward's record is read back for its events.
+//
+// Search (cache.Searcher) rides the journal: a key is filed under the
+// merchant's own references its notification signed
+// (keying.Notification.MerchantRefs: out_trade_no, refund numbers, Stripe
+// and PayPal ids), handed over by the claim (gate.Claim.MerchantRefs) and
+// kept with the notification, so support finds an order as the customer
+// names it.
 
 // notification is the copy claimed by c as the journal keeps it: nil
 // when journal_body is off.

@@ -15,6 +15,5 @@ import (
 
 // orderRun is what key's order remembers once it ran (orders.RunOf).
 func (h *Handler) orderRun(key string, n *keying.Notification) *cache.OrderRun {
-	keepMerchantRefs(n) // for the journal (search.go)
 	return orders.RunOf(h.preset(), time.Duration(h.OrderTTL), key, n)
 }
