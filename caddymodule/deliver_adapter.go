@@ -78,8 +78,8 @@ func (q asyncQueue) Copy(ctx context.Context, key, fp string, copies int64) (gat
 }
 
 // deliverRoute is the handler as its engine's Route. The journal's
-// helpers (journaled, attemptOutcome, attemptError) are reached from here
-// only.
+// helpers (receivedNotification, credentialsOf, journaled, attemptOutcome,
+// attemptError) and forward.go's backendKind are reached from here only.
 type deliverRoute struct{ h *Handler }
 
 func (d deliverRoute) Store() cache.Store      { return d.h.store }
