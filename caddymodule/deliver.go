@@ -1,8 +1,6 @@
 package caddymodule
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -16,15 +14,15 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/idemgate/idemgate/cache"
-	"github.com/idemgate/idemgate/gate"
+	async "github.com/idemgate/idemgate/delivery"
 	"github.com/idemgate/idemgate/internal/cfparse"
 )
 
 // `deliver async`: the gateway answers the platform (the ack) once the
 // notification is durable in the store's delivery queue, and a delivery
-// engine (deliver_engine.go) takes it from there to the backend. This file
-// holds the configuration and the receipt: claim, enqueue, hold the claim,
-// ack.
+// engine (package delivery) takes it from there to the backend. This file
+// holds the configuration, its provisioning and the store's durability
+// checks; deliver_adapter.go builds the engine and attaches it.
 
 // DeliverConfig says how a notification reaches the backend.
 type DeliverConfig struct {
@@ -78,16 +76,17 @@ type AckAnswer struct {
 	ContentType string `json:"content_type,omitempty"`
 }
 
-// deliveryState is an async handler's runtime: resolved settings, the
-// queue and the engine.
+// deliveryState is an async handler's runtime: its ack, its engine's
+// settings, and the engine once the route starts.
 type deliveryState struct {
-	to                    *url.URL
-	ack                   AckAnswer
-	concurrency, rate     int
-	retryInitial, retryMx time.Duration
-	giveUp                time.Duration
-	queue                 cache.Queue
-	engine                *engine
+	ack AckAnswer
+	cfg async.Config
+	// giveUp and concurrency are cfg's, for the journal's retry window
+	// and redelivery.
+	giveUp      time.Duration
+	concurrency int
+	// engine is set by start, before the route's started is.
+	engine *asyncEngine
 	// volatile: `durability volatile`; refusing: the acks are refused
 	// now, the store's Redis having no AOF (ackable).
 	volatile bool
@@ -97,15 +96,8 @@ type deliveryState struct {
 // async reports whether this route delivers asynchronously.
 func (h *Handler) async() bool { return h.dlv != nil }
 
-// hold is how long a queued key's claim is held at receipt: long enough
-// for every attempt until give_up, the last back-off, and a lease's
-// take-over.
-func (ds *deliveryState) hold(lockTTL time.Duration) time.Duration {
-	return ds.giveUp + ds.retryMx + 2*lockTTL
-}
-
-// provisionDeliver resolves `deliver`: nothing for sync, the queue and
-// the engine for async. It runs after the store is loaded.
+// provisionDeliver resolves `deliver`: nothing for sync, the engine's
+// settings for async. It runs after the store is loaded.
 func (h *Handler) provisionDeliver() error {
 	c := h.Deliver
 	if c == nil || c.Mode == "" || c.Mode == "sync" {
@@ -121,8 +113,7 @@ func (h *Handler) provisionDeliver() error {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("deliver async: to must be an http:// or https:// URL, not %q", c.To)
 	}
-	ds := &deliveryState{to: u, concurrency: c.Concurrency, rate: c.Rate, volatile: c.Volatile, refusing: new(atomic.Bool),
-		retryInitial: time.Duration(c.RetryInitial), retryMx: time.Duration(c.RetryMax), giveUp: time.Duration(c.GiveUp)}
+	ds := &deliveryState{volatile: c.Volatile, refusing: new(atomic.Bool)}
 	if c.Ack != nil {
 		ds.ack = *c.Ack
 	} else if a := h.preset().Ack; a.Status != 0 {
@@ -136,23 +127,12 @@ func (h *Handler) provisionDeliver() error {
 	if ds.ack.ContentType == "" && ds.ack.Body != "" {
 		ds.ack.ContentType = guessContentType(ds.ack.Body)
 	}
-	if ds.concurrency == 0 {
-		ds.concurrency = 4
-	}
-	if ds.retryInitial == 0 {
-		ds.retryInitial = time.Second
-	}
-	if ds.retryMx == 0 {
-		ds.retryMx = 10 * time.Minute
-	}
-	if ds.giveUp == 0 {
-		ds.giveUp = 24 * time.Hour
-	}
+	dc := h.deliveryConfig(u)
 	switch {
-	case ds.concurrency < 0 || ds.rate < 0:
+	case dc.Concurrency < 0 || dc.Rate < 0:
 		return fmt.Errorf("deliver async: concurrency and rate must be positive")
-	case ds.retryMx < ds.retryInitial:
-		return fmt.Errorf("deliver async: retry max (%v) is shorter than its initial back-off (%v)", ds.retryMx, ds.retryInitial)
+	case dc.RetryMax < dc.RetryInitial:
+		return fmt.Errorf("deliver async: retry max (%v) is shorter than its initial back-off (%v)", dc.RetryMax, dc.RetryInitial)
 	case h.OnStoreError == "pass":
 		return fmt.Errorf("deliver async: on_store_error pass cannot apply: a notification is acknowledged only once it is queued in the store")
 	}
@@ -171,16 +151,42 @@ func (h *Handler) provisionDeliver() error {
 	// route happens to take it. (A reload's route may differ from the one
 	// it replaces, whose engine stops.)
 	for _, o := range h.siblings() {
-		if o.dlv != nil && o.scope() == h.scope() && !o.dlv.alike(ds) {
+		if o.dlv == nil || o.scope() != h.scope() {
+			continue
+		}
+		if oc := o.dlv.cfg; oc.To.String() != u.String() || oc.Concurrency != dc.Concurrency || oc.Rate != dc.Rate {
 			return fmt.Errorf("deliver async: scope %q is already delivered by another route of this config, to %s "+
 				"(concurrency %d, rate %d/s): routes of one scope share its queue, so they must deliver it alike; "+
 				"give this route a `scope` of its own, or the same `to`, `concurrency` and `rate`",
-				h.scope(), o.dlv.to, o.dlv.concurrency, o.dlv.rate)
+				h.scope(), oc.To, oc.Concurrency, oc.Rate)
 		}
 	}
+	ds.cfg, ds.giveUp, ds.concurrency = dc, dc.GiveUp, dc.Concurrency
 	h.dlv = ds
-	ds.engine = newEngine(h, ds)
 	return nil
+}
+
+// deliveryConfig is the engine's settings: `deliver async`'s, defaults
+// filled, and the route's.
+func (h *Handler) deliveryConfig(to *url.URL) async.Config {
+	c := h.Deliver
+	dc := async.Config{Scope: h.scope(), Platform: h.Platform, To: to, Concurrency: c.Concurrency, Rate: c.Rate,
+		RetryInitial: time.Duration(c.RetryInitial), RetryMax: time.Duration(c.RetryMax), GiveUp: time.Duration(c.GiveUp),
+		LockTTL: time.Duration(h.LockTTL), TTL: time.Duration(h.TTL), StoreTimeout: time.Duration(h.StoreTimeout),
+		MaxAnswer: h.MaxAnswer, Ceiling: h.ceiling(), SignedFor: h.signedFor(), Logger: h.logger}
+	if dc.Concurrency == 0 {
+		dc.Concurrency = 4
+	}
+	if dc.RetryInitial == 0 {
+		dc.RetryInitial = time.Second
+	}
+	if dc.RetryMax == 0 {
+		dc.RetryMax = 10 * time.Minute
+	}
+	if dc.GiveUp == 0 {
+		dc.GiveUp = 24 * time.Hour
+	}
+	return dc
 }
 
 // startDeliver takes the store's queue and starts the engine; start runs
@@ -193,7 +199,7 @@ func (h *Handler) startDeliver() error {
 	if err := h.checkDurable(); err != nil {
 		return err
 	}
-	h.dlv.queue = q.Queue()
+	h.dlv.engine = &asyncEngine{Engine: async.New(h.dlv.cfg, deliverRoute{h}, q.Queue()), h: h}
 	h.dlv.engine.start()
 	return nil
 }
@@ -274,11 +280,6 @@ func (h *Handler) ackable() error {
 	return err
 }
 
-// alike: do ds and o deliver a queue the same way?
-func (ds *deliveryState) alike(o *deliveryState) bool {
-	return ds.to.String() == o.to.String() && ds.concurrency == o.concurrency && ds.rate == o.rate
-}
-
 // guessContentType names an ack body's type: XML, JSON or text.
 func guessContentType(body string) string {
 	switch b := strings.TrimSpace(body); {
@@ -288,134 +289,6 @@ func guessContentType(body string) string {
 		return "application/json"
 	}
 	return "text/plain; charset=utf-8"
-}
-
-// asyncQueue is an async route's delivery queue as the gate's Queue: the
-// receipt (enqueue) and the answer to a copy of a queued key
-// (queuedCopy).
-type asyncQueue struct{ h *Handler }
-
-func (q asyncQueue) Enqueue(_ context.Context, r *http.Request, c gate.Claim) gate.Outcome {
-	return q.h.enqueue(r, c)
-}
-
-func (q asyncQueue) Copy(ctx context.Context, key, _ string, copies int64) (gate.Outcome, bool) {
-	return q.h.queuedCopy(ctx, key, copies)
-}
-
-// enqueue is the receipt of a won key on an async route: hold the claim
-// for the whole delivery, queue the notification (durable when Enqueue
-// returns), then ack. The hold comes first: once queued, the delivery may
-// be taken and settled before this copy's next step. Any store error
-// before the ack answers 503 + Retry-After, never the ack: the platform's
-// retry comes back.
-func (h *Handler) enqueue(r *http.Request, c gate.Claim) gate.Outcome {
-	key, token := c.Key, c.Token
-	if err := h.ackable(); err != nil {
-		// The queue would not survive a Redis restart: no ack, and
-		// nothing queued; the platform's retry comes back.
-		h.unclaim(key, token)
-		return queueFailed("aof", err)
-	}
-	ds := h.dlv
-	d := cache.Delivery{Key: key, Token: token, Notification: h.receivedNotification(r), Enqueued: time.Now(), Order: c.Run,
-		Credentials: credentialsOf(r.Header)}
-	// The platform hanging up must not cut the write half-way: it is
-	// bounded by store_timeout.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), time.Duration(h.StoreTimeout))
-	defer cancel()
-	if err := h.store.Renew(ctx, key, token, ds.hold(time.Duration(h.LockTTL))); err != nil {
-		h.unclaim(key, token)
-		return queueFailed("renew", err)
-	}
-	if err := ds.queue.Enqueue(ctx, h.scope(), d); err != nil {
-		h.unclaim(key, token)
-		return queueFailed("enqueue", err)
-	}
-	ds.engine.poke()
-	return gate.Acknowledged(gate.Queued, 1)
-}
-
-// unclaim frees a key whose notification could not be queued, so the
-// platform's retry claims it again (best effort; else it frees itself
-// after lock_ttl). A key with a journal (a failed or dead key sent again)
-// keeps it; a new one leaves nothing behind.
-func (h *Handler) unclaim(key, token string) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(h.StoreTimeout))
-	defer cancel()
-	var ttl time.Duration
-	if rec, err := h.store.Lookup(ctx, key); err == nil && (rec.AttemptCount > 0 || rec.Notification != nil) {
-		ttl = time.Duration(h.TTL)
-	}
-	_ = h.store.Release(ctx, key, token, ttl, cache.Journal{})
-}
-
-// queueFailed answers a store failure before the ack.
-func queueFailed(op string, err error) gate.Outcome {
-	return gate.StoreFailure(op, err, fmt.Errorf("queueing the notification: %w", err))
-}
-
-// queuedCopy answers a copy of an in-flight key on an async route: the
-// ack when the key is queued (its first copy was acked, or is about to
-// be), the remembered answer (a Replay of the record, which the gate
-// checks) when the delivery ended meanwhile. A first copy still between
-// its claim and its Enqueue is given a moment; past it, 409 +
-// Retry-After. again: the key was released meanwhile (the copy is a
-// retry: claim again).
-func (h *Handler) queuedCopy(ctx context.Context, key string, copies int64) (o gate.Outcome, again bool) {
-	deadline := time.Now().Add(time.Second)
-	wait := 2 * time.Millisecond
-	for {
-		queued, rec, err := h.queueState(ctx, key)
-		switch {
-		case err != nil && ctx.Err() != nil:
-			return gate.Dropped(copies, err), false
-		case err != nil:
-			o := gate.StoreFailure("queued", err, fmt.Errorf("looking up the delivery queue: %w", err))
-			o.Copies = copies
-			return o, false
-		case queued:
-			if err := h.ackable(); err != nil {
-				// Queued, but not durably: a later copy finds it still
-				// queued (or delivered) and is answered once AOF is back.
-				o := gate.StoreFailure("aof", err, err)
-				o.Copies = copies
-				return o, false
-			}
-			return gate.Acknowledged(gate.Acked, copies), false
-		case rec == nil || rec.State == cache.StateFailed:
-			return gate.Outcome{}, true
-		case rec.State == cache.StateAnswered:
-			// Delivered between this copy's claim and now.
-			return gate.Outcome{Action: gate.Replay, Record: rec}, false
-		}
-		if time.Now().Add(wait).After(deadline) {
-			return gate.TryLater(copies, "the first copy of this notification is being queued or was held after an unknown outcome"), false
-		}
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
-			return gate.Dropped(copies, ctx.Err()), false
-		}
-		wait += wait / 2
-	}
-}
-
-// queueState tells whether key is queued and, when it is not, its record
-// (nil when there is none): a delivery may have ended since the copy's
-// claim found the key in flight.
-func (h *Handler) queueState(ctx context.Context, key string) (bool, *cache.Record, error) {
-	ctx, cancel := context.WithTimeout(ctx, time.Duration(h.StoreTimeout))
-	defer cancel()
-	queued, err := h.dlv.queue.Queued(ctx, h.scope(), key)
-	if err != nil || queued {
-		return queued, nil, err
-	}
-	rec, err := h.store.Lookup(ctx, key)
-	if errors.Is(err, cache.ErrNotFound) {
-		return false, nil, nil
-	}
-	return false, rec, err
 }
 
 // ack writes the route's ack.
@@ -428,8 +301,9 @@ func (h *Handler) deliverFields() []zap.Field {
 	if !h.async() {
 		return []zap.Field{zap.String("deliver", "sync")}
 	}
-	f := []zap.Field{zap.String("deliver", "async"), zap.String("deliver_to", h.dlv.to.Redacted()),
-		zap.Int("concurrency", h.dlv.concurrency), zap.Int("rate", h.dlv.rate), zap.Duration("give_up", h.dlv.giveUp)}
+	dc := h.dlv.cfg
+	f := []zap.Field{zap.String("deliver", "async"), zap.String("deliver_to", dc.To.Redacted()),
+		zap.Int("concurrency", dc.Concurrency), zap.Int("rate", dc.Rate), zap.Duration("give_up", dc.GiveUp)}
 	if h.dlv.volatile {
 		f = append(f, zap.String("durability", "volatile"))
 	}

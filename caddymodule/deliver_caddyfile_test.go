@@ -3,7 +3,6 @@ package caddymodule
 import (
 	"context"
 	"encoding/json"
-	"net/url"
 	"strings"
 	"testing"
 
@@ -139,47 +138,11 @@ func TestDeliverProvision(t *testing.T) {
 	if err := provision(h); err != nil {
 		t.Fatal(err)
 	}
-	if h.dlv.ack.ContentType != "application/json" || h.dlv.concurrency != 4 || h.dlv.retryMx.String() != "10m0s" || h.dlv.giveUp.String() != "24h0m0s" {
-		t.Errorf("defaults: %+v", *h.dlv)
+	dc := h.dlv.cfg
+	if h.dlv.ack.ContentType != "application/json" || dc.Concurrency != 4 || dc.RetryInitial.String() != "1s" || dc.RetryMax.String() != "10m0s" ||
+		dc.GiveUp.String() != "24h0m0s" || h.dlv.concurrency != dc.Concurrency || h.dlv.giveUp != dc.GiveUp {
+		t.Errorf("defaults: %+v, engine %+v", *h.dlv, dc)
 	}
-}
-
-// TestDeliverTarget: the notification's path and query go after `to`'s,
-// as reverse_proxy does; hop-by-hop headers stay behind.
-func TestDeliverTarget(t *testing.T) {
-	for _, tt := range []struct{ to, uri, want string }{
-		{"http://127.0.0.1:9000", "/notify?x=1", "http://127.0.0.1:9000/notify?x=1"},
-		{"http://b/base/", "/notify", "http://b/base/notify"},
-		{"http://b/base", "/notify", "http://b/base/notify"},
-		{"http://b/base?k=v", "/n?x=1", "http://b/base/n?k=v&x=1"},
-	} {
-		e := &engine{ds: &deliveryState{}}
-		e.ds.to = mustURL(t, tt.to)
-		got, err := e.target(tt.uri)
-		if err != nil || got != tt.want {
-			t.Errorf("to %s + %s = %s %v, want %s", tt.to, tt.uri, got, err, tt.want)
-		}
-	}
-	h := deliveryHeaders(map[string][]string{"Connection": {"close"}, "Content-Type": {"text/xml"}, "Transfer-Encoding": {"chunked"},
-		"Wechatpay-Signature": {"sig"}})
-	if len(h) != 2 || h.Get("Content-Type") != "text/xml" || h.Get("Wechatpay-Signature") != "sig" {
-		t.Errorf("headers %v", h)
-	}
-	ds := &deliveryState{retryInitial: 100, retryMx: 1000}
-	for n := 1; n < 60; n++ {
-		if b := ds.backoff(n); b < 100 || b > 1000 || (n == 1 && b > 200) {
-			t.Errorf("backoff(%d) = %v", n, b)
-		}
-	}
-}
-
-func mustURL(t *testing.T, s string) *url.URL {
-	t.Helper()
-	u, err := url.Parse(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return u
 }
 
 // TestDeliverScopeShared: two async routes of one scope in one config share

@@ -17,6 +17,7 @@ import (
 
 	"github.com/idemgate/idemgate/cache"
 	adminapi "github.com/idemgate/idemgate/caddymodule/admin"
+	async "github.com/idemgate/idemgate/delivery"
 	"github.com/idemgate/idemgate/internal/gatewaytest"
 	"github.com/idemgate/idemgate/internal/redistest"
 )
@@ -337,7 +338,7 @@ func TestAsyncPauseResume(t *testing.T) {
 			s[`idemgate_delivery_queue_oldest_age_seconds{platform="generic",scope="demo"}`] > 0
 	})
 	// Paused for five take periods: nothing may start.
-	time.Sleep(5 * maxTakeWait)
+	time.Sleep(5 * async.MaxTakeWait)
 	if got := be.total(); got != 0 {
 		t.Fatalf("backend ran %d times while paused, want 0", got)
 	}
@@ -366,7 +367,7 @@ func TestAsyncPauseResume(t *testing.T) {
 			t.Errorf("p-%d: backend ran %d times, want 1", i, got)
 		}
 	}
-	time.Sleep(3 * maxTakeWait)
+	time.Sleep(3 * async.MaxTakeWait)
 	if got := be.count("p-0"); got != 0 {
 		t.Errorf("the purged notification reached the backend %d times, want 0", got)
 	}
@@ -614,7 +615,7 @@ func TestAsyncDurabilityReplicas(t *testing.T) {
 	if r.status != http.StatusServiceUnavailable || r.body == "success" {
 		t.Fatalf("with the replica gone: %d %q, want 503 and no ack", r.status, r.body)
 	}
-	time.Sleep(3 * maxTakeWait)
+	time.Sleep(3 * async.MaxTakeWait)
 	if be.count("dr-1") != 1 || be.count("dr-2") != 0 {
 		t.Errorf("backend ran %d times for dr-1 (want 1) and %d for dr-2 (want 0)", be.count("dr-1"), be.count("dr-2"))
 	}

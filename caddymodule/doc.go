@@ -117,10 +117,10 @@
 // traces and emits what each request came to; tracing.go and alert.go
 // those outputs, package metrics (caddymodule/metrics) the Prometheus
 // metrics, which the record and the delivery engine reach through its
-// Recorder; deliver.go the receipt of `deliver async` (the gate's queue:
-// enqueue, ack), deliver_engine.go the engine that delivers the queue to
-// the backend (its queue stats feed the metrics' gauges) and
-// deliver_send.go one attempt's trip there.
-// orders.go attaches package orders to the gate (Route.OrderRun); ack.go
-// writes the platform's ack.
+// Recorder; deliver.go the configuration of `deliver async` and the
+// store's durability for it, deliver_adapter.go the route attached to
+// its engine (package delivery: the receipt, the gate's queue, and the
+// engine that delivers the queue to the backend, whose queue stats feed
+// the metrics' gauges); orders.go attaches package orders to the gate
+// (Route.OrderRun); ack.go writes the platform's ack.
 package caddymodule

@@ -79,30 +79,6 @@ func attemptOf(r *http.Request, kind backendKind, start time.Time, tw *teeWriter
 	return journal.Attempt(res)
 }
 
-// claimCtxKey carries a won claim to the async queue's enqueue
-// (claimQueue), whose receivedNotification reads its body and merchant
-// references there.
-type claimCtxKey struct{}
-
-// claimQueue is the async queue, handing its enqueue the claim on the
-// request: a bridge while deliver.go's enqueue calls
-// receivedNotification(r) rather than received(r, c). Once it does, this
-// and receivedNotification go.
-type claimQueue struct{ gate.Queue }
-
-func (q claimQueue) Enqueue(ctx context.Context, r *http.Request, c gate.Claim) gate.Outcome {
-	return q.Queue.Enqueue(ctx, r.WithContext(context.WithValue(r.Context(), claimCtxKey{}, &c)), c)
-}
-
-// receivedNotification is received for the claim claimQueue put on r.
-func (h *Handler) receivedNotification(r *http.Request) *cache.Notification {
-	c, _ := r.Context().Value(claimCtxKey{}).(*gate.Claim)
-	if c == nil {
-		c = &gate.Claim{}
-	}
-	return h.received(r, *c)
-}
-
 // retryWindow is how long the platform of this route keeps retrying a
 // notification: past it, a failed key is dead.
 func (h *Handler) retryWindow() time.Duration {

@@ -112,7 +112,7 @@ func (h *Handler) provisionGate() {
 		Route:    gateRoute{h},
 	}
 	if h.async() {
-		h.gate.Queue = claimQueue{asyncQueue{h}}
+		h.gate.Queue = asyncQueue{h}
 	}
 }
 

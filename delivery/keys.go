@@ -1,10 +1,8 @@
-package caddymodule
+package delivery
 
 import (
 	"sync"
 	"time"
-
-	"github.com/idemgate/idemgate/internal/registry"
 )
 
 // What this process's engine is doing with each key it holds, so the admin
@@ -17,16 +15,25 @@ import (
 // lease lost mid-way may leave one behind.
 const maxKeyStates = 100_000
 
-type keyStates struct {
-	mu sync.Mutex
-	m  map[string]registry.KeyDelivery
+// KeyState is a queued key as its engine sees it.
+type KeyState struct {
+	// Delivering: an attempt is being sent to the backend now.
+	Delivering bool
+	// NextAttempt is when a failed delivery is tried again.
+	NextAttempt time.Time
+	Attempts    int
 }
 
-func (k *keyStates) set(key string, s registry.KeyDelivery) {
+type keyStates struct {
+	mu sync.Mutex
+	m  map[string]KeyState
+}
+
+func (k *keyStates) set(key string, s KeyState) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.m == nil || len(k.m) >= maxKeyStates {
-		k.m = map[string]registry.KeyDelivery{}
+		k.m = map[string]KeyState{}
 	}
 	k.m[key] = s
 }
@@ -37,16 +44,17 @@ func (k *keyStates) forget(key string) {
 	delete(k.m, key)
 }
 
-func (e *engine) delivering(key string, attempt int) {
-	e.states.set(key, registry.KeyDelivery{Delivering: true, Attempts: attempt - 1})
+func (e *Engine) delivering(key string, attempt int) {
+	e.states.set(key, KeyState{Delivering: true, Attempts: attempt - 1})
 }
 
-func (e *engine) retrying(key string, due time.Time, attempts int) {
-	e.states.set(key, registry.KeyDelivery{NextAttempt: due, Attempts: attempts})
+func (e *Engine) retrying(key string, due time.Time, attempts int) {
+	e.states.set(key, KeyState{NextAttempt: due, Attempts: attempts})
 }
 
-// KeyState is what this engine knows of key (registry.Engine).
-func (e *engine) KeyState(key string) (registry.KeyDelivery, bool) {
+// KeyState is what this engine knows of key, if it holds it: being sent
+// now, or waiting for its next attempt.
+func (e *Engine) KeyState(key string) (KeyState, bool) {
 	e.states.mu.Lock()
 	defer e.states.mu.Unlock()
 	s, ok := e.states.m[key]

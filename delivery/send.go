@@ -1,4 +1,4 @@
-package caddymodule
+package delivery
 
 import (
 	"bytes"
@@ -11,8 +11,10 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/idemgate/idemgate/cache"
+	"github.com/idemgate/idemgate/gate"
 )
 
 // Sending one delivery attempt to the backend: the request built from the
@@ -21,35 +23,34 @@ import (
 
 // sendResult is what one attempt came to.
 type sendResult struct {
-	kind     backendKind
+	kind     gate.Kind
 	status   int
 	header   http.Header
 	body     []byte // up to max_answer
 	overflow bool
 	err      error
-	// resigned: sent with a fresh signature (see resign below).
+	// resigned: sent with a fresh signature (Route.Resign).
 	resigned bool
 }
 
 // send posts the notification to the backend once: never re-sent by the
 // transport (sendTrace), classified by the route's success rule.
-func (e *engine) send(d *cache.Delivery, attempt int) sendResult {
-	h := e.h
+func (e *Engine) send(d *cache.Delivery, attempt int) sendResult {
 	n := d.Notification
 	if n == nil {
-		return sendResult{kind: backendUnreachable, err: errors.New("the queued delivery holds no notification")}
+		return sendResult{kind: gate.BackendNotReached, err: errors.New("the queued delivery holds no notification")}
 	}
-	target, err := e.target(n.URI)
+	target, err := target(e.cfg.To, n.URI)
 	if err != nil {
-		return sendResult{kind: backendUnreachable, err: err}
+		return sendResult{kind: gate.BackendNotReached, err: err}
 	}
 	sent := &sendTrace{}
-	ctx, cancel := context.WithTimeout(e.sendCtx, h.ceiling())
+	ctx, cancel := context.WithTimeout(e.sendCtx, e.cfg.Ceiling)
 	defer cancel()
 	ctx = httptrace.WithClientTrace(ctx, sent.clientTrace())
 	req, err := http.NewRequestWithContext(ctx, n.Method, target, bytes.NewReader(n.Body))
 	if err != nil {
-		return sendResult{kind: backendUnreachable, err: err}
+		return sendResult{kind: gate.BackendNotReached, err: err}
 	}
 	req.Header = deliveryHeaders(n.Header)
 	for name, v := range d.Credentials {
@@ -59,12 +60,9 @@ func (e *engine) send(d *cache.Delivery, attempt int) sendResult {
 	// platform's copy, which a backend verifying it with the platform's
 	// library (a 5-minute tolerance) refuses: where the route holds the
 	// signing secret, each attempt is signed afresh over the same body.
-	resigned := false
-	if h.resign != nil {
-		if err := h.resign(req.Header, n.Body, h.now()); err != nil {
-			return sendResult{kind: backendUnreachable, err: fmt.Errorf("re-signing the notification: %v", err)}
-		}
-		resigned = true
+	resigned, err := e.rt.Resign(req.Header, n.Body)
+	if err != nil {
+		return sendResult{kind: gate.BackendNotReached, err: fmt.Errorf("re-signing the notification: %v", err)}
 	}
 	req.Header.Set("Idemgate-Delivery-Attempt", strconv.Itoa(attempt))
 	if n.Host != "" {
@@ -79,7 +77,7 @@ func (e *engine) send(d *cache.Delivery, attempt int) sendResult {
 	out := sendResult{resigned: resigned}
 	if err == nil {
 		out.status, out.header = resp.StatusCode, resp.Header
-		limit := h.MaxAnswer
+		limit := e.cfg.MaxAnswer
 		b, rerr := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 		if rerr == nil && int64(len(b)) > limit {
 			out.overflow = true
@@ -91,24 +89,38 @@ func (e *engine) send(d *cache.Delivery, attempt int) sendResult {
 	} else {
 		out.err = err
 	}
-	// Nothing written (no connection, or one refused before a byte went
-	// out) is unreachable, as classify reads a taken connection.
-	nothingWritten := resp == nil && !sent.written.Load()
-	out.kind = classify(backendResult{
-		err: out.err, attempted: sent.attempted.Load() || nothingWritten, written: sent.written.Load(), answered: resp != nil,
-		success: out.err == nil && h.success.judge(n.Method, out.status, out.header, out.body),
-	})
+	out.kind = classify(out.err, resp != nil, sent.written.Load(),
+		out.err == nil && e.rt.Success(n.Method, out.status, out.header, out.body))
 	return out
 }
 
+// classify decides whether an attempt ran, failed, never left, or may
+// have run, from what was seen: the error of the send or of reading the
+// answer, whether an answer came (answered), whether the request was
+// written on a connection (written), and whether the answer is a success
+// by the route's rule.
+func classify(err error, answered, written, success bool) gate.Kind {
+	switch {
+	case err == nil && success:
+		return gate.BackendAnswered
+	case err == nil:
+		return gate.BackendRefused
+	case answered || written:
+		// Part or all of the request may have reached the backend.
+		return gate.BackendUnknown
+	}
+	// No connection, or one refused before a byte went out.
+	return gate.BackendNotReached
+}
+
 // target is the backend URL for a notification received at uri: its path
-// and query appended to `to`'s, as reverse_proxy does.
-func (e *engine) target(uri string) (string, error) {
+// and query appended to to's, as reverse_proxy does.
+func target(to *url.URL, uri string) (string, error) {
 	ref, err := url.ParseRequestURI(uri)
 	if err != nil {
 		return "", err
 	}
-	u := *e.ds.to
+	u := *to
 	switch {
 	case strings.HasSuffix(u.Path, "/") && strings.HasPrefix(ref.Path, "/"):
 		u.Path += ref.Path[1:]
@@ -139,4 +151,30 @@ func deliveryHeaders(h http.Header) http.Header {
 		out[k] = append([]string(nil), v...)
 	}
 	return out
+}
+
+// sendTrace follows an attempt through the HTTP transport, and refuses a
+// re-send: Go's transport silently re-sends a request it deems replayable
+// when a kept-alive connection breaks before the answer. Once the request
+// has been written, any further connection for it is closed before a
+// byte goes out, so the backend never runs twice for one attempt: the
+// broken attempt is ambiguous instead. (The sync path's forward has the
+// same guard for the next handler's transport.)
+type sendTrace struct {
+	written atomic.Bool
+}
+
+func (s *sendTrace) clientTrace() *httptrace.ClientTrace {
+	return &httptrace.ClientTrace{
+		GotConn: func(info httptrace.GotConnInfo) {
+			if s.written.Load() {
+				_ = info.Conn.Close()
+			}
+		},
+		WroteRequest: func(httptrace.WroteRequestInfo) {
+			// Even a failed write may have delivered part or all of the
+			// request.
+			s.written.Store(true)
+		},
+	}
 }

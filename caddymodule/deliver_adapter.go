@@ -1,0 +1,151 @@
+package caddymodule
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/idemgate/idemgate/cache"
+	async "github.com/idemgate/idemgate/delivery"
+	"github.com/idemgate/idemgate/gate"
+	"github.com/idemgate/idemgate/internal/registry"
+)
+
+// The delivery engine (package delivery) attached to an async route: the
+// route as the engine's Route, the engine as the gate's Queue and as the
+// config's app lists it, started and stopped with the route.
+
+// asyncEngine is a route's delivery engine as the config's app lists it
+// (registry.Engine).
+type asyncEngine struct {
+	*async.Engine
+	h        *Handler
+	stopOnce sync.Once
+}
+
+// start registers the engine with the config's app and runs it.
+func (e *asyncEngine) start() {
+	if h := e.h; h.signedFor() > 0 && h.resign == nil && !h.VerifyOff {
+		h.logger.Warn(fmt.Sprintf("async deliveries of this route carry %s's own signature, which the gateway cannot renew: "+
+			"a backend that checks it (the platform's SDK) refuses a delivery from %s after the platform signed it; "+
+			"one refused (4xx) after that makes the key dead at once, with an idempotency.dead event, and the payment must be handled by hand",
+			h.preset().Title, h.signedFor()),
+			zap.String("platform", h.Platform), zap.String("scope", e.Scope()), zap.Duration("signed_for", h.signedFor()))
+	}
+	e.h.app.AddEngine(e)
+	e.Start()
+}
+
+// stop stops the engine and takes it off the app. When no engine of the
+// scope runs on, here or in the config that replaced this one (a reload
+// starts the new config's engine before this one stops), the route is
+// gone or the process stopping: the deliveries left queued are warned of.
+func (e *asyncEngine) stop() {
+	e.stopOnce.Do(func() {
+		e.Stop()
+		replaced := e.h.app.RemoveEngine(e)
+		if !replaced {
+			if running, ok := registry.Running(); ok && running != e.h.app {
+				_, replaced = running.EngineOf(e.Scope())
+			}
+		}
+		if !replaced {
+			e.LeftQueued()
+		}
+	})
+}
+
+// KeyState is what this engine knows of key (registry.Engine).
+func (e *asyncEngine) KeyState(key string) (registry.KeyDelivery, bool) {
+	s, ok := e.Engine.KeyState(key)
+	return registry.KeyDelivery(s), ok
+}
+
+// asyncQueue is an async route's engine as the gate's Queue: the receipt
+// and the answer to a copy of a queued key.
+type asyncQueue struct{ h *Handler }
+
+func (q asyncQueue) Enqueue(ctx context.Context, r *http.Request, c gate.Claim) gate.Outcome {
+	return q.h.dlv.engine.Enqueue(ctx, r, c)
+}
+
+func (q asyncQueue) Copy(ctx context.Context, key, fp string, copies int64) (gate.Outcome, bool) {
+	return q.h.dlv.engine.Copy(ctx, key, fp, copies)
+}
+
+// deliverRoute is the handler as its engine's Route. The journal's
+// helpers (received, credentialsOf, journaled, attemptOutcome,
+// attemptError) and forward.go's backendKind are reached from here only.
+type deliverRoute struct{ h *Handler }
+
+func (d deliverRoute) Store() cache.Store      { return d.h.store }
+func (d deliverRoute) Settler() *cache.Settler { return d.h.settler }
+func (d deliverRoute) Ackable() error          { return d.h.ackable() }
+
+func (d deliverRoute) Received(r *http.Request, c gate.Claim) (*cache.Notification, http.Header) {
+	return d.h.received(r, c), credentialsOf(r.Header)
+}
+
+func (d deliverRoute) Journaled(n *cache.Notification) *cache.Notification { return d.h.journaled(n) }
+
+func (d deliverRoute) Attempt(kind gate.Kind, status int, err error, took time.Duration) (string, string) {
+	k := backendKindOf(kind)
+	return k.attemptOutcome(), attemptError(k, status, err, took)
+}
+
+// backendKindOf is k as forward.go names it (backendKind.gate's inverse).
+func backendKindOf(k gate.Kind) backendKind {
+	for _, b := range []backendKind{backendAnswered, backendFailed, backendUnreachable} {
+		if b.gate() == k {
+			return b
+		}
+	}
+	return backendAmbiguous
+}
+
+func (d deliverRoute) Success(method string, status int, header http.Header, body []byte) bool {
+	return d.h.success.judge(method, status, header, body)
+}
+
+func (d deliverRoute) ReplayHeader(h http.Header) http.Header { return replayHeaders(h) }
+
+func (d deliverRoute) Resign(hdr http.Header, body []byte) (bool, error) {
+	if d.h.resign == nil {
+		return false, nil
+	}
+	return true, d.h.resign(hdr, body, d.h.now())
+}
+
+func (d deliverRoute) RefusedAfter(hdr http.Header, received time.Time) time.Time {
+	if d.h.VerifyOff {
+		return time.Time{}
+	}
+	return d.h.preset().RefusedAfter(hdr, received)
+}
+
+func (d deliverRoute) ClaimTrouble(key, op string, err error) { d.h.claimTrouble(key, op, err) }
+
+func (d deliverRoute) Emit(event, key string, status int, attempts int64) {
+	d.h.emitAttempts(event, key, status, attempts)
+}
+
+func (d deliverRoute) Delivered(outcome string, took time.Duration) {
+	d.h.metrics.Delivery(context.Background(), d.h.route(), outcome, took)
+}
+
+func (d deliverRoute) Dead() { d.h.metrics.Dead(context.Background(), d.h.route()) }
+func (d deliverRoute) StoreError(op string) {
+	d.h.metrics.StoreError(context.Background(), d.h.route(), op)
+}
+func (d deliverRoute) LogKey(key string) string {
+	return d.h.logKey(key)
+}
+
+var (
+	_ registry.Engine = (*asyncEngine)(nil)
+	_ async.Route     = deliverRoute{}
+)
