@@ -27,6 +27,19 @@
 //	reconcile                reconciliation (对账): a platform's bill
 //	                         against what ran, given a store, the routes
 //	                         and a place for pending lists (Env); no Caddy
+//	delivery                 `deliver async`: the receipt (the gate's
+//	                         Queue: claim held, enqueued, acked) and the
+//	                         engine that delivers the store's queue to the
+//	                         backend, retries, gives up; attached through
+//	                         its Route interface; no Caddy
+//	journal                  what a key's record keeps of a notification
+//	                         and of each attempt: the request as received
+//	                         without credentials, cut at journal_body, the
+//	                         attempt's outcome in words; no Caddy
+//	caddymodule/redeliver    recovery: a journaled notification sent into
+//	                         the handler that took it (the chain kept from
+//	                         live requests, or found by an in-process
+//	                         probe), re-signed where the route can
 //	orders                   one business outcome, once: what a key's
 //	                         order remembers (the gate's Route.OrderRun),
 //	                         whether a duplicate gets its remembered answer
@@ -69,7 +82,8 @@
 //	internal/presettest,     for tests and the table runners their tests
 //	internal/redistest,      share, real redis-server processes, a
 //	internal/faultystore,    fault-injecting store wrapper, the
-//	internal/billtest        platforms' bills in their layouts
+//	internal/billtest,       platforms' bills in their layouts and the
+//	internal/billcheck       runners their parsers' tests share
 //	examples/                runnable Caddyfiles, the stand-in legacy
 //	                         backend, the demo, monitoring assets
 //
@@ -108,12 +122,12 @@
 // serve.go ServeHTTP, which runs the gate and acts on its outcome, and
 // what the gate asks of the route; refusal.go what a refused sender is
 // told; forward.go the trip to the next handler, which the gate settles;
-// redeliver.go a journaled notification sent into the handler that took
-// it (its chain kept from live requests, or found by an in-process probe
-// after a start), re-signed where the route holds the secret; retries.go
+// redeliver.go the route's registry entry and its redelivery through
+// package redeliver, whose Point is ServeHTTP's first step; retries.go
 // the platform's retry budget and the idempotency.last_retry scan;
-// replay.go the answer recorder and the replay; journal.go what a forward
-// adds to its key's record; decision.go the one place that logs, counts,
+// replay.go the answer recorder and the replay; journal.go the journal
+// (package journal) and search's references as a forward hands them to
+// the gate, and a failed key's record read back for its events; decision.go the one place that logs, counts,
 // traces and emits what each request came to; tracing.go and alert.go
 // those outputs, package metrics (caddymodule/metrics) the Prometheus
 // metrics, which the record and the delivery engine reach through its
