@@ -411,7 +411,7 @@ func (rc *reconciler) matchByRef(ctx context.Context, rows []bill.Row) error {
 		}
 		notified, note := best.Amount, ""
 		if row.Kind == bill.Refund && len(best.Refs) > 0 && isCharge(best.Refs[0]) {
-			notified, note = "", "the event names the charge (charge.refunded: its amount is the charge's): the refund's amount is not compared"
+			notified, note = "", "the event names the charge (charge.refunded), which each of its refunds names too: the refund's amount is not compared"
 		}
 		rc.classify(it, row, best, notified, note)
 	}

@@ -148,17 +148,28 @@ func (w WechatPayV2) RefundEnvelope(plain, nonce string) (map[string]string, err
 // StripeObjectEvent is a Stripe event of type eventType whose
 // data.object is object (JSON), created at the given time.
 func StripeObjectEvent(id, eventType, object string, created time.Time) []byte {
+	return StripeChangeEvent(id, eventType, object, "", created)
+}
+
+// StripeChangeEvent is StripeObjectEvent with data.previous_attributes
+// (JSON; none when empty): the object's fields as they were before the
+// event, as Stripe sends with charge.refunded and *.updated.
+func StripeChangeEvent(id, eventType, object, previous string, created time.Time) []byte {
+	data := `{"object": ` + object + `}`
+	if previous != "" {
+		data = `{"object": ` + object + `, "previous_attributes": ` + previous + `}`
+	}
 	return []byte(fmt.Sprintf(`{
   "id": %q,
   "object": "event",
   "api_version": "2025-03-31.basil",
   "created": %d,
-  "data": {"object": %s},
+  "data": %s,
   "livemode": false,
   "pending_webhooks": 1,
   "request": {"id": null, "idempotency_key": null},
   "type": %q
-}`, id, created.Unix(), object, eventType))
+}`, id, created.Unix(), data, eventType))
 }
 
 // PayPalRefundEvent is a PAYMENT.CAPTURE.REFUNDED webhook event: the

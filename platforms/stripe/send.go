@@ -39,7 +39,13 @@ var sender = &keying.Sender{
 		if err != nil {
 			return keying.Signed{}, err
 		}
-		body := signer.StripeObjectEvent(in.ID, in.Event, object, keying.SendEventTime)
+		var previous string
+		if in.Event == "charge.refunded" {
+			// The charge before this refund: the first one (send refunds
+			// an order once).
+			previous = `{"amount_refunded": 0, "refunded": false}`
+		}
+		body := signer.StripeChangeEvent(in.ID, in.Event, object, previous, keying.SendEventTime)
 		return keying.Signed{Body: body, Header: signer.StripeHeader(body, secret, in.Now)}, nil
 	},
 }

@@ -57,3 +57,44 @@ func TestSettles(t *testing.T) {
 		})
 	}
 }
+
+// TestChargeRefundedAmount: a charge.refunded event's money is what it
+// refunded, not the charge's amount: amount_refunded less the amount
+// refunded before (data.previous_attributes, as Stripe sends it).
+func TestChargeRefundedAmount(t *testing.T) {
+	for _, c := range []struct {
+		name, data string
+		want       keying.Money
+	}{
+		{"a second partial refund", `{"object":{"id":"ch_1","object":"charge","amount":1000,"amount_refunded":500,"currency":"usd"},` +
+			`"previous_attributes":{"amount_refunded":200,"refunded":false}}`, keying.Money{Amount: "3.00", Currency: "USD"}},
+		{"a first refund", `{"object":{"id":"ch_1","object":"charge","amount":1000,"amount_refunded":250,"currency":"usd"},` +
+			`"previous_attributes":{"amount_refunded":0}}`, keying.Money{Amount: "2.50", Currency: "USD"}},
+		{"no previous attributes: the total refunded", `{"object":{"id":"ch_1","object":"charge","amount":1000,"amount_refunded":400,"currency":"usd"}}`,
+			keying.Money{Amount: "4.00", Currency: "USD"}},
+		{"zero-decimal currency", `{"object":{"id":"ch_1","object":"charge","amount":5000,"amount_refunded":3000,"currency":"jpy"},` +
+			`"previous_attributes":{"amount_refunded":1000}}`, keying.Money{Amount: "2000", Currency: "JPY"}},
+		{"no amount_refunded: the charge's amount", `{"object":{"id":"ch_1","object":"charge","amount":1000,"currency":"usd"}}`,
+			keying.Money{Amount: "10.00", Currency: "USD"}},
+		{"a previous total above the total is not subtracted", `{"object":{"id":"ch_1","object":"charge","amount":1000,"amount_refunded":100,"currency":"usd"},` +
+			`"previous_attributes":{"amount_refunded":900}}`, keying.Money{Amount: "1.00", Currency: "USD"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			body := `{"id":"evt_1","object":"event","type":"charge.refunded","created":1773480000,"data":` + c.data + `}`
+			n, err := presettest.MustNew(t, Preset, keying.Config{NoVerify: true}).Verify(presettest.Post([]byte(body), nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n.Money != c.want {
+				t.Fatalf("Money %+v, want %+v", n.Money, c.want)
+			}
+		})
+	}
+	// Other events keep the object's amount.
+	body := `{"id":"evt_2","object":"event","type":"refund.created","created":1773480000,"data":{"object":` +
+		`{"id":"re_1","object":"refund","amount":200,"amount_refunded":999,"currency":"usd","charge":"ch_1"}}}`
+	n, err := presettest.MustNew(t, Preset, keying.Config{NoVerify: true}).Verify(presettest.Post([]byte(body), nil))
+	if err != nil || n.Money.Amount != "2.00" {
+		t.Fatalf("refund.created: %+v %v, want 2.00", n.Money, err)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -89,6 +90,11 @@ func (s *Stripe) Verify(r *keying.Request) (*keying.Notification, error) {
 			return nil, keying.Malformed("stripe", "data.object.amount: %v", err)
 		}
 	}
+	if fp[0] == "charge.refunded" {
+		if m, ok := refundedNow(f, fp[3]); ok {
+			n.Money = m
+		}
+	}
 	stripeSettles(n, fp[0])
 	n.MerchantRefs = keying.SearchRefsAt(f, stripeSearchPaths...)
 	return n, nil
@@ -159,8 +165,9 @@ func (*Stripe) RetryWindow() time.Duration { return 72 * time.Hour }
 
 // Stripe's event types whose object is money in or money back
 // (docs.stripe.com/api/events/types). charge.refunded names the charge,
-// whose amount is the charge's, not the refund's: reconciliation compares
-// no amount for it (see the reconcile report).
+// whose amount is the charge's: its money is the refund's (refundedNow),
+// but reconciliation, matching by the charge every refund of it names,
+// compares no amount for it (see the reconcile report).
 var (
 	stripePaymentEvents = map[string]bool{
 		"charge.succeeded": true, "charge.captured": true, "payment_intent.succeeded": true,
@@ -199,6 +206,36 @@ func stripeSettles(n *keying.Notification, typ string) {
 	created, _, _ := n.Fields.JSON("created")
 	n.At = unixTime(created)
 	n.Refs = keying.RefsAt(n.Fields, stripeRefPaths, n.Refs)
+}
+
+// refundedNow is what a charge.refunded event refunded: its object is the
+// charge, whose amount is the charge's and amount_refunded the total
+// refunded so far, so this refund is amount_refunded less the one in
+// data.previous_attributes (as Stripe sends it). Without that, the total
+// refunded: exact for a first refund, and never more than was refunded.
+// false: the event names no amount_refunded (the charge's amount stays).
+func refundedNow(f *keying.Fields, currency string) (keying.Money, bool) {
+	total, err := jsonInt(f, "data.object.amount_refunded")
+	if err != nil || currency == "" {
+		return keying.Money{}, false
+	}
+	if before, err := jsonInt(f, "data.previous_attributes.amount_refunded"); err == nil && before <= total {
+		total -= before
+	}
+	m, err := keying.FromMinor(strconv.FormatInt(total, 10), currency)
+	return m, err == nil
+}
+
+// jsonInt is the whole number at path, an error when it is absent or not one.
+func jsonInt(f *keying.Fields, path string) (int64, error) {
+	s, ok, err := f.JSON(path)
+	if err != nil {
+		return 0, err
+	}
+	if !ok {
+		return 0, fmt.Errorf("%s: absent", path)
+	}
+	return strconv.ParseInt(strings.TrimSpace(s), 10, 64)
 }
 
 // unixTime reads Stripe's created (seconds).
