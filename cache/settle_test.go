@@ -194,13 +194,14 @@ func TestSettlerBoundsAttempt(t *testing.T) {
 				t.Fatal(err)
 			}
 			f.SetLatency(time.Hour, faultystore.OpComplete) // a store that does not answer
+			// Timed from before the deadline is set, which counts from then.
+			start := time.Now()
 			ctx := context.Background()
 			if c.deadline > 0 {
 				var cancel context.CancelFunc
 				ctx, cancel = context.WithTimeout(ctx, c.deadline)
 				defer cancel()
 			}
-			start := time.Now()
 			err = st.Complete(ctx, "k", won.Token, "fp", answer, time.Hour, cache.Journal{}, func(error) {})
 			took := time.Since(start)
 			if !errors.Is(err, cache.ErrKept) {
