@@ -5,17 +5,16 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/idemgate/idemgate/keying/bill"
 )
 
 // Preset is everything idemgate knows of one platform besides checking a
 // notification: how its sender is named, what it takes as "received",
-// when it retries, which placeholders and pinning options a route of it
-// may use, and what reconciliation with its bill must allow for. Each
-// platform declares one; the registry (package platforms) lists them, and
-// nothing else names a platform: a caller looks the preset up by the name
-// a route gives and reads these values.
+// when it retries, and which placeholders and pinning options a route of
+// it may use. Each platform declares one; the registry (package
+// platforms) lists them, and nothing else names a platform: a caller
+// looks the preset up by the name a route gives and reads these values.
+// What reconciliation with its bill must allow for is not here but in
+// its bill.Traits, so that the gate does not pull in the bill readers.
 type Preset struct {
 	// Name is the preset's name as written after `platform`.
 	Name string
@@ -42,7 +41,7 @@ type Preset struct {
 	// PayPal, Standard Webhooks: the event id is its own event), so there
 	// are no orders to group events under and an event is kept as long as
 	// the platform lets it be resent by hand. Reconciliation finds its
-	// events by the objects the bill names (RefPaths).
+	// events by the objects the bill names (bill.Traits.RefPaths).
 	OwnEvents bool
 
 	// Orders: its notifications name an order and its business event,
@@ -82,10 +81,6 @@ type Preset struct {
 	// Nil: Platform.Success judges every request.
 	Channels []Channel
 
-	// Bill is what reconciliation with the platform's bill must allow
-	// for; zero for a platform without one.
-	Bill BillTraits
-
 	// Sender signs test notifications for the CLI's send and keygen; nil
 	// for a platform without a signer (generic).
 	Sender *Sender
@@ -102,49 +97,6 @@ type Ack struct {
 // Resigner signs body afresh at time at, setting the signature headers of
 // hdr (a redelivery's copy of the original's).
 type Resigner func(hdr http.Header, body []byte, at time.Time) error
-
-// BillTraits are a platform's quirks that reconciliation with its bill
-// allows for.
-type BillTraits struct {
-	// Format reads the platform's bill; nil for a platform without one,
-	// which reconciliation refuses.
-	Format *bill.Format
-	// Zone is the clock of the bill's days; nil means UTC.
-	Zone *time.Location
-	// NamesSeller: the bill names the seller account, not the app_id a
-	// route pins (Alipay), so reconciliation must be told which merchant.
-	NamesSeller bool
-	// Account is the seller account a journaled notification's body
-	// names, written as the bill's head names it (Alipay: seller_id +
-	// "0156", the bill's #账号), or "": reconciliation tells from it which
-	// app a bill is for, and refuses another seller's bill. Nil where the
-	// bill names none.
-	Account func(body []byte) string
-	// RefundIsTotal: a refund notification's amount is the trade's
-	// refunded total so far (Alipay's refund_fee), not the refund's own.
-	RefundIsTotal bool
-	// EndsInclusive: a bill section's end is its last second, counted in
-	// (PayPal's …08:59:59).
-	EndsInclusive bool
-	// RefundNote is said of a refund the backend ran that the bill does
-	// not show, where the platform dates the two apart.
-	RefundNote string
-	// RefPaths are where a notification's JSON body names the objects the
-	// bill names, for a platform whose keys are event ids (BillRefs).
-	RefPaths []string
-}
-
-// BillRefs are the objects a notification body of p names, as its bill
-// names them: the Refs its Notification would carry whatever its type (a
-// journaled body, verified when it arrived, of an event that never ran:
-// reconciliation finds it by the object its bill row names). nil for a
-// platform whose key names the order, or a body that is not JSON.
-func (p *Preset) BillRefs(body []byte) []string {
-	if len(p.Bill.RefPaths) == 0 {
-		return nil
-	}
-	return RefsAt(NewFields(&Request{Body: body}), p.Bill.RefPaths, nil)
-}
 
 // RefsAt appends to refs the distinct ids at paths of f.
 func RefsAt(f *Fields, paths, refs []string) []string {

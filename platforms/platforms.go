@@ -1,7 +1,8 @@
 // Package platforms is the one list of the platforms idemgate knows. Each
-// platform is a keying.Preset; everything else asks this list for the
-// preset a route names and reads it, so adding a platform is its folder
-// and one line below.
+// platform is a keying.Preset and, where reconciliation reads its bill,
+// a bill.Traits; everything else asks this list for the preset a route
+// names (or the bill a reconciliation names) and reads it, so adding a
+// platform is its folder and one line below.
 package platforms
 
 import (
@@ -10,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/idemgate/idemgate/keying"
+	"github.com/idemgate/idemgate/keying/bill"
 	"github.com/idemgate/idemgate/platforms/alipay"
 	"github.com/idemgate/idemgate/platforms/generic"
 	"github.com/idemgate/idemgate/platforms/paypal"
@@ -22,31 +24,57 @@ import (
 // Default is the platform of a route that names none.
 const Default = generic.Name
 
-// presets are the platforms, one line each.
-var presets = []*keying.Preset{
-	alipay.Preset,
-	wechatpay.Preset,
-	wechatpayv2.Preset,
-	stripe.Preset,
-	paypal.Preset,
-	standardwebhooks.Preset,
-	generic.Preset,
+// entry is one platform: its preset and, when reconciliation reads its
+// bill, the bill's traits (nil otherwise).
+type entry struct {
+	preset *keying.Preset
+	bill   *bill.Traits
 }
 
-// byName indexes presets by name.
-var byName = func() map[string]*keying.Preset {
-	m := make(map[string]*keying.Preset, len(presets))
-	for _, p := range presets {
-		if _, dup := m[p.Name]; dup {
-			panic("platforms: preset listed twice: " + p.Name)
+// registry is the platforms, one line each.
+var registry = []entry{
+	{alipay.Preset, alipay.Bill},
+	{wechatpay.Preset, wechatpay.Bill},
+	{wechatpayv2.Preset, wechatpayv2.Bill},
+	{stripe.Preset, stripe.Bill},
+	{paypal.Preset, paypal.Bill},
+	{standardwebhooks.Preset, nil},
+	{generic.Preset, nil},
+}
+
+// presets are the registry's presets, in its order.
+var presets = func() []*keying.Preset {
+	ps := make([]*keying.Preset, len(registry))
+	for i, e := range registry {
+		ps[i] = e.preset
+	}
+	return ps
+}()
+
+// byName indexes the registry by preset name.
+var byName = func() map[string]entry {
+	m := make(map[string]entry, len(registry))
+	for _, e := range registry {
+		if _, dup := m[e.preset.Name]; dup {
+			panic("platforms: preset listed twice: " + e.preset.Name)
 		}
-		m[p.Name] = p
+		m[e.preset.Name] = e
 	}
 	return m
 }()
 
 // Lookup is the preset named name, nil when there is none.
-func Lookup(name string) *keying.Preset { return byName[name] }
+func Lookup(name string) *keying.Preset { return byName[name].preset }
+
+// BillOf is what reconciliation with the named platform's bill allows
+// for, nil when there is no such platform or reconciliation reads no bill
+// of it.
+func BillOf(name string) *bill.Traits {
+	if b := byName[name].bill; b != nil && b.Format != nil {
+		return b
+	}
+	return nil
+}
 
 // All lists the presets in the registry's order.
 func All() []*keying.Preset { return slices.Clone(presets) }
@@ -55,9 +83,9 @@ func All() []*keying.Preset { return slices.Clone(presets) }
 // sorted.
 func Billed() []string {
 	var names []string
-	for _, p := range presets {
-		if p.Bill.Format != nil {
-			names = append(names, p.Name)
+	for _, e := range registry {
+		if BillOf(e.preset.Name) != nil {
+			names = append(names, e.preset.Name)
 		}
 	}
 	slices.Sort(names)

@@ -193,27 +193,6 @@ func TestRetrySchedules(t *testing.T) {
 	}
 }
 
-// TestBillRefs: a journaled body gives the objects its verified
-// notification would have named.
-func TestBillRefs(t *testing.T) {
-	stripe := []byte(`{"id":"evt_1","type":"charge.failed","data":{"object":{"id":"ch_1","payment_intent":"pi_1","metadata":{}}}}`)
-	paypal := []byte(`{"id":"WH-1","event_type":"PAYMENT.CAPTURE.DENIED","resource":{"id":"CAP1","amount":{"value":"1.00"}}}`)
-	for _, c := range []struct {
-		platform string
-		body     []byte
-		want     []string
-	}{
-		{"stripe", stripe, []string{"ch_1", "pi_1"}},
-		{"paypal", paypal, []string{"CAP1"}},
-		{"alipay", []byte("trade_no=1"), nil},
-		{"stripe", []byte("not json"), nil},
-	} {
-		if got := Lookup(c.platform).BillRefs(c.body); !slices.Equal(got, c.want) {
-			t.Errorf("%s %s: %q, want %q", c.platform, c.body, got, c.want)
-		}
-	}
-}
-
 func TestBilled(t *testing.T) {
 	got := Billed()
 	for _, want := range []string{"alipay", "paypal", "stripe", "wechatpay", "wechatpay_v2"} {
@@ -222,8 +201,11 @@ func TestBilled(t *testing.T) {
 		}
 	}
 	for _, name := range Names() {
-		if has := Lookup(name).Bill.Format != nil; has != slices.Contains(got, name) {
+		if has := BillOf(name) != nil && BillOf(name).Format != nil; has != slices.Contains(got, name) {
 			t.Errorf("%s: has a bill format %v, listed by Billed() %v", name, has, !has)
 		}
+	}
+	if BillOf("nope") != nil {
+		t.Error("BillOf an unknown platform")
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 
 	"github.com/idemgate/idemgate/cache"
+	"github.com/idemgate/idemgate/keying"
+	"github.com/idemgate/idemgate/keying/bill"
 )
 
 // Stripe's and PayPal's bill rows name objects, and their events are found
@@ -43,7 +45,7 @@ func (rc *reconciler) keyUnrun(ctx context.Context) error {
 				if err != nil || full.Notification == nil {
 					continue // gone since the listing, or nothing journaled
 				}
-				for _, r := range rc.preset.BillRefs(full.Notification.Body) {
+				for _, r := range billRefs(rc.bill, full.Notification.Body) {
 					if i, ok := want[r]; ok {
 						items[i].Key = rec.Key
 						for _, other := range items[i].refs {
@@ -59,4 +61,16 @@ func (rc *reconciler) keyUnrun(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// billRefs are the objects a notification body names, as the bill b
+// names them: the Refs its Notification would carry whatever its type (a
+// journaled body, verified when it arrived, of an event that never ran:
+// reconciliation finds it by the object its bill row names). nil for a
+// platform whose key names the order, or a body that is not JSON.
+func billRefs(b *bill.Traits, body []byte) []string {
+	if b == nil || len(b.RefPaths) == 0 {
+		return nil
+	}
+	return keying.RefsAt(keying.NewFields(&keying.Request{Body: body}), b.RefPaths, nil)
 }

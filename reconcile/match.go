@@ -38,6 +38,7 @@ type reconciler struct {
 	env    *Env // the store, the routes' retry windows, the clock
 	opts   Options
 	preset *keying.Preset // the bill's platform
+	bill   *bill.Traits   // what its bill allows for
 	rep    *Report
 	seed   maphash.Seed
 
@@ -56,7 +57,8 @@ type reconciler struct {
 
 func newReconciler(env *Env, opts Options) *reconciler {
 	rep := &Report{Store: env.StoreID, Platform: opts.Platform, Scope: opts.Scope}
-	return &reconciler{env: env, opts: opts, preset: platforms.Lookup(opts.Platform), rep: rep, seed: maphash.MakeSeed(),
+	return &reconciler{env: env, opts: opts, preset: platforms.Lookup(opts.Platform),
+		bill: platforms.BillOf(opts.Platform), rep: rep, seed: maphash.MakeSeed(),
 		reported: map[uint64]struct{}{}, merchants: map[string]bool{}, providers: map[string]string{}, found: map[string]bool{},
 		indexed: map[string]bool{}}
 }
@@ -221,7 +223,7 @@ func (rc *reconciler) match(ctx context.Context, rows []bill.Row) error {
 			continue
 		}
 		notified, note := ev.Amount, ""
-		if rc.preset.Bill.RefundIsTotal && row.Kind == bill.Refund {
+		if rc.bill.RefundIsTotal && row.Kind == bill.Refund {
 			notified, note = alipayRefund(o, ev)
 		}
 		rc.classify(it, row, *ev, notified, note)
@@ -423,7 +425,7 @@ func isCharge(id string) bool { return strings.HasPrefix(id, "ch_") || strings.H
 
 // zone is the clock of the platform's bill days.
 func (rc *reconciler) zone() *time.Location {
-	if z := rc.preset.Bill.Zone; z != nil {
+	if z := rc.bill.Zone; z != nil {
 		return z
 	}
 	return time.UTC
@@ -437,7 +439,7 @@ func (rc *reconciler) period(sum bill.Summary) *PeriodView {
 		return &PeriodView{From: rc.opts.From, To: rc.opts.To, Source: "request"}
 	case !sum.From.IsZero() && sum.To.After(sum.From) && sum.To.Sub(sum.From) <= maxPeriod:
 		to := sum.To
-		if rc.preset.Bill.EndsInclusive {
+		if rc.bill.EndsInclusive {
 			to = to.Add(time.Second) // a section ends at its last second (…08:59:59), inclusive
 		}
 		return &PeriodView{From: sum.From, To: to, Source: "bill"}
@@ -550,7 +552,7 @@ func (rc *reconciler) unsettledOrders(ctx context.Context, names []string) error
 				}
 			}
 			if ev.Settles == keying.SettlesRefund {
-				it.Note = rc.preset.Bill.RefundNote
+				it.Note = rc.bill.RefundNote
 			}
 			switch {
 			case carried:

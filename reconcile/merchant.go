@@ -41,7 +41,7 @@ func (rc *reconciler) recorded(ctx context.Context, since time.Time) (recorded, 
 		return rc.rec, nil
 	}
 	rec := recorded{}
-	account := rc.preset.Bill.Account
+	account := rc.bill.Account
 	scanned, lookups := 0, 0
 	for _, st := range []cache.State{cache.StateAnswered, cache.StateFailed, cache.StateInFlight} {
 		q := cache.ListQuery{State: st, Scope: rc.opts.Scope, Since: since, Limit: 200}
@@ -184,7 +184,7 @@ func (rc *reconciler) checkSeen(ctx context.Context) error {
 		seen = "has seen merchant " + strings.Join(slices.Sorted(maps.Keys(rec)), ", ")
 	}
 	what := "this bill is merchant " + strings.Join(unknown, ", ") + "'s"
-	if rc.preset.Bill.NamesSeller {
+	if rc.bill.NamesSeller {
 		what = "merchant=" + strings.Join(unknown, ", ") + " names an app_id"
 	}
 	return errorf(http.StatusBadRequest, "%s, and scope %s %s and has recorded nothing of %s: not reconciled, "+

@@ -223,7 +223,7 @@ func Run(ctx context.Context, env Env, opts Options, r io.Reader) (*Report, erro
 	if err != nil {
 		return nil, err
 	}
-	rd, err := platforms.Lookup(opts.Platform).Bill.Format.Open(r)
+	rd, err := platforms.BillOf(opts.Platform).Format.Open(r)
 	if err != nil {
 		return nil, billErr(err)
 	}
@@ -231,7 +231,7 @@ func Run(ctx context.Context, env Env, opts Options, r io.Reader) (*Report, erro
 	if route != nil {
 		rc.pins = route.Merchants
 	}
-	if rc.preset.Bill.NamesSeller {
+	if rc.bill.NamesSeller {
 		// The head is read: the bill's account and period tell the app.
 		if err := rc.resolveApp(ctx, rd.Summary()); err != nil {
 			return nil, err

@@ -36,7 +36,7 @@ func TestBillsRead(t *testing.T) {
 		{"stripe", func(w io.Writer) Writer { return NewStripe(w, false) }, intl, false},
 		{"paypal", func(w io.Writer) Writer { return NewPayPal(w, "ACCOUNT1", from, to) }, intl, true},
 	} {
-		rd, err := platforms.Lookup(c.platform).Bill.Format.Open(bytes.NewReader(Bytes(c.start, c.rows)))
+		rd, err := platforms.BillOf(c.platform).Format.Open(bytes.NewReader(Bytes(c.start, c.rows)))
 		if err != nil {
 			t.Fatalf("%s: %v", c.platform, err)
 		}

@@ -38,7 +38,7 @@ func TestSamples(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rd, err := platforms.Lookup(c.platform).Bill.Format.Open(bytes.NewReader(b))
+		rd, err := platforms.BillOf(c.platform).Format.Open(bytes.NewReader(b))
 		if err != nil {
 			t.Fatalf("%s: %v", c.platform, err)
 		}

@@ -3,7 +3,7 @@
 // values, and the pieces a layout is written with (lines and quoted CSV
 // records, exact amounts, times, columns found by name). Each platform's
 // layout lives in its own folder (platforms/<name>/bill.go), declared with
-// [NewFormat] and named by its preset (keying.BillTraits.Format).
+// [NewFormat] and named by the platform's [Traits].
 // Reconciliation compares what a bill says was settled with what the
 // backend ran; this package only reads bills.
 //
@@ -186,8 +186,8 @@ type Parser interface {
 	Next() (Row, error)
 }
 
-// Format is one platform's bill layout, which its preset names
-// (keying.BillTraits.Format).
+// Format is one platform's bill layout, which its traits name
+// (Traits.Format).
 type Format struct {
 	name string // the platform as the summary and errors name it
 	open func(b *Base) (Parser, error)

@@ -39,8 +39,6 @@ var Preset = &keying.Preset{
 		{Name: "browser return", Methods: []string{http.MethodGet, http.MethodHead},
 			Rule: "2xx or 3xx (the shop's result page or a redirect)", Success: returnSuccess},
 	},
-	Bill: keying.BillTraits{Format: billFormat, Zone: keying.Beijing, NamesSeller: true, RefundIsTotal: true,
-		Account: billAccount},
 	Sender: sender,
 }
 

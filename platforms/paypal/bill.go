@@ -57,6 +57,11 @@ type settlementReport struct {
 // No layout with a zone abbreviation: Go would read an unknown one ("PDT") as UTC.
 var paypalTimes = []string{"2006/01/02 15:04:05 -0700", time.RFC3339}
 
+// Bill is what reconciliation with PayPal's settlement report allows
+// for: a section's end is its last second, and its rows name the
+// transaction (the event's resource), not the event.
+var Bill = &bill.Traits{Format: billFormat, EndsInclusive: true, RefPaths: []string{"resource.id"}}
+
 // billFormat is a PayPal settlement report.
 var billFormat = bill.NewFormat("paypal", openPayPal)
 

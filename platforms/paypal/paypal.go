@@ -36,7 +36,6 @@ var Preset = &keying.Preset{
 	// PayPal's verification accepts a transmission 5 minutes old.
 	SignedFor: 5 * time.Minute,
 	SignedAt:  signedAt,
-	Bill:      keying.BillTraits{Format: billFormat, EndsInclusive: true, RefPaths: []string{"resource.id"}},
 	Sender:    sender,
 }
 

@@ -46,6 +46,10 @@ var (
 	stripeRefunds  = map[string]bool{"refund": true, "payment_refund": true}
 )
 
+// Bill is what reconciliation with Stripe's export allows for: its rows
+// name the objects behind an event (stripeRefPaths), not the event.
+var Bill = &bill.Traits{Format: billFormat, RefPaths: stripeRefPaths}
+
 // billFormat is a Stripe balance-transaction export.
 var billFormat = bill.NewFormat("stripe", openStripe)
 

@@ -34,7 +34,6 @@ var Preset = &keying.Preset{
 			return nil
 		}
 	},
-	Bill:   keying.BillTraits{Format: billFormat, RefPaths: stripeRefPaths},
 	Sender: sender,
 }
 

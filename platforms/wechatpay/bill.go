@@ -70,6 +70,10 @@ var wechatTotals = map[string]string{
 // xmlMsg finds the reason in a v2 failure answer (<return_msg>No Bill Exist</return_msg>).
 var xmlMsg = regexp.MustCompile(`<(?:return_msg|err_code_des)>(?:<!\[CDATA\[)?([^<\]]*)`)
 
+// Bill is WeChat Pay's bill, one for both API versions.
+var Bill = &bill.Traits{Format: billFormat, Zone: keying.Beijing,
+	RefundNote: "WeChat Pay's bill dates a refund by its acceptance, its notification by its success: it may be in the bill of the day before"}
+
 // billFormat is WeChat Pay's trade bill, the same for API v3 and v2.
 var billFormat = bill.NewFormat("wechatpay", openWeChat)
 

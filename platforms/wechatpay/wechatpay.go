@@ -36,13 +36,8 @@ var Preset = &keying.Preset{
 	// wechatpay-go's notify handler accepts 5 minutes.
 	SignedFor: 5 * time.Minute,
 	SignedAt:  signedAt,
-	Bill:      Bill,
 	Sender:    sender,
 }
-
-// Bill is WeChat Pay's bill, one for both API versions.
-var Bill = keying.BillTraits{Format: billFormat, Zone: keying.Beijing,
-	RefundNote: "WeChat Pay's bill dates a refund by its acceptance, its notification by its success: it may be in the bill of the day before"}
 
 // WechatPay verifies WeChat Pay API v3 notifications.
 //

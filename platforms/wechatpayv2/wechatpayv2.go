@@ -31,9 +31,11 @@ var Preset = &keying.Preset{
 	// publishes v3's frequencies.
 	Schedule: wechatpay.Schedule,
 	Orders:   true, Extra: true, Pins: "mchid",
-	Bill:   wechatpay.Bill,
 	Sender: sender,
 }
+
+// Bill is v3's: WeChat Pay has one bill for both API versions.
+var Bill = wechatpay.Bill
 
 // WechatPayV2 verifies WeChat Pay API v2 payment result notifications (XML).
 //

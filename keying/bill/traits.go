@@ -1,0 +1,38 @@
+package bill
+
+import "time"
+
+// Traits are a platform's quirks that reconciliation with its bill allows
+// for. Each platform with a bill declares its own next to its layout
+// (platforms/<name>/bill.go), and the registry (package platforms) pairs
+// them with its preset: they live here, not on keying.Preset, so the gate,
+// which imports keying, does not pull in the bill readers.
+type Traits struct {
+	// Format reads the platform's bill; nil for a platform without one,
+	// which reconciliation refuses.
+	Format *Format
+	// Zone is the clock of the bill's days; nil means UTC.
+	Zone *time.Location
+	// NamesSeller: the bill names the seller account, not the app_id a
+	// route pins (Alipay), so reconciliation must be told which merchant.
+	NamesSeller bool
+	// Account is the seller account a journaled notification's body
+	// names, written as the bill's head names it (Alipay: seller_id +
+	// "0156", the bill's #账号), or "": reconciliation tells from it which
+	// app a bill is for, and refuses another seller's bill. Nil where the
+	// bill names none.
+	Account func(body []byte) string
+	// RefundIsTotal: a refund notification's amount is the trade's
+	// refunded total so far (Alipay's refund_fee), not the refund's own.
+	RefundIsTotal bool
+	// EndsInclusive: a bill section's end is its last second, counted in
+	// (PayPal's …08:59:59).
+	EndsInclusive bool
+	// RefundNote is said of a refund the backend ran that the bill does
+	// not show, where the platform dates the two apart.
+	RefundNote string
+	// RefPaths are where a notification's JSON body names the objects the
+	// bill names, for a platform whose keys are event ids: reconciliation
+	// reads them from a journaled body to find the event a bill row is of.
+	RefPaths []string
+}
