@@ -1,9 +1,10 @@
 // Package billcheck holds what every platform's bill tests share: reading
-// a whole bill with a keying/bill Format, asserting a line error, the
-// generated bills (a Generator per layout, written in the platform's
-// folder, streamed here) and the runners every layout passes: the
-// generated rows read back, a cut anywhere is seen, fuzzing keeps rows
-// sound, and the 1M-row benchmark. Only tests import it.
+// a whole bill with a keying/bill Format, asserting a line error or the
+// bills Open refuses, the generated bills (a Generator per layout,
+// written in the platform's folder, streamed here) and the runners every
+// layout passes: the generated rows read back, a cut anywhere is seen,
+// fuzzing keeps rows sound, and the 1M-row benchmark. Only tests import
+// it.
 package billcheck
 
 import (
@@ -269,4 +270,26 @@ func Fuzz(f *testing.F, format *bill.Format, checked bool, seeds ...[]byte) {
 			}
 		}
 	})
+}
+
+// OpenError is a bill that Open refuses: the error's kind and a part of
+// its sentence.
+type OpenError struct {
+	Name     string
+	Data     []byte
+	Kind     error
+	Contains string
+}
+
+// OpenErrors asserts that f's Open refuses each case's bill with its
+// error.
+func OpenErrors(t *testing.T, f *bill.Format, cases []OpenError) {
+	for _, c := range cases {
+		t.Run(c.Name, func(t *testing.T) {
+			_, err := f.Open(bytes.NewReader(c.Data))
+			if !errors.Is(err, c.Kind) || !strings.Contains(err.Error(), c.Contains) {
+				t.Fatalf("error %v, want %v containing %q", err, c.Kind, c.Contains)
+			}
+		})
+	}
 }

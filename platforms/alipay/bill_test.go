@@ -2,7 +2,6 @@ package alipay
 
 import (
 	"bytes"
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -174,24 +173,12 @@ func TestBillOpenErrors(t *testing.T) {
 		{Kind: billtest.Payment, Order: "4200000925202610030000000002", MerchantOrder: "M2", Merchant: "1900000109",
 			Amount: "7.00", Currency: "CNY", Time: billcheck.Day},
 	})
-	for _, c := range []struct {
-		name     string
-		data     []byte
-		kind     error
-		contains string
-	}{
-		{"alipay zip archive", []byte("PK\x03\x04\x14\x00\x00\x00\x08\x00"), bill.ErrMalformed, "unzip it"},
-		{"the zip note names the file to pass", []byte("PK\x03\x04\x14\x00\x00\x00\x08\x00"), bill.ErrMalformed, "pass the …_业务明细.csv one"},
-		{"empty alipay", nil, bill.ErrIncomplete, "empty"},
-		{"a WeChat bill read as Alipay's", wechat, bill.ErrMalformed, "not an Alipay bill"},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			_, err := billFormat.Open(bytes.NewReader(c.data))
-			if !errors.Is(err, c.kind) || !strings.Contains(err.Error(), c.contains) {
-				t.Fatalf("error %v, want %v containing %q", err, c.kind, c.contains)
-			}
-		})
-	}
+	billcheck.OpenErrors(t, billFormat, []billcheck.OpenError{
+		{Name: "alipay zip archive", Data: []byte("PK\x03\x04\x14\x00\x00\x00\x08\x00"), Kind: bill.ErrMalformed, Contains: "unzip it"},
+		{Name: "the zip note names the file to pass", Data: []byte("PK\x03\x04\x14\x00\x00\x00\x08\x00"), Kind: bill.ErrMalformed, Contains: "pass the …_业务明细.csv one"},
+		{Name: "empty alipay", Kind: bill.ErrIncomplete, Contains: "empty"},
+		{Name: "a WeChat bill read as Alipay's", Data: wechat, Kind: bill.ErrMalformed, Contains: "not an Alipay bill"},
+	})
 }
 
 func FuzzAlipayBill(f *testing.F) {

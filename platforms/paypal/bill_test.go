@@ -1,8 +1,6 @@
 package paypal
 
 import (
-	"bytes"
-	"errors"
 	"io"
 	"strconv"
 	"strings"
@@ -171,22 +169,10 @@ func TestBillOpenErrors(t *testing.T) {
 		{Kind: billtest.Payment, Order: "ch_1", MerchantOrder: "M1", Amount: "97.00", Currency: "EUR", Time: at},
 		{Kind: billtest.Payment, Order: "ch_2", MerchantOrder: "M2", Amount: "12.50", Currency: "EUR", Time: at},
 	})
-	for _, c := range []struct {
-		name     string
-		data     []byte
-		kind     error
-		contains string
-	}{
-		{"empty paypal", nil, bill.ErrIncomplete, "empty"},
-		{"a Stripe export read as PayPal's", stripe, bill.ErrMalformed, "not a PayPal settlement report"},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			_, err := billFormat.Open(bytes.NewReader(c.data))
-			if !errors.Is(err, c.kind) || !strings.Contains(err.Error(), c.contains) {
-				t.Fatalf("error %v, want %v containing %q", err, c.kind, c.contains)
-			}
-		})
-	}
+	billcheck.OpenErrors(t, billFormat, []billcheck.OpenError{
+		{Name: "empty paypal", Kind: bill.ErrIncomplete, Contains: "empty"},
+		{Name: "a Stripe export read as PayPal's", Data: stripe, Kind: bill.ErrMalformed, Contains: "not a PayPal settlement report"},
+	})
 }
 
 func FuzzPayPalBill(f *testing.F) {
