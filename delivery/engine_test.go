@@ -13,6 +13,7 @@ import (
 
 	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/gate"
+	"github.com/idemgate/idemgate/journal"
 )
 
 // testRoute is a route as the engine sees it, over a real store; it
@@ -39,16 +40,8 @@ func (r *testRoute) Received(req *http.Request, c gate.Claim) (*cache.Notificati
 
 func (r *testRoute) Journaled(n *cache.Notification) *cache.Notification { return n }
 
-func (r *testRoute) Attempt(kind gate.Kind, status int, err error, _ time.Duration) (string, string) {
-	switch kind {
-	case gate.BackendAnswered:
-		return cache.AttemptAnswered, ""
-	case gate.BackendRefused:
-		return cache.AttemptFailed, "status " + http.StatusText(status)
-	case gate.BackendNotReached:
-		return cache.AttemptUnreachable, err.Error()
-	}
-	return cache.AttemptAmbiguous, "ambiguous"
+func (r *testRoute) Attempt(kind gate.Kind, status int, err error, took time.Duration) (string, string) {
+	return kind.AttemptOutcome(), journal.Error(kind.AttemptOutcome(), status, err, took)
 }
 
 func (r *testRoute) Success(_ string, status int, _ http.Header, _ []byte) bool {
