@@ -41,6 +41,25 @@ func ReadAll(f *bill.Format, data []byte) ([]bill.Row, bill.Summary, error) {
 	}
 }
 
+// Rows reads a whole bill of format f, asserts it reads without error
+// into want, and returns its summary for the caller's checks.
+func Rows(t *testing.T, f *bill.Format, data []byte, want []bill.Row) bill.Summary {
+	t.Helper()
+	rows, sum, err := ReadAll(f, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != len(want) {
+		t.Fatalf("%d rows, want %d: %+v", len(rows), len(want), rows)
+	}
+	for i := range rows {
+		if rows[i] != want[i] {
+			t.Errorf("row %d:\n got %+v\nwant %+v", i, rows[i], want[i])
+		}
+	}
+	return sum
+}
+
 // LineError asserts err is a bill Error of kind at line.
 func LineError(t *testing.T, err error, kind error, line int, contains string) {
 	t.Helper()

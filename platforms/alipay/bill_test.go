@@ -86,18 +86,7 @@ func TestAlipayDocumentedLayout(t *testing.T) {
 		{"an empty day", aliBill(t, aliLines(aliEnd, "#交易合计：0笔，商家实收共0.00元，商家优惠共0.00元", "#退款合计：0笔，商家实收退款共0.00元，商家优惠退款共0.00元")...), nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			rows, sum, err := billcheck.ReadAll(billFormat, c.bill)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(rows) != len(c.want) {
-				t.Fatalf("%d rows, want %d", len(rows), len(c.want))
-			}
-			for i := range rows {
-				if rows[i] != c.want[i] {
-					t.Errorf("row %d:\n got %+v\nwant %+v", i, rows[i], c.want[i])
-				}
-			}
+			sum := billcheck.Rows(t, billFormat, c.bill, c.want)
 			from := time.Date(2026, 10, 3, 0, 0, 0, 0, keying.Beijing)
 			if !sum.Checked || sum.Account != "20880211096256330156" || !sum.From.Equal(from) || !sum.To.Equal(from.AddDate(0, 0, 1)) {
 				t.Errorf("summary %+v", sum)

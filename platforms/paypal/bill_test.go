@@ -56,18 +56,7 @@ func TestPayPalDocumentedLayout(t *testing.T) {
 		{"the column name with one space, CRLF", []byte(strings.ReplaceAll(string(ppBill(append([]string{ppRH, ppFH, ppSH, single}, body[4:]...)...)), "\n", "\r\n"))},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			rows, sum, err := billcheck.ReadAll(billFormat, c.bill)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(rows) != len(want) {
-				t.Fatalf("%d rows, want %d", len(rows), len(want))
-			}
-			for i := range rows {
-				if rows[i] != want[i] {
-					t.Errorf("row %d:\n got %+v\nwant %+v", i, rows[i], want[i])
-				}
-			}
+			sum := billcheck.Rows(t, billFormat, c.bill, want)
 			if !sum.Checked || sum.Account != "4X5Y6ZACCOUNT" || !sum.From.Equal(time.Date(2026, 10, 2, 9, 0, 0, 0, pdt)) {
 				t.Errorf("summary %+v", sum)
 			}

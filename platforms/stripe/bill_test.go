@@ -50,18 +50,7 @@ func TestStripeDocumentedLayouts(t *testing.T) {
 			[]bill.Row{{Line: 2, Kind: bill.Refund, Refund: "pyr_1", ID: "txn_1", Amount: "5.00", Minor: 500, Currency: "USD", Time: created, Type: "payment_refund", Status: "available"}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			rows, sum, err := billcheck.ReadAll(billFormat, []byte(c.bill))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(rows) != len(c.want) {
-				t.Fatalf("%d rows, want %d", len(rows), len(c.want))
-			}
-			for i := range rows {
-				if rows[i] != c.want[i] {
-					t.Errorf("row %d:\n got %+v\nwant %+v", i, rows[i], c.want[i])
-				}
-			}
+			sum := billcheck.Rows(t, billFormat, []byte(c.bill), c.want)
 			if sum.Layout != c.layout || sum.Checked {
 				t.Errorf("layout %q checked %v: want %q, and never checked (no trailer)", sum.Layout, sum.Checked, c.layout)
 			}

@@ -73,18 +73,7 @@ func TestWeChatDocumentedLayouts(t *testing.T) {
 			"wechatpay ALL", nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			rows, sum, err := billcheck.ReadAll(billFormat, c.bill)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(rows) != len(c.want) {
-				t.Fatalf("%d rows, want %d: %+v", len(rows), len(c.want), rows)
-			}
-			for i := range rows {
-				if rows[i] != c.want[i] {
-					t.Errorf("row %d:\n got %+v\nwant %+v", i, rows[i], c.want[i])
-				}
-			}
+			sum := billcheck.Rows(t, billFormat, c.bill, c.want)
 			if sum.Layout != c.layout || !sum.Checked {
 				t.Errorf("layout %q checked %v, want %q checked", sum.Layout, sum.Checked, c.layout)
 			}
