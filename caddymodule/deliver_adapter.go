@@ -13,7 +13,6 @@ import (
 	async "github.com/idemgate/idemgate/delivery"
 	"github.com/idemgate/idemgate/gate"
 	"github.com/idemgate/idemgate/internal/registry"
-	"github.com/idemgate/idemgate/journal"
 )
 
 // The delivery engine (package delivery) attached to an async route: the
@@ -92,10 +91,6 @@ func (d deliverRoute) Received(r *http.Request, c gate.Claim) (*cache.Notificati
 }
 
 func (d deliverRoute) Journaled(n *cache.Notification) *cache.Notification { return d.h.journaled(n) }
-
-func (d deliverRoute) Attempt(kind gate.Kind, status int, err error, took time.Duration) (string, string) {
-	return kind.AttemptOutcome(), journal.Error(kind.AttemptOutcome(), status, err, took)
-}
 
 func (d deliverRoute) Success(method string, status int, header http.Header, body []byte) bool {
 	return d.h.success.judge(method, status, header, body)

@@ -13,7 +13,6 @@ import (
 
 	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/gate"
-	"github.com/idemgate/idemgate/journal"
 )
 
 // testRoute is a route as the engine sees it, over a real store; it
@@ -39,10 +38,6 @@ func (r *testRoute) Received(req *http.Request, c gate.Claim) (*cache.Notificati
 }
 
 func (r *testRoute) Journaled(n *cache.Notification) *cache.Notification { return n }
-
-func (r *testRoute) Attempt(kind gate.Kind, status int, err error, took time.Duration) (string, string) {
-	return kind.AttemptOutcome(), journal.Error(kind.AttemptOutcome(), status, err, took)
-}
 
 func (r *testRoute) Success(_ string, status int, _ http.Header, _ []byte) bool {
 	return status >= 200 && status < 300
