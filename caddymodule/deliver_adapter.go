@@ -78,8 +78,8 @@ func (q asyncQueue) Copy(ctx context.Context, key, fp string, copies int64) (gat
 }
 
 // deliverRoute is the handler as its engine's Route. The journal's
-// helpers (received, credentialsOf, journaled, attemptOutcome,
-// attemptError) and forward.go's backendKind are reached from here only.
+// helpers (received, credentialsOf, journaled) are reached from here
+// only.
 type deliverRoute struct{ h *Handler }
 
 func (d deliverRoute) Store() cache.Store      { return d.h.store }
@@ -91,21 +91,6 @@ func (d deliverRoute) Received(r *http.Request, c gate.Claim) (*cache.Notificati
 }
 
 func (d deliverRoute) Journaled(n *cache.Notification) *cache.Notification { return d.h.journaled(n) }
-
-func (d deliverRoute) Attempt(kind gate.Kind, status int, err error, took time.Duration) (string, string) {
-	k := backendKindOf(kind)
-	return k.attemptOutcome(), attemptError(k, status, err, took)
-}
-
-// backendKindOf is k as forward.go names it (backendKind.gate's inverse).
-func backendKindOf(k gate.Kind) backendKind {
-	for _, b := range []backendKind{backendAnswered, backendFailed, backendUnreachable} {
-		if b.gate() == k {
-			return b
-		}
-	}
-	return backendAmbiguous
-}
 
 func (d deliverRoute) Success(method string, status int, header http.Header, body []byte) bool {
 	return d.h.success.judge(method, status, header, body)

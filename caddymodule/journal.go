@@ -62,14 +62,9 @@ func (h *Handler) received(r *http.Request, c gate.Claim) *cache.Notification {
 // the backend (journal.CredentialsOf).
 func credentialsOf(hdr http.Header) http.Header { return journal.CredentialsOf(hdr) }
 
-// attemptError is journal.Error for a backendKind.
-func attemptError(kind backendKind, status int, err error, took time.Duration) string {
-	return journal.Error(kind.attemptOutcome(), status, err, took)
-}
-
 // attemptOf is what the journal keeps of one forward.
-func attemptOf(r *http.Request, kind backendKind, start time.Time, tw *teeWriter, body []byte, err error) *cache.Attempt {
-	res := journal.Result{Outcome: kind.attemptOutcome(), Start: start, Duration: time.Since(start), Body: body, Err: err}
+func attemptOf(r *http.Request, kind gate.Kind, start time.Time, tw *teeWriter, body []byte, err error) *cache.Attempt {
+	res := journal.Result{Outcome: kind.AttemptOutcome(), Start: start, Duration: time.Since(start), Body: body, Err: err}
 	if tw.wroteHeader {
 		res.Status = tw.status
 	}

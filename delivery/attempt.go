@@ -1,7 +1,6 @@
 package delivery
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/gate"
+	"github.com/idemgate/idemgate/journal"
 )
 
 // One attempt of a taken delivery, and how its key's claim is settled by
@@ -62,14 +62,10 @@ func (e *Engine) deliver(d *cache.Delivery, took time.Time) {
 	out := e.send(d, attempt)
 	e.states.forget(d.Key) // sent; retrying says when it goes again
 	elapsed := time.Since(start)
-	outcome, failure := rt.Attempt(out.kind, out.status, out.err, elapsed)
+	a := journal.Attempt(journal.Result{Outcome: out.kind.AttemptOutcome(), Start: start, Duration: elapsed,
+		Status: out.status, Body: out.body, Err: out.err, Resigned: out.resigned})
+	outcome := a.Outcome
 	rt.Delivered(outcome, elapsed)
-
-	a := &cache.Attempt{Start: start, Duration: elapsed, Status: out.status, Outcome: outcome,
-		Error: failure, Resigned: out.resigned}
-	if out.kind == gate.BackendRefused && len(out.body) > 0 {
-		a.Body = bytes.Clone(out.body[:min(len(out.body), cache.MaxAttemptBody)])
-	}
 	expired := e.signatureExpired(d, out, start)
 	if expired != "" {
 		a.Error, a.Dead = expired, true

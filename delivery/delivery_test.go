@@ -1,12 +1,9 @@
 package delivery
 
 import (
-	"errors"
 	"net/url"
 	"testing"
 	"time"
-
-	"github.com/idemgate/idemgate/gate"
 )
 
 // TestDeliverTarget: the notification's path and query go after `to`'s,
@@ -52,29 +49,5 @@ func TestDeliverBackoff(t *testing.T) {
 	}
 	if len(seen) < 2 {
 		t.Errorf("backoff without jitter: %v", seen)
-	}
-}
-
-// TestDeliverClassify: what an attempt came to, from what the transport
-// and the success rule saw.
-func TestDeliverClassify(t *testing.T) {
-	broke := errors.New("broken")
-	for _, tt := range []struct {
-		name                       string
-		err                        error
-		answered, written, success bool
-		want                       gate.Kind
-	}{
-		{"success", nil, true, true, true, gate.BackendAnswered},
-		{"not a success", nil, true, true, false, gate.BackendRefused},
-		{"answer cut mid-body", broke, true, true, false, gate.BackendUnknown},
-		{"written, no answer", broke, false, true, false, gate.BackendUnknown},
-		{"nothing written", broke, false, false, false, gate.BackendNotReached},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := classify(tt.err, tt.answered, tt.written, tt.success); got != tt.want {
-				t.Errorf("classify = %v, want %v", got, tt.want)
-			}
-		})
 	}
 }

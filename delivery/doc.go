@@ -7,8 +7,10 @@
 // the claim, queue, ack), and a copy of a queued key to Engine.Copy. The
 // engine's workers (engine.go) take deliveries from the queue, send each
 // to the backend once (send.go) and settle the key's claim by the
-// outcome (attempt.go), as the synchronous path does. The route reaches
-// in only through Config (settings as plain values) and Route (its store,
-// journal, events, metrics and success rule); the Caddy adapter builds
-// both and registers the engine with the config's app.
+// outcome (attempt.go), as the synchronous path does: gate.Classify
+// decides what an attempt came to, and package journal words it as the
+// forward's attempts are. The route reaches in only through Config
+// (settings as plain values) and Route (its store, journal cut, events,
+// metrics and success rule); the Caddy adapter builds both and registers
+// the engine with the config's app.
 package delivery

@@ -85,10 +85,6 @@ type Route interface {
 	Received(r *http.Request, c gate.Claim) (n *cache.Notification, credentials http.Header)
 	// Journaled is n as the journal keeps it (nil: none kept).
 	Journaled(n *cache.Notification) *cache.Notification
-	// Attempt names an attempt that came to kind, for the journal, the
-	// log and the metrics: its outcome (cache.Attempt*) and its failure
-	// in words ("" for a success).
-	Attempt(kind gate.Kind, status int, err error, took time.Duration) (outcome, failure string)
 	// Success judges a backend's answer by the route's success rule.
 	Success(method string, status int, header http.Header, body []byte) bool
 	// ReplayHeader is the part of an answer's header a replay sends again.

@@ -39,18 +39,6 @@ func (r *testRoute) Received(req *http.Request, c gate.Claim) (*cache.Notificati
 
 func (r *testRoute) Journaled(n *cache.Notification) *cache.Notification { return n }
 
-func (r *testRoute) Attempt(kind gate.Kind, status int, err error, _ time.Duration) (string, string) {
-	switch kind {
-	case gate.BackendAnswered:
-		return cache.AttemptAnswered, ""
-	case gate.BackendRefused:
-		return cache.AttemptFailed, "status " + http.StatusText(status)
-	case gate.BackendNotReached:
-		return cache.AttemptUnreachable, err.Error()
-	}
-	return cache.AttemptAmbiguous, "ambiguous"
-}
-
 func (r *testRoute) Success(_ string, status int, _ http.Header, _ []byte) bool {
 	return status >= 200 && status < 300
 }

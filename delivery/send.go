@@ -7,11 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptrace"
 	"net/url"
 	"strconv"
 	"strings"
-	"sync/atomic"
 
 	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/gate"
@@ -34,7 +32,8 @@ type sendResult struct {
 }
 
 // send posts the notification to the backend once: never re-sent by the
-// transport (sendTrace), classified by the route's success rule.
+// transport (gate.SendTrace), classified by the route's success rule
+// (gate.Classify).
 func (e *Engine) send(d *cache.Delivery, attempt int) sendResult {
 	n := d.Notification
 	if n == nil {
@@ -44,10 +43,10 @@ func (e *Engine) send(d *cache.Delivery, attempt int) sendResult {
 	if err != nil {
 		return sendResult{kind: gate.BackendNotReached, err: err}
 	}
-	sent := &sendTrace{}
+	sent := &gate.SendTrace{}
 	ctx, cancel := context.WithTimeout(e.sendCtx, e.cfg.Ceiling)
 	defer cancel()
-	ctx = httptrace.WithClientTrace(ctx, sent.clientTrace())
+	ctx = sent.Context(ctx)
 	req, err := http.NewRequestWithContext(ctx, n.Method, target, bytes.NewReader(n.Body))
 	if err != nil {
 		return sendResult{kind: gate.BackendNotReached, err: err}
@@ -89,28 +88,14 @@ func (e *Engine) send(d *cache.Delivery, attempt int) sendResult {
 	} else {
 		out.err = err
 	}
-	out.kind = classify(out.err, resp != nil, sent.written.Load(),
-		out.err == nil && e.rt.Success(n.Method, out.status, out.header, out.body))
+	out.kind = gate.Classify(gate.Sent{
+		Err: out.err, Answered: resp != nil, Attempted: sent.Attempted(), Written: sent.Written(),
+		Success: out.err == nil && e.rt.Success(n.Method, out.status, out.header, out.body),
+		// The engine's own client, traced: a request not written was
+		// not sent.
+		Unsent: true,
+	})
 	return out
-}
-
-// classify decides whether an attempt ran, failed, never left, or may
-// have run, from what was seen: the error of the send or of reading the
-// answer, whether an answer came (answered), whether the request was
-// written on a connection (written), and whether the answer is a success
-// by the route's rule.
-func classify(err error, answered, written, success bool) gate.Kind {
-	switch {
-	case err == nil && success:
-		return gate.BackendAnswered
-	case err == nil:
-		return gate.BackendRefused
-	case answered || written:
-		// Part or all of the request may have reached the backend.
-		return gate.BackendUnknown
-	}
-	// No connection, or one refused before a byte went out.
-	return gate.BackendNotReached
 }
 
 // target is the backend URL for a notification received at uri: its path
@@ -151,30 +136,4 @@ func deliveryHeaders(h http.Header) http.Header {
 		out[k] = append([]string(nil), v...)
 	}
 	return out
-}
-
-// sendTrace follows an attempt through the HTTP transport, and refuses a
-// re-send: Go's transport silently re-sends a request it deems replayable
-// when a kept-alive connection breaks before the answer. Once the request
-// has been written, any further connection for it is closed before a
-// byte goes out, so the backend never runs twice for one attempt: the
-// broken attempt is ambiguous instead. (The sync path's forward has the
-// same guard for the next handler's transport.)
-type sendTrace struct {
-	written atomic.Bool
-}
-
-func (s *sendTrace) clientTrace() *httptrace.ClientTrace {
-	return &httptrace.ClientTrace{
-		GotConn: func(info httptrace.GotConnInfo) {
-			if s.written.Load() {
-				_ = info.Conn.Close()
-			}
-		},
-		WroteRequest: func(httptrace.WroteRequestInfo) {
-			// Even a failed write may have delivered part or all of the
-			// request.
-			s.written.Store(true)
-		},
-	}
 }

@@ -1,9 +1,10 @@
 // Package billcheck holds what every platform's bill tests share: reading
-// a whole bill with a keying/bill Format, asserting a line error, the
-// generated bills (a Generator per layout, written in the platform's
-// folder, streamed here) and the runners every layout passes: the
-// generated rows read back, a cut anywhere is seen, fuzzing keeps rows
-// sound, and the 1M-row benchmark. Only tests import it.
+// a whole bill with a keying/bill Format, asserting a line error or the
+// bills Open refuses, the generated bills (a Generator per layout,
+// written in the platform's folder, streamed here) and the runners every
+// layout passes: the generated rows read back, a cut anywhere is seen,
+// fuzzing keeps rows sound, and the 1M-row benchmark. Only tests import
+// it.
 package billcheck
 
 import (
@@ -38,6 +39,25 @@ func ReadAll(f *bill.Format, data []byte) ([]bill.Row, bill.Summary, error) {
 		}
 		rows = append(rows, row)
 	}
+}
+
+// Rows reads a whole bill of format f, asserts it reads without error
+// into want, and returns its summary for the caller's checks.
+func Rows(t *testing.T, f *bill.Format, data []byte, want []bill.Row) bill.Summary {
+	t.Helper()
+	rows, sum, err := ReadAll(f, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != len(want) {
+		t.Fatalf("%d rows, want %d: %+v", len(rows), len(want), rows)
+	}
+	for i := range rows {
+		if rows[i] != want[i] {
+			t.Errorf("row %d:\n got %+v\nwant %+v", i, rows[i], want[i])
+		}
+	}
+	return sum
 }
 
 // LineError asserts err is a bill Error of kind at line.
@@ -269,4 +289,26 @@ func Fuzz(f *testing.F, format *bill.Format, checked bool, seeds ...[]byte) {
 			}
 		}
 	})
+}
+
+// OpenError is a bill that Open refuses: the error's kind and a part of
+// its sentence.
+type OpenError struct {
+	Name     string
+	Data     []byte
+	Kind     error
+	Contains string
+}
+
+// OpenErrors asserts that f's Open refuses each case's bill with its
+// error.
+func OpenErrors(t *testing.T, f *bill.Format, cases []OpenError) {
+	for _, c := range cases {
+		t.Run(c.Name, func(t *testing.T) {
+			_, err := f.Open(bytes.NewReader(c.Data))
+			if !errors.Is(err, c.Kind) || !strings.Contains(err.Error(), c.Contains) {
+				t.Fatalf("error %v, want %v containing %q", err, c.Kind, c.Contains)
+			}
+		})
+	}
 }

@@ -2,7 +2,6 @@ package alipay
 
 import (
 	"bytes"
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -87,18 +86,7 @@ func TestAlipayDocumentedLayout(t *testing.T) {
 		{"an empty day", aliBill(t, aliLines(aliEnd, "#交易合计：0笔，商家实收共0.00元，商家优惠共0.00元", "#退款合计：0笔，商家实收退款共0.00元，商家优惠退款共0.00元")...), nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			rows, sum, err := billcheck.ReadAll(billFormat, c.bill)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(rows) != len(c.want) {
-				t.Fatalf("%d rows, want %d", len(rows), len(c.want))
-			}
-			for i := range rows {
-				if rows[i] != c.want[i] {
-					t.Errorf("row %d:\n got %+v\nwant %+v", i, rows[i], c.want[i])
-				}
-			}
+			sum := billcheck.Rows(t, billFormat, c.bill, c.want)
 			from := time.Date(2026, 10, 3, 0, 0, 0, 0, keying.Beijing)
 			if !sum.Checked || sum.Account != "20880211096256330156" || !sum.From.Equal(from) || !sum.To.Equal(from.AddDate(0, 0, 1)) {
 				t.Errorf("summary %+v", sum)
@@ -174,24 +162,12 @@ func TestBillOpenErrors(t *testing.T) {
 		{Kind: billtest.Payment, Order: "4200000925202610030000000002", MerchantOrder: "M2", Merchant: "1900000109",
 			Amount: "7.00", Currency: "CNY", Time: billcheck.Day},
 	})
-	for _, c := range []struct {
-		name     string
-		data     []byte
-		kind     error
-		contains string
-	}{
-		{"alipay zip archive", []byte("PK\x03\x04\x14\x00\x00\x00\x08\x00"), bill.ErrMalformed, "unzip it"},
-		{"the zip note names the file to pass", []byte("PK\x03\x04\x14\x00\x00\x00\x08\x00"), bill.ErrMalformed, "pass the …_业务明细.csv one"},
-		{"empty alipay", nil, bill.ErrIncomplete, "empty"},
-		{"a WeChat bill read as Alipay's", wechat, bill.ErrMalformed, "not an Alipay bill"},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			_, err := billFormat.Open(bytes.NewReader(c.data))
-			if !errors.Is(err, c.kind) || !strings.Contains(err.Error(), c.contains) {
-				t.Fatalf("error %v, want %v containing %q", err, c.kind, c.contains)
-			}
-		})
-	}
+	billcheck.OpenErrors(t, billFormat, []billcheck.OpenError{
+		{Name: "alipay zip archive", Data: []byte("PK\x03\x04\x14\x00\x00\x00\x08\x00"), Kind: bill.ErrMalformed, Contains: "unzip it"},
+		{Name: "the zip note names the file to pass", Data: []byte("PK\x03\x04\x14\x00\x00\x00\x08\x00"), Kind: bill.ErrMalformed, Contains: "pass the …_业务明细.csv one"},
+		{Name: "empty alipay", Kind: bill.ErrIncomplete, Contains: "empty"},
+		{Name: "a WeChat bill read as Alipay's", Data: wechat, Kind: bill.ErrMalformed, Contains: "not an Alipay bill"},
+	})
 }
 
 func FuzzAlipayBill(f *testing.F) {

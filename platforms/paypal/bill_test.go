@@ -1,8 +1,6 @@
 package paypal
 
 import (
-	"bytes"
-	"errors"
 	"io"
 	"strconv"
 	"strings"
@@ -58,18 +56,7 @@ func TestPayPalDocumentedLayout(t *testing.T) {
 		{"the column name with one space, CRLF", []byte(strings.ReplaceAll(string(ppBill(append([]string{ppRH, ppFH, ppSH, single}, body[4:]...)...)), "\n", "\r\n"))},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			rows, sum, err := billcheck.ReadAll(billFormat, c.bill)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(rows) != len(want) {
-				t.Fatalf("%d rows, want %d", len(rows), len(want))
-			}
-			for i := range rows {
-				if rows[i] != want[i] {
-					t.Errorf("row %d:\n got %+v\nwant %+v", i, rows[i], want[i])
-				}
-			}
+			sum := billcheck.Rows(t, billFormat, c.bill, want)
 			if !sum.Checked || sum.Account != "4X5Y6ZACCOUNT" || !sum.From.Equal(time.Date(2026, 10, 2, 9, 0, 0, 0, pdt)) {
 				t.Errorf("summary %+v", sum)
 			}
@@ -171,22 +158,10 @@ func TestBillOpenErrors(t *testing.T) {
 		{Kind: billtest.Payment, Order: "ch_1", MerchantOrder: "M1", Amount: "97.00", Currency: "EUR", Time: at},
 		{Kind: billtest.Payment, Order: "ch_2", MerchantOrder: "M2", Amount: "12.50", Currency: "EUR", Time: at},
 	})
-	for _, c := range []struct {
-		name     string
-		data     []byte
-		kind     error
-		contains string
-	}{
-		{"empty paypal", nil, bill.ErrIncomplete, "empty"},
-		{"a Stripe export read as PayPal's", stripe, bill.ErrMalformed, "not a PayPal settlement report"},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			_, err := billFormat.Open(bytes.NewReader(c.data))
-			if !errors.Is(err, c.kind) || !strings.Contains(err.Error(), c.contains) {
-				t.Fatalf("error %v, want %v containing %q", err, c.kind, c.contains)
-			}
-		})
-	}
+	billcheck.OpenErrors(t, billFormat, []billcheck.OpenError{
+		{Name: "empty paypal", Kind: bill.ErrIncomplete, Contains: "empty"},
+		{Name: "a Stripe export read as PayPal's", Data: stripe, Kind: bill.ErrMalformed, Contains: "not a PayPal settlement report"},
+	})
 }
 
 func FuzzPayPalBill(f *testing.F) {

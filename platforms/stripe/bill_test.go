@@ -2,7 +2,6 @@ package stripe
 
 import (
 	"bytes"
-	"errors"
 	"io"
 	"strings"
 	"testing"
@@ -51,18 +50,7 @@ func TestStripeDocumentedLayouts(t *testing.T) {
 			[]bill.Row{{Line: 2, Kind: bill.Refund, Refund: "pyr_1", ID: "txn_1", Amount: "5.00", Minor: 500, Currency: "USD", Time: created, Type: "payment_refund", Status: "available"}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			rows, sum, err := billcheck.ReadAll(billFormat, []byte(c.bill))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(rows) != len(c.want) {
-				t.Fatalf("%d rows, want %d", len(rows), len(c.want))
-			}
-			for i := range rows {
-				if rows[i] != c.want[i] {
-					t.Errorf("row %d:\n got %+v\nwant %+v", i, rows[i], c.want[i])
-				}
-			}
+			sum := billcheck.Rows(t, billFormat, []byte(c.bill), c.want)
 			if sum.Layout != c.layout || sum.Checked {
 				t.Errorf("layout %q checked %v: want %q, and never checked (no trailer)", sum.Layout, sum.Checked, c.layout)
 			}
@@ -137,22 +125,10 @@ func TestBillOpenErrors(t *testing.T) {
 			{Kind: billtest.Payment, Order: "9PX00000000000001", MerchantOrder: "M1", Amount: "25.00", Currency: "USD", Time: from},
 			{Kind: billtest.Payment, Order: "9PX00000000000002", MerchantOrder: "M2", Amount: "10.00", Currency: "USD", Time: from},
 		})
-	for _, c := range []struct {
-		name     string
-		data     []byte
-		kind     error
-		contains string
-	}{
-		{"empty stripe", nil, bill.ErrIncomplete, "empty"},
-		{"a PayPal report read as Stripe's", paypal, bill.ErrMalformed, "not a Stripe balance-transaction export"},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			_, err := billFormat.Open(bytes.NewReader(c.data))
-			if !errors.Is(err, c.kind) || !strings.Contains(err.Error(), c.contains) {
-				t.Fatalf("error %v, want %v containing %q", err, c.kind, c.contains)
-			}
-		})
-	}
+	billcheck.OpenErrors(t, billFormat, []billcheck.OpenError{
+		{Name: "empty stripe", Kind: bill.ErrIncomplete, Contains: "empty"},
+		{Name: "a PayPal report read as Stripe's", Data: paypal, Kind: bill.ErrMalformed, Contains: "not a Stripe balance-transaction export"},
+	})
 }
 
 // TestBillLineTooLong: a line past keying/bill's bound of 64 KiB is an

@@ -3,7 +3,6 @@ package wechatpay
 import (
 	"bytes"
 	"compress/gzip"
-	"errors"
 	"io"
 	"strings"
 	"testing"
@@ -74,18 +73,7 @@ func TestWeChatDocumentedLayouts(t *testing.T) {
 			"wechatpay ALL", nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			rows, sum, err := billcheck.ReadAll(billFormat, c.bill)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(rows) != len(c.want) {
-				t.Fatalf("%d rows, want %d: %+v", len(rows), len(c.want), rows)
-			}
-			for i := range rows {
-				if rows[i] != c.want[i] {
-					t.Errorf("row %d:\n got %+v\nwant %+v", i, rows[i], c.want[i])
-				}
-			}
+			sum := billcheck.Rows(t, billFormat, c.bill, c.want)
 			if sum.Layout != c.layout || !sum.Checked {
 				t.Errorf("layout %q checked %v, want %q checked", sum.Layout, sum.Checked, c.layout)
 			}
@@ -182,23 +170,11 @@ func TestBillOpenErrors(t *testing.T) {
 		{Kind: billtest.Payment, Order: "2026100322001458860000000001", MerchantOrder: "M1", Amount: "9.90", Currency: "CNY", Time: billcheck.Day},
 		{Kind: billtest.Payment, Order: "2026100322001458860000000002", MerchantOrder: "M2", Amount: "6.00", Currency: "CNY", Time: billcheck.Day},
 	})
-	for _, c := range []struct {
-		name     string
-		data     []byte
-		kind     error
-		contains string
-	}{
-		{"broken gzip", []byte{0x1f, 0x8b, 0x08, 0x00, 0x01}, bill.ErrMalformed, "gzip"},
-		{"empty wechatpay", nil, bill.ErrIncomplete, "empty"},
-		{"an Alipay bill read as WeChat's", alipay, bill.ErrMalformed, "not a WeChat Pay trade bill"},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			_, err := billFormat.Open(bytes.NewReader(c.data))
-			if !errors.Is(err, c.kind) || !strings.Contains(err.Error(), c.contains) {
-				t.Fatalf("error %v, want %v containing %q", err, c.kind, c.contains)
-			}
-		})
-	}
+	billcheck.OpenErrors(t, billFormat, []billcheck.OpenError{
+		{Name: "broken gzip", Data: []byte{0x1f, 0x8b, 0x08, 0x00, 0x01}, Kind: bill.ErrMalformed, Contains: "gzip"},
+		{Name: "empty wechatpay", Kind: bill.ErrIncomplete, Contains: "empty"},
+		{Name: "an Alipay bill read as WeChat's", Data: alipay, Kind: bill.ErrMalformed, Contains: "not a WeChat Pay trade bill"},
+	})
 }
 
 // TestBillErrorIsFinal: after an error Next keeps returning it.
