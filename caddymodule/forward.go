@@ -61,14 +61,16 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, next caddyhttp
 // two errors that prove nothing was sent (the trace cannot tell when the
 // next handler never took a connection) marked Unsent.
 func classify(s gate.Sent) gate.Kind {
-	var de reverseproxy.DialError
-	var he caddyhttp.HandlerError
-	switch {
-	case errors.As(s.Err, &de):
-		s.Unsent = true
-	case errors.As(s.Err, &he) && he.StatusCode == http.StatusServiceUnavailable:
-		// reverse_proxy's "no upstreams available": nothing was sent.
-		s.Unsent = true
+	if s.Err != nil { // errors.As's targets escape: a success pays for none
+		var de reverseproxy.DialError
+		var he caddyhttp.HandlerError
+		switch {
+		case errors.As(s.Err, &de):
+			s.Unsent = true
+		case errors.As(s.Err, &he) && he.StatusCode == http.StatusServiceUnavailable:
+			// reverse_proxy's "no upstreams available": nothing was sent.
+			s.Unsent = true
+		}
 	}
 	return gate.Classify(s)
 }
