@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/text/encoding/unicode"
 
+	"github.com/idemgate/idemgate/internal/billcheck"
 	"github.com/idemgate/idemgate/keying/bill"
 )
 
@@ -61,24 +62,6 @@ func (c *countedRows) Next() (bill.Row, error) {
 	return row, nil
 }
 
-func readCounted(f *bill.Format, data []byte) ([]bill.Row, bill.Summary, error) {
-	r, err := f.Open(bytes.NewReader(data))
-	if err != nil {
-		return nil, bill.Summary{}, err
-	}
-	var rows []bill.Row
-	for {
-		row, err := r.Next()
-		if err == io.EOF {
-			return rows, r.Summary(), nil
-		}
-		if err != nil {
-			return rows, r.Summary(), err
-		}
-		rows = append(rows, row)
-	}
-}
-
 const countedBill = "order,amount,currency\no1,9.90,usd\n\"o,2\",100,jpy\n#rows,2\n"
 
 // TestFormatOpen: what wraps the text (gzip, a UTF-8 BOM, UTF-16) is undone
@@ -102,7 +85,7 @@ func TestFormatOpen(t *testing.T) {
 		{"CRLF", []byte(strings.ReplaceAll(countedBill, "\n", "\r\n"))},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			rows, sum, err := readCounted(counted, c.data)
+			rows, sum, err := billcheck.ReadAll(counted, c.data)
 			if err != nil || len(rows) != 2 || rows[1].Order != "o,2" || rows[1].Amount != "100" || rows[0].Minor != 990 {
 				t.Fatalf("rows %+v, error %v", rows, err)
 			}
@@ -139,7 +122,7 @@ func TestFormatErrors(t *testing.T) {
 		{"no end", counted, []byte("h\no1,9.90,usd\n"), bill.ErrIncomplete, 0, "truncated"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, _, err := readCounted(c.f, c.data)
+			_, _, err := billcheck.ReadAll(c.f, c.data)
 			var e *bill.Error
 			if !errors.As(err, &e) || !errors.Is(err, c.kind) || e.Line != c.line || e.Platform != "counted" || !strings.Contains(err.Error(), c.contains) {
 				t.Fatalf("error %v, want %v at line %d containing %q", err, c.kind, c.line, c.contains)
