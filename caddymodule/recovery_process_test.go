@@ -19,6 +19,7 @@ import (
 	"github.com/stripe/stripe-go/v82/webhook"
 
 	"github.com/idemgate/idemgate/caddymodule/admin"
+	"github.com/idemgate/idemgate/internal/platformtest"
 	"github.com/idemgate/idemgate/internal/signer"
 )
 
@@ -356,7 +357,7 @@ func TestRedeliverStripeResigned(t *testing.T) {
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 	waitListening(t, base)
 
-	body := signer.StripeEventAt("evt_redeliver_1", "payment_intent.succeeded", "pi_1", 990, time.Now())
+	body := platformtest.StripeEventAt("evt_redeliver_1", "payment_intent.succeeded", "pi_1", 990, time.Now())
 	hdr := signer.StripeHeader(body, secret, time.Now())
 	req, _ := http.NewRequest(http.MethodPost, base+"/webhooks/stripe", strings.NewReader(string(body)))
 	req.Header = hdr

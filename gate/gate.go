@@ -113,10 +113,5 @@ type Claim struct {
 // left is still the key's claim, and its backend answer is still
 // remembered for the retry).
 func (g *Gate) storeContext() (context.Context, context.CancelFunc) {
-	return StoreContext(g.StoreTimeout)
-}
-
-// StoreContext is storeContext for a time-out.
-func StoreContext(timeout time.Duration) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), timeout)
+	return context.WithTimeout(context.Background(), g.StoreTimeout)
 }

@@ -280,3 +280,42 @@ func TestWaitReplays(t *testing.T) {
 		t.Fatalf("first copy: got %s", s.Label)
 	}
 }
+
+// TestStoreContext: every context ends no sooner than the time-out after
+// its call started and no later than the time-out after it returned; it
+// is done at its deadline, and not before.
+func TestStoreContext(t *testing.T) {
+	const timeout = 40 * time.Millisecond
+	g := &Gate{Config: Config{StoreTimeout: timeout}}
+	for range 2000 {
+		start := time.Now()
+		ctx, cancel := g.storeContext()
+		end := time.Now()
+		dl, ok := ctx.Deadline()
+		cancel()
+		if !ok {
+			t.Fatal("no deadline")
+		}
+		if dl.Before(start.Add(timeout)) {
+			t.Fatalf("deadline %v after the call's start, want at least %v", dl.Sub(start), timeout)
+		}
+		if dl.After(end.Add(timeout)) {
+			t.Fatalf("deadline %v after the call, want at most %v", dl.Sub(end), timeout)
+		}
+	}
+	ctx, cancel := g.storeContext()
+	defer cancel()
+	select {
+	case <-ctx.Done():
+		t.Fatal("done before its deadline")
+	default:
+	}
+	select {
+	case <-ctx.Done():
+		if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			t.Errorf("ended by %v, want the deadline", ctx.Err())
+		}
+	case <-time.After(timeout + time.Second):
+		t.Fatal("never done")
+	}
+}

@@ -1,6 +1,7 @@
 package platformtest
 
 import (
+	"fmt"
 	"net/http"
 	"strconv"
 	"testing"
@@ -13,14 +14,15 @@ import (
 )
 
 // StripeEvent is a Stripe event shaped as Stripe's API reference shows one,
-// created now (signer.StripeEventAt).
+// created now, whose object is a payment intent of amount.
 func StripeEvent(id, eventType, objectID string, amount int) []byte {
-	return signer.StripeEventAt(id, eventType, objectID, amount, time.Now())
+	return StripeEventAt(id, eventType, objectID, amount, time.Now())
 }
 
 // StripeEventAt is StripeEvent created at the given time.
 func StripeEventAt(id, eventType, objectID string, amount int, created time.Time) []byte {
-	return signer.StripeEventAt(id, eventType, objectID, amount, created)
+	object := fmt.Sprintf(`{"id": %q, "object": "payment_intent", "amount": %d, "currency": "usd", "status": "succeeded"}`, objectID, amount)
+	return signer.StripeChangeEvent(id, eventType, object, "", created)
 }
 
 // StripeHeader signs body at ts with the endpoint's whsec_… secret, using

@@ -145,15 +145,11 @@ func (w WechatPayV2) RefundEnvelope(plain, nonce string) (map[string]string, err
 	}, nil
 }
 
-// StripeObjectEvent is a Stripe event of type eventType whose
-// data.object is object (JSON), created at the given time.
-func StripeObjectEvent(id, eventType, object string, created time.Time) []byte {
-	return StripeChangeEvent(id, eventType, object, "", created)
-}
-
-// StripeChangeEvent is StripeObjectEvent with data.previous_attributes
-// (JSON; none when empty): the object's fields as they were before the
-// event, as Stripe sends with charge.refunded and *.updated.
+// StripeChangeEvent is a Stripe event of type eventType whose
+// data.object is object (JSON), created at the given time, with
+// data.previous_attributes (JSON; none when empty): the object's fields
+// as they were before the event, as Stripe sends with charge.refunded and
+// *.updated.
 func StripeChangeEvent(id, eventType, object, previous string, created time.Time) []byte {
 	data := `{"object": ` + object + `}`
 	if previous != "" {

@@ -53,7 +53,7 @@ func testKey(t *testing.T) *rsa.PrivateKey {
 func TestStripeHeader(t *testing.T) {
 	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 	now := time.Now()
-	body := signer.StripeEventAt("evt_1", "payment_intent.succeeded", "pi_1", 2000, now)
+	body := signer.StripeChangeEvent("evt_1", "payment_intent.succeeded", `{"id": "pi_1", "object": "payment_intent", "amount": 2000, "currency": "usd"}`, "", now)
 	h := signer.StripeHeader(body, secret, now)
 	sig := h.Get("Stripe-Signature")
 	if err := webhook.ValidatePayloadWithTolerance(body, sig, secret, 5*time.Minute); err != nil {

@@ -12,22 +12,6 @@ import (
 	"time"
 )
 
-// StripeEventAt is a Stripe event shaped as Stripe's API reference shows
-// one, created at the given time.
-func StripeEventAt(id, eventType, objectID string, amount int, created time.Time) []byte {
-	return []byte(fmt.Sprintf(`{
-  "id": %q,
-  "object": "event",
-  "api_version": "2025-03-31.basil",
-  "created": %d,
-  "data": {"object": {"id": %q, "object": "payment_intent", "amount": %d, "currency": "usd", "status": "succeeded"}},
-  "livemode": false,
-  "pending_webhooks": 1,
-  "request": {"id": null, "idempotency_key": null},
-  "type": %q
-}`, id, created.Unix(), objectID, amount, eventType))
-}
-
 // StripeHeader signs body at ts with the endpoint's whsec_… secret as
 // Stripe does (https://docs.stripe.com/webhooks#verify-manually):
 // Stripe-Signature "t=<unix ts>,v1=<hex HMAC-SHA256 of "<ts>.<body>">",
