@@ -50,6 +50,7 @@ func TestAsyncConsoleBrowser(t *testing.T) {
 	if q := text("#queues"); !strings.Contains(q, "paused") || !strings.Contains(q, "3") || !strings.Contains(q, "Resume") {
 		t.Fatalf("queue table while paused: %q", q)
 	}
+	assertFits(t, bctx, "overview with a paused queue")
 	png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatal(err)

@@ -156,6 +156,7 @@ func TestConsoleBrowser(t *testing.T) {
 	if stores := text("#stores"); !strings.Contains(stores, "memory") || !strings.Contains(stores, "synchronous delivery") {
 		t.Errorf("stores section: %q", stores)
 	}
+	assertFits(t, bctx, "overview")
 	shot("console-shop-overview.png") // docs/console-overview.png is TestConsoleRecoveryBrowser's
 
 	// Its page: two failed attempts with status and the backend's answer,
@@ -185,6 +186,7 @@ func TestConsoleBrowser(t *testing.T) {
 	if strings.Contains(page, "do-not-show") || strings.Contains(page, "Bearer") {
 		t.Errorf("the key's page shows the Authorization header")
 	}
+	assertFits(t, bctx, "key page")
 	shot("console-key.png")
 
 	// Redeliver: the healed backend runs once more, and the page says so.
@@ -224,6 +226,7 @@ func TestConsoleBrowser(t *testing.T) {
 	if m := text("#matches"); !strings.Contains(m, "shop:A-1003") || !strings.Contains(m, "answered") || !strings.Contains(m, "shop:A-1002") {
 		t.Errorf("search results: %q", m)
 	}
+	assertFits(t, bctx, "search by key prefix")
 
 	// A cross-site POST (another site's form, without the page's token)
 	// is refused and runs nothing.

@@ -91,6 +91,7 @@ func TestConsoleExpiredSignatureBrowser(t *testing.T) {
 	if f := text("#stake-failed"); !strings.Contains(f, "(0)") {
 		t.Errorf("failed money at stake: %q, want nothing", f)
 	}
+	assertFits(t, bctx, "overview with a dead key")
 	shot("console-signature-expired-dead.png")
 
 	run("key", chromedp.Click(chromedp.CSS(`#dead a[href*="4200888"]`)), chromedp.WaitVisible(chromedp.CSS("#timeline")))
@@ -103,5 +104,6 @@ func TestConsoleExpiredSignatureBrowser(t *testing.T) {
 	if m := text("main"); !strings.Contains(m, "the gateway stopped at once") || strings.Contains(m, "give_up") {
 		t.Errorf("key page: %q, want the expired signature as the reason, not give_up", m[:min(len(m), 600)])
 	}
+	assertFits(t, bctx, "dead key page")
 	shot("console-signature-expired-key.png")
 }

@@ -87,6 +87,7 @@ func TestConsoleReconcilePendingBrowser(t *testing.T) {
 			}
 		}
 	}
+	assertFits(t, bctx, "reconcile report")
 	png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatal(err)

@@ -148,6 +148,7 @@ func TestConsoleRecoveryBrowser(t *testing.T) {
 	if f := text("#failed"); !strings.Contains(f, "Alipay's next retry in ~4m, 7 left") || !strings.Contains(f, "Stripe's next retry in ~1h") {
 		t.Errorf("failed list: %q, want each key's retries left", f)
 	}
+	assertFits(t, bctx, "overview with failed and dead keys")
 	shot("console-overview.png")
 
 	// A dead async key: the platform has its ack; the attempts say why.
@@ -161,6 +162,7 @@ func TestConsoleRecoveryBrowser(t *testing.T) {
 	if a := text("#answer"); !strings.Contains(a, "the platform has its ack") || strings.Contains(a, "next copy is forwarded") {
 		t.Errorf("answer of a dead async key: %q", a)
 	}
+	assertFits(t, bctx, "dead async key page")
 	shot("console-async-dead.png")
 
 	// Redeliver all, on the alipay scope's list.
@@ -168,6 +170,7 @@ func TestConsoleRecoveryBrowser(t *testing.T) {
 	if b := text("#redeliver-all-failed"); !strings.Contains(b, "Redeliver all 2") {
 		t.Fatalf("bulk button: %q", b)
 	}
+	assertFits(t, bctx, "overview of a scope")
 	run("confirm page", chromedp.Click(chromedp.CSS("#redeliver-all-failed")), chromedp.WaitVisible(chromedp.CSS("#confirm-bulk")))
 	if be.Total.Load() != 4 {
 		t.Fatalf("the confirmation page reached the backend: %d requests", be.Total.Load())
@@ -191,5 +194,6 @@ func TestConsoleRecoveryBrowser(t *testing.T) {
 	if n := be.Count("evt_console_1"); n > 1 {
 		t.Errorf("the Stripe key (another scope) ran %d times", n)
 	}
+	assertFits(t, bctx, "bulk redelivery results")
 	shot("console-bulk.png")
 }

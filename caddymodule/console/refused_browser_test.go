@@ -108,6 +108,7 @@ func TestConsoleRefusedBrowser(t *testing.T) {
 	if strings.ContainsAny(page, "\x1b\u202e") || strings.Contains(page, "do-not-show") || strings.Contains(page, "whsec_") {
 		t.Errorf("the page holds a raw escape, an override, a credential or a secret")
 	}
+	assertFits(t, bctx, "refused list")
 	shot("h42-refused-console.png")
 
 	// The filter is a plain GET form.
@@ -126,5 +127,6 @@ func TestConsoleRefusedBrowser(t *testing.T) {
 	if err != nil || !strings.Contains(loc, "/console/refused?scope=stripe") {
 		t.Errorf("filtered at %q (%v)", loc, err)
 	}
+	assertFits(t, bctx, "refused list filtered")
 	shot("h42-refused-console-filtered.png")
 }

@@ -94,6 +94,7 @@ func TestConsoleSearchBrowser(t *testing.T) {
 		t.Errorf("the search box holds %q (%v), want the text searched", v, err)
 	}
 	shot("console-search.png")
+	assertFits(t, bctx, "search results")
 
 	// The refund's own number, and a failed payment's order number.
 	run("refund", chromedp.SetValue(chromedp.CSS(`header input[name="q"]`), "RF-20261203-1"),
@@ -107,6 +108,7 @@ func TestConsoleSearchBrowser(t *testing.T) {
 		t.Errorf("results for the failed payment's number:\n%s", m)
 	}
 	shot("console-search-failed.png")
+	assertFits(t, bctx, "search results of a failed payment")
 
 	// The order link opens the order's page with both events.
 	run("back", chromedp.SetValue(chromedp.CSS(`header input[name="q"]`), outTradeNo),
@@ -119,6 +121,10 @@ func TestConsoleSearchBrowser(t *testing.T) {
 		t.Errorf("order page events:\n%s", ev)
 	}
 	shot("console-search-order.png")
+	// The order's keys are long: the events table wraps them inside its
+	// card, at a laptop's width and at a narrow window's.
+	assertFits(t, bctx, "order page")
+	shotAt(t, bctx, dir, "console-order-800.png", 800)
 
 	run("nothing", chromedp.Navigate(base+"/console/search?q=SHOP-NONE"), chromedp.WaitVisible(chromedp.CSS("#no-matches")))
 }

@@ -26,9 +26,9 @@ import (
 var consoleFS embed.FS
 
 var consoleTemplates = template.Must(template.New("console").Funcs(template.FuncMap{
-	"ts":   func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") },
+	"ts":   func(t time.Time) template.HTML { return stamp(t, "15:04:05Z") },
 	"ago":  ago,
-	"tsms": func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05.000Z") },
+	"tsms": func(t time.Time) template.HTML { return stamp(t, "15:04:05.000Z") },
 	"dur": func(d time.Duration) string {
 		if d < 10*time.Millisecond {
 			return d.Round(10 * time.Microsecond).String()
@@ -173,6 +173,8 @@ type keyDetail struct {
 	AsyncNote string
 	// Signature says what a redelivery carries.
 	Signature string
+	// SignatureFrom is when the platform's signature stops being accepted.
+	SignatureFrom time.Time
 }
 
 type event struct {
@@ -264,7 +266,7 @@ func newKeyDetail(app *registry.App, store string, rec *cache.Record, st admin.K
 	if sig := admin.RecordSignature(app, rec); sig != nil {
 		d.Signature = sig.Note
 		if sig.RefusedAfter != nil {
-			d.Signature += " (from " + sig.RefusedAfter.UTC().Format("2006-01-02 15:04:05Z") + ")"
+			d.SignatureFrom = *sig.RefusedAfter
 		}
 	}
 	switch n := rec.Notification; {
@@ -531,4 +533,13 @@ func ago(now, t time.Time) string {
 		return strconv.Itoa(int(d.Hours())) + "h"
 	}
 	return strconv.Itoa(int(d.Hours()/24)) + "d"
+}
+
+// stamp is t in UTC as "date time", each half kept on one line (class ts):
+// a narrow table cell may break a timestamp at the space, never inside
+// the date or the time.
+func stamp(t time.Time, clock string) template.HTML {
+	t = t.UTC()
+	return template.HTML(`<time datetime="` + t.Format(time.RFC3339Nano) + `"><span class="ts">` +
+		t.Format("2006-01-02") + `</span> <span class="ts">` + t.Format(clock) + `</span></time>`)
 }
