@@ -47,6 +47,9 @@ type reconciler struct {
 	merchants map[string]bool     // the merchants rows named
 	pins      []string            // the route's pinned merchants, for a bill without rows
 	providers map[string]string   // a sub-merchant's service provider, as rows name it
+	under     map[string]string   // a sub-merchant whose orders the keys name under its provider (WeChat Pay v2)
+	foreign   int                 // the provider's events left out of run, not settled as another sub-merchant's
+	untold    int                 // the provider's events whose sub-merchant no record tells
 	found     map[string]bool     // merchants of which a row found an order
 	indexed   map[string]bool     // merchants of which the period's day index has orders
 	rec       recorded            // the journal's merchants, once scanned
@@ -59,7 +62,7 @@ func newReconciler(env *Env, opts Options) *reconciler {
 	rep := &Report{Store: env.StoreID, Platform: opts.Platform, Scope: opts.Scope}
 	return &reconciler{env: env, opts: opts, preset: platforms.Lookup(opts.Platform),
 		bill: platforms.BillOf(opts.Platform), rep: rep, seed: maphash.MakeSeed(),
-		reported: map[uint64]struct{}{}, merchants: map[string]bool{}, providers: map[string]string{}, found: map[string]bool{},
+		reported: map[uint64]struct{}{}, merchants: map[string]bool{}, providers: map[string]string{}, under: map[string]string{}, found: map[string]bool{},
 		indexed: map[string]bool{}}
 }
 
@@ -117,6 +120,7 @@ func (rc *reconciler) run(ctx context.Context, rd *bill.Reader) (*Report, error)
 		if err := rc.unsettled(ctx); err != nil {
 			return nil, err
 		}
+		rc.noteUnder()
 	}
 	if err := rc.checkSeen(ctx); err != nil {
 		return nil, err
@@ -176,6 +180,9 @@ func (rc *reconciler) merchantOf(row bill.Row) (string, error) {
 			rc.providers[m] = row.Provider
 		}
 	}
+	if row.Provider != "" && m == row.Merchant && rc.keysUnder(row.Provider) {
+		rc.under[m] = row.Provider
+	}
 	if m == "" {
 		return "", errorf(http.StatusBadRequest, "%s bill, line %d: no merchant (商户号) on the row: give merchant=<mchid>", rc.opts.Platform, row.Line)
 	}
@@ -196,13 +203,13 @@ func (rc *reconciler) match(ctx context.Context, rows []bill.Row) error {
 	if rc.ownEvents() {
 		return rc.matchByRef(ctx, rows)
 	}
-	names := make([]string, len(rows))
+	names, ms := make([]string, len(rows)), make([]string, len(rows))
 	for i, row := range rows {
 		m, err := rc.merchantOf(row)
 		if err != nil {
 			return err
 		}
-		names[i] = cache.OrderName(rc.opts.Scope, m, row.Order)
+		names[i], ms[i] = cache.OrderName(rc.opts.Scope, rc.keyMerchant(m), row.Order), m
 	}
 	orders, err := rc.orders(ctx, names)
 	if err != nil {
@@ -215,8 +222,7 @@ func (rc *reconciler) match(ctx context.Context, rows []bill.Row) error {
 			Line: row.Line, BillTime: row.Time}
 		ev, o := findEvent(orders[names[i]], key)
 		if o != nil {
-			_, m, _ := cache.OrderParts(names[i])
-			rc.found[m] = true
+			rc.found[ms[i]] = true
 		}
 		if ev == nil {
 			rc.rep.SettledNeverRun.add(it, row.Amount, rc.opts.Limit)
@@ -462,7 +468,7 @@ func (rc *reconciler) walkMerchants() []string {
 	}
 	var merchants []string
 	for m := range rc.merchants {
-		merchants = append(merchants, m)
+		merchants = append(merchants, rc.keyMerchant(m))
 	}
 	if rc.opts.Merchant != "" && !rc.merchants[rc.opts.Merchant] {
 		merchants = append(merchants, rc.opts.Merchant)
@@ -471,7 +477,7 @@ func (rc *reconciler) walkMerchants() []string {
 		merchants = append(merchants, rc.pins...)
 	}
 	slices.Sort(merchants)
-	return merchants
+	return slices.Compact(merchants)
 }
 
 // unsettled walks the day index of the period: every payment and refund
@@ -521,6 +527,7 @@ func (rc *reconciler) unsettledOrders(ctx context.Context, names []string) error
 		if o == nil {
 			continue // forgotten (purged, order_ttl passed): a stale entry
 		}
+		_, km, _ := cache.OrderParts(name)
 		for _, ev := range o.Events {
 			t := ev.Time()
 			if ev.Settles == "" || t.Before(p.From.Add(-pendingWindow)) || !t.Before(p.To) {
@@ -536,6 +543,14 @@ func (rc *reconciler) unsettledOrders(ctx context.Context, names []string) error
 			carried := t.Before(p.From)
 			if carried && !rc.stillMissing(name, ev) {
 				continue // the previous bill's, settled there or judged by it
+			}
+			mine, err := rc.billsOwn(ctx, km, ev)
+			if err != nil {
+				return err
+			}
+			if !mine {
+				rc.foreign++
+				continue
 			}
 			rc.reported[h] = struct{}{}
 			it := Item{Order: name, Event: ev.Event, NotifiedAmount: ev.Amount, Currency: ev.Currency, Key: ev.Key, Ran: ev.Ran}

@@ -60,6 +60,22 @@ func (rc *reconciler) recorded(ctx context.Context, since time.Time) (recorded, 
 				if rec[m] == nil {
 					rec[m] = map[string]bool{}
 				}
+				if rc.underProvider(m) {
+					// The sub-merchant its notification names is seen.
+					if lookups >= maxSellerLookups {
+						continue
+					}
+					lookups++
+					full, err := rc.env.Store.Lookup(ctx, r.Key)
+					if err == nil && full.Notification != nil {
+						if sub := rc.bill.SubMerchant(full.Notification.Body); sub != "" && rec[sub] == nil {
+							rec[sub] = map[string]bool{}
+						}
+					} else if err != nil && !errors.Is(err, cache.ErrNotFound) {
+						return nil, rc.storeErr(err)
+					}
+					continue
+				}
 				// One seller account a merchant is enough to tell it by.
 				if account == nil || len(rec[m]) > 0 || lookups >= maxSellerLookups {
 					continue
@@ -187,14 +203,105 @@ func (rc *reconciler) checkSeen(ctx context.Context) error {
 	if rc.bill.NamesSeller {
 		what = "merchant=" + strings.Join(unknown, ", ") + " names an app_id"
 	}
+	hint := ""
+	for _, m := range unknown {
+		if p := rc.under[m]; p != "" {
+			hint = fmt.Sprintf("; a service provider's bill of all its sub-merchants: merchant=%s reconciles it against all the orders keyed under %s", p, p)
+			break
+		}
+	}
 	return errorf(http.StatusBadRequest, "%s, and scope %s %s and has recorded nothing of %s: not reconciled, "+
-		"as its payments would all read as settled, never run (the wrong bill, or another scope: scope=…)",
-		what, rc.opts.Scope, seen, strings.Join(unknown, ", "))
+		"as its payments would all read as settled, never run (the wrong bill, or another scope: scope=…%s)",
+		what, rc.opts.Scope, seen, strings.Join(unknown, ", "), hint)
 }
 
-// isPinned: the route pins m, or the service provider m's rows name.
+// isPinned: the route pins m, or the service provider m's rows name —
+// unless the keys name that provider and not m (WeChat Pay v2): then only
+// its orders or its notifications tell that the scope has seen m.
 func (rc *reconciler) isPinned(m string) bool {
+	if rc.under[m] != "" {
+		return false
+	}
 	return slices.Contains(rc.pins, m) || rc.providers[m] != "" && slices.Contains(rc.pins, rc.providers[m])
+}
+
+// A WeChat Pay v2 service provider's route that pins its own mch_id keys
+// every sub-merchant's orders under it: its day index holds all of them,
+// and the one of a bill is told by the sub_mch_id its record's
+// notification names.
+
+// keysUnder: the platform keys a service provider's sub-merchants'
+// orders under the route's one pinned mchid (WeChat Pay v2), and that is
+// provider.
+func (rc *reconciler) keysUnder(provider string) bool {
+	return rc.bill.SubMerchant != nil && len(rc.pins) == 1 && rc.pins[0] == provider
+}
+
+// keyMerchant is the merchant the keys of m's orders name: its provider's
+// where the keys are under it, else m.
+func (rc *reconciler) keyMerchant(m string) string {
+	if p := rc.under[m]; p != "" {
+		return p
+	}
+	return m
+}
+
+// underProvider: km is the provider the keys of a bill's sub-merchant
+// name.
+func (rc *reconciler) underProvider(km string) bool {
+	for _, p := range rc.under {
+		if p == km {
+			return true
+		}
+	}
+	return false
+}
+
+// billsOwn says whether ev, an event of an order keyed under km, is of a
+// merchant of the bill: always, unless km is the provider of the bill's
+// sub-merchants; then the sub_mch_id of its record's notification (none:
+// the provider's own payment) must be one the bill names. A record no
+// longer kept cannot tell: the event counts as the bill's (rc.untold).
+func (rc *reconciler) billsOwn(ctx context.Context, km string, ev cache.OrderEvent) (bool, error) {
+	if !rc.underProvider(km) {
+		return true, nil
+	}
+	full, err := rc.env.Store.Lookup(ctx, ev.Key)
+	switch {
+	case errors.Is(err, cache.ErrNotFound):
+		rc.untold++
+		return true, nil
+	case err != nil:
+		return false, rc.storeErr(err)
+	case full.Notification == nil:
+		rc.untold++
+		return true, nil
+	}
+	owner := rc.bill.SubMerchant(full.Notification.Body)
+	if owner == "" {
+		owner = km
+	}
+	return rc.merchants[owner], nil
+}
+
+// noteUnder says how the provider's orders were told apart.
+func (rc *reconciler) noteUnder() {
+	var subs []string
+	for m, p := range rc.under {
+		subs = append(subs, m+" under "+p)
+	}
+	if len(subs) == 0 {
+		return
+	}
+	slices.Sort(subs)
+	rc.note(fmt.Sprintf("the keys name the service provider's mch_id, not the 特约商户号: orders looked up as %s; run, not settled counts a provider's order as the sub-merchant's its notification names (sub_mch_id)",
+		strings.Join(subs, ", ")))
+	if rc.foreign > 0 {
+		rc.note(fmt.Sprintf("%d events of the provider's other sub-merchants left out of run, not settled", rc.foreign))
+	}
+	if rc.untold > 0 {
+		rc.note(fmt.Sprintf("%d events of the provider whose record is no longer kept, so whose sub-merchant cannot be told, counted as this bill's", rc.untold))
+	}
 }
 
 func intersect(a, b []string) []string {

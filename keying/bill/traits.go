@@ -35,4 +35,10 @@ type Traits struct {
 	// bill names, for a platform whose keys are event ids: reconciliation
 	// reads them from a journaled body to find the event a bill row is of.
 	RefPaths []string
+	// SubMerchant is the sub-merchant (特约商户号) a journaled
+	// notification's body names, for a platform whose keys name the
+	// route's one pinned merchant (WeChat Pay v2: a service provider's own
+	// mch_id) rather than the sub-merchant a bill's row is of; nil where
+	// keys name the row's merchant.
+	SubMerchant func(body []byte) string
 }

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/keying"
+	"github.com/idemgate/idemgate/keying/bill"
 	"github.com/idemgate/idemgate/platforms/wechatpay"
 )
 
@@ -34,8 +35,27 @@ var Preset = &keying.Preset{
 	Sender: sender,
 }
 
-// Bill is v3's: WeChat Pay has one bill for both API versions.
-var Bill = wechatpay.Bill
+// Bill is v3's (WeChat Pay has one bill for both API versions), but a
+// service provider's route that pins its own mch_id keys its
+// sub-merchants' orders under that mch_id, not the 特约商户号 a row names:
+// reconciliation looks them up there, and tells a sub-merchant's from the
+// sub_mch_id its notifications carried.
+var Bill = func() *bill.Traits {
+	b := *wechatpay.Bill
+	b.SubMerchant = subMerchant
+	return &b
+}()
+
+// subMerchant is the sub_mch_id of a journaled notification: signed in a
+// payment's, the envelope's in a refund's (whose req_info decrypted under
+// the provider's key, and whose envelope checkMchID let through).
+func subMerchant(body []byte) string {
+	fields, err := keying.ParseStrictXML(body)
+	if err != nil {
+		return ""
+	}
+	return fields["sub_mch_id"]
+}
 
 // WechatPayV2 verifies WeChat Pay API v2 payment result notifications (XML).
 //
