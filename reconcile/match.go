@@ -540,17 +540,17 @@ func (rc *reconciler) unsettledOrders(ctx context.Context, names []string) error
 			if _, hit := slices.BinarySearch(rc.matched, h); hit {
 				continue
 			}
-			carried := t.Before(p.From)
-			if carried && !rc.stillMissing(name, ev) {
-				continue // the previous bill's, settled there or judged by it
-			}
-			mine, err := rc.billsOwn(ctx, km, ev)
+			owner, mine, err := rc.billsOwn(ctx, km, ev)
 			if err != nil {
 				return err
 			}
 			if !mine {
 				rc.foreign++
 				continue
+			}
+			carried := t.Before(p.From)
+			if carried && !rc.stillMissing(owner, ev) {
+				continue // the previous bill's, settled there or judged by it
 			}
 			rc.reported[h] = struct{}{}
 			it := Item{Order: name, Event: ev.Event, NotifiedAmount: ev.Amount, Currency: ev.Currency, Key: ev.Key, Ran: ev.Ran}
@@ -574,7 +574,7 @@ func (rc *reconciler) unsettledOrders(ctx context.Context, names []string) error
 				it.Note = strings.TrimSpace(fmt.Sprintf("pending since the bill that ended %s: in neither that bill nor this one. %s",
 					p.From.In(rc.zone()).Format("2006-01-02 15:04"), it.Note))
 			case !t.Before(p.To.Add(-pendingWindow)):
-				rc.holdPending(name, ev, it)
+				rc.holdPending(owner, ev, it)
 				continue
 			}
 			rc.rep.RunNotSettled.add(it, ev.Amount, rc.opts.Limit)

@@ -258,30 +258,29 @@ func (rc *reconciler) underProvider(km string) bool {
 }
 
 // billsOwn says whether ev, an event of an order keyed under km, is of a
-// merchant of the bill: always, unless km is the provider of the bill's
+// merchant of the bill, and of which (owner, whose pending list holds
+// it): always, km's, unless km is the provider of the bill's
 // sub-merchants; then the sub_mch_id of its record's notification (none:
 // the provider's own payment) must be one the bill names. A record no
-// longer kept cannot tell: the event counts as the bill's (rc.untold).
-func (rc *reconciler) billsOwn(ctx context.Context, km string, ev cache.OrderEvent) (bool, error) {
+// longer kept cannot tell: the event counts as the bill's first
+// merchant's (rc.untold).
+func (rc *reconciler) billsOwn(ctx context.Context, km string, ev cache.OrderEvent) (owner string, mine bool, err error) {
 	if !rc.underProvider(km) {
-		return true, nil
+		return km, true, nil
 	}
 	full, err := rc.env.Store.Lookup(ctx, ev.Key)
 	switch {
-	case errors.Is(err, cache.ErrNotFound):
+	case err != nil && !errors.Is(err, cache.ErrNotFound):
+		return "", false, rc.storeErr(err)
+	case err != nil || full.Notification == nil:
 		rc.untold++
-		return true, nil
-	case err != nil:
-		return false, rc.storeErr(err)
-	case full.Notification == nil:
-		rc.untold++
-		return true, nil
+		return rc.pendingMerchants()[0], true, nil
 	}
-	owner := rc.bill.SubMerchant(full.Notification.Body)
+	owner = rc.bill.SubMerchant(full.Notification.Body)
 	if owner == "" {
 		owner = km
 	}
-	return rc.merchants[owner], nil
+	return owner, rc.merchants[owner], nil
 }
 
 // noteUnder says how the provider's orders were told apart.

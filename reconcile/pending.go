@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net/url"
 	"path"
 	"slices"
@@ -79,7 +80,7 @@ func (rc *reconciler) loadPending(ctx context.Context) {
 	if rc.env.Pending == nil {
 		return
 	}
-	for _, m := range rc.walkMerchants() {
+	for _, m := range rc.pendingMerchants() {
 		b, err := rc.env.Pending.Load(ctx, rc.pendingName(m, rc.rep.Period.From))
 		if err != nil {
 			if !errors.Is(err, fs.ErrNotExist) {
@@ -103,10 +104,19 @@ func (rc *reconciler) loadPending(ctx context.Context) {
 	}
 }
 
+// pendingMerchants are the merchants a holding list is kept for: those
+// whose day index is walked, or where a provider's keys hold its
+// sub-merchants' orders (WeChat Pay v2), the bill's, each its own list.
+func (rc *reconciler) pendingMerchants() []string {
+	if len(rc.under) == 0 {
+		return rc.walkMerchants()
+	}
+	return slices.Sorted(maps.Keys(rc.merchants))
+}
+
 // stillMissing: an event of the previous bill's last minutes that this
-// bill does not show — is it one that bill left pending?
-func (rc *reconciler) stillMissing(order string, ev cache.OrderEvent) bool {
-	_, m, _ := cache.OrderParts(order)
+// bill does not show — is it one that bill (merchant m's) left pending?
+func (rc *reconciler) stillMissing(m string, ev cache.OrderEvent) bool {
 	set, ok := rc.pending.carried[m]
 	switch {
 	case !ok:
@@ -121,8 +131,7 @@ func (rc *reconciler) stillMissing(order string, ev cache.OrderEvent) bool {
 
 // holdPending files an event of the period's last minutes that the bill
 // does not show.
-func (rc *reconciler) holdPending(order string, ev cache.OrderEvent, it Item) {
-	_, m, _ := cache.OrderParts(order)
+func (rc *reconciler) holdPending(m string, ev cache.OrderEvent, it Item) {
 	if rc.pending.held == nil {
 		rc.pending.held = map[string][]string{}
 	}
@@ -159,7 +168,7 @@ func (rc *reconciler) savePending(ctx context.Context) {
 		}
 		return
 	}
-	for _, m := range rc.walkMerchants() {
+	for _, m := range rc.pendingMerchants() {
 		b, _ := json.Marshal(pendingFile{BillEnd: p.To, Keys: rc.pending.held[m]})
 		if err := rc.env.Pending.Store(ctx, rc.pendingName(m, p.To), b); err != nil {
 			rc.note("the pending list could not be stored for the next bill: " + err.Error())

@@ -74,6 +74,10 @@ func TestRunWechatPayV2Partner(t *testing.T) {
 	pay(subA, 2, 500, day.Add(10*time.Hour))
 	pay(subA, 4, 800, day.Add(11*time.Hour)) // in no bill: run, not settled
 	pay(subB, 3, 700, day.Add(12*time.Hour)) // another sub-merchant's: not in A's bill, not A's run, not settled
+	// In the day's last minutes, in neither bill: each sub-merchant's
+	// pending list holds its own, though one provider's keys hold both.
+	pay(subA, 6, 600, day.Add(23*time.Hour+55*time.Minute))
+	pay(subB, 8, 400, day.Add(23*time.Hour+56*time.Minute))
 	// A refund of A's first payment: req_info under the provider's key,
 	// the envelope naming the provider and the sub-merchant.
 	env := w.RefundInfoFields(t, map[string]string{"transaction_id": txn(1), "out_trade_no": "M1", "refund_id": "50000000382019052709732678859",
@@ -101,7 +105,8 @@ func TestRunWechatPayV2Partner(t *testing.T) {
 	}
 	refund := row(subA, 1, "3.00", day.Add(13*time.Hour))
 	refund.Kind, refund.Refund = billtest.Refund, "R1"
-	renv := Env{StoreID: "mem", Store: store, Now: func() time.Time { return day.Add(30 * time.Hour) },
+	pending := &memPending{m: map[string][]byte{}}
+	renv := Env{StoreID: "mem", Store: store, Pending: pending, Now: func() time.Time { return day.Add(30 * time.Hour) },
 		Routes: func(scope string) []Route {
 			return []Route{{Platform: "wechatpay_v2", Merchants: []string{sp}}}
 		}}
@@ -127,6 +132,7 @@ func TestRunWechatPayV2Partner(t *testing.T) {
 		"settled_never_run": {rep.SettledNeverRun, "1 map[CNY:9.00] [000000005/paid]"},
 		"run_not_settled":   {rep.RunNotSettled, "1 map[CNY:8.00] [000000004/paid]"},
 		"amount_differs":    {rep.AmountDiffers, "0 map[] []"},
+		"pending_next_bill": {rep.PendingNextBill, "1 map[CNY:6.00] [000000006/paid]"},
 	} {
 		if g := got(c.c); g != c.want {
 			t.Errorf("the sub-merchant's bill, %s: %s, want %s", name, g, c.want)
@@ -135,7 +141,7 @@ func TestRunWechatPayV2Partner(t *testing.T) {
 	if len(rep.Merchant) != 1 || rep.Merchant[0] != subA {
 		t.Errorf("the report's merchant %v, want the sub-merchant %s", rep.Merchant, subA)
 	}
-	if notes := strings.Join(rep.Notes, "\n"); !strings.Contains(notes, "1 events of the provider's other sub-merchants left out") {
+	if notes := strings.Join(rep.Notes, "\n"); !strings.Contains(notes, "2 events of the provider's other sub-merchants left out") {
 		t.Errorf("notes: %s", notes)
 	}
 
@@ -152,8 +158,18 @@ func TestRunWechatPayV2Partner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Matched.Count != 1 || rep.RunNotSettled.Count != 0 || rep.SettledNeverRun.Count != 0 {
-		t.Errorf("the other sub-merchant's bill: matched %d, run not settled %d, settled never run %d",
-			rep.Matched.Count, rep.RunNotSettled.Count, rep.SettledNeverRun.Count)
+	if rep.Matched.Count != 1 || rep.RunNotSettled.Count != 0 || rep.SettledNeverRun.Count != 0 || got(rep.PendingNextBill) != "1 map[CNY:4.00] [000000008/paid]" {
+		t.Errorf("the other sub-merchant's bill: matched %d, run not settled %d, settled never run %d, pending %s",
+			rep.Matched.Count, rep.RunNotSettled.Count, rep.SettledNeverRun.Count, got(rep.PendingNextBill))
+	}
+	// The next day's bill of A, without its pending payment: in neither
+	// bill, so run, not settled, though B's bill was reconciled after A's.
+	next := day.Add(24 * time.Hour)
+	rep, err = Run(ctx, renv, Options{Platform: "wechatpay_v2"}, bill(row(subA, 10, "1.00", next.Add(time.Hour))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := got(rep.RunNotSettled); g != "1 map[CNY:6.00] [000000006/paid]" || !strings.Contains(rep.RunNotSettled.Items[0].Note, "pending since") {
+		t.Errorf("A's next bill, run not settled: %s %+v, want A's pending payment", g, rep.RunNotSettled.Items)
 	}
 }
