@@ -103,27 +103,15 @@ func TestRunWithoutCaddy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := func(c Category) string {
-		var s []string
-		for _, it := range c.Items {
-			s = append(s, strings.TrimPrefix(it.Order, "wechatpay:"+mch+":4200000925202610030")+"/"+it.State)
-		}
-		return fmt.Sprintf("%d %v %v", c.Count, c.Amounts, s)
-	}
-	for name, c := range map[string]struct {
-		c    Category
-		want string
-	}{
-		"matched":           {rep.Matched, "1 map[CNY:12.30] [000000001/answered]"},
-		"amount_differs":    {rep.AmountDiffers, "1 map[CNY:6.00] [000000002/answered]"},
-		"settled_never_run": {rep.SettledNeverRun, "1 map[CNY:9.00] [000000003/none]"},
-		"run_not_settled":   {rep.RunNotSettled, "1 map[CNY:8.00] [000000005/answered]"},
-		"pending_next_bill": {rep.PendingNextBill, "1 map[CNY:7.00] [000000004/answered]"},
-	} {
-		if g := got(c.c); g != c.want {
-			t.Errorf("%s: %s, want %s", name, g, c.want)
-		}
-	}
+	wantCategories(t, "", rep, func(it Item) string {
+		return strings.TrimPrefix(it.Order, "wechatpay:"+mch+":4200000925202610030") + "/" + it.State
+	}, map[string]string{
+		"matched":           "1 map[CNY:12.30] [000000001/answered]",
+		"amount_differs":    "1 map[CNY:6.00] [000000002/answered]",
+		"settled_never_run": "1 map[CNY:9.00] [000000003/none]",
+		"run_not_settled":   "1 map[CNY:8.00] [000000005/answered]",
+		"pending_next_bill": "1 map[CNY:7.00] [000000004/answered]",
+	})
 	if rep.Store != "mem" || rep.Period == nil || rep.Period.Source != "rows" || !rep.Period.To.Equal(day.Add(24*time.Hour)) {
 		t.Errorf("store %q, period %+v", rep.Store, rep.Period)
 	}
@@ -173,4 +161,32 @@ func TestRunRefusals(t *testing.T) {
 			t.Errorf("%+v: %v, want 400 %q", c.opts, err, c.want)
 		}
 	}
+}
+
+// wantCategories compares each category of rep named in want ("matched",
+// "amount_differs", "settled_never_run", "run_not_settled",
+// "pending_next_bill") with its want: "<count> <amounts> [<item>…]", each
+// item as name writes it.
+func wantCategories(t *testing.T, label string, rep *Report, name func(Item) string, want map[string]string) {
+	t.Helper()
+	cats := map[string]Category{"matched": rep.Matched, "amount_differs": rep.AmountDiffers,
+		"settled_never_run": rep.SettledNeverRun, "run_not_settled": rep.RunNotSettled, "pending_next_bill": rep.PendingNextBill}
+	for cat, w := range want {
+		c, ok := cats[cat]
+		if !ok {
+			t.Fatalf("no category %q", cat)
+		}
+		if g := categoryLine(c, name); g != w {
+			t.Errorf("%s%s: %s, want %s", label, cat, g, w)
+		}
+	}
+}
+
+// categoryLine is c as wantCategories compares it.
+func categoryLine(c Category, name func(Item) string) string {
+	var s []string
+	for _, it := range c.Items {
+		s = append(s, name(it))
+	}
+	return fmt.Sprintf("%d %v %v", c.Count, c.Amounts, s)
 }

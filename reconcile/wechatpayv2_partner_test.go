@@ -117,27 +117,17 @@ func TestRunWechatPayV2Partner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := func(c Category) string {
-		var s []string
-		for _, it := range c.Items {
-			s = append(s, strings.TrimPrefix(it.Order, "wechatpay_v2:"+sp+":4200000925202610030")+"/"+it.Event)
-		}
-		return fmt.Sprintf("%d %v %v", c.Count, c.Amounts, s)
+	item := func(it Item) string {
+		return strings.TrimPrefix(it.Order, "wechatpay_v2:"+sp+":4200000925202610030") + "/" + it.Event
 	}
-	for name, c := range map[string]struct {
-		c    Category
-		want string
-	}{
-		"matched":           {rep.Matched, "3 map[CNY:18.00] [000000001/paid 000000002/paid 000000001/refund:R1]"},
-		"settled_never_run": {rep.SettledNeverRun, "1 map[CNY:9.00] [000000005/paid]"},
-		"run_not_settled":   {rep.RunNotSettled, "1 map[CNY:8.00] [000000004/paid]"},
-		"amount_differs":    {rep.AmountDiffers, "0 map[] []"},
-		"pending_next_bill": {rep.PendingNextBill, "1 map[CNY:6.00] [000000006/paid]"},
-	} {
-		if g := got(c.c); g != c.want {
-			t.Errorf("the sub-merchant's bill, %s: %s, want %s", name, g, c.want)
-		}
-	}
+	got := func(c Category) string { return categoryLine(c, item) }
+	wantCategories(t, "the sub-merchant's bill, ", rep, item, map[string]string{
+		"matched":           "3 map[CNY:18.00] [000000001/paid 000000002/paid 000000001/refund:R1]",
+		"settled_never_run": "1 map[CNY:9.00] [000000005/paid]",
+		"run_not_settled":   "1 map[CNY:8.00] [000000004/paid]",
+		"amount_differs":    "0 map[] []",
+		"pending_next_bill": "1 map[CNY:6.00] [000000006/paid]",
+	})
 	if len(rep.Merchant) != 1 || rep.Merchant[0] != subA {
 		t.Errorf("the report's merchant %v, want the sub-merchant %s", rep.Merchant, subA)
 	}
