@@ -389,17 +389,23 @@ var queueCases = []storeCase[Queue]{
 	}},
 }
 
-// The embedded queue survives a restart: deliveries, their attempts and a
-// paused scope; leases do not (their process is gone).
-func TestEmbeddedQueueSurvivesRestart(t *testing.T) {
+// reopenable opens an embedded store at a path of t's, and again after
+// it was closed: a restart.
+func reopenable(t *testing.T) func() (*Embedded, Queue) {
 	path := filepath.Join(t.TempDir(), "q.db")
-	open := func() (*Embedded, Queue) {
+	return func() (*Embedded, Queue) {
 		s, err := NewEmbedded(path, EmbeddedOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return s, s.Queue()
 	}
+}
+
+// The embedded queue survives a restart: deliveries, their attempts and a
+// paused scope; leases do not (their process is gone).
+func TestEmbeddedQueueSurvivesRestart(t *testing.T) {
+	open := reopenable(t)
 	ctx := ctxT(t)
 	lim := QueueLimits{Lease: time.Hour}
 	s, q := open()
@@ -672,14 +678,7 @@ func init() {
 // out), the delivery comes back with the new token and its attempt
 // started.
 func TestEmbeddedQueueReenqueueSurvivesRestart(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "q.db")
-	open := func() (*Embedded, Queue) {
-		s, err := NewEmbedded(path, EmbeddedOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s, s.Queue()
-	}
+	open := reopenable(t)
 	ctx := ctxT(t)
 	lim := QueueLimits{Lease: time.Hour}
 	s, q := open()
