@@ -215,11 +215,15 @@ row() {
 	jplain) site=plain case=json ;; jfirst) site=json case=json ;; jreplay) site=json case=jreplay ;;
 	esac
 	out=$WORK/wrk-$side-$name-$round.txt
-	load "${PORT[$side-$site]}" "$case" "w$side$name$round$$" 1 "$out.warmup"
+	# A replay row's warm-up sends its key first, so that every measured request
+	# is a replay (the nginx gate answers 409 to copies while the first is in flight).
+	local run=m$side$name$round$$ warm=w$side$name$round$$
+	[[ $case == *replay ]] && warm=$run
+	load "${PORT[$side-$site]}" "$case" "$warm" 1 "$out.warmup"
 	pids=$(gwpids "$side")
 	# shellcheck disable=SC2086
 	g0=$(ticks $pids) r0=$(ticks "$REDIS_PID")
-	load "${PORT[$side-$site]}" "$case" "m$side$name$round$$" "$D" "$out"
+	load "${PORT[$side-$site]}" "$case" "$run" "$D" "$out"
 	# shellcheck disable=SC2086
 	g1=$(ticks $pids) r1=$(ticks "$REDIS_PID")
 	n=$(sed -n 's/.*PEER_RESULT requests=\([0-9]*\).*/\1/p' "$out")

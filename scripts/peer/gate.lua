@@ -67,6 +67,21 @@ local COMPLETE = "if redis.call('GET', KEYS[1]) == ARGV[1] then "
 local RELEASE = "if redis.call('GET', KEYS[1]) == ARGV[1] then "
   .. "return redis.call('DEL', KEYS[1]) end return 0"
 
+-- EVALSHA spares Redis the script's digest on every call; EVAL loads it the
+-- first time (and after a SCRIPT FLUSH).
+local function hex(bin)
+  return (bin:gsub(".", function(c) return string.format("%02x", c:byte()) end))
+end
+local SHA = { [COMPLETE] = hex(ngx.sha1_bin(COMPLETE)), [RELEASE] = hex(ngx.sha1_bin(RELEASE)) }
+
+local function script(sock, body, ...)
+  local res, err = command(sock, "EVALSHA", SHA[body], ...)
+  if res == nil and err and err:find("NOSCRIPT", 1, true) then
+    return command(sock, "EVAL", body, ...)
+  end
+  return res, err
+end
+
 local function finish(status, body)
   ngx.status = status
   ngx.print(body)
@@ -111,10 +126,10 @@ function M.serve(mode, port)
 
   local res = ngx.location.capture("/_backend", { method = ngx.HTTP_POST, body = body })
   if res.status >= 200 and res.status < 300 then
-    command(sock, "EVAL", COMPLETE, 1, key, token,
+    script(sock, COMPLETE, 1, key, token,
       "A" .. fp .. string.format("%03d", res.status) .. (res.body or ""), ANSWER_MS)
   else
-    command(sock, "EVAL", RELEASE, 1, key, token)
+    script(sock, RELEASE, 1, key, token)
   end
   sock:setkeepalive(10000, 256)
   return finish(res.status, res.body or "")
