@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # idemgate beside the gate an ops team would write by hand instead: nginx with
-# lua-nginx-module and Redis (scripts/peer/gate.lua: SET NX with an owner token,
+# lua-nginx-module and Redis (scripts/nginxgate/gate.lua: SET NX with an owner token,
 # the first copy forwarded, its 2xx answer stored and replayed to duplicates, a
 # 422 for another body under the same key; no journal, no renewal, no order
 # state). Both sides run on loopback against one backend and one redis-server,
@@ -17,7 +17,7 @@
 # A gate's cost is its row less its own side's plain row, paired per round: what
 # the gate adds, whatever the proxy underneath costs.
 #
-# Usage: scripts/peer.sh   (from anywhere in the repository)
+# Usage: scripts/nginxgate.sh   (from anywhere in the repository)
 #   env: D=3 seconds per row, ROUNDS=3, CONNS=32, THREADS=2, WORKERS=1 nginx
 #        workers (idemgate's GOMAXPROCS is left alone), KEEP=1 keeps the work dir.
 #   Needs go, wrk, redis-server, curl, python3 (free ports), nginx with
@@ -32,7 +32,7 @@ THREADS=${THREADS:-2}
 WORKERS=${WORKERS:-1}
 KEEP=${KEEP:-0}
 
-die() { echo "peer.sh: $*" >&2; exit 2; }
+die() { echo "nginxgate.sh: $*" >&2; exit 2; }
 for tool in go wrk redis-server curl python3; do
 	command -v "$tool" >/dev/null || die "$tool not found"
 done
@@ -42,7 +42,7 @@ done
 NGINX=$(command -v nginx || ls /usr/sbin/nginx 2>/dev/null || true)
 MODULES=/usr/lib/nginx/modules
 if [[ -z $NGINX || ! -f $MODULES/ngx_http_lua_module.so || ! -f $MODULES/ndk_http_module.so ]]; then
-	echo "peer.sh: needs nginx with lua-nginx-module and lua-cjson:" >&2
+	echo "nginxgate.sh: needs nginx with lua-nginx-module and lua-cjson:" >&2
 	echo "  apt-get install nginx libnginx-mod-http-lua lua-cjson" >&2
 	exit 2
 fi
@@ -138,10 +138,10 @@ NGX_USER="# user: the caller's"
 [[ $EUID == 0 ]] && NGX_USER="user root;"
 mkdir -p "$WORK/nginx"
 sed -e "s|@USER@|$NGX_USER|" -e "s|@WORKERS@|$WORKERS|" -e "s|@MODULES@|$MODULES|g" \
-	-e "s|@WORK@|$WORK|g" -e "s|@DIR@|$ROOT/scripts/peer|g" -e "s|@BACKEND_PORT@|$BP|g" \
+	-e "s|@WORK@|$WORK|g" -e "s|@DIR@|$ROOT/scripts/nginxgate|g" -e "s|@BACKEND_PORT@|$BP|g" \
 	-e "s|@REDIS_PORT@|$RP|g" -e "s|@PLAIN_PORT@|${PORT[nginx-plain]}|" \
 	-e "s|@HEADER_PORT@|${PORT[nginx-header]}|" -e "s|@JSON_PORT@|${PORT[nginx-json]}|" \
-	"$ROOT/scripts/peer/nginx.conf.in" >"$WORK/nginx.conf"
+	"$ROOT/scripts/nginxgate/nginx.conf.in" >"$WORK/nginx.conf"
 "$NGINX" -t -p "$WORK/nginx" -c "$WORK/nginx.conf" >"$WORK/nginx-test.log" 2>&1 ||
 	{ cat "$WORK/nginx-test.log" >&2; die "nginx refused its configuration (lua-cjson missing? apt-get install nginx libnginx-mod-http-lua lua-cjson)"; }
 "$NGINX" -p "$WORK/nginx" -c "$WORK/nginx.conf" -g 'daemon off;' >"$WORK/nginx.log" 2>&1 &
@@ -191,7 +191,7 @@ for side in idem nginx; do
 		expect "$side json: other body, same id" "$(post "$p" "$(event "$k" 999)" | cut -d' ' -f1)" 422
 	fi
 done
-[[ $FAILED == 0 ]] || { echo "peer.sh: a check failed; nothing measured" >&2; exit 1; }
+[[ $FAILED == 0 ]] || { echo "nginxgate.sh: a check failed; nothing measured" >&2; exit 1; }
 
 HZ=$(getconf CLK_TCK)
 ticks() { # ticks <pid>...: utime + stime of the processes
@@ -205,7 +205,7 @@ RESULTS=$WORK/results
 : >"$RESULTS"
 load() { # load <port> <case> <run id> <seconds> <output>; bounded in case a server hangs
 	PEER_CASE=$2 PEER_RUN=$3 PEER_BODY=$BODY timeout 90 wrk -t"$THREADS" -c"$CONNS" -d"$4s" \
-		-s "$ROOT/scripts/peer/wrk.lua" "http://127.0.0.1:$1/" >"$5" 2>&1 || die "wrk failed ($5)"
+		-s "$ROOT/scripts/nginxgate/wrk.lua" "http://127.0.0.1:$1/" >"$5" 2>&1 || die "wrk failed ($5)"
 }
 # row <side> <row> <round>: appends "side-row round req/s gateway_us redis_us".
 row() {
@@ -230,7 +230,7 @@ row() {
 	bad=$(sed -n 's/.*non2xx=\([0-9]*\) errors=\([0-9]*\).*/\1 \2/p' "$out" | awk '{ print $1 + $2 }')
 	[[ -n $n && $n -gt 0 ]] || die "no requests counted ($out)"
 	if [[ $bad != 0 ]]; then
-		echo "peer.sh: $side-$name round $round: $bad non-2xx answers or socket errors; the figures do not count" >&2
+		echo "nginxgate.sh: $side-$name round $round: $bad non-2xx answers or socket errors; the figures do not count" >&2
 		FAILED=1
 	fi
 	awk -v c="$side-$name" -v r="$round" -v n="$n" -v d="$D" -v g=$((g1 - g0)) -v x=$((r1 - r0)) -v hz="$HZ" \

@@ -1,4 +1,4 @@
--- wrk script for scripts/peer.sh. PEER_CASE picks the request:
+-- wrk script for scripts/nginxgate.sh. PEER_CASE picks the request:
 --   header   a small form body, a fresh Idempotency-Key per request
 --   hreplay  the same, one key for the whole row (one first copy, then replays)
 --   json     a ~1 KiB Stripe event (PEER_BODY), a fresh top-level "id" each time

@@ -1,4 +1,4 @@
--- The nginx gate of scripts/peer.sh: what an ops team would write by hand
+-- The nginx gate of scripts/nginxgate.sh: what an ops team would write by hand
 -- instead of idemgate, with lua-nginx-module and one Redis. A key is claimed
 -- with SET NX and an owner token; the claimant forwards the request and, on a
 -- 2xx, stores the answer with the body's digest; later copies get the answer
