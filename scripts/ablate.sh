@@ -32,43 +32,10 @@ for tool in go wrk redis-server python3; do
 done
 [[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || die "ROUNDS must be a positive integer"
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/idemgate-ablate.XXXXXX")
-PIDS=()
-cleanup() {
-	local pid
-	for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-	for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
-	if [[ $KEEP == 1 ]]; then echo "work directory kept: $WORK" >&2; else rm -rf "$WORK"; fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
-up() { # up <port> <pid>: wait until the port answers, up to ~30 s
-	for _ in $(seq 150); do
-		(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-		kill -0 "$2" 2>/dev/null || break
-		sleep 0.2
-	done
-	die "nothing listens on :$1 (see $WORK)"
-}
-
-echo "== building into $WORK"
-(cd "$ROOT" && go build -o "$WORK/idemgate" ./cmd/idemgate) || die "build failed"
-
-RP=$(port)
-redis-server --port "$RP" --bind 127.0.0.1 --save "" --appendonly no >"$WORK/redis.log" 2>&1 &
-REDIS_PID=$!
-PIDS+=("$REDIS_PID")
-up "$RP" "$REDIS_PID"
-
-BP=$(port)
-printf '{\n\tadmin off\n\tpersist_config off\n}\n:%s {\n\trespond "success"\n}\n' "$BP" >"$WORK/backend"
-XDG_DATA_HOME=$WORK XDG_CONFIG_HOME=$WORK "$WORK/idemgate" run --config "$WORK/backend" --adapter caddyfile \
-	>"$WORK/backend.log" 2>&1 &
-PIDS+=($!)
-up "$BP" "$!"
+# shellcheck source=harness.sh
+. "$(dirname "${BASH_SOURCE[0]}")/harness.sh"
+harness_init ablate
+harness_start
 
 # gateway <name> <log level>: one Caddy with the three sites; sets PORT[<name>-<site>] and PID[<name>].
 declare -A PORT PID
@@ -85,11 +52,14 @@ gateway() {
 	}
 }
 :$p {
+	bind 127.0.0.1
 	reverse_proxy 127.0.0.1:$BP
 }
 :$q {
+	bind 127.0.0.1
 	idempotency {
 		key {idempotency.json.id}
+		scope $name-json
 		store redis 127.0.0.1:$RP {
 			prefix $name-json
 		}
@@ -97,9 +67,11 @@ gateway() {
 	reverse_proxy 127.0.0.1:$BP
 }
 :$r {
+	bind 127.0.0.1
 	idempotency {
 		key {idempotency.json.id}
 		journal_body off
+		scope $name-nojournal
 		store redis 127.0.0.1:$RP {
 			prefix $name-nojournal
 		}

@@ -47,47 +47,10 @@ if [[ -z $NGINX || ! -f $MODULES/ngx_http_lua_module.so || ! -f $MODULES/ndk_htt
 	exit 2
 fi
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/idemgate-peer.XXXXXX")
-PIDS=()
-NGX_PID=
-cleanup() {
-	local pid
-	[[ -n $NGX_PID ]] && kill "$NGX_PID" 2>/dev/null
-	for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-	for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
-	if [[ $KEEP == 1 ]]; then echo "work directory kept: $WORK" >&2; else rm -rf "$WORK"; fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
-up() { # up <port> <pid>: wait until the port answers, up to ~30 s
-	for _ in $(seq 150); do
-		(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-		kill -0 "$2" 2>/dev/null || break
-		sleep 0.2
-	done
-	die "nothing listens on :$1 (see $WORK, KEEP=1 keeps it)"
-}
-
-echo "== building into $WORK"
-(cd "$ROOT" && go build -o "$WORK/idemgate" ./cmd/idemgate) || die "build failed"
-
-RP=$(port)
-redis-server --port "$RP" --bind 127.0.0.1 --save "" --appendonly no >"$WORK/redis.log" 2>&1 &
-REDIS_PID=$!
-PIDS+=("$REDIS_PID")
-up "$RP" "$REDIS_PID"
-
-# The backend is idemgate too: one binary, and its cost is in neither side's figures.
-# Any host: nginx's upstream sends Host: backend.
-BP=$(port)
-printf '{\n\tadmin off\n\tpersist_config off\n\tauto_https off\n}\nhttp://:%s {\n\tbind 127.0.0.1\n\trespond "success" 200\n}\n' "$BP" >"$WORK/backend"
-XDG_DATA_HOME=$WORK XDG_CONFIG_HOME=$WORK "$WORK/idemgate" run --config "$WORK/backend" --adapter caddyfile \
-	>"$WORK/backend.log" 2>&1 &
-PIDS+=($!)
-up "$BP" "$!"
+# shellcheck source=harness.sh
+. "$(dirname "${BASH_SOURCE[0]}")/harness.sh"
+harness_init nginxgate
+harness_start
 
 declare -A PORT
 PORT[idem-plain]=$(port) PORT[idem-header]=$(port) PORT[idem-json]=$(port)
