@@ -21,7 +21,8 @@ import (
 // against a gateway process, as a daily job does, and reads its exit
 // status: 0 when all matched, 1 when the bill and what ran differ (the
 // report still printed), 2 on an error — a bill that cannot be read, one
-// the gateway refuses as malformed, another seller's bill, no gateway.
+// the gateway refuses as malformed, another seller's bill, no gateway —
+// each error printed "Error: …".
 func TestReconcileExitCodes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the built binary")
@@ -133,7 +134,8 @@ http://127.0.0.1:%d {
 		{"no gateway", matched, fmt.Sprintf("127.0.0.1:%d", freePort(t)), 2, "", ""},
 	} {
 		code, out, errOut := reconcile(c.bill, c.address)
-		if code != c.code || !strings.Contains(out, c.stdout) || !strings.Contains(errOut, c.stderr) {
+		// Each error is printed as every subcommand prints one.
+		if code != c.code || !strings.Contains(out, c.stdout) || !strings.Contains(errOut, c.stderr) || (code != 0) != strings.HasPrefix(errOut, "Error: ") {
 			t.Errorf("%s: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", c.what, code, c.code, out, errOut)
 		}
 		if c.code == 1 && !strings.Contains(out, "settled, never run  1") {

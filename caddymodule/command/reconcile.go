@@ -55,17 +55,12 @@ differ (the report still printed), 2 on an error.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cmd.SilenceUsage = true
-			return caddycmd.WrapCommandFuncForCobra(func(caddycmd.Flags) (int, error) {
-				err := runReconcile(cmd)
-				var d differ
-				switch {
-				case err == nil:
-					return 0, nil
-				case errors.As(err, &d):
-					return 1, err
-				}
-				return 2, err
-			})(cmd, args)
+			err := runReconcile(cmd)
+			var d differ
+			if err == nil || errors.As(err, &d) {
+				return err // 1: printed "Error: …" as every subcommand's
+			}
+			return exitStatus(cmd, err, 2)
 		},
 	}
 	adminFlags(c)
@@ -134,6 +129,22 @@ func postBill(cmd *cobra.Command, q url.Values, bill io.Reader, into *reconcile.
 // differ is the error of a report that found differences: exit status 1,
 // where any other error is 2.
 type differ struct{ error }
+
+// statusError is err, printed as cobra prints an error ("Error: …"),
+// that makes Caddy's Main exit with a status other than 1: it carries
+// the one error Main reads a status from, which only
+// WrapCommandFuncForCobra makes.
+type statusError struct {
+	err, exit error
+}
+
+func (e statusError) Error() string   { return e.err.Error() }
+func (e statusError) Unwrap() []error { return []error{e.err, e.exit} }
+
+func exitStatus(cmd *cobra.Command, err error, status int) error {
+	exit := caddycmd.WrapCommandFuncForCobra(func(caddycmd.Flags) (int, error) { return status, nil })(cmd, nil)
+	return statusError{err, exit}
+}
 
 // findings is the exit status: an error naming the differences, if any.
 func findings(rep *reconcile.Report) error {
