@@ -54,6 +54,7 @@ type reconciler struct {
 	indexed   map[string]bool     // merchants of which the period's day index has orders
 	rec       recorded            // the journal's merchants, once scanned
 	pending   pendingState
+	appUntold error     // an Alipay bill's app, untold by records: its rows' orders may tell (appFromOrders)
 	first     time.Time // the earliest and latest row times
 	last      time.Time
 }
@@ -104,6 +105,9 @@ func (rc *reconciler) run(ctx context.Context, rd *bill.Reader) (*Report, error)
 	}
 	if err := rc.match(ctx, batch); err != nil {
 		return nil, err
+	}
+	if rc.appUntold != nil {
+		return nil, rc.appUntold // no row to tell the app by
 	}
 	sum := rd.Summary()
 	rc.rep.Bill = BillView{Layout: sum.Layout, Rows: sum.Rows, Payments: sum.Payments, Refunds: sum.Refunds,
@@ -202,6 +206,11 @@ func (rc *reconciler) match(ctx context.Context, rows []bill.Row) error {
 	}
 	if rc.ownEvents() {
 		return rc.matchByRef(ctx, rows)
+	}
+	if rc.appUntold != nil {
+		if err := rc.appFromOrders(ctx, rows); err != nil {
+			return err
+		}
 	}
 	names, ms := make([]string, len(rows)), make([]string, len(rows))
 	for i, row := range rows {
@@ -315,8 +324,12 @@ func (rc *reconciler) classify(it Item, row bill.Row, ev cache.OrderEvent, notif
 	if !ok || c != 0 || ev.Currency != "" && !strings.EqualFold(ev.Currency, row.Currency) {
 		if ev.Currency != "" && !strings.EqualFold(ev.Currency, row.Currency) {
 			it.Note = strings.TrimSpace(it.Note + " notified in " + ev.Currency)
+		} else if d, ok := subDecimal(row.Amount, notified); ok {
+			it.Difference = d
 		}
-		rc.rep.AmountDiffers.add(it, row.Amount, rc.opts.Limit)
+		// The category's totals are the gaps, not the bill's amounts;
+		// one that is no amount adds nothing.
+		rc.rep.AmountDiffers.add(it, it.Difference, rc.opts.Limit)
 		return
 	}
 	rc.rep.Matched.add(it, row.Amount, rc.matchedLimit())

@@ -156,11 +156,82 @@ func (rc *reconciler) resolveApp(ctx context.Context, sum bill.Summary) error {
 		rc.note(fmt.Sprintf("app_id %s: %s", cands[0], how))
 		return nil
 	case 0:
-		return errorf(http.StatusBadRequest, "an Alipay bill names the seller account (%s), not the app_id of the keys, and scope %s neither pins an app_id nor has recorded a notification to tell it from: say which with merchant=<app_id>",
+		// Nothing recorded (the bill is older than the records' ttl):
+		// the orders its rows name, kept for order_ttl, tell (appFromOrders).
+		rc.appUntold = errorf(http.StatusBadRequest, "an Alipay bill names the seller account (%s), not the app_id of the keys, and scope %s neither pins an app_id nor has recorded a notification or kept an order of its rows to tell it from: say which with merchant=<app_id>",
 			orNone(account), rc.opts.Scope)
+		return nil
 	}
 	return errorf(http.StatusBadRequest, "an Alipay bill names the seller account (%s), not the app_id of the keys, and scope %s has several (%s: %s): say which with merchant=<app_id>",
 		orNone(account), rc.opts.Scope, how, strings.Join(cands, ", "))
+}
+
+// maxOrderLookups bounds the rows whose merchant's order number is
+// looked up to tell an Alipay bill's app from its orders.
+const maxOrderLookups = 50
+
+// appFromOrders tells an Alipay bill's app when no record does (their
+// ttl passed, the orders' has not): the app_id of the orders its first
+// rows name, found by the merchant's order number (out_trade_no, filed
+// for search for order_ttl) and checked against the row's trade_no. One
+// app: it; none or several: the caller must say (rc.appUntold).
+func (rc *reconciler) appFromOrders(ctx context.Context, rows []bill.Row) error {
+	untold := rc.appUntold
+	rc.appUntold = nil
+	sr, ok := rc.env.Store.(cache.Searcher)
+	if !ok {
+		return untold
+	}
+	apps := map[string]bool{}
+	lookups := 0
+	for _, row := range rows {
+		if row.MerchantOrder == "" || row.Order == "" {
+			continue
+		}
+		if lookups == maxOrderLookups {
+			break
+		}
+		lookups++
+		keys, err := sr.KeysByRef(ctx, row.MerchantOrder)
+		if errors.Is(err, cache.ErrNoExtension) {
+			return untold
+		}
+		if err != nil {
+			return rc.storeErr(err)
+		}
+		var names []string
+		for _, k := range keys {
+			order, _ := cache.OrderOf(k)
+			if scope, m, id := cache.OrderParts(order); scope == rc.opts.Scope && m != "" && id == row.Order {
+				names = append(names, order)
+			}
+		}
+		if len(names) == 0 {
+			continue
+		}
+		orders, err := rc.orders(ctx, names)
+		if err != nil {
+			return err
+		}
+		for n, o := range orders {
+			if o != nil && len(o.Events) > 0 {
+				_, m, _ := cache.OrderParts(n)
+				apps[m] = true
+			}
+		}
+	}
+	switch len(apps) {
+	case 0:
+		return untold
+	case 1:
+		for m := range apps {
+			rc.opts.Merchant = m
+			rc.note(fmt.Sprintf("app_id %s: the app_id of the orders the bill's rows name (no notification of the scope is recorded any more: their ttl passed)", m))
+		}
+		return nil
+	}
+	return errorf(http.StatusBadRequest, "an Alipay bill names the seller account, not the app_id of the keys, and the orders its rows name are of several apps (%s): say which with merchant=<app_id>",
+		strings.Join(slices.Sorted(maps.Keys(apps)), ", "))
 }
 
 // checkSeen refuses a bill that names a merchant the scope neither pins

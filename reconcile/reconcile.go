@@ -30,6 +30,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idemgate/idemgate/keying"
 	"github.com/idemgate/idemgate/keying/bill"
 	"github.com/idemgate/idemgate/platforms"
 )
@@ -121,20 +122,25 @@ type PeriodView struct {
 	Source string    `json:"source"`
 }
 
-// Category is one of the report's four: a count, the amounts per
-// currency (the bill's, or for run_not_settled the notifications') and
-// the first items.
+// Category is one of the report's four: a count, the totals per
+// currency and the first items. Payments and refunds are totalled apart,
+// never summed into one figure: Amounts are the payments', RefundAmounts
+// the refunds' (each refund counted positive, as its bill and
+// notification write it). The totals are the bill's amounts (for
+// run_not_settled the notifications'), and for amount_differs the
+// items' differences, bill minus notified.
 type Category struct {
-	Count   int               `json:"count"`
-	Amounts map[string]string `json:"amounts"`
-	Items   []Item            `json:"items,omitempty"`
+	Count         int               `json:"count"`
+	Amounts       map[string]string `json:"amounts"`
+	RefundAmounts map[string]string `json:"refund_amounts"`
+	Items         []Item            `json:"items,omitempty"`
 	// ItemsOmitted counts items beyond the limit, not listed.
 	ItemsOmitted int `json:"items_omitted,omitempty"`
 	// Reason says why the items are in the category, where it is not
 	// plain (pending_next_bill).
 	Reason string `json:"reason,omitempty"`
 
-	totals totals
+	totals, refunds totals
 }
 
 // Item is one business event of a category.
@@ -149,6 +155,10 @@ type Item struct {
 	BillAmount     string `json:"bill_amount,omitempty"`
 	NotifiedAmount string `json:"notified_amount,omitempty"`
 	Currency       string `json:"currency,omitempty"`
+	// Difference is, for amount_differs, the bill's amount minus the
+	// notified one ("-0.88": the bill says less), when both are amounts
+	// in the same currency.
+	Difference string `json:"difference,omitempty"`
 	// Key is the event's full key, when it is known.
 	Key string `json:"key,omitempty"`
 	// State is the key's record's state while the record is kept
@@ -171,12 +181,18 @@ type Item struct {
 	refs []string // a Stripe or PayPal row's objects
 }
 
+// add files it, adding amount to the payments' or the refunds' totals
+// as its event is.
 func (c *Category) add(it Item, amount string, limit int) {
 	c.Count++
 	if c.totals == nil {
-		c.totals = totals{}
+		c.totals, c.refunds = totals{}, totals{}
 	}
-	c.totals.add(it.Currency, amount)
+	if strings.HasPrefix(it.Event, keying.EventRefund) {
+		c.refunds.add(it.Currency, amount)
+	} else {
+		c.totals.add(it.Currency, amount)
+	}
 	if len(c.Items) < limit {
 		c.Items = append(c.Items, it)
 	} else {
@@ -186,7 +202,7 @@ func (c *Category) add(it Item, amount string, limit int) {
 
 // finish writes the totals for JSON.
 func (c *Category) finish() {
-	c.Amounts = c.totals.view()
+	c.Amounts, c.RefundAmounts = c.totals.view(), c.refunds.view()
 }
 
 // Error is a reconciliation refused with a status: a bill that
@@ -295,7 +311,7 @@ func (rep *Report) eventData() map[string]any {
 	d := map[string]any{"store": rep.Store, "bill_layout": rep.Bill.Layout}
 	for name, c := range map[string]*Category{"settled_never_run": &rep.SettledNeverRun, "run_not_settled": &rep.RunNotSettled,
 		"amount_differs": &rep.AmountDiffers, "matched": &rep.Matched, "pending_next_bill": &rep.PendingNextBill} {
-		d[name] = map[string]any{"count": c.Count, "amounts": c.Amounts}
+		d[name] = map[string]any{"count": c.Count, "amounts": c.Amounts, "refund_amounts": c.RefundAmounts}
 	}
 	if rep.Period != nil {
 		d["from"], d["to"] = rep.Period.From, rep.Period.To

@@ -107,7 +107,7 @@ func TestRunWithoutCaddy(t *testing.T) {
 		return strings.TrimPrefix(it.Order, "wechatpay:"+mch+":4200000925202610030") + "/" + it.State
 	}, map[string]string{
 		"matched":           "1 map[CNY:12.30] [000000001/answered]",
-		"amount_differs":    "1 map[CNY:6.00] [000000002/answered]",
+		"amount_differs":    "1 map[CNY:1.00] [000000002/answered]", // the difference, 6.00 - 5.00
 		"settled_never_run": "1 map[CNY:9.00] [000000003/none]",
 		"run_not_settled":   "1 map[CNY:8.00] [000000005/answered]",
 		"pending_next_bill": "1 map[CNY:7.00] [000000004/answered]",
@@ -182,11 +182,16 @@ func wantCategories(t *testing.T, label string, rep *Report, name func(Item) str
 	}
 }
 
-// categoryLine is c as wantCategories compares it.
+// categoryLine is c as wantCategories compares it: "<count> <amounts>
+// [refunds <refund_amounts>] [<item>…]".
 func categoryLine(c Category, name func(Item) string) string {
 	var s []string
 	for _, it := range c.Items {
 		s = append(s, name(it))
 	}
-	return fmt.Sprintf("%d %v %v", c.Count, c.Amounts, s)
+	refunds := ""
+	if len(c.RefundAmounts) > 0 {
+		refunds = fmt.Sprintf(" refunds %v", c.RefundAmounts)
+	}
+	return fmt.Sprintf("%d %v%s %v", c.Count, c.Amounts, refunds, s)
 }

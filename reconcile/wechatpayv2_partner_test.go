@@ -122,7 +122,7 @@ func TestRunWechatPayV2Partner(t *testing.T) {
 	}
 	got := func(c Category) string { return categoryLine(c, item) }
 	wantCategories(t, "the sub-merchant's bill, ", rep, item, map[string]string{
-		"matched":           "3 map[CNY:18.00] [000000001/paid 000000002/paid 000000001/refund:R1]",
+		"matched":           "3 map[CNY:15.00] refunds map[CNY:3.00] [000000001/paid 000000002/paid 000000001/refund:R1]",
 		"settled_never_run": "1 map[CNY:9.00] [000000005/paid]",
 		"run_not_settled":   "1 map[CNY:8.00] [000000004/paid]",
 		"amount_differs":    "0 map[] []",

@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"github.com/idemgate/idemgate/internal/billtest"
 	"github.com/idemgate/idemgate/internal/gatewaytest"
 	"github.com/idemgate/idemgate/internal/platformtest"
+	"github.com/idemgate/idemgate/reconcile"
 )
 
 // rcSeller is the seller_id of platformtest's Alipay notifications; its
@@ -172,5 +174,49 @@ func TestReconcileAlipayAppFromRecords(t *testing.T) {
 	status, body = postRaw(t, g, "/idempotency/reconcile?platform=alipay&merchant="+appB, billFor(rcSeller+"0156", rowA))
 	if status != 400 || !strings.Contains(body, "app_id "+appB+"'s notifications name seller account "+sellerB+"0156") {
 		t.Errorf("merchant= of another seller's app: %d %s", status, body)
+	}
+}
+
+// TestReconcileAlipayAppFromOrders: past the records' ttl nothing
+// recorded tells an Alipay bill's app (the route pins none); the orders,
+// kept for order_ttl, do: the bill's rows name them by out_trade_no, and
+// it is reconciled, not refused.
+func TestReconcileAlipayAppFromOrders(t *testing.T) {
+	k, _ := platformtest.Keys(t)
+	signer := platformtest.Alipay{Key: k}
+	sc := &scenario{fate: map[string]string{}}
+	route := strings.Replace(rcPlatforms()[0].route, "app_id "+rcAlipayApp, "", 1)
+	g := gatewaytest.StartGateway(t, route, "{store}", "store memory", "{backend}", rcBackend(t, sc).Addr(), "{ttl}", "1s", "{extra}", "",
+		"{pub}", platformtest.WriteFile(t, "alipay.pem", platformtest.PublicKeyPEM(t, &k.PublicKey)))
+	var rows []billtest.Row
+	for order := 1; order <= 2; order++ {
+		at := rcDay.Add(time.Duration(order) * time.Minute)
+		p := platformtest.AlipayNotify(rcAlipayApp, fmt.Sprintf("M%d", order), rcTrade(order), "TRADE_SUCCESS", "10.00")
+		p.Set("seller_id", rcSeller)
+		p.Set("gmt_payment", at.Format(time.DateTime))
+		if r := gatewaytest.Post(t, g.Base+"/notify", "application/x-www-form-urlencoded; charset=utf-8", signer.Body(t, p), nil); r.Status != 200 {
+			t.Fatalf("notify: %d %s", r.Status, r.Body)
+		}
+		rows = append(rows, billtest.Row{Kind: billtest.Payment, Order: rcTrade(order), MerchantOrder: fmt.Sprintf("M%d", order), Amount: "10.00", Currency: "CNY", Time: at})
+	}
+	gatewaytest.Eventually(t, 20*time.Second, "the records to expire", func() bool {
+		return gatewaytest.Record(t, "alipay:"+rcAlipayApp+":"+rcTrade(1)+":paid") == nil && gatewaytest.Record(t, "alipay:"+rcAlipayApp+":"+rcTrade(2)+":paid") == nil
+	})
+	bill := billOf(func(w io.Writer) billtest.Writer {
+		return billtest.NewAlipay(w, rcSeller+"0156", rcDay, rcDay.Add(24*time.Hour))
+	}, rows...)
+	status, body := postRaw(t, g, "/idempotency/reconcile?platform=alipay&items=1", bill)
+	var rep reconcile.Report
+	if status != 200 || json.Unmarshal([]byte(body), &rep) != nil {
+		t.Fatalf("a bill past the records' ttl: %d %s", status, body)
+	}
+	if rep.Matched.Count != 2 || rep.SettledNeverRun.Count != 0 || len(rep.Merchant) != 1 || rep.Merchant[0] != rcAlipayApp ||
+		!strings.Contains(strings.Join(rep.Notes, "\n"), "app_id "+rcAlipayApp+": the app_id of the orders the bill's rows name") {
+		t.Errorf("a bill past the records' ttl: %+v", rep)
+	}
+	for _, it := range rep.Matched.Items {
+		if it.State != "ran" {
+			t.Errorf("%s: state %q, want ran (its record's ttl passed)", it.Key, it.State)
+		}
 	}
 }

@@ -289,3 +289,11 @@ func rcFen(amount string) int64 {
 
 // rcCents writes hundredths as an amount.
 func rcCents(c int64) string { return fmt.Sprintf("%d.%02d", c/100, c%100) }
+
+// rcSigned writes signed hundredths as an amount ("-0.50").
+func rcSigned(c int64) string {
+	if c < 0 {
+		return "-" + rcCents(-c)
+	}
+	return rcCents(c)
+}

@@ -108,15 +108,23 @@ func (sc *scenario) notified(p *rcPlatform, ev rcEvent) string {
 // want is the report the scenario must give.
 type want struct {
 	counts  map[string]int
-	amounts map[string]int64 // hundredths
+	amounts map[string]int64 // hundredths; payments'
+	refunds map[string]int64 // refunds', totalled apart
 	states  map[string]string
 }
 
 func (sc *scenario) want(p *rcPlatform, afterTTL bool) want {
-	w := want{counts: map[string]int{}, amounts: map[string]int64{}, states: map[string]string{}}
+	w := want{counts: map[string]int{}, amounts: map[string]int64{}, refunds: map[string]int64{}, states: map[string]string{}}
 	add := func(cat string, ev rcEvent) {
 		w.counts[cat]++
-		w.amounts[cat] += rcFen(ev.amount)
+		switch {
+		case cat == "amount_differs": // the difference, bill minus notified
+			w.amounts[cat] += rcFen(ev.amount) - rcFen(ev.notified)
+		case ev.refund != "":
+			w.refunds[cat] += rcFen(ev.amount)
+		default:
+			w.amounts[cat] += rcFen(ev.amount)
+		}
 	}
 	for _, ev := range sc.events {
 		switch fate := sc.fate[rcLabel(ev)]; {
@@ -253,8 +261,11 @@ func reconcileScenario(t *testing.T, p *rcPlatform, store string) {
 			got  reconcile.Category
 		}{{"settled_never_run", rep.SettledNeverRun}, {"run_not_settled", rep.RunNotSettled},
 			{"amount_differs", rep.AmountDiffers}, {"matched", rep.Matched}} {
-			if c.got.Count != exp.counts[c.name] || c.got.Amounts[p.currency] != rcCents(exp.amounts[c.name]) || len(c.got.Amounts) != 1 {
-				t.Errorf("after ttl %v: %s = %d %v, want %d %s", afterTTL, c.name, c.got.Count, c.got.Amounts, exp.counts[c.name], rcCents(exp.amounts[c.name]))
+			if c.got.Count != exp.counts[c.name] || c.got.Amounts[p.currency] != rcSigned(exp.amounts[c.name]) || len(c.got.Amounts) != 1 {
+				t.Errorf("after ttl %v: %s = %d %v, want %d %s", afterTTL, c.name, c.got.Count, c.got.Amounts, exp.counts[c.name], rcSigned(exp.amounts[c.name]))
+			}
+			if r := exp.refunds[c.name]; r != 0 && (c.got.RefundAmounts[p.currency] != rcCents(r) || len(c.got.RefundAmounts) != 1) || r == 0 && len(c.got.RefundAmounts) != 0 {
+				t.Errorf("after ttl %v: %s refund_amounts %v, want %s apart", afterTTL, c.name, c.got.RefundAmounts, rcCents(r))
 			}
 		}
 		if len(rep.Matched.Items) != 0 {
@@ -276,7 +287,7 @@ func reconcileScenario(t *testing.T, p *rcPlatform, store string) {
 			t.Errorf("%d settled-never-run items for %d", len(rep.SettledNeverRun.Items), exp.counts["settled_never_run"])
 		}
 		if d := rep.AmountDiffers.Items; len(d) != 1 || d[0].Key != p.key(sc.odd) || d[0].BillAmount != sc.odd.amount ||
-			d[0].NotifiedAmount != sc.odd.notified || d[0].Order != p.order(sc.odd) {
+			d[0].NotifiedAmount != sc.odd.notified || d[0].Order != p.order(sc.odd) || d[0].Difference != rcSigned(rcFen(sc.odd.amount)-rcFen(sc.odd.notified)) {
 			t.Errorf("amount differs: %+v, want %s: bill %s, notified %s", d, p.key(sc.odd), sc.odd.amount, sc.odd.notified)
 		}
 		if u := rep.RunNotSettled.Items; len(u) != 1 || u[0].Key != p.key(sc.extra) || u[0].NotifiedAmount != "42.00" ||

@@ -82,7 +82,7 @@ Talks to the running gateway's admin API (/idempotency/ routes).
                    [--merchant M] [--json]
                                            the platform's bill against what
                                            the backend ran (对账); exits 1
-                                           when they differ
+                                           when they differ, 2 on an error
   idempotency refused [--scope S] [--since 1h|<RFC 3339>] [--limit N]
                                            notifications refused before any
                                            claim (bad signature, empty key,

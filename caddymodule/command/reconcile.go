@@ -12,6 +12,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
 
 	"github.com/idemgate/idemgate/reconcile"
@@ -19,8 +20,10 @@ import (
 
 // `idemgate idempotency reconcile`: sends the platform's bill to POST
 // /idempotency/reconcile as it reads it, and prints the report — a table
-// for people, the API's JSON with --json. Like diff, it exits non-zero
-// when the bill and what ran differ, so a daily job notices.
+// for people, the API's JSON with --json. Like diff, it exits 1 when the
+// bill and what ran differ (the report printed), 2 on an error (a bill
+// that does not read, a refused merchant, no gateway), so a daily job
+// notices and tells the two apart.
 
 func reconcileCommand() *cobra.Command {
 	c := &cobra.Command{
@@ -36,56 +39,28 @@ gateway, which compares it with the business events its store remembers
                        redeliver (the command is printed) or refund
   run, not settled     the backend ran a payment or refund the bill does
                        not show
-  amount differs       the bill's amount is not the notification's
+  amount differs       the bill's amount is not the notification's:
+                       its totals are the differences, bill minus
+                       notified
   matched
   pending next bill    ran in the bill day's last 15 minutes, not in this
                        bill: the next day's may settle it. Reconciling
                        that bill matches it, or calls it run, not settled
 
+Payments and refunds are totalled apart: PAYMENTS and REFUNDS (the
+refunded amounts; --json: amounts and refund_amounts).
+
 Exit status: 0 when everything matched, 1 when the bill and what ran
-differ (or on an error).`,
+differ (the report still printed), 2 on an error.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		RunE: func(cmd *cobra.Command, args []string) error {
 			cmd.SilenceUsage = true
-			fl := cmd.Flags()
-			path, _ := fl.GetString("bill")
-			asJSON, _ := fl.GetBool("json")
-			q := url.Values{}
-			for _, name := range []string{"platform", "scope", "merchant", "from", "to"} {
-				if v, _ := fl.GetString(name); v != "" {
-					q.Set(name, v)
-				}
+			err := runReconcile(cmd)
+			var d differ
+			if err == nil || errors.As(err, &d) {
+				return err // 1: printed "Error: …" as every subcommand's
 			}
-			if q.Get("platform") == "" || path == "" {
-				return errors.New("reconcile needs --platform and --bill")
-			}
-			if items, _ := fl.GetBool("items"); items {
-				q.Set("items", "1")
-			}
-			if n, _ := fl.GetInt("limit"); n > 0 {
-				q.Set("limit", strconv.Itoa(n))
-			}
-			var in io.Reader = os.Stdin
-			if path != "-" {
-				f, err := os.Open(path)
-				if err != nil {
-					return err
-				}
-				defer f.Close()
-				in = f
-			}
-			var rep reconcile.Report
-			if err := postBill(cmd, q, in, &rep); err != nil {
-				return err
-			}
-			if asJSON {
-				if err := printJSON(cmd.OutOrStdout(), rep); err != nil {
-					return err
-				}
-			} else {
-				printReport(cmd.OutOrStdout(), &rep)
-			}
-			return findings(&rep)
+			return exitStatus(cmd, err, 2)
 		},
 	}
 	adminFlags(c)
@@ -93,7 +68,7 @@ differ (or on an error).`,
 	fl.String("platform", "", "The bill's platform: alipay, wechatpay, wechatpay_v2, stripe, paypal")
 	fl.String("bill", "", "The bill's file (- for standard input)")
 	fl.String("scope", "", "The routes' scope (default: the platform's name)")
-	fl.String("merchant", "", "Alipay: the app_id of the keys (default: told from the route's app_id and the seller_id its notifications signed); WeChat Pay: the mchid (default: each row's 商户号 or 特约商户号)")
+	fl.String("merchant", "", "Alipay: the app_id of the keys (default: told from the route's app_id, the seller_id its notifications signed, or the orders the bill's rows name); WeChat Pay: the mchid (default: each row's 商户号 or 特约商户号)")
 	fl.Bool("json", false, "Print the API's JSON")
 	fl.Bool("items", false, "List matched events too")
 	fl.Int("limit", 0, "Events listed per category (default 100)")
@@ -102,9 +77,73 @@ differ (or on an error).`,
 	return c
 }
 
+// runReconcile sends the bill and prints the report; a differ error when
+// the bill and what ran differ.
+func runReconcile(cmd *cobra.Command) error {
+	fl := cmd.Flags()
+	path, _ := fl.GetString("bill")
+	asJSON, _ := fl.GetBool("json")
+	q := url.Values{}
+	for _, name := range []string{"platform", "scope", "merchant", "from", "to"} {
+		if v, _ := fl.GetString(name); v != "" {
+			q.Set(name, v)
+		}
+	}
+	if q.Get("platform") == "" || path == "" {
+		return errors.New("reconcile needs --platform and --bill")
+	}
+	if items, _ := fl.GetBool("items"); items {
+		q.Set("items", "1")
+	}
+	if n, _ := fl.GetInt("limit"); n > 0 {
+		q.Set("limit", strconv.Itoa(n))
+	}
+	var in io.Reader = os.Stdin
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		in = f
+	}
+	var rep reconcile.Report
+	if err := postBill(cmd, q, in, &rep); err != nil {
+		return err
+	}
+	if asJSON {
+		if err := printJSON(cmd.OutOrStdout(), rep); err != nil {
+			return err
+		}
+	} else {
+		printReport(cmd.OutOrStdout(), &rep)
+	}
+	return findings(&rep)
+}
+
 // postBill streams the bill to the admin API and decodes its report.
 func postBill(cmd *cobra.Command, q url.Values, bill io.Reader, into *reconcile.Report) error {
 	return adminSend(cmd, http.MethodPost, "/idempotency/reconcile", q, "text/csv", bill, into)
+}
+
+// differ is the error of a report that found differences: exit status 1,
+// where any other error is 2.
+type differ struct{ error }
+
+// statusError is err, printed as cobra prints an error ("Error: …"),
+// that makes Caddy's Main exit with a status other than 1: it carries
+// the one error Main reads a status from, which only
+// WrapCommandFuncForCobra makes.
+type statusError struct {
+	err, exit error
+}
+
+func (e statusError) Error() string   { return e.err.Error() }
+func (e statusError) Unwrap() []error { return []error{e.err, e.exit} }
+
+func exitStatus(cmd *cobra.Command, err error, status int) error {
+	exit := caddycmd.WrapCommandFuncForCobra(func(caddycmd.Flags) (int, error) { return status, nil })(cmd, nil)
+	return statusError{err, exit}
 }
 
 // findings is the exit status: an error naming the differences, if any.
@@ -122,7 +161,7 @@ func findings(rep *reconcile.Report) error {
 	if len(parts) == 0 {
 		return nil
 	}
-	return errors.New("the bill and what ran differ: " + strings.Join(parts, "; "))
+	return differ{errors.New("the bill and what ran differ: " + strings.Join(parts, "; "))}
 }
 
 // printReport prints a report for people: a summary table, then the
@@ -145,7 +184,7 @@ func printReport(w io.Writer, rep *reconcile.Report) {
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CATEGORY\tCOUNT\tAMOUNTS")
+	fmt.Fprintln(tw, "CATEGORY\tCOUNT\tPAYMENTS\tREFUNDS")
 	cats := []struct {
 		name, title string
 		c           *reconcile.Category
@@ -157,10 +196,12 @@ func printReport(w io.Writer, rep *reconcile.Report) {
 		{"pending next bill", "Pending the next bill — " + rep.PendingNextBill.Reason, &rep.PendingNextBill},
 	}
 	for _, c := range cats {
-		fmt.Fprintf(tw, "%s\t%d\t%s\n", c.name, c.c.Count, amounts(c.c.Amounts))
+		// amount differs totals the differences: signed, "+" too.
+		gaps := c.c == &rep.AmountDiffers
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", c.name, c.c.Count, amounts(c.c.Amounts, gaps), amounts(c.c.RefundAmounts, gaps))
 	}
 	if rep.Skipped > 0 {
-		fmt.Fprintf(tw, "skipped (fees, payouts)\t%d\t\n", rep.Skipped)
+		fmt.Fprintf(tw, "skipped (fees, payouts)\t%d\t\t\n", rep.Skipped)
 	}
 	tw.Flush()
 	for _, c := range cats {
@@ -169,19 +210,28 @@ func printReport(w io.Writer, rep *reconcile.Report) {
 		}
 		fmt.Fprintf(w, "\n%s:\n", c.title)
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "LINE\tORDER\tEVENT\tBILL\tNOTIFIED\tSTATE\tKEY")
+		// An amount that differs shows by how much: bill minus notified.
+		gaps, diff, pad := c.c == &rep.AmountDiffers, "", ""
+		if gaps {
+			diff, pad = "\tDIFFERENCE", "\t"
+		}
+		fmt.Fprintln(tw, "LINE\tORDER\tEVENT\tBILL\tNOTIFIED"+diff+"\tSTATE\tKEY")
 		for _, it := range c.c.Items {
 			line := ""
 			if it.Line > 0 {
 				line = strconv.Itoa(it.Line)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", line, it.Order, it.Event, money(it.BillAmount, it.Currency),
-				money(it.NotifiedAmount, it.Currency), it.State, it.Key)
+			d := ""
+			if gaps {
+				d = "\t" + money(signed(it.Difference), it.Currency)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s%s\t%s\t%s\n", line, it.Order, it.Event, money(it.BillAmount, it.Currency),
+				money(it.NotifiedAmount, it.Currency), d, it.State, it.Key)
 			if it.Redeliver != "" {
-				fmt.Fprintf(tw, "\t\t\t\t\t\t→ %s\n", it.Redeliver)
+				fmt.Fprintf(tw, "\t\t\t\t\t\t"+pad+"→ %s\n", it.Redeliver)
 			}
 			if it.Note != "" {
-				fmt.Fprintf(tw, "\t\t\t\t\t\t  %s\n", cliTerms(it.Note))
+				fmt.Fprintf(tw, "\t\t\t\t\t\t"+pad+"  %s\n", cliTerms(it.Note))
 			}
 		}
 		tw.Flush()
@@ -191,13 +241,26 @@ func printReport(w io.Writer, rep *reconcile.Report) {
 	}
 }
 
-func amounts(m map[string]string) string {
+// amounts are a category's totals, "CNY 12.30, USD 1.00"; gaps: signed
+// ("CNY +1.00").
+func amounts(m map[string]string, gaps bool) string {
 	var out []string
 	for c, v := range m {
+		if gaps {
+			v = signed(v)
+		}
 		out = append(out, c+" "+v)
 	}
 	slices.Sort(out)
 	return strings.Join(out, ", ")
+}
+
+// signed writes a difference with its sign, "+" too ("" stays "").
+func signed(v string) string {
+	if v == "" || strings.HasPrefix(v, "-") {
+		return v
+	}
+	return "+" + v
 }
 
 func money(amount, currency string) string {

@@ -19,8 +19,10 @@ import (
 // keygen, its send commands against an Alipay route like
 // examples/alipay.Caddyfile's, its `go run ./examples/bills …` (the
 // script's own code, billtest.Samples, with the page's arguments) and its
-// reconcile commands — and each report must be the one the page shows,
-// but for the day (the page's run was on 2026-12-03; this one is today).
+// reconcile commands, whose bill is a pattern the shell expands (here
+// filepath.Glob) — the commands unchanged whatever the day, and each
+// report must be the one the page shows, but for the day (the page's run
+// was on 2026-12-03; this one is today).
 func TestReconcileWalkthrough(t *testing.T) {
 	page, err := os.ReadFile(filepath.Join("..", "..", "docs", "reconcile.md"))
 	if err != nil {
@@ -48,17 +50,19 @@ func TestReconcileWalkthrough(t *testing.T) {
 	// minutes the one its bill leaves out is pending the next bill, not
 	// run, not settled, and the report is checked by its counts instead.
 	lastMinutes := today.Hour() == 23 && today.Minute() >= 44
+	// The day in the outputs: the bills' file names and the period (the
+	// trade numbers stay as the commands give them).
 	day := func(s string) string {
-		s = strings.ReplaceAll(s, "20261203", today.Format("20060102"))
+		s = strings.ReplaceAll(s, "_20261203", "_"+today.Format("20060102"))
 		s = strings.ReplaceAll(s, "2026-12-04", today.AddDate(0, 0, 1).Format(time.DateOnly))
 		return strings.ReplaceAll(s, "2026-12-03", today.Format(time.DateOnly))
 	}
 	ran := map[string]int{}
 	for _, c := range pageCommands(t, string(page)) {
-		// The page's trade numbers and file names carry its day: today's
-		// here, as the outputs it is compared with (the Beijing day, the
-		// bills'; not UTC's, which differs from 16:00 to 24:00 UTC).
-		args := strings.Fields(day(c.line))
+		// The commands as the page writes them: they name no day. The
+		// outputs carry it, today's here (the Beijing day, the bills';
+		// not UTC's, which differs from 16:00 to 24:00 UTC).
+		args := strings.Fields(c.line)
 		switch {
 		case strings.HasPrefix(c.line, "go run ./examples/bills "):
 			args = args[3:]
@@ -89,7 +93,11 @@ func TestReconcileWalkthrough(t *testing.T) {
 			args = append(args[2:], "--address", g.Admin)
 			for i := range args {
 				if args[i] == "--bill" {
-					args[i+1] = filepath.Join(dir, args[i+1])
+					files, err := filepath.Glob(filepath.Join(dir, args[i+1]))
+					if err != nil || len(files) != 1 {
+						t.Fatalf("%s: --bill %s names %v (%v), want one file", c.line, args[i+1], files, err)
+					}
+					args[i+1] = files[0]
 				}
 			}
 			if lastMinutes && strings.Contains(c.output, "CATEGORY") {

@@ -63,7 +63,7 @@ func (r *reconcileView) Categories() []reconcileCategory {
 	return []reconcileCategory{
 		{"settled_never_run", "Settled, never run", "The platform settled these; the backend never ran them: redeliver, or refund.", &rep.SettledNeverRun},
 		{"run_not_settled", "Run, not settled", "The backend ran these payments and refunds; the bill does not show them.", &rep.RunNotSettled},
-		{"amount_differs", "Amount differs", "The bill's amount is not the one the notification signed.", &rep.AmountDiffers},
+		{"amount_differs", "Amount differs", "The bill's amount is not the one the notification signed; the totals are the differences, bill minus notified.", &rep.AmountDiffers},
 		{"matched", "Matched", "", &rep.Matched},
 		{"pending_next_bill", "Pending the next bill", pendingHelp(rep), &rep.PendingNextBill},
 	}
@@ -83,10 +83,19 @@ type reconcileCategory struct {
 	*reconcile.Category
 }
 
-// AmountsText is the category's totals as text, currencies sorted.
-func (c reconcileCategory) AmountsText() string {
+// AmountsText is the category's payments' totals as text, currencies
+// sorted.
+func (c reconcileCategory) AmountsText() string { return amountsText(c.Amounts) }
+
+// RefundAmountsText is its refunds' totals, apart from the payments'.
+func (c reconcileCategory) RefundAmountsText() string { return amountsText(c.RefundAmounts) }
+
+// Gaps: the category's totals are differences, bill minus notified.
+func (c reconcileCategory) Gaps() bool { return c.ID == "amount_differs" }
+
+func amountsText(m map[string]string) string {
 	var out []string
-	for cur, v := range c.Amounts {
+	for cur, v := range m {
 		out = append(out, v+" "+cur)
 	}
 	slices.Sort(out)

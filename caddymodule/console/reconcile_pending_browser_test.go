@@ -73,7 +73,8 @@ func TestConsoleReconcilePendingBrowser(t *testing.T) {
 		"#report":                {"merchant 2021004123456789", "app_id 2021004123456789: the app_id whose notifications name the bill's seller account 20881021772966100156"},
 		"#sum-settled_never_run": {"1", "30.00 CNY"},
 		"#sum-run_not_settled":   {"1", "45.00 CNY"},
-		"#sum-amount_differs":    {"1", "20.00 CNY"},
+		"#sum-amount_differs":    {"1", "-5.00 CNY"}, // the difference: billed 20.00, notified 25.00
+		"#cat-amount_differs":    {"DIFFERENCE", "20.00\t25.00\t-5.00"},
 		"#sum-matched":           {"2", "100.50 CNY"},
 		"#sum-pending_next_bill": {"Pending the next bill", "1", "9.90 CNY"},
 		"#cat-pending_next_bill": {"ran in the last 15 minutes before the bill's end (2026-10-04 00:00 +08:00)", "Reconciling that bill matches them", trade(5), "answered", "ran 23:58:00"},

@@ -76,10 +76,20 @@ func (p *Store) RanOn(ctx context.Context, q cache.RanQuery) (cache.RanPage, err
 	return ox.RanOn(ctx, q)
 }
 
+// KeysByRef forwards to the store's cache.Searcher.
+func (p *Store) KeysByRef(ctx context.Context, ref string) ([]string, error) {
+	sr, err := cache.As[cache.Searcher](p.Store, "search index")
+	if err != nil {
+		return nil, err
+	}
+	return sr.KeysByRef(ctx, ref)
+}
+
 // Interface guards
 var (
 	_ cache.Lister     = (*Store)(nil)
 	_ cache.Recovery   = (*Store)(nil)
 	_ cache.OrderBook  = (*Store)(nil)
 	_ cache.OrderIndex = (*Store)(nil)
+	_ cache.Searcher   = (*Store)(nil)
 )
