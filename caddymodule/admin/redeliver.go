@@ -43,7 +43,7 @@ type RedeliveryView struct {
 	// Resigned: the redelivery carried a fresh signature over the same
 	// body (the route holds the platform's signing secret).
 	Resigned bool `json:"resigned,omitempty"`
-	// Reopened: an answered key was made free first (?force=1); its
+	// Reopened: an answered key was made free first (?force=1&again=1); its
 	// history stays, the redelivery's attempt added to it.
 	Reopened bool `json:"reopened,omitempty"`
 }
