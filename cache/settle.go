@@ -42,6 +42,7 @@ type SettlerOptions struct {
 
 type kept struct {
 	rec   *Record
+	a     Answer // what the retry completes: the answer and its order's run
 	token string
 	ttl   time.Duration
 	j     Journal
@@ -129,7 +130,7 @@ func (st *Settler) Complete(ctx context.Context, key, token, fingerprint string,
 		st.mu.Unlock()
 		return err
 	}
-	st.kept[key] = &kept{rec: rec, token: token, ttl: ttl, j: j, done: done}
+	st.kept[key] = &kept{rec: rec, a: a, token: token, ttl: ttl, j: j, done: done}
 	st.wg.Add(1)
 	st.mu.Unlock()
 	go st.retry(key)
@@ -172,7 +173,10 @@ func (st *Settler) retry(key string) {
 	st.mu.Lock()
 	k := st.kept[key]
 	st.mu.Unlock()
-	a := Answer{Status: k.rec.Status, Header: k.rec.Header, Body: k.rec.Body, BodyCached: k.rec.BodyCached}
+	// The very Answer the first attempt sent, its Order included: the
+	// retry writes what a settle writes (the record, the order's event,
+	// its search references and day index) in one store operation.
+	a := k.a
 	pause := st.opts.MinBackoff
 	var err error
 	for {

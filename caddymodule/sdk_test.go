@@ -121,7 +121,7 @@ func TestSDKBackends(t *testing.T) {
 				if mode == "async" {
 					waitAnswered(t, 10*time.Second, c.key)
 				}
-				status, body := g.adminDo(t, http.MethodPost, keyURI(c.key)+"/redeliver?force=1")
+				status, body := g.adminDo(t, http.MethodPost, keyURI(c.key)+"/redeliver?force=1&again=1")
 				if status/100 != 2 {
 					t.Fatalf("forced redelivery: %d %s", status, body)
 				}

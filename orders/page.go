@@ -131,6 +131,13 @@ func Page(ctx context.Context, b Book, order string, stateOf StateOf) (View, err
 		ev.FirstSeen, ev.LastSeen, ev.Copies, ev.Attempts = rec.FirstSeen, rec.LastSeen, rec.Copies, rec.AttemptCount
 		if rec.State == cache.StateAnswered {
 			ev.Status = rec.Status
+			if ev.Ran.IsZero() && !rec.FromOrder {
+				// An answered record of a business event means it ran,
+				// even where its order does not remember it (a settle a
+				// store outage deferred, before that settle wrote the
+				// order): it ran when the record was answered.
+				ev.Ran = rec.Changed
+			}
 		}
 		if n := rec.Notification; n != nil {
 			path, _, _ := strings.Cut(n.URI, "?")

@@ -234,6 +234,14 @@ func (rc *reconciler) match(ctx context.Context, rows []bill.Row) error {
 			rc.found[ms[i]] = true
 		}
 		if ev == nil {
+			ran, err := rc.answeredRecord(ctx, key)
+			if err != nil {
+				return err
+			}
+			if ran != nil {
+				rc.classify(it, row, *ran, "", ranNote)
+				continue
+			}
 			rc.rep.SettledNeverRun.add(it, row.Amount, rc.opts.Limit)
 			continue
 		}
@@ -244,6 +252,27 @@ func (rc *reconciler) match(ctx context.Context, rows []bill.Row) error {
 		rc.classify(it, row, *ev, notified, note)
 	}
 	return nil
+}
+
+// ranNote is an answered record's item whose order lacks its event.
+const ranNote = "answered: the backend ran it, though its order did not remember the event (a settle a store outage deferred, before that settle wrote the order too); the amount was not compared"
+
+// answeredRecord is the event key's record as an event that ran, when
+// its order does not remember it but the record is answered (not
+// FromOrder): an answered record of a business event means the event
+// ran, and it is never "settled, never run". nil when the record is gone
+// or not answered.
+func (rc *reconciler) answeredRecord(ctx context.Context, key string) (*cache.OrderEvent, error) {
+	rec, err := rc.env.Store.Lookup(ctx, key)
+	switch {
+	case errors.Is(err, cache.ErrNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, rc.storeErr(err)
+	case rec.State != cache.StateAnswered || rec.FromOrder:
+		return nil, nil
+	}
+	return &cache.OrderEvent{Key: key, Ran: rec.Changed}, nil
 }
 
 // orders reads the states of names (once each) in one batch.

@@ -30,8 +30,8 @@ func (rc *reconciler) states(ctx context.Context) error {
 }
 
 // unrunStates fills in the record of each settled-never-run item listed:
-// its state, attempts and, when it keeps the notification, how to
-// redeliver.
+// its state, attempts and, when it keeps the notification and its backend
+// never answered it, how to redeliver.
 func (rc *reconciler) unrunStates(ctx context.Context) error {
 	items := rc.rep.SettledNeverRun.Items
 	for i := range items {
@@ -55,13 +55,12 @@ func (rc *reconciler) unrunStates(ctx context.Context) error {
 		it.State = string(rec.StateAt(rc.env.now(), rc.env.windowOf(rec.Key)))
 		it.Attempts = rec.AttemptCount
 		if rec.State == cache.StateAnswered {
-			it.Note = "answered, but its order does not remember the event (a record kept under a key from before business events?)"
+			// The backend ran it: nothing to redeliver (never --force).
+			it.Note = "answered: the backend ran it, though its order does not remember the event"
+			continue
 		}
 		if rec.Notification != nil && rec.State != cache.StateInFlight {
 			it.Redeliver = "idemgate idempotency redeliver " + shellQuote(it.Key)
-			if rec.State == cache.StateAnswered {
-				it.Redeliver += " --force"
-			}
 		}
 	}
 	return nil

@@ -36,7 +36,8 @@ func init() {
 //	GET    /idempotency/stores                  the loaded stores' ids
 //	GET    /idempotency/keys/<key>[?body=1]     one key's record and journal
 //	DELETE /idempotency/keys/<key>[?force=1]    forget a key: its next copy is forwarded
-//	POST   /idempotency/keys/<key>/redeliver[?force=1]   send the journaled notification again
+//	POST   /idempotency/keys/<key>/redeliver[?force=1&again=1]   send the journaled notification again
+//	                                            (an answered key: force and again, its backend runs it twice)
 //	POST   /idempotency/redeliver               bulk: {"state","scope","since","limit","dry_run"}
 //	GET    /idempotency/summary[?scope=…]       failed, dead and in-flight keys: counts, money
 //	GET    /idempotency/keys?state=<state>[&scope=…&prefix=…&since=…&cursor=…&limit=…]

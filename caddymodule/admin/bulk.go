@@ -192,7 +192,7 @@ func runBulk(ctx context.Context, app *registry.App, ps *registry.Store, keys []
 			defer wg.Done()
 			defer func() { <-sem }()
 			res := BulkResult{Key: rec.Key}
-			v, err := Redeliver(ctx, app, ps, rec.Key, false, logger, remote)
+			v, err := Redeliver(ctx, app, ps, rec.Key, false, false, logger, remote)
 			if err == nil {
 				res.Status, res.State = v.Status, v.State
 				if v.State == "unknown" {

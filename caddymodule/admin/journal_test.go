@@ -195,13 +195,19 @@ func TestJournalRedeliver(t *testing.T) {
 		t.Fatalf("platform's next copy: %+v", r)
 	}
 	status, body := g.AdminDo(t, http.MethodPost, gatewaytest.KeyURI("demo:r1")+"/redeliver")
-	if status != http.StatusConflict || !strings.Contains(body, "answered") {
-		t.Fatalf("redelivery of an answered key: %d %s, want 409", status, body)
+	if status != http.StatusConflict || !strings.Contains(body, "already ran it") || strings.Contains(body, "force") {
+		t.Fatalf("redelivery of an answered key: %d %s, want 409 saying the backend already ran it, proposing no force", status, body)
+	}
+	// Force alone is refused too: the backend already ran it, and only
+	// again says it must run a second time.
+	status, body = g.AdminDo(t, http.MethodPost, gatewaytest.KeyURI("demo:r1")+"/redeliver?force=1")
+	if status != http.StatusConflict || !strings.Contains(body, "already ran it (answered at ") || !strings.Contains(body, "again=1") {
+		t.Fatalf("forced redelivery of an answered key without again: %d %s, want 409 asking for again", status, body)
 	}
 	if n := be.Count("r1"); n != 2 {
 		t.Fatalf("refused redelivery ran the backend: %d", n)
 	}
-	g.AdminJSON(t, http.MethodPost, gatewaytest.KeyURI("demo:r1")+"/redeliver?force=1", &red)
+	g.AdminJSON(t, http.MethodPost, gatewaytest.KeyURI("demo:r1")+"/redeliver?force=1&again=1", &red)
 	if red.Status != 200 || !red.Reopened || be.Count("r1") != 3 {
 		t.Fatalf("forced redelivery: %+v, backend %d", red, be.Count("r1"))
 	}

@@ -43,7 +43,7 @@ type RedeliveryView struct {
 	// Resigned: the redelivery carried a fresh signature over the same
 	// body (the route holds the platform's signing secret).
 	Resigned bool `json:"resigned,omitempty"`
-	// Reopened: an answered key was made free first (?force=1); its
+	// Reopened: an answered key was made free first (?force=1&again=1); its
 	// history stays, the redelivery's attempt added to it.
 	Reopened bool `json:"reopened,omitempty"`
 }
@@ -63,13 +63,19 @@ func Settled(state string) bool {
 	return false
 }
 
+// AlreadyRan says that the backend of an answered record ran it, when and
+// with what answer: what a refused (or confirmed) forced redelivery shows.
+func AlreadyRan(rec *cache.Record) string {
+	return fmt.Sprintf("the backend already ran it (answered at %s, status %d)", rec.Changed.UTC().Format(time.RFC3339), rec.Status)
+}
+
 // redeliver serves POST /idempotency/keys/<key>/redeliver (see Redeliver).
 func (a *AdminAPI) redeliver(w http.ResponseWriter, r *http.Request, key string) error {
 	ps, err := a.pickStore(r)
 	if err != nil {
 		return err
 	}
-	out, err := Redeliver(r.Context(), a.app, ps, key, boolParam(r, "force"), a.logger, r.RemoteAddr)
+	out, err := Redeliver(r.Context(), a.app, ps, key, boolParam(r, "force"), boolParam(r, "again"), a.logger, r.RemoteAddr)
 	if err != nil {
 		return err
 	}
@@ -80,12 +86,14 @@ func (a *AdminAPI) redeliver(w http.ResponseWriter, r *http.Request, key string)
 // took it (registry.Route.Redeliver): not through the site's routing, so
 // a remote_ip guard or a rewrite in front of the handler changes nothing.
 // It claims the key like any copy: a failed or dead key is forwarded once,
-// an answered one would only replay (refused unless force, which forgets
-// the answer first, once the route is known to be reachable). Refusals are
+// an answered one would only replay: its backend already ran it, so it is
+// refused unless both force and again are given (force forgets the answer
+// first, once the route is known to be reachable; again says the operator
+// means to run the business a second time). Refusals are
 // admin errors (caddy.APIError) with their status; remote names who asked,
 // for the log line. The console and the bulk run call it too, so the rules
 // stay in one place.
-func Redeliver(ctx context.Context, app *registry.App, ps *registry.Store, key string, force bool, logger *zap.Logger, remote string) (RedeliveryView, error) {
+func Redeliver(ctx context.Context, app *registry.App, ps *registry.Store, key string, force, again bool, logger *zap.Logger, remote string) (RedeliveryView, error) {
 	lctx, cancel := context.WithTimeout(ctx, adminTimeout)
 	defer cancel()
 	rec, err := lookup(lctx, ps, key)
@@ -104,7 +112,9 @@ func Redeliver(ctx context.Context, app *registry.App, ps *registry.Store, key s
 	case rec.State == cache.StateInFlight:
 		return RedeliveryView{}, apiError(http.StatusConflict, fmt.Errorf("key %q is in flight: its first copy is at the backend now; wait for it (or purge with force if its gateway is gone)", key))
 	case rec.State == cache.StateAnswered && !force:
-		return RedeliveryView{}, apiError(http.StatusConflict, fmt.Errorf("key %q is answered (status %d): a redelivery runs the backend again; add ?force=1 (--force) if that is what is needed", key, rec.Status))
+		return RedeliveryView{}, apiError(http.StatusConflict, fmt.Errorf("key %q is answered: %s; a redelivery would run it a second time, so none was sent", key, AlreadyRan(rec)))
+	case rec.State == cache.StateAnswered && !again:
+		return RedeliveryView{}, apiError(http.StatusConflict, fmt.Errorf("key %q: %s; ?force=1 (--force) alone does not run it a second time: add again=1 (--again) only if the business must run again", key, AlreadyRan(rec)))
 	}
 	rt, ok := routeOf(app, rec)
 	if !ok || rt.Redeliver == nil {
@@ -126,7 +136,7 @@ func Redeliver(ctx context.Context, app *registry.App, ps *registry.Store, key s
 	if logger != nil {
 		logger.Info("redelivering a journaled notification through the admin API",
 			zap.String("store", ps.ID), zap.String("key", registry.HashKey(key)), zap.String("route", rt.Name),
-			zap.String("state", ks.State), zap.Bool("force", force), zap.String("remote", remote))
+			zap.String("state", ks.State), zap.Bool("force", force), zap.Bool("again", again), zap.String("remote", remote))
 	}
 	sctx, scancel := context.WithTimeout(ctx, RedeliverTimeout)
 	defer scancel()

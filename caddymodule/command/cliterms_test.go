@@ -19,11 +19,11 @@ import (
 // names the flag its user typed.
 func TestCLIErrorsNameFlags(t *testing.T) {
 	for api, want := range map[string]string{
-		`{"error":"an Alipay bill names the seller account, not the app_id of the keys: say which with merchant=<app_id> (or pin one with app_id on scope alipay's route)"}`: "say which with --merchant <app_id> (or pin one",
-		`{"error":"alipay bill, line 7: no merchant (商户号) on the row: give merchant=<mchid>"}`:                                                                               "give --merchant <mchid>",
-		`{"error":"scope shop has alipay routes, and this is a wechatpay bill: which scope? (scope=…)"}`:                                                                     "which scope? (--scope …)",
-		`{"error":"key \"demo:cli-1\" is answered (status 200): a redelivery runs the backend again; add ?force=1 (--force) if that is what is needed"}`:                     "backend again; add --force if that",
-		`{"error":"several stores are loaded; pick one with ?store=<id> (--store): memory, redis:x"}`:                                                                        "pick one with --store <id>: memory",
+		`{"error":"an Alipay bill names the seller account, not the app_id of the keys: say which with merchant=<app_id> (or pin one with app_id on scope alipay's route)"}`:                                                           "say which with --merchant <app_id> (or pin one",
+		`{"error":"alipay bill, line 7: no merchant (商户号) on the row: give merchant=<mchid>"}`:                                                                                                                                         "give --merchant <mchid>",
+		`{"error":"scope shop has alipay routes, and this is a wechatpay bill: which scope? (scope=…)"}`:                                                                                                                               "which scope? (--scope …)",
+		`{"error":"key \"demo:cli-1\": the backend already ran it (answered at 2026-10-03T09:00:00Z, status 200); ?force=1 (--force) alone does not run it a second time: add again=1 (--again) only if the business must run again"}`: "; --force alone does not run it a second time: add --again only if",
+		`{"error":"several stores are loaded; pick one with ?store=<id> (--store): memory, redis:x"}`:                                                                                                                                  "pick one with --store <id>: memory",
 	} {
 		err := adminError("localhost:2019", errors.New("caddy responded with error: HTTP 400: "+api))
 		if !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "merchant=") || strings.Contains(err.Error(), "scope=") {

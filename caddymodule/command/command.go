@@ -57,13 +57,15 @@ Talks to the running gateway's admin API (/idempotency/ routes).
   idempotency list --state failed|dead|answered|in_flight [--scope S]
                    [--prefix P] [--since 24h|<RFC 3339>] [--all]
                                            keys by state, newest first
-  idempotency redeliver <key> [--force]    send the journaled notification
+  idempotency redeliver <key> [--force --again]
+                                           send the journaled notification
                                            into the handler that took it;
                                            prints the answer and the key's
                                            state afterwards, exits 1 unless
                                            answered (async: queued or
-                                           delivering) (--force: also an
-                                           answered key)
+                                           delivering) (--force --again:
+                                           also an answered key, whose
+                                           backend then runs it twice)
   idempotency redeliver --state failed|dead (--scope S | --since 2h)
                    [--limit N] [--dry-run]
                                            every key the filter matches,
@@ -378,6 +380,7 @@ var apiTerms = []struct {
 }{
 	{regexp.MustCompile(`\?store=<id> \(--store\)`), "--store <id>"},
 	{regexp.MustCompile(`\?force=1 \(--force\)`), "--force"},
+	{regexp.MustCompile(`\bagain=1 \(--again\)`), "--again"},
 	{regexp.MustCompile(`\bdry_run: true\b`), "--dry-run"},
 	{regexp.MustCompile(`\bfilter \(scope, since\)`), "filter (--scope, --since)"},
 	{regexp.MustCompile(`(^|[\s(])(merchant|scope|platform)=`), "$1--$2 "},
@@ -399,11 +402,15 @@ func printJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-// forceQuery is ?force=1 when --force was given (purge, redeliver).
+// forceQuery is ?force=1 when --force was given (purge, redeliver), and
+// again=1 when --again was (redeliver).
 func forceQuery(cmd *cobra.Command) url.Values {
 	q := url.Values{}
 	if force, _ := cmd.Flags().GetBool("force"); force {
 		q.Set("force", "1")
+	}
+	if again, _ := cmd.Flags().GetBool("again"); again {
+		q.Set("again", "1")
 	}
 	return q
 }

@@ -158,8 +158,11 @@ func TestJournalCLI(t *testing.T) {
 		!regexp.MustCompile(`(?m)^state +answered$`).MatchString(out) || !strings.Contains(out, "\n    ok cli-1\n") {
 		t.Fatalf("redeliver: %v\n%s", err, out)
 	}
-	if _, err = runCLI(t, append([]string{"redeliver", "demo:cli-1"}, addr...)...); err == nil || !strings.Contains(err.Error(), "--force") {
-		t.Fatalf("second redeliver: %v, want a refusal naming --force", err)
+	if _, err = runCLI(t, append([]string{"redeliver", "demo:cli-1"}, addr...)...); err == nil || !strings.Contains(err.Error(), "already ran it") || strings.Contains(err.Error(), "--force") {
+		t.Fatalf("second redeliver: %v, want a refusal saying the backend already ran it, proposing no --force", err)
+	}
+	if _, err = runCLI(t, append([]string{"redeliver", "demo:cli-1", "--force"}, addr...)...); err == nil || !strings.Contains(err.Error(), "already ran it") || !strings.Contains(err.Error(), "add --again") {
+		t.Fatalf("redeliver --force of an answered key: %v, want a refusal asking for --again", err)
 	}
 	if n := be.Count("cli-1"); n != 2 {
 		t.Fatalf("backend ran %d times, want 2", n)

@@ -79,7 +79,7 @@ func orderCommand() *cobra.Command {
 
 func redeliverCommand() *cobra.Command {
 	c := &cobra.Command{
-		Use: "redeliver <key> [--force] | --state failed|dead (--scope S | --since T) [--limit N] [--dry-run]",
+		Use: "redeliver <key> [--force --again] | --state failed|dead (--scope S | --since T) [--limit N] [--dry-run]",
 		Short: "Sends a key's journaled notification (or every failed or dead one a filter matches) into its route again; " +
 			"exits non-zero unless the key is answered (async: queued or delivering) afterwards",
 		Args: cobra.MaximumNArgs(1),
@@ -100,7 +100,8 @@ func redeliverCommand() *cobra.Command {
 	}
 	adminFlags(c)
 	jsonFlag(c)
-	c.Flags().Bool("force", false, "Redeliver an answered key too: its answer is forgotten and the backend runs again")
+	c.Flags().Bool("force", false, "Redeliver an answered key too, with --again: its answer is forgotten and the backend runs again")
+	c.Flags().Bool("again", false, "With --force: yes, the backend already ran this answered key, and it must run it a second time")
 	c.Flags().String("state", "", "Bulk: redeliver every key in this state (failed or dead)")
 	c.Flags().String("scope", "", "Bulk: only keys of this scope")
 	c.Flags().String("since", "", "Bulk: only keys that entered their state since then: RFC 3339, or a duration ago (2h)")

@@ -227,7 +227,7 @@ func printRedelivery(w io.Writer, v admin.RedeliveryView) error {
 		t.row("signature", "signed afresh (same body, current time)")
 	}
 	if v.Reopened {
-		t.row("reopened", "yes: the answered key was made free first (--force)")
+		t.row("reopened", "yes: the answered key was made free first (--force --again)")
 	}
 	if err := t.flush(); err != nil {
 		return err

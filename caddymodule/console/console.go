@@ -409,7 +409,11 @@ func (c *Console) redeliver(ctx context.Context, w http.ResponseWriter, r *http.
 	// not the page's.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), admin.RedeliverTimeout)
 	defer cancel()
-	res, err := c.data.redeliver(ctx, store, key, r.PostForm.Get("force") == "yes", c.logger, r.RemoteAddr)
+	// An answered key's form asks for again: the operator confirms, on a
+	// box that says the backend already ran it, that it runs a second
+	// time; that confirmation is the force too.
+	again := r.PostForm.Get("again") == "yes"
+	res, err := c.data.redeliver(ctx, store, key, r.PostForm.Get("force") == "yes" || again, again, c.logger, r.RemoteAddr)
 	if err != nil {
 		return err
 	}

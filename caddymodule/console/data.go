@@ -35,8 +35,9 @@ type consoleData interface {
 	purge(ctx context.Context, store, key string, force bool, logger *zap.Logger, remote string) error
 	// search finds keys by a merchant's reference or key prefix (search.go).
 	search(ctx context.Context, store, q string) (admin.SearchView, error)
-	// redeliver sends the journaled notification through its route again.
-	redeliver(ctx context.Context, store, key string, force bool, logger *zap.Logger, remote string) (admin.RedeliveryView, error)
+	// redeliver sends the journaled notification through its route again
+	// (an answered key only with force and again: see admin.Redeliver).
+	redeliver(ctx context.Context, store, key string, force, again bool, logger *zap.Logger, remote string) (admin.RedeliveryView, error)
 }
 
 // errConsoleStore: the store named is not loaded.
@@ -116,14 +117,14 @@ func (d appData) purge(ctx context.Context, store, key string, force bool, logge
 }
 
 // redeliver runs the admin API's redelivery (admin.Redeliver) in process,
-// so its rules (no in-flight key, an answered key only with force, only
-// whole notifications) stay in one place.
-func (d appData) redeliver(ctx context.Context, store, key string, force bool, logger *zap.Logger, remote string) (admin.RedeliveryView, error) {
+// so its rules (no in-flight key, an answered key only with force and
+// again, only whole notifications) stay in one place.
+func (d appData) redeliver(ctx context.Context, store, key string, force, again bool, logger *zap.Logger, remote string) (admin.RedeliveryView, error) {
 	ps, err := d.store(store)
 	if err != nil {
 		return admin.RedeliveryView{}, err
 	}
-	out, err := admin.Redeliver(ctx, d.app, ps, key, force, logger, remote)
+	out, err := admin.Redeliver(ctx, d.app, ps, key, force, again, logger, remote)
 	return out, consoleErr(err)
 }
 

@@ -166,6 +166,9 @@ type keyDetail struct {
 	// is not at the backend now.
 	CanRedeliver bool
 	Why          string // why not
+	// AlreadyRan, for an answered key, says its backend ran it (when, the
+	// status): its redelivery asks the operator to confirm a second run.
+	AlreadyRan string
 	// Route is the handler that took the notification; Async that it
 	// acked the platform, AsyncNote what its state means.
 	Route     string
@@ -280,6 +283,9 @@ func newKeyDetail(app *registry.App, store string, rec *cache.Record, st admin.K
 		d.Why = "only part of the notification was journaled (journal_body): a redelivery would not be the platform's bytes"
 	default:
 		d.CanRedeliver = true
+	}
+	if rec.State == cache.StateAnswered && !rec.FromOrder {
+		d.AlreadyRan = admin.AlreadyRan(rec)
 	}
 	return d
 }
