@@ -70,7 +70,7 @@ func Search(ctx context.Context, app *registry.App, ps *registry.Store, text str
 			continue
 		}
 		if rec, err := ps.Lookup(ctx, m[i].Key); err == nil {
-			if money, ok := MoneyOf(ctx, app, rec); ok {
+			if money, ok := MoneyOf(ctx, app, ps, rec); ok {
 				m[i].Amount, m[i].Currency = money.Amount, money.Currency
 			}
 		}
