@@ -16,6 +16,8 @@ import (
 	"github.com/idemgate/idemgate/internal/billtest"
 	"github.com/idemgate/idemgate/internal/gatewaytest"
 	"github.com/idemgate/idemgate/internal/platformtest"
+	"github.com/idemgate/idemgate/keying"
+	"github.com/idemgate/idemgate/platforms"
 	"github.com/idemgate/idemgate/reconcile"
 )
 
@@ -260,4 +262,102 @@ func rowOf(page, marker string) string {
 		return ""
 	}
 	return page[start : i+end]
+}
+
+// TestStripeRefundMoneyOnEverySurface: two refunds of 30.00 and 20.00 of
+// one 129.00 charge, each a charge.refunded event as Stripe sends it (the
+// charge, amount_refunded 3000 then 5000, the earlier total in
+// data.previous_attributes), as send signs them with --refunded-before;
+// answered on one charge, failed on another. Each event shows what it
+// refunded, 30.00 and 20.00 USD, never the charge's 129.00: search by the
+// charge, the key page, `list`, the money at stake (50.00 USD owed) and
+// the console's search page.
+func TestStripeRefundMoneyOnEverySurface(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts redis-server and the gateway: not in -short")
+	}
+	gatewaytest.EachStore(t, func(t *testing.T, _, store string) {
+		const secret = "whsec_refundmoney"
+		ok, broken := gatewaytest.NewBackend(t), gatewaytest.NewBackend(t)
+		broken.SetAnswer(func(string, int, *http.Request) (int, string, time.Duration) { return 502, "database is down", 0 })
+		g := gatewaytest.StartGateway(t, `
+	handle /stripe {
+		idempotency {
+			platform stripe
+			secret `+secret+`
+			{store}
+		}
+		reverse_proxy {ok}
+	}
+	handle /stripe-failing {
+		idempotency {
+			platform stripe
+			secret `+secret+`
+			scope stripe_failing
+			{store}
+		}
+		reverse_proxy {broken}
+	}
+	route /console/* {
+		idempotency_console {
+			refresh off
+		}
+	}`, "{store}", store, "{ok}", ok.Addr(), "{broken}", broken.Addr())
+		sender := platforms.Lookup("stripe").Sender
+		send := func(path, id, order, refund string, own, before, want int) {
+			t.Helper()
+			s, err := sender.Sign(keying.SendInput{Event: "charge.refunded", ID: id, Order: order, Amount: 12900, Refund: refund,
+				RefundAmount: own, RefundedBefore: before, Now: time.Now(),
+				Value: func(string, string, string) (string, error) { return secret, nil }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r := gatewaytest.Post(t, g.Base+path, "application/json", string(s.Body), s.Header); r.Status != want {
+				t.Fatalf("%s: %+v, want %d", id, r, want)
+			}
+		}
+		send("/stripe", "evt_a1", "A", "a1", 3000, 0, 200)
+		send("/stripe", "evt_a2", "A", "a2", 2000, 3000, 200)
+		send("/stripe-failing", "evt_b2", "B", "b2", 2000, 3000, 502) // out of order
+		send("/stripe-failing", "evt_b1", "B", "b1", 3000, 0, 502)
+		own := map[string]string{"stripe:evt_a1": "30.00", "stripe:evt_a2": "20.00", "stripe_failing:evt_b1": "30.00", "stripe_failing:evt_b2": "20.00"}
+		for charge, state := range map[string]string{"ch_A": "answered", "ch_B": "failed"} {
+			var sv admin.SearchView
+			g.AdminJSON(t, http.MethodGet, "/idempotency/search?q="+charge, &sv)
+			if len(sv.Matches) != 2 {
+				t.Errorf("search %s: %+v, want its two refunds", charge, sv.Matches)
+			}
+			for _, m := range sv.Matches {
+				if want := own[m.Key]; m.Amount+" "+m.Currency != want+" USD" {
+					t.Errorf("search %s: %s is %s %s, want %s USD", charge, m.Key, m.Amount, m.Currency, want)
+				}
+			}
+			_, page := getPage(t, g.Base+"/console/search?q="+charge)
+			list, err := gatewaytest.RunCLI(t, &bytes.Buffer{}, "list", "--state", state, "--address", g.Admin)
+			if err != nil {
+				t.Fatalf("list: %v", err)
+			}
+			for key, want := range own {
+				if !strings.HasPrefix(key, map[string]string{"ch_A": "stripe:", "ch_B": "stripe_failing:"}[charge]) {
+					continue
+				}
+				if !strings.Contains(rowOf(page, ">"+key+"<"), ">"+want+" USD<") {
+					t.Errorf("console search %s: the row of %s lacks %s USD:\n%s", charge, key, want, rowOf(page, ">"+key+"<"))
+				}
+				var rv admin.RecordView
+				g.AdminJSON(t, http.MethodGet, gatewaytest.KeyURI(key), &rv)
+				if rv.Amount == nil || rv.Amount.Value != want || rv.Amount.Currency != "USD" || !rv.Amount.Refund {
+					t.Errorf("key page of %s: %+v, want a refund of %s USD", key, rv.Amount, want)
+				}
+				if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(key) + ` +` + state + ` +\S+ +` + regexp.QuoteMeta(want) + ` USD `).MatchString(list) {
+					t.Errorf("list: no row of %s with %s USD:\n%s", key, want, list)
+				}
+			}
+		}
+		var s admin.SummaryView
+		g.AdminJSON(t, http.MethodGet, "/idempotency/summary", &s)
+		if s.Failed.Count != 2 || s.Failed.RefundAmounts["USD"] != "50.00" || len(s.Failed.Amounts) != 0 {
+			t.Errorf("failed money at stake: %+v, want 50.00 USD of refunds owed", s.Failed)
+		}
+	})
 }
