@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"slices"
@@ -37,6 +38,9 @@ type OrderRun struct {
 	// Amount and Currency are the notification's signed money, major
 	// units; "" when it named none.
 	Amount, Currency string
+	// RefundTotal: Amount is what the order's refunds add up to so far
+	// (keying.Notification's RefundTotal); kept for a refund only.
+	RefundTotal bool
 	// Settles says whether the event shows in the platform's bill as a
 	// payment or a refund; only such events are filed in the day index
 	// and the ref index.
@@ -86,9 +90,16 @@ type OrderEvent struct {
 	// when Event is "").
 	Key string `json:"key"`
 	// Ran is when the backend's answer was settled.
-	Ran      time.Time `json:"ran"`
-	Amount   string    `json:"amount,omitempty"`
-	Currency string    `json:"currency,omitempty"`
+	Ran time.Time `json:"ran"`
+	// Amount is the event's own money: for a refund whose notification
+	// named the order's refunded total (RefundedTotal), that total less
+	// the largest smaller one of the order's other refunds (see
+	// ownRefunds), so it reads right whatever order they came in.
+	Amount   string `json:"amount,omitempty"`
+	Currency string `json:"currency,omitempty"`
+	// RefundedTotal is the order's refunded total a refund's notification
+	// named (Alipay's refund_fee), "" where it named its own amount.
+	RefundedTotal string `json:"refunded_total,omitempty"`
 	// Settles, At and Refs are the run's (see OrderRun); At to the
 	// second.
 	Settles keying.Settlement `json:"settles,omitempty"`
@@ -160,7 +171,9 @@ func (o *orderState) view(key string) (*Order, error) {
 	return out, nil
 }
 
-// sortOrderEvents orders events by when they ran, then by name.
+// sortOrderEvents orders events by when they ran, then by name, and
+// gives each refund its own amount (ownRefunds): every store's order
+// passes here once read.
 func sortOrderEvents(evs []OrderEvent) {
 	slices.SortFunc(evs, func(a, b OrderEvent) int {
 		if c := a.Ran.Compare(b.Ran); c != 0 {
@@ -168,6 +181,36 @@ func sortOrderEvents(evs []OrderEvent) {
 		}
 		return strings.Compare(a.Event, b.Event)
 	})
+	ownRefunds(evs)
+}
+
+// ownRefunds sets the Amount of each refund whose notification named the
+// order's refunded total to its increase over the order's other refunds
+// (keying.RefundIncrease), read at every read: a refund that arrives
+// late, after a later one of the same order, lowers the later one's
+// figure from then on. Until it arrives, the later one shows its
+// increase over the refunds known (its whole total when none is).
+func ownRefunds(evs []OrderEvent) {
+	for i := range evs {
+		if evs[i].RefundedTotal != "" {
+			evs[i].Amount, _ = keying.RefundIncrease(evs[i].RefundedTotal, RefundTotals(evs, evs[i].Key))
+		}
+	}
+}
+
+// RefundTotals are the amounts the refunds among an order's events evs,
+// other than key's, named: what a refund's own amount is the increase
+// over (keying.RefundIncrease). An order that has a refund naming its
+// refunded total is an Alipay trade, whose every refund named one, those
+// kept before RefundedTotal was (their Amount) too.
+func RefundTotals(evs []OrderEvent, key string) []string {
+	var out []string
+	for _, e := range evs {
+		if t := cmp.Or(e.RefundedTotal, e.Amount); e.Key != key && e.Settles == keying.SettlesRefund && t != "" {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // encodeOrderState is an order's stored form in the embedded store.

@@ -13,8 +13,10 @@ import (
 // Redis budget (200 bytes an order, the reconciliation indexes included)
 // asks — a Redis hash's values are bytes, and no script reads them:
 //
-//	flags      1 byte: bits 0-1 Settles (0 none, 1 payment, 2 refund),
-//	           bit 2 the amount is text (see below), bit 3 At is known
+//	flags      1 byte: bits 0-1 Settles (0 none, 1 payment, 2 refund,
+//	           3 a refund whose amount is the order's refunded total,
+//	           OrderRun.RefundTotal), bit 2 the amount is text (see
+//	           below), bit 3 At is known
 //	ran        uvarint, ms since the Unix epoch
 //	at         with bit 3: varint, ran − At in seconds (negative when the
 //	           platform's clock is ahead of ours)
@@ -30,10 +32,14 @@ import (
 // are read.
 
 const (
-	flagSettles    = 0x03
-	flagAmountText = 0x04
-	flagAt         = 0x08
-	maxScale       = 7
+	flagSettles = 0x03
+	// settlesRefundTotal, in the Settles bits, is a refund whose amount
+	// is the order's refunded total: a gateway of an earlier version
+	// reads it as an event that settles nothing.
+	settlesRefundTotal = 0x03
+	flagAmountText     = 0x04
+	flagAt             = 0x08
+	maxScale           = 7
 )
 
 func settlesBits(s keying.Settlement) byte {
@@ -50,7 +56,7 @@ func settlesOf(b byte) keying.Settlement {
 	switch b & flagSettles {
 	case 1:
 		return keying.SettlesPayment
-	case 2:
+	case 2, settlesRefundTotal:
 		return keying.SettlesRefund
 	}
 	return ""
@@ -60,6 +66,9 @@ func settlesOf(b byte) keying.Settlement {
 func encodeOrderEvent(ran time.Time, r *OrderRun) []byte {
 	mant, scale, neg, exact := packDecimal(r.Amount)
 	flags := settlesBits(r.Settles)
+	if r.RefundTotal && r.Settles == keying.SettlesRefund && r.Amount != "" {
+		flags |= settlesRefundTotal
+	}
 	if !exact {
 		flags |= flagAmountText
 	}
@@ -143,6 +152,9 @@ func decodeOrderEvent(order, event, v string) (OrderEvent, error) {
 	} else if a := r.uvarint(); a > 0 {
 		a--
 		ev.Amount = unpackDecimal(a>>4, int(a>>1&7), a&1 == 1)
+	}
+	if flags&flagSettles == settlesRefundTotal {
+		ev.RefundedTotal = ev.Amount // the own amount: ownRefunds, once the order is read whole
 	}
 	ev.Currency = r.string()
 	for r.err == nil && len(r.b) > 0 {

@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"fmt"
 	"slices"
 	"strconv"
 	"testing"
@@ -115,4 +116,53 @@ func FuzzOrderEventCodec(f *testing.F) {
 			t.Fatalf("packID(%q) came back %q %v", ref, id, ok)
 		}
 	})
+}
+
+// TestOrderOwnRefunds: Alipay's refunds of 30.00, 20.00 and 10.00 of one
+// trade, whose notifications name the trade's refunded total (30.00,
+// 50.00, 60.00), read back with their own amounts and their totals,
+// whatever order they ran in; until an earlier refund runs, a later one
+// owns its increase over those that ran. A refund that names its own
+// amount (WeChat Pay) is left as it is.
+func TestOrderOwnRefunds(t *testing.T) {
+	ran := time.UnixMilli(1791000000123)
+	totals := map[string]string{"refund:r1": "30.00", "refund:r2": "50.00", "refund:r3": "60.00"}
+	for _, order := range [][]string{{"refund:r1", "refund:r2", "refund:r3"}, {"refund:r3", "refund:r1", "refund:r2"}, {"refund:r2", "refund:r3", "refund:r1"}} {
+		o := &orderState{}
+		o.ran("paid", ran, &OrderRun{TTL: time.Hour, Amount: "129.00", Currency: "CNY", Settles: keying.SettlesPayment})
+		for i, ev := range order {
+			o.ran(ev, ran.Add(time.Duration(i+1)*time.Second), &OrderRun{TTL: time.Hour, Amount: totals[ev], Currency: "CNY",
+				Settles: keying.SettlesRefund, RefundTotal: true})
+		}
+		v, err := o.view("alipay:1:T")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for _, e := range v.Events {
+			got[e.Event] = e.Amount + "/" + e.RefundedTotal
+		}
+		want := map[string]string{"paid": "129.00/", "refund:r1": "30.00/30.00", "refund:r2": "20.00/50.00", "refund:r3": "10.00/60.00"}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("ran in the order %v: %v, want %v", order, got, want)
+		}
+	}
+	o := &orderState{}
+	o.ran("refund:r3", ran, &OrderRun{TTL: time.Hour, Amount: "60.00", Currency: "CNY", Settles: keying.SettlesRefund, RefundTotal: true})
+	o.ran("refund:r1", ran, &OrderRun{TTL: time.Hour, Amount: "30.00", Currency: "CNY", Settles: keying.SettlesRefund, RefundTotal: true})
+	if v, _ := o.view("alipay:1:T"); v.Events[0].Amount != "30.00" || v.Events[1].Amount != "30.00" {
+		t.Errorf("the second refund not run yet: %+v, want 30.00 each (the third's increase over the first)", v.Events)
+	}
+	w := &orderState{}
+	w.ran("refund:a", ran, &OrderRun{TTL: time.Hour, Amount: "30.00", Currency: "CNY", Settles: keying.SettlesRefund})
+	w.ran("refund:b", ran, &OrderRun{TTL: time.Hour, Amount: "20.00", Currency: "CNY", Settles: keying.SettlesRefund})
+	if v, _ := w.view("wechatpay:1:T"); v.Events[0].Amount != "30.00" || v.Events[1].Amount != "20.00" || v.Events[0].RefundedTotal != "" {
+		t.Errorf("refunds that name their own amounts: %+v", v.Events)
+	}
+	// A gateway of an earlier version reads a total's flags as an event
+	// that settles nothing, and its amount as written.
+	b := encodeOrderEvent(ran, &OrderRun{Amount: "60.00", Currency: "CNY", Settles: keying.SettlesRefund, RefundTotal: true})
+	if b[0]&flagSettles != settlesRefundTotal || b[0] >= '0' {
+		t.Errorf("flags %#x", b[0])
+	}
 }

@@ -2,6 +2,7 @@ package keying
 
 import (
 	"fmt"
+	"math/big"
 	"strconv"
 	"strings"
 )
@@ -107,6 +108,38 @@ func Major(amount, currency string) (Money, error) {
 		return Money{}, fmt.Errorf("amount %s is not a decimal", Clip(amount))
 	}
 	return Money{Amount: a, Currency: strings.ToUpper(strings.TrimSpace(currency))}, nil
+}
+
+// RefundIncrease is a refund's own amount when its notification names the
+// order's refunded total so far (Alipay's refund_fee, which only grows):
+// total less before, the largest of others (the totals the order's other
+// refunds named) below it; total itself when none is (the order's first
+// refund, or one whose earlier refunds are not known yet: a later
+// arrival of one lowers the figure). Written with the larger of the two
+// amounts' decimals; total as it is when it is not a decimal.
+func RefundIncrease(total string, others []string) (own, before string) {
+	t, ok := new(big.Rat).SetString(strings.TrimSpace(total))
+	if !ok || strings.ContainsAny(total, "eE/") {
+		return total, ""
+	}
+	var prev *big.Rat
+	for _, o := range others {
+		r, ok := new(big.Rat).SetString(strings.TrimSpace(o))
+		if !ok || strings.ContainsAny(o, "eE/") || r.Cmp(t) >= 0 || prev != nil && r.Cmp(prev) <= 0 {
+			continue
+		}
+		prev, before = r, strings.TrimSpace(o)
+	}
+	if prev == nil {
+		return total, ""
+	}
+	return new(big.Rat).Sub(t, prev).FloatString(max(decimals(total), decimals(before))), before
+}
+
+// decimals is how many digits a decimal amount has after its point.
+func decimals(a string) int {
+	_, frac, _ := strings.Cut(strings.TrimSpace(a), ".")
+	return len(frac)
 }
 
 // SplitOrder reads a key written as "<order>:<event>" back into its order

@@ -111,3 +111,28 @@ func TestDecimal(t *testing.T) {
 		}
 	}
 }
+
+// TestRefundIncrease: a refund whose notification names the order's
+// refunded total owns its increase over the largest smaller total of the
+// order's other refunds, whatever order they are given in.
+func TestRefundIncrease(t *testing.T) {
+	for _, c := range []struct {
+		total       string
+		others      []string
+		own, before string
+	}{
+		{"30.00", nil, "30.00", ""},
+		{"30.00", []string{"50.00", "60.00"}, "30.00", ""},
+		{"50.00", []string{"60.00", "30.00"}, "20.00", "30.00"},
+		{"60.00", []string{"30.00", "50.00"}, "10.00", "50.00"},
+		{"60.00", []string{"30.00"}, "30.00", "30.00"}, // the 50.00 not known yet
+		{"60", []string{"50.5"}, "9.5", "50.5"},
+		{"60.00", []string{"60.00", "x", ""}, "60.00", ""},
+		{"¥1", []string{"0.50"}, "¥1", ""},
+	} {
+		own, before := RefundIncrease(c.total, c.others)
+		if own != c.own || before != c.before {
+			t.Errorf("RefundIncrease(%q, %q) = %q, %q; want %q, %q", c.total, c.others, own, before, c.own, c.before)
+		}
+	}
+}

@@ -96,6 +96,11 @@ type Notification struct {
 	// amount.refund, Stripe data.object.amount, PayPal resource.amount),
 	// in major units; zero when it names none.
 	Money Money
+	// RefundTotal: Money is what the order's refunds add up to so far
+	// (Alipay's refund_fee), not this refund's own amount, which is its
+	// increase over the order's other refunds (RefundIncrease): what
+	// every surface shows.
+	RefundTotal bool
 	// Settles, At and Refs are what reconciliation with the platform's
 	// bill needs (settles.go): whether the event shows there as a payment
 	// or a refund ("" for one that moves no money: closed, a refund that

@@ -81,9 +81,13 @@ type SendInput struct {
 	ID, Order string
 	Amount    int
 	// Refund is a refund's id (out_biz_no, out_refund_no, Stripe's re_…,
-	// PayPal's refund id), RefundAmount its amount in minor units.
-	Refund       string
-	RefundAmount int
+	// PayPal's refund id), RefundAmount its own amount in minor units;
+	// RefundedBefore what the order's earlier refunds refunded, for the
+	// platforms whose refund notification carries the running total
+	// (Alipay's refund_fee, Stripe's charge.refunded amount_refunded).
+	Refund         string
+	RefundAmount   int
+	RefundedBefore int
 	// SignType is WeChat Pay v2's MD5 or HMAC-SHA256.
 	SignType string
 	// Secret, KeyID and WebhookID are the --secret, --key-id and
@@ -117,6 +121,10 @@ func (in SendInput) Major() string { return MinorToMajor(in.Amount) }
 
 // RefundMajor renders in's refund amount in cents as "9.90".
 func (in SendInput) RefundMajor() string { return MinorToMajor(in.RefundAmount) }
+
+// RefundedMajor renders what the order's refunds add up to with this one
+// (RefundedBefore + RefundAmount) as "9.90".
+func (in SendInput) RefundedMajor() string { return MinorToMajor(in.RefundedBefore + in.RefundAmount) }
 
 // MinorToMajor renders cents as "9.90".
 func MinorToMajor(cents int) string { return fmt.Sprintf("%d.%02d", cents/100, cents%100) }

@@ -52,7 +52,7 @@ func RunOf(p *keying.Preset, orderTTL time.Duration, key string, n *keying.Notif
 	if p.KeyRequired && !isEvent {
 		return nil
 	}
-	run := &cache.OrderRun{TTL: orderTTL, Amount: n.Money.Amount, Currency: n.Money.Currency,
+	run := &cache.OrderRun{TTL: orderTTL, Amount: n.Money.Amount, Currency: n.Money.Currency, RefundTotal: n.RefundTotal,
 		Settles: n.Settles, At: n.At, Refs: n.Refs, MerchantRefs: n.MerchantRefs}
 	if isEvent {
 		// The order remembers the key's event, whatever the notification

@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -306,36 +307,29 @@ func findEvent(o *cache.Order, key string) (*cache.OrderEvent, *cache.Order) {
 
 // alipayRefund is what a refund's notification says this refund was.
 // Alipay's refund_fee is the trade's cumulative refunded amount, which only
-// grows: the refund's own amount is its refund_fee less the largest
-// smaller one among the order's other refunds that ran (the first refund's
-// is its refund_fee) — whatever order the notifications arrived in. Exact
-// when every earlier refund of the trade ran here; one that never did
-// shows as an amount difference of the next.
+// grows: the refund's own amount is its increase over the order's other
+// refunds that ran (keying.RefundIncrease, as the order state gives every
+// surface; an event kept before the order state told a total apart has
+// its total as Amount) — whatever order the notifications arrived in.
+// Exact when every earlier refund of the trade ran here; one that never
+// did shows as an amount difference of the next.
 func alipayRefund(o *cache.Order, ev *cache.OrderEvent) (string, string) {
-	if ev.Amount == "" {
+	total := cmp.Or(ev.RefundedTotal, ev.Amount)
+	if total == "" {
 		return "", "the refund's notification named no refund_fee"
 	}
-	prev, prevEvent := "", ""
+	own, before := keying.RefundIncrease(total, cache.RefundTotals(o.Events, ev.Key))
+	if before == "" {
+		return own, ""
+	}
+	prevEvent := ""
 	for _, e := range o.Events {
-		if e.Key == ev.Key || e.Settles != keying.SettlesRefund || e.Amount == "" {
-			continue
-		}
-		below, ok := cmpDecimal(e.Amount, ev.Amount)
-		if !ok || below >= 0 {
-			continue
-		}
-		if c, ok := cmpDecimal(e.Amount, prev); prev == "" || ok && c > 0 {
-			prev, prevEvent = e.Amount, e.Event
+		if e.Key != ev.Key && e.Settles == keying.SettlesRefund && cmp.Or(e.RefundedTotal, e.Amount) == before {
+			prevEvent = e.Event
+			break
 		}
 	}
-	if prev == "" {
-		return ev.Amount, ""
-	}
-	d, ok := subDecimal(ev.Amount, prev)
-	if !ok {
-		return ev.Amount, ""
-	}
-	return d, fmt.Sprintf("refund_fee %s is the trade's refunded total: less %s of %s", ev.Amount, prev, prevEvent)
+	return own, fmt.Sprintf("refund_fee %s is the trade's refunded total: less %s of %s", total, before, prevEvent)
 }
 
 // classify files a row whose event ran: matched, or amount differs.

@@ -246,8 +246,10 @@ type RecordView struct {
 	// Async: the route acked the platform and delivers itself; a dead
 	// async key will never be retried by the platform.
 	Async bool `json:"async,omitempty"`
-	// Amount is what the notification's signed content names (one key's
-	// view only: it verifies the notification again).
+	// Amount is the event's own money, as the notification's signed
+	// content names it (the key's view and a listing's rows: each
+	// verifies the notification again; a refund that names the order's
+	// refunded total shows its increase over the order's other refunds).
 	Amount *AmountView `json:"amount,omitempty"`
 }
 
@@ -403,7 +405,7 @@ func (a *AdminAPI) getKey(w http.ResponseWriter, r *http.Request, key string) er
 		return err
 	}
 	v := NewRecordView(a.app, ps.ID, rec, boolParam(r, "body"))
-	if m, refund, ok := stakeMoneyOf(ctx, a.app, rec); ok {
+	if m, refund, ok := stakeMoneyOf(ctx, a.app, newRefundBook(a.app, ps), rec); ok {
 		v.Amount = &AmountView{Value: m.Amount, Currency: m.Currency, Refund: refund}
 	}
 	return writeJSON(w, http.StatusOK, v)
@@ -508,14 +510,20 @@ func (a *AdminAPI) listKeys(w http.ResponseWriter, r *http.Request) error {
 		return apiError(http.StatusServiceUnavailable, fmt.Errorf("store %s: %v", ps.ID, err))
 	}
 	out := PageView{Store: ps.ID, Keys: make([]RecordView, 0, len(recs)), Next: next}
+	rb := newRefundBook(a.app, ps)
 	for _, rec := range recs {
 		v := NewRecordView(a.app, ps.ID, rec, false)
-		if v.Status == 0 && rec.State != cache.StateAnswered && rec.AttemptCount > 0 {
-			// Listings carry no journal: the last attempt's status is in
-			// the record's own.
-			if full, err := ps.Lookup(ctx, rec.Key); err == nil && len(full.Attempts) > 0 {
-				v.Status = full.Attempts[len(full.Attempts)-1].Status
-			}
+		// Listings carry no journal: the last attempt's status and the
+		// notification's amount are in the record's own.
+		full := rec
+		if f, err := ps.Lookup(ctx, rec.Key); err == nil {
+			full = f
+		}
+		if v.Status == 0 && rec.State != cache.StateAnswered && len(full.Attempts) > 0 {
+			v.Status = full.Attempts[len(full.Attempts)-1].Status
+		}
+		if m, refund, ok := stakeMoneyOf(ctx, a.app, rb, full); ok {
+			v.Amount = &AmountView{Value: m.Amount, Currency: m.Currency, Refund: refund}
 		}
 		out.Keys = append(out.Keys, v)
 	}

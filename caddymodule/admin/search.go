@@ -64,13 +64,15 @@ func Search(ctx context.Context, app *registry.App, ps *registry.Store, text str
 		return out, apiError(http.StatusServiceUnavailable, fmt.Errorf("store %s: %v", ps.ID, err))
 	}
 	// A key whose event has not run (failed, in flight) has no amount in
-	// its order: its notification's signed content names it (MoneyOf).
+	// its order: its notification's signed content names it (MoneyOf),
+	// a refund's orders read once for all the matches.
+	rb := newRefundBook(app, ps)
 	for i := range m {
 		if m[i].Amount != "" || m[i].FromOrder {
 			continue
 		}
 		if rec, err := ps.Lookup(ctx, m[i].Key); err == nil {
-			if money, ok := MoneyOf(ctx, app, rec); ok {
+			if money, _, ok := stakeMoneyOf(ctx, app, rb, rec); ok {
 				m[i].Amount, m[i].Currency = money.Amount, money.Currency
 			}
 		}

@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/big"
@@ -92,6 +93,7 @@ func SummaryUpTo(ctx context.Context, app *registry.App, ps *registry.Store, sco
 func stakeOf(ctx context.Context, app *registry.App, ps *registry.Store, recs []*cache.Record) StakeView {
 	v := StakeView{Amounts: map[string]string{}, RefundAmounts: map[string]string{}}
 	payments, refunds := map[string][]string{}, map[string][]string{}
+	rb := newRefundBook(app, ps)
 	for _, rec := range recs {
 		v.Count++
 		if rec.Notification == nil {
@@ -103,7 +105,7 @@ func stakeOf(ctx context.Context, app *registry.App, ps *registry.Store, recs []
 				rec = full
 			}
 		}
-		m, refund, ok := stakeMoneyOf(ctx, app, rec)
+		m, refund, ok := stakeMoneyOf(ctx, app, rb, rec)
 		if _, valid := new(big.Rat).SetString(m.Amount); !ok || !valid {
 			v.WithoutAmount++
 			continue
@@ -125,9 +127,11 @@ func stakeOf(ctx context.Context, app *registry.App, ps *registry.Store, recs []
 
 // MoneyOf is the amount a record's notification carries, read from its
 // signed content by verifying it as its route does, judged against its
-// first receipt; false when it cannot be told (see StakeView).
-func MoneyOf(ctx context.Context, app *registry.App, rec *cache.Record) (keying.Money, bool) {
-	m, _, ok := stakeMoneyOf(ctx, app, rec)
+// first receipt, as its event's own (a refund that names the order's
+// refunded total: its increase over the order's other refunds in ps);
+// false when it cannot be told (see StakeView).
+func MoneyOf(ctx context.Context, app *registry.App, ps *registry.Store, rec *cache.Record) (keying.Money, bool) {
+	m, _, ok := stakeMoneyOf(ctx, app, newRefundBook(app, ps), rec)
 	return m, ok
 }
 
@@ -135,26 +139,110 @@ func MoneyOf(ctx context.Context, app *registry.App, rec *cache.Record) (keying.
 // business event the signed content names is a refund (refund:<id>, and
 // its other outcomes), or the platform says it settles as one (a Stripe
 // or PayPal refund event).
-func stakeMoneyOf(ctx context.Context, app *registry.App, rec *cache.Record) (m keying.Money, refund, ok bool) {
-	n := rec.Notification
-	if n == nil || n.Truncated() {
-		return keying.Money{}, false, false
-	}
-	rt, ok := routeOf(app, rec)
-	if !ok || rt.Platform == nil {
-		return keying.Money{}, false, false
-	}
-	u, err := url.ParseRequestURI(n.URI)
-	if err != nil {
-		return keying.Money{}, false, false
-	}
-	got, err := rt.Platform.Verify(&keying.Request{Method: n.Method, URL: u, Header: n.Header.Clone(),
-		Body: n.Body, Now: rec.FirstSeen, Context: ctx})
-	if err != nil || got.Money.Amount == "" || got.Money.Currency == "" {
+func stakeMoneyOf(ctx context.Context, app *registry.App, rb *refundBook, rec *cache.Record) (m keying.Money, refund, ok bool) {
+	got, ok := verified(ctx, app, rec)
+	if !ok || got.Money.Amount == "" || got.Money.Currency == "" {
 		return keying.Money{}, false, false
 	}
 	refund = got.Settles == keying.SettlesRefund || strings.HasPrefix(got.Event, keying.EventRefund)
-	return got.Money, refund, true
+	m = got.Money
+	if got.RefundTotal {
+		m.Amount = rb.own(ctx, rec.Key, m.Amount)
+	}
+	return m, refund, true
+}
+
+// verified is rec's journaled notification verified again as its route
+// does, judged against its first receipt; false when it cannot be (not
+// kept whole, no route, no longer verifies).
+func verified(ctx context.Context, app *registry.App, rec *cache.Record) (*keying.Notification, bool) {
+	n := rec.Notification
+	if n == nil || n.Truncated() {
+		return nil, false
+	}
+	rt, ok := routeOf(app, rec)
+	if !ok || rt.Platform == nil {
+		return nil, false
+	}
+	u, err := url.ParseRequestURI(n.URI)
+	if err != nil {
+		return nil, false
+	}
+	got, err := rt.Platform.Verify(&keying.Request{Method: n.Method, URL: u, Header: n.Header.Clone(),
+		Body: n.Body, Now: rec.FirstSeen, Context: ctx})
+	return got, err == nil
+}
+
+// refundBook knows, per order, the refunded totals its refunds named
+// (Alipay's refund_fee): those that ran, from the order state, and those
+// whose keys have a record that has not run (failed, dead, in flight),
+// from their notifications. A refund's own amount is its total's
+// increase over the others' (keying.RefundIncrease, as the order state
+// gives the events that ran): a refund whose predecessor is not known to
+// the store yet shows its increase over those known. It reads each order
+// once, for a summary's or a listing's many keys.
+type refundBook struct {
+	app    *registry.App
+	ps     *registry.Store
+	orders map[string]map[string]string // order → key → total
+}
+
+func newRefundBook(app *registry.App, ps *registry.Store) *refundBook {
+	return &refundBook{app: app, ps: ps, orders: map[string]map[string]string{}}
+}
+
+// own is the own amount of key's refund whose notification named total.
+func (rb *refundBook) own(ctx context.Context, key, total string) string {
+	order, _ := cache.OrderOf(key)
+	known, ok := rb.orders[order]
+	if !ok {
+		known = rb.read(ctx, order)
+		rb.orders[order] = known
+	}
+	var others []string
+	for k, t := range known {
+		if k != key {
+			others = append(others, t)
+		}
+	}
+	own, _ := keying.RefundIncrease(total, others)
+	return own
+}
+
+// refundBookLimit bounds the records of one order's keys read per state.
+const refundBookLimit = 100
+
+// read gathers order's refunds' totals, key by key.
+func (rb *refundBook) read(ctx context.Context, order string) map[string]string {
+	known := map[string]string{}
+	if ob, err := cache.As[cache.OrderBook](rb.ps.Store, "order state"); err == nil {
+		if o, err := ob.Order(ctx, order); err == nil {
+			for _, e := range o.Events {
+				if t := cmp.Or(e.RefundedTotal, e.Amount); e.Settles == keying.SettlesRefund && t != "" {
+					known[e.Key] = t
+				}
+			}
+		}
+	}
+	for _, st := range []cache.State{cache.StateInFlight, cache.StateFailed} {
+		page, err := rb.ps.List(ctx, cache.ListQuery{State: st, Prefix: order + ":", Limit: refundBookLimit})
+		if err != nil {
+			continue
+		}
+		for _, r := range page.Records {
+			if o, _ := cache.OrderOf(r.Key); o != order || known[r.Key] != "" {
+				continue
+			}
+			full, err := rb.ps.Lookup(ctx, r.Key)
+			if err != nil {
+				continue
+			}
+			if got, ok := verified(ctx, rb.app, full); ok && got.RefundTotal && got.Money.Amount != "" {
+				known[r.Key] = got.Money.Amount
+			}
+		}
+	}
+	return known
 }
 
 // AddDecimals adds decimal strings exactly ("88.88" + "31.12" =

@@ -92,13 +92,16 @@ func printRecords(w io.Writer, store string, keys []admin.RecordView, next strin
 		_, err := fmt.Fprintf(w, "no keys (store %s)\n", store)
 		return err
 	}
-	t := newTable(w, "KEY", "STATE", "STATUS", "COPIES", "ATTEMPTS", "LAST SEEN", "PLATFORM RETRIES")
+	t := newTable(w, "KEY", "STATE", "STATUS", "AMOUNT", "COPIES", "ATTEMPTS", "LAST SEEN", "PLATFORM RETRIES")
 	for _, k := range keys {
-		status := "-"
+		status, amount := "-", ""
 		if k.Status != 0 {
 			status = fmt.Sprint(k.Status)
 		}
-		t.row(k.Key, k.State, status, fmt.Sprint(k.Copies), fmt.Sprint(k.AttemptCount), when(k.LastSeen), retriesText(k.PlatformRetries))
+		if k.Amount != nil {
+			amount = k.Amount.Value + " " + k.Amount.Currency
+		}
+		t.row(k.Key, k.State, status, amount, fmt.Sprint(k.Copies), fmt.Sprint(k.AttemptCount), when(k.LastSeen), retriesText(k.PlatformRetries))
 	}
 	if err := t.flush(); err != nil {
 		return err

@@ -52,7 +52,14 @@ refund is sent with the payment's --id; Stripe's, PayPal's and Standard
 Webhooks' events each have an id of their own, so the refund names the
 payment's --order. send prints the line to use after each payment.
 --refund names the refund (default: <order>-r1), --refund-amount its
-amount (default: --amount, all of it).
+own amount (default: --amount less --refunded-before, the rest of it).
+Alipay's refund_fee and Stripe's charge.refunded amount_refunded are the
+order's refunded total: send writes --refunded-before (what the order's
+earlier refunds refunded; send keeps no record of what it sent, so the
+default is 0, this refund being the first) plus --refund-amount there,
+as the platform would. Refunds of 30.00, 20.00 and 10.00 of one order:
+--refund-amount 3000, then --refund-amount 2000 --refunded-before 3000,
+then --refund-amount 1000 --refunded-before 5000, each with its --refund.
 
 The keys come from the files ` + "`idemgate idempotency keygen`" + ` writes to --dir (default
 ` + defaultKeyDir + `); --secret, --key, --key-id and --webhook-id override them.
@@ -73,6 +80,7 @@ GET, not 2xx or 3xx).
 			o.eventGiven = fl.Changed("event")
 			o.refund, _ = fl.GetString("refund")
 			o.refundAmount, _ = fl.GetInt("refund-amount")
+			o.refundedBefore, _ = fl.GetInt("refunded-before")
 			o.dir, _ = fl.GetString("dir")
 			o.secret, _ = fl.GetString("secret")
 			o.keyFile, _ = fl.GetString("key")
@@ -91,7 +99,8 @@ GET, not 2xx or 3xx).
 	fl.String("order", "", "The order id (out_trade_no); default: o-<id>")
 	fl.Int("amount", defaultAmount, "The order's amount in cents / fen")
 	fl.String("refund", "", "A refund's id (out_biz_no, out_refund_no, re_<refund>); default: <order>-r1")
-	fl.Int("refund-amount", 0, "A refund's amount in cents / fen; default: --amount")
+	fl.Int("refund-amount", 0, "A refund's own amount in cents / fen; default: --amount less --refunded-before")
+	fl.Int("refunded-before", 0, "What the order's earlier refunds refunded, in cents / fen: Alipay's and Stripe's refund notification carries the total (default 0: send keeps no record of earlier sends)")
 	fl.String("dir", defaultKeyDir, "Where keygen wrote the test keys")
 	fl.String("secret", "", "The signing secret / API key, instead of the file in --dir")
 	fl.String("key", "", "The PEM private key to sign with, instead of the file in --dir")
@@ -115,6 +124,7 @@ type sendOptions struct {
 	eventGiven               bool // --event was given, even empty
 	refund                   string
 	refundAmount             int
+	refundedBefore           int
 	orderGiven               bool
 	dir                      string
 	secret, keyFile, keyID   string
@@ -157,7 +167,11 @@ func runSend(w io.Writer, o sendOptions) error {
 	}
 	refundAmountGiven := o.refundAmount != 0
 	if o.refundAmount == 0 {
-		o.refundAmount = o.amount
+		o.refundAmount = o.amount - o.refundedBefore
+	}
+	if isRefund(o.event) && (o.refundedBefore < 0 || o.refundAmount <= 0 || o.refundedBefore+o.refundAmount > o.amount) {
+		return fmt.Errorf("--refunded-before (%s) and --refund-amount (%s) must be what the order's earlier refunds refunded and this refund's own amount, "+
+			"together at most --amount (%s)", keying.MinorToMajor(o.refundedBefore), keying.MinorToMajor(o.refundAmount), keying.MinorToMajor(o.amount))
 	}
 	n, err := buildNotification(o)
 	if err != nil {
@@ -225,6 +239,9 @@ func runSend(w io.Writer, o sendOptions) error {
 		if isRefund(o.event) && refundAmountGiven {
 			again = append(again, "--refund-amount", fmt.Sprint(o.refundAmount))
 		}
+		if isRefund(o.event) && o.refundedBefore != 0 {
+			again = append(again, "--refunded-before", fmt.Sprint(o.refundedBefore))
+		}
 		fmt.Fprintf(w, "(send it again: %s)\n", strings.Join(again, " "))
 		if o.event == sender.Events[0].Name && sender.RefundEvent != "" {
 			// The refund of this order: the same trade where the
@@ -282,7 +299,7 @@ func buildNotification(o sendOptions) (notification, error) {
 		o.event = platforms.Lookup(o.platform).Sender.Events[0].Name
 	}
 	in := keying.SendInput{Event: o.event, ID: o.id, Order: o.order, Amount: o.amount,
-		Refund: o.refund, RefundAmount: o.refundAmount, SignType: o.signType,
+		Refund: o.refund, RefundAmount: o.refundAmount, RefundedBefore: o.refundedBefore, SignType: o.signType,
 		Secret: o.secret, KeyID: o.keyID, WebhookID: o.webhookID, Now: time.Now(),
 		Value: o.value, PrivateKey: o.privateKey}
 	s, err := platforms.Lookup(o.platform).Sender.Sign(in)

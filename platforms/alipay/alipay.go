@@ -74,7 +74,9 @@ var Preset = &keying.Preset{
 //   - any other trade_status is ErrMalformed.
 //
 // Money: refund_fee for a refund (Alipay's cumulative refunded amount of
-// the trade), else total_amount; currency CNY unless trans_currency says.
+// the trade, so RefundTotal: the refund's own amount is its increase over
+// the trade's other refunds), else total_amount; currency CNY unless
+// trans_currency says.
 // Fingerprint: total_amount, refund_fee. Success: 200 with body "success"
 // for the notify (POST), 2xx or 3xx for the browser return (GET).
 // Extra: every verified parameter by name ({idempotency.alipay.out_trade_no}),
@@ -185,6 +187,7 @@ func (a *Alipay) Verify(r *keying.Request) (*keying.Notification, error) {
 		Order:       order,
 		Event:       event,
 		Money:       money,
+		RefundTotal: strings.HasPrefix(event, keying.EventRefund) && money.Amount != "",
 		Fingerprint: keying.Material(params["total_amount"], params["refund_fee"]),
 		// Every param but sign and sign_type is signed.
 		MerchantRefs: keying.SearchRefs(params["out_trade_no"], params["out_biz_no"], params["out_request_no"]),

@@ -37,7 +37,7 @@ var sender = &keying.Sender{
 	NewID: newID,
 	Events: []keying.SendEvent{
 		{Name: "paid", About: "TRADE_SUCCESS"},
-		{Name: "refund", About: "a refund: out_biz_no, refund_fee; TRADE_CLOSED when all is refunded"},
+		{Name: "refund", About: "a refund: out_biz_no, refund_fee (the trade's refunded total); TRADE_CLOSED when all is refunded"},
 		{Name: "closed", About: "TRADE_CLOSED, never paid"},
 		{Name: "finished", About: "TRADE_FINISHED, no refund possible any more (the order's paid)"},
 		{Name: "return", About: "the browser's return to return_url, a signed GET (the order's paid)"},
@@ -55,7 +55,9 @@ var sender = &keying.Sender{
 		case "paid":
 			params = signer.AlipayNotify(appID, in.Order, in.ID, "TRADE_SUCCESS", in.Major())
 		case "refund":
-			params = signer.AlipayRefund(appID, in.Order, in.ID, in.Major(), in.Refund, in.RefundMajor())
+			// refund_fee is the trade's refunded total, this refund's
+			// included, as Alipay writes it.
+			params = signer.AlipayRefund(appID, in.Order, in.ID, in.Major(), in.Refund, in.RefundedMajor())
 		case "closed":
 			params = signer.AlipayUnpaid(appID, in.Order, in.ID, "TRADE_CLOSED", in.Major())
 		case "created":

@@ -41,9 +41,9 @@ var sender = &keying.Sender{
 		}
 		var previous string
 		if in.Event == "charge.refunded" {
-			// The charge before this refund: the first one (send refunds
-			// an order once).
-			previous = `{"amount_refunded": 0, "refunded": false}`
+			// The charge before this refund: what the earlier ones
+			// refunded (send keeps no record: --refunded-before).
+			previous = fmt.Sprintf(`{"amount_refunded": %d, "refunded": false}`, in.RefundedBefore)
 		}
 		body := signer.StripeChangeEvent(in.ID, in.Event, object, previous, keying.SendEventTime)
 		return keying.Signed{Body: body, Header: signer.StripeHeader(body, secret, in.Now)}, nil
@@ -68,7 +68,7 @@ func stripeObject(in keying.SendInput) (string, error) {
 			ch, in.Amount, in.Amount, pi), nil
 	case "charge.refunded":
 		return fmt.Sprintf(`{"id": %q, "object": "charge", "amount": %d, "amount_captured": %d, "amount_refunded": %d, "captured": true, "currency": "usd", "paid": true, "payment_intent": %q, "refunded": %t, "refunds": {"object": "list", "data": [%s], "has_more": false, "total_count": 1, "url": "/v1/charges/%s/refunds"}, "status": "succeeded"}`,
-			ch, in.Amount, in.Amount, in.RefundAmount, pi, in.RefundAmount == in.Amount, refund, ch), nil
+			ch, in.Amount, in.Amount, in.RefundedBefore+in.RefundAmount, pi, in.RefundedBefore+in.RefundAmount == in.Amount, refund, ch), nil
 	case "refund.created":
 		return refund, nil
 	case "checkout.session.completed":
