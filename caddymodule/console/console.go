@@ -111,6 +111,7 @@ func (c *Console) Provision(ctx caddy.Context) error {
 	if c.data == nil {
 		c.data = appData{c.app}
 	}
+	c.warnExposure(ctx)
 	return nil
 }
 
