@@ -12,25 +12,25 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp/caddyauth"
 	"github.com/chromedp/chromedp"
 
 	"github.com/idemgate/idemgate/internal/gatewaytest"
 )
 
+// lowCostHash is "s3cret" hashed by bcrypt at its least cost: the default
+// cost takes seconds per request under -race on a loaded machine.
+const lowCostHash = "$2a$04$ZbIBWrioS.0jm.rwMAFToeZMsA7mXDFbSvarWA7qEDzF14EBS3v8."
+
 // rebindingGateway starts a gateway with a notification site and three
 // consoles, each on a site that names no host and is bound to loopback
 // (http://:N { bind 127.0.0.1 }, one of the ways the docs protect a
 // console): one with nothing else, one behind basic_auth (ops/s3cret),
-// one with `hosts ops.internal`. It returns the notification site's base
-// and the consoles' ports.
-func rebindingGateway(t *testing.T, be *gatewaytest.Backend) (base string, open, auth, named int) {
+// one with `hosts ops.internal`; and a console on a site named ops.test,
+// under handle_path. It returns the notification site's base and the
+// consoles' ports.
+func rebindingGateway(t *testing.T, be *gatewaytest.Backend) (base string, open, auth, named, site int) {
 	t.Helper()
-	hash, err := caddyauth.BcryptHash{}.Hash([]byte("s3cret"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pay, open, auth, named := gatewaytest.FreePort(t), gatewaytest.FreePort(t), gatewaytest.FreePort(t), gatewaytest.FreePort(t)
+	pay, open, auth, named, site := gatewaytest.FreePort(t), gatewaytest.FreePort(t), gatewaytest.FreePort(t), gatewaytest.FreePort(t), gatewaytest.FreePort(t)
 	cf := fmt.Sprintf(`{
 	admin off
 	auto_https off
@@ -75,14 +75,22 @@ http://:%d {
 		}
 	}
 }
-`, t.TempDir(), pay, be.Addr(), open, auth, hash, named)
+http://ops.test:%d {
+	bind 127.0.0.1
+	handle_path /ops/* {
+		route /console/* {
+			idempotency_console
+		}
+	}
+}
+`, t.TempDir(), pay, be.Addr(), open, auth, lowCostHash, named, site)
 	gatewaytest.LoadCaddyfile(t, cf)
 	t.Cleanup(func() { caddy.Stop() })
 	base = fmt.Sprintf("http://127.0.0.1:%d", pay)
-	for _, p := range []int{pay, open, auth, named} {
+	for _, p := range []int{pay, open, auth, named, site} {
 		gatewaytest.WaitListening(t, fmt.Sprintf("http://127.0.0.1:%d", p))
 	}
-	return base, open, auth, named
+	return base, open, auth, named, site
 }
 
 // hostRequest sends a request to the console on 127.0.0.1:port with Host
@@ -124,10 +132,11 @@ func hostRequest(t *testing.T, method string, port int, host, path string, form 
 // with force=yes, carrying the right token and an Origin equal to its
 // Host, is refused and runs nothing. Under a loopback name the same
 // console serves and the same redelivery runs the backend once; behind
-// basic_auth any name is served to the authenticated; `hosts` adds a name.
+// basic_auth any name is served to the authenticated; `hosts` adds a name;
+// a site that names its host serves that name.
 func TestConsoleRefusesForeignHost(t *testing.T) {
 	be := gatewaytest.NewBackend(t)
-	base, open, auth, named := rebindingGateway(t, be)
+	base, open, auth, named, site := rebindingGateway(t, be)
 	const order = "R-1"
 	if r := postShop(t, base, order); r.Status != 200 {
 		t.Fatalf("notification: %d %q", r.Status, r.Body)
@@ -177,6 +186,11 @@ func TestConsoleRefusesForeignHost(t *testing.T) {
 	if st, _ := hostRequest(t, http.MethodGet, named, fmt.Sprintf("evil.test:%d", named), "/console/", nil, ""); st != http.StatusForbidden {
 		t.Errorf("console with hosts ops.internal, Host evil.test: %d, want 403", st)
 	}
+
+	// A site that names its host serves it, under any prefix.
+	if st, body := hostRequest(t, http.MethodGet, site, fmt.Sprintf("ops.test:%d", site), "/ops/console/", nil, ""); st != http.StatusOK || !strings.Contains(body, "Overview") {
+		t.Errorf("console on the site ops.test, Host ops.test: %d, want the overview", st)
+	}
 }
 
 // TestConsoleRebindingBrowser: DNS rebinding in a real Chromium, told to
@@ -194,7 +208,7 @@ func TestConsoleRebindingBrowser(t *testing.T) {
 		t.Fatalf("chromium is needed at %s (apt-get install chromium; .ci/run does): %v", chromiumPath, err)
 	}
 	be := gatewaytest.NewBackend(t)
-	base, open, _, _ := rebindingGateway(t, be)
+	base, open, _, _, _ := rebindingGateway(t, be)
 	const order = "R-2"
 	if r := postShop(t, base, order); r.Status != 200 {
 		t.Fatalf("notification: %d %q", r.Status, r.Body)
