@@ -492,6 +492,11 @@ func (h *Handler) Validate() error {
 	if err := h.checkPlaceholders(); err != nil {
 		return err
 	}
+	if d := h.OnDuplicate; d != nil && d.Redirect != "" {
+		if _, err := redirectOrigin(d.Redirect); err != nil {
+			return err
+		}
+	}
 	if h.preset().KeyRequired && h.Key == "" {
 		return fmt.Errorf("%s: needs a key template", h.Platform)
 	}

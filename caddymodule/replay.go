@@ -5,10 +5,12 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
 
 	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/orders"
@@ -18,7 +20,18 @@ import (
 func (h *Handler) replay(w http.ResponseWriter, r *http.Request, repl *caddy.Replacer, rec *cache.Record) error {
 	if a := h.OnDuplicate; a != nil {
 		if a.Redirect != "" {
-			w.Header().Set("Location", repl.ReplaceAll(a.Redirect, ""))
+			loc := repl.ReplaceAll(a.Redirect, "")
+			// Validate refuses a template whose scheme or host the
+			// request could choose; this holds it to that (redirect.go).
+			if fixed, err := redirectOrigin(a.Redirect); err != nil || !strings.HasPrefix(loc, fixed) {
+				h.logger.Error("on_duplicate redirect refused: the rendered Location leaves the template's origin",
+					zap.String("template", a.Redirect))
+				w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+				w.WriteHeader(http.StatusBadRequest)
+				_, err := io.WriteString(w, "400 redirect target refused\n")
+				return err
+			}
+			w.Header().Set("Location", loc)
 			w.Header().Set("Idempotent-Replayed", "true")
 			w.WriteHeader(http.StatusFound)
 			return nil

@@ -297,15 +297,16 @@ func headlessBrowser(t *testing.T) (bctx context.Context, run func(what string, 
 // still fails the test.
 const chromiumStarts = 3
 
-// startChromium launches headless Chromium bound to ctx and returns the
-// browser's context, once it has opened a blank page.
-func startChromium(t *testing.T, ctx context.Context) context.Context {
+// startChromium launches headless Chromium bound to ctx, with the extra
+// flags opts, and returns the browser's context, once it has opened a
+// blank page.
+func startChromium(t *testing.T, ctx context.Context, opts ...chromedp.ExecAllocatorOption) context.Context {
 	t.Helper()
 	var err error
 	for attempt := 1; attempt <= chromiumStarts; attempt++ {
-		actx, cancelAlloc := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
+		actx, cancelAlloc := chromedp.NewExecAllocator(ctx, append(append(chromedp.DefaultExecAllocatorOptions[:],
 			chromedp.ExecPath(chromiumPath), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
-			chromedp.WindowSize(1280, 1000))...)
+			chromedp.WindowSize(1280, 1000)), opts...)...)
 		bctx, cancelBrowser := chromedp.NewContext(actx)
 		// The first run starts the browser, bound to bctx (not to a
 		// step's shorter context).

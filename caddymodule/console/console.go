@@ -66,6 +66,16 @@ type Console struct {
 	// console.
 	ShowDecrypted bool `json:"show_decrypted,omitempty"`
 
+	// Hosts are more names the console answers for (a Host header,
+	// without its port; wildcards as Caddy's host matcher has them),
+	// besides the hosts its site names, or loopback on a site that names
+	// none. A request for any other host is refused (403) before any page
+	// or token is served: DNS rebinding (hosts.go).
+	Hosts []string `json:"hosts,omitempty"`
+
+	hosts caddyhttp.MatchHost
+	guard *hostGuard // set in Provision
+
 	logger *zap.Logger
 	app    *registry.App // the config's idempotency app
 	data   consoleData
@@ -91,9 +101,17 @@ func (c *Console) Provision(ctx caddy.Context) error {
 		return err
 	}
 	c.app = app.(*registry.App)
+	c.guard = new(hostGuard)
+	if len(c.Hosts) > 0 {
+		c.hosts = append(caddyhttp.MatchHost(nil), c.Hosts...)
+		if err := c.hosts.Provision(ctx); err != nil {
+			return fmt.Errorf("hosts: %v", err)
+		}
+	}
 	if c.data == nil {
 		c.data = appData{c.app}
 	}
+	c.warnExposure(ctx)
 	return nil
 }
 
@@ -105,6 +123,14 @@ const consoleTimeout = 10 * time.Second
 // everything before it is the mount point, so links work under any prefix,
 // handle_path's stripping included.
 func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
+	if !c.hostAllowed(r) {
+		if c.logger != nil {
+			c.logger.Warn("console request for a host it does not serve refused (DNS rebinding?)",
+				zap.String("host", r.Host), zap.String("remote", r.RemoteAddr))
+		}
+		refuseHost(w, r)
+		return nil
+	}
 	base, page := consolePaths(r)
 	nonce := newNonce()
 	h := w.Header()
@@ -493,6 +519,7 @@ func parseConsoleCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler,
 //	idempotency_console [<matcher>] {
 //		refresh <duration> | off
 //		show_decrypted
+//		hosts <host>...
 //	}
 func (c *Console) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // the directive's name
@@ -518,8 +545,10 @@ func (c *Console) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "show_decrypted":
 			c.ShowDecrypted = true
 			return cfparse.NoArgs(d)
+		case "hosts":
+			return cfparse.ListArg(d, &c.Hosts)
 		}
-		return d.Errf("unknown subdirective %q (idempotency_console takes: refresh, show_decrypted)", name)
+		return d.Errf("unknown subdirective %q (idempotency_console takes: refresh, show_decrypted, hosts)", name)
 	})
 }
 
