@@ -245,9 +245,13 @@ type RecordView struct {
 	// Async: the route acked the platform and delivers itself; a dead
 	// async key will never be retried by the platform.
 	Async bool `json:"async,omitempty"`
-	// Amount is what the notification's signed content names (one key's
-	// view only: it verifies the notification again).
+	// Amount is what the notification's signed content names (a key's
+	// view and a listing's rows: it verifies the notification again).
 	Amount *AmountView `json:"amount,omitempty"`
+	// MerchantRefs are the merchant's own numbers the notification names
+	// (out_trade_no first, then a refund's; Stripe's and PayPal's objects
+	// and the merchant's references they carry): what search finds it by.
+	MerchantRefs []string `json:"merchant_refs,omitempty"`
 }
 
 // AmountView is an amount in major units, an exact decimal string.
@@ -326,6 +330,7 @@ func NewRecordView(app *registry.App, storeID string, rec *cache.Record, withBod
 	v.Order, v.Event = cache.OrderOf(rec.Key)
 	if n := rec.Notification; n != nil {
 		v.Route = n.Route
+		v.MerchantRefs = n.MerchantRefs
 		nv := &NotificationView{Method: n.Method, URI: n.URI, OrigURI: n.OrigURI, Remote: n.Remote, Host: n.Host, Header: n.Header,
 			BodySize: n.BodySize, Truncated: n.Truncated()}
 		if withBody {
@@ -509,11 +514,17 @@ func (a *AdminAPI) listKeys(w http.ResponseWriter, r *http.Request) error {
 	out := PageView{Store: ps.ID, Keys: make([]RecordView, 0, len(recs)), Next: next}
 	for _, rec := range recs {
 		v := NewRecordView(a.app, ps.ID, rec, false)
-		if v.Status == 0 && rec.State != cache.StateAnswered && rec.AttemptCount > 0 {
-			// Listings carry no journal: the last attempt's status is in
-			// the record's own.
-			if full, err := ps.Lookup(ctx, rec.Key); err == nil && len(full.Attempts) > 0 {
+		// Listings carry no journal: the merchant's order number, the
+		// amount and the last attempt's status are in the record's own.
+		if full, err := ps.Lookup(ctx, rec.Key); err == nil {
+			if v.Status == 0 && rec.State != cache.StateAnswered && len(full.Attempts) > 0 {
 				v.Status = full.Attempts[len(full.Attempts)-1].Status
+			}
+			if n := full.Notification; n != nil {
+				v.MerchantRefs = n.MerchantRefs
+			}
+			if m, refund, ok := stakeMoneyOf(ctx, a.app, full); ok {
+				v.Amount = &AmountView{Value: m.Amount, Currency: m.Currency, Refund: refund}
 			}
 		}
 		out.Keys = append(out.Keys, v)

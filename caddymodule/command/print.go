@@ -92,13 +92,14 @@ func printRecords(w io.Writer, store string, keys []admin.RecordView, next strin
 		_, err := fmt.Fprintf(w, "no keys (store %s)\n", store)
 		return err
 	}
-	t := newTable(w, "KEY", "STATE", "STATUS", "COPIES", "ATTEMPTS", "LAST SEEN", "PLATFORM RETRIES")
+	t := newTable(w, "KEY", "STATE", "STATUS", "COPIES", "ATTEMPTS", "LAST SEEN", "ORDER NO", "AMOUNT", "PLATFORM RETRIES")
 	for _, k := range keys {
 		status := "-"
 		if k.Status != 0 {
 			status = fmt.Sprint(k.Status)
 		}
-		t.row(k.Key, k.State, status, fmt.Sprint(k.Copies), fmt.Sprint(k.AttemptCount), when(k.LastSeen), retriesText(k.PlatformRetries))
+		t.row(k.Key, k.State, status, fmt.Sprint(k.Copies), fmt.Sprint(k.AttemptCount), when(k.LastSeen),
+			refsText(k.MerchantRefs), amountText(k.Amount), retriesText(k.PlatformRetries))
 	}
 	if err := t.flush(); err != nil {
 		return err
@@ -108,6 +109,21 @@ func printRecords(w io.Writer, store string, keys []admin.RecordView, next strin
 		return err
 	}
 	return nil
+}
+
+// refsText is a row's merchant numbers: the order's, then a refund's
+// (Stripe, PayPal: the objects and the merchant's own references).
+func refsText(refs []string) string { return strings.Join(refs, " ") }
+
+// amountText is a row's amount and currency; a refund's says so.
+func amountText(a *admin.AmountView) string {
+	if a == nil {
+		return ""
+	}
+	if a.Refund {
+		return a.Value + " " + a.Currency + " refund"
+	}
+	return a.Value + " " + a.Currency
 }
 
 func retriesText(r *admin.RetriesView) string {
