@@ -54,6 +54,10 @@ payment's --order. send prints the line to use after each payment.
 --refund names the refund (default: <order>-r1), --refund-amount its
 amount (default: --amount, all of it).
 
+A WeChat Pay service provider's (服务商) notifications: --sp-mchid and
+--sub-mchid put both merchants in the resource instead of mchid (a
+payment's sp_appid and sub_appid too); the order is the sub-merchant's.
+
 The keys come from the files ` + "`idemgate idempotency keygen`" + ` writes to --dir (default
 ` + defaultKeyDir + `); --secret, --key, --key-id and --webhook-id override them.
 Exit status 1 when the answer is not 2xx (for Alipay's browser return, a
@@ -79,6 +83,8 @@ GET, not 2xx or 3xx).
 			o.keyID, _ = fl.GetString("key-id")
 			o.webhookID, _ = fl.GetString("webhook-id")
 			o.signType, _ = fl.GetString("sign-type")
+			o.spMchID, _ = fl.GetString("sp-mchid")
+			o.subMchID, _ = fl.GetString("sub-mchid")
 			o.timeout, _ = fl.GetDuration("timeout")
 			return runSend(cmd.OutOrStdout(), o)
 		},
@@ -98,6 +104,8 @@ GET, not 2xx or 3xx).
 	fl.String("key-id", "", "WeChat Pay: the Wechatpay-Serial (public key id), instead of the file in --dir")
 	fl.String("webhook-id", "", "PayPal: the webhook id, instead of the file in --dir")
 	fl.String("sign-type", "MD5", "WeChat Pay v2: MD5 or HMAC-SHA256")
+	fl.String("sp-mchid", "", "WeChat Pay service provider (服务商): the provider's merchant id; with --sub-mchid")
+	fl.String("sub-mchid", "", "WeChat Pay service provider (服务商): the sub-merchant's id, whose order it is; with --sp-mchid")
 	fl.Duration("timeout", 30*time.Second, "Time limit for the request")
 	c.MarkFlagRequired("platform")
 	c.MarkFlagRequired("url")
@@ -119,6 +127,7 @@ type sendOptions struct {
 	dir                      string
 	secret, keyFile, keyID   string
 	webhookID, signType      string
+	spMchID, subMchID        string // WeChat Pay service provider mode
 	timeout                  time.Duration
 }
 
@@ -138,6 +147,9 @@ func runSend(w io.Writer, o sendOptions) error {
 		return fmt.Errorf("--platform must be one of %s, not %q", strings.Join(sendPlatforms, ", "), o.platform)
 	}
 	sender := platforms.Lookup(o.platform).Sender
+	if (o.spMchID != "" || o.subMchID != "") && !sender.Partner {
+		return fmt.Errorf("--sp-mchid and --sub-mchid are WeChat Pay's service provider (服务商) mode: --platform wechatpay, not %s", o.platform)
+	}
 	if !o.eventGiven {
 		o.event = sender.Events[0].Name
 	}
@@ -225,6 +237,7 @@ func runSend(w io.Writer, o sendOptions) error {
 		if isRefund(o.event) && refundAmountGiven {
 			again = append(again, "--refund-amount", fmt.Sprint(o.refundAmount))
 		}
+		again = append(again, o.partnerFlags()...)
 		fmt.Fprintf(w, "(send it again: %s)\n", strings.Join(again, " "))
 		if o.event == sender.Events[0].Name && sender.RefundEvent != "" {
 			// The refund of this order: the same trade where the
@@ -242,6 +255,7 @@ func runSend(w io.Writer, o sendOptions) error {
 			if o.amount != defaultAmount {
 				refund = append(refund, "--amount", fmt.Sprint(o.amount))
 			}
+			refund = append(refund, o.partnerFlags()...)
 			fmt.Fprintf(w, "(refund this order: %s)\n", strings.Join(refund, " "))
 		}
 	case resp.StatusCode == http.StatusUnauthorized:
@@ -252,6 +266,19 @@ func runSend(w io.Writer, o sendOptions) error {
 		return fmt.Errorf("the route answered %s", resp.Status)
 	}
 	return nil
+}
+
+// partnerFlags are the service provider's flags to send this order's
+// notifications again with.
+func (o sendOptions) partnerFlags() []string {
+	var flags []string
+	if o.spMchID != "" {
+		flags = append(flags, "--sp-mchid", o.spMchID)
+	}
+	if o.subMchID != "" {
+		flags = append(flags, "--sub-mchid", o.subMchID)
+	}
+	return flags
 }
 
 // signedWith is the question a refused signature raises: whether the
@@ -283,7 +310,7 @@ func buildNotification(o sendOptions) (notification, error) {
 	}
 	in := keying.SendInput{Event: o.event, ID: o.id, Order: o.order, Amount: o.amount,
 		Refund: o.refund, RefundAmount: o.refundAmount, SignType: o.signType,
-		Secret: o.secret, KeyID: o.keyID, WebhookID: o.webhookID, Now: time.Now(),
+		Secret: o.secret, KeyID: o.keyID, WebhookID: o.webhookID, SpMchID: o.spMchID, SubMchID: o.subMchID, Now: time.Now(),
 		Value: o.value, PrivateKey: o.privateKey}
 	s, err := platforms.Lookup(o.platform).Sender.Sign(in)
 	if err != nil {
