@@ -410,6 +410,9 @@ func (a *AdminAPI) getKey(w http.ResponseWriter, r *http.Request, key string) er
 	if m, refund, ok := stakeMoneyOf(ctx, a.app, rec); ok {
 		v.Amount = &AmountView{Value: m.Amount, Currency: m.Currency, Refund: refund}
 	}
+	if v.Event == "" {
+		v.Event = eventTypeOf(ctx, a.app, rec)
+	}
 	return writeJSON(w, http.StatusOK, v)
 }
 
@@ -525,6 +528,9 @@ func (a *AdminAPI) listKeys(w http.ResponseWriter, r *http.Request) error {
 			}
 			if m, refund, ok := stakeMoneyOf(ctx, a.app, full); ok {
 				v.Amount = &AmountView{Value: m.Amount, Currency: m.Currency, Refund: refund}
+			}
+			if v.Event == "" {
+				v.Event = eventTypeOf(ctx, a.app, full)
 			}
 		}
 		out.Keys = append(out.Keys, v)

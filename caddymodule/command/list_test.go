@@ -61,8 +61,8 @@ func TestListShowsOrderNumberAndAmount(t *testing.T) {
 		{"failed", "alipay:" + app + ":2026100322001400000000004343:paid", "SHOP-20261003-0043", "66.60 CNY"},
 	} {
 		out, err := runCLI(t, append([]string{"list", "--state", c.state}, addr...)...)
-		if err != nil || !regexp.MustCompile(`(?m)^KEY +STATE +STATUS +COPIES +ATTEMPTS +LAST SEEN +ORDER NO +AMOUNT +PLATFORM RETRIES\n`+
-			regexp.QuoteMeta(c.key)+` +`+c.state+` +\S+ +1 +1 +\S+ \S+ \(.*\) +`+regexp.QuoteMeta(c.order)+` +`+regexp.QuoteMeta(c.amount)+`( |$)`).MatchString(out) {
+		if err != nil || !regexp.MustCompile(`(?m)^KEY +STATE +STATUS +COPIES +ATTEMPTS +LAST SEEN +EVENT +ORDER NO +AMOUNT +PLATFORM RETRIES\n`+
+			regexp.QuoteMeta(c.key)+` +`+c.state+` +\S+ +1 +1 +\S+ \S+ \(.*\) +paid +`+regexp.QuoteMeta(c.order)+` +`+regexp.QuoteMeta(c.amount)+`( |$)`).MatchString(out) {
 			t.Fatalf("list --state %s: %v\n%s", c.state, err, out)
 		}
 		out, err = runCLI(t, append([]string{"list", "--state", c.state, "--json"}, addr...)...)

@@ -92,14 +92,14 @@ func printRecords(w io.Writer, store string, keys []admin.RecordView, next strin
 		_, err := fmt.Fprintf(w, "no keys (store %s)\n", store)
 		return err
 	}
-	t := newTable(w, "KEY", "STATE", "STATUS", "COPIES", "ATTEMPTS", "LAST SEEN", "ORDER NO", "AMOUNT", "PLATFORM RETRIES")
+	t := newTable(w, "KEY", "STATE", "STATUS", "COPIES", "ATTEMPTS", "LAST SEEN", "EVENT", "ORDER NO", "AMOUNT", "PLATFORM RETRIES")
 	for _, k := range keys {
 		status := "-"
 		if k.Status != 0 {
 			status = fmt.Sprint(k.Status)
 		}
 		t.row(k.Key, k.State, status, fmt.Sprint(k.Copies), fmt.Sprint(k.AttemptCount), when(k.LastSeen),
-			refsText(k.MerchantRefs), amountText(k.Amount), retriesText(k.PlatformRetries))
+			k.Event, refsText(k.MerchantRefs), amountText(k.Amount), retriesText(k.PlatformRetries))
 	}
 	if err := t.flush(); err != nil {
 		return err
