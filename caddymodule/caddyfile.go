@@ -13,7 +13,7 @@ import (
 )
 
 func init() {
-	httpcaddyfile.RegisterHandlerDirective("idempotency", parseCaddyfile)
+	httpcaddyfile.RegisterDirective("idempotency", parseDirective)
 	// Registered in code so no global `order` is needed: the gateway must
 	// decide before the request is proxied.
 	httpcaddyfile.RegisterDirectiveOrder("idempotency", httpcaddyfile.Before, "reverse_proxy")

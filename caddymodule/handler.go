@@ -149,6 +149,10 @@ type Handler struct {
 	// WarnCopies logs a warning when a key has been seen more than this
 	// many times. Default: 5.
 	WarnCopies int64 `json:"warn_copies,omitempty"`
+	// RouteOrigin is where the Caddyfile wrote this route: its site, its
+	// matcher or path, its file and line (origin.go). Set by the adapter,
+	// it names the route in provision errors.
+	RouteOrigin string `json:"route_origin,omitempty"`
 
 	platform keying.Platform
 	// bodyKeyed: a generic route whose key reads the body, so its
@@ -233,7 +237,8 @@ type DuplicateAction struct {
 // store, one named step each. It opens nothing and starts nothing: Caddy
 // provisions for `caddy validate` too; the config's App starts the
 // handler when the config runs (app.go).
-func (h *Handler) Provision(ctx caddy.Context) error {
+func (h *Handler) Provision(ctx caddy.Context) (err error) {
+	defer func() { err = h.where(err) }()
 	h.logger = ctx.Logger()
 	h.ctx = ctx
 	h.run = new(runState)
@@ -488,7 +493,8 @@ func (h *Handler) provisionStore(repl *caddy.Replacer) error {
 }
 
 // Validate checks the configuration.
-func (h *Handler) Validate() error {
+func (h *Handler) Validate() (err error) {
+	defer func() { err = h.where(err) }()
 	if err := h.checkPlaceholders(); err != nil {
 		return err
 	}

@@ -100,5 +100,9 @@ func (h *Handler) describe() string {
 	if h.Key != "" {
 		key = "key " + h.Key
 	}
-	return fmt.Sprintf("platform %s, %s, store %s", h.Platform, key, h.storeConf.id())
+	where := ""
+	if h.RouteOrigin != "" {
+		where = ", at " + h.RouteOrigin
+	}
+	return fmt.Sprintf("platform %s, %s, store %s%s", h.Platform, key, h.storeConf.id(), where)
 }

@@ -120,6 +120,16 @@ type Notification struct {
 	// PayPal's object ids and the merchant's references they carry. The
 	// gateway finds keys by them (search.go); nil when there are none.
 	MerchantRefs []string
+	// Type is the platform's own name of the event when the key is the
+	// event's id and so names no event (Stripe's type,
+	// "charge.refunded"); "" elsewhere. The operator's views show it as
+	// the event.
+	Type string
+	// Payment is the platform's id of the payment the event is about when
+	// each event of it has an id of its own (Stripe's PaymentIntent, which
+	// its charges and refunds name): search finds the payment's other
+	// events by it. "" when there is none.
+	Payment string
 	// Fingerprint is the material (not yet hashed) that must be equal
 	// between copies of one key; "" means no check. Read it with
 	// FingerprintOf.

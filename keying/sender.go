@@ -33,6 +33,9 @@ type Sender struct {
 	// of an order is sent with its payment's --id; elsewhere each event
 	// has an id of its own and --order names the order.
 	TradeID bool
+	// Partner: it signs a service provider's (服务商) notifications too,
+	// for SendInput's SpMchID and SubMchID (WeChat Pay v3).
+	Partner bool
 	// Sign builds one notification of in, signed at in.Now.
 	Sign func(in SendInput) (Signed, error)
 }
@@ -93,6 +96,10 @@ type SendInput struct {
 	// Secret, KeyID and WebhookID are the --secret, --key-id and
 	// --webhook-id flags ("" when not given).
 	Secret, KeyID, WebhookID string
+	// SpMchID and SubMchID are --sp-mchid and --sub-mchid: a service
+	// provider's (服务商) notification for its sub-merchant (Sender.Partner),
+	// whose resource names both instead of mchid; "" for a merchant's own.
+	SpMchID, SubMchID string
 	// Now is the signing time.
 	Now time.Time
 	// Value is flag when set, else the content of file in the key

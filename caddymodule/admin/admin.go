@@ -251,6 +251,10 @@ type RecordView struct {
 	// verifies the notification again; a refund that names the order's
 	// refunded total shows its increase over the order's other refunds).
 	Amount *AmountView `json:"amount,omitempty"`
+	// MerchantRefs are the merchant's own numbers the notification names
+	// (out_trade_no first, then a refund's; Stripe's and PayPal's objects
+	// and the merchant's references they carry): what search finds it by.
+	MerchantRefs []string `json:"merchant_refs,omitempty"`
 }
 
 // AmountView is an amount in major units, an exact decimal string.
@@ -329,6 +333,7 @@ func NewRecordView(app *registry.App, storeID string, rec *cache.Record, withBod
 	v.Order, v.Event = cache.OrderOf(rec.Key)
 	if n := rec.Notification; n != nil {
 		v.Route = n.Route
+		v.MerchantRefs = n.MerchantRefs
 		nv := &NotificationView{Method: n.Method, URI: n.URI, OrigURI: n.OrigURI, Remote: n.Remote, Host: n.Host, Header: n.Header,
 			BodySize: n.BodySize, Truncated: n.Truncated()}
 		if withBody {
@@ -407,6 +412,9 @@ func (a *AdminAPI) getKey(w http.ResponseWriter, r *http.Request, key string) er
 	v := NewRecordView(a.app, ps.ID, rec, boolParam(r, "body"))
 	if m, refund, ok := stakeMoneyOf(ctx, a.app, newRefundBook(a.app, ps), rec); ok {
 		v.Amount = &AmountView{Value: m.Amount, Currency: m.Currency, Refund: refund}
+	}
+	if v.Event == "" {
+		v.Event = eventTypeOf(ctx, a.app, rec)
 	}
 	return writeJSON(w, http.StatusOK, v)
 }
@@ -513,17 +521,21 @@ func (a *AdminAPI) listKeys(w http.ResponseWriter, r *http.Request) error {
 	rb := newRefundBook(a.app, ps)
 	for _, rec := range recs {
 		v := NewRecordView(a.app, ps.ID, rec, false)
-		// Listings carry no journal: the last attempt's status and the
-		// notification's amount are in the record's own.
-		full := rec
-		if f, err := ps.Lookup(ctx, rec.Key); err == nil {
-			full = f
-		}
-		if v.Status == 0 && rec.State != cache.StateAnswered && len(full.Attempts) > 0 {
-			v.Status = full.Attempts[len(full.Attempts)-1].Status
-		}
-		if m, refund, ok := stakeMoneyOf(ctx, a.app, rb, full); ok {
-			v.Amount = &AmountView{Value: m.Amount, Currency: m.Currency, Refund: refund}
+		// Listings carry no journal: the merchant's order number, the
+		// amount and the last attempt's status are in the record's own.
+		if full, err := ps.Lookup(ctx, rec.Key); err == nil {
+			if v.Status == 0 && rec.State != cache.StateAnswered && len(full.Attempts) > 0 {
+				v.Status = full.Attempts[len(full.Attempts)-1].Status
+			}
+			if n := full.Notification; n != nil {
+				v.MerchantRefs = n.MerchantRefs
+			}
+			if m, refund, ok := stakeMoneyOf(ctx, a.app, rb, full); ok {
+				v.Amount = &AmountView{Value: m.Amount, Currency: m.Currency, Refund: refund}
+			}
+			if v.Event == "" {
+				v.Event = eventTypeOf(ctx, a.app, full)
+			}
 		}
 		out.Keys = append(out.Keys, v)
 	}

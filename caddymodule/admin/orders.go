@@ -48,5 +48,14 @@ func Order(ctx context.Context, app *registry.App, ps *registry.Store, order str
 	case err != nil:
 		return v, apiError(http.StatusServiceUnavailable, fmt.Errorf("store %s: %v", ps.ID, err))
 	}
+	// An event whose key is its own id (Stripe's) shows its type.
+	for i := range v.Events {
+		if v.Events[i].Event != "" {
+			continue
+		}
+		if rec, err := ps.Lookup(ctx, v.Events[i].Key); err == nil {
+			v.Events[i].Event = eventTypeOf(ctx, app, rec)
+		}
+	}
 	return v, nil
 }

@@ -77,6 +77,7 @@ func Search(ctx context.Context, app *registry.App, ps *registry.Store, text str
 			}
 		}
 	}
+	m = typesAndPayments(ctx, app, ps, strings.TrimSpace(text), m, limit)
 	if m != nil {
 		out.Matches = m
 	}

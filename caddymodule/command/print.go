@@ -92,16 +92,14 @@ func printRecords(w io.Writer, store string, keys []admin.RecordView, next strin
 		_, err := fmt.Fprintf(w, "no keys (store %s)\n", store)
 		return err
 	}
-	t := newTable(w, "KEY", "STATE", "STATUS", "AMOUNT", "COPIES", "ATTEMPTS", "LAST SEEN", "PLATFORM RETRIES")
+	t := newTable(w, "KEY", "STATE", "STATUS", "COPIES", "ATTEMPTS", "LAST SEEN", "EVENT", "ORDER NO", "AMOUNT", "PLATFORM RETRIES")
 	for _, k := range keys {
-		status, amount := "-", ""
+		status := "-"
 		if k.Status != 0 {
 			status = fmt.Sprint(k.Status)
 		}
-		if k.Amount != nil {
-			amount = k.Amount.Value + " " + k.Amount.Currency
-		}
-		t.row(k.Key, k.State, status, amount, fmt.Sprint(k.Copies), fmt.Sprint(k.AttemptCount), when(k.LastSeen), retriesText(k.PlatformRetries))
+		t.row(k.Key, k.State, status, fmt.Sprint(k.Copies), fmt.Sprint(k.AttemptCount), when(k.LastSeen),
+			k.Event, refsText(k.MerchantRefs), amountText(k.Amount), retriesText(k.PlatformRetries))
 	}
 	if err := t.flush(); err != nil {
 		return err
@@ -111,6 +109,21 @@ func printRecords(w io.Writer, store string, keys []admin.RecordView, next strin
 		return err
 	}
 	return nil
+}
+
+// refsText is a row's merchant numbers: the order's, then a refund's
+// (Stripe, PayPal: the objects and the merchant's own references).
+func refsText(refs []string) string { return strings.Join(refs, " ") }
+
+// amountText is a row's amount and currency; a refund's says so.
+func amountText(a *admin.AmountView) string {
+	if a == nil {
+		return ""
+	}
+	if a.Refund {
+		return a.Value + " " + a.Currency + " refund"
+	}
+	return a.Value + " " + a.Currency
 }
 
 func retriesText(r *admin.RetriesView) string {

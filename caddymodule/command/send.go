@@ -61,6 +61,10 @@ as the platform would. Refunds of 30.00, 20.00 and 10.00 of one order:
 --refund-amount 3000, then --refund-amount 2000 --refunded-before 3000,
 then --refund-amount 1000 --refunded-before 5000, each with its --refund.
 
+A WeChat Pay service provider's (服务商) notifications: --sp-mchid and
+--sub-mchid put both merchants in the resource instead of mchid (a
+payment's sp_appid and sub_appid too); the order is the sub-merchant's.
+
 The keys come from the files ` + "`idemgate idempotency keygen`" + ` writes to --dir (default
 ` + defaultKeyDir + `); --secret, --key, --key-id and --webhook-id override them.
 Exit status 1 when the answer is not 2xx (for Alipay's browser return, a
@@ -87,6 +91,8 @@ GET, not 2xx or 3xx).
 			o.keyID, _ = fl.GetString("key-id")
 			o.webhookID, _ = fl.GetString("webhook-id")
 			o.signType, _ = fl.GetString("sign-type")
+			o.spMchID, _ = fl.GetString("sp-mchid")
+			o.subMchID, _ = fl.GetString("sub-mchid")
 			o.timeout, _ = fl.GetDuration("timeout")
 			return runSend(cmd.OutOrStdout(), o)
 		},
@@ -107,6 +113,8 @@ GET, not 2xx or 3xx).
 	fl.String("key-id", "", "WeChat Pay: the Wechatpay-Serial (public key id), instead of the file in --dir")
 	fl.String("webhook-id", "", "PayPal: the webhook id, instead of the file in --dir")
 	fl.String("sign-type", "MD5", "WeChat Pay v2: MD5 or HMAC-SHA256")
+	fl.String("sp-mchid", "", "WeChat Pay service provider (服务商): the provider's merchant id; with --sub-mchid")
+	fl.String("sub-mchid", "", "WeChat Pay service provider (服务商): the sub-merchant's id, whose order it is; with --sp-mchid")
 	fl.Duration("timeout", 30*time.Second, "Time limit for the request")
 	c.MarkFlagRequired("platform")
 	c.MarkFlagRequired("url")
@@ -129,6 +137,7 @@ type sendOptions struct {
 	dir                      string
 	secret, keyFile, keyID   string
 	webhookID, signType      string
+	spMchID, subMchID        string // WeChat Pay service provider mode
 	timeout                  time.Duration
 }
 
@@ -148,6 +157,9 @@ func runSend(w io.Writer, o sendOptions) error {
 		return fmt.Errorf("--platform must be one of %s, not %q", strings.Join(sendPlatforms, ", "), o.platform)
 	}
 	sender := platforms.Lookup(o.platform).Sender
+	if (o.spMchID != "" || o.subMchID != "") && !sender.Partner {
+		return fmt.Errorf("--sp-mchid and --sub-mchid are WeChat Pay's service provider (服务商) mode: --platform wechatpay, not %s", o.platform)
+	}
 	if !o.eventGiven {
 		o.event = sender.Events[0].Name
 	}
@@ -242,6 +254,7 @@ func runSend(w io.Writer, o sendOptions) error {
 		if isRefund(o.event) && o.refundedBefore != 0 {
 			again = append(again, "--refunded-before", fmt.Sprint(o.refundedBefore))
 		}
+		again = append(again, o.partnerFlags()...)
 		fmt.Fprintf(w, "(send it again: %s)\n", strings.Join(again, " "))
 		if o.event == sender.Events[0].Name && sender.RefundEvent != "" {
 			// The refund of this order: the same trade where the
@@ -259,6 +272,7 @@ func runSend(w io.Writer, o sendOptions) error {
 			if o.amount != defaultAmount {
 				refund = append(refund, "--amount", fmt.Sprint(o.amount))
 			}
+			refund = append(refund, o.partnerFlags()...)
 			fmt.Fprintf(w, "(refund this order: %s)\n", strings.Join(refund, " "))
 		}
 	case resp.StatusCode == http.StatusUnauthorized:
@@ -269,6 +283,19 @@ func runSend(w io.Writer, o sendOptions) error {
 		return fmt.Errorf("the route answered %s", resp.Status)
 	}
 	return nil
+}
+
+// partnerFlags are the service provider's flags to send this order's
+// notifications again with.
+func (o sendOptions) partnerFlags() []string {
+	var flags []string
+	if o.spMchID != "" {
+		flags = append(flags, "--sp-mchid", o.spMchID)
+	}
+	if o.subMchID != "" {
+		flags = append(flags, "--sub-mchid", o.subMchID)
+	}
+	return flags
 }
 
 // signedWith is the question a refused signature raises: whether the
@@ -300,7 +327,7 @@ func buildNotification(o sendOptions) (notification, error) {
 	}
 	in := keying.SendInput{Event: o.event, ID: o.id, Order: o.order, Amount: o.amount,
 		Refund: o.refund, RefundAmount: o.refundAmount, RefundedBefore: o.refundedBefore, SignType: o.signType,
-		Secret: o.secret, KeyID: o.keyID, WebhookID: o.webhookID, Now: time.Now(),
+		Secret: o.secret, KeyID: o.keyID, WebhookID: o.webhookID, SpMchID: o.spMchID, SubMchID: o.subMchID, Now: time.Now(),
 		Value: o.value, PrivateKey: o.privateKey}
 	s, err := platforms.Lookup(o.platform).Sender.Sign(in)
 	if err != nil {

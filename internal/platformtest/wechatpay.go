@@ -45,15 +45,13 @@ const (
 // partnerpayments.Transaction): sp_mchid/sub_mchid and sp_appid/sub_appid
 // instead of mchid and appid, the payer's sp_openid/sub_openid.
 func WechatPayPartnerTransaction(spMchID, subMchID, transactionID, outTradeNo, tradeState string, total int) string {
-	return fmt.Sprintf(`{"sp_appid":"wx8888888888888888","sp_mchid":%q,"sub_appid":"wxd678efh567hg6999","sub_mchid":%q,"out_trade_no":%q,"transaction_id":%q,"trade_type":"JSAPI","trade_state":%q,"trade_state_desc":"支付成功","bank_type":"CMC","attach":"","success_time":"2026-03-14T17:26:32+08:00","payer":{"sp_openid":"oUpF8uMuAJO_M2pxb1Q9zNjWeS6o","sub_openid":"oUpF8uMuAJO_M2pxb1Q9zNjWeS6o"},"amount":{"total":%d,"payer_total":%d,"currency":"CNY","payer_currency":"CNY"}}`,
-		spMchID, subMchID, outTradeNo, transactionID, tradeState, total, total)
+	return signer.WechatPayPartnerTransaction(spMchID, subMchID, transactionID, outTradeNo, tradeState, total)
 }
 
 // WechatPayPartnerRefund is the decrypted resource of a service provider's
 // REFUND.SUCCESS notification: sp_mchid and sub_mchid instead of mchid.
 func WechatPayPartnerRefund(spMchID, subMchID, transactionID, outTradeNo, refundID, refundStatus string, refund, total int) string {
-	return fmt.Sprintf(`{"sp_mchid":%q,"sub_mchid":%q,"transaction_id":%q,"out_trade_no":%q,"refund_id":%q,"out_refund_no":"R%s","refund_status":%q,"success_time":"2026-03-14T17:30:00+08:00","user_received_account":"招商银行信用卡0403","amount":{"total":%d,"refund":%d,"payer_total":%d,"payer_refund":%d}}`,
-		spMchID, subMchID, transactionID, outTradeNo, refundID, outTradeNo, refundStatus, total, refund, total, refund)
+	return signer.WechatPayPartnerRefundResource(spMchID, subMchID, transactionID, outTradeNo, refundID, "R"+outTradeNo, refundStatus, refund, total)
 }
 
 // Body is the notification envelope with the resource freshly encrypted

@@ -86,6 +86,23 @@ func WechatPayRefundResource(transactionID, outTradeNo, refundID, outRefundNo, r
 		transactionID, outTradeNo, refundID, outRefundNo, refundStatus, total, refund, total, refund)
 }
 
+// WechatPayPartnerTransaction is the decrypted resource of a service
+// provider's (服务商) TRANSACTION.SUCCESS notification, shaped as WeChat
+// Pay's partner payment notification shows it (wechatpay-go's
+// partnerpayments.Transaction): sp_mchid/sub_mchid and sp_appid/sub_appid
+// instead of mchid and appid, the payer's sp_openid/sub_openid.
+func WechatPayPartnerTransaction(spMchID, subMchID, transactionID, outTradeNo, tradeState string, total int) string {
+	return fmt.Sprintf(`{"sp_appid":"wx8888888888888888","sp_mchid":%q,"sub_appid":"wxd678efh567hg6999","sub_mchid":%q,"out_trade_no":%q,"transaction_id":%q,"trade_type":"JSAPI","trade_state":%q,"trade_state_desc":"支付成功","bank_type":"CMC","attach":"","success_time":"2026-03-14T17:26:32+08:00","payer":{"sp_openid":"oUpF8uMuAJO_M2pxb1Q9zNjWeS6o","sub_openid":"oUpF8uMuAJO_M2pxb1Q9zNjWeS6o"},"amount":{"total":%d,"payer_total":%d,"currency":"CNY","payer_currency":"CNY"}}`,
+		spMchID, subMchID, outTradeNo, transactionID, tradeState, total, total)
+}
+
+// WechatPayPartnerRefundResource is the decrypted resource of a service
+// provider's refund notification: sp_mchid and sub_mchid instead of mchid.
+func WechatPayPartnerRefundResource(spMchID, subMchID, transactionID, outTradeNo, refundID, outRefundNo, refundStatus string, refund, total int) string {
+	return fmt.Sprintf(`{"sp_mchid":%q,"sub_mchid":%q,"transaction_id":%q,"out_trade_no":%q,"refund_id":%q,"out_refund_no":%q,"refund_status":%q,"success_time":"2026-03-14T17:30:00+08:00","user_received_account":"招商银行信用卡0403","amount":{"total":%d,"refund":%d,"payer_total":%d,"payer_refund":%d}}`,
+		spMchID, subMchID, transactionID, outTradeNo, refundID, outRefundNo, refundStatus, total, refund, total, refund)
+}
+
 // WechatPayV2RefundInfo is the decrypted req_info of a WeChat Pay API v2
 // refund notification (退款结果通知); refundStatus SUCCESS, CHANGE or
 // REFUNDCLOSE.

@@ -96,7 +96,23 @@ func (s *Stripe) Verify(r *keying.Request) (*keying.Notification, error) {
 	}
 	stripeSettles(n, fp[0])
 	n.MerchantRefs = keying.SearchRefsAt(f, stripeSearchPaths...)
+	n.Type, n.Payment = fp[0], paymentOf(f)
 	return n, nil
+}
+
+// paymentOf is the PaymentIntent an event's object is or names (a
+// charge's, a refund's, a Checkout session's payment_intent): every event
+// of one payment names it, where only the intent's own carry the
+// merchant's metadata.order_id.
+func paymentOf(f *keying.Fields) string {
+	if obj, _, _ := f.JSON("data.object.object"); obj == "payment_intent" {
+		id, _, _ := f.JSON("data.object.id")
+		return id
+	}
+	if refs := keying.SearchRefsAt(f, "data.object.payment_intent"); len(refs) == 1 {
+		return refs[0]
+	}
+	return ""
 }
 
 func (s *Stripe) verify(r *keying.Request) error {

@@ -1,6 +1,7 @@
 package wechatpay
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -20,7 +21,10 @@ const (
 
 // sender signs a payment's TRANSACTION.SUCCESS and a refund's
 // notifications with a test key; the body depends on the id, event,
-// order, refund and amounts only, as a retry's does.
+// order, refund and amounts only, as a retry's does. With --sp-mchid and
+// --sub-mchid it signs a service provider's (服务商): the resource names
+// sp_mchid and sub_mchid (a payment's also sp_appid and sub_appid) instead
+// of mchid and appid.
 var sender = &keying.Sender{
 	Summary: "API v3: Wechatpay-Signature (SHA256withRSA) headers and\na resource encrypted with the APIv3 key (AES-256-GCM)",
 	Files:   []string{filePrivate, filePublic, filePublicID, fileAPIv3},
@@ -46,7 +50,12 @@ var sender = &keying.Sender{
 	},
 	RefundEvent: "refund",
 	TradeID:     true,
+	Partner:     true,
 	Sign: func(in keying.SendInput) (keying.Signed, error) {
+		partner := in.SpMchID != "" || in.SubMchID != ""
+		if partner && (in.SpMchID == "" || in.SubMchID == "") {
+			return keying.Signed{}, errors.New("a service provider's notification names both merchants: --sp-mchid and --sub-mchid")
+		}
 		wp := signer.WechatPay{}
 		var err error
 		if wp.Key, err = in.PrivateKey(filePrivate); err != nil {
@@ -63,6 +72,9 @@ var sender = &keying.Sender{
 		case "paid":
 			ev.EventType = "TRANSACTION.SUCCESS"
 			ev.Resource = signer.WechatPayTransaction(in.ID, in.Order, "SUCCESS", in.Amount)
+			if partner {
+				ev.Resource = signer.WechatPayPartnerTransaction(in.SpMchID, in.SubMchID, in.ID, in.Order, "SUCCESS", in.Amount)
+			}
 		case "refund", "refund_abnormal", "refund_closed":
 			status := strings.ToUpper(strings.TrimPrefix(strings.TrimPrefix(in.Event, "refund"), "_"))
 			if status == "" {
@@ -75,6 +87,10 @@ var sender = &keying.Sender{
 			ev.OriginalType = "refund"
 			ev.Summary = map[string]string{"SUCCESS": "退款成功", "ABNORMAL": "退款异常", "CLOSED": "退款关闭"}[status]
 			ev.Resource = signer.WechatPayRefundResource(in.ID, in.Order, "50"+in.Nonce(20), in.Refund, status, in.RefundAmount, in.Amount)
+			if partner {
+				ev.Resource = signer.WechatPayPartnerRefundResource(in.SpMchID, in.SubMchID, in.ID, in.Order, "50"+in.Nonce(20), in.Refund, status,
+					in.RefundAmount, in.Amount)
+			}
 		default:
 			return keying.Signed{}, fmt.Errorf("no event %q", in.Event)
 		}

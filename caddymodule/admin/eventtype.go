@@ -1,0 +1,113 @@
+package admin
+
+import (
+	"context"
+	"net/url"
+	"slices"
+
+	"github.com/idemgate/idemgate/cache"
+	"github.com/idemgate/idemgate/internal/registry"
+	"github.com/idemgate/idemgate/keying"
+)
+
+// Where a key is an event's own id (Stripe's evt_…), the key names no
+// business event and no order: the views show the platform's type of the
+// event instead (keying.Notification.Type), and search follows a payment's
+// id (keying.Notification.Payment) from the events the merchant's number
+// found to the payment's other events (its charges and refunds, which do
+// not carry the PaymentIntent's metadata.order_id). Both are read from the
+// journaled notification's signed content, verified as its route does.
+
+// verifiedOf is rec's notification as its route reads it, judged against
+// its first receipt; false when it cannot be read (no journal, a cut
+// body, no route, or it no longer verifies).
+func verifiedOf(ctx context.Context, app *registry.App, rec *cache.Record) (*keying.Notification, bool) {
+	n := rec.Notification
+	if n == nil || n.Truncated() {
+		return nil, false
+	}
+	rt, ok := routeOf(app, rec)
+	if !ok || rt.Platform == nil {
+		return nil, false
+	}
+	u, err := url.ParseRequestURI(n.URI)
+	if err != nil {
+		return nil, false
+	}
+	got, err := rt.Platform.Verify(&keying.Request{Method: n.Method, URL: u, Header: n.Header.Clone(),
+		Body: n.Body, Now: rec.FirstSeen, Context: ctx})
+	return got, err == nil
+}
+
+// eventTypeOf is the platform's type of rec's event where its key names
+// none; "".
+func eventTypeOf(ctx context.Context, app *registry.App, rec *cache.Record) string {
+	if _, event := cache.OrderOf(rec.Key); event != "" {
+		return ""
+	}
+	if n, ok := verifiedOf(ctx, app, rec); ok {
+		return n.Type
+	}
+	return ""
+}
+
+// maxPaymentHops bounds the payments one search follows.
+const maxPaymentHops = 4
+
+// typesAndPayments names the event of each match whose key names none,
+// and adds the events of the payments the matches found by the merchant's
+// reference belong to (found by the payment's id, which is their Ref),
+// at most limit matches in all.
+func typesAndPayments(ctx context.Context, app *registry.App, ps *registry.Store, q string, m []cache.Match, limit int) []cache.Match {
+	var payments []string
+	for i := range m {
+		if m[i].FromOrder || m[i].Event != "" {
+			continue // an order's event (Alipay, WeChat Pay) has no payment id of its own
+		}
+		rec, err := ps.Lookup(ctx, m[i].Key)
+		if err != nil {
+			continue
+		}
+		n, ok := verifiedOf(ctx, app, rec)
+		if !ok {
+			continue
+		}
+		m[i].Event = n.Type
+		if m[i].Ref != "" && n.Payment != "" && n.Payment != q && !slices.Contains(payments, n.Payment) && len(payments) < maxPaymentHops {
+			payments = append(payments, n.Payment)
+		}
+	}
+	seen := map[string]bool{}
+	for _, x := range m {
+		seen[x.Key] = true
+	}
+	for _, p := range payments {
+		if len(m) >= limit {
+			break
+		}
+		more, err := cache.Search(ctx, ps.Store, cache.SearchQuery{Q: p, Limit: limit, NoPrefix: true, Window: app.WindowOf, Now: app.Now()})
+		if err != nil {
+			continue
+		}
+		for _, x := range more {
+			if seen[x.Key] || len(m) >= limit {
+				continue
+			}
+			seen[x.Key] = true
+			if x.Event == "" && !x.FromOrder {
+				if rec, err := ps.Lookup(ctx, x.Key); err == nil {
+					x.Event = eventTypeOf(ctx, app, rec)
+				}
+			}
+			if x.Amount == "" && !x.FromOrder {
+				if rec, err := ps.Lookup(ctx, x.Key); err == nil {
+					if money, ok := MoneyOf(ctx, app, ps, rec); ok {
+						x.Amount, x.Currency = money.Amount, money.Currency
+					}
+				}
+			}
+			m = append(m, x)
+		}
+	}
+	return m
+}
