@@ -297,6 +297,15 @@ func apiTime(t time.Time) time.Time {
 	return t.UTC().Truncate(time.Millisecond)
 }
 
+// setState sets the view's state, as StateOf names it.
+func (v *RecordView) setState(ks KeyState) {
+	v.State, v.Async, v.NextAttempt = ks.State, ks.Async, nil
+	if !ks.NextAttempt.IsZero() {
+		t := apiTime(ks.NextAttempt)
+		v.NextAttempt = &t
+	}
+}
+
 func NewRecordView(app *registry.App, storeID string, rec *cache.Record, withBody bool) RecordView {
 	v := RecordView{
 		Store:       storeID,
@@ -315,12 +324,7 @@ func NewRecordView(app *registry.App, storeID string, rec *cache.Record, withBod
 		CopyOutcomes: rec.CopyOutcomes,
 		AttemptCount: rec.AttemptCount,
 	}
-	ks := StateOf(app, rec)
-	v.State, v.Async = ks.State, ks.Async
-	if !ks.NextAttempt.IsZero() {
-		t := apiTime(ks.NextAttempt)
-		v.NextAttempt = &t
-	}
+	v.setState(StateOf(app, rec))
 	v.PlatformRetries = PlatformRetries(app, rec, v.State)
 	v.Signature = signatureOf(app, rec)
 	v.Order, v.Event = cache.OrderOf(rec.Key)
@@ -509,6 +513,9 @@ func (a *AdminAPI) listKeys(w http.ResponseWriter, r *http.Request) error {
 	out := PageView{Store: ps.ID, Keys: make([]RecordView, 0, len(recs)), Next: next}
 	for _, rec := range recs {
 		v := NewRecordView(a.app, ps.ID, rec, false)
+		if rec.State == cache.StateInFlight {
+			v.setState(ListedState(ctx, a.app, ps, rec))
+		}
 		if v.Status == 0 && rec.State != cache.StateAnswered && rec.AttemptCount > 0 {
 			// Listings carry no journal: the last attempt's status is in
 			// the record's own.

@@ -65,11 +65,21 @@ func Search(ctx context.Context, app *registry.App, ps *registry.Store, text str
 	}
 	// A key whose event has not run (failed, in flight) has no amount in
 	// its order: its notification's signed content names it (MoneyOf).
+	// A key in flight reads as on its page (StateOf: an async key's
+	// queued, retrying or delivering).
 	for i := range m {
-		if m[i].Amount != "" || m[i].FromOrder {
+		inFlight := m[i].State == cache.StateInFlight
+		if (m[i].Amount != "" || m[i].FromOrder) && !inFlight {
 			continue
 		}
-		if rec, err := ps.Lookup(ctx, m[i].Key); err == nil {
+		rec, err := ps.Lookup(ctx, m[i].Key)
+		if err != nil {
+			continue
+		}
+		if inFlight {
+			m[i].State = cache.State(StateOf(app, rec).State)
+		}
+		if m[i].Amount == "" && !m[i].FromOrder {
 			if money, ok := MoneyOf(ctx, app, rec); ok {
 				m[i].Amount, m[i].Currency = money.Amount, money.Currency
 			}
