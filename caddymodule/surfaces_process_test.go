@@ -18,6 +18,7 @@ import (
 
 	adminapi "github.com/idemgate/idemgate/caddymodule/admin"
 	"github.com/idemgate/idemgate/internal/billtest"
+	"github.com/idemgate/idemgate/internal/redistest"
 	"github.com/idemgate/idemgate/reconcile"
 )
 
@@ -192,5 +193,69 @@ func TestAsyncStateEverySurface(t *testing.T) {
 		if !strings.Contains(line, "retrying") || strings.Contains(line, "in_flight") {
 			t.Errorf("idemgate idempotency %s: want the key retrying, never in_flight:\n%s", strings.Join(args, " "), out)
 		}
+	}
+}
+
+// TestAsyncStateListedOnAnotherInstance: two gateway processes share
+// Redis; the one that took an async key is retrying it (its backend
+// down). The other instance's in-flight list, from the admin API and on
+// the console's overview, reads it retrying as its key page does there
+// (a listing carries no journal: the key is read whole), not queued.
+func TestAsyncStateListedOnAnotherInstance(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the built binary (not under -short)")
+	}
+	rs := redistest.StartAOF(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := ln.Addr().String()
+	ln.Close() // nothing listens: connection refused
+	site := asyncProcSite("two", "store redis "+rs.Addr(), down, "retry 1m 1m\n\t\t\t\tgive_up 1h") + `
+	route /console/* {
+		idempotency_console {
+			refresh off
+		}
+	}`
+	a, adminA, _ := startProcAdmin(t, site)
+	awaitQueue(t, adminA)
+	sendAll(t, []string{a.base}, []string{"l-1"}, 1)
+	getJSON := func(admin, path string, v any) {
+		t.Helper()
+		resp, err := freshClient.Get("http://" + admin + path)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		if resp.StatusCode != 200 || json.Unmarshal(b, v) != nil {
+			t.Fatalf("GET %s: %d %s", path, resp.StatusCode, b)
+		}
+	}
+	var rec adminapi.RecordView
+	eventually(t, 10*time.Second, "the key retrying on the instance that took it", func() bool {
+		rec = adminapi.RecordView{}
+		getJSON(adminA, keyURI("two:l-1"), &rec)
+		// Its engine knows before the store has the attempt.
+		return rec.State == "retrying" && rec.NextAttempt != nil && len(rec.Attempts) > 0
+	})
+	b, adminB, _ := startProcAdmin(t, site)
+	awaitQueue(t, adminB)
+	rec = adminapi.RecordView{}
+	getJSON(adminB, keyURI("two:l-1"), &rec)
+	var page adminapi.PageView
+	getJSON(adminB, "/idempotency/keys?state=in_flight", &page)
+	if rec.State != "retrying" || len(page.Keys) != 1 || page.Keys[0].State != rec.State {
+		t.Errorf("on the other instance: key page %q, in-flight list %+v; want both retrying", rec.State, page.Keys)
+	}
+	resp, err := freshClient.Get(b.base + "/console/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	html, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	resp.Body.Close()
+	if !strings.Contains(string(html), `<span class="badge retrying"`) || strings.Contains(string(html), `<span class="badge queued"`) {
+		t.Errorf("the other instance's console does not list the key retrying")
 	}
 }
