@@ -53,6 +53,10 @@ type Env struct {
 	// WindowOf is the retry window of a full key's scope (0: never dead);
 	// nil: 0 for every key.
 	WindowOf func(key string) time.Duration
+	// StateOf names a record's state as every operator surface does (an
+	// async key's queued, retrying or delivering); nil: the record's
+	// state at Now by WindowOf.
+	StateOf func(rec *cache.Record) string
 	// Pending keeps the pending lists across bills; nil: they are not
 	// carried to the next bill's reconciliation.
 	Pending PendingStore
@@ -70,6 +74,13 @@ func (e *Env) windowOf(key string) time.Duration {
 		return 0
 	}
 	return e.WindowOf(key)
+}
+
+func (e *Env) stateOf(rec *cache.Record) string {
+	if e.StateOf == nil {
+		return string(rec.StateAt(e.now(), e.windowOf(rec.Key)))
+	}
+	return e.StateOf(rec)
 }
 
 func (e *Env) routes(scope string) []Route {

@@ -162,7 +162,8 @@ type Item struct {
 	// Key is the event's full key, when it is known.
 	Key string `json:"key,omitempty"`
 	// State is the key's record's state while the record is kept
-	// (in_flight, answered, failed, dead), "ran" when only its order
+	// (in_flight, answered, failed, dead; an async key's queued,
+	// retrying or delivering: Env.StateOf), "ran" when only its order
 	// remembers it ran (its record's ttl passed), or "none": no record
 	// (no notification arrived, or its record's ttl passed).
 	State string `json:"state,omitempty"`

@@ -22,7 +22,7 @@ func (rc *reconciler) states(ctx context.Context) error {
 			case err != nil:
 				return rc.storeErr(err)
 			default:
-				it.State = string(rec.StateAt(rc.env.now(), rc.env.windowOf(rec.Key)))
+				it.State = rc.env.stateOf(rec)
 			}
 		}
 	}
@@ -52,7 +52,7 @@ func (rc *reconciler) unrunStates(ctx context.Context) error {
 		if err != nil {
 			return rc.storeErr(err)
 		}
-		it.State = string(rec.StateAt(rc.env.now(), rc.env.windowOf(rec.Key)))
+		it.State = rc.env.stateOf(rec)
 		it.Attempts = rec.AttemptCount
 		if rec.State == cache.StateAnswered {
 			// The backend ran it: nothing to redeliver (never --force).

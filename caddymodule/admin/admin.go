@@ -304,6 +304,15 @@ func apiTime(t time.Time) time.Time {
 	return t.UTC().Truncate(time.Millisecond)
 }
 
+// setState sets the view's state, as StateOf names it.
+func (v *RecordView) setState(ks KeyState) {
+	v.State, v.Async, v.NextAttempt = ks.State, ks.Async, nil
+	if !ks.NextAttempt.IsZero() {
+		t := apiTime(ks.NextAttempt)
+		v.NextAttempt = &t
+	}
+}
+
 func NewRecordView(app *registry.App, storeID string, rec *cache.Record, withBody bool) RecordView {
 	v := RecordView{
 		Store:       storeID,
@@ -322,12 +331,7 @@ func NewRecordView(app *registry.App, storeID string, rec *cache.Record, withBod
 		CopyOutcomes: rec.CopyOutcomes,
 		AttemptCount: rec.AttemptCount,
 	}
-	ks := StateOf(app, rec)
-	v.State, v.Async = ks.State, ks.Async
-	if !ks.NextAttempt.IsZero() {
-		t := apiTime(ks.NextAttempt)
-		v.NextAttempt = &t
-	}
+	v.setState(StateOf(app, rec))
 	v.PlatformRetries = PlatformRetries(app, rec, v.State)
 	v.Signature = signatureOf(app, rec)
 	v.Order, v.Event = cache.OrderOf(rec.Key)
@@ -521,6 +525,9 @@ func (a *AdminAPI) listKeys(w http.ResponseWriter, r *http.Request) error {
 	rb := newRefundBook(a.app, ps)
 	for _, rec := range recs {
 		v := NewRecordView(a.app, ps.ID, rec, false)
+		if rec.State == cache.StateInFlight {
+			v.setState(ListedState(ctx, a.app, ps, rec))
+		}
 		// Listings carry no journal: the merchant's order number, the
 		// amount and the last attempt's status are in the record's own.
 		if full, err := ps.Lookup(ctx, rec.Key); err == nil {

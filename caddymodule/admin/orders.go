@@ -34,12 +34,13 @@ func (a *AdminAPI) getOrder(w http.ResponseWriter, r *http.Request, order string
 	return writeJSON(w, http.StatusOK, v)
 }
 
-// Order gathers an order's page from store ps, each record's state judged
-// by its route's retry window: 404 when the store has no event of it, 503
-// when the store fails.
+// Order gathers an order's page from store ps, each record's state as
+// every surface names it (StateOf: an async key's queued, retrying or
+// delivering): 404 when the store has no event of it, 503 when the store
+// fails.
 func Order(ctx context.Context, app *registry.App, ps *registry.Store, order string) (OrderView, error) {
 	v, err := orders.Page(ctx, ps, order, func(key string, rec *cache.Record) cache.State {
-		return rec.StateAt(app.Now(), app.WindowOf(key))
+		return cache.State(StateOf(app, rec).State)
 	})
 	v.Store = ps.ID
 	switch {

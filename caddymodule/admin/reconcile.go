@@ -10,6 +10,7 @@ import (
 	"github.com/caddyserver/certmagic"
 	"go.uber.org/zap"
 
+	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/internal/registry"
 	"github.com/idemgate/idemgate/platforms"
 	"github.com/idemgate/idemgate/reconcile"
@@ -53,10 +54,11 @@ func (a *AdminAPI) reconcile(w http.ResponseWriter, r *http.Request) error {
 
 // ReconcileEnv is what a reconciliation against ps reads of the running
 // config: the routes of a scope (platform, pinned merchants, their event),
-// the app's clock and retry windows, and Caddy's storage for the
-// pending-next-bill lists.
+// the app's clock and retry windows, the state rule (StateOf), and
+// Caddy's storage for the pending-next-bill lists.
 func ReconcileEnv(app *registry.App, ps *registry.Store) reconcile.Env {
 	env := reconcile.Env{StoreID: ps.ID, Store: ps, Now: app.Now, WindowOf: app.WindowOf,
+		StateOf: func(rec *cache.Record) string { return StateOf(app, rec).State },
 		Routes: func(scope string) []reconcile.Route {
 			var out []reconcile.Route
 			for _, r := range app.RoutesOf(scope) {

@@ -65,13 +65,23 @@ func Search(ctx context.Context, app *registry.App, ps *registry.Store, text str
 	}
 	// A key whose event has not run (failed, in flight) has no amount in
 	// its order: its notification's signed content names it (MoneyOf),
-	// a refund's orders read once for all the matches.
+	// a refund's orders read once for all the matches. A key in flight
+	// reads as on its page (StateOf: an async key's queued, retrying or
+	// delivering).
 	rb := newRefundBook(app, ps)
 	for i := range m {
-		if m[i].Amount != "" || m[i].FromOrder {
+		inFlight := m[i].State == cache.StateInFlight
+		if (m[i].Amount != "" || m[i].FromOrder) && !inFlight {
 			continue
 		}
-		if rec, err := ps.Lookup(ctx, m[i].Key); err == nil {
+		rec, err := ps.Lookup(ctx, m[i].Key)
+		if err != nil {
+			continue
+		}
+		if inFlight {
+			m[i].State = cache.State(StateOf(app, rec).State)
+		}
+		if m[i].Amount == "" && !m[i].FromOrder {
 			if money, _, ok := stakeMoneyOf(ctx, app, rb, rec); ok {
 				m[i].Amount, m[i].Currency = money.Amount, money.Currency
 			}

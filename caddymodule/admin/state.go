@@ -1,68 +1,64 @@
 package admin
 
 import (
+	"context"
 	"time"
 
 	"github.com/idemgate/idemgate/cache"
+	"github.com/idemgate/idemgate/delivery"
 	"github.com/idemgate/idemgate/internal/registry"
 	"github.com/idemgate/idemgate/platforms"
 )
 
 // The states of a deliver async route's key that the store keeps in
-// flight (its claim is held while the notification is queued): the
-// platform has its ack, and the gateway delivers it.
+// flight (delivery.StateShown).
 const (
-	// StateQueued: waiting for its turn in the queue.
-	StateQueued = "queued"
-	// StateRetrying: an attempt failed; the next one is due at
-	// next_attempt (when this instance holds it).
-	StateRetrying = "retrying"
-	// StateDelivering: a gateway is sending it to the backend now.
-	StateDelivering = "delivering"
+	StateQueued     = delivery.StateQueued
+	StateRetrying   = delivery.StateRetrying
+	StateDelivering = delivery.StateDelivering
 )
 
 // KeyState is a record's state as the operator surfaces name it now.
-type KeyState struct {
-	State       string
-	NextAttempt time.Time
-	// Async: the key's route delivers from its queue: the platform has
-	// its ack and retries nothing.
-	Async bool
-}
+type KeyState = delivery.Shown
 
-// StateOf reads a record's state now: the store's; dead once the
-// platform's retry window (async: give_up) since the first copy has
-// passed; and for an async route's key in flight, queued, retrying or
-// delivering, as this process's engine knows it (a key another instance
-// holds reads queued, or retrying once it has failed attempts).
+// StateOf reads a record's state now by delivery.StateShown, the rule
+// every surface names states by, with the record's route (its retry
+// window, whether it delivers async) and what this process's engine of
+// its scope knows of the key.
 func StateOf(app *registry.App, rec *cache.Record) KeyState {
 	rt, ok := routeOf(app, rec)
-	window := time.Duration(0)
-	if ok {
-		window = rt.RetryWindow
+	if !ok {
+		return delivery.StateShown(rec, app.Now(), 0, false, nil)
 	}
-	ks := KeyState{State: string(rec.StateAt(app.Now(), window)), Async: ok && rt.Async}
-	if !ks.Async || rec.State != cache.StateInFlight {
-		return ks
-	}
-	ks.State = StateQueued
-	if n := len(rec.Attempts); n > 0 && !rec.Attempts[n-1].Start.Before(rec.Changed.Truncate(time.Millisecond)) {
-		// An attempt since the key was claimed (and queued): a retry is
-		// due. Attempts from before (a redelivered dead key's) do not
-		// count.
-		ks.State = StateRetrying
-	}
-	if e, ok := app.EngineOf(rt.Scope); ok {
+	var held *delivery.KeyState
+	if e, ok := app.EngineOf(rt.Scope); ok && rt.Async && rec.State == cache.StateInFlight {
 		if kd, ok := e.KeyState(rec.Key); ok {
-			switch {
-			case kd.Delivering:
-				ks.State = StateDelivering
-			case !kd.NextAttempt.IsZero():
-				ks.State, ks.NextAttempt = StateRetrying, kd.NextAttempt
-			}
+			ks := delivery.KeyState(kd)
+			held = &ks
 		}
 	}
-	return ks
+	return delivery.StateShown(rec, app.Now(), rt.RetryWindow, rt.Async, held)
+}
+
+// ListedState is StateOf for a record from a listing (ListedRecord).
+func ListedState(ctx context.Context, app *registry.App, ps *registry.Store, rec *cache.Record) KeyState {
+	return StateOf(app, ListedRecord(ctx, app, ps, rec))
+}
+
+// ListedRecord is a record from a listing, which carries no journal, as
+// the state rule needs it: an async key in flight that has had attempts
+// is read whole, so that one another instance is retrying reads retrying
+// in a list as on its key page.
+func ListedRecord(ctx context.Context, app *registry.App, ps *registry.Store, rec *cache.Record) *cache.Record {
+	if rec.State != cache.StateInFlight || rec.AttemptCount == 0 || len(rec.Attempts) > 0 {
+		return rec
+	}
+	if rt, ok := routeOf(app, rec); ok && rt.Async {
+		if full, err := ps.Lookup(ctx, rec.Key); err == nil {
+			return full
+		}
+	}
+	return rec
 }
 
 // RetriesView is what the platform's retry schedule leaves of a failed

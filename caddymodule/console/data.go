@@ -22,7 +22,9 @@ import (
 type consoleData interface {
 	// storeIDs are the loaded stores' ids, sorted.
 	storeIDs() []string
-	// list pages through one store's records in one state, newest first.
+	// list pages through one store's records in one state, newest first
+	// (an async key in flight read whole when its state needs its
+	// journal: admin.ListedRecord).
 	list(ctx context.Context, store string, q cache.ListQuery) ([]*cache.Record, error)
 	// lookup is one key's record with its journal.
 	lookup(ctx context.Context, store, key string) (*cache.Record, error)
@@ -72,6 +74,9 @@ func (d appData) list(ctx context.Context, store string, q cache.ListQuery) ([]*
 	}
 	q.Window, q.Now = d.app.WindowOf, d.app.Now()
 	page, err := ps.List(ctx, q)
+	for i, rec := range page.Records {
+		page.Records[i] = admin.ListedRecord(ctx, d.app, ps, rec)
+	}
 	return page.Records, err
 }
 
