@@ -54,7 +54,8 @@ type Refusal struct {
 	Route  string `json:"route,omitempty"`
 	Status int    `json:"status"`
 	// Class is the reason class: the request's outcome
-	// (rejected_signature, bad_request, too_large, conflict).
+	// (rejected_signature, rejected_merchant, bad_request, too_large,
+	// conflict).
 	Class string `json:"class"`
 	// Reason is what the sender was told (no internal detail).
 	Reason string `json:"reason,omitempty"`

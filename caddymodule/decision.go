@@ -44,6 +44,7 @@ const (
 	outcomeInFlight           = registry.InFlight
 	outcomeConflict           = registry.Conflict
 	outcomeRejectedSignature  = registry.RejectedSignature
+	outcomeRejectedMerchant   = registry.RejectedMerchant
 	outcomeBadRequest         = registry.BadRequest
 	outcomeTooLarge           = registry.TooLarge
 	outcomeStoreError         = registry.StoreError
@@ -157,7 +158,7 @@ func (h *Handler) logLevel(d *result) (zapcore.Level, string) {
 		return zapcore.WarnLevel, "backend answered failure: key released for the platform's retry"
 	case outcomeBackendUnreachable:
 		return zapcore.WarnLevel, "backend unreachable: key released for the platform's retry"
-	case outcomeRejectedSignature:
+	case outcomeRejectedSignature, outcomeRejectedMerchant:
 		return zapcore.WarnLevel, "idempotency decision"
 	case outcomeStoreError:
 		return zapcore.ErrorLevel, "idempotency decision"

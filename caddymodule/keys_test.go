@@ -110,12 +110,12 @@ func TestWechatPayV2SmugglingEndToEnd(t *testing.T) {
 		"element inside total_fee": strings.Replace(signed, "<total_fee><![CDATA[1]]></total_fee>",
 			"<total_fee>1<x>00000</x></total_fee>", 1),
 		"DOCTYPE with an entity": `<!DOCTYPE xml [<!ENTITY fee "100000">]>` + signed,
-		"another merchant": string(v2.Body(func() map[string]string {
-			f := platformtest.WechatPayV2Payment("4200sm1", "sm1", 1)
-			f["mch_id"] = "1900000109"
-			return f
-		}())),
 	}
+	anotherMerchant := string(v2.Body(func() map[string]string {
+		f := platformtest.WechatPayV2Payment("4200sm1", "sm1", 1)
+		f["mch_id"] = "1900000109"
+		return f
+	}()))
 	if attacks["element inside total_fee"] == signed {
 		t.Fatal("test body lost its total_fee element")
 	}
@@ -124,6 +124,9 @@ func TestWechatPayV2SmugglingEndToEnd(t *testing.T) {
 		if r.status != http.StatusUnauthorized {
 			t.Errorf("%s: %d %q, want 401", name, r.status, r.body)
 		}
+	}
+	if r := send(t, base, "sm1-attack", delivery{path: "/v2", ctype: "text/xml", body: anotherMerchant}); r.status != http.StatusForbidden {
+		t.Errorf("another merchant: %d %q, want 403", r.status, r.body)
 	}
 	if n := be.count("sm1-attack"); n != 0 {
 		t.Fatalf("smuggled notifications reached the backend %d times", n)

@@ -50,6 +50,7 @@ const alipayOrderSite = `
 			scope alipay
 			key {idempotency.json.app_id}:{idempotency.json.trade_no}:paid
 			success 200 body TRADE_SUCCESS
+			on_duplicate respond 200 TRADE_SUCCESS
 			{store}
 			ttl {ttl}
 		}

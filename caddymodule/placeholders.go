@@ -53,7 +53,7 @@ func (h *Handler) checkPlaceholders() error {
 	if err := checkPresetKey(platform, h.Secret != "", h.Key); err != nil {
 		return err
 	}
-	return checkEventRecipe(platform, h.Key, h.Success)
+	return checkEventRecipe(platform, h.Key, h.Success, h.OnDuplicate)
 }
 
 // namesEvents tells whether a route of platform names each notification's
@@ -147,15 +147,22 @@ func checkPlaceholder(platform string, hasSecret bool, name string, keyOK, outco
 }
 
 // placeholderNames lists the placeholders of a template as Caddy's replacer
-// parses them (escapes, unclosed braces and all).
+// parses them (escapes, unclosed braces and all). A "name" holding a {, as
+// `"order":"{idempotency.json.id` in the JSON body
+// {"order":"{idempotency.json.id}"}, is known to no provider: Caddy keeps
+// that brace as text and reads on from the next character, where it finds
+// the placeholder inside, so the check reads on too and judges that one.
 func placeholderNames(tmpl string) []string {
 	var names []string
 	repl := caddy.NewEmptyReplacer()
 	repl.Map(func(name string) (any, bool) {
+		if strings.Contains(name, "{") {
+			return nil, false
+		}
 		names = append(names, name)
 		return "", true
 	})
-	repl.ReplaceAll(tmpl, "")
+	repl.ReplaceKnown(tmpl, "")
 	return names
 }
 

@@ -39,6 +39,8 @@ func refusedClass(status int) (outcome, bool) {
 	switch status {
 	case http.StatusUnauthorized:
 		return outcomeRejectedSignature, true
+	case http.StatusForbidden:
+		return outcomeRejectedMerchant, true
 	case http.StatusBadRequest:
 		return outcomeBadRequest, true
 	case http.StatusRequestEntityTooLarge:

@@ -24,6 +24,7 @@ func TestGateLabels(t *testing.T) {
 		gate.Conflict: registry.Conflict, gate.RejectedSignature: registry.RejectedSignature,
 		gate.BadRequest: registry.BadRequest, gate.TooLarge: registry.TooLarge, gate.StoreError: registry.StoreError,
 		gate.Passed: registry.Passed, gate.Canceled: registry.Canceled, gate.Queued: registry.Queued, gate.Acked: registry.Acked,
+		gate.RejectedMerchant: registry.RejectedMerchant,
 	}
 	for l, o := range labels {
 		if outcome(l) != o || o.Index() < 0 {

@@ -197,12 +197,13 @@ func checkPresetKey(platform string, hasSecret bool, key string) error {
 // checkEventRecipe refuses a generic route whose key renders as an order's
 // business event unless its success rule reads the body or a header
 // (orders.CheckRecipe): only such a rule can tell "the business ran" from
-// "not paid yet".
-func checkEventRecipe(platform, key string, rule *SuccessRule) error {
+// "not paid yet"; and unless it has on_duplicate, what its callers get
+// once the event ran through another channel.
+func checkEventRecipe(platform, key string, rule *SuccessRule, onDuplicate *DuplicateAction) error {
 	if platform != platforms.Default || key == "" {
 		return nil
 	}
-	return orders.CheckRecipe(key, sampleRender(key), rule.saysBusinessRan())
+	return orders.CheckRecipe(key, sampleRender(key), rule.saysBusinessRan(), onDuplicate != nil)
 }
 
 // sampleRender renders tmpl with every placeholder as "x", which shows

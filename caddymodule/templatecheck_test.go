@@ -73,9 +73,20 @@ var templateCases = []templateCase{
 		want: "names an order's business event (paid)", wantAlso: "success 200 body PAID"},
 	{name: "refund query on any 2xx", key: "{idempotency.form.o}:{idempotency.form.t}:refund:{idempotency.form.r}",
 		want: "names an order's business event (refund:x)"},
-	{name: "status query with a body rule", key: "{idempotency.json.app_id}:{idempotency.json.trade_no}:paid", success: "200 body PAID"},
+	{name: "status query with a body rule", key: "{idempotency.json.app_id}:{idempotency.json.trade_no}:paid", success: "200 body PAID",
+		body: "PAID"},
 	{name: "status query with a header rule", key: "{idempotency.json.app_id}:{idempotency.json.trade_no}:paid",
-		success: "2xx header X-Order-State paid"},
+		success: "2xx header X-Order-State paid", redirect: "/orders/{idempotency.json.trade_no}"},
+	// ... and says what its callers get once the event ran elsewhere.
+	{name: "status query without on_duplicate", key: "{idempotency.json.app_id}:{idempotency.json.trade_no}:paid", success: "200 body PAID",
+		want: "without on_duplicate they would get an empty 200", wantAlso: "on_duplicate respond 200"},
+
+	// on_duplicate's placeholders are checked as a key's, inside JSON too.
+	{name: "json body with a placeholder typo", key: "{idempotency.form.a}", body: `{"order":"{idempotency.jsn.id}","state":"paid"}`,
+		want: "on_duplicate body: {idempotency.jsn.id}: unknown placeholder"},
+	{name: "json body with a caddy placeholder typo", key: "{idempotency.form.a}", body: `{"order":"{http.request.uri.qery.o}"}`,
+		want: "Caddy has no placeholder {http.request.uri.qery.o}", wantAlso: "did you mean {http.request.uri.query.o}?"},
+	{name: "json body with placeholders", key: "{idempotency.form.a}", body: `{"order":"{idempotency.json.id}","k":"{http.request.uri.query.o}"}`},
 	{name: "generic key that is no event", key: "{idempotency.json.app_id}:{idempotency.json.trade_no}:paid-ish"},
 }
 

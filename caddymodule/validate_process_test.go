@@ -170,3 +170,30 @@ func TestValidateRefusesBadRedisAddresses(t *testing.T) {
 		t.Fatalf("idemgate validate: %v\n%s", err, out)
 	}
 }
+
+// TestValidateStatusQueryNeedsOnDuplicate: `idemgate validate` refuses a
+// status-query route (a generic route keyed as an order's event) without
+// on_duplicate, whose poll after the payment would get an empty 200, and
+// an on_duplicate whose JSON body holds a mistyped placeholder; it takes
+// the docs' recipe.
+func TestValidateStatusQueryNeedsOnDuplicate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process test")
+	}
+	const route = "\tidempotency {\n\t\tscope alipay\n\t\tkey {idempotency.json.app_id}:{idempotency.json.trade_no}:paid\n" +
+		"\t\tsuccess 200 body TRADE_SUCCESS\n%s\t\tstore memory\n\t}\n\trespond ok"
+	for _, c := range []struct{ name, onDup, want string }{
+		{"no on_duplicate", "", "without on_duplicate they would get an empty 200"},
+		{"a typo in a JSON body", "\t\ton_duplicate respond 200 `{\"state\":\"{http.request.uri.qery.s}\",\"trade_no\":\"{idempotency.json.trade_no}\"}`\n",
+			"{http.request.uri.qery.s}: Caddy has no placeholder"},
+	} {
+		out, err, _ := runValidate(t, t.TempDir(), fmt.Sprintf(route, c.onDup), 30*time.Second)
+		if err == nil || !strings.Contains(out, c.want) {
+			t.Errorf("%s: validate: %v, want it refused naming %q\n%s", c.name, err, c.want, out)
+		}
+	}
+	out, err, _ := runValidate(t, t.TempDir(), docsStatusQueryRecipe(t, "127.0.0.1:9", "store memory"), 30*time.Second)
+	if err != nil || !strings.Contains(out, "Valid configuration") {
+		t.Fatalf("the docs' status-query recipe: %v\n%s", err, out)
+	}
+}

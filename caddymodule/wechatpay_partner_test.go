@@ -123,7 +123,7 @@ func TestWechatPayV2PartnerSDK(t *testing.T) {
 // authenticates only req_info. The same req_info under envelopes naming
 // other merchants is one refund: gopay runs it once; an envelope that still
 // names the route's merchant is replayed, one that does not is refused
-// (401) and never forwarded. A verifying route without exactly one mchid,
+// (403 merchant not accepted) and never forwarded. A verifying route without exactly one mchid,
 // where the key's merchant could only come from the unsigned envelope (a
 // second key, the refund run twice), does not start.
 func TestWechatPayV2RefundEnvelopeReplay(t *testing.T) {
@@ -165,8 +165,8 @@ func TestWechatPayV2RefundEnvelopeReplay(t *testing.T) {
 			t.Fatalf("genuine refund: %d replayed=%v %q", r.status, r.replayed, r.body)
 		}
 		// Another mch_id: not the route's merchant, refused before the backend.
-		if r := send(t, g.base, "", envelope("mch_id", "1900000999", "appid", "wx0000000000000000")); r.status != http.StatusUnauthorized {
-			t.Fatalf("req_info under another mch_id: %d %q; want 401", r.status, r.body)
+		if r := send(t, g.base, "", envelope("mch_id", "1900000999", "appid", "wx0000000000000000")); r.status != http.StatusForbidden || r.body != "403 merchant not accepted\n" {
+			t.Fatalf("req_info under another mch_id: %d %q; want 403 merchant not accepted", r.status, r.body)
 		}
 		// Another sub_mch_id and appid beside the route's mch_id: the same
 		// refund, replayed.
@@ -187,9 +187,9 @@ func TestWechatPayV2RefundEnvelopeReplay(t *testing.T) {
 
 // TestWechatPayPartnerPinning: mchid pins a partner notification's
 // sp_mchid or sub_mchid (v3) and mch_id or sub_mch_id (v2): a route pinned
-// to one sub-merchant takes its notifications and refuses (401) another
-// sub-merchant's of the same service provider, which never reaches the
-// backend.
+// to one sub-merchant takes its notifications and refuses (403 merchant
+// not accepted) another sub-merchant's of the same service provider,
+// which never reaches the backend.
 func TestWechatPayPartnerPinning(t *testing.T) {
 	const sub, other = "1900000109", "1900000999"
 	t.Run("v3", func(t *testing.T) {
@@ -203,8 +203,8 @@ func TestWechatPayPartnerPinning(t *testing.T) {
 				Resource: platformtest.WechatPayPartnerTransaction(platformtest.WechatPaySpMchID, subMchID, tx, "O"+tx, "SUCCESS", 100)})
 			return delivery{path: "/notify", ctype: "application/json", body: string(body), header: h}
 		}
-		if r := send(t, g.base, "", paid(other, "4200000001")); r.status != http.StatusUnauthorized {
-			t.Fatalf("another sub-merchant's payment: %d %q; want 401", r.status, r.body)
+		if r := send(t, g.base, "", paid(other, "4200000001")); r.status != http.StatusForbidden || r.body != "403 merchant not accepted\n" {
+			t.Fatalf("another sub-merchant's payment: %d %q; want 403 merchant not accepted", r.status, r.body)
 		}
 		if be.Attempts() != 0 {
 			t.Fatalf("the refused notification reached the backend (%d requests)", be.Attempts())
@@ -221,8 +221,8 @@ func TestWechatPayPartnerPinning(t *testing.T) {
 		paid := func(subMchID, tx string) delivery {
 			return delivery{path: "/notify", ctype: "text/xml", body: string(v2.Body(platformtest.WechatPayV2PartnerPayment(subMchID, tx, "O"+tx, 100)))}
 		}
-		if r := send(t, g.base, "", paid(other, "4200000003")); r.status != http.StatusUnauthorized {
-			t.Fatalf("another sub-merchant's payment: %d %q; want 401", r.status, r.body)
+		if r := send(t, g.base, "", paid(other, "4200000003")); r.status != http.StatusForbidden || r.body != "403 merchant not accepted\n" {
+			t.Fatalf("another sub-merchant's payment: %d %q; want 403 merchant not accepted", r.status, r.body)
 		}
 		if be.Attempts() != 0 {
 			t.Fatalf("the refused notification reached the backend (%d requests)", be.Attempts())

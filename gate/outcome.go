@@ -50,6 +50,7 @@ const (
 	Canceled           Label = "canceled"
 	Queued             Label = "queued"
 	Acked              Label = "acked"
+	RejectedMerchant   Label = "rejected_merchant" // signed, for a merchant the route does not accept
 )
 
 // Outcome is what the gate decided for one request, and, once settled,
@@ -93,6 +94,7 @@ type Outcome struct {
 // driver message. The full reason is in the decision's log line.
 const (
 	MsgSignature   = "signature verification failed"
+	MsgMerchant    = "merchant not accepted"
 	MsgStore       = "store unavailable, retry later"
 	MsgReadingBody = "reading the body failed"
 	MsgConflict    = "same key, different fingerprint"

@@ -43,6 +43,11 @@ func (g *Gate) parse(r *http.Request) (p parsed, refused Outcome, ok bool) {
 		// whatever on_store_error says, a notification that could not be
 		// verified is never forwarded.
 		return p, StoreFailure("verify", err, fmt.Errorf("verifying the notification: %w", err)), false
+	case errors.Is(err, keying.ErrMerchant):
+		// Signed, but for a merchant the route does not accept (app_id,
+		// mchid): 403, authenticated but not accepted, so nobody chases a
+		// key rotation. Which merchant was named is in the log.
+		return p, refuse(RejectedMerchant, http.StatusForbidden, MsgMerchant, err), false
 	case errors.Is(err, keying.ErrSignature):
 		// Which check failed helps a forger more than the platform.
 		return p, refuse(RejectedSignature, http.StatusUnauthorized, MsgSignature, err), false

@@ -44,7 +44,7 @@ func NeedsSecret(preset, what string) error {
 	return fmt.Errorf("%s: %w: configure %s", preset, ErrNeedsSecret, what)
 }
 
-// SigErr and Malformed build errors that wrap the two sentinels. Messages
+// SigErr, Malformed and MerchantErr build errors that wrap the sentinels. Messages
 // carry no secret and no attacker-controlled bytes beyond what is quoted
 // and truncated by Clip.
 func SigErr(preset, format string, args ...any) error {
@@ -53,6 +53,10 @@ func SigErr(preset, format string, args ...any) error {
 
 func Malformed(preset, format string, args ...any) error {
 	return fmt.Errorf("%s: %w: %s", preset, ErrMalformed, fmt.Sprintf(format, args...))
+}
+
+func MerchantErr(preset, format string, args ...any) error {
+	return fmt.Errorf("%s: %w: %s", preset, ErrMerchant, fmt.Sprintf(format, args...))
 }
 
 // Clip quotes s for an error message, cut to a few dozen bytes.

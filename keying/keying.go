@@ -33,6 +33,11 @@ var (
 	// ErrMalformed: the notification cannot be parsed or lacks a field the
 	// key needs. The gateway answers 400 with the reason.
 	ErrMalformed = errors.New("malformed notification")
+	// ErrMerchant: the signature verifies, but the notification is for a
+	// merchant the route does not accept (app_id, mchid pinning). The
+	// gateway answers 403 "merchant not accepted" and claims nothing: it
+	// is no signature problem, and no key to rotate.
+	ErrMerchant = errors.New("merchant not accepted")
 	// ErrUnavailable: something the check needs (the PayPal transmission
 	// log in the store) did not answer. The gateway treats it as a store
 	// error (503 by default) and claims nothing.
@@ -154,7 +159,7 @@ type Platform interface {
 	// Name is the preset's name as written after `platform`.
 	Name() string
 	// Verify checks r's signature on its raw bytes and parses it.
-	// Errors wrap ErrSignature or ErrMalformed.
+	// Errors wrap ErrSignature, ErrMalformed or ErrMerchant.
 	Verify(r *Request) (*Notification, error)
 	// Success tells whether the backend's answer means "handled": such an
 	// answer is remembered, any other releases the key for a retry.

@@ -25,6 +25,7 @@
 //
 // At load, DefaultTTL and CheckTTL settle a route's order_ttl, and
 // CheckRecipe refuses a generic route whose key would burn an order's
-// event on any 2xx. Page gathers an order's page for the admin API, the
+// event on any 2xx, or whose callers would get an empty 200 once the
+// event ran elsewhere (no on_duplicate). Page gathers an order's page for the admin API, the
 // CLI and the console: every event of one order in one timeline.
 package orders

@@ -90,14 +90,20 @@ func AcceptsAnswer(judge Judge, method string, rec *cache.Record) bool {
 // (it reads the body or a header). On any 2xx the event would be
 // remembered as run, so a merchant's status query answered "200
 // WAIT_BUYER_PAY" before the buyer pays would burn the order's paid event,
-// and the platform's notification would never reach the backend.
-func CheckRecipe(key, sample string, saysBusinessRan bool) error {
-	if saysBusinessRan {
+// and the platform's notification would never reach the backend. Such a
+// route also needs on_duplicate (hasOnDuplicate): once the event ran
+// through another channel (the platform's notify), the route's own
+// callers are answered from the order, and without it they would get an
+// empty 200, not what the route's backend says.
+func CheckRecipe(key, sample string, saysBusinessRan, hasOnDuplicate bool) error {
+	_, event, isEvent := keying.SplitOrder("scope:" + sample)
+	if !isEvent || saysBusinessRan && hasOnDuplicate {
 		return nil
 	}
-	_, event, isEvent := keying.SplitOrder("scope:" + sample)
-	if !isEvent {
-		return nil
+	if saysBusinessRan {
+		return fmt.Errorf("key %q names an order's business event (%s): once the event ran through another channel "+
+			"(the platform's notification), this route's callers are answered from the order, and without on_duplicate "+
+			"they would get an empty 200; say what they get, e.g. `on_duplicate respond 200 TRADE_SUCCESS`", key, event)
 	}
 	return fmt.Errorf("key %q names an order's business event (%s): the route would record it as run on any 2xx, "+
 		"so an answer such as \"200 WAIT_BUYER_PAY\" before the buyer pays would burn the order's %s event and the platform's "+

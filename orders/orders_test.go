@@ -164,28 +164,30 @@ func TestAcceptsAnswer(t *testing.T) {
 func TestCheckRecipe(t *testing.T) {
 	for _, c := range []struct {
 		name, key, sample string
-		saysRan           bool
+		saysRan, onDup    bool
 		want              string // "" for no error
 	}{
-		{"status query on any 2xx", "{idempotency.json.app_id}:{idempotency.json.trade_no}:paid", "x:x:paid", false,
+		{"status query on any 2xx", "{idempotency.json.app_id}:{idempotency.json.trade_no}:paid", "x:x:paid", false, false,
 			"names an order's business event (paid)"},
-		{"refund query on any 2xx", "{a}:{b}:refund:{c}", "x:x:refund:x", false, "business event (refund:x)"},
-		{"closed on any 2xx", "{a}:{b}:closed", "x:x:closed", false, "burn the order's closed event"},
+		{"refund query on any 2xx", "{a}:{b}:refund:{c}", "x:x:refund:x", false, false, "business event (refund:x)"},
+		{"closed on any 2xx", "{a}:{b}:closed", "x:x:closed", false, false, "burn the order's closed event"},
 		// "scope:" is prepended as the store does: one part and an event
 		// is an order of that part.
-		{"one part and paid", "{o}:paid", "x:paid", false, "business event (paid)"},
-		{"status query with a rule that says it ran", "{a}:{b}:paid", "x:x:paid", true, ""},
-		{"no event", "{a}:{b}:paid-ish", "x:x:paid-ish", false, ""},
-		{"a bare event", "paid", "paid", false, ""},
-		{"a plain key", "{http.request.header.Idempotency-Key}", "x", false, ""},
+		{"one part and paid", "{o}:paid", "x:paid", false, false, "business event (paid)"},
+		{"status query with a rule that says it ran", "{a}:{b}:paid", "x:x:paid", true, true, ""},
+		{"status query without on_duplicate", "{a}:{b}:paid", "x:x:paid", true, false, "without on_duplicate they would get an empty 200"},
+		{"no event", "{a}:{b}:paid-ish", "x:x:paid-ish", false, false, ""},
+		{"a bare event", "paid", "paid", false, false, ""},
+		{"a plain key", "{http.request.header.Idempotency-Key}", "x", false, false, ""},
 	} {
-		err := CheckRecipe(c.key, c.sample, c.saysRan)
+		err := CheckRecipe(c.key, c.sample, c.saysRan, c.onDup)
 		switch {
 		case c.want == "" && err != nil:
 			t.Errorf("%s: refused: %v", c.name, err)
 		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
 			t.Errorf("%s: %v, want an error with %q", c.name, err, c.want)
-		case err != nil && (!strings.Contains(err.Error(), "key \""+c.key+"\"") || !strings.Contains(err.Error(), "success 200 body PAID")):
+		case err != nil && (!strings.Contains(err.Error(), "key \""+c.key+"\"") ||
+			!strings.Contains(err.Error(), "success 200 body PAID") && !strings.Contains(err.Error(), "on_duplicate respond 200")):
 			t.Errorf("%s: %q names neither the key nor the fix", c.name, err)
 		}
 	}

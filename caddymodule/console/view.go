@@ -456,7 +456,7 @@ var outcomeGroups = []struct {
 	{"acked", "acked (async)", []registry.Outcome{registry.Queued, registry.Acked}},
 	{"replayed", "replayed", []registry.Outcome{registry.Replayed, registry.Waited}},
 	{"failed", "backend failed", []registry.Outcome{registry.BackendFailed, registry.BackendUnreachable, registry.Ambiguous, registry.Canceled}},
-	{"refused", "refused", []registry.Outcome{registry.InFlight, registry.Conflict, registry.RejectedSignature, registry.BadRequest, registry.TooLarge}},
+	{"refused", "refused", []registry.Outcome{registry.InFlight, registry.Conflict, registry.RejectedSignature, registry.RejectedMerchant, registry.BadRequest, registry.TooLarge}},
 	{"storeerr", "store error", []registry.Outcome{registry.StoreError}},
 }
 

@@ -20,16 +20,20 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
@@ -59,13 +63,13 @@ func main() {
 	}
 	// Only a running gateway needs the backend; `version`, `adapt`, … do not.
 	if args[0] == "run" {
-		startBackend()
+		startBackend(args)
 	}
 	os.Args = append([]string{os.Args[0]}, args...)
 	caddycmd.Main()
 }
 
-func startBackend() {
+func startBackend(args []string) {
 	delay, err := time.ParseDuration(env("DEMO_BACKEND_DELAY", "200ms"))
 	if err != nil {
 		fatalf("DEMO_BACKEND_DELAY: %v", err)
@@ -88,22 +92,113 @@ func startBackend() {
 			fatalf("legacy backend: %v", err)
 		}
 	}()
-	fmt.Fprintf(os.Stderr, `
-idemgate demo
-  legacy backend (no idempotency check)  http://%[1]s   delay %[2]v, fail-first %[3]d
-  gateway (idempotency + reverse_proxy)   http://localhost:8080/notify
+	servers, admin, err := listening(args)
+	if err != nil {
+		fatalf("reading the config: %v", err)
+	}
+	fmt.Fprint(os.Stderr, banner(servers, admin, delay, failFirst))
+}
 
-In another terminal:
-  go run ./examples/storm                                    # 100 copies through the gateway: 1 renewal
-  go run ./examples/storm -url http://%[1]s/notify   # straight to the backend: 100 renewals
-  curl -i -d out_trade_no=o-1 localhost:8080/notify          # twice: the 2nd is replayed
-  curl -s localhost:8080/stats                               # renewals per order
-  curl -s localhost:2019/idempotency/keys/demo:o-1           # the remembered answer
-  curl -s -X DELETE localhost:2019/idempotency/keys/demo:o-1 # forget it: the next copy goes through
-Answers are kept in %[4]s/ and survive restarts; remove it to start afresh.
-Stop with Ctrl-C.
+// banner is what the demo prints at start: exactly the addresses it
+// listens on, the backend's and those of the config Caddy runs (servers,
+// admin endpoint), and commands that use them.
+func banner(servers []string, admin string, delay time.Duration, failFirst int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nidemgate demo\n  legacy backend (no idempotency check)  http://%s   delay %v, fail-first %d\n", backendAddr, delay, failFirst)
+	for _, s := range servers {
+		fmt.Fprintf(&b, "  gateway (idempotency + reverse_proxy)   http://%s/notify\n", s)
+	}
+	if admin != "" {
+		fmt.Fprintf(&b, "  admin API                               http://%s\n", admin)
+	}
+	b.WriteString("\nIn another terminal:\n")
+	if len(servers) > 0 {
+		gw := servers[0]
+		fmt.Fprintf(&b, "  go run ./examples/storm -url http://%s/notify   # 100 copies through the gateway: 1 renewal\n", gw)
+		fmt.Fprintf(&b, "  go run ./examples/storm -url http://%s/notify   # straight to the backend: 100 renewals\n", backendAddr)
+		fmt.Fprintf(&b, "  curl -i -d out_trade_no=o-1 %s/notify          # twice: the 2nd is replayed\n", gw)
+		fmt.Fprintf(&b, "  curl -s %s/stats                               # renewals per order\n", gw)
+	}
+	if admin != "" {
+		fmt.Fprintf(&b, "  curl -s %s/idempotency/keys/demo:o-1           # the remembered answer\n", admin)
+		fmt.Fprintf(&b, "  curl -s -X DELETE %s/idempotency/keys/demo:o-1 # forget it: the next copy goes through\n", admin)
+	}
+	fmt.Fprintf(&b, "Answers are kept in %s/ and survive restarts; remove it to start afresh.\nStop with Ctrl-C.\n\n", dataDir)
+	return b.String()
+}
 
-`, backendAddr, delay, failFirst, dataDir)
+// listening reads the config the Caddy command line args runs (--config,
+// adapted by --adapter, or by the Caddyfile adapter for a file named
+// Caddyfile*, as Caddy does) and returns the addresses its HTTP servers
+// listen on and its admin endpoint's ("" when admin is off).
+func listening(args []string) (servers []string, admin string, err error) {
+	file, adapter := flagValue(args, "config"), flagValue(args, "adapter")
+	if file == "" {
+		return nil, "", errors.New("no --config")
+	}
+	body, err := os.ReadFile(file)
+	if err != nil {
+		return nil, "", err
+	}
+	if adapter == "" && strings.HasPrefix(filepath.Base(file), "Caddyfile") {
+		adapter = "caddyfile"
+	}
+	if adapter != "" {
+		a := caddyconfig.GetAdapter(adapter)
+		if a == nil {
+			return nil, "", fmt.Errorf("unknown adapter %q", adapter)
+		}
+		if body, _, err = a.Adapt(body, map[string]any{"filename": file}); err != nil {
+			return nil, "", err
+		}
+	}
+	var cfg struct {
+		Admin *struct {
+			Disabled bool   `json:"disabled"`
+			Listen   string `json:"listen"`
+		} `json:"admin"`
+		Apps struct {
+			HTTP struct {
+				Servers map[string]struct {
+					Listen []string `json:"listen"`
+				} `json:"servers"`
+			} `json:"http"`
+		} `json:"apps"`
+	}
+	if err := json.Unmarshal(body, &cfg); err != nil {
+		return nil, "", err
+	}
+	admin = caddy.DefaultAdminListen
+	if cfg.Admin != nil && cfg.Admin.Disabled {
+		admin = ""
+	} else if cfg.Admin != nil && cfg.Admin.Listen != "" {
+		admin = cfg.Admin.Listen
+	}
+	for _, srv := range cfg.Apps.HTTP.Servers {
+		for _, l := range srv.Listen {
+			na, err := caddy.ParseNetworkAddress(l)
+			if err != nil {
+				return nil, "", err
+			}
+			servers = append(servers, na.JoinHostPort(0))
+		}
+	}
+	slices.Sort(servers)
+	return slices.Compact(servers), admin, nil
+}
+
+// flagValue is the value of --name (or -name) in args, "" if absent.
+func flagValue(args []string, name string) string {
+	for i, a := range args {
+		a = strings.TrimLeft(a, "-")
+		if v, ok := strings.CutPrefix(a, name+"="); ok {
+			return v
+		}
+		if a == name && i+1 < len(args) && strings.HasPrefix(args[i], "-") {
+			return args[i+1]
+		}
+	}
+	return ""
 }
 
 // ownDataDir points Caddy's data and config directories (where the

@@ -5,8 +5,11 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -93,5 +96,37 @@ func TestDemoListensOnLoopback(t *testing.T) {
 	}
 	if cfg.Admin.Listen != "localhost:2019" {
 		t.Errorf("admin listens on %q, want localhost:2019", cfg.Admin.Listen)
+	}
+}
+
+// TestBannerNamesWhereItListens: every address the demo's banner names is
+// one it listens on — the backend's, the gateway's and the admin
+// endpoint's as Caddyfile.example (adapted as Caddy runs it) says — and
+// each of those is named. A banner that said localhost:8080 for a gateway
+// bound to 127.0.0.1:8080 sent users to an address nothing listened on.
+func TestBannerNamesWhereItListens(t *testing.T) {
+	servers, admin, err := listening([]string{"run", "--config", "../../Caddyfile.example", "--adapter", "caddyfile"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(servers) != 1 || servers[0] != "127.0.0.1:8080" || admin != "localhost:2019" {
+		t.Fatalf("Caddyfile.example listens on %v, admin %q; want 127.0.0.1:8080 and localhost:2019", servers, admin)
+	}
+	b := banner(servers, admin, 200*time.Millisecond, 0)
+	listens := map[string]bool{backendAddr: false, servers[0]: false, admin: false}
+	for _, m := range regexp.MustCompile(`([A-Za-z0-9.-]*|\[[0-9a-fA-F:]+\]):\d+`).FindAllString(b, -1) {
+		if _, ok := listens[m]; !ok {
+			t.Errorf("the banner names %s, where the demo does not listen:\n%s", m, b)
+		}
+		listens[m] = true
+	}
+	for addr, named := range listens {
+		if !named {
+			t.Errorf("the banner does not name %s:\n%s", addr, b)
+		}
+	}
+	// The file name alone selects the Caddyfile adapter, as Caddy does.
+	if s, _, err := listening([]string{"run", "--config=../../Caddyfile.example"}); err != nil || !slices.Equal(s, servers) {
+		t.Errorf("without --adapter: %v, %v", s, err)
 	}
 }

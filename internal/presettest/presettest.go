@@ -93,9 +93,10 @@ func WantErr(t *testing.T, err, want error) {
 	}
 }
 
-// IsSigOrMalformed tells whether err is one of the two request errors.
+// IsSigOrMalformed tells whether err is one of the request errors
+// (ErrSignature, ErrMalformed, ErrMerchant).
 func IsSigOrMalformed(err error) bool {
-	return errors.Is(err, keying.ErrSignature) || errors.Is(err, keying.ErrMalformed)
+	return errors.Is(err, keying.ErrSignature) || errors.Is(err, keying.ErrMalformed) || errors.Is(err, keying.ErrMerchant)
 }
 
 // VerifyCase is a row of a preset's Verify table: Req either fails with
@@ -155,8 +156,8 @@ func CheckSuccess(t *testing.T, p keying.Platform, h http.Header, cases []Succes
 	}
 }
 
-// FuzzVerify verifies r with each of ps: a failure must wrap ErrSignature
-// or ErrMalformed, and check (if not nil) looks at each success.
+// FuzzVerify verifies r with each of ps: a failure must wrap ErrSignature,
+// ErrMalformed or ErrMerchant, and check (if not nil) looks at each success.
 func FuzzVerify(t *testing.T, r *keying.Request, check func(n *keying.Notification), ps ...keying.Platform) {
 	t.Helper()
 	for _, p := range ps {

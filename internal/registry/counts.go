@@ -32,6 +32,8 @@ const (
 	// of a queued key was acknowledged.
 	Queued = Outcome(gate.Queued)
 	Acked  = Outcome(gate.Acked)
+	// A signed notification for a merchant the route does not accept.
+	RejectedMerchant = Outcome(gate.RejectedMerchant)
 )
 
 // Outcomes indexes the chart's columns; its order is the legend's.
@@ -40,6 +42,7 @@ var Outcomes = [...]Outcome{
 	BackendFailed, BackendUnreachable, Ambiguous,
 	Conflict, RejectedSignature, BadRequest, TooLarge,
 	StoreError, Passed, Canceled, Queued, Acked,
+	RejectedMerchant,
 }
 
 // NumOutcomes is the number of chart columns.
@@ -81,6 +84,8 @@ func (o Outcome) Index() int {
 		return 14
 	case Acked:
 		return 15
+	case RejectedMerchant:
+		return 16
 	}
 	return -1
 }

@@ -55,7 +55,7 @@ var Preset = &keying.Preset{
 // since the backend could act on a value that was not verified.
 //
 // Config.AppIDs, when set, pins app_id: another app's notification, even
-// validly signed, is ErrSignature.
+// validly signed, is ErrMerchant.
 //
 // Key: the business event of the order, {app_id}:{trade_no}:<event>
 // (Order {app_id}:{trade_no}; app_id and trade_no are required, the signed
@@ -163,7 +163,7 @@ func (a *Alipay) Verify(r *keying.Request) (*keying.Notification, error) {
 		return nil, keying.Malformed("alipay", "app_id and trade_no are required")
 	}
 	if !keying.Pinned(a.appIDs, appID) {
-		return nil, keying.SigErr("alipay", "app_id %s is not one of the configured app_id", keying.Clip(appID))
+		return nil, keying.MerchantErr("alipay", "app_id %s is not one of the configured app_id", keying.Clip(appID))
 	}
 	event, money, err := alipayEvent(params)
 	if err != nil {

@@ -78,8 +78,8 @@ var Preset = &keying.Preset{
 //
 //   - Config.MchIDs, when set, pins the resource's mchid, or in
 //     service-provider mode its sp_mchid or sub_mchid (either may be
-//     pinned): another merchant's notification is ErrSignature (mchid
-//     needs Secret).
+//     pinned): another merchant's notification is ErrMerchant, a
+//     resource that names no merchant ErrMalformed (mchid needs Secret).
 //
 // Without Secret: Key {id} (the notification id, the same on every retry),
 // fingerprint event_type, no Extra.
@@ -248,9 +248,9 @@ func (w *WechatPay) checkMchID(get func(string) string) error {
 		}
 	}
 	if len(named) == 0 {
-		return keying.SigErr("wechatpay", "the resource names no merchant (mchid, or sp_mchid and sub_mchid) to match the configured mchid")
+		return keying.Malformed("wechatpay", "the resource names no merchant (mchid, or sp_mchid and sub_mchid) to match the configured mchid")
 	}
-	return keying.SigErr("wechatpay", "%s: not one of the configured mchid", strings.Join(named, ", "))
+	return keying.MerchantErr("wechatpay", "%s: not one of the configured mchid", strings.Join(named, ", "))
 }
 
 // Merchant is whose order a decrypted resource is: mchid for a direct

@@ -123,9 +123,9 @@ func TestWechatPay(t *testing.T) {
 		{"pinned mchid", withMch(byKey, "1900000109", "1230000109"), valid, nil, payKey, ""},
 		{"pinned mchid, refund", withMch(byKey, "1230000109"), wxRequest(t, k, wxPubKeyID, presettest.Now, "n", wxBody(t, refund)), nil,
 			refundKey, ""},
-		{"another merchant's notification", withMch(byKey, "1900000109"), valid, keying.ErrSignature, "", ""},
-		{"another merchant's, verify off", withMch(keying.Config{NoVerify: true, Secret: wxAPIv3Key}, "1900000109"), valid, keying.ErrSignature, "", ""},
-		{"resource without mchid, pinned", withMch(byKey, "1230000109"), wxRequest(t, k, wxPubKeyID, presettest.Now, "n", wxBody(t, noIDs)), keying.ErrSignature, "", ""},
+		{"another merchant's notification", withMch(byKey, "1900000109"), valid, keying.ErrMerchant, "", ""},
+		{"another merchant's, verify off", withMch(keying.Config{NoVerify: true, Secret: wxAPIv3Key}, "1900000109"), valid, keying.ErrMerchant, "", ""},
+		{"resource without mchid, pinned", withMch(byKey, "1230000109"), wxRequest(t, k, wxPubKeyID, presettest.Now, "n", wxBody(t, noIDs)), keying.ErrMalformed, "", ""},
 		{"within a configured tolerance", keying.Config{PublicKey: pub, PublicKeyID: wxPubKeyID, Secret: wxAPIv3Key, Tolerance: 10 * time.Minute},
 			wxRequest(t, k, wxPubKeyID, presettest.Now.Add(-8*time.Minute), "n", payBody), nil, payKey, ""},
 		{"beyond a configured tolerance", keying.Config{PublicKey: pub, PublicKeyID: wxPubKeyID, Secret: wxAPIv3Key, Tolerance: time.Minute},
@@ -257,8 +257,8 @@ func TestWechatPayPartner(t *testing.T) {
 		{"pinned sub_mchid", withMch(byKey, sub), pay, nil, payKey},
 		{"pinned sp_mchid, refund", withMch(byKey, sp), refund, nil, refundKey},
 		{"pinned sub_mchid, refund", withMch(byKey, "1", sub), refund, nil, refundKey},
-		{"neither pinned", withMch(byKey, "1900000999"), pay, keying.ErrSignature, ""},
-		{"neither pinned, refund", withMch(byKey, "1900000999"), refund, keying.ErrSignature, ""},
+		{"neither pinned", withMch(byKey, "1900000999"), pay, keying.ErrMerchant, ""},
+		{"neither pinned, refund", withMch(byKey, "1900000999"), refund, keying.ErrMerchant, ""},
 		{"no sub_mchid", byKey, noSub, keying.ErrMalformed, ""},
 	}
 	for _, c := range cases {

@@ -71,7 +71,7 @@ func subMerchant(body []byte) string {
 // Config.MchIDs pins mch_id, or in service-provider (服务商) mode, where a
 // notification carries the sub-merchant's sub_mch_id beside the service
 // provider's mch_id, either of them: another merchant's notification is
-// ErrSignature. Verifying, exactly one mchid is required: it is the
+// ErrMerchant, one that names no mch_id ErrMalformed. Verifying, exactly one mchid is required: it is the
 // merchant of every order's key (below), since a refund notification
 // authenticates no merchant.
 //
@@ -213,10 +213,13 @@ func (w *WechatPayV2) checkMchID(fields map[string]string) error {
 		fields["sub_mch_id"] != "" && keying.Pinned(w.mchIDs, fields["sub_mch_id"]) {
 		return nil
 	}
-	if sub := fields["sub_mch_id"]; sub != "" {
-		return keying.SigErr("wechatpay_v2", "mch_id %s, sub_mch_id %s: not one of the configured mchid", keying.Clip(fields["mch_id"]), keying.Clip(sub))
+	if fields["mch_id"] == "" && fields["sub_mch_id"] == "" {
+		return keying.Malformed("wechatpay_v2", "no mch_id to match the configured mchid")
 	}
-	return keying.SigErr("wechatpay_v2", "mch_id %s is not one of the configured mchid", keying.Clip(fields["mch_id"]))
+	if sub := fields["sub_mch_id"]; sub != "" {
+		return keying.MerchantErr("wechatpay_v2", "mch_id %s, sub_mch_id %s: not one of the configured mchid", keying.Clip(fields["mch_id"]), keying.Clip(sub))
+	}
+	return keying.MerchantErr("wechatpay_v2", "mch_id %s is not one of the configured mchid", keying.Clip(fields["mch_id"]))
 }
 
 func (w *WechatPayV2) verify(fields map[string]string) error {

@@ -85,7 +85,8 @@ func TestWechatPayV2(t *testing.T) {
 		{Name: "comment in a value", Cfg: cfg, Req: v2req([]byte(strings.Replace(string(wxV2XML(md5Signed)), "<total_fee><![CDATA[1]]>", "<total_fee><![CDATA[1]]><!-- -->", 1))), WantErr: keying.ErrSignature, Key: ""},
 		{Name: "text after the root", Cfg: cfg, Req: v2req(append(wxV2XML(md5Signed), "<total_fee>100000</total_fee>"...)), WantErr: keying.ErrSignature, Key: ""},
 		{Name: "pinned mch_id", Cfg: keying.Config{Secret: wxV2Key, MchIDs: []string{"10000100"}}, Req: v2req(wxV2XML(md5Signed)), WantErr: nil, Key: wantKey},
-		{Name: "another merchant's notification", Cfg: keying.Config{Secret: wxV2Key, MchIDs: []string{"1900000109"}}, Req: v2req(wxV2XML(md5Signed)), WantErr: keying.ErrSignature, Key: ""},
+		{Name: "another merchant's notification", Cfg: keying.Config{Secret: wxV2Key, MchIDs: []string{"1900000109"}}, Req: v2req(wxV2XML(md5Signed)), WantErr: keying.ErrMerchant, Key: ""},
+		{Name: "signed without mch_id, pinned", Cfg: keying.Config{Secret: wxV2Key, MchIDs: []string{"10000100"}}, Req: v2req(wxV2XML(wxV2MD5.Sign(set(base, "mch_id", "\x00", "sub_mch_id", "\x00")))), WantErr: keying.ErrMalformed, Key: ""},
 		{Name: "signed without transaction_id", Cfg: cfg, Req: v2req(wxV2XML(wxV2MD5.Sign(set(base, "transaction_id", "\x00")))), WantErr: keying.ErrMalformed, Key: ""},
 		{Name: "not XML", Cfg: cfg, Req: v2req([]byte("return_code=SUCCESS")), WantErr: keying.ErrMalformed, Key: ""},
 		{Name: "truncated XML", Cfg: cfg, Req: v2req(wxV2XML(md5Signed)[:40]), WantErr: keying.ErrMalformed, Key: ""},
@@ -250,8 +251,8 @@ func TestWechatPayV2Partner(t *testing.T) {
 		{Name: "refund, service provider's route", Cfg: pinSp, Req: refund, Key: sp + ":" + tx + ":refund:RP1"},
 		{Name: "payment, verify off: sub_mch_id", Cfg: keying.Config{NoVerify: true}, Req: pay, Key: sub + ":" + tx + ":paid"},
 		{Name: "refund, verify off: sub_mch_id", Cfg: keying.Config{Secret: wxV2Key, NoVerify: true}, Req: refund, Key: sub + ":" + tx + ":refund:RP1"},
-		{Name: "payment, another merchant's route", Cfg: keying.Config{Secret: wxV2Key, MchIDs: []string{"1900000999"}}, Req: pay, WantErr: keying.ErrSignature},
-		{Name: "refund, another merchant's route", Cfg: keying.Config{Secret: wxV2Key, MchIDs: []string{"1900000999"}}, Req: refund, WantErr: keying.ErrSignature},
+		{Name: "payment, another merchant's route", Cfg: keying.Config{Secret: wxV2Key, MchIDs: []string{"1900000999"}}, Req: pay, WantErr: keying.ErrMerchant},
+		{Name: "refund, another merchant's route", Cfg: keying.Config{Secret: wxV2Key, MchIDs: []string{"1900000999"}}, Req: refund, WantErr: keying.ErrMerchant},
 		{Name: "tampered sub_mch_id", Cfg: pinSp, Req: v2req([]byte(strings.Replace(string(pay.Body), sub, "1900000999", 1))), WantErr: keying.ErrSignature},
 	}
 	presettest.RunVerifyCases(t, Preset, cases, func(t *testing.T, c presettest.VerifyCase, n *keying.Notification) {
@@ -279,7 +280,7 @@ func TestWechatPayV2RefundReplayedUnderAnotherEnvelope(t *testing.T) {
 		n, err := p.Verify(v2req(wxV2XML(env)))
 		if err != nil {
 			// Refused (another merchant's envelope) is no second key either.
-			if !errors.Is(err, keying.ErrSignature) {
+			if !errors.Is(err, keying.ErrMerchant) {
 				t.Fatalf("envelope %v: %v", env, err)
 			}
 			continue
