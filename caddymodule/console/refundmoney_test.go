@@ -172,7 +172,7 @@ func TestRefundMoneyOwnOnEverySurface(t *testing.T) {
 				if rv.Amount == nil || rv.Amount.Value != want || rv.Amount.Currency != "CNY" || !rv.Amount.Refund {
 					t.Errorf("%s key page of %s: amount %+v, want a refund of %s CNY", trade, event, rv.Amount, want)
 				}
-				if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(key) + ` +` + state + ` +\S+ +` + regexp.QuoteMeta(want) + ` CNY `).MatchString(list) {
+				if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(key) + ` +` + state + ` +\S+ .* ` + regexp.QuoteMeta(want) + ` CNY refund`).MatchString(list) {
 					t.Errorf("%s list: no row of %s with %s CNY:\n%s", trade, key, want, list)
 				}
 				out, err := gatewaytest.RunCLI(t, &bytes.Buffer{}, append([]string{"inspect", key}, addr...)...)
@@ -349,7 +349,7 @@ func TestStripeRefundMoneyOnEverySurface(t *testing.T) {
 				if rv.Amount == nil || rv.Amount.Value != want || rv.Amount.Currency != "USD" || !rv.Amount.Refund {
 					t.Errorf("key page of %s: %+v, want a refund of %s USD", key, rv.Amount, want)
 				}
-				if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(key) + ` +` + state + ` +\S+ +` + regexp.QuoteMeta(want) + ` USD `).MatchString(list) {
+				if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(key) + ` +` + state + ` +\S+ .* ` + regexp.QuoteMeta(want) + ` USD refund`).MatchString(list) {
 					t.Errorf("list: no row of %s with %s USD:\n%s", key, want, list)
 				}
 			}
