@@ -14,7 +14,8 @@ import (
 // asks — a Redis hash's values are bytes, and no script reads them:
 //
 //	flags      1 byte: bits 0-1 Settles (0 none, 1 payment, 2 refund),
-//	           bit 2 the amount is text (see below), bit 3 At is known
+//	           bit 2 the amount is text (see below), bit 3 At is known,
+//	           bit 4 Via is named
 //	ran        uvarint, ms since the Unix epoch
 //	at         with bit 3: varint, ran − At in seconds (negative when the
 //	           platform's clock is ahead of ours)
@@ -23,16 +24,18 @@ import (
 //	           uvarint length + the decimal as written (more than 7
 //	           decimals, or digits past 55 bits)
 //	currency   uvarint length + bytes
+//	via        with bit 4: uvarint length + bytes
 //	refs       (uvarint length + bytes)…, to the end
 //
 // The first byte of a value of the former text layout ("<ran ms base
-// 36>,<amount>,<currency>") is a digit or a letter, never below 16, so both
-// are read.
+// 36>,<amount>,<currency>") is a digit or a letter, never below '0' (48),
+// above every flags byte, so both are read.
 
 const (
 	flagSettles    = 0x03
 	flagAmountText = 0x04
 	flagAt         = 0x08
+	flagVia        = 0x10
 	maxScale       = 7
 )
 
@@ -66,7 +69,10 @@ func encodeOrderEvent(ran time.Time, r *OrderRun) []byte {
 	if !r.At.IsZero() {
 		flags |= flagAt
 	}
-	b := make([]byte, 0, 24+len(r.Currency))
+	if r.Via != "" {
+		flags |= flagVia
+	}
+	b := make([]byte, 0, 24+len(r.Currency)+len(r.Via))
 	b = append(b, flags)
 	b = binary.AppendUvarint(b, uint64(max(ran.UnixMilli(), 0)))
 	if !r.At.IsZero() {
@@ -85,6 +91,9 @@ func encodeOrderEvent(ran time.Time, r *OrderRun) []byte {
 		b = binary.AppendUvarint(b, v+1)
 	}
 	b = appendString(b, r.Currency)
+	if r.Via != "" {
+		b = appendString(b, r.Via)
+	}
 	for _, ref := range r.Refs {
 		b = appendString(b, ref)
 	}
@@ -128,7 +137,7 @@ func decodeOrderEvent(order, event, v string) (OrderEvent, error) {
 	if v == "" {
 		return OrderEvent{}, errCorrupt
 	}
-	if v[0] >= 16 {
+	if v[0] >= '0' {
 		return decodeTextEvent(ev, v)
 	}
 	r := reader{b: []byte(v[1:])}
@@ -145,6 +154,9 @@ func decodeOrderEvent(order, event, v string) (OrderEvent, error) {
 		ev.Amount = unpackDecimal(a>>4, int(a>>1&7), a&1 == 1)
 	}
 	ev.Currency = r.string()
+	if flags&flagVia != 0 {
+		ev.Via = r.string()
+	}
 	for r.err == nil && len(r.b) > 0 {
 		ev.Refs = append(ev.Refs, r.string())
 	}
