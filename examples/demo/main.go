@@ -12,6 +12,11 @@
 //
 //	DEMO_BACKEND_DELAY=200ms     how long each renewal takes (a slow backend invites retries)
 //	DEMO_BACKEND_FAIL_FIRST=0    answer "fail" (500) to the first N notifications
+//	DEMO_BACKEND_RETURN=business GET /return renews too, as many legacy backends do; "page":
+//	                             it shows the result page only and the notify alone renews, as
+//	                             Alipay asks merchants. The Alipay example
+//	                             (go run ./examples/demo run --config examples/alipay.Caddyfile)
+//	                             says `return business` for the first, `return display` for the second.
 //
 // The demo keeps its data (the embedded store, anything Caddy writes) in
 // .idemgate-demo/ under the current directory, not in the user's Caddy data
@@ -74,12 +79,20 @@ func startBackend() {
 	if err != nil {
 		fatalf("DEMO_BACKEND_FAIL_FIRST: %v", err)
 	}
+	returnPage := false
+	switch ret := env("DEMO_BACKEND_RETURN", "business"); ret {
+	case "business":
+	case "page":
+		returnPage = true
+	default:
+		fatalf("DEMO_BACKEND_RETURN: want business or page, got %q", ret)
+	}
 	ln, err := net.Listen("tcp", backendAddr)
 	if err != nil {
 		fatalf("legacy backend: %v (is another backend, e.g. go run ./examples/legacy-backend, already on %s?)", err, backendAddr)
 	}
 	srv := &http.Server{
-		Handler:           legacy.New(legacy.Config{Delay: delay, FailFirst: failFirst}),
+		Handler:           legacy.New(legacy.Config{Delay: delay, FailFirst: failFirst, ReturnPage: returnPage}),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	go func() {
@@ -90,7 +103,7 @@ func startBackend() {
 	}()
 	fmt.Fprintf(os.Stderr, `
 idemgate demo
-  legacy backend (no idempotency check)  http://%[1]s   delay %[2]v, fail-first %[3]d
+  legacy backend (no idempotency check)  http://%[1]s   delay %[2]v, fail-first %[3]d, GET /return: %[5]s
   gateway (idempotency + reverse_proxy)   http://localhost:8080/notify
 
 In another terminal:
@@ -103,7 +116,7 @@ In another terminal:
 Answers are kept in %[4]s/ and survive restarts; remove it to start afresh.
 Stop with Ctrl-C.
 
-`, backendAddr, delay, failFirst, dataDir)
+`, backendAddr, delay, failFirst, dataDir, map[bool]string{false: "renews too (DEMO_BACKEND_RETURN=business)", true: "page only (DEMO_BACKEND_RETURN=page)"}[returnPage])
 }
 
 // ownDataDir points Caddy's data and config directories (where the
