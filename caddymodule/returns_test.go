@@ -57,20 +57,27 @@ type returnSite struct {
 
 func startReturnSite(t *testing.T, recipe string, be *sdkbackend.Backend, a platformtest.Alipay, pub string) returnSite {
 	t.Helper()
-	srv := httptest.NewServer(be)
-	t.Cleanup(srv.Close)
-	db := filepath.Join(t.TempDir(), "idem.db")
-	site := strings.NewReplacer(
-		"{env.ALIPAY_PUBLIC_KEY_FILE}", pub,
-		"127.0.0.1:9090", strings.TrimPrefix(srv.URL, "http://"),
-		"\t\tplatform alipay\n", "\t\tplatform alipay\n\t\tstore embedded "+db+"\n",
-	).Replace(recipe)
+	site := recipeSite(t, recipe, be, pub)
 	logFile := filepath.Join(t.TempDir(), "caddy.log")
 	admin := fmt.Sprintf("127.0.0.1:%d", gatewaytest.FreePort(t))
 	base := gatewaytest.StartCaddyWith(t, gatewaytest.Globals{Admin: admin,
 		Log: "output file " + logFile + "\n\t\tformat json\n\t\tlevel WARN"}, site)
 	gatewaytest.WaitListening(t, "http://"+admin)
 	return returnSite{gateway: gateway{base: base, admin: admin}, log: logFile, signer: a}
+}
+
+// recipeSite is recipe with the test's public key, be behind it and an
+// embedded store of its own put in.
+func recipeSite(t *testing.T, recipe string, be *sdkbackend.Backend, pub string) string {
+	t.Helper()
+	srv := httptest.NewServer(be)
+	t.Cleanup(srv.Close)
+	db := filepath.Join(t.TempDir(), "idem.db")
+	return strings.NewReplacer(
+		"{env.ALIPAY_PUBLIC_KEY_FILE}", pub,
+		"127.0.0.1:9090", strings.TrimPrefix(srv.URL, "http://"),
+		"\t\tplatform alipay\n", "\t\tplatform alipay\n\t\tstore embedded "+db+"\n",
+	).Replace(recipe)
 }
 
 func (s returnSite) ret(t *testing.T, trade string) delivery {
@@ -276,5 +283,49 @@ func TestAlipaySuccessBodyJudgesNotify(t *testing.T) {
 	}
 	if lines := logLines(t, s.log, "backend answered failure"); len(lines) != 0 {
 		t.Errorf("the return's page was judged a failure: %v", lines)
+	}
+}
+
+// TestAlipayReturnRecipesProcess runs docs/platforms.md's recipes in the
+// built binary, each in front of the backend it is for: with no `return`
+// line a signed return is a 405 and the notify-only backend's payment runs
+// by the notify; with `return display` the page is shown once and
+// replayed, and the notify runs the payment; with `return business` the
+// both-channel backend runs the payment by the return, and the notify is
+// answered success from it. Each payment ran once.
+func TestAlipayReturnRecipesProcess(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the idemgate binary")
+	}
+	a, pub, pem := alipayKeys(t)
+	s := returnSite{signer: a}
+	for _, c := range []struct {
+		name    string
+		recipe  string
+		backend *sdkbackend.Backend
+		// after the return and a reload, then the notify and its retry:
+		// statuses, and the backend's counts
+		ret, reload, notify, retry int
+		paid, page                 int
+	}{
+		{"no return line", regexp.MustCompile(`(?m)^\s*return display.*\n`).ReplaceAllString(docRecipe(t, "display"), ""),
+			sdkbackend.AlipayNotifyOnly(pem), 405, 405, 200, 200, 1, 0},
+		{"return display", docRecipe(t, "display"), sdkbackend.AlipayNotifyOnly(pem), 200, 200, 200, 200, 1, 1},
+		{"return business", docRecipe(t, "business"), sdkbackend.AlipayBothChannels(pem), 200, http.StatusFound, 200, 200, 1, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			gw := startProc(t, t.TempDir(), recipeSite(t, c.recipe, c.backend, pub))
+			const trade = "2026031422001437971000000501"
+			got := []int{send(t, gw.base, trade, s.ret(t, trade)).status, send(t, gw.base, trade, s.ret(t, trade)).status}
+			n := send(t, gw.base, trade, s.notify(t, trade))
+			r := send(t, gw.base, trade, s.notify(t, trade))
+			got = append(got, n.status, r.status)
+			if want := []int{c.ret, c.reload, c.notify, c.retry}; fmt.Sprint(got) != fmt.Sprint(want) || n.body != "success" || r.body != "success" {
+				t.Fatalf("return, reload, notify, retry: %v (notify %q, retry %q), want %v and success", got, n.body, r.body, want)
+			}
+			if p, pg := c.backend.Runs(trade+":paid"), c.backend.Runs("page:"+trade); p != c.paid || pg != c.page || len(c.backend.Refusals()) != 0 {
+				t.Fatalf("the backend ran %v, refused %v; want the payment %d, the page %d", c.backend.Events(), c.backend.Refusals(), c.paid, c.page)
+			}
+		})
 	}
 }
