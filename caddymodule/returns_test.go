@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
+
 	adminapi "github.com/idemgate/idemgate/caddymodule/admin"
 	"github.com/idemgate/idemgate/internal/billtest"
 	"github.com/idemgate/idemgate/internal/gatewaytest"
@@ -327,5 +329,38 @@ func TestAlipayReturnRecipesProcess(t *testing.T) {
 				t.Fatalf("the backend ran %v, refused %v; want the payment %d, the page %d", c.backend.Events(), c.backend.Refusals(), c.paid, c.page)
 			}
 		})
+	}
+}
+
+// TestReturnRefusedOffAlipay: `return` on a platform without a browser
+// return does not start, and says it is Alipay's.
+func TestReturnRefusedOffAlipay(t *testing.T) {
+	cf := fmt.Sprintf(`{
+	admin off
+	auto_https off
+	persist_config off
+	log {
+		level ERROR
+	}
+}
+http://127.0.0.1:%d {
+	idempotency {
+		platform stripe
+		secret whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw
+		return display
+		store memory
+	}
+	respond "unreachable"
+}
+`, freePort(t))
+	cfgJSON, _, err := caddyfileAdapter().Adapt([]byte(cf), nil)
+	if err != nil {
+		t.Fatalf("adapting: %v", err)
+	}
+	if err := caddy.Load(cfgJSON, true); err == nil {
+		caddy.Stop()
+		t.Fatal("a stripe route with `return` started")
+	} else if !strings.Contains(err.Error(), "return is for alipay only") {
+		t.Fatalf("error %q should say `return` is Alipay's", err)
 	}
 }
