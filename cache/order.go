@@ -57,6 +57,10 @@ type OrderRun struct {
 	// journal's notification's, which a route with journal_body off
 	// has not.
 	MerchantRefs []string
+	// Via names the channel the event ran by when it is not the
+	// platform's notification ("GET /alipay/return": Alipay's browser
+	// return on a route with `return business`); "" for the notify.
+	Via string
 }
 
 // OrderBook reads one order's state: the order page of the admin API and
@@ -105,6 +109,9 @@ type OrderEvent struct {
 	Settles keying.Settlement `json:"settles,omitempty"`
 	At      time.Time         `json:"at,omitzero"`
 	Refs    []string          `json:"refs,omitempty"`
+	// Via is the run's (see OrderRun): the channel that ran the event
+	// when it was not the platform's notification.
+	Via string `json:"via,omitempty"`
 }
 
 // Time is when the platform says the event happened, or when it ran.

@@ -16,7 +16,7 @@ import (
 //	flags      1 byte: bits 0-1 Settles (0 none, 1 payment, 2 refund,
 //	           3 a refund whose amount is the order's refunded total,
 //	           OrderRun.RefundTotal), bit 2 the amount is text (see
-//	           below), bit 3 At is known
+//	           below), bit 3 At is known, bit 4 Via is named
 //	ran        uvarint, ms since the Unix epoch
 //	at         with bit 3: varint, ran − At in seconds (negative when the
 //	           platform's clock is ahead of ours)
@@ -25,11 +25,12 @@ import (
 //	           uvarint length + the decimal as written (more than 7
 //	           decimals, or digits past 55 bits)
 //	currency   uvarint length + bytes
+//	via        with bit 4: uvarint length + bytes
 //	refs       (uvarint length + bytes)…, to the end
 //
 // The first byte of a value of the former text layout ("<ran ms base
-// 36>,<amount>,<currency>") is a digit or a letter, never below 16, so both
-// are read.
+// 36>,<amount>,<currency>") is a digit or a letter, never below '0' (48),
+// above every flags byte, so both are read.
 
 const (
 	flagSettles = 0x03
@@ -39,6 +40,7 @@ const (
 	settlesRefundTotal = 0x03
 	flagAmountText     = 0x04
 	flagAt             = 0x08
+	flagVia            = 0x10
 	maxScale           = 7
 )
 
@@ -75,7 +77,10 @@ func encodeOrderEvent(ran time.Time, r *OrderRun) []byte {
 	if !r.At.IsZero() {
 		flags |= flagAt
 	}
-	b := make([]byte, 0, 24+len(r.Currency))
+	if r.Via != "" {
+		flags |= flagVia
+	}
+	b := make([]byte, 0, 24+len(r.Currency)+len(r.Via))
 	b = append(b, flags)
 	b = binary.AppendUvarint(b, uint64(max(ran.UnixMilli(), 0)))
 	if !r.At.IsZero() {
@@ -94,6 +99,9 @@ func encodeOrderEvent(ran time.Time, r *OrderRun) []byte {
 		b = binary.AppendUvarint(b, v+1)
 	}
 	b = appendString(b, r.Currency)
+	if r.Via != "" {
+		b = appendString(b, r.Via)
+	}
 	for _, ref := range r.Refs {
 		b = appendString(b, ref)
 	}
@@ -137,7 +145,7 @@ func decodeOrderEvent(order, event, v string) (OrderEvent, error) {
 	if v == "" {
 		return OrderEvent{}, errCorrupt
 	}
-	if v[0] >= 16 {
+	if v[0] >= '0' {
 		return decodeTextEvent(ev, v)
 	}
 	r := reader{b: []byte(v[1:])}
@@ -157,6 +165,9 @@ func decodeOrderEvent(order, event, v string) (OrderEvent, error) {
 		ev.RefundedTotal = ev.Amount // the own amount: ownRefunds, once the order is read whole
 	}
 	ev.Currency = r.string()
+	if flags&flagVia != 0 {
+		ev.Via = r.string()
+	}
 	for r.err == nil && len(r.b) > 0 {
 		ev.Refs = append(ev.Refs, r.string())
 	}

@@ -34,6 +34,16 @@ func TestOrderEventCodec(t *testing.T) {
 	if n := len(encodeOrderEvent(ran, &OrderRun{Amount: "1288.00", Currency: "CNY", Settles: keying.SettlesPayment, At: ran})); n > 16 {
 		t.Errorf("a paid event takes %d bytes, want ≤ 16 (the order's Redis budget)", n)
 	}
+	// A payment the browser's return ran (`return business`) names that
+	// channel, its refs still read after it; an event without one reads
+	// as before.
+	for _, via := range []string{"GET /alipay/return", ""} {
+		r := &OrderRun{Amount: "9.90", Currency: "CNY", Settles: keying.SettlesPayment, Refs: []string{"r1"}, Via: via}
+		ev, err := decodeOrderEvent("alipay:1:T", "paid", string(encodeOrderEvent(ran, r)))
+		if err != nil || ev.Via != via || !slices.Equal(ev.Refs, r.Refs) || ev.Amount != "9.90" {
+			t.Fatalf("via %q: %+v %v", via, ev, err)
+		}
+	}
 	old := strconv.FormatInt(ran.UnixMilli(), 36) + ",9.90,CNY"
 	ev, err := decodeOrderEvent("alipay:1:T", "paid", old)
 	if err != nil || ev.Amount != "9.90" || ev.Currency != "CNY" || !ev.Ran.Equal(ran) || ev.Settles != "" {

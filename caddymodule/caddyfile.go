@@ -173,6 +173,15 @@ func (h *Handler) unmarshalSubdirective(d *caddyfile.Dispenser, name string) err
 		return cfparse.ListArg(d, &h.AppIDs)
 	case "mchid":
 		return cfparse.ListArg(d, &h.MchIDs)
+	case "return":
+		if err := cfparse.OneArg(d, &h.Return); err != nil {
+			return err
+		}
+		switch h.Return {
+		case "business", "display", "refuse":
+			return nil
+		}
+		return d.Errf("return: want business, display or refuse (what Alipay's signed browser return is on this route), got %q", h.Return)
 	case "scope":
 		if err := cfparse.OneArg(d, &h.Scope); err != nil {
 			return err

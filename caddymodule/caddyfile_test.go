@@ -105,6 +105,10 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 			platform alipay
 			app_id 2016091800538339 2021000000000001
 		}`, `{"platform":"alipay","app_id":["2016091800538339","2021000000000001"]}`},
+		{"alipay return display", `idempotency {
+			platform alipay
+			return display
+		}`, `{"platform":"alipay","return":"display"}`},
 		{"wechatpay pinned merchant, tolerance", `idempotency {
 			platform wechatpay
 			mchid 1230000109
@@ -174,6 +178,8 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		{"tolerance negative", "idempotency {\n\ttolerance -1m\n}", "must be positive"},
 		{"app_id none", "idempotency {\n\tapp_id\n}", "wrong argument count"},
 		{"mchid none", "idempotency {\n\tmchid\n}", "wrong argument count"},
+		{"return none", "idempotency {\n\treturn\n}", "wrong argument count"},
+		{"return unknown", "idempotency {\n\treturn page\n}", "business, display or refuse"},
 		{"scope none", "idempotency {\n\tscope\n}", "wrong argument count"},
 		{"scope two", "idempotency {\n\tscope a b\n}", "wrong argument count"},
 		{"scope with a colon", "idempotency {\n\tscope stripe:x\n}", "no ':'"},

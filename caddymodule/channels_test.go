@@ -14,9 +14,10 @@ import (
 )
 
 // copiedReturnSite is what a merchant writes first: the notify block
-// copied for /return, no `success` line, no on_duplicate. Each channel is
-// then judged by Alipay's own rule for it: the notify by 200 + `success`,
-// the browser's signed return by 2xx or 3xx.
+// copied for /return with `return business` (the legacy backend runs the
+// payment on both channels), no `success` line, no on_duplicate. Each
+// channel is then judged by Alipay's own rule for it: the notify by 200 +
+// `success`, the browser's signed return by 2xx or 3xx.
 const copiedReturnSite = `
 	handle /alipay/notify {
 		idempotency {
@@ -31,6 +32,7 @@ const copiedReturnSite = `
 		idempotency {
 			platform alipay
 			public_key {pub}
+			return business
 			store embedded {db}
 			{extra}
 		}
@@ -42,7 +44,8 @@ const copiedReturnSite = `
 			public_key {pub}
 			store embedded {db}
 			scope strict
-			success 200 body success
+			return business
+			success 200
 		}
 		reverse_proxy {backend}
 	}`
@@ -124,8 +127,9 @@ func TestAlipayReturnRouteCopied(t *testing.T) {
 		t.Errorf("a return or notify was judged a failure: %v", lines)
 	}
 
-	// A return route that kept the notify's `success` line: the redirect is
-	// a failure by it, and the log says how to fix the route.
+	// A return route with a `success` line of statuses only (one with a
+	// body judges the notify alone, returns_test.go): the redirect is a
+	// failure by it, and the log says how to fix the route.
 	if r := send(t, base, "redirect-2", returnOf("/strict/return", "redirect-2")); r.status != http.StatusFound || r.replayed {
 		t.Fatalf("strict return: got %d replayed=%v, want the backend's 302", r.status, r.replayed)
 	}

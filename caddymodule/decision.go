@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/idemgate/idemgate/caddymodule/metrics"
 	"github.com/idemgate/idemgate/internal/registry"
+	"github.com/idemgate/idemgate/keying"
 )
 
 // result is what one request's trip through the handler came to: the
@@ -162,6 +164,12 @@ func (h *Handler) logLevel(d *result) (zapcore.Level, string) {
 		return zapcore.WarnLevel, "idempotency decision"
 	case outcomeStoreError:
 		return zapcore.ErrorLevel, "idempotency decision"
+	case outcomeBadRequest:
+		if errors.Is(d.err, keying.ErrChannel) {
+			// A signed notification the route's configuration turns
+			// away (Alipay's return without `return`): the operator's to fix.
+			return zapcore.WarnLevel, "signed notification refused: this route does not take its channel"
+		}
 	}
 	if d.copies > h.WarnCopies && h.warned.due(d.key, time.Now()) {
 		return zapcore.WarnLevel, "idempotency key seen more often than warn_copies"

@@ -143,6 +143,10 @@ type Handler struct {
 	// MchIDs pins WeChat Pay notifications to these merchants (v3: the
 	// decrypted resource's mchid, which needs Secret; v2: mch_id).
 	MchIDs []string `json:"mchid,omitempty"`
+	// Return is what Alipay's signed browser return is on this route:
+	// "business" (the order's paid event, shared with the notify),
+	// "display" (a page, its own key) or "refuse" (default: 405).
+	Return string `json:"return,omitempty"`
 
 	// LogKeys writes keys in clear in logs; by default only a hash.
 	LogKeys bool `json:"log_keys,omitempty"`
@@ -418,6 +422,7 @@ func (h *Handler) provisionPlatform(repl *caddy.Replacer) error {
 		return err
 	}
 	cfg.Tolerance = time.Duration(h.Tolerance)
+	cfg.Return = h.Return
 	for _, id := range h.AppIDs {
 		cfg.AppIDs = append(cfg.AppIDs, repl.ReplaceKnown(id, ""))
 	}

@@ -21,8 +21,8 @@ import (
 // business event (X-Order, which the gateway ignores: keys come from
 // signed content).
 
-// alipayOrderSite is Alipay's two channels with default keys, answers kept
-// for ttl, and the merchant's own status-query route (generic, in the
+// alipayOrderSite is Alipay's two channels with default keys (the return
+// is the order's paid event: `return business`), answers kept for ttl, and the merchant's own status-query route (generic, in the
 // alipay scope, keyed in the documented format).
 const alipayOrderSite = `
 	handle /notify {
@@ -40,6 +40,7 @@ const alipayOrderSite = `
 			public_key {pub}
 			{store}
 			ttl {ttl}
+			return business
 			success 200
 			on_duplicate redirect https://shop.example/orders/{idempotency.alipay.out_trade_no}
 		}
@@ -410,7 +411,8 @@ func TestStripeEventRemembered(t *testing.T) {
 // TestAlipayFinishedOwnEvent is the README's recipe for a backend that must
 // see TRADE_FINISHED apart from the payment: Caddy's map names it
 // `finished` in the notify route's key, an event of the same order; the
-// browser's return still shares `paid` with TRADE_SUCCESS.
+// browser's return (`return business`) still shares `paid` with
+// TRADE_SUCCESS.
 func TestAlipayFinishedOwnEvent(t *testing.T) {
 	a := newAlipayOrders(t)
 	be := orderBackend(t)
@@ -432,6 +434,7 @@ func TestAlipayFinishedOwnEvent(t *testing.T) {
 		idempotency {
 			platform alipay
 			public_key `+a.pub+`
+			return business
 			store memory
 			success 200
 		}

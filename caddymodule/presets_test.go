@@ -674,6 +674,7 @@ const twoChannelSite = `
 			platform alipay
 			public_key {pub}
 			key alipay:{idempotency.form.app_id}:{idempotency.form.out_trade_no}:{idempotency.event}
+			return business
 			store memory
 			success 302
 			on_duplicate redirect https://shop.example.com/orders/{idempotency.form.out_trade_no}

@@ -41,7 +41,10 @@ func refusedClass(status int) (outcome, bool) {
 		return outcomeRejectedSignature, true
 	case http.StatusForbidden:
 		return outcomeRejectedMerchant, true
-	case http.StatusBadRequest:
+	case http.StatusBadRequest, http.StatusMethodNotAllowed:
+		// 405: a channel the route does not take (Alipay's return without
+		// `return business` or `return display`); keepRefusal leaves out a
+		// HEAD's.
 		return outcomeBadRequest, true
 	case http.StatusRequestEntityTooLarge:
 		return outcomeTooLarge, true
@@ -57,7 +60,7 @@ func refusedClass(status int) (outcome, bool) {
 // (so no credential) is.
 func (h *Handler) keepRefusal(r *http.Request, status int, reason string, body []byte) {
 	class, ok := refusedClass(status)
-	if !ok || h.store == nil {
+	if !ok || h.store == nil || r.Method == http.MethodHead && status == http.StatusMethodNotAllowed {
 		return
 	}
 	rl, ok := h.store.(cache.RefusedLog)

@@ -55,10 +55,15 @@ func (s SuccessRule) headersMatch(h http.Header) bool {
 // rule where it writes one, else by the rule of the channel the request
 // came by (keying.Preset.Channels: Alipay's notify POST wants 200 +
 // `success`, its browser return GET a page or a redirect), else by the
-// platform's rule.
+// platform's rule. A `success` rule with body or header conditions says
+// what a server's notification is answered: it does not judge a page
+// (keying.Channel.Page), which never says `success`; judged by it, a
+// return and each of its reloads would be a failure, released to run the
+// backend again.
 type successJudge struct {
 	title    string                              // the platform, for hints
 	route    func(int, http.Header, []byte) bool // the route's `success`; nil when none
+	reads    bool                                // the route's rule reads the body or a header
 	platform func(int, http.Header, []byte) bool
 	channels []judgedChannel
 }
@@ -83,6 +88,7 @@ func newSuccessJudge(p *keying.Preset, pl keying.Platform, route *SuccessRule, l
 			return nil, err
 		}
 		j.route = judgedDecoded(rule, limit)
+		j.reads = route.saysBusinessRan()
 	}
 	for i := range p.Channels {
 		c := &p.Channels[i]
@@ -102,12 +108,19 @@ func (j *successJudge) channel(method string) *judgedChannel {
 	return nil
 }
 
+// routeJudges tells whether the route's `success` rule judges answers on
+// channel c (nil: a request the platform does not tell apart).
+func (j *successJudge) routeJudges(c *judgedChannel) bool {
+	return j.route != nil && (c == nil || !c.Page || !j.reads)
+}
+
 // judge tells whether the answer to a request of method means "handled".
 func (j *successJudge) judge(method string, status int, header http.Header, body []byte) bool {
-	if j.route != nil {
+	c := j.channel(method)
+	if j.routeJudges(c) {
 		return j.route(status, header, body)
 	}
-	if c := j.channel(method); c != nil {
+	if c != nil {
 		return c.ok(status, header, body)
 	}
 	return j.platform(status, header, body)
@@ -122,6 +135,7 @@ func (j *successJudge) hint(method string, status int, header http.Header, body 
 		return ""
 	}
 	own := j.channel(method)
+	routed := j.routeJudges(own)
 	for i := range j.channels {
 		c := &j.channels[i]
 		if !c.ok(status, header, body) {
@@ -129,10 +143,10 @@ func (j *successJudge) hint(method string, status int, header http.Header, body 
 		}
 		methods := strings.Join(c.Methods, ", ")
 		switch {
-		case j.route != nil && c == own:
+		case routed && c == own:
 			return fmt.Sprintf("this request came by %s's %s (%s), whose rule takes this answer (%s), but the route's `success` line refuses it: "+
 				"drop that line (each channel is then judged by its own rule) or write one this answer meets", j.title, c.Name, methods, c.Rule)
-		case j.route != nil:
+		case routed:
 			return fmt.Sprintf("%s's %s (%s) would take this answer (%s), this route's `success` line does not: "+
 				"if the route takes %s's %s, drop that line", j.title, c.Name, methods, c.Rule, j.title, c.Name)
 		case own != nil && c != own:

@@ -51,6 +51,15 @@ func (g *Gate) parse(r *http.Request) (p parsed, refused Outcome, ok bool) {
 	case errors.Is(err, keying.ErrSignature):
 		// Which check failed helps a forger more than the platform.
 		return p, refuse(RejectedSignature, http.StatusUnauthorized, MsgSignature, err), false
+	case errors.As(err, new(*keying.ChannelError)):
+		// Verified, but by a channel this route does not take (Alipay's
+		// return without `return business` or `return display`): the
+		// short line names the settings, the log has the whole reason.
+		var ce *keying.ChannelError
+		errors.As(err, &ce)
+		o := refuse(BadRequest, http.StatusMethodNotAllowed, ce.Msg, err)
+		o.Allow = http.MethodPost
+		return p, o, false
 	case err != nil:
 		return p, refuse(BadRequest, http.StatusBadRequest, publicLine(err), err), false
 	}

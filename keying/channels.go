@@ -20,6 +20,11 @@ type Channel struct {
 	// Success tells whether the backend's answer on this channel means
 	// "handled".
 	Success func(status int, header http.Header, body []byte) bool
+	// Page: the answer is a page shown to a browser (the shop's result
+	// page or a redirect), which never says what a server's notification
+	// is answered: a route's `success` rule with body or header conditions
+	// judges the other channels, this one keeps its own rule.
+	Page bool
 }
 
 // ChannelOf is the channel of p that a request of method comes by; nil

@@ -42,7 +42,20 @@ var (
 	// log in the store) did not answer. The gateway treats it as a store
 	// error (503 by default) and claims nothing.
 	ErrUnavailable = errors.New("check unavailable")
+	// ErrChannel: the notification came by a channel the route does not
+	// take (Alipay's signed browser return on a route that says neither
+	// `return business` nor `return display`). The gateway answers 405
+	// and claims nothing; see ChannelError.
+	ErrChannel = errors.New("channel not taken by this route")
 )
+
+// ChannelError is a notification refused for the channel it came by: Msg
+// is the short line its sender is told (it names the settings that take
+// the channel), Detail the full reason for the log.
+type ChannelError struct{ Msg, Detail string }
+
+func (e *ChannelError) Error() string { return e.Msg + ": " + e.Detail }
+func (e *ChannelError) Unwrap() error { return ErrChannel }
 
 // Request is a notification as received. Body holds the raw bytes, already
 // bounded by the gateway's max_body; nothing here may modify them, because the
@@ -148,6 +161,16 @@ type Notification struct {
 	// WeChat Pay's decrypted resource: {idempotency.<platform>.<path>}.
 	// Nil when the platform has none.
 	Extra func(path string) (string, bool)
+	// Via names the channel a business event ran by when it is not the
+	// platform's server notification ("GET /alipay/return": Alipay's
+	// browser return on a route with `return business`), so the order
+	// page and reconciliation can say the notify was answered from it;
+	// "" for the notify.
+	Via string
+	// Page: the notification is a page view, no business event (Alipay's
+	// browser return on a route with `return display`): Key is its own,
+	// nothing of it goes into its order's state, and it moves no money.
+	Page bool
 	// Decrypted is the plaintext of an encrypted notification (WeChat Pay
 	// v3's resource, with the APIv3 key), for an operator's opt-in view;
 	// nil otherwise. Never logged.
@@ -195,6 +218,11 @@ type Config struct {
 	// decrypted resource's mchid, which needs Secret; v2: mch_id); empty
 	// accepts any.
 	MchIDs []string
+	// Return is what Alipay's signed browser return is on this route:
+	// "business" (the order's paid event, shared with the notify),
+	// "display" (a page, its own key, never the paid event) or "refuse"
+	// ("" too: the default, 405). See Preset.Returns.
+	Return string
 	// HTTPClient fetches PayPal certificates; nil means a client with a
 	// short timeout.
 	HTTPClient *http.Client

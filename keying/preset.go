@@ -57,6 +57,9 @@ type Preset struct {
 	// Pins is the option that pins notifications to merchants: "app_id"
 	// (Config.AppIDs) or "mchid" (Config.MchIDs); "" for none.
 	Pins string
+	// Returns: the platform has a browser return (Alipay's signed GET to
+	// return_url) whose role a route declares with `return` (Config.Return).
+	Returns bool
 
 	// Resign, when set, signs a redelivered copy afresh with the route's
 	// signing secret at the current time (a platform that signs with a
@@ -77,7 +80,8 @@ type Preset struct {
 	// Channels, for a platform whose notifications come by more than one
 	// way, each with its own success rule (Alipay: the notify POST, the
 	// browser's signed return GET); the channel a request's method picks
-	// judges the backend's answer, unless the route writes `success`.
+	// judges the backend's answer, unless the route writes `success`
+	// (one with body or header conditions does not judge a Page channel).
 	// Nil: Platform.Success judges every request.
 	Channels []Channel
 

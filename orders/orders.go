@@ -46,14 +46,15 @@ func CheckTTL(orderTTL, ttl time.Duration) error {
 // Alipay's orders); any other generic key has no order state. With it go
 // what reconciliation needs: payment or refund, the platform's time, the
 // objects its bill names, and the merchant's references search files the
-// key under (keying.Notification's Settles, At, Refs, MerchantRefs).
+// key under (keying.Notification's Settles, At, Refs, MerchantRefs). A
+// page view (keying.Notification.Page) has none.
 func RunOf(p *keying.Preset, orderTTL time.Duration, key string, n *keying.Notification) *cache.OrderRun {
 	_, event, isEvent := keying.SplitOrder(key)
-	if p.KeyRequired && !isEvent {
-		return nil
+	if p.KeyRequired && !isEvent || n.Page {
+		return nil // n.Page: a page view (Alipay's `return display`) is no business event
 	}
 	run := &cache.OrderRun{TTL: orderTTL, Amount: n.Money.Amount, Currency: n.Money.Currency, RefundTotal: n.RefundTotal,
-		Settles: n.Settles, At: n.At, Refs: n.Refs, MerchantRefs: n.MerchantRefs}
+		Settles: n.Settles, At: n.At, Refs: n.Refs, MerchantRefs: n.MerchantRefs, Via: n.Via}
 	if isEvent {
 		// The order remembers the key's event, whatever the notification
 		// said: a merchant's status-query route keyed "…:<order>:paid"

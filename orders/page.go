@@ -44,7 +44,9 @@ type EventView struct {
 	Ran      time.Time `json:"ran,omitzero"`
 	Amount   string    `json:"amount,omitempty"`
 	Currency string    `json:"currency,omitempty"`
-	// Channel is how its first copy came: "POST /notify", "GET /return".
+	// Channel is how its first copy came: "POST /notify", "GET /return"
+	// (from its journal; once its record is gone, only a run by a channel
+	// other than the notify is named, by its order state).
 	Channel   string    `json:"channel,omitempty"`
 	FirstSeen time.Time `json:"first_seen,omitzero"`
 	LastSeen  time.Time `json:"last_seen,omitzero"`
@@ -99,6 +101,7 @@ func Page(ctx context.Context, b Book, order string, stateOf StateOf) (View, err
 		for _, e := range o.Events {
 			ev := get(e.Key)
 			ev.State, ev.Ran, ev.Amount, ev.Currency = StateRan, e.Ran, e.Amount, e.Currency
+			ev.Channel = e.Via // the return that ran it (`return business`); the journal's names the notify too
 		}
 	case !errors.Is(err, cache.ErrNotFound):
 		return out, err

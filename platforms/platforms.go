@@ -117,7 +117,23 @@ func New(name string, cfg keying.Config) (keying.Platform, error) {
 			return nil, fmt.Errorf("%s: %s is for %s only", name, pin.option, strings.Join(pinnedBy(pin.option), " and "))
 		}
 	}
+	if cfg.Return != "" && !p.Returns {
+		return nil, fmt.Errorf("%s: return is for %s only (what the browser's signed return is); %s has no browser return",
+			name, strings.Join(returnedBy(), " and "), name)
+	}
 	return p.New(cfg)
+}
+
+// returnedBy names the presets with a browser return (`return`).
+func returnedBy() []string {
+	var names []string
+	for _, p := range presets {
+		if p.Returns {
+			names = append(names, p.Name)
+		}
+	}
+	slices.Sort(names)
+	return names
 }
 
 // pinnedBy names the presets that take option.

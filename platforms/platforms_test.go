@@ -209,3 +209,15 @@ func TestBilled(t *testing.T) {
 		t.Error("BillOf an unknown platform")
 	}
 }
+
+// TestReturnIsAlipays: `return` says what Alipay's browser return is; a
+// preset without a browser return refuses it, naming the one that has.
+func TestReturnIsAlipays(t *testing.T) {
+	_, err := New("stripe", keying.Config{Secret: "whsec_x", Return: "business"})
+	if err == nil || !strings.Contains(err.Error(), "return is for alipay only") {
+		t.Fatalf("stripe with return: %v, want a refusal naming alipay", err)
+	}
+	if _, err := New("alipay", keying.Config{NoVerify: true, Return: "display"}); err != nil {
+		t.Fatal(err)
+	}
+}

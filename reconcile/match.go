@@ -336,6 +336,11 @@ func alipayRefund(o *cache.Order, ev *cache.OrderEvent) (string, string) {
 func (rc *reconciler) classify(it Item, row bill.Row, ev cache.OrderEvent, notified, note string) {
 	rc.matched = append(rc.matched, rc.hash(ev.Key))
 	it.Key, it.NotifiedAmount, it.Ran, it.Note = ev.Key, notified, ev.Ran, note
+	if ev.Via != "" {
+		// `return business`: the browser's return ran the payment, and
+		// the platform's notify was answered from it, never forwarded.
+		it.Note = strings.TrimSpace(it.Note + " ran via " + ev.Via + "; the notify was answered from it")
+	}
 	if notified == "" {
 		if it.Note == "" {
 			it.Note = "the notification named no amount: not compared"

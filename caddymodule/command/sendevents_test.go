@@ -94,7 +94,7 @@ func wechatKey(scope, merchant string) func(event, id, order, refund string) str
 
 func eventCases() []eventCase {
 	alipayRoute := func(keys string) string {
-		return "platform alipay\n\t\t\tpublic_key " + filepath.Join(keys, "alipay_public_key.pem")
+		return "platform alipay\n\t\t\tpublic_key " + filepath.Join(keys, "alipay_public_key.pem") + "\n\t\t\treturn business" // `send --event return` too
 	}
 	own := func(scope string) func(event, id, order, refund string) string {
 		return func(_, id, _, _ string) string { return scope + ":" + id }

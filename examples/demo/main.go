@@ -12,6 +12,11 @@
 //
 //	DEMO_BACKEND_DELAY=200ms     how long each renewal takes (a slow backend invites retries)
 //	DEMO_BACKEND_FAIL_FIRST=0    answer "fail" (500) to the first N notifications
+//	DEMO_BACKEND_RETURN=business GET /return renews too, as many legacy backends do; "page":
+//	                             it shows the result page only and the notify alone renews, as
+//	                             Alipay asks merchants. The Alipay example
+//	                             (go run ./examples/demo run --config examples/alipay.Caddyfile)
+//	                             says `return business` for the first, `return display` for the second.
 //
 // The demo keeps its data (the embedded store, anything Caddy writes) in
 // .idemgate-demo/ under the current directory, not in the user's Caddy data
@@ -78,12 +83,20 @@ func startBackend(args []string) {
 	if err != nil {
 		fatalf("DEMO_BACKEND_FAIL_FIRST: %v", err)
 	}
+	returnPage := false
+	switch ret := env("DEMO_BACKEND_RETURN", "business"); ret {
+	case "business":
+	case "page":
+		returnPage = true
+	default:
+		fatalf("DEMO_BACKEND_RETURN: want business or page, got %q", ret)
+	}
 	ln, err := net.Listen("tcp", backendAddr)
 	if err != nil {
 		fatalf("legacy backend: %v (is another backend, e.g. go run ./examples/legacy-backend, already on %s?)", err, backendAddr)
 	}
 	srv := &http.Server{
-		Handler:           legacy.New(legacy.Config{Delay: delay, FailFirst: failFirst}),
+		Handler:           legacy.New(legacy.Config{Delay: delay, FailFirst: failFirst, ReturnPage: returnPage}),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	go func() {
@@ -96,15 +109,19 @@ func startBackend(args []string) {
 	if err != nil {
 		fatalf("reading the config: %v", err)
 	}
-	fmt.Fprint(os.Stderr, banner(servers, admin, delay, failFirst))
+	fmt.Fprint(os.Stderr, banner(servers, admin, delay, failFirst, returnPage))
 }
 
 // banner is what the demo prints at start: exactly the addresses it
 // listens on, the backend's and those of the config Caddy runs (servers,
 // admin endpoint), and commands that use them.
-func banner(servers []string, admin string, delay time.Duration, failFirst int) string {
+func banner(servers []string, admin string, delay time.Duration, failFirst int, returnPage bool) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "\nidemgate demo\n  legacy backend (no idempotency check)  http://%s   delay %v, fail-first %d\n", backendAddr, delay, failFirst)
+	ret := "renews too (DEMO_BACKEND_RETURN=business)"
+	if returnPage {
+		ret = "page only (DEMO_BACKEND_RETURN=page)"
+	}
+	fmt.Fprintf(&b, "\nidemgate demo\n  legacy backend (no idempotency check)  http://%s   delay %v, fail-first %d, GET /return: %s\n", backendAddr, delay, failFirst, ret)
 	for _, s := range servers {
 		fmt.Fprintf(&b, "  gateway (idempotency + reverse_proxy)   http://%s/notify\n", s)
 	}

@@ -112,7 +112,7 @@ func TestBannerNamesWhereItListens(t *testing.T) {
 	if len(servers) != 1 || servers[0] != "127.0.0.1:8080" || admin != "localhost:2019" {
 		t.Fatalf("Caddyfile.example listens on %v, admin %q; want 127.0.0.1:8080 and localhost:2019", servers, admin)
 	}
-	b := banner(servers, admin, 200*time.Millisecond, 0)
+	b := banner(servers, admin, 200*time.Millisecond, 0, false)
 	listens := map[string]bool{backendAddr: false, servers[0]: false, admin: false}
 	for _, m := range regexp.MustCompile(`([A-Za-z0-9.-]*|\[[0-9a-fA-F:]+\]):\d+`).FindAllString(b, -1) {
 		if _, ok := listens[m]; !ok {

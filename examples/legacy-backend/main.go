@@ -27,6 +27,7 @@ func main() {
 	delay := flag.Duration("delay", 0, "how long each renewal takes (simulates a slow backend)")
 	failFirst := flag.Int("fail-first", 0, `answer "fail" (500) to the first N notifications`)
 	quiet := flag.Bool("quiet", false, "do not log each renewal (for load tests)")
+	returnPage := flag.Bool("return-page", false, "GET /return shows the result page only; the notify alone renews (as Alipay asks merchants)")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), `Usage: legacy-backend [flags]
 
@@ -34,6 +35,7 @@ A stand-in legacy merchant backend WITHOUT an idempotency check.
   POST /notify  renews the order (out_trade_no or order_id; form, JSON or XML)
                 and answers "success" (XML bodies: return_code SUCCESS)
   GET  /return  browser return: renews too, answers an HTML result page
+                (-return-page: the page only, the notify alone renews)
   GET  /stats   renewals per order as JSON;  POST /reset  clears them
 Orders whose id starts with %q always answer "fail" (500).
 
@@ -47,7 +49,7 @@ Flags:
 		os.Exit(2)
 	}
 
-	cfg := legacy.Config{Delay: *delay, FailFirst: *failFirst}
+	cfg := legacy.Config{Delay: *delay, FailFirst: *failFirst, ReturnPage: *returnPage}
 	if *quiet {
 		cfg.Log = io.Discard
 	}

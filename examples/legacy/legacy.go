@@ -10,6 +10,7 @@
 //	              an XML body (WeChat Pay v2) is answered in XML, return_code SUCCESS or FAIL
 //	GET  /return  the browser's synchronous return; a legacy backend runs the same
 //	              business logic here too, then shows an HTML payment result page
+//	              (with Config.ReturnPage: the page only, as Alipay asks merchants)
 //	GET  /stats   {"renewals": {"<order>": n, ...}, "total": n, "failed": n}
 //	POST /reset   forget all counters and restore the FailFirst budget
 //
@@ -53,6 +54,13 @@ type Config struct {
 	// FailFirst makes the first FailFirst renewal attempts (across all orders)
 	// answer failure without renewing, so a retry can be shown to go through.
 	FailFirst int
+
+	// ReturnPage makes GET /return show the result page only, the
+	// business running on the notify alone, as Alipay's documentation asks
+	// merchants (an Alipay route in front of it says `return display`).
+	// By default the return renews too, as many legacy backends do
+	// (`return business`).
+	ReturnPage bool
 
 	// Log receives one line per renewal or failure. Nil means os.Stdout;
 	// io.Discard silences it (load tests).
@@ -177,14 +185,20 @@ var resultPage = template.Must(template.New("return").Parse(`<!doctype html>
 
 // paymentReturn is where the browser lands after paying. Like many legacy
 // backends, it runs the same business logic as the notification, which is
-// why the browser return racing the notify renews twice without a gateway.
+// why the browser return racing the notify renews twice without a gateway;
+// with Config.ReturnPage it only shows the page.
 func (b *Backend) paymentReturn(w http.ResponseWriter, r *http.Request) {
 	order, _, err := orderID(w, r)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	ok := b.renew(r, order)
+	ok := true
+	if b.cfg.ReturnPage {
+		b.log.Printf("showed the result page of order %s (the notify renews)", order)
+	} else {
+		ok = b.renew(r, order)
+	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	if !ok {
 		w.WriteHeader(http.StatusInternalServerError)

@@ -229,6 +229,24 @@ func TestReturnPage(t *testing.T) {
 	}
 }
 
+// TestReturnPageOnly: with ReturnPage the return shows the page and
+// renews nothing; the notify renews (Alipay's way: `return display`).
+func TestReturnPageOnly(t *testing.T) {
+	b := New(Config{Log: io.Discard, ReturnPage: true})
+	for range 2 {
+		rec := do(t, b, http.MethodGet, "/return?out_trade_no=o-1&trade_no=2", "", "")
+		if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), "Payment received") {
+			t.Fatalf("return: %d %s", rec.Code, rec.Body.String())
+		}
+	}
+	if n := b.Renewals("o-1"); n != 0 {
+		t.Fatalf("the return renewed %d times, want none", n)
+	}
+	if rec := do(t, b, http.MethodPost, "/notify", "application/x-www-form-urlencoded", "out_trade_no=o-1"); rec.Code != 200 || b.Renewals("o-1") != 1 {
+		t.Fatalf("notify: %d, renewals %d; want 200 and one", rec.Code, b.Renewals("o-1"))
+	}
+}
+
 func TestConcurrentRenewals(t *testing.T) {
 	b := New(Config{Log: io.Discard})
 	const n = 50

@@ -58,7 +58,7 @@ func TestSignersVerify(t *testing.T) {
 			"2016091800538339:2026t1:paid"},
 		{"alipay GBK", "alipay", keying.Config{PublicKey: pub}, post([]byte(platformtest.Alipay{Key: k, Charset: "GBK"}.Body(t, notify)), nil),
 			"2016091800538339:2026t1:paid"},
-		{"alipay return", "alipay", keying.Config{PublicKey: pub}, &keying.Request{Method: http.MethodGet,
+		{"alipay return", "alipay", keying.Config{PublicKey: pub, Return: "business"}, &keying.Request{Method: http.MethodGet,
 			URL: &url.URL{Path: "/return", RawQuery: alipay.Query(t, platformtest.AlipayReturn("2016091800538339", "o1", "2026t1", "9.90"))}, Now: now},
 			"2016091800538339:2026t1:paid"},
 		{"wechatpay public key", "wechatpay", keying.Config{PublicKey: pub, PublicKeyID: "PUB_KEY_ID_01", Secret: apiV3},

@@ -1,11 +1,14 @@
 package sdkbackend
 
 import (
+	"bytes"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"sync"
 
@@ -55,4 +58,54 @@ func pemBody(s string) string {
 
 func gopayAlipayVerify(alipayPublicKeyPEM string, bm gopay.BodyMap) (bool, error) {
 	return gopayalipay.VerifySign(alipayPublicKeyPEM, bm)
+}
+
+// The two kinds of Alipay backend a route's `return` is chosen for, both
+// verifying every request with smartwalle/alipay's DecodeNotification (the
+// notify's form, the return's signed query) and answering the notify
+// "success" and the browser's return (GET) the shop's result page, 200
+// HTML. Business runs are counted as "<trade_no>:paid".
+
+// AlipayNotifyOnly is the backend Alipay's documentation asks for: the
+// payment runs on the notify only (TRADE_SUCCESS or TRADE_FINISHED:
+// "<trade_no>:paid"); the return only shows a page, counted as
+// "page:<trade_no>", no business run.
+func AlipayNotifyOnly(alipayPublicKeyPEM string) *Backend {
+	return alipayChannels(alipayPublicKeyPEM, func(tradeNo string) string { return "page:" + tradeNo })
+}
+
+// AlipayBothChannels is the legacy backend that runs the payment on
+// whichever channel brings it, and again on the other: the return and the
+// notify alike are "<trade_no>:paid".
+func AlipayBothChannels(alipayPublicKeyPEM string) *Backend {
+	return alipayChannels(alipayPublicKeyPEM, func(tradeNo string) string { return tradeNo + ":paid" })
+}
+
+func alipayChannels(alipayPublicKeyPEM string, onReturn func(tradeNo string) string) *Backend {
+	client := alipayClient(alipayPublicKeyPEM)
+	b := newBackend(func(r *http.Request, body []byte) (string, error) {
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if err := r.ParseForm(); err != nil {
+			return "", err
+		}
+		n, err := client.DecodeNotification(r.Form)
+		if err != nil {
+			return "", err
+		}
+		switch {
+		case r.Method == http.MethodGet:
+			return onReturn(n.TradeNo), nil
+		case n.OutBizNo != "" || n.RefundFee != "":
+			return n.TradeNo + ":refund:" + n.OutBizNo, nil
+		case n.TradeStatus == alipay.TradeStatusSuccess || n.TradeStatus == alipay.TradeStatusFinished:
+			return n.TradeNo + ":paid", nil
+		}
+		return n.TradeNo + ":" + string(n.TradeStatus), nil
+	}, func(w http.ResponseWriter) { _, _ = io.WriteString(w, "success") },
+		func(w http.ResponseWriter, err error) { _, _ = io.WriteString(w, "fail") })
+	b.page = func(w http.ResponseWriter, event string) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_, _ = io.WriteString(w, "<html><body>Thank you: "+strings.TrimSuffix(strings.TrimPrefix(event, "page:"), ":paid")+"</body></html>")
+	}
+	return b
 }

@@ -24,6 +24,9 @@ type Backend struct {
 	verify  func(r *http.Request, body []byte) (event string, err error)
 	success func(w http.ResponseWriter)
 	failure func(w http.ResponseWriter, err error)
+	// page, when set, answers a browser's GET instead of success (the
+	// shop's result page).
+	page func(w http.ResponseWriter, event string)
 
 	mu       sync.Mutex
 	runs     map[string]int // business event → times the SDK accepted it
@@ -56,6 +59,10 @@ func (b *Backend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	b.mu.Lock()
 	b.runs[event]++
 	b.mu.Unlock()
+	if b.page != nil && r.Method == http.MethodGet {
+		b.page(w, event)
+		return
+	}
 	b.success(w)
 }
 

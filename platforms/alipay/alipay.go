@@ -28,7 +28,7 @@ var Preset = &keying.Preset{
 	// 一般情况下，25 小时以内完成 8 次通知（通知的间隔频率一般是：4m、10m、
 	// 10m、1h、2h、6h、15h）".
 	Schedule: keying.Schedule{4 * time.Minute, 10 * time.Minute, 10 * time.Minute, time.Hour, 2 * time.Hour, 6 * time.Hour, 15 * time.Hour},
-	Orders:   true, Extra: true, Pins: "app_id",
+	Orders:   true, Extra: true, Pins: "app_id", Returns: true,
 	// Alipay's two channels: its server's notify, and the buyer's browser
 	// sent to return_url with the signed result (电脑网站支付 "同步通知"),
 	// which the shop answers with its result page or a redirect: it never
@@ -37,7 +37,7 @@ var Preset = &keying.Preset{
 	Channels: []keying.Channel{
 		{Name: "notify", Methods: []string{http.MethodPost}, Rule: "200 with body `success`", Success: notifySuccess},
 		{Name: "browser return", Methods: []string{http.MethodGet, http.MethodHead},
-			Rule: "2xx or 3xx (the shop's result page or a redirect)", Success: returnSuccess},
+			Rule: "2xx or 3xx (the shop's result page or a redirect)", Success: returnSuccess, Page: true},
 	},
 	Sender: sender,
 }
@@ -69,9 +69,19 @@ var Preset = &keying.Preset{
 //     with TRADE_CLOSED): a refund without out_biz_no is ErrMalformed, as
 //     it cannot be told from another refund of the order;
 //   - paid for TRADE_SUCCESS or TRADE_FINISHED, and for the signed browser
-//     return (no trade_status): return and notify share one key;
+//     return (no trade_status) on a route with `return business`: return
+//     and notify share one key, and the return's run names its channel
+//     (Notification.Via);
 //   - closed for TRADE_CLOSED; created for WAIT_BUYER_PAY;
 //   - any other trade_status is ErrMalformed.
+//
+// The browser return (GET, HEAD) is what Config.Return says, as Alipay
+// tells merchants to run the business on the notify only and many
+// backends run it on both, which the gateway cannot tell apart:
+// "business" as above; "display" its own key, {app_id}:{trade_no}:return,
+// with no order state (Notification.Page), so that reloads are replayed
+// and the notify still runs the payment; "refuse" (the default) a
+// keying.ChannelError once verified, which the gateway answers 405.
 //
 // Money: refund_fee for a refund (Alipay's cumulative refunded amount of
 // the trade, so RefundTotal: the refund's own amount is its increase over
@@ -88,10 +98,25 @@ type Alipay struct {
 	info     keying.KeyInfo // the key as configured (keys.go)
 	noVerify bool
 	appIDs   []string
+	ret      string // Config.Return: "business", "display" or "refuse"
 }
 
+// Return's settings: what the browser's signed return is on a route.
+const (
+	ReturnBusiness = "business"
+	ReturnDisplay  = "display"
+	ReturnRefuse   = "refuse"
+)
+
 func newAlipay(cfg keying.Config) (keying.Platform, error) {
-	a := &Alipay{noVerify: cfg.NoVerify, appIDs: cfg.AppIDs}
+	a := &Alipay{noVerify: cfg.NoVerify, appIDs: cfg.AppIDs, ret: cfg.Return}
+	switch cfg.Return {
+	case "":
+		a.ret = ReturnRefuse
+	case ReturnBusiness, ReturnDisplay, ReturnRefuse:
+	default:
+		return nil, fmt.Errorf("alipay: return must be business, display or refuse, not %q", cfg.Return)
+	}
 	if len(bytes.TrimSpace(cfg.PublicKey)) == 0 {
 		if cfg.NoVerify {
 			return a, nil
@@ -170,6 +195,16 @@ func (a *Alipay) Verify(r *keying.Request) (*keying.Notification, error) {
 		return nil, err
 	}
 	order := appID + ":" + tradeNo
+	via := ""
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		switch a.ret {
+		case ReturnRefuse:
+			return nil, refusedReturn(r)
+		case ReturnDisplay:
+			return a.display(r, params, order), nil
+		}
+		via = r.Method + " " + r.URL.Path
+	}
 	at := keying.BeijingTime(params["gmt_payment"])
 	switch {
 	case strings.HasPrefix(event, keying.EventRefund):
@@ -191,11 +226,50 @@ func (a *Alipay) Verify(r *keying.Request) (*keying.Notification, error) {
 		Fingerprint: keying.Material(params["total_amount"], params["refund_fee"]),
 		// Every param but sign and sign_type is signed.
 		MerchantRefs: keying.SearchRefs(params["out_trade_no"], params["out_biz_no"], params["out_request_no"]),
-		Extra: func(path string) (string, bool) {
-			v, ok := params[path]
-			return v, ok
-		},
+		Extra:        extra(params),
+		Via:          via,
 	}, nil
+}
+
+func extra(params map[string]string) func(string) (string, bool) {
+	return func(path string) (string, bool) {
+		v, ok := params[path]
+		return v, ok
+	}
+}
+
+// display is a verified browser return on a route with `return display`:
+// the shop's page, deduplicated against its reloads only. It is no
+// business event: it never records or blocks the order's paid event, and
+// moves no money in reconciliation.
+func (a *Alipay) display(r *keying.Request, params map[string]string, order string) *keying.Notification {
+	return &keying.Notification{
+		Fields:       keying.NewFields(r),
+		Key:          order + ":return",
+		Page:         true,
+		Fingerprint:  keying.Material(params["total_amount"], params["refund_fee"]),
+		MerchantRefs: keying.SearchRefs(params["out_trade_no"]),
+		Extra:        extra(params),
+	}
+}
+
+// refusedReturn is the browser's signed return on a route that says
+// neither `return business` nor `return display`: forwarded as the
+// order's paid event, it would answer the notify of a backend that runs
+// the business on the notify only (as Alipay tells merchants to) without
+// running it; as a page, it would run a backend's business twice.
+func refusedReturn(r *keying.Request) error {
+	path := ""
+	if r.URL != nil {
+		path = r.URL.Path
+	}
+	return &keying.ChannelError{
+		Msg: "Alipay's browser return is not taken on this route: it needs `return business` or `return display`",
+		Detail: fmt.Sprintf("a signed return (%s %s) reached a route with `return refuse` (the default); write `return business` if the backend "+
+			"runs the payment on the return as well as the notify (the return is then the order's paid event, and the notify is answered from it), "+
+			"or `return display` if it runs it on the notify only and shows a page on the return (the return is then its own key, and the notify runs the payment)",
+			r.Method, keying.Clip(path)),
+	}
 }
 
 // alipayEvent classifies a verified notify or return (see Alipay).

@@ -19,7 +19,7 @@ func TestAlipayMerchantRefs(t *testing.T) {
 		{Name: "paid", Cfg: cfg, Req: alipayPost(rsa2.Sign(t, alipayNotify())), Key: "2016091800538339:2026031422001437971000029351:paid"},
 		{Name: "refund", Cfg: cfg, Req: alipayPost(rsa2.Sign(t, with(alipayNotify(), "out_biz_no", "R20260314-1", "refund_fee", "8.00"))),
 			Key: "2016091800538339:2026031422001437971000029351:refund:R20260314-1"},
-		{Name: "browser return", Cfg: cfg, Req: alipayGet(rsa2.Sign(t, alipayReturn()).Encode()), Key: "2016091800538339:2026031422001437971000029351:paid"},
+		{Name: "browser return", Cfg: keying.Config{PublicKey: cfg.PublicKey, Return: ReturnBusiness}, Req: alipayGet(rsa2.Sign(t, alipayReturn()).Encode()), Key: "2016091800538339:2026031422001437971000029351:paid"},
 	}
 	want := map[string][]string{
 		"paid":           {"20260314172606001"},

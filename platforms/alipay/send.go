@@ -40,7 +40,7 @@ var sender = &keying.Sender{
 		{Name: "refund", About: "a refund: out_biz_no, refund_fee (the trade's refunded total); TRADE_CLOSED when all is refunded"},
 		{Name: "closed", About: "TRADE_CLOSED, never paid"},
 		{Name: "finished", About: "TRADE_FINISHED, no refund possible any more (the order's paid)"},
-		{Name: "return", About: "the browser's return to return_url, a signed GET (the order's paid)"},
+		{Name: "return", About: "the browser's return to return_url, a signed GET (the order's paid with `return business`, its own key with `return display`)"},
 		{Name: "created", About: "WAIT_BUYER_PAY"},
 	},
 	RefundEvent: "refund",

@@ -25,7 +25,7 @@ func TestSettles(t *testing.T) {
 	}{
 		{"alipay notify", keying.Config{NoVerify: true}, alipayPost(alipayNotify()), keying.SettlesPayment,
 			time.Date(2026, 3, 14, 17, 26, 32, 0, bj), nil},
-		{"alipay return", keying.Config{NoVerify: true}, alipayGet(alipayReturn().Encode()), keying.SettlesPayment,
+		{"alipay return", keying.Config{NoVerify: true, Return: ReturnBusiness}, alipayGet(alipayReturn().Encode()), keying.SettlesPayment,
 			time.Date(2026, 3, 14, 17, 26, 40, 0, bj), nil},
 		{"alipay partial refund", keying.Config{NoVerify: true},
 			alipayPost(with(alipayNotify(), "out_biz_no", "R1", "refund_fee", "8.00", "gmt_refund", "2026-03-20 10:00:01.320")), keying.SettlesRefund,
