@@ -88,6 +88,11 @@ type Preset struct {
 	// Sender signs test notifications for the CLI's send and keygen; nil
 	// for a platform without a signer (generic).
 	Sender *Sender
+
+	// ReadAPI builds the client of the platform's own API that finds
+	// payments whose notification never arrived (readapi.go); nil for a
+	// platform without one.
+	ReadAPI ReadAPI
 }
 
 // Ack is an answer: status, body and the body's content type ("" to
