@@ -25,6 +25,9 @@ const apiTimeout = 10 * time.Second
 // apiMaxBody bounds one answer read from the API (a page of 100 events).
 const apiMaxBody = 16 << 20
 
+// apiMaxPages bounds the pages one Events call follows (100 each).
+const apiMaxPages = 1000
+
 // NewReadAPI is Stripe's read API: a keying.EventLister over Stripe's
 // event list (GET /v1/events, a restricted key with Events: Read) and its
 // retry (POST /v1/events/{id}/retry, Events: Write).
@@ -88,7 +91,10 @@ func (a *ReadAPI) Events(ctx context.Context, since, until time.Time, limit int)
 		q.Set("created[lt]", strconv.FormatInt(until.Unix(), 10))
 	}
 	var out []keying.PlatformEvent
-	for {
+	for pages := 0; ; pages++ {
+		if pages == apiMaxPages {
+			return out, fmt.Errorf("stripe: the event list goes on past %d pages", apiMaxPages)
+		}
 		var page struct {
 			Data    []json.RawMessage `json:"data"`
 			HasMore bool              `json:"has_more"`
@@ -110,6 +116,9 @@ func (a *ReadAPI) Events(ctx context.Context, since, until time.Time, limit int)
 		}
 		if !page.HasMore || last == "" {
 			return out, nil
+		}
+		if last == q.Get("starting_after") {
+			return out, errors.New("stripe: the event list's next page starts where this one did")
 		}
 		q.Set("starting_after", last)
 	}
