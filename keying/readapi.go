@@ -37,7 +37,9 @@ type APIConfig struct {
 	// certificate serial number).
 	KeyID string
 	// Merchant is the merchant the API speaks for: Alipay's app_id,
-	// WeChat Pay's mchid (a service provider's sp_mchid).
+	// WeChat Pay's mchid (a service provider's sp_mchid). For an
+	// EventLister, where a resend goes: Stripe's webhook endpoint id
+	// (we_…), PayPal's webhook id (the route's webhook_id).
 	Merchant string
 	// PlatformKey verifies the API's answers where the platform signs
 	// them (Alipay's public key, WeChat Pay's platform public key or

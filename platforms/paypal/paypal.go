@@ -37,6 +37,8 @@ var Preset = &keying.Preset{
 	SignedFor: 5 * time.Minute,
 	SignedAt:  signedAt,
 	Sender:    sender,
+	// The webhook event list and its resend (api.go).
+	ReadAPI: NewReadAPI,
 }
 
 // PayPal verifies PayPal webhook events offline (no verify-webhook-signature

@@ -35,6 +35,8 @@ var Preset = &keying.Preset{
 		}
 	},
 	Sender: sender,
+	// The event list and its retry (api.go).
+	ReadAPI: NewReadAPI,
 }
 
 // Stripe verifies Stripe webhook events.
