@@ -28,6 +28,10 @@ const Gateway = "https://openapi.alipay.com/gateway.do"
 // QueryMethod is the API the read API calls: 统一收单交易查询.
 const QueryMethod = "alipay.trade.query"
 
+// defaultTimeout bounds a call when neither the HTTP client nor the
+// context does (a variable for the tests).
+var defaultTimeout = 10 * time.Second
+
 // maxAnswer bounds what is read of an answer: a trade query's is a few
 // hundred bytes.
 const maxAnswer = 1 << 20
@@ -100,7 +104,7 @@ func NewQuerier(cfg keying.APIConfig) (*Querier, error) {
 		return nil, fmt.Errorf("alipay read API: Alipay's public key: %v", err)
 	}
 	if q.hc == nil {
-		q.hc = &http.Client{Timeout: 10 * time.Second}
+		q.hc = &http.Client{Timeout: defaultTimeout}
 	}
 	if q.now == nil {
 		q.now = time.Now
@@ -159,6 +163,13 @@ func RequestSignContent(params map[string]string) []byte {
 
 // Query asks Alipay about order (see Querier).
 func (c *Querier) Query(ctx context.Context, order keying.OrderQuery) (keying.TradeAnswer, error) {
+	if _, ok := ctx.Deadline(); !ok && c.hc.Timeout == 0 {
+		// An HTTPClient without a timeout and a context without a
+		// deadline: the call is bounded all the same.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, defaultTimeout)
+		defer cancel()
+	}
 	form, err := c.QueryForm(order)
 	if err != nil {
 		return keying.TradeAnswer{}, err

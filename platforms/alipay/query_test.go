@@ -199,6 +199,18 @@ func TestQuerySlowBounded(t *testing.T) {
 	if d := time.Since(start); d > 3*time.Second {
 		t.Fatalf("the query waited %v for a slow API", d)
 	}
+	// A client without a timeout and a context without a deadline: the
+	// query bounds itself.
+	defer func(d time.Duration) { defaultTimeout = d }(defaultTimeout)
+	defaultTimeout = 300 * time.Millisecond
+	e.cfg.HTTPClient = &http.Client{}
+	start = time.Now()
+	if _, err := e.query(t, keying.OrderQuery{OutTradeNo: "O-1"}); err == nil {
+		t.Fatal("a slow API answered")
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("with no timeout set, the query waited %v for a slow API", d)
+	}
 }
 
 func TestReadAPIConfig(t *testing.T) {

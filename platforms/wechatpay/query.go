@@ -27,6 +27,10 @@ func init() { Preset.ReadAPI = NewReadAPI }
 // APIServer is WeChat Pay's API, the read API's default address.
 const APIServer = "https://api.mch.weixin.qq.com"
 
+// defaultTimeout bounds a call when neither the HTTP client nor the
+// context does (a variable for the tests).
+var defaultTimeout = 10 * time.Second
+
 // maxAnswer bounds what is read of an answer: an order's is a few KiB.
 const maxAnswer = 1 << 20
 
@@ -121,7 +125,7 @@ func NewQuerier(cfg keying.APIConfig) (*Querier, error) {
 		}
 	}
 	if q.hc == nil {
-		q.hc = &http.Client{Timeout: 10 * time.Second}
+		q.hc = &http.Client{Timeout: defaultTimeout}
 	}
 	if q.now == nil {
 		q.now = time.Now
@@ -171,6 +175,13 @@ func (c *Querier) Authorization(method, pathQuery string, body []byte, ts int64,
 
 // Query asks WeChat Pay about order (see Querier).
 func (c *Querier) Query(ctx context.Context, order keying.OrderQuery) (keying.TradeAnswer, error) {
+	if _, ok := ctx.Deadline(); !ok && c.hc.Timeout == 0 {
+		// An HTTPClient without a timeout and a context without a
+		// deadline: the call is bounded all the same.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, defaultTimeout)
+		defer cancel()
+	}
 	u, err := c.QueryURL(order)
 	if err != nil {
 		return keying.TradeAnswer{}, err
