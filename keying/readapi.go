@@ -103,11 +103,12 @@ type OrderQuery struct {
 type TradeState string
 
 const (
-	// TradePaid: TRADE_SUCCESS or TRADE_FINISHED (Alipay), SUCCESS
-	// (WeChat Pay). The only state that counts as paid.
+	// TradePaid: TRADE_SUCCESS or TRADE_FINISHED (Alipay), SUCCESS or
+	// REFUND (WeChat Pay; REFUND is a trade paid and since refunded: the
+	// payment happened). The only state that counts as paid.
 	TradePaid TradeState = "paid"
 	// TradeNotPaid: the platform knows the order and says it is not paid
-	// (WAIT_BUYER_PAY, NOTPAY, USERPAYING, CLOSED, REFUND…).
+	// (WAIT_BUYER_PAY, TRADE_CLOSED, NOTPAY, USERPAYING, CLOSED…).
 	TradeNotPaid TradeState = "not_paid"
 	// TradeNotExist: the platform does not know the order (Alipay
 	// ACQ.TRADE_NOT_EXIST, WeChat Pay ORDER_NOT_EXIST). Never read as
