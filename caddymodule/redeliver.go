@@ -24,7 +24,8 @@ func (h *Handler) registryRoute() *registry.Route {
 	}
 	rt := &registry.Route{Scope: h.scope(), Platform: h.platform, TTL: time.Duration(h.TTL), RetryWindow: h.retryWindow(),
 		Name: fmt.Sprintf("%s#%d", h.scope(), n), Async: h.async(), Concurrency: 4,
-		Resigns: h.resign != nil, Redeliver: h.redeliver, Merchants: h.merchants, Emit: h.emitData}
+		Resigns: h.resign != nil, Redeliver: h.redeliver, Merchants: h.merchants, Emit: h.emitData,
+		OrderRun: h.orderRun}
 	if h.async() {
 		rt.Concurrency = h.dlv.concurrency
 	} else {

@@ -83,6 +83,18 @@ const listLimit = 100
 // that is its own business event). A store's error is returned as it is;
 // ErrNoEvents when there is neither order state nor a record.
 func Page(ctx context.Context, b Book, order string, stateOf StateOf) (View, error) {
+	return PageRepairing(ctx, b, order, stateOf, nil)
+}
+
+// Repair writes an answered record's business event back into its order
+// where the order lacks it (cache.OrderRepairer, with what the record's
+// route's settle writes); repaired: it wrote.
+type Repair func(ctx context.Context, rec *cache.Record) (repaired bool)
+
+// PageRepairing is Page that, with repair, writes each answered record's
+// event its order lacks back into the order, and shows what the order
+// then remembers of it (its money).
+func PageRepairing(ctx context.Context, b Book, order string, stateOf StateOf, repair Repair) (View, error) {
 	out := View{Order: order, Events: []EventView{}}
 	events := map[string]*EventView{}
 	get := func(key string) *EventView {
@@ -138,8 +150,12 @@ func Page(ctx context.Context, b Book, order string, stateOf StateOf) (View, err
 				// An answered record of a business event means it ran,
 				// even where its order does not remember it (a settle a
 				// store outage deferred, before that settle wrote the
-				// order): it ran when the record was answered.
+				// order): it ran when the record was answered. It is
+				// written back into the order from the record.
 				ev.Ran = rec.Changed
+				if repair != nil && repair(ctx, rec) {
+					repaired(ctx, b, &out, ev)
+				}
 			}
 		}
 		if n := rec.Notification; n != nil {
@@ -160,6 +176,21 @@ func Page(ctx context.Context, b Book, order string, stateOf StateOf) (View, err
 		return strings.Compare(a.Key, b.Key)
 	})
 	return out, nil
+}
+
+// repaired shows ev as its order now remembers it, once repaired: when
+// it ran, its money, and until when the order keeps it.
+func repaired(ctx context.Context, b Book, out *View, ev *EventView) {
+	o, err := b.Order(ctx, out.Order)
+	if err != nil {
+		return
+	}
+	out.ExpiresAt = o.ExpiresAt
+	for _, e := range o.Events {
+		if e.Key == ev.Key {
+			ev.Ran, ev.Amount, ev.Currency = e.Ran, e.Amount, e.Currency
+		}
+	}
 }
 
 // eventTime places an event on the order's timeline: its first copy, or

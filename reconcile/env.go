@@ -60,6 +60,10 @@ type Env struct {
 	// Pending keeps the pending lists across bills; nil: they are not
 	// carried to the next bill's reconciliation.
 	Pending PendingStore
+	// Repair writes an answered record's business event back into its
+	// order where the order lacks it (cache.OrderRepairer, with what the
+	// record's route's settle writes); nil: the look-up only reads.
+	Repair func(ctx context.Context, rec *cache.Record) (repaired bool)
 }
 
 func (e *Env) now() time.Time {

@@ -273,6 +273,11 @@ func (rc *reconciler) answeredRecord(ctx context.Context, key string) (*cache.Or
 	case rec.State != cache.StateAnswered || rec.FromOrder:
 		return nil, nil
 	}
+	if rc.env.Repair != nil {
+		// Written back into its order from the record: the day index,
+		// the next reconciliation and every surface read it from there.
+		rc.env.Repair(ctx, rec)
+	}
 	return &cache.OrderEvent{Key: key, Ran: rec.Changed}, nil
 }
 

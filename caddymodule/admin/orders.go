@@ -39,9 +39,9 @@ func (a *AdminAPI) getOrder(w http.ResponseWriter, r *http.Request, order string
 // delivering): 404 when the store has no event of it, 503 when the store
 // fails.
 func Order(ctx context.Context, app *registry.App, ps *registry.Store, order string) (OrderView, error) {
-	v, err := orders.Page(ctx, ps, order, func(key string, rec *cache.Record) cache.State {
+	v, err := orders.PageRepairing(ctx, ps, order, func(key string, rec *cache.Record) cache.State {
 		return cache.State(StateOf(app, rec).State)
-	})
+	}, func(ctx context.Context, rec *cache.Record) bool { return RepairOrderEvent(ctx, app, ps, rec) })
 	v.Store = ps.ID
 	switch {
 	case errors.Is(err, orders.ErrNoEvents):

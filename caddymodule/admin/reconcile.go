@@ -59,6 +59,7 @@ func (a *AdminAPI) reconcile(w http.ResponseWriter, r *http.Request) error {
 func ReconcileEnv(app *registry.App, ps *registry.Store) reconcile.Env {
 	env := reconcile.Env{StoreID: ps.ID, Store: ps, Now: app.Now, WindowOf: app.WindowOf,
 		StateOf: func(rec *cache.Record) string { return StateOf(app, rec).State },
+		Repair:  func(ctx context.Context, rec *cache.Record) bool { return RepairOrderEvent(ctx, app, ps, rec) },
 		Routes: func(scope string) []reconcile.Route {
 			var out []reconcile.Route
 			for _, r := range app.RoutesOf(scope) {

@@ -81,6 +81,14 @@ func Search(ctx context.Context, app *registry.App, ps *registry.Store, text str
 		if inFlight {
 			m[i].State = cache.State(StateOf(app, rec).State)
 		}
+		if m[i].Amount == "" && m[i].State == cache.StateAnswered && RepairOrderEvent(ctx, app, ps, rec) {
+			// An answered record whose order lacked its event, written
+			// back: the order now has its money, if the notification named it.
+			if money, _, ok := stakeMoneyOf(ctx, app, rb, rec); ok {
+				m[i].Amount, m[i].Currency = money.Amount, money.Currency
+			}
+			continue
+		}
 		if m[i].Amount == "" && !m[i].FromOrder {
 			if money, _, ok := stakeMoneyOf(ctx, app, rb, rec); ok {
 				m[i].Amount, m[i].Currency = money.Amount, money.Currency

@@ -59,6 +59,11 @@ type Route struct {
 	// forced redelivery reopens the key there), and its error stops it.
 	// Set by the handler.
 	Redeliver func(ctx context.Context, n *cache.Notification, firstSeen time.Time, before func() error) (Answer, error)
+	// OrderRun is what key's order remembers once the route ran its
+	// notification n (the settle's Answer.Order; nil: none): a read that
+	// finds an answered record whose order lacks its event writes it
+	// back with it (cache.OrderRepairer). Nil: the route keeps no order.
+	OrderRun func(key string, n *keying.Notification) *cache.OrderRun
 }
 
 // Answer is what a redelivery was answered: by the backend, or by the
