@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -56,6 +55,7 @@ func init() {
 type AdminAPI struct {
 	logger *zap.Logger
 	app    *registry.App
+	mux    *http.ServeMux // the route table's (Routes)
 }
 
 // CaddyModule returns the Caddy module information.
@@ -81,12 +81,46 @@ func (a *AdminAPI) Provision(ctx caddy.Context) error {
 	return nil
 }
 
-// Routes returns the /idempotency/ routes.
+// Routes returns the /idempotency/ routes: Caddy's admin server hands
+// the whole prefix to serve, which dispatches on the route table.
 func (a *AdminAPI) Routes() []caddy.AdminRoute {
+	a.mux = http.NewServeMux()
+	for _, rt := range a.routeTable() {
+		a.mux.Handle(rt.pattern, route{a, rt.serve})
+	}
 	return []caddy.AdminRoute{{
 		Pattern: adminPrefix,
-		Handler: caddy.AdminHandlerFunc(a.serveJSONErrors),
+		Handler: caddy.AdminHandlerFunc(a.serve),
 	}}
+}
+
+// routeTable is the admin API: a method and a path each (Go's ServeMux
+// patterns), and what serves it. {key...} takes the rest of the path,
+// unescaped segment by segment, so a key holding "/" (sent as %2F) stays
+// one key; {key} alone, before /redeliver, is one escaped segment.
+func (a *AdminAPI) routeTable() []struct {
+	pattern string
+	serve   func(http.ResponseWriter, *http.Request) error
+} {
+	return []struct {
+		pattern string
+		serve   func(http.ResponseWriter, *http.Request) error
+	}{
+		{"GET /idempotency/stores", a.listStores},
+		{"GET /idempotency/keys", a.listKeys},
+		{"GET /idempotency/keys/{key...}", a.getKey},
+		{"DELETE /idempotency/keys/{key...}", a.deleteKey},
+		{"POST /idempotency/keys/{key}/redeliver", a.redeliver},
+		{"POST /idempotency/redeliver", a.bulkRedeliver},
+		{"GET /idempotency/summary", a.summary},
+		{"GET /idempotency/orders/{order...}", a.getOrder},
+		{"POST /idempotency/reconcile", a.reconcile},
+		{"GET /idempotency/search", a.search},
+		{"GET /idempotency/refused", a.refused},
+		{"GET /idempotency/deliveries", a.listDeliveries},
+		{"POST /idempotency/deliveries/{scope}/pause", a.pauseDeliveries},
+		{"POST /idempotency/deliveries/{scope}/resume", a.resumeDeliveries},
+	}
 }
 
 const (
@@ -96,13 +130,55 @@ const (
 	maxPageLimit     = 1000
 )
 
-// serveJSONErrors writes the routes' errors itself: Caddy's admin server
-// encodes them with HTML escaping, which shows "<key>" as "\u003ckey\u003e".
-func (a *AdminAPI) serveJSONErrors(w http.ResponseWriter, r *http.Request) error {
-	err := a.serveHTTP(w, r)
+// route is one route's handler in the mux: its errors are written as
+// the admin API's JSON errors.
+type route struct {
+	a     *AdminAPI
+	serve func(http.ResponseWriter, *http.Request) error
+}
+
+func (rt route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if err := rt.serve(w, r); err != nil {
+		_ = rt.a.writeError(w, err)
+	}
+}
+
+// serve dispatches a request on the route table. The mux's own answers
+// (its plain-text 404 and 405, its redirects to a path with a trailing
+// slash) are replaced by the API's JSON errors: 405 names the methods
+// the path takes (and sets Allow), 404 the routes to try.
+func (a *AdminAPI) serve(w http.ResponseWriter, r *http.Request) error {
+	if h, _ := a.mux.Handler(r); isRoute(h) {
+		a.mux.ServeHTTP(w, r)
+		return nil
+	}
+	var allowed []string
+	for _, m := range []string{http.MethodDelete, http.MethodGet, http.MethodHead, http.MethodPost} {
+		probe := *r
+		probe.Method = m
+		if h, _ := a.mux.Handler(&probe); isRoute(h) {
+			allowed = append(allowed, m)
+		}
+	}
+	if len(allowed) == 0 {
+		return a.writeError(w, apiError(http.StatusNotFound, fmt.Errorf("no such route: %s (try /idempotency/keys/<key>, /idempotency/keys?state=failed, /idempotency/stores)", r.URL.Path)))
+	}
+	w.Header().Set("Allow", strings.Join(allowed, ", "))
+	return a.writeError(w, apiError(http.StatusMethodNotAllowed, fmt.Errorf("method %s not allowed on %s (allowed: %s)", r.Method, r.URL.Path, strings.Join(allowed, ", "))))
+}
+
+func isRoute(h http.Handler) bool {
+	_, ok := h.(route)
+	return ok
+}
+
+// writeError writes a route's error itself: Caddy's admin server encodes
+// errors with HTML escaping, which shows "<key>" as "\u003ckey\u003e".
+// An error that is no caddy.APIError is a 500, as Caddy makes it.
+func (a *AdminAPI) writeError(w http.ResponseWriter, err error) error {
 	var apiErr caddy.APIError
-	if err == nil || !errors.As(err, &apiErr) {
-		return err
+	if !errors.As(err, &apiErr) {
+		apiErr = caddy.APIError{Err: err}
 	}
 	if apiErr.HTTPStatus == 0 {
 		apiErr.HTTPStatus = http.StatusInternalServerError
@@ -115,85 +191,12 @@ func (a *AdminAPI) serveJSONErrors(w http.ResponseWriter, r *http.Request) error
 	return writeJSON(w, apiErr.HTTPStatus, apiErr)
 }
 
-func (a *AdminAPI) serveHTTP(w http.ResponseWriter, r *http.Request) error {
-	// The key is taken from the escaped path and unescaped once, so a key
-	// holding "/" (sent as %2F) stays one key.
-	rest := strings.TrimPrefix(r.URL.EscapedPath(), adminPrefix)
-	switch {
-	case rest == "stores":
-		if r.Method != http.MethodGet {
-			return errMethod(r)
-		}
-		return a.listStores(w)
-	case rest == "deliveries" || strings.HasPrefix(rest, "deliveries/"):
-		return a.deliveries(w, r, strings.TrimPrefix(strings.TrimPrefix(rest, "deliveries"), "/"))
-	case strings.HasPrefix(rest, "orders/"):
-		if r.Method != http.MethodGet {
-			return errMethod(r)
-		}
-		order, err := url.PathUnescape(strings.TrimPrefix(rest, "orders/"))
-		if err != nil || order == "" {
-			return apiError(http.StatusBadRequest, errors.New("which order? /idempotency/orders/<scope>:<merchant>:<order>, escaped"))
-		}
-		return a.getOrder(w, r, order)
-	case rest == "reconcile":
-		return a.reconcile(w, r)
-	case rest == "search":
-		return a.search(w, r)
-	case rest == "redeliver":
-		if r.Method != http.MethodPost {
-			return errMethod(r)
-		}
-		return a.bulkRedeliver(w, r)
-	case rest == "refused":
-		if r.Method != http.MethodGet {
-			return errMethod(r)
-		}
-		return a.refused(w, r)
-	case rest == "summary":
-		if r.Method != http.MethodGet {
-			return errMethod(r)
-		}
-		return a.summary(w, r)
-	case rest == "keys":
-		if r.Method != http.MethodGet {
-			return errMethod(r)
-		}
-		return a.listKeys(w, r)
-	case strings.HasPrefix(rest, "keys/"):
-		rest = strings.TrimPrefix(rest, "keys/")
-		redeliver := strings.HasSuffix(rest, "/redeliver")
-		rest = strings.TrimSuffix(rest, "/redeliver")
-		key, err := url.PathUnescape(rest)
-		if err != nil {
-			return apiError(http.StatusBadRequest, fmt.Errorf("key is not properly escaped: %v", err))
-		}
-		if key == "" {
-			return apiError(http.StatusBadRequest, errors.New("missing key: /idempotency/keys/<key>"))
-		}
-		if redeliver {
-			if r.Method != http.MethodPost {
-				return errMethod(r)
-			}
-			return a.redeliver(w, r, key)
-		}
-		switch r.Method {
-		case http.MethodGet:
-			return a.getKey(w, r, key)
-		case http.MethodDelete:
-			return a.deleteKey(w, r, key)
-		}
-		return errMethod(r)
-	}
-	return apiError(http.StatusNotFound, fmt.Errorf("no such route: %s (try /idempotency/keys/<key>, /idempotency/keys?state=failed, /idempotency/stores)", r.URL.Path))
-}
-
 // StoresView is the answer to GET /idempotency/stores.
 type StoresView struct {
 	Stores []string `json:"stores"`
 }
 
-func (a *AdminAPI) listStores(w http.ResponseWriter) error {
+func (a *AdminAPI) listStores(w http.ResponseWriter, r *http.Request) error {
 	ids := a.app.StoreIDs()
 	if ids == nil {
 		ids = []string{}
@@ -406,7 +409,11 @@ func lookup(ctx context.Context, ps *registry.Store, key string) (*cache.Record,
 	return rec, nil
 }
 
-func (a *AdminAPI) getKey(w http.ResponseWriter, r *http.Request, key string) error {
+func (a *AdminAPI) getKey(w http.ResponseWriter, r *http.Request) error {
+	key, err := keyParam(r)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)
 	defer cancel()
 	ps, rec, err := a.lookupKey(ctx, r, key)
@@ -432,7 +439,11 @@ type DeletedView struct {
 	RecordView
 }
 
-func (a *AdminAPI) deleteKey(w http.ResponseWriter, r *http.Request, key string) error {
+func (a *AdminAPI) deleteKey(w http.ResponseWriter, r *http.Request) error {
+	key, err := keyParam(r)
+	if err != nil {
+		return err
+	}
 	ps, err := a.pickStore(r)
 	if err != nil {
 		return err
@@ -588,8 +599,13 @@ func apiError(status int, err error) error {
 	return caddy.APIError{HTTPStatus: status, Err: err}
 }
 
-func errMethod(r *http.Request) error {
-	return apiError(http.StatusMethodNotAllowed, fmt.Errorf("method %s not allowed on %s", r.Method, r.URL.Path))
+// keyParam is the route's {key}, unescaped by the mux.
+func keyParam(r *http.Request) (string, error) {
+	key := r.PathValue("key")
+	if key == "" {
+		return "", apiError(http.StatusBadRequest, errors.New("missing key: /idempotency/keys/<key>"))
+	}
+	return key, nil
 }
 
 // Interface guards

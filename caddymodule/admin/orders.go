@@ -20,7 +20,11 @@ type OrderView = orders.View
 // OrderEventView is one business event of an order.
 type OrderEventView = orders.EventView
 
-func (a *AdminAPI) getOrder(w http.ResponseWriter, r *http.Request, order string) error {
+func (a *AdminAPI) getOrder(w http.ResponseWriter, r *http.Request) error {
+	order := r.PathValue("order")
+	if order == "" {
+		return apiError(http.StatusBadRequest, errors.New("which order? /idempotency/orders/<scope>:<merchant>:<order>, escaped"))
+	}
 	ps, err := a.pickStore(r)
 	if err != nil {
 		return err

@@ -22,9 +22,6 @@ import (
 
 // reconcile serves POST /idempotency/reconcile.
 func (a *AdminAPI) reconcile(w http.ResponseWriter, r *http.Request) error {
-	if r.Method != http.MethodPost {
-		return errMethod(r)
-	}
 	opts, err := reconcile.ParseQuery(r.URL.Query())
 	if err != nil {
 		return asAPIError(err)

@@ -70,7 +70,11 @@ func AlreadyRan(rec *cache.Record) string {
 }
 
 // redeliver serves POST /idempotency/keys/<key>/redeliver (see Redeliver).
-func (a *AdminAPI) redeliver(w http.ResponseWriter, r *http.Request, key string) error {
+func (a *AdminAPI) redeliver(w http.ResponseWriter, r *http.Request) error {
+	key, err := keyParam(r)
+	if err != nil {
+		return err
+	}
 	ps, err := a.pickStore(r)
 	if err != nil {
 		return err

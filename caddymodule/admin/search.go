@@ -26,9 +26,6 @@ type SearchView struct {
 }
 
 func (a *AdminAPI) search(w http.ResponseWriter, r *http.Request) error {
-	if r.Method != http.MethodGet {
-		return errMethod(r)
-	}
 	q := r.URL.Query()
 	limit := cache.MaxSearch
 	if s := q.Get("limit"); s != "" {
