@@ -2,10 +2,11 @@
 // Caddy's admin endpoint: keys and their journal, listings by state,
 // purge, redelivery and the async delivery queues. It reads its config's
 // stores, routes and engines through the idempotency app
-// (registry.App), as admin.api.pki reads the pki app; the
-// console calls its operations in process (Redeliver, QueueViews,
-// SetPaused) and the CLI (caddymodule/command) over HTTP, decoding its
-// exported views.
+// (registry.App), as admin.api.pki reads the pki app. The operations are
+// a Service's methods, apart from HTTP; the routes (routeTable) read a
+// request, call one and write its answer. The console calls the Service
+// in process, the CLI (caddymodule/command) the routes over HTTP,
+// decoding the exported views.
 package admin
 
 import (
@@ -30,31 +31,14 @@ func init() {
 	caddy.RegisterModule(AdminAPI{})
 }
 
-// AdminAPI serves the idempotency routes on Caddy's admin endpoint:
-//
-//	GET    /idempotency/stores                  the loaded stores' ids
-//	GET    /idempotency/keys/<key>[?body=1]     one key's record and journal
-//	DELETE /idempotency/keys/<key>[?force=1]    forget a key: its next copy is forwarded
-//	POST   /idempotency/keys/<key>/redeliver[?force=1&again=1]   send the journaled notification again
-//	                                            (an answered key: force and again, its backend runs it twice)
-//	POST   /idempotency/redeliver               bulk: {"state","scope","since","limit","dry_run"}
-//	GET    /idempotency/summary[?scope=…]       failed, dead and in-flight keys: counts, money
-//	GET    /idempotency/keys?state=<state>[&scope=…&prefix=…&since=…&cursor=…&limit=…]
-//	                                            records by state, newest first, paged
-//	GET    /idempotency/orders/<order>          an order's business events, ran and not
-//	POST   /idempotency/reconcile?platform=…[&scope=…&merchant=…&items=1&limit=…&from=…&to=…]
-//	                                            the platform's bill (the body) against what ran
-//	GET    /idempotency/search?q=<text>[&limit=…]   keys by the merchant's order or refund number, or key prefix
-//	GET    /idempotency/deliveries              deliver async: every scope's queue
-//	POST   /idempotency/deliveries/<scope>/pause|resume   stop or restart its deliveries
-//	GET    /idempotency/refused[?scope=…&since=…&limit=…]
-//	                                            notifications refused before any claim, newest first
-//
-// <key> is URL-escaped (a "/" in a key as %2F). Every route takes
-// ?store=<id> to pick a store when several are loaded.
+// AdminAPI serves the idempotency routes on Caddy's admin endpoint: its
+// routeTable, one line a route; docs/operations.md says what each takes
+// and answers. <key> is URL-escaped (a "/" in a key as %2F). Every route
+// takes ?store=<id> to pick a store when several are loaded.
 type AdminAPI struct {
 	logger *zap.Logger
 	app    *registry.App
+	svc    *Service       // the operations the routes call
 	mux    *http.ServeMux // the route table's (Routes)
 }
 
@@ -78,6 +62,7 @@ func (a *AdminAPI) Provision(ctx caddy.Context) error {
 		return err
 	}
 	a.app = app.(*registry.App)
+	a.svc = NewService(a.app, a.logger)
 	return nil
 }
 
@@ -197,11 +182,7 @@ type StoresView struct {
 }
 
 func (a *AdminAPI) listStores(w http.ResponseWriter, r *http.Request) error {
-	ids := a.app.StoreIDs()
-	if ids == nil {
-		ids = []string{}
-	}
-	return writeJSON(w, http.StatusOK, StoresView{Stores: ids})
+	return writeJSON(w, http.StatusOK, StoresView{Stores: a.svc.Stores()})
 }
 
 // RecordView is a record as the admin API shows it: everything but the
@@ -385,17 +366,6 @@ func NewRecordView(app *registry.App, storeID string, rec *cache.Record, withBod
 	return v
 }
 
-// lookupKey finds the request's store and key's record, as admin errors:
-// 404 for no record, 503 when the store fails.
-func (a *AdminAPI) lookupKey(ctx context.Context, r *http.Request, key string) (*registry.Store, *cache.Record, error) {
-	ps, err := a.pickStore(r)
-	if err != nil {
-		return nil, nil, err
-	}
-	rec, err := lookup(ctx, ps, key)
-	return ps, rec, err
-}
-
 // lookup reads key's record in ps, as admin errors: 404 for no record,
 // 503 when the store fails.
 func lookup(ctx context.Context, ps *registry.Store, key string) (*cache.Record, error) {
@@ -416,27 +386,15 @@ func (a *AdminAPI) getKey(w http.ResponseWriter, r *http.Request) error {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)
 	defer cancel()
-	ps, rec, err := a.lookupKey(ctx, r, key)
+	ps, err := a.pickStore(r)
 	if err != nil {
 		return err
 	}
-	v := NewRecordView(a.app, ps.ID, rec, boolParam(r, "body"))
-	if m, refund, ok := stakeMoneyOf(ctx, a.app, newRefundBook(a.app, ps), rec); ok {
-		v.Amount = &AmountView{Value: m.Amount, Currency: m.Currency, Refund: refund}
-	}
-	if v.Event == "" {
-		v.Event = eventTypeOf(ctx, a.app, rec)
+	v, err := a.svc.Key(ctx, ps, key, boolParam(r, "body"))
+	if err != nil {
+		return err
 	}
 	return writeJSON(w, http.StatusOK, v)
-}
-
-// DeletedView is the answer to DELETE: what was forgotten.
-type DeletedView struct {
-	Deleted bool `json:"deleted"`
-	// QueuedDelivery says what became of the key's async delivery:
-	// "removed", or "being delivered" (it may still reach the backend).
-	QueuedDelivery string `json:"queued_delivery,omitempty"`
-	RecordView
 }
 
 func (a *AdminAPI) deleteKey(w http.ResponseWriter, r *http.Request) error {
@@ -450,53 +408,17 @@ func (a *AdminAPI) deleteKey(w http.ResponseWriter, r *http.Request) error {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)
 	defer cancel()
-	// Look first to refuse an in-flight key without force and to report
-	// what is forgotten; Delete decides.
-	rec, lerr := ps.Lookup(ctx, key)
-	if lerr == nil && rec.State == cache.StateInFlight && !boolParam(r, "force") {
-		return apiError(http.StatusConflict, fmt.Errorf("key %q is in flight: its first copy is at the backend now, and "+
-			"forgetting it lets the next copy run the backend a second time; if the gateway that holds it is gone, "+
-			"purge with force (?force=1, --force)", key))
-	}
-	queued, err := ps.Purge(ctx, key)
-	if errors.Is(err, cache.ErrNotFound) {
-		if queued == "" {
-			return apiError(http.StatusNotFound, fmt.Errorf("no record for key %q in store %s", key, ps.ID))
-		}
-		err = nil // only the queued delivery was left
-	}
+	out, err := a.svc.Purge(ctx, ps, key, boolParam(r, "force"), r.RemoteAddr)
 	if err != nil {
-		return apiError(http.StatusServiceUnavailable, fmt.Errorf("store %s: %v", ps.ID, err))
-	}
-	out := DeletedView{Deleted: true, QueuedDelivery: queued}
-	state := "unknown"
-	if lerr == nil {
-		out.RecordView = NewRecordView(a.app, ps.ID, rec, false)
-		state = string(rec.State)
-	} else {
-		out.RecordView = RecordView{Store: ps.ID, Key: key}
-	}
-	if a.logger != nil {
-		// Admin actions are rare and worth a line; the key stays hashed.
-		a.logger.Info("idempotency key purged through the admin API: its next copy will be forwarded",
-			zap.String("store", ps.ID), zap.String("key", registry.HashKey(key)), zap.String("state", state),
-			zap.String("remote", r.RemoteAddr))
+		return err
 	}
 	return writeJSON(w, http.StatusOK, out)
-}
-
-// PageView is the answer to GET /idempotency/keys?state=….
-type PageView struct {
-	Store string       `json:"store"`
-	Keys  []RecordView `json:"keys"`
-	// Next is the cursor of the next page; "" on the last page.
-	Next string `json:"next"`
 }
 
 func (a *AdminAPI) listKeys(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	lq := cache.ListQuery{State: cache.State(q.Get("state")), Scope: q.Get("scope"), Prefix: q.Get("prefix"),
-		Cursor: q.Get("cursor"), Window: a.app.WindowOf, Now: a.app.Now()}
+		Cursor: q.Get("cursor"), Limit: DefaultPageLimit}
 	switch lq.State {
 	case cache.StateInFlight, cache.StateAnswered, cache.StateFailed, cache.StateDead:
 	default:
@@ -509,13 +431,12 @@ func (a *AdminAPI) listKeys(w http.ResponseWriter, r *http.Request) error {
 		}
 		lq.Since = t
 	}
-	limit := DefaultPageLimit
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 {
 			return apiError(http.StatusBadRequest, fmt.Errorf("limit must be a positive number, not %q", s))
 		}
-		limit = min(n, maxPageLimit)
+		lq.Limit = min(n, maxPageLimit)
 	}
 	ps, err := a.pickStore(r)
 	if err != nil {
@@ -523,39 +444,9 @@ func (a *AdminAPI) listKeys(w http.ResponseWriter, r *http.Request) error {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)
 	defer cancel()
-	lq.Limit = limit
-	page, err := ps.List(ctx, lq)
-	recs, next := page.Records, page.Next
-	if errors.Is(err, cache.ErrBadQuery) {
-		return apiError(http.StatusBadRequest, err)
-	}
+	out, err := a.svc.List(ctx, ps, lq)
 	if err != nil {
-		return apiError(http.StatusServiceUnavailable, fmt.Errorf("store %s: %v", ps.ID, err))
-	}
-	out := PageView{Store: ps.ID, Keys: make([]RecordView, 0, len(recs)), Next: next}
-	rb := newRefundBook(a.app, ps)
-	for _, rec := range recs {
-		v := NewRecordView(a.app, ps.ID, rec, false)
-		if rec.State == cache.StateInFlight {
-			v.setState(ListedState(ctx, a.app, ps, rec))
-		}
-		// Listings carry no journal: the merchant's order number, the
-		// amount and the last attempt's status are in the record's own.
-		if full, err := ps.Lookup(ctx, rec.Key); err == nil {
-			if v.Status == 0 && rec.State != cache.StateAnswered && len(full.Attempts) > 0 {
-				v.Status = full.Attempts[len(full.Attempts)-1].Status
-			}
-			if n := full.Notification; n != nil {
-				v.MerchantRefs = n.MerchantRefs
-			}
-			if m, refund, ok := stakeMoneyOf(ctx, a.app, rb, full); ok {
-				v.Amount = &AmountView{Value: m.Amount, Currency: m.Currency, Refund: refund}
-			}
-			if v.Event == "" {
-				v.Event = eventTypeOf(ctx, a.app, full)
-			}
-		}
-		out.Keys = append(out.Keys, v)
+		return err
 	}
 	return writeJSON(w, http.StatusOK, out)
 }

@@ -38,9 +38,9 @@ type DeliveriesView struct {
 }
 
 // QueueViews reads every async scope's queue now.
-func QueueViews(ctx context.Context, app *registry.App) ([]DeliveryView, error) {
+func (s *Service) QueueViews(ctx context.Context) ([]DeliveryView, error) {
 	out := []DeliveryView{}
-	for _, e := range app.Engines() {
+	for _, e := range s.app.Engines() {
 		st, err := e.Queue().Stats(ctx, e.Scope())
 		if err != nil {
 			return nil, fmt.Errorf("scope %s: %w", e.Scope(), err)
@@ -63,7 +63,7 @@ func newDeliveryView(e registry.Engine, st cache.QueueStats) DeliveryView {
 func (a *AdminAPI) listDeliveries(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)
 	defer cancel()
-	views, err := QueueViews(ctx, a.app)
+	views, err := a.svc.QueueViews(ctx)
 	if err != nil {
 		return apiError(http.StatusServiceUnavailable, err)
 	}
@@ -84,7 +84,7 @@ func (a *AdminAPI) setPaused(w http.ResponseWriter, r *http.Request, paused bool
 	ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)
 	defer cancel()
 	scope := r.PathValue("scope")
-	v, err := SetPaused(ctx, a.app, scope, paused)
+	v, err := a.svc.SetPaused(ctx, scope, paused)
 	if err != nil {
 		return err
 	}
@@ -98,7 +98,8 @@ func (a *AdminAPI) setPaused(w http.ResponseWriter, r *http.Request, paused bool
 
 // SetPaused pauses or resumes an async scope's deliveries, on every
 // instance sharing its queue, and returns the queue after.
-func SetPaused(ctx context.Context, app *registry.App, scope string, paused bool) (DeliveryView, error) {
+func (s *Service) SetPaused(ctx context.Context, scope string, paused bool) (DeliveryView, error) {
+	app := s.app
 	e, ok := app.EngineOf(scope)
 	if !ok {
 		var names []string

@@ -31,7 +31,7 @@ func (a *AdminAPI) getOrder(w http.ResponseWriter, r *http.Request) error {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)
 	defer cancel()
-	v, err := Order(ctx, a.app, ps, order)
+	v, err := a.svc.Order(ctx, ps, order)
 	if err != nil {
 		return err
 	}
@@ -42,7 +42,8 @@ func (a *AdminAPI) getOrder(w http.ResponseWriter, r *http.Request) error {
 // every surface names it (StateOf: an async key's queued, retrying or
 // delivering): 404 when the store has no event of it, 503 when the store
 // fails.
-func Order(ctx context.Context, app *registry.App, ps *registry.Store, order string) (OrderView, error) {
+func (s *Service) Order(ctx context.Context, ps *registry.Store, order string) (OrderView, error) {
+	app := s.app
 	v, err := orders.Page(ctx, ps, order, func(key string, rec *cache.Record) cache.State {
 		return cache.State(StateOf(app, rec).State)
 	})
