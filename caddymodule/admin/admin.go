@@ -2,10 +2,11 @@
 // Caddy's admin endpoint: keys and their journal, listings by state,
 // purge, redelivery and the async delivery queues. It reads its config's
 // stores, routes and engines through the idempotency app
-// (registry.App), as admin.api.pki reads the pki app; the
-// console calls its operations in process (Redeliver, QueueViews,
-// SetPaused) and the CLI (caddymodule/command) over HTTP, decoding its
-// exported views.
+// (registry.App), as admin.api.pki reads the pki app. The operations are
+// a Service's methods, apart from HTTP; the routes (routeTable) read a
+// request, call one and write its answer. The console calls the Service
+// in process, the CLI (caddymodule/command) the routes over HTTP,
+// decoding the exported views.
 package admin
 
 import (
@@ -14,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -31,31 +31,15 @@ func init() {
 	caddy.RegisterModule(AdminAPI{})
 }
 
-// AdminAPI serves the idempotency routes on Caddy's admin endpoint:
-//
-//	GET    /idempotency/stores                  the loaded stores' ids
-//	GET    /idempotency/keys/<key>[?body=1]     one key's record and journal
-//	DELETE /idempotency/keys/<key>[?force=1]    forget a key: its next copy is forwarded
-//	POST   /idempotency/keys/<key>/redeliver[?force=1&again=1]   send the journaled notification again
-//	                                            (an answered key: force and again, its backend runs it twice)
-//	POST   /idempotency/redeliver               bulk: {"state","scope","since","limit","dry_run"}
-//	GET    /idempotency/summary[?scope=…]       failed, dead and in-flight keys: counts, money
-//	GET    /idempotency/keys?state=<state>[&scope=…&prefix=…&since=…&cursor=…&limit=…]
-//	                                            records by state, newest first, paged
-//	GET    /idempotency/orders/<order>          an order's business events, ran and not
-//	POST   /idempotency/reconcile?platform=…[&scope=…&merchant=…&items=1&limit=…&from=…&to=…]
-//	                                            the platform's bill (the body) against what ran
-//	GET    /idempotency/search?q=<text>[&limit=…]   keys by the merchant's order or refund number, or key prefix
-//	GET    /idempotency/deliveries              deliver async: every scope's queue
-//	POST   /idempotency/deliveries/<scope>/pause|resume   stop or restart its deliveries
-//	GET    /idempotency/refused[?scope=…&since=…&limit=…]
-//	                                            notifications refused before any claim, newest first
-//
-// <key> is URL-escaped (a "/" in a key as %2F). Every route takes
-// ?store=<id> to pick a store when several are loaded.
+// AdminAPI serves the idempotency routes on Caddy's admin endpoint: its
+// routeTable, one line a route; docs/operations.md says what each takes
+// and answers. <key> is URL-escaped (a "/" in a key as %2F). Every route
+// takes ?store=<id> to pick a store when several are loaded.
 type AdminAPI struct {
 	logger *zap.Logger
 	app    *registry.App
+	svc    *Service       // the operations the routes call
+	mux    *http.ServeMux // the route table's (Routes)
 }
 
 // CaddyModule returns the Caddy module information.
@@ -78,15 +62,50 @@ func (a *AdminAPI) Provision(ctx caddy.Context) error {
 		return err
 	}
 	a.app = app.(*registry.App)
+	a.svc = NewService(a.app, a.logger)
 	return nil
 }
 
-// Routes returns the /idempotency/ routes.
+// Routes returns the /idempotency/ routes: Caddy's admin server hands
+// the whole prefix to serve, which dispatches on the route table.
 func (a *AdminAPI) Routes() []caddy.AdminRoute {
+	a.mux = http.NewServeMux()
+	for _, rt := range a.routeTable() {
+		a.mux.Handle(rt.pattern, route{a, rt.serve})
+	}
 	return []caddy.AdminRoute{{
 		Pattern: adminPrefix,
-		Handler: caddy.AdminHandlerFunc(a.serveJSONErrors),
+		Handler: caddy.AdminHandlerFunc(a.serve),
 	}}
+}
+
+// routeTable is the admin API: a method and a path each (Go's ServeMux
+// patterns), and what serves it. {key...} takes the rest of the path,
+// unescaped segment by segment, so a key holding "/" (sent as %2F) stays
+// one key; {key} alone, before /redeliver, is one escaped segment.
+func (a *AdminAPI) routeTable() []struct {
+	pattern string
+	serve   func(http.ResponseWriter, *http.Request) error
+} {
+	return []struct {
+		pattern string
+		serve   func(http.ResponseWriter, *http.Request) error
+	}{
+		{"GET /idempotency/stores", a.listStores},
+		{"GET /idempotency/keys", a.listKeys},
+		{"GET /idempotency/keys/{key...}", a.getKey},
+		{"DELETE /idempotency/keys/{key...}", a.deleteKey},
+		{"POST /idempotency/keys/{key}/redeliver", a.redeliver},
+		{"POST /idempotency/redeliver", a.bulkRedeliver},
+		{"GET /idempotency/summary", a.summary},
+		{"GET /idempotency/orders/{order...}", a.getOrder},
+		{"POST /idempotency/reconcile", a.reconcile},
+		{"GET /idempotency/search", a.search},
+		{"GET /idempotency/refused", a.refused},
+		{"GET /idempotency/deliveries", a.listDeliveries},
+		{"POST /idempotency/deliveries/{scope}/pause", a.pauseDeliveries},
+		{"POST /idempotency/deliveries/{scope}/resume", a.resumeDeliveries},
+	}
 }
 
 const (
@@ -96,13 +115,55 @@ const (
 	maxPageLimit     = 1000
 )
 
-// serveJSONErrors writes the routes' errors itself: Caddy's admin server
-// encodes them with HTML escaping, which shows "<key>" as "\u003ckey\u003e".
-func (a *AdminAPI) serveJSONErrors(w http.ResponseWriter, r *http.Request) error {
-	err := a.serveHTTP(w, r)
+// route is one route's handler in the mux: its errors are written as
+// the admin API's JSON errors.
+type route struct {
+	a     *AdminAPI
+	serve func(http.ResponseWriter, *http.Request) error
+}
+
+func (rt route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if err := rt.serve(w, r); err != nil {
+		_ = rt.a.writeError(w, err)
+	}
+}
+
+// serve dispatches a request on the route table. The mux's own answers
+// (its plain-text 404 and 405, its redirects to a path with a trailing
+// slash) are replaced by the API's JSON errors: 405 names the methods
+// the path takes (and sets Allow), 404 the routes to try.
+func (a *AdminAPI) serve(w http.ResponseWriter, r *http.Request) error {
+	if h, _ := a.mux.Handler(r); isRoute(h) {
+		a.mux.ServeHTTP(w, r)
+		return nil
+	}
+	var allowed []string
+	for _, m := range []string{http.MethodDelete, http.MethodGet, http.MethodHead, http.MethodPost} {
+		probe := *r
+		probe.Method = m
+		if h, _ := a.mux.Handler(&probe); isRoute(h) {
+			allowed = append(allowed, m)
+		}
+	}
+	if len(allowed) == 0 {
+		return a.writeError(w, apiError(http.StatusNotFound, fmt.Errorf("no such route: %s (try /idempotency/keys/<key>, /idempotency/keys?state=failed, /idempotency/stores)", r.URL.Path)))
+	}
+	w.Header().Set("Allow", strings.Join(allowed, ", "))
+	return a.writeError(w, apiError(http.StatusMethodNotAllowed, fmt.Errorf("method %s not allowed on %s (allowed: %s)", r.Method, r.URL.Path, strings.Join(allowed, ", "))))
+}
+
+func isRoute(h http.Handler) bool {
+	_, ok := h.(route)
+	return ok
+}
+
+// writeError writes a route's error itself: Caddy's admin server encodes
+// errors with HTML escaping, which shows "<key>" as "\u003ckey\u003e".
+// An error that is no caddy.APIError is a 500, as Caddy makes it.
+func (a *AdminAPI) writeError(w http.ResponseWriter, err error) error {
 	var apiErr caddy.APIError
-	if err == nil || !errors.As(err, &apiErr) {
-		return err
+	if !errors.As(err, &apiErr) {
+		apiErr = caddy.APIError{Err: err}
 	}
 	if apiErr.HTTPStatus == 0 {
 		apiErr.HTTPStatus = http.StatusInternalServerError
@@ -115,90 +176,13 @@ func (a *AdminAPI) serveJSONErrors(w http.ResponseWriter, r *http.Request) error
 	return writeJSON(w, apiErr.HTTPStatus, apiErr)
 }
 
-func (a *AdminAPI) serveHTTP(w http.ResponseWriter, r *http.Request) error {
-	// The key is taken from the escaped path and unescaped once, so a key
-	// holding "/" (sent as %2F) stays one key.
-	rest := strings.TrimPrefix(r.URL.EscapedPath(), adminPrefix)
-	switch {
-	case rest == "stores":
-		if r.Method != http.MethodGet {
-			return errMethod(r)
-		}
-		return a.listStores(w)
-	case rest == "deliveries" || strings.HasPrefix(rest, "deliveries/"):
-		return a.deliveries(w, r, strings.TrimPrefix(strings.TrimPrefix(rest, "deliveries"), "/"))
-	case strings.HasPrefix(rest, "orders/"):
-		if r.Method != http.MethodGet {
-			return errMethod(r)
-		}
-		order, err := url.PathUnescape(strings.TrimPrefix(rest, "orders/"))
-		if err != nil || order == "" {
-			return apiError(http.StatusBadRequest, errors.New("which order? /idempotency/orders/<scope>:<merchant>:<order>, escaped"))
-		}
-		return a.getOrder(w, r, order)
-	case rest == "reconcile":
-		return a.reconcile(w, r)
-	case rest == "search":
-		return a.search(w, r)
-	case rest == "redeliver":
-		if r.Method != http.MethodPost {
-			return errMethod(r)
-		}
-		return a.bulkRedeliver(w, r)
-	case rest == "refused":
-		if r.Method != http.MethodGet {
-			return errMethod(r)
-		}
-		return a.refused(w, r)
-	case rest == "summary":
-		if r.Method != http.MethodGet {
-			return errMethod(r)
-		}
-		return a.summary(w, r)
-	case rest == "keys":
-		if r.Method != http.MethodGet {
-			return errMethod(r)
-		}
-		return a.listKeys(w, r)
-	case strings.HasPrefix(rest, "keys/"):
-		rest = strings.TrimPrefix(rest, "keys/")
-		redeliver := strings.HasSuffix(rest, "/redeliver")
-		rest = strings.TrimSuffix(rest, "/redeliver")
-		key, err := url.PathUnescape(rest)
-		if err != nil {
-			return apiError(http.StatusBadRequest, fmt.Errorf("key is not properly escaped: %v", err))
-		}
-		if key == "" {
-			return apiError(http.StatusBadRequest, errors.New("missing key: /idempotency/keys/<key>"))
-		}
-		if redeliver {
-			if r.Method != http.MethodPost {
-				return errMethod(r)
-			}
-			return a.redeliver(w, r, key)
-		}
-		switch r.Method {
-		case http.MethodGet:
-			return a.getKey(w, r, key)
-		case http.MethodDelete:
-			return a.deleteKey(w, r, key)
-		}
-		return errMethod(r)
-	}
-	return apiError(http.StatusNotFound, fmt.Errorf("no such route: %s (try /idempotency/keys/<key>, /idempotency/keys?state=failed, /idempotency/stores)", r.URL.Path))
-}
-
 // StoresView is the answer to GET /idempotency/stores.
 type StoresView struct {
 	Stores []string `json:"stores"`
 }
 
-func (a *AdminAPI) listStores(w http.ResponseWriter) error {
-	ids := a.app.StoreIDs()
-	if ids == nil {
-		ids = []string{}
-	}
-	return writeJSON(w, http.StatusOK, StoresView{Stores: ids})
+func (a *AdminAPI) listStores(w http.ResponseWriter, r *http.Request) error {
+	return writeJSON(w, http.StatusOK, StoresView{Stores: a.svc.Stores()})
 }
 
 // RecordView is a record as the admin API shows it: everything but the
@@ -382,17 +366,6 @@ func NewRecordView(app *registry.App, storeID string, rec *cache.Record, withBod
 	return v
 }
 
-// lookupKey finds the request's store and key's record, as admin errors:
-// 404 for no record, 503 when the store fails.
-func (a *AdminAPI) lookupKey(ctx context.Context, r *http.Request, key string) (*registry.Store, *cache.Record, error) {
-	ps, err := a.pickStore(r)
-	if err != nil {
-		return nil, nil, err
-	}
-	rec, err := lookup(ctx, ps, key)
-	return ps, rec, err
-}
-
 // lookup reads key's record in ps, as admin errors: 404 for no record,
 // 503 when the store fails.
 func lookup(ctx context.Context, ps *registry.Store, key string) (*cache.Record, error) {
@@ -406,86 +379,46 @@ func lookup(ctx context.Context, ps *registry.Store, key string) (*cache.Record,
 	return rec, nil
 }
 
-func (a *AdminAPI) getKey(w http.ResponseWriter, r *http.Request, key string) error {
-	ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)
-	defer cancel()
-	ps, rec, err := a.lookupKey(ctx, r, key)
+func (a *AdminAPI) getKey(w http.ResponseWriter, r *http.Request) error {
+	key, err := keyParam(r)
 	if err != nil {
 		return err
 	}
-	v := NewRecordView(a.app, ps.ID, rec, boolParam(r, "body"))
-	if m, refund, ok := stakeMoneyOf(ctx, a.app, newRefundBook(a.app, ps), rec); ok {
-		v.Amount = &AmountView{Value: m.Amount, Currency: m.Currency, Refund: refund}
+	ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)
+	defer cancel()
+	ps, err := a.pickStore(r)
+	if err != nil {
+		return err
 	}
-	if v.Event == "" {
-		v.Event = eventTypeOf(ctx, a.app, rec)
+	v, err := a.svc.Key(ctx, ps, key, boolParam(r, "body"))
+	if err != nil {
+		return err
 	}
 	return writeJSON(w, http.StatusOK, v)
 }
 
-// DeletedView is the answer to DELETE: what was forgotten.
-type DeletedView struct {
-	Deleted bool `json:"deleted"`
-	// QueuedDelivery says what became of the key's async delivery:
-	// "removed", or "being delivered" (it may still reach the backend).
-	QueuedDelivery string `json:"queued_delivery,omitempty"`
-	RecordView
-}
-
-func (a *AdminAPI) deleteKey(w http.ResponseWriter, r *http.Request, key string) error {
+func (a *AdminAPI) deleteKey(w http.ResponseWriter, r *http.Request) error {
+	key, err := keyParam(r)
+	if err != nil {
+		return err
+	}
 	ps, err := a.pickStore(r)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)
 	defer cancel()
-	// Look first to refuse an in-flight key without force and to report
-	// what is forgotten; Delete decides.
-	rec, lerr := ps.Lookup(ctx, key)
-	if lerr == nil && rec.State == cache.StateInFlight && !boolParam(r, "force") {
-		return apiError(http.StatusConflict, fmt.Errorf("key %q is in flight: its first copy is at the backend now, and "+
-			"forgetting it lets the next copy run the backend a second time; if the gateway that holds it is gone, "+
-			"purge with force (?force=1, --force)", key))
-	}
-	queued, err := ps.Purge(ctx, key)
-	if errors.Is(err, cache.ErrNotFound) {
-		if queued == "" {
-			return apiError(http.StatusNotFound, fmt.Errorf("no record for key %q in store %s", key, ps.ID))
-		}
-		err = nil // only the queued delivery was left
-	}
+	out, err := a.svc.Purge(ctx, ps, key, boolParam(r, "force"), r.RemoteAddr)
 	if err != nil {
-		return apiError(http.StatusServiceUnavailable, fmt.Errorf("store %s: %v", ps.ID, err))
-	}
-	out := DeletedView{Deleted: true, QueuedDelivery: queued}
-	state := "unknown"
-	if lerr == nil {
-		out.RecordView = NewRecordView(a.app, ps.ID, rec, false)
-		state = string(rec.State)
-	} else {
-		out.RecordView = RecordView{Store: ps.ID, Key: key}
-	}
-	if a.logger != nil {
-		// Admin actions are rare and worth a line; the key stays hashed.
-		a.logger.Info("idempotency key purged through the admin API: its next copy will be forwarded",
-			zap.String("store", ps.ID), zap.String("key", registry.HashKey(key)), zap.String("state", state),
-			zap.String("remote", r.RemoteAddr))
+		return err
 	}
 	return writeJSON(w, http.StatusOK, out)
-}
-
-// PageView is the answer to GET /idempotency/keys?state=….
-type PageView struct {
-	Store string       `json:"store"`
-	Keys  []RecordView `json:"keys"`
-	// Next is the cursor of the next page; "" on the last page.
-	Next string `json:"next"`
 }
 
 func (a *AdminAPI) listKeys(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	lq := cache.ListQuery{State: cache.State(q.Get("state")), Scope: q.Get("scope"), Prefix: q.Get("prefix"),
-		Cursor: q.Get("cursor"), Window: a.app.WindowOf, Now: a.app.Now()}
+		Cursor: q.Get("cursor"), Limit: DefaultPageLimit}
 	switch lq.State {
 	case cache.StateInFlight, cache.StateAnswered, cache.StateFailed, cache.StateDead:
 	default:
@@ -498,13 +431,12 @@ func (a *AdminAPI) listKeys(w http.ResponseWriter, r *http.Request) error {
 		}
 		lq.Since = t
 	}
-	limit := DefaultPageLimit
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 {
 			return apiError(http.StatusBadRequest, fmt.Errorf("limit must be a positive number, not %q", s))
 		}
-		limit = min(n, maxPageLimit)
+		lq.Limit = min(n, maxPageLimit)
 	}
 	ps, err := a.pickStore(r)
 	if err != nil {
@@ -512,39 +444,9 @@ func (a *AdminAPI) listKeys(w http.ResponseWriter, r *http.Request) error {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)
 	defer cancel()
-	lq.Limit = limit
-	page, err := ps.List(ctx, lq)
-	recs, next := page.Records, page.Next
-	if errors.Is(err, cache.ErrBadQuery) {
-		return apiError(http.StatusBadRequest, err)
-	}
+	out, err := a.svc.List(ctx, ps, lq)
 	if err != nil {
-		return apiError(http.StatusServiceUnavailable, fmt.Errorf("store %s: %v", ps.ID, err))
-	}
-	out := PageView{Store: ps.ID, Keys: make([]RecordView, 0, len(recs)), Next: next}
-	rb := newRefundBook(a.app, ps)
-	for _, rec := range recs {
-		v := NewRecordView(a.app, ps.ID, rec, false)
-		if rec.State == cache.StateInFlight {
-			v.setState(ListedState(ctx, a.app, ps, rec))
-		}
-		// Listings carry no journal: the merchant's order number, the
-		// amount and the last attempt's status are in the record's own.
-		if full, err := ps.Lookup(ctx, rec.Key); err == nil {
-			if v.Status == 0 && rec.State != cache.StateAnswered && len(full.Attempts) > 0 {
-				v.Status = full.Attempts[len(full.Attempts)-1].Status
-			}
-			if n := full.Notification; n != nil {
-				v.MerchantRefs = n.MerchantRefs
-			}
-			if m, refund, ok := stakeMoneyOf(ctx, a.app, rb, full); ok {
-				v.Amount = &AmountView{Value: m.Amount, Currency: m.Currency, Refund: refund}
-			}
-			if v.Event == "" {
-				v.Event = eventTypeOf(ctx, a.app, full)
-			}
-		}
-		out.Keys = append(out.Keys, v)
+		return err
 	}
 	return writeJSON(w, http.StatusOK, out)
 }
@@ -588,8 +490,13 @@ func apiError(status int, err error) error {
 	return caddy.APIError{HTTPStatus: status, Err: err}
 }
 
-func errMethod(r *http.Request) error {
-	return apiError(http.StatusMethodNotAllowed, fmt.Errorf("method %s not allowed on %s", r.Method, r.URL.Path))
+// keyParam is the route's {key}, unescaped by the mux.
+func keyParam(r *http.Request) (string, error) {
+	key := r.PathValue("key")
+	if key == "" {
+		return "", apiError(http.StatusBadRequest, errors.New("missing key: /idempotency/keys/<key>"))
+	}
+	return key, nil
 }
 
 // Interface guards

@@ -72,18 +72,19 @@ func (a *AdminAPI) bulkRedeliver(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out, err := BulkRedeliver(r.Context(), a.app, ps, req, a.logger, r.RemoteAddr)
+	out, err := a.svc.BulkRedeliver(r.Context(), ps, req, r.RemoteAddr)
 	if err != nil {
 		return err
 	}
 	return writeJSON(w, http.StatusOK, out)
 }
 
-// BulkRedeliver runs req on ps (the console calls it too). A run without
-// scope or since is refused, naming how many keys it would match; every
-// key is sent at most once per run; a store error stops the run, and the
-// answer says how far it got.
-func BulkRedeliver(ctx context.Context, app *registry.App, ps *registry.Store, req BulkRequest, logger *zap.Logger, remote string) (BulkView, error) {
+// BulkRedeliver runs req on ps (the console calls it too), each key as
+// Redeliver does. A run without scope or since is refused, naming how
+// many keys it would match; every key is sent at most once per run; a
+// store error stops the run, and the answer says how far it got.
+func (s *Service) BulkRedeliver(ctx context.Context, ps *registry.Store, req BulkRequest, remote string) (BulkView, error) {
+	app, logger := s.app, s.logger
 	if req.State != string(cache.StateFailed) && req.State != string(cache.StateDead) {
 		return BulkView{}, apiError(http.StatusBadRequest, fmt.Errorf("state must be failed or dead, not %q", req.State))
 	}
@@ -116,7 +117,7 @@ func BulkRedeliver(ctx context.Context, app *registry.App, ps *registry.Store, r
 		logger.Info("bulk redelivery through the admin API", zap.String("store", ps.ID), zap.String("state", req.State),
 			zap.String("scope", req.Scope), zap.Time("since", req.Since), zap.Int("matched", len(keys)), zap.String("remote", remote))
 	}
-	results, stopped := runBulk(ctx, app, ps, keys, concurrencyOf(app, req.Scope), logger, remote)
+	results, stopped := s.runBulk(ctx, ps, keys, concurrencyOf(app, req.Scope), remote)
 	out.Results = results
 	if stopped != "" {
 		out.Stopped = stopped
@@ -162,7 +163,7 @@ func concurrencyOf(app *registry.App, scope string) int {
 
 // runBulk redelivers keys, n at a time, in order. The first store error
 // stops it: no key after it is started, and the answer says so.
-func runBulk(ctx context.Context, app *registry.App, ps *registry.Store, keys []*cache.Record, n int, logger *zap.Logger, remote string) ([]BulkResult, string) {
+func (s *Service) runBulk(ctx context.Context, ps *registry.Store, keys []*cache.Record, n int, remote string) ([]BulkResult, string) {
 	results := make([]BulkResult, len(keys))
 	var (
 		mu      sync.Mutex
@@ -192,7 +193,7 @@ func runBulk(ctx context.Context, app *registry.App, ps *registry.Store, keys []
 			defer wg.Done()
 			defer func() { <-sem }()
 			res := BulkResult{Key: rec.Key}
-			v, err := Redeliver(ctx, app, ps, rec.Key, false, false, logger, remote)
+			v, err := s.Redeliver(ctx, ps, rec.Key, false, false, remote)
 			if err == nil {
 				res.Status, res.State = v.Status, v.State
 				if v.State == "unknown" {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
@@ -39,9 +38,9 @@ type DeliveriesView struct {
 }
 
 // QueueViews reads every async scope's queue now.
-func QueueViews(ctx context.Context, app *registry.App) ([]DeliveryView, error) {
+func (s *Service) QueueViews(ctx context.Context) ([]DeliveryView, error) {
 	out := []DeliveryView{}
-	for _, e := range app.Engines() {
+	for _, e := range s.app.Engines() {
 		st, err := e.Queue().Stats(ctx, e.Scope())
 		if err != nil {
 			return nil, fmt.Errorf("scope %s: %w", e.Scope(), err)
@@ -60,42 +59,47 @@ func newDeliveryView(e registry.Engine, st cache.QueueStats) DeliveryView {
 	return v
 }
 
-// deliveries serves /idempotency/deliveries[/<scope>/pause|resume].
-func (a *AdminAPI) deliveries(w http.ResponseWriter, r *http.Request, rest string) error {
+// listDeliveries serves GET /idempotency/deliveries.
+func (a *AdminAPI) listDeliveries(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)
 	defer cancel()
-	if rest == "" {
-		if r.Method != http.MethodGet {
-			return errMethod(r)
-		}
-		views, err := QueueViews(ctx, a.app)
-		if err != nil {
-			return apiError(http.StatusServiceUnavailable, err)
-		}
-		return writeJSON(w, http.StatusOK, DeliveriesView{Deliveries: views})
-	}
-	esc, action, ok := strings.Cut(rest, "/")
-	if !ok || (action != "pause" && action != "resume") {
-		return apiError(http.StatusNotFound, fmt.Errorf("no such route: %s (try /idempotency/deliveries/<scope>/pause or /resume)", r.URL.Path))
-	}
-	if r.Method != http.MethodPost {
-		return errMethod(r)
-	}
-	scope, err := url.PathUnescape(esc)
+	views, err := a.svc.QueueViews(ctx)
 	if err != nil {
-		return apiError(http.StatusBadRequest, fmt.Errorf("scope is not properly escaped: %v", err))
+		return apiError(http.StatusServiceUnavailable, err)
 	}
-	v, err := SetPaused(ctx, a.app, scope, action == "pause")
+	return writeJSON(w, http.StatusOK, DeliveriesView{Deliveries: views})
+}
+
+// pauseDeliveries and resumeDeliveries serve
+// POST /idempotency/deliveries/<scope>/pause|resume.
+func (a *AdminAPI) pauseDeliveries(w http.ResponseWriter, r *http.Request) error {
+	return a.setPaused(w, r, true)
+}
+
+func (a *AdminAPI) resumeDeliveries(w http.ResponseWriter, r *http.Request) error {
+	return a.setPaused(w, r, false)
+}
+
+func (a *AdminAPI) setPaused(w http.ResponseWriter, r *http.Request, paused bool) error {
+	ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)
+	defer cancel()
+	scope := r.PathValue("scope")
+	v, err := a.svc.SetPaused(ctx, scope, paused)
 	if err != nil {
 		return err
 	}
-	a.logger.Info("deliveries "+action+"d", zap.String("scope", scope))
+	action := "resumed"
+	if paused {
+		action = "paused"
+	}
+	a.logger.Info("deliveries "+action, zap.String("scope", scope))
 	return writeJSON(w, http.StatusOK, v)
 }
 
 // SetPaused pauses or resumes an async scope's deliveries, on every
 // instance sharing its queue, and returns the queue after.
-func SetPaused(ctx context.Context, app *registry.App, scope string, paused bool) (DeliveryView, error) {
+func (s *Service) SetPaused(ctx context.Context, scope string, paused bool) (DeliveryView, error) {
+	app := s.app
 	e, ok := app.EngineOf(scope)
 	if !ok {
 		var names []string

@@ -20,14 +20,18 @@ type OrderView = orders.View
 // OrderEventView is one business event of an order.
 type OrderEventView = orders.EventView
 
-func (a *AdminAPI) getOrder(w http.ResponseWriter, r *http.Request, order string) error {
+func (a *AdminAPI) getOrder(w http.ResponseWriter, r *http.Request) error {
+	order := r.PathValue("order")
+	if order == "" {
+		return apiError(http.StatusBadRequest, errors.New("which order? /idempotency/orders/<scope>:<merchant>:<order>, escaped"))
+	}
 	ps, err := a.pickStore(r)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)
 	defer cancel()
-	v, err := Order(ctx, a.app, ps, order)
+	v, err := a.svc.Order(ctx, ps, order)
 	if err != nil {
 		return err
 	}
@@ -38,7 +42,8 @@ func (a *AdminAPI) getOrder(w http.ResponseWriter, r *http.Request, order string
 // every surface names it (StateOf: an async key's queued, retrying or
 // delivering): 404 when the store has no event of it, 503 when the store
 // fails.
-func Order(ctx context.Context, app *registry.App, ps *registry.Store, order string) (OrderView, error) {
+func (s *Service) Order(ctx context.Context, ps *registry.Store, order string) (OrderView, error) {
+	app := s.app
 	v, err := orders.PageRepairing(ctx, ps, order, func(key string, rec *cache.Record) cache.State {
 		return cache.State(StateOf(app, rec).State)
 	}, func(ctx context.Context, rec *cache.Record) bool { return RepairOrderEvent(ctx, app, ps, rec) })

@@ -8,7 +8,6 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/certmagic"
-	"go.uber.org/zap"
 
 	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/internal/registry"
@@ -22,9 +21,6 @@ import (
 
 // reconcile serves POST /idempotency/reconcile.
 func (a *AdminAPI) reconcile(w http.ResponseWriter, r *http.Request) error {
-	if r.Method != http.MethodPost {
-		return errMethod(r)
-	}
 	opts, err := reconcile.ParseQuery(r.URL.Query())
 	if err != nil {
 		return asAPIError(err)
@@ -38,16 +34,9 @@ func (a *AdminAPI) reconcile(w http.ResponseWriter, r *http.Request) error {
 	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(reconcile.Timeout))
 	ctx, cancel := context.WithTimeout(r.Context(), reconcile.Timeout)
 	defer cancel()
-	start := time.Now()
-	rep, err := reconcile.Run(ctx, ReconcileEnv(a.app, ps), opts, http.MaxBytesReader(w, r.Body, reconcile.MaxBillSize))
+	rep, err := a.svc.Reconcile(ctx, ps, opts, http.MaxBytesReader(w, r.Body, reconcile.MaxBillSize), r.RemoteAddr)
 	if err != nil {
 		return asAPIError(err)
-	}
-	if a.logger != nil {
-		a.logger.Info("reconciled a bill", zap.String("platform", rep.Platform), zap.String("scope", rep.Scope),
-			zap.Int("rows", rep.Bill.Rows), zap.Int("settled_never_run", rep.SettledNeverRun.Count),
-			zap.Int("run_not_settled", rep.RunNotSettled.Count), zap.Int("amount_differs", rep.AmountDiffers.Count),
-			zap.Int("matched", rep.Matched.Count), zap.Duration("took", time.Since(start)), zap.String("remote", r.RemoteAddr))
 	}
 	return writeJSON(w, http.StatusOK, rep)
 }

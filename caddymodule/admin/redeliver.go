@@ -70,12 +70,16 @@ func AlreadyRan(rec *cache.Record) string {
 }
 
 // redeliver serves POST /idempotency/keys/<key>/redeliver (see Redeliver).
-func (a *AdminAPI) redeliver(w http.ResponseWriter, r *http.Request, key string) error {
+func (a *AdminAPI) redeliver(w http.ResponseWriter, r *http.Request) error {
+	key, err := keyParam(r)
+	if err != nil {
+		return err
+	}
 	ps, err := a.pickStore(r)
 	if err != nil {
 		return err
 	}
-	out, err := Redeliver(r.Context(), a.app, ps, key, boolParam(r, "force"), boolParam(r, "again"), a.logger, r.RemoteAddr)
+	out, err := a.svc.Redeliver(r.Context(), ps, key, boolParam(r, "force"), boolParam(r, "again"), r.RemoteAddr)
 	if err != nil {
 		return err
 	}
@@ -93,7 +97,8 @@ func (a *AdminAPI) redeliver(w http.ResponseWriter, r *http.Request, key string)
 // admin errors (caddy.APIError) with their status; remote names who asked,
 // for the log line. The console and the bulk run call it too, so the rules
 // stay in one place.
-func Redeliver(ctx context.Context, app *registry.App, ps *registry.Store, key string, force, again bool, logger *zap.Logger, remote string) (RedeliveryView, error) {
+func (s *Service) Redeliver(ctx context.Context, ps *registry.Store, key string, force, again bool, remote string) (RedeliveryView, error) {
+	app, logger := s.app, s.logger
 	lctx, cancel := context.WithTimeout(ctx, adminTimeout)
 	defer cancel()
 	rec, err := lookup(lctx, ps, key)

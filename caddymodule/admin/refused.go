@@ -56,7 +56,7 @@ func (a *AdminAPI) refused(w http.ResponseWriter, r *http.Request) error {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)
 	defer cancel()
-	v, err := Refused(ctx, ps, rq)
+	v, err := a.svc.Refused(ctx, ps, rq)
 	if err != nil {
 		return err
 	}
@@ -65,7 +65,7 @@ func (a *AdminAPI) refused(w http.ResponseWriter, r *http.Request) error {
 
 // Refused reads ps's refused list, as admin errors: 501 for a store that
 // keeps none, 503 when the store fails.
-func Refused(ctx context.Context, ps *registry.Store, q cache.RefusedQuery) (RefusedView, error) {
+func (s *Service) Refused(ctx context.Context, ps *registry.Store, q cache.RefusedQuery) (RefusedView, error) {
 	rl, ok := ps.Store.(cache.RefusedLog)
 	if !ok {
 		return RefusedView{}, apiError(http.StatusNotImplemented, fmt.Errorf("store %s %w", ps.ID, errNoRefusedLog))

@@ -26,9 +26,6 @@ type SearchView struct {
 }
 
 func (a *AdminAPI) search(w http.ResponseWriter, r *http.Request) error {
-	if r.Method != http.MethodGet {
-		return errMethod(r)
-	}
 	q := r.URL.Query()
 	limit := cache.MaxSearch
 	if s := q.Get("limit"); s != "" {
@@ -44,7 +41,7 @@ func (a *AdminAPI) search(w http.ResponseWriter, r *http.Request) error {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)
 	defer cancel()
-	v, err := Search(ctx, a.app, ps, q.Get("q"), limit)
+	v, err := a.svc.Search(ctx, ps, q.Get("q"), limit)
 	if err != nil {
 		return err
 	}
@@ -53,7 +50,8 @@ func (a *AdminAPI) search(w http.ResponseWriter, r *http.Request) error {
 
 // Search finds the keys text names in ps: by a merchant's reference, then
 // by key prefix (cache.Search), at most limit of them.
-func Search(ctx context.Context, app *registry.App, ps *registry.Store, text string, limit int) (SearchView, error) {
+func (s *Service) Search(ctx context.Context, ps *registry.Store, text string, limit int) (SearchView, error) {
+	app := s.app
 	out := SearchView{Store: ps.ID, Q: text, Matches: []cache.Match{}}
 	q := cache.SearchQuery{Q: text, Limit: limit, Window: app.WindowOf, Now: app.Now(), NoPrefix: !mayStartKey(strings.TrimSpace(text), app.ScopeNames())}
 	m, err := cache.Search(ctx, ps.Store, q)

@@ -59,7 +59,7 @@ func (a *AdminAPI) summary(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	v, err := Summary(r.Context(), a.app, ps, r.URL.Query().Get("scope"))
+	v, err := a.svc.Summary(r.Context(), ps, r.URL.Query().Get("scope"))
 	if err != nil {
 		return err
 	}
@@ -67,13 +67,14 @@ func (a *AdminAPI) summary(w http.ResponseWriter, r *http.Request) error {
 }
 
 // Summary reads the money at stake in ps (of scope, if not "").
-func Summary(ctx context.Context, app *registry.App, ps *registry.Store, scope string) (SummaryView, error) {
-	return SummaryUpTo(ctx, app, ps, scope, MaxSummary)
+func (s *Service) Summary(ctx context.Context, ps *registry.Store, scope string) (SummaryView, error) {
+	return s.SummaryUpTo(ctx, ps, scope, MaxSummary)
 }
 
 // SummaryUpTo is Summary reading at most limit keys per state (the
 // console's overview, which reloads itself, reads fewer).
-func SummaryUpTo(ctx context.Context, app *registry.App, ps *registry.Store, scope string, limit int) (SummaryView, error) {
+func (s *Service) SummaryUpTo(ctx context.Context, ps *registry.Store, scope string, limit int) (SummaryView, error) {
+	app := s.app
 	out := SummaryView{Store: ps.ID, Scope: scope}
 	for _, st := range []struct {
 		state cache.State

@@ -332,7 +332,7 @@ func (c *Console) overview(ctx context.Context, r *http.Request, v *consolePage)
 	// notifications carry, per currency.
 	v.Stakes, errs = stakes(ctx, c.app, v.Stores, v.Scope)
 	v.Delivery = "synchronous delivery: each notification goes to the backend on the platform's own request, so there is no queue"
-	if queues, err := admin.QueueViews(ctx, c.app); err != nil {
+	if queues, err := c.service().QueueViews(ctx); err != nil {
 		errs = append(errs, "delivery queues: "+err.Error())
 	} else if len(queues) > 0 {
 		v.Queues = queues

@@ -28,7 +28,7 @@ type consoleData interface {
 	list(ctx context.Context, store string, q cache.ListQuery) ([]*cache.Record, error)
 	// lookup is one key's record with its journal.
 	lookup(ctx context.Context, store, key string) (*cache.Record, error)
-	// order is one order's business events (admin.Order).
+	// order is one order's business events (admin.Service.Order).
 	order(ctx context.Context, store, order string) (admin.OrderView, error)
 	// stateOf is a record's state as operators see it (failed or dead;
 	// an async key's queued, retrying or delivering).
@@ -38,7 +38,7 @@ type consoleData interface {
 	// search finds keys by a merchant's reference or key prefix (search.go).
 	search(ctx context.Context, store, q string) (admin.SearchView, error)
 	// redeliver sends the journaled notification through its route again
-	// (an answered key only with force and again: see admin.Redeliver).
+	// (an answered key only with force and again: see admin.Service.Redeliver).
 	redeliver(ctx context.Context, store, key string, force, again bool, logger *zap.Logger, remote string) (admin.RedeliveryView, error)
 }
 
@@ -54,8 +54,16 @@ type consoleError struct {
 func (e *consoleError) Error() string { return e.msg }
 
 // appData reads the stores of the config's idempotency handlers (its
-// app) and acts through the admin API's own code paths.
+// app) and acts through the admin operations (admin.Service), the ones
+// the admin API's routes call.
 type appData struct{ app *registry.App }
+
+// service is the admin operations on the app; logger takes the lines of
+// the actions it runs.
+func (d appData) service(logger *zap.Logger) *admin.Service { return admin.NewService(d.app, logger) }
+
+// service is the admin operations, logging as the console.
+func (c *Console) service() *admin.Service { return admin.NewService(c.app, c.logger) }
 
 func (d appData) storeIDs() []string { return d.app.StoreIDs() }
 
@@ -93,7 +101,7 @@ func (d appData) order(ctx context.Context, store, order string) (admin.OrderVie
 	if err != nil {
 		return admin.OrderView{}, err
 	}
-	ov, err := admin.Order(ctx, d.app, ps, order)
+	ov, err := d.service(nil).Order(ctx, ps, order)
 	return ov, consoleErr(err)
 }
 
@@ -104,24 +112,14 @@ func (d appData) purge(ctx context.Context, store, key string, force bool, logge
 	if err != nil {
 		return err
 	}
-	// The admin API's rule: an in-flight key is at the backend now, and
-	// forgetting it lets the next copy run the backend a second time.
-	rec, err := ps.Lookup(ctx, key)
-	if err == nil && rec.State == cache.StateInFlight && !force {
-		return &consoleError{http.StatusConflict, "this key is in flight: its first copy is at the backend now, and " +
-			"forgetting it lets the next copy run the backend a second time; purge with force only if the gateway that holds it is gone"}
-	}
-	if _, err := ps.Purge(ctx, key); err != nil {
-		return err
-	}
-	if logger != nil {
-		logger.Info("idempotency key purged through the console: its next copy will be forwarded",
-			zap.String("store", ps.ID), zap.String("key", registry.HashKey(key)), zap.String("remote", remote))
-	}
-	return nil
+	// The admin API's purge and its rule: an in-flight key is at the
+	// backend now, and forgetting it lets the next copy run the backend a
+	// second time.
+	_, err = d.service(logger).Purge(ctx, ps, key, force, remote)
+	return consoleErr(err)
 }
 
-// redeliver runs the admin API's redelivery (admin.Redeliver) in process,
+// redeliver runs the admin API's redelivery (admin.Service.Redeliver),
 // so its rules (no in-flight key, an answered key only with force and
 // again, only whole notifications) stay in one place.
 func (d appData) redeliver(ctx context.Context, store, key string, force, again bool, logger *zap.Logger, remote string) (admin.RedeliveryView, error) {
@@ -129,7 +127,7 @@ func (d appData) redeliver(ctx context.Context, store, key string, force, again 
 	if err != nil {
 		return admin.RedeliveryView{}, err
 	}
-	out, err := admin.Redeliver(ctx, d.app, ps, key, force, again, logger, remote)
+	out, err := d.service(logger).Redeliver(ctx, ps, key, force, again, remote)
 	return out, consoleErr(err)
 }
 
@@ -149,7 +147,7 @@ func (c *Console) pause(ctx context.Context, w http.ResponseWriter, r *http.Requ
 	if action != "pause" && action != "resume" {
 		return &consoleError{status: http.StatusBadRequest, msg: "action must be pause or resume"}
 	}
-	if _, err := admin.SetPaused(ctx, c.app, r.PostForm.Get("scope"), action == "pause"); err != nil {
+	if _, err := c.service().SetPaused(ctx, r.PostForm.Get("scope"), action == "pause"); err != nil {
 		return consoleErr(err)
 	}
 	http.Redirect(w, r, v.Base+"?"+url.Values{"note": {action + "d"}}.Encode(), http.StatusSeeOther)

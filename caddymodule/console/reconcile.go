@@ -184,7 +184,7 @@ func (c *Console) reconcile(w http.ResponseWriter, r *http.Request, v *consolePa
 		return c.render(w, errStatus(consoleErr(err)), v.fail(consoleErr(err).Error()))
 	}
 	start := time.Now()
-	rep, err := reconcile.Run(ctx, admin.ReconcileEnv(c.app, ps), opts, billBody)
+	rep, err := c.service().Reconcile(ctx, ps, opts, billBody, r.RemoteAddr)
 	if err != nil {
 		status := http.StatusServiceUnavailable
 		var re *reconcile.Error
@@ -194,10 +194,6 @@ func (c *Console) reconcile(w http.ResponseWriter, r *http.Request, v *consolePa
 		return c.render(w, status, v.fail(err.Error()))
 	}
 	rv.Report, rv.Took, rv.Store = rep, time.Since(start).Round(time.Millisecond), ps.ID
-	if c.logger != nil {
-		c.logger.Info("reconciled a bill through the console", zap.String("platform", rep.Platform), zap.String("scope", rep.Scope),
-			zap.Int("rows", rep.Bill.Rows), zap.Int("settled_never_run", rep.SettledNeverRun.Count), zap.String("remote", r.RemoteAddr))
-	}
 	return c.render(w, http.StatusOK, v)
 }
 

@@ -51,12 +51,13 @@ func stakes(ctx context.Context, app *registry.App, stores []string, scope strin
 	sums := map[string]map[string][]string{}    // state → currency → payments
 	refunds := map[string]map[string][]string{} // state → currency → refunds
 	var errs []string
+	svc := admin.NewService(app, nil)
 	for _, id := range stores {
 		ps, _ := app.FindStore(id)
 		if ps == nil {
 			continue
 		}
-		sv, err := admin.SummaryUpTo(ctx, app, ps, scope, consoleStakeMax)
+		sv, err := svc.SummaryUpTo(ctx, ps, scope, consoleStakeMax)
 		if err != nil {
 			errs = append(errs, fmt.Sprintf("store %s: money at stake: %v", id, err))
 			continue
@@ -158,7 +159,7 @@ func (c *Console) confirmBulk(ctx context.Context, r *http.Request, v *consolePa
 		return err
 	}
 	req.DryRun = true
-	out, err := admin.BulkRedeliver(ctx, c.app, ps, req, c.logger, r.RemoteAddr)
+	out, err := c.service().BulkRedeliver(ctx, ps, req, r.RemoteAddr)
 	if err != nil {
 		return consoleErr(err)
 	}
@@ -183,7 +184,7 @@ func (c *Console) bulkRedeliver(ctx context.Context, w http.ResponseWriter, r *h
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*admin.RedeliverTimeout)
 	defer cancel()
-	out, err := admin.BulkRedeliver(ctx, c.app, ps, req, c.logger, r.RemoteAddr)
+	out, err := c.service().BulkRedeliver(ctx, ps, req, r.RemoteAddr)
 	if err != nil {
 		return consoleErr(err)
 	}

@@ -16,7 +16,7 @@ import (
 
 // The refused page (GET refused[?scope=…&since=…]): the notifications the
 // gateway refused before any claim, newest first, from every loaded store
-// (admin.Refused, in process). A filter form, no JavaScript. The body's
+// (admin.Service.Refused, in process). A filter form, no JavaScript. The body's
 // first bytes come from whoever reached the gateway: they are shown
 // through internal/inert, as the CLI shows them, so an escape or a
 // bidirectional override is seen, not obeyed.
@@ -77,7 +77,7 @@ func (c *Console) refusedPage(ctx context.Context, r *http.Request, v *consolePa
 			rv.Errors = append(rv.Errors, err.Error())
 			continue
 		}
-		list, err := admin.Refused(ctx, ps, rq)
+		list, err := c.service().Refused(ctx, ps, rq)
 		if err != nil {
 			rv.Errors = append(rv.Errors, consoleErr(err).Error())
 			continue

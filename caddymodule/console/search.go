@@ -14,7 +14,7 @@ import (
 // The header's search box sends here: the merchant's order number
 // (out_trade_no), a refund's, a Stripe or PayPal id finds the keys whose
 // notifications signed it, in every loaded store; any text finds the keys
-// that start with it (admin.Search).
+// that start with it (admin.Service.Search).
 
 // searchView is the search page's results.
 type searchView struct {
@@ -35,7 +35,7 @@ func (d appData) search(ctx context.Context, store, q string) (admin.SearchView,
 	if err != nil {
 		return admin.SearchView{}, err
 	}
-	return admin.Search(ctx, d.app, ps, q, cache.MaxSearch)
+	return d.service(nil).Search(ctx, ps, q, cache.MaxSearch)
 }
 
 func (c *Console) searchPage(ctx context.Context, r *http.Request, v *consolePage) error {
