@@ -141,7 +141,7 @@ func TestConsoleRefusesForeignHost(t *testing.T) {
 	if r := postShop(t, base, order); r.Status != 200 {
 		t.Fatalf("notification: %d %q", r.Status, r.Body)
 	}
-	redeliver := url.Values{"csrf": {consoleToken}, "store": {"memory"}, "k": {"shop:" + order}, "force": {"yes"}}
+	redeliver := url.Values{"csrf": {consoleToken}, "store": {"memory"}, "k": {"shop:" + order}, "force": {"yes"}, "again": {"yes"}}
 
 	for _, host := range []string{fmt.Sprintf("evil.test:%d", open), "evil.test", fmt.Sprintf("127.0.0.1.evil.test:%d", open)} {
 		for _, path := range []string{"/console/", "/console/key?store=memory&k=shop%3AR-1", "/console/reconcile"} {
@@ -232,7 +232,7 @@ func TestConsoleRebindingBrowser(t *testing.T) {
 		const html = await page.text();
 		const m = html.match(/name="csrf" value="([^"]+)"/);
 		const post = async (tok) => (await fetch("/console/redeliver", {method: "POST",
-			body: new URLSearchParams({csrf: tok, store: "memory", k: "shop:` + order + `", force: "yes"})})).status;
+			body: new URLSearchParams({csrf: tok, store: "memory", k: "shop:` + order + `", force: "yes", again: "yes"})})).status;
 		const found = m ? m[1] : "";
 		return [page.status, found ? 1 : 0, found ? await post(found) : 0, await post("` + consoleToken + `")].join(",");
 	})()`
