@@ -61,6 +61,9 @@ type Missing struct {
 	// the scope (Alipay's trade_no, WeChat Pay's transaction_id, or the
 	// merchant's out_trade_no when only it is known).
 	ID string `json:"id"`
+	// Order is the order's name in the store ("<scope>:<merchant>:<id>")
+	// where the platform is queried by order, "" where it is not known.
+	Order string `json:"order,omitempty"`
 	// MerchantRef is the merchant's order number.
 	MerchantRef string `json:"merchant_ref,omitempty"`
 	Amount      string `json:"amount,omitempty"`

@@ -86,7 +86,7 @@ var leaseCases = []storeCase[Leaser]{
 }
 
 func missingItem(scope, id string, updated time.Time) Missing {
-	return Missing{Scope: scope, Platform: "alipay", ID: id, MerchantRef: "M-" + id, Amount: "9.90",
+	return Missing{Scope: scope, Platform: "alipay", ID: id, Order: scope + ":2088:" + id, MerchantRef: "M-" + id, Amount: "9.90",
 		Currency: "CNY", At: updated.Add(-time.Hour).UTC(), Action: MissingQueried, Outcome: "unknown",
 		Reason: "the platform's API is down", Attempts: 1, NextAt: updated.Add(time.Hour).UTC(),
 		Found: updated.UTC(), Updated: updated.UTC()}

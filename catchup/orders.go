@@ -13,8 +13,11 @@ import (
 	"github.com/idemgate/idemgate/keying"
 )
 
-// maxListed bounds the records one pass reads per listing.
-const maxListed = 10000
+// maxListed bounds the records one pass reads per listing (newest
+// first): a route with more answered records in its window than this
+// has its oldest candidates left unread (an index of created and return
+// keys would lift it).
+const maxListed = 50000
 
 // candidate is an order the gateway has reason to expect a payment of.
 type candidate struct {
@@ -75,6 +78,19 @@ func (e *Engine) candidates(ctx context.Context, now time.Time) ([]candidate, er
 			}
 			q.Cursor = p.Next
 		}
+	}
+	// The open items: an order whose record changed state (a failed
+	// payment key that ran since) or expired is still followed.
+	items, err := e.missing.Missing(ctx, cache.MissingQuery{Scope: e.cfg.Scope, Limit: cache.MissingCap})
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range items {
+		if m.Order == "" || m.Outcome == OutcomeRecovered || seen[m.Order] {
+			continue
+		}
+		seen[m.Order] = true
+		out = append(out, candidate{order: m.Order, id: m.ID, outTradeNo: m.MerchantRef, since: m.Found})
 	}
 	return out, nil
 }
@@ -162,7 +178,7 @@ func (e *Engine) order(ctx context.Context, now time.Time, c candidate, asked bo
 	if m != nil {
 		n = *m
 	}
-	n.Scope, n.Platform, n.ID = e.cfg.Scope, e.cfg.Platform, c.id
+	n.Scope, n.Platform, n.ID, n.Order = e.cfg.Scope, e.cfg.Platform, c.id, c.order
 	if c.outTradeNo != "" {
 		n.MerchantRef = c.outTradeNo
 	}

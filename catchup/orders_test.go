@@ -203,3 +203,34 @@ func TestConfigRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestAlertOnly: with recover alert, a verified paid order whose paid
+// event never ran is recorded and alerted, once; no route is called and
+// the platform is not asked again; when the paid event runs after all,
+// the item reads recovered.
+func TestAlertOnly(t *testing.T) {
+	eachStore(t, func(t *testing.T, s cache.Store) {
+		c := newClock()
+		failed(t, s, "alipay:2088:T7:paid")
+		q := &querier{answers: map[string]keying.TradeAnswer{"T7": paid("2088", "T7", "O7")}}
+		obs := &observer{}
+		e := alipayEngine(t, s, q, c, "", obs)
+		c.Add(16 * time.Minute)
+		tick(t, e)
+		c.Add(25 * time.Hour)
+		tick(t, e)
+		m := item(t, s, "alipay", "T7")
+		if m.Outcome != OutcomeAlertOnly || m.Action != cache.MissingAlerted || m.MerchantRef != "O7" || len(q.asked) != 1 {
+			t.Fatalf("item %+v, asked %v", m, q.asked)
+		}
+		if len(obs.alerts) != 1 || obs.alerts[0].ID != "T7" || obs.counted["alipay/alert only"] != 1 {
+			t.Fatalf("alerts %v, counted %v", obs.alerts, obs.counted)
+		}
+		ran(t, s, "alipay:2088:T7:paid")
+		c.Add(time.Minute)
+		tick(t, e)
+		if m := item(t, s, "alipay", "T7"); m.Outcome != OutcomeRecovered || m.Key != "alipay:2088:T7:paid" {
+			t.Fatalf("after the paid event ran: %+v", m)
+		}
+	})
+}
