@@ -22,6 +22,8 @@ var extensions = []struct {
 	{"search index", reflect.TypeFor[Searcher]()},
 	{"refused list", reflect.TypeFor[RefusedLog]()},
 	{"delivery queue", reflect.TypeFor[Queuer]()},
+	{"leases", reflect.TypeFor[Leaser]()},
+	{"missing list", reflect.TypeFor[MissingLog]()},
 }
 
 func init() {

@@ -24,6 +24,7 @@ type Memory struct {
 	queue     *localQueue
 
 	refused refusedRing // RefusedLog (refused.go)
+	catchup catchupMem  // Leaser, MissingLog (catchup.go)
 }
 
 // NewMemory returns an empty in-memory store.

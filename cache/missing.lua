@@ -1,0 +1,13 @@
+-- Keeps a missing item (catchup_redis.go). KEYS[1]: the scope's hash,
+-- id → JSON; KEYS[2]: its sorted set, id by the item's update time (ms).
+-- ARGV[1]: the id; ARGV[2]: the JSON; ARGV[3]: the update time; ARGV[4]:
+-- the cap. The least recently updated beyond the cap are dropped.
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])
+local over = redis.call('ZCARD', KEYS[2]) - tonumber(ARGV[4])
+if over > 0 then
+  local old = redis.call('ZRANGE', KEYS[2], 0, over - 1)
+  redis.call('ZREMRANGEBYRANK', KEYS[2], 0, over - 1)
+  redis.call('HDEL', KEYS[1], unpack(old))
+end
+return 0
