@@ -2,10 +2,10 @@ package catchup
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -226,21 +226,27 @@ type queryRoute struct {
 	srv   *httptest.Server
 	calls atomic.Int64
 	mu    sync.Mutex
-	forms []url.Values
+	forms []map[string]string
 }
 
 func newQueryRoute(t *testing.T, s cache.Store, scope, merchant string) *queryRoute {
 	q := &queryRoute{}
 	q.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		q.calls.Add(1)
-		if err := r.ParseForm(); err != nil || r.Method != http.MethodPost {
+		var body map[string]string
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil || r.Method != http.MethodPost ||
+			r.Header.Get("Content-Type") != "application/json" {
 			http.Error(w, "bad", 400)
 			return
 		}
 		q.mu.Lock()
-		q.forms = append(q.forms, r.PostForm)
+		q.forms = append(q.forms, body)
 		q.mu.Unlock()
-		key := cache.OrderName(scope, merchant, r.PostForm.Get("trade_no")) + ":paid"
+		trade := body["trade_no"]
+		if trade == "" {
+			trade = body["transaction_id"]
+		}
+		key := cache.OrderName(scope, merchant, trade) + ":paid"
 		c, err := s.Claim(r.Context(), key, "", time.Minute)
 		if err == nil && c.Outcome == cache.Won {
 			err = s.Complete(r.Context(), key, c.Token, cache.Answer{Status: 200, Body: []byte("ok"), BodyCached: true,

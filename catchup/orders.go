@@ -1,11 +1,12 @@
 package catchup
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
@@ -229,18 +230,19 @@ func (e *Engine) recover(ctx context.Context, n *cache.Missing, c candidate, ans
 		return
 	}
 	n.Action = cache.MissingQueryRoute
-	form := url.Values{"out_trade_no": {n.MerchantRef}, "trade_no": {c.id}}
-	if ans.TradeNo != "" {
-		form.Set("trade_no", ans.TradeNo)
+	body, err := json.Marshal(queryRouteBody(e.cfg, c, n, ans))
+	if err != nil {
+		n.Outcome, n.Reason = OutcomeMissing, "the order's numbers do not encode"
+		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, e.cfg.CallTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.cfg.QueryRoute, strings.NewReader(form.Encode()))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.cfg.QueryRoute, bytes.NewReader(body))
 	if err != nil {
 		n.Outcome, n.Reason = OutcomeMissing, "the query route's URL is bad"
 		return
 	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := e.http.Do(req)
 	if err != nil {
 		n.Outcome, n.Reason = OutcomeMissing, "the query route could not be reached"
@@ -258,4 +260,41 @@ func (e *Engine) recover(ctx context.Context, n *cache.Missing, c candidate, ans
 	if c.order != "" {
 		n.Key, _ = e.ran(ctx, c.order, keying.EventPaid)
 	}
+}
+
+// queryRouteBody is what the merchant's status-query route is POSTed: the
+// order's numbers as the platform names them, so the documented key
+// ({idempotency.json.app_id}:{idempotency.json.trade_no}:paid, WeChat
+// Pay's {idempotency.json.mchid}:{idempotency.json.transaction_id}:paid)
+// resolves to the order's paid event and the gate runs it once.
+func queryRouteBody(cfg Config, c candidate, n *cache.Missing, ans keying.TradeAnswer) map[string]string {
+	tradeNo := ans.TradeNo
+	if tradeNo == "" {
+		tradeNo = c.id
+	}
+	outTradeNo := ans.OutTradeNo
+	if outTradeNo == "" {
+		outTradeNo = n.MerchantRef
+	}
+	if cfg.Platform == "alipay" {
+		b := map[string]string{"app_id": ans.Merchant, "trade_no": tradeNo, "out_trade_no": outTradeNo}
+		if b["app_id"] == "" {
+			b["app_id"] = cfg.Merchant
+		}
+		if ans.Money.Amount != "" {
+			b["total_amount"] = ans.Money.Amount
+		}
+		return b
+	}
+	b := map[string]string{"transaction_id": tradeNo, "out_trade_no": outTradeNo}
+	switch {
+	case cfg.Merchant != "" && ans.Merchant != "" && ans.Merchant != cfg.Merchant:
+		// A service provider's sub-merchant: the order is the sub-merchant's.
+		b["sp_mchid"], b["sub_mchid"], b["mchid"] = cfg.Merchant, ans.Merchant, ans.Merchant
+	case ans.Merchant != "":
+		b["mchid"] = ans.Merchant
+	default:
+		b["mchid"] = cfg.Merchant
+	}
+	return b
 }

@@ -44,7 +44,7 @@ func TestPaidRecoveredThroughQueryRouteOnce(t *testing.T) {
 		if n := route.calls.Load(); n != 1 {
 			t.Fatalf("the query route was called %d times, want 1", n)
 		}
-		if f := route.forms[0]; f.Get("out_trade_no") != "O1" || f.Get("trade_no") != "T1" {
+		if f := route.forms[0]; f["out_trade_no"] != "O1" || f["trade_no"] != "T1" || f["app_id"] != "2088" || f["total_amount"] != "9.90" {
 			t.Fatalf("the route got %v", f)
 		}
 		if len(q.asked) != 1 || q.asked[0] != (keying.OrderQuery{OutTradeNo: "O1", TradeNo: "T1"}) {
