@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"unicode"
+
+	"github.com/idemgate/idemgate/internal/testenv"
 )
 
 // TestXcaddyBuild builds Caddy the way `xcaddy build --with
@@ -18,6 +20,7 @@ import (
 // pointing at this checkout. The build must list all three of idemgate's
 // modules and have its CLI.
 func TestXcaddyBuild(t *testing.T) {
+	testenv.Slow(t, "builds the binary with xcaddy")
 	repo, err := filepath.Abs(".")
 	if err != nil {
 		t.Fatal(err)
@@ -92,6 +95,7 @@ replace github.com/idemgate/idemgate => ` + repo + `
 // TestBinaryLinksNoTestCode: the shipped binary links neither the testing
 // package nor a test-support package of this module.
 func TestBinaryLinksNoTestCode(t *testing.T) {
+	testenv.Slow(t, "runs go list on the binary's packages")
 	out, err := exec.Command("go", "list", "-deps", "./cmd/idemgate").Output()
 	if err != nil {
 		t.Fatalf("go list -deps: %v", err)
