@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"unicode"
+
+	"github.com/idemgate/idemgate/internal/testenv"
 )
 
 // TestXcaddyBuild builds Caddy the way `xcaddy build --with
@@ -18,6 +20,7 @@ import (
 // pointing at this checkout. The build must list all three of idemgate's
 // modules and have its CLI.
 func TestXcaddyBuild(t *testing.T) {
+	testenv.Slow(t, "builds the binary with xcaddy")
 	repo, err := filepath.Abs(".")
 	if err != nil {
 		t.Fatal(err)
@@ -106,7 +109,7 @@ func TestBinaryLinksNoTestCode(t *testing.T) {
 }
 
 // testSupport are the internal packages only tests may import.
-var testSupport = []string{"gatewaytest", "platformtest", "redistest", "faultystore"}
+var testSupport = []string{"gatewaytest", "platformtest", "redistest", "faultystore", "testenv"}
 
 // depVersion is the version of a dependency this module requires.
 func depVersion(t *testing.T, path string) string {

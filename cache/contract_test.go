@@ -28,10 +28,10 @@ var prefixSeq atomic.Int64
 
 // factories starts one redis-server and one 3-master cluster for the whole
 // run and returns a factory per store kind. Redis stores are kept apart by
-// a fresh prefix each.
+// a fresh prefix each. Under go test -short there is no cluster (three
+// more processes): the full run checks the Cluster store.
 func factories(t *testing.T) []factory {
 	single := redistest.Start(t).Client()
-	cluster := redistest.StartCluster(t, 3).Client()
 	// The plain stores send their scripts in the form their server reads
 	// (flagged on Redis 7), as a gateway does after its start-up check;
 	// redis_unflagged keeps the form every version reads.
@@ -50,7 +50,7 @@ func factories(t *testing.T) []factory {
 			return s
 		}
 	}
-	return []factory{
+	fs := []factory{
 		{"memory", func(t *testing.T) Store {
 			s := NewMemory()
 			t.Cleanup(func() { s.Close() })
@@ -65,9 +65,13 @@ func factories(t *testing.T) []factory {
 			return s
 		}},
 		{"redis", redisStore(single, major(single))},
-		{"redis_cluster", redisStore(cluster, major(cluster))},
 		{"redis_unflagged", redisStore(single, 0)},
 	}
+	if !testing.Short() {
+		cluster := redistest.StartCluster(t, 3).Client()
+		fs = append(fs, factory{"redis_cluster", redisStore(cluster, major(cluster))})
+	}
+	return fs
 }
 
 // storeCase is one contract test, run on a fresh store of every kind. S is
@@ -107,13 +111,18 @@ func newSuite[S any](name, what string, cases []storeCase[S]) suite {
 }
 
 // TestContract runs every suite on every store kind, sharing one
-// redis-server and one cluster.
+// redis-server and one cluster. The store kinds run side by side, as each
+// suite's cases do: every case has a store of its own (a fresh prefix on
+// the shared servers), and most of a suite's time is TTLs waited out.
 func TestContract(t *testing.T) {
 	fs := factories(t)
 	for _, su := range suites {
 		t.Run(su.name, func(t *testing.T) {
 			for _, f := range fs {
-				t.Run(f.name, func(t *testing.T) { su.run(t, f) })
+				t.Run(f.name, func(t *testing.T) {
+					t.Parallel()
+					su.run(t, f)
+				})
 			}
 		})
 	}

@@ -21,6 +21,8 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
+
+	"github.com/idemgate/idemgate/internal/testenv"
 )
 
 // TestEmbeddedSweepsAtRate runs the embedded store under a steady load of
@@ -35,6 +37,7 @@ import (
 // and ~770 with it while other builds loaded the machine, so the disk,
 // not the sweeper, would set the rate; the sweeper is what this measures.
 func TestEmbeddedSweepsAtRate(t *testing.T) {
+	testenv.Slow(t, "runs for a minute: the sweeper at 1,000 new keys/s")
 	t.Parallel()
 	// Under -race, with the rest of the suite on the same 2 cores, the
 	// test process gets a fraction of a core: it still proves the sweeper
@@ -225,6 +228,7 @@ loop:
 // error promptly that names the file, says another process holds it and
 // points to the Redis store; once the holder closes, the file opens.
 func TestEmbeddedLocked(t *testing.T) {
+	testenv.Slow(t, "process test: a child test process holds the file")
 	if path := os.Getenv("IDEMGATE_TEST_HOLD_EMBEDDED"); path != "" {
 		holdEmbedded(t, path) // the child process of "other_process" below
 		return

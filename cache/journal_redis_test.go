@@ -10,12 +10,14 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/internal/redistest"
+	"github.com/idemgate/idemgate/internal/testenv"
 )
 
 // TestRedisClusterListPages: 5,000 answered and failed keys on a real
 // 3-master Cluster, paged with small and large pages: every key listed
 // once, none missing, newest first, and every page's work bounded.
 func TestRedisClusterListPages(t *testing.T) {
+	testenv.Slow(t, "starts a Redis Cluster")
 	c := redistest.StartCluster(t, 3).Client()
 	s := NewRedis(c, RedisOptions{Prefix: "pages"})
 	t.Cleanup(func() { s.Close() })

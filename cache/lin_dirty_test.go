@@ -12,6 +12,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 	"github.com/idemgate/idemgate/internal/redistest"
+	"github.com/idemgate/idemgate/internal/testenv"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -110,6 +111,7 @@ func (l *linLink) cut() {
 // it). Here the replica stays connected while its stream is held back,
 // the master is lost, the replica promoted.
 func TestLinearizableRedisDirtyRead(t *testing.T) {
+	testenv.Slow(t, "fault: a failover that loses a claim")
 	t.Parallel()
 	ctx := context.Background()
 	master := redistest.Start(t)

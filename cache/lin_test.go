@@ -12,6 +12,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 	"github.com/idemgate/idemgate/internal/redistest"
+	"github.com/idemgate/idemgate/internal/testenv"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -129,6 +130,7 @@ func TestLinearizableRedis(t *testing.T) {
 // A Redis with AOF (fsync always) killed and restarted mid-history keeps
 // every acknowledged write.
 func TestLinearizableRedisRestartAOF(t *testing.T) {
+	testenv.Slow(t, "fault: Redis killed and restarted under a linearizability history")
 	t.Parallel()
 	linRounds(t, func(t *testing.T) {
 		srv := redistest.StartWith(t, redistest.Options{AOF: true})
@@ -149,6 +151,7 @@ func TestLinearizableRedisRestartAOF(t *testing.T) {
 // A Redis paused with SIGSTOP past the clients' time-out: the operations
 // that time out are unknown and may still run when it resumes.
 func TestLinearizableRedisPause(t *testing.T) {
+	testenv.Slow(t, "fault: Redis paused under a linearizability history")
 	t.Parallel()
 	linRounds(t, func(t *testing.T) {
 		srv := redistest.Start(t)
@@ -228,6 +231,7 @@ func waitLinReplica(t *testing.T, addr string) {
 // history must be linearizable. Soak runs also record histories without
 // WAIT and report how many of them were not linearizable.
 func TestLinearizableSentinelFailover(t *testing.T) {
+	testenv.Slow(t, "fault: a Sentinel failover under a linearizability history")
 	t.Parallel()
 	var noWait, noWaitIllegal, round int
 	linRounds(t, func(t *testing.T) {
@@ -270,6 +274,7 @@ func TestLinearizableSentinelFailover(t *testing.T) {
 // master back as a replica. With WaitReplicas 1 the history must be
 // linearizable; soak runs also report histories without WAIT.
 func TestLinearizableClusterFailover(t *testing.T) {
+	testenv.Slow(t, "fault: a Cluster failover under a linearizability history")
 	t.Parallel()
 	var noWait, noWaitIllegal int
 	linRounds(t, func(t *testing.T) {
@@ -359,6 +364,7 @@ func killReplicaLink(t *testing.T, master string) {
 // must find it); with WaitReplicas 1 the first claim fails (outcome
 // unknown) and the history is linearizable.
 func TestLinearizableLostClaimSentinel(t *testing.T) {
+	testenv.Slow(t, "fault: a master lost under Sentinel, its replica promoted")
 	t.Parallel()
 	for _, wait := range []int{0, 1} {
 		t.Run(fmt.Sprintf("wait%d", wait), func(t *testing.T) {
@@ -387,6 +393,7 @@ func TestLinearizableLostClaimSentinel(t *testing.T) {
 // The same on a Cluster: the slot's master acknowledges a claim its
 // replica never got, is killed, the replica takes over.
 func TestLinearizableLostClaimCluster(t *testing.T) {
+	testenv.Slow(t, "fault: a Cluster master lost, its replica promoted")
 	t.Parallel()
 	for _, wait := range []int{0, 1} {
 		t.Run(fmt.Sprintf("wait%d", wait), func(t *testing.T) {

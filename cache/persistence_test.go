@@ -5,12 +5,14 @@ import (
 	"testing"
 
 	"github.com/idemgate/idemgate/internal/redistest"
+	"github.com/idemgate/idemgate/internal/testenv"
 	"github.com/redis/go-redis/v9"
 )
 
 // TestRedisPersistence: CheckRedis tells a server without persistence
 // from one with AOF, on a single server and on every master of a Cluster.
 func TestRedisPersistence(t *testing.T) {
+	testenv.Slow(t, "starts a Redis Cluster")
 	ctx := context.Background()
 	persistence := func(ctx context.Context, c redis.UniversalClient) (Persistence, error) {
 		rep, err := CheckRedis(ctx, c, RedisCheckOptions{AllowEviction: true})

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemgate/idemgate/internal/redistest"
+	"github.com/idemgate/idemgate/internal/testenv"
 )
 
 // TestCheckRedisPolicy: a master whose maxmemory-policy may evict is an
@@ -57,6 +58,7 @@ func TestCheckRedisPolicy(t *testing.T) {
 // TestCheckRedisClusterEveryMaster: on a Cluster every master is read; one
 // master set to evict is enough to refuse, and the error names it alone.
 func TestCheckRedisClusterEveryMaster(t *testing.T) {
+	testenv.Slow(t, "starts a Redis Cluster")
 	cl := redistest.StartCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -253,6 +255,7 @@ func usedMemory(t *testing.T, c *redis.Client) int64 {
 
 // TestCheckRedisSentinelMaster: through Sentinel, the master is checked.
 func TestCheckRedisSentinelMaster(t *testing.T) {
+	testenv.Slow(t, "starts a Sentinel")
 	m := redistest.StartWith(t, redistest.Options{Args: []string{"--maxmemory", "64mb", "--maxmemory-policy", "volatile-lru"}})
 	sn := redistest.StartSentinel(t, m, "gw")
 	c := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{sn.Addr()}, MasterName: "gw"})

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/internal/redistest"
+	"github.com/idemgate/idemgate/internal/testenv"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -161,6 +162,7 @@ var refusedCases = []storeCase[RefusedLog]{
 // sharing the store lists — two stores on two clients of one Redis, and of
 // one 3-master Cluster, the scopes on their own hash tags.
 func TestRefusedAcrossInstances(t *testing.T) {
+	testenv.Slow(t, "starts a Redis Cluster")
 	single := redistest.Start(t)
 	cluster := redistest.StartCluster(t, 3)
 	for _, c := range []struct {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/internal/redistest"
+	"github.com/idemgate/idemgate/internal/testenv"
 	"github.com/redis/go-redis/v9"
 	bolt "go.etcd.io/bbolt"
 )
@@ -171,6 +172,7 @@ func redisStore(t *testing.T) (*Redis, *redis.Client) {
 // slots (and nodes), every script runs on each without CROSSSLOT, and the
 // hash and its wake channel share the tag.
 func TestRedisClusterHashTags(t *testing.T) {
+	testenv.Slow(t, "starts a Redis Cluster")
 	cl := redistest.StartCluster(t, 3).Client()
 	ctx := context.Background()
 	s := NewRedis(cl, RedisOptions{})
@@ -240,6 +242,7 @@ func TestRedisClusterHashTags(t *testing.T) {
 // once the first has written its notes (redis_inflight.go); settled
 // claims leave the index.
 func TestRedisInFlightAcrossInstances(t *testing.T) {
+	testenv.Slow(t, "starts a Redis Cluster")
 	cl := redistest.StartCluster(t, 3).Client()
 	ctx := context.Background()
 	a := NewRedis(cl, RedisOptions{Prefix: "ifx"})
@@ -314,6 +317,7 @@ func TestRedisInFlightAcrossInstances(t *testing.T) {
 // error (not a hang, not a wrong outcome) and waiters are woken to
 // re-check; once it is back the same store works again, Wait included.
 func TestRedisOutage(t *testing.T) {
+	testenv.Slow(t, "fault: Redis stopped and restarted")
 	srv := redistest.Start(t)
 	cl := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
 	defer cl.Close()

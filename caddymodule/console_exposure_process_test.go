@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/idemgate/idemgate/internal/testenv"
 )
 
 // validateCaddyfile runs `idemgate validate` on the Caddyfile text and
@@ -36,9 +38,7 @@ func validateCaddyfile(t *testing.T, text string) (string, error) {
 // Host: localhost and redeliver. A console on a site of its own bound to
 // loopback, or behind basic_auth, gets no warning.
 func TestValidateWarnsOpenConsole(t *testing.T) {
-	if testing.Short() {
-		t.Skip("process test (go test -short)")
-	}
+	testenv.Slow(t, "runs the built idemgate binary")
 	const hash = "$2a$04$ZbIBWrioS.0jm.rwMAFToeZMsA7mXDFbSvarWA7qEDzF14EBS3v8." // "s3cret"
 	p1, p2 := itoa(freePort(t)), itoa(freePort(t))
 	notify := "\thandle /alipay/notify {\n\t\tidempotency {\n\t\t\tkey k:{idempotency.form.out_trade_no}\n\t\t\tstore memory\n\t\t}\n\t\treverse_proxy 127.0.0.1:9\n\t}\n"

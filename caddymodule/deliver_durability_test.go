@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/internal/redistest"
+	"github.com/idemgate/idemgate/internal/testenv"
 )
 
 // An async route's ack is as durable as its store: on Redis it needs AOF
@@ -102,6 +103,7 @@ func TestAsyncNeedsAOF(t *testing.T) {
 // retries); with AOF (appendfsync always) all five are acked, and all
 // five come back with Redis.
 func TestAsyncAcksSurviveRedisKill(t *testing.T) {
+	testenv.Slow(t, "fault: Redis killed and restarted")
 	for _, c := range []struct {
 		name string
 		opts redistest.Options
@@ -162,6 +164,7 @@ func TestAsyncAcksSurviveRedisKill(t *testing.T) {
 // queued ones alike; nothing acked before is lost. Switched on again, the
 // acks resume, and every notification reaches the backend once.
 func TestAsyncAOFOffAtRunTime(t *testing.T) {
+	testenv.Slow(t, "fault: AOF switched off at run time")
 	rs := redistest.StartWith(t, redistest.Options{AOF: true})
 	addr := reservePort(t) // the backend: down until the end
 	base, logFile, err := tryCaddy(t, asyncSite("store redis "+rs.Addr(), addr, "retry 200ms 800ms"))

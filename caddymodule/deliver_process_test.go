@@ -15,6 +15,7 @@ import (
 	"time"
 
 	adminapi "github.com/idemgate/idemgate/caddymodule/admin"
+	"github.com/idemgate/idemgate/internal/testenv"
 
 	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/internal/redistest"
@@ -110,6 +111,7 @@ func adminPost(t testing.TB, admin, path string) string {
 // the backend never sees more than 8 deliveries at once nor more than 200
 // starts in any second, and runs each key once.
 func TestAsyncBurstTwoInstances(t *testing.T) {
+	testenv.Slow(t, "runs the built idemgate binary: 10,000 notifications at a bounded rate")
 	t.Parallel()
 	const (
 		n           = 10000
@@ -191,6 +193,7 @@ func TestAsyncBurstTwoInstances(t *testing.T) {
 // held as ambiguous (the backend may have run it), never sent again; every
 // other key is delivered once.
 func TestAsyncKilledGatewayTakenOver(t *testing.T) {
+	testenv.Slow(t, "runs the built idemgate binary")
 	const lockTTL = 2 * time.Second
 	rs := redistest.StartAOF(t)
 	lookup := redisRecords(t, rs)
@@ -284,6 +287,7 @@ func TestAsyncKilledGatewayTakenOver(t *testing.T) {
 // TestAsyncReloadMidDrain: the config is reloaded twice while the queue
 // drains; nothing is lost and nothing is delivered twice.
 func TestAsyncReloadMidDrain(t *testing.T) {
+	testenv.Slow(t, "runs the built idemgate binary")
 	rs := redistest.StartAOF(t)
 	be := newAsyncBackend(t, "127.0.0.1:0")
 	be.setDelay(50 * time.Millisecond)
@@ -326,6 +330,7 @@ func TestAsyncReloadMidDrain(t *testing.T) {
 // (and the pause) across a gateway killed and started again; resumed, it
 // delivers each once.
 func TestAsyncEmbeddedRestart(t *testing.T) {
+	testenv.Slow(t, "runs the built idemgate binary")
 	be := newAsyncBackend(t, "127.0.0.1:0")
 	gw, admin, _ := startProcAdmin(t, asyncProcSite("restart", "", be.addr(), ""))
 	awaitQueue(t, admin)
@@ -386,6 +391,7 @@ func awaitQueue(t *testing.T, admin string) adminapi.DeliveriesView {
 // TestAsyncStartupLine: the start-up line names async delivery and where
 // it goes (without the URL's password).
 func TestAsyncStartupLine(t *testing.T) {
+	testenv.Slow(t, "runs the built idemgate binary")
 	p := startProc(t, t.TempDir(), asyncProcSite("line", "store memory", "gw:secret@127.0.0.1:9", "concurrency 3"))
 	var line map[string]any
 	eventually(t, 10*time.Second, "the start-up line", func() bool {
@@ -408,6 +414,7 @@ func TestAsyncStartupLine(t *testing.T) {
 // its queued deliveries in the store, and says so; loaded again, the route
 // delivers each once.
 func TestAsyncRouteRemovedWarns(t *testing.T) {
+	testenv.Slow(t, "runs the built idemgate binary")
 	rs := redistest.StartAOF(t)
 	be := newAsyncBackend(t, "127.0.0.1:0")
 	site := asyncProcSite("gone", "store redis "+rs.Addr(), be.addr(), "")

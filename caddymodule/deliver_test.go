@@ -20,6 +20,7 @@ import (
 	async "github.com/idemgate/idemgate/delivery"
 	"github.com/idemgate/idemgate/internal/gatewaytest"
 	"github.com/idemgate/idemgate/internal/redistest"
+	"github.com/idemgate/idemgate/internal/testenv"
 )
 
 // The deliver async suite: the real module (in this process, or the built
@@ -157,6 +158,7 @@ func percentiles(ds []time.Duration) (p50, top time.Duration) {
 // backend runs once, and copies after the delivery get its remembered
 // answer.
 func TestAsyncSlowBackendAckedAtOnce(t *testing.T) {
+	testenv.Slow(t, "runs for seconds: a backend slower than the platform's 3s time-out")
 	eachStore(t, func(t *testing.T, name, store string) {
 		be := newAsyncBackend(t, "127.0.0.1:0")
 		base := startCaddy(t, asyncRoute, "{store}", store, "{backend}", be.addr(), "{extra}", "")
@@ -231,6 +233,7 @@ func TestAsyncSlowBackendAckedAtOnce(t *testing.T) {
 // while, then comes up. Every queued notification is delivered once, after
 // unreachable attempts spaced by the back-off.
 func TestAsyncBackendDownThenBack(t *testing.T) {
+	testenv.Slow(t, "runs for seconds: back-off while the backend is down")
 	rs := redistest.StartAOF(t)
 	addr := reservePort(t)
 	base := startCaddy(t, asyncRoute, "{store}", "store redis "+rs.Addr(), "{backend}", addr,
@@ -285,6 +288,7 @@ func TestAsyncBackendDownThenBack(t *testing.T) {
 // Retry-After, never the ack, and nothing reaches the backend; when it is
 // back, notifications are acked and delivered.
 func TestAsyncStoreDownNoAck(t *testing.T) {
+	testenv.Slow(t, "fault: Redis stopped and restarted")
 	rs := redistest.StartAOF(t)
 	be := newAsyncBackend(t, "127.0.0.1:0")
 	base := startCaddy(t, asyncRoute, "{store}", "store redis "+rs.Addr(), "{backend}", be.addr(), "{extra}", "")
@@ -313,6 +317,7 @@ func TestAsyncStoreDownNoAck(t *testing.T) {
 // the queue grows (admin API and CLI); resumed, the queue drains, each key
 // once.
 func TestAsyncPauseResume(t *testing.T) {
+	testenv.Slow(t, "runs for seconds: a paused queue drained")
 	be := newAsyncBackend(t, "127.0.0.1:0")
 	g := startGateway(t, asyncRoute, "{store}", "store memory", "{backend}", be.addr(), "{extra}", "concurrency 2")
 	if out, err := runCLI(t, "pause", "demo", "--address", g.admin); err != nil || !strings.Contains(out, `"paused": true`) {
@@ -388,6 +393,7 @@ func TestAsyncPauseResume(t *testing.T) {
 // and idempotency.dead alerts went out, the dead-letter metric counts it)
 // and it is not delivered again.
 func TestAsyncGiveUp(t *testing.T) {
+	testenv.Slow(t, "runs for seconds: retries until give_up")
 	events := make(chan alertEvent, 100)
 	ops := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var e alertEvent
@@ -471,6 +477,7 @@ func TestAsyncGiveUp(t *testing.T) {
 // would silently send again: it is not. The attempt is ambiguous, journaled
 // and retried only after lock_ttl, as the contract says.
 func TestAsyncAmbiguousNeverResent(t *testing.T) {
+	testenv.Slow(t, "runs for seconds: waits out lock_ttl")
 	be := newAsyncBackend(t, "127.0.0.1:0")
 	be.mu.Lock()
 	be.cut = func(key string, n int) bool { return key == "amb-1" && n == 1 }
@@ -514,6 +521,7 @@ func TestAsyncAmbiguousNeverResent(t *testing.T) {
 // queued notification once resumed, once: the delivery claims its key
 // again.
 func TestAsyncClaimRanOutWhilePaused(t *testing.T) {
+	testenv.Slow(t, "runs for seconds: a pause longer than the claim's hold")
 	be := newAsyncBackend(t, "127.0.0.1:0")
 	g := startGateway(t, asyncRoute, "{store}", "store memory", "{backend}", be.addr(),
 		"{extra}", "retry 100ms 200ms\n\t\t\t\tgive_up 1s")
@@ -571,6 +579,7 @@ func TestAsyncEnqueueFailsNoAck(t *testing.T) {
 // delivery's end here: a copy that found the key in flight may find it
 // answered and no longer queued.)
 func TestAsyncFastBackendStorm(t *testing.T) {
+	testenv.Slow(t, "starts a Redis Cluster")
 	stores := gatewaytest.StoreLines(t)
 	stores["cluster"] = "store redis " + strings.Join(redistest.StartClusterWith(t, 3, redistest.Options{AOF: true, AppendFsync: "everysec"}).Addrs, " ")
 	for name, store := range stores {
@@ -601,6 +610,7 @@ func TestAsyncFastBackendStorm(t *testing.T) {
 // with the replica gone the WAIT is not confirmed: 503, never the ack,
 // and nothing is delivered.
 func TestAsyncDurabilityReplicas(t *testing.T) {
+	testenv.Slow(t, "fault: a replica gone")
 	master := redistest.StartAOF(t)
 	replica := redistest.StartWith(t, redistest.Options{ReplicaOf: master})
 	be := newAsyncBackend(t, "127.0.0.1:0")

@@ -20,6 +20,7 @@ import (
 	"github.com/idemgate/idemgate/internal/gatewaytest"
 	"github.com/idemgate/idemgate/internal/platformtest"
 	"github.com/idemgate/idemgate/internal/redistest"
+	"github.com/idemgate/idemgate/internal/testenv"
 )
 
 // The fault suite, round two: the deployment around the gateway (the
@@ -90,6 +91,7 @@ func logHas(t *testing.T, file string, within time.Duration, parts ...string) bo
 // and warns; on noeviction it starts quietly. The refusal opens no route:
 // the notification that follows finds nothing listening.
 func TestFaultRedisMayEvict(t *testing.T) {
+	testenv.Slow(t, "fault: a Redis configured to evict")
 	be := newBackend(t)
 	site := func(addr, opts string) string {
 		return `
@@ -146,6 +148,7 @@ func TestFaultRedisMayEvict(t *testing.T) {
 // forwarded, and Redis does not grow past what it held. Once memory is
 // freed, the platform's retry goes through once.
 func TestFaultRedisOutOfMemory(t *testing.T) {
+	testenv.Slow(t, "fault: a Redis out of memory")
 	rs := redistest.StartWith(t, redistest.Options{Args: []string{"--maxmemory", "2mb", "--maxmemory-policy", "noeviction"}})
 	be := newBackend(t)
 	base, _, err := tryCaddy(t, `
@@ -262,6 +265,7 @@ func blackHole(t *testing.T) string {
 // autopipeliner) are each answered 503 within store_timeout + 1 s, and
 // none reaches the backend.
 func TestFaultRedisBlackHole(t *testing.T) {
+	testenv.Slow(t, "fault: a Redis that never answers, store_timeout waited out")
 	hole := blackHole(t)
 	be := newBackend(t)
 	start := time.Now()
@@ -314,6 +318,7 @@ func TestFaultRedisBlackHole(t *testing.T) {
 // missing channel rights and the rule that grants them; once granted
 // (&idem:*), the gateway starts, a copy runs once and a purge works.
 func TestFaultRedisACL(t *testing.T) {
+	testenv.Slow(t, "fault: a Redis user without the rights")
 	rs := redistest.Start(t)
 	ctx := context.Background()
 	admin := rs.Client()
@@ -363,6 +368,7 @@ func TestFaultRedisACL(t *testing.T) {
 // notification that could not be verified is never forwarded. A generic
 // route on the same store still passes unprotected, as configured.
 func TestFaultPayPalForgeryWhileStoreDown(t *testing.T) {
+	testenv.Slow(t, "fault: Redis stopped")
 	k, _ := platformtest.Keys(t)
 	certFile := platformtest.WriteFile(t, "paypal.pem", platformtest.Certificate(t, k, big.NewInt(1), "messageverificationcerts.paypal.com"))
 	rs := redistest.Start(t)
@@ -430,6 +436,7 @@ func TestFaultPayPalForgeryWhileStoreDown(t *testing.T) {
 // closed (503 + Retry-After, on_store_error pass or not) and nothing
 // reaches the backend, until the policy is noeviction again.
 func TestFaultRedisPolicyChangedLater(t *testing.T) {
+	testenv.Slow(t, "fault: Redis's policy changed to evict at run time")
 	rs := redistest.Start(t)
 	be := newBackend(t)
 	base, logFile, err := tryCaddy(t, `

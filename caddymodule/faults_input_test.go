@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/internal/redistest"
+	"github.com/idemgate/idemgate/internal/testenv"
 )
 
 // The fault suite, round two, continued: input the gateway reads in a way
@@ -131,6 +132,7 @@ func TestFaultAmbiguousKeyInput(t *testing.T) {
 // backend still ran once. A HEAD while Redis is down is a 503 even with
 // on_store_error pass.
 func TestFaultHeadNeverClaims(t *testing.T) {
+	testenv.Slow(t, "fault: Redis stopped")
 	rs := redistest.Start(t)
 	be := newBackend(t)
 	base := startCaddy(t, `

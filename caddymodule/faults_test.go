@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/internal/redistest"
+	"github.com/idemgate/idemgate/internal/testenv"
 )
 
 // The fault suite: the contract's "Faults: the backend runs once", tried on
@@ -67,6 +68,7 @@ var formHeader = http.Header{"Content-Type": {"application/x-www-form-urlencoded
 // that fails that way on a reused connection. The gateway must not: the
 // outcome is ambiguous, the claim is held until lock_ttl, then released.
 func TestFaultSilentResend(t *testing.T) {
+	testenv.Slow(t, "fault: the backend drops its kept-alive connection")
 	const lockTTL = 3 * time.Second
 	rs := redistest.Start(t)
 	be := newFaultBackend(t)
@@ -165,6 +167,7 @@ func TestFaultSilentResend(t *testing.T) {
 // answers, one after the first copy's reply), and a copy after lock_ttl
 // is replayed, not forwarded again.
 func TestFaultRedisRestartAfterAnswer(t *testing.T) {
+	testenv.Slow(t, "fault: Redis killed and restarted")
 	const lockTTL = 8 * time.Second
 	rs := redistest.StartWith(t, redistest.Options{AOF: true})
 	be := newFaultBackend(t)
@@ -251,6 +254,7 @@ func TestFaultRedisRestartAfterAnswer(t *testing.T) {
 // longer than store_timeout just as the backend answers, then comes back.
 // The answer is settled: later copies, also after lock_ttl, are replayed.
 func TestFaultRedisPausedAtComplete(t *testing.T) {
+	testenv.Slow(t, "fault: Redis paused")
 	const (
 		lockTTL = 5 * time.Second
 		pause   = 2 * time.Second
@@ -315,6 +319,7 @@ func TestFaultRedisPausedAtComplete(t *testing.T) {
 // bound by the request gave up with the platform, and the retry found the
 // key held by a claim nobody had, until lock_ttl.)
 func TestFaultPlatformHangsUpDuringClaim(t *testing.T) {
+	testenv.Slow(t, "fault: Redis paused while the platform hangs up")
 	rs := redistest.Start(t)
 	resume := rs.Resumer()
 	be := newFaultBackend(t)
@@ -374,6 +379,7 @@ func TestFaultPlatformHangsUpDuringClaim(t *testing.T) {
 // store's: it counts as a store error of the claim (what the alert rules
 // watch), the request as canceled, and nothing reaches the backend.
 func TestFaultPlatformHangsUpStoreDown(t *testing.T) {
+	testenv.Slow(t, "fault: Redis paused while the platform hangs up")
 	rs := redistest.Start(t)
 	resume := rs.Resumer()
 	be := newFaultBackend(t)
@@ -433,6 +439,7 @@ func inFlightKeys(t testing.TB, g gateway) []string {
 // no longer: renewal stops, the admin API stops listing the key, and the
 // platform's retry after lock_ttl is forwarded.
 func TestFaultBackendAborts(t *testing.T) {
+	testenv.Slow(t, "fault: a backend that aborts")
 	const lockTTL = 3 * time.Second
 	rs := redistest.Start(t)
 	be := newFaultBackend(t)
@@ -492,6 +499,7 @@ func TestFaultBackendAborts(t *testing.T) {
 // backend still works, then retries. The backend's answer is kept and the
 // retries get it; the backend runs once.
 func TestFaultClientHangsUp(t *testing.T) {
+	testenv.Slow(t, "fault: the platform hangs up")
 	rs := redistest.Start(t)
 	be := newFaultBackend(t)
 	be.setAct(func(key string, n int) faultAction { return faultAction{delay: 2 * time.Second} })
@@ -560,6 +568,7 @@ func keyStorm(keys []string, copies int, gap time.Duration, sendOne func(key str
 // twice, every copy gets the backend's answer or a documented refusal
 // (503 or 409 with Retry-After), and afterwards every key is answered.
 func TestFaultSentinelFailover(t *testing.T) {
+	testenv.Slow(t, "fault: a Sentinel failover mid-storm")
 	// Without WAIT, asynchronous replication can lose a claim written to
 	// the old master across the failover (reported, bounded to twice);
 	// with wait_replicas 1 every key runs exactly once.
@@ -736,6 +745,7 @@ http://127.0.0.1:%d {
 // copies is in flight. Every copy is answered 200 and each key reaches the
 // backend once.
 func TestFaultReloadMidStorm(t *testing.T) {
+	testenv.Slow(t, "fault: the built idemgate binary reloaded mid-storm")
 	rs := redistest.StartWith(t, redistest.Options{AOF: true})
 	be := newFaultBackend(t)
 	be.setAct(func(key string, n int) faultAction { return faultAction{delay: 300 * time.Millisecond} })
@@ -863,6 +873,7 @@ func procLog(p *gatewayProc) string {
 // after it expires exactly one of them is forwarded and every other copy
 // gets that answer.
 func TestFaultKilledGatewayWaiters(t *testing.T) {
+	testenv.Slow(t, "fault: the built idemgate binary killed")
 	const lockTTL = 3 * time.Second
 	rs := redistest.Start(t)
 	be := newFaultBackend(t)

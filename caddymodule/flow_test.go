@@ -13,6 +13,7 @@ import (
 
 	"github.com/idemgate/idemgate/internal/gatewaytest"
 	"github.com/idemgate/idemgate/internal/redistest"
+	"github.com/idemgate/idemgate/internal/testenv"
 )
 
 // eachStore runs f as a subtest per store (gatewaytest.EachStore).
@@ -267,6 +268,7 @@ func TestWaiterTakesOverAfterFailure(t *testing.T) {
 // TestSlowBackendKeepsClaim: a backend slower than 3× lock_ttl keeps its
 // claim (renewed), so copies during the wait are never forwarded.
 func TestSlowBackendKeepsClaim(t *testing.T) {
+	testenv.Slow(t, "runs for seconds: a backend slower than 3× lock_ttl, on every store")
 	eachStore(t, func(t *testing.T, name, store string) {
 		be := newBackend(t)
 		be.setAnswer(func(order string, n int, r *http.Request) (int, string, time.Duration) {
@@ -335,6 +337,7 @@ func forwardedOnce(t *testing.T, base string, be *backend, order string) {
 // request was sent, the gateway answers 504 and holds the claim until
 // lock_ttl runs out; then the retry is forwarded.
 func TestAmbiguousTimeoutHoldsClaim(t *testing.T) {
+	testenv.Slow(t, "runs for seconds: waits out lock_ttl")
 	be := newBackend(t)
 	be.setAnswer(func(order string, n int, r *http.Request) (int, string, time.Duration) {
 		if n == 1 {
@@ -372,6 +375,7 @@ func TestAmbiguousTimeoutHoldsClaim(t *testing.T) {
 // Retry-After, nothing forwarded); when Redis is back work resumes. With
 // `on_store_error pass` it forwards unprotected.
 func TestStoreDown(t *testing.T) {
+	testenv.Slow(t, "fault: Redis stopped and restarted")
 	rs := redistest.Start(t)
 	be := newBackend(t)
 	base := startCaddy(t, `
@@ -428,6 +432,7 @@ func TestStoreDown(t *testing.T) {
 // addresses), through Sentinel (master_name) and with a password from
 // {env.*}; copies forward once on each.
 func TestRedisTopologies(t *testing.T) {
+	testenv.Slow(t, "starts Sentinel and Cluster redis-servers")
 	cluster := redistest.StartCluster(t, 3)
 	master := redistest.Start(t)
 	sentinel := redistest.StartSentinel(t, master, "idemmaster")
@@ -541,6 +546,7 @@ func TestStoreIDHidesPassword(t *testing.T) {
 // time-out); the backend still finishes, its answer is remembered, and the
 // platform's retry gets the replay instead of a second run.
 func TestPlatformHangsUp(t *testing.T) {
+	testenv.Slow(t, "runs for seconds: a backend slower than the platform's time-out")
 	eachStore(t, func(t *testing.T, name, store string) {
 		be := newBackend(t)
 		reached := make(chan struct{}, 1)

@@ -13,6 +13,8 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
+
+	"github.com/idemgate/idemgate/internal/testenv"
 )
 
 // dropBackend counts each request per X-Order header (or order query), and
@@ -174,6 +176,7 @@ func TestOutcomeBeforeAnswer(t *testing.T) {
 // than several renewals but within the ceiling is left to answer, and its
 // answer is remembered.
 func TestBackendCeiling(t *testing.T) {
+	testenv.Slow(t, "runs for seconds: a backend held to its ceiling")
 	for _, c := range []struct {
 		name    string
 		ceiling time.Duration

@@ -11,6 +11,7 @@ import (
 	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/internal/platformtest"
 	"github.com/idemgate/idemgate/internal/redistest"
+	"github.com/idemgate/idemgate/internal/testenv"
 )
 
 // End-to-end tests of issue 8 through the real module: each hole found by
@@ -397,6 +398,7 @@ func TestFullKeyPlaceholder(t *testing.T) {
 // never degrades"): fail_closed and pass both answer 503 with Retry-After
 // and forward nothing.
 func TestPayPalTransmissionLogStoreDown(t *testing.T) {
+	testenv.Slow(t, "fault: Redis stopped")
 	k, _ := platformtest.Keys(t)
 	certFile := platformtest.WriteFile(t, "paypal.pem", platformtest.Certificate(t, k, big.NewInt(1), "messageverificationcerts.paypal.com"))
 	rs := redistest.Start(t)

@@ -7,12 +7,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/idemgate/idemgate/internal/testenv"
 )
 
 // TestLogIsJSONWithRedisDown: a gateway started with its Redis down, and
 // refusing notifications for it, writes only JSON lines — go-redis's own
 // complaints included, at warn, through Caddy's log.
 func TestLogIsJSONWithRedisDown(t *testing.T) {
+	testenv.Slow(t, "runs the built idemgate binary")
 	be := newBackend(t)
 	site := fmt.Sprintf(`
 	idempotency {

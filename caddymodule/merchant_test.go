@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/internal/platformtest"
+	"github.com/idemgate/idemgate/internal/testenv"
 )
 
 // merchantSite is an Alipay route that accepts one app_id, not the one the
@@ -69,9 +70,7 @@ func TestMerchantNotAccepted(t *testing.T) {
 // refusal's class and its cause (which app_id), and says nothing of a
 // signature.
 func TestMerchantNotAcceptedLogged(t *testing.T) {
-	if testing.Short() {
-		t.Skip("process test")
-	}
+	testenv.Slow(t, "runs the built idemgate binary")
 	a := newAlipayOrders(t)
 	be := newBackend(t)
 	site := strings.NewReplacer("{pub}", a.pub, "{backend}", be.addr(), "{db}", t.TempDir()+"/idem.db").Replace(merchantSite)

@@ -12,6 +12,7 @@ import (
 	"github.com/idemgate/idemgate/internal/gatewaytest"
 	"github.com/idemgate/idemgate/internal/platformtest"
 	"github.com/idemgate/idemgate/internal/redistest"
+	"github.com/idemgate/idemgate/internal/testenv"
 )
 
 // The orders tests: one business outcome of a payment runs the backend
@@ -109,6 +110,7 @@ func orderBackend(t *testing.T) *backend {
 // answers' ttl, every one of them again — and the backend ran each
 // business event exactly once.
 func TestAlipayOrderSequence(t *testing.T) {
+	testenv.Slow(t, "starts a Redis Cluster; waits out the answers' ttl on every store")
 	stores := gatewaytest.StoreLines(t)
 	stores["redis_cluster"] = "store redis " + strings.Join(redistest.StartCluster(t, 3).Addrs, " ")
 	for name, store := range stores {
@@ -234,6 +236,7 @@ func alipayOrderSequence(t *testing.T, store string) {
 // all at once through two gateway processes on one Redis: each business
 // event reaches the backend exactly once.
 func TestAlipayOrderStorm(t *testing.T) {
+	testenv.Slow(t, "runs the built idemgate binary")
 	rs := redistest.StartWith(t, redistest.Options{AOF: true})
 	a := newAlipayOrders(t)
 	be := orderBackend(t)
@@ -301,6 +304,7 @@ func TestAlipayOrderStorm(t *testing.T) {
 // answer's ttl under a new notification id: the order remembers it paid.
 // A refund is its own event; REFUND.ABNORMAL of that refund another.
 func TestWechatPayOrderSequence(t *testing.T) {
+	testenv.Slow(t, "runs for seconds: waits out the answer's ttl")
 	k, _ := platformtest.Keys(t)
 	pub := platformtest.WriteFile(t, "wx_public.pem", platformtest.PublicKeyPEM(t, &k.PublicKey))
 	wx := platformtest.WechatPay{Key: k, Serial: testWxPubKeyID, APIv3Key: testWxAPIv3Key}
@@ -357,6 +361,7 @@ func TestWechatPayOrderSequence(t *testing.T) {
 // key, not in an order's format, keeps no such memory: it runs again
 // after ttl, as it always has.
 func TestStripeEventRemembered(t *testing.T) {
+	testenv.Slow(t, "runs for seconds: waits out the answer's ttl")
 	be := newBackend(t)
 	const ttl = 2 * time.Second
 	g := startGateway(t, `

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/idemgate/idemgate/internal/testenv"
 )
 
 // TestProvisionErrorSaysWhere: a route whose secret cannot be read stops
@@ -16,9 +18,7 @@ import (
 // the Caddyfile's line and the subdirective, not only Caddy's chain of
 // module names, and never the secret's value.
 func TestProvisionErrorSaysWhere(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the built binary")
-	}
+	testenv.Slow(t, "runs the built idemgate binary")
 	bin := gatewayBinary(t)
 	for _, c := range []struct {
 		name, route string

@@ -11,6 +11,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 
 	"github.com/idemgate/idemgate/internal/platformtest"
+	"github.com/idemgate/idemgate/internal/testenv"
 )
 
 // adaptSite adapts a Caddyfile whose one site holds body.
@@ -166,6 +167,7 @@ func TestSecretErrorsNameTheCause(t *testing.T) {
 // TestBinaryValidateAndAdapt: `idemgate adapt` and `idemgate validate`
 // refuse a mistyped platform and a mistyped placeholder, with the reason.
 func TestBinaryValidateAndAdapt(t *testing.T) {
+	testenv.Slow(t, "runs the built idemgate binary")
 	bin := gatewayBinary(t)
 	dir := t.TempDir()
 	write := func(name, site string) string {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/internal/redistest"
+	"github.com/idemgate/idemgate/internal/testenv"
 )
 
 // These tests run the built idemgate binary as separate processes: several
@@ -142,6 +143,7 @@ func (p *gatewayProc) stop() {
 // TestInstancesShareRedis: copies spread over three gateway processes that
 // share one Redis reach the backend once in all.
 func TestInstancesShareRedis(t *testing.T) {
+	testenv.Slow(t, "runs the built idemgate binary")
 	rs := redistest.Start(t)
 	be := newBackend(t)
 	be.setAnswer(func(order string, n int, r *http.Request) (int, string, time.Duration) {
@@ -174,6 +176,7 @@ func TestInstancesShareRedis(t *testing.T) {
 // TestEmbeddedSurvivesRestart: the embedded store (the default, under
 // Caddy's data directory) remembers answers across a gateway restart.
 func TestEmbeddedSurvivesRestart(t *testing.T) {
+	testenv.Slow(t, "runs the built idemgate binary")
 	be := newBackend(t)
 	home := t.TempDir()
 	site := fmt.Sprintf(`
@@ -202,6 +205,7 @@ func TestEmbeddedSurvivesRestart(t *testing.T) {
 // leaves a claim that blocks copies until lock_ttl runs out; then the
 // platform's retry is forwarded exactly once.
 func TestKilledMidRequest(t *testing.T) {
+	testenv.Slow(t, "runs the built idemgate binary")
 	rs := redistest.Start(t)
 	be := newBackend(t)
 	atBackend := make(chan struct{}, 1)
@@ -287,6 +291,7 @@ func TestKilledMidRequest(t *testing.T) {
 
 // TestBinaryCommands: the build lists the module and answers `version`.
 func TestBinaryCommands(t *testing.T) {
+	testenv.Slow(t, "runs the built idemgate binary")
 	bin := gatewayBinary(t)
 	out, err := exec.Command(bin, "list-modules").CombinedOutput()
 	if err != nil {
@@ -310,6 +315,7 @@ func TestBinaryCommands(t *testing.T) {
 // TestStartupLine: one log line per handler at start names its platform,
 // scope, store, ttl, lock_ttl and delivery mode.
 func TestStartupLine(t *testing.T) {
+	testenv.Slow(t, "runs the built idemgate binary")
 	home := t.TempDir()
 	db := filepath.Join(home, "keys.db")
 	p := startProc(t, home, `

@@ -15,6 +15,7 @@ import (
 
 	"github.com/idemgate/idemgate/internal/billtest"
 	"github.com/idemgate/idemgate/internal/platformtest"
+	"github.com/idemgate/idemgate/internal/testenv"
 )
 
 // TestReconcileExitCodes runs the built binary's `idempotency reconcile`
@@ -24,9 +25,7 @@ import (
 // the gateway refuses as malformed, another seller's bill, no gateway —
 // each error printed "Error: …".
 func TestReconcileExitCodes(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the built binary")
-	}
+	testenv.Slow(t, "runs the built idemgate binary")
 	const app = "2021004123456789"
 	bin := gatewayBinary(t)
 	home := t.TempDir()

@@ -21,6 +21,7 @@ import (
 	"github.com/idemgate/idemgate/caddymodule/admin"
 	"github.com/idemgate/idemgate/internal/platformtest"
 	"github.com/idemgate/idemgate/internal/signer"
+	"github.com/idemgate/idemgate/internal/testenv"
 )
 
 // Recovery on the built binary: a redelivery enters the route that took
@@ -146,6 +147,7 @@ func adminGet(t *testing.T, adminAddr, uri string, v any) int {
 // sees nothing. The CLI exits 0 only when the key is answered (async:
 // queued, delivering) afterwards.
 func TestRedeliverEntersItsRoute(t *testing.T) {
+	testenv.Slow(t, "runs the built idemgate binary")
 	fail := func(order string, n int) (int, string) {
 		if strings.HasPrefix(order, "fail-") || n == 1 {
 			return 500, "not yet " + order
@@ -302,6 +304,7 @@ func TestRedeliverEntersItsRoute(t *testing.T) {
 // the journal marks; the platform's own header, which stripe-go now
 // refuses, stays the journaled one.
 func TestRedeliverStripeResigned(t *testing.T) {
+	testenv.Slow(t, "runs the built idemgate binary")
 	const secret = "whsec_resign_test_secret"
 	// Stripe's t= is whole seconds, so a signature made at x.95s is
 	// already ~1s old at x+1.0: the backend's tolerance must exceed a

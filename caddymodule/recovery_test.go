@@ -15,6 +15,7 @@ import (
 
 	"github.com/idemgate/idemgate/caddymodule/admin"
 	"github.com/idemgate/idemgate/internal/platformtest"
+	"github.com/idemgate/idemgate/internal/testenv"
 	"github.com/idemgate/idemgate/platforms"
 )
 
@@ -186,6 +187,7 @@ func TestSummaryTwoCurrencies(t *testing.T) {
 // its error, and once give_up has passed the key reads dead, async: the
 // platform has its ack. A redelivery of a queued key is refused.
 func TestAsyncStatesBackendRefusing(t *testing.T) {
+	testenv.Slow(t, "runs for seconds: retries until give_up")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

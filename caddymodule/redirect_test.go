@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/internal/gatewaytest"
+	"github.com/idemgate/idemgate/internal/testenv"
 )
 
 // TestRedirectOrigin: the start of an on_duplicate redirect template that
@@ -48,9 +49,7 @@ func TestRedirectOrigin(t *testing.T) {
 // (next=//evil.example would send the customer elsewhere from the
 // merchant's domain), and passes the documented form.
 func TestValidateRefusesOpenRedirect(t *testing.T) {
-	if testing.Short() {
-		t.Skip("process test (go test -short)")
-	}
+	testenv.Slow(t, "runs the built idemgate binary")
 	site := func(redirect string) string {
 		return "\tidempotency {\n\t\tkey k:{idempotency.form.out_trade_no}\n\t\tstore memory\n\t\ton_duplicate redirect `" + redirect +
 			"`\n\t}\n\treverse_proxy 127.0.0.1:9"

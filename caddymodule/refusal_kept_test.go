@@ -13,6 +13,7 @@ import (
 
 	"github.com/idemgate/idemgate/caddymodule/admin"
 	"github.com/idemgate/idemgate/internal/redistest"
+	"github.com/idemgate/idemgate/internal/testenv"
 )
 
 // refusedSite: a Stripe route and a body-keyed generic route with a
@@ -162,6 +163,7 @@ func TestRefusedListed(t *testing.T) {
 // refusal is still answered at once — keeping it is bounded far below
 // store_timeout — and the failure to keep it is logged.
 func TestRefusedStoreStalled(t *testing.T) {
+	testenv.Slow(t, "fault: Redis paused")
 	rs := redistest.Start(t)
 	be := newBackend(t)
 	dir := t.TempDir()

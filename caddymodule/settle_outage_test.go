@@ -13,6 +13,7 @@ import (
 	"github.com/idemgate/idemgate/internal/billtest"
 	"github.com/idemgate/idemgate/internal/gatewaytest"
 	"github.com/idemgate/idemgate/internal/redistest"
+	"github.com/idemgate/idemgate/internal/testenv"
 )
 
 // TestFaultSettleDeferredKeepsOrder: Redis (AOF) dies while an Alipay
@@ -22,9 +23,7 @@ import (
 // bill matches it, and nothing proposes --force for it (a forced
 // redelivery is refused without again).
 func TestFaultSettleDeferredKeepsOrder(t *testing.T) {
-	if testing.Short() {
-		t.Skip("process test: a redis-server killed and restarted")
-	}
+	testenv.Slow(t, "fault: Redis killed and restarted")
 	const (
 		app   = "2021004123456789"
 		trade = "2026100322001458860000000042"

@@ -14,6 +14,7 @@ import (
 	"github.com/idemgate/idemgate/internal/gatewaytest"
 	"github.com/idemgate/idemgate/internal/platformtest"
 	"github.com/idemgate/idemgate/internal/sdkbackend"
+	"github.com/idemgate/idemgate/internal/testenv"
 )
 
 // TestAsyncSignatureExpires: WeChat Pay v3 signs its notification's time,
@@ -26,6 +27,7 @@ import (
 // give_up's 24 hours. On every store, the key is listed dead at once
 // (`?state=dead`, the summary's dead with its amount), not failed.
 func TestAsyncSignatureExpires(t *testing.T) {
+	testenv.Slow(t, "runs for seconds: waits for a signature to pass its 5 minutes, on every store")
 	gatewaytest.EachStore(t, testAsyncSignatureExpires)
 }
 

@@ -19,6 +19,7 @@ import (
 	adminapi "github.com/idemgate/idemgate/caddymodule/admin"
 	"github.com/idemgate/idemgate/internal/billtest"
 	"github.com/idemgate/idemgate/internal/redistest"
+	"github.com/idemgate/idemgate/internal/testenv"
 	"github.com/idemgate/idemgate/reconcile"
 )
 
@@ -29,9 +30,7 @@ import (
 // in a reconciliation's items, through the admin API, the CLI and the
 // console alike; never in_flight ("its first copy is at the backend").
 func TestAsyncStateEverySurface(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the built binary (not under -short)")
-	}
+	testenv.Slow(t, "runs the built idemgate binary")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -202,9 +201,7 @@ func TestAsyncStateEverySurface(t *testing.T) {
 // the console's overview, reads it retrying as its key page does there
 // (a listing carries no journal: the key is read whole), not queued.
 func TestAsyncStateListedOnAnotherInstance(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the built binary (not under -short)")
-	}
+	testenv.Slow(t, "runs the built idemgate binary")
 	rs := redistest.StartAOF(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

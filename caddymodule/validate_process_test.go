@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/cache"
+	"github.com/idemgate/idemgate/internal/testenv"
 )
 
 // runValidate runs `idemgate validate` on a Caddyfile whose one site holds
@@ -39,6 +40,7 @@ func runValidate(t *testing.T, home, siteBody string, limit time.Duration) (stri
 // the same embedded file, whose lock that gateway holds: validating opens
 // no store. (Caddy's habit: validate, then reload.)
 func TestValidateWhileRunning(t *testing.T) {
+	testenv.Slow(t, "runs the built idemgate binary")
 	be := newBackend(t)
 	home := t.TempDir()
 	db := filepath.Join(home, "keys.db")
@@ -96,6 +98,7 @@ func TestValidateWhileRunning(t *testing.T) {
 // connections but never answers returns at once and connects to it
 // not once.
 func TestValidateDialsNoRedis(t *testing.T) {
+	testenv.Slow(t, "runs the built idemgate binary")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -138,6 +141,7 @@ func TestValidateDialsNoRedis(t *testing.T) {
 // TestValidateRefusesBadRedisAddresses: what can be checked offline is,
 // by `validate` (and `adapt`, where no placeholder hides the value).
 func TestValidateRefusesBadRedisAddresses(t *testing.T) {
+	testenv.Slow(t, "runs the built idemgate binary")
 	for _, c := range []struct{ store, want string }{
 		{"store redis redis//127.0.0.1:16379", `redis address "redis//127.0.0.1:16379": host "redis//127.0.0.1" is not a host name or IP address`},
 		{"store redis 127.0.0.1", `redis address "127.0.0.1": address 127.0.0.1: missing port in address`},
@@ -177,9 +181,7 @@ func TestValidateRefusesBadRedisAddresses(t *testing.T) {
 // an on_duplicate whose JSON body holds a mistyped placeholder; it takes
 // the docs' recipe.
 func TestValidateStatusQueryNeedsOnDuplicate(t *testing.T) {
-	if testing.Short() {
-		t.Skip("process test")
-	}
+	testenv.Slow(t, "runs the built idemgate binary")
 	const route = "\tidempotency {\n\t\tscope alipay\n\t\tkey {idempotency.json.app_id}:{idempotency.json.trade_no}:paid\n" +
 		"\t\tsuccess 200 body TRADE_SUCCESS\n%s\t\tstore memory\n\t}\n\trespond ok"
 	for _, c := range []struct{ name, onDup, want string }{

@@ -5,11 +5,14 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/idemgate/idemgate/internal/testenv"
 )
 
 // TestBinaryVersionAndHelp: `idemgate version` names idemgate's version and
 // Caddy's, and the idempotency subcommands' help names idemgate, not caddy.
 func TestBinaryVersionAndHelp(t *testing.T) {
+	testenv.Slow(t, "runs the built idemgate binary")
 	bin := gatewayBinary(t)
 	caddyVersion, err := exec.Command("go", "list", "-m", "-f", "{{.Version}}", "github.com/caddyserver/caddy/v2").Output()
 	if err != nil {

@@ -66,7 +66,10 @@ func ran(t *testing.T, s cache.Store, key, amount, method, uri string, ttl time.
 
 func TestPage(t *testing.T) {
 	for name, open := range pageStores(t) {
-		t.Run(name, func(t *testing.T) { testPage(t, open(t)) })
+		t.Run(name, func(t *testing.T) {
+			t.Parallel() // each waits out a ttl, on a store of its own
+			testPage(t, open(t))
+		})
 	}
 }
 

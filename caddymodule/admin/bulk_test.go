@@ -13,6 +13,7 @@ import (
 
 	"github.com/idemgate/idemgate/internal/gatewaytest"
 	"github.com/idemgate/idemgate/internal/redistest"
+	"github.com/idemgate/idemgate/internal/testenv"
 )
 
 // adminPost posts a JSON body to the admin endpoint.
@@ -134,6 +135,7 @@ func TestBulkRedeliver(t *testing.T) {
 // how far it got, and no key reaches the backend more than once more; the
 // keys it never reached are still failed, for the next run.
 func TestBulkRedeliverStopsOnStoreError(t *testing.T) {
+	testenv.Slow(t, "fault: Redis paused mid-run")
 	rs := redistest.StartWith(t, redistest.Options{})
 	be := gatewaytest.NewBackend(t)
 	var paused sync.Once

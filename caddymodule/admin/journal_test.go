@@ -11,6 +11,7 @@ import (
 
 	"github.com/idemgate/idemgate/internal/gatewaytest"
 	"github.com/idemgate/idemgate/internal/redistest"
+	"github.com/idemgate/idemgate/internal/testenv"
 )
 
 // journalView decodes what GET /idempotency/keys/<key>?body=1 answers.
@@ -167,6 +168,7 @@ func TestJournalFailedListedAndDead(t *testing.T) {
 // without force and runs the backend again with it. An in-flight key
 // cannot be purged without force.
 func TestJournalRedeliver(t *testing.T) {
+	testenv.Slow(t, "runs for seconds: a 3s backend holds a key in flight")
 	rs := redistest.Start(t)
 	be := gatewaytest.NewBackend(t)
 	be.SetAnswer(func(order string, n int, r *http.Request) (int, string, time.Duration) {

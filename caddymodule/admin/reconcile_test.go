@@ -14,6 +14,7 @@ import (
 	"github.com/idemgate/idemgate/internal/billtest"
 	"github.com/idemgate/idemgate/internal/gatewaytest"
 	"github.com/idemgate/idemgate/internal/redistest"
+	"github.com/idemgate/idemgate/internal/testenv"
 	"github.com/idemgate/idemgate/reconcile"
 )
 
@@ -162,6 +163,7 @@ func rcBackend(t *testing.T, sc *scenario) *gatewaytest.Backend {
 }
 
 func TestReconcile(t *testing.T) {
+	testenv.Slow(t, "runs for seconds: waits out a 6s ttl per platform and store")
 	rs := redistest.Start(t)
 	for _, p := range rcPlatforms() {
 		for _, st := range []struct{ name, line string }{

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/internal/gatewaytest"
+	"github.com/idemgate/idemgate/internal/testenv"
 )
 
 // TestCLIErrorsNameFlags: where the admin API names a parameter or a JSON
@@ -48,6 +49,7 @@ func TestCLIErrorsNameFlags(t *testing.T) {
 // to JSON", the adapter's warnings). Run in a child process, where
 // Caddy's default logger writes to the standard error it would print to.
 func TestCLIConfigQuiet(t *testing.T) {
+	testenv.Slow(t, "process test: re-runs this test binary as a child")
 	if args := os.Getenv("IDEMGATE_CLI_CHILD"); args != "" {
 		out, err := runCLI(t, strings.Split(args, "\x1f")...)
 		os.Stdout.WriteString(out)

@@ -164,6 +164,7 @@ func TestSendSameBody(t *testing.T) {
 			continue
 		}
 		t.Run(p, func(t *testing.T) {
+			t.Parallel() // each waits a second; keys of its own
 			keys := t.TempDir()
 			if out, err := runIdem(t, "keygen", "--platform", p, "--dir", keys); err != nil {
 				t.Fatalf("keygen: %v\n%s", err, out)

@@ -14,12 +14,14 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/idemgate/idemgate/internal/gatewaytest"
+	"github.com/idemgate/idemgate/internal/testenv"
 )
 
 // TestAsyncConsoleBrowser: in a real headless Chromium with JavaScript
 // off, the console's overview shows the async scope's queue, and its
 // Pause and Resume buttons stop and restart the deliveries.
 func TestAsyncConsoleBrowser(t *testing.T) {
+	testenv.Slow(t, "drives headless Chromium")
 	if _, err := os.Stat(chromiumPath); err != nil {
 		t.Fatalf("chromium is needed at %s (apt-get install chromium; .ci/run does): %v", chromiumPath, err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/internal/gatewaytest"
+	"github.com/idemgate/idemgate/internal/testenv"
 )
 
 // chromiumPath is Debian's chromium, which .ci/run installs.
@@ -95,6 +96,7 @@ func saveShot(t *testing.T, dir, name string, png []byte) {
 // text), Redeliver runs the healed backend exactly once more, and Purge
 // asks for confirmation before it forgets the key.
 func TestConsoleBrowser(t *testing.T) {
+	testenv.Slow(t, "drives headless Chromium")
 	if _, err := os.Stat(chromiumPath); err != nil {
 		t.Fatalf("chromium is needed at %s (apt-get install chromium; .ci/run does): %v", chromiumPath, err)
 	}

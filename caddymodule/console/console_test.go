@@ -18,6 +18,7 @@ import (
 	"github.com/idemgate/idemgate/caddymodule/admin"
 	"github.com/idemgate/idemgate/internal/gatewaytest"
 	"github.com/idemgate/idemgate/internal/registry"
+	"github.com/idemgate/idemgate/internal/testenv"
 )
 
 // renderKey renders a key's page for rec as the console would.
@@ -338,6 +339,7 @@ func consolePost(t *testing.T, u string, form url.Values, hdr map[string]string)
 // real password hash), sends /console to /console/, which asks for the
 // password and then shows the overview.
 func TestConsoleReadmeMount(t *testing.T) {
+	testenv.Slow(t, "runs for seconds: bcrypt at the runbook's cost")
 	readme, err := os.ReadFile("../../docs/operations.md")
 	if err != nil {
 		t.Fatal(err)

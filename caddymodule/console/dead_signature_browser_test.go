@@ -13,6 +13,7 @@ import (
 	"github.com/idemgate/idemgate/internal/gatewaytest"
 	"github.com/idemgate/idemgate/internal/platformtest"
 	"github.com/idemgate/idemgate/internal/sdkbackend"
+	"github.com/idemgate/idemgate/internal/testenv"
 )
 
 // TestConsoleExpiredSignatureBrowser: in a real headless Chromium with
@@ -23,6 +24,7 @@ import (
 // dead money at stake, though give_up (24h) is far off; its page reads dead
 // and says why.
 func TestConsoleExpiredSignatureBrowser(t *testing.T) {
+	testenv.Slow(t, "drives headless Chromium")
 	if _, err := os.Stat(chromiumPath); err != nil {
 		t.Fatalf("chromium is needed at %s (apt-get install chromium; .ci/run does): %v", chromiumPath, err)
 	}

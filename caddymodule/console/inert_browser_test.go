@@ -11,6 +11,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/idemgate/idemgate/internal/gatewaytest"
+	"github.com/idemgate/idemgate/internal/testenv"
 )
 
 // hostile is what a notification may carry that would steer an
@@ -31,9 +32,7 @@ const steering = "\x1b\u009b\u202e\u202c\u2066\u2069\u200f\u200e\u061c"
 // and the CLI do; the key's forms still post the key as it is: Purge
 // forgets it.
 func TestConsoleInertBrowser(t *testing.T) {
-	if testing.Short() {
-		t.Skip("drives headless Chromium (not under -short)")
-	}
+	testenv.Slow(t, "drives headless Chromium")
 	if _, err := os.Stat(chromiumPath); err != nil {
 		t.Fatalf("chromium is needed at %s (apt-get install chromium; .ci/run does): %v", chromiumPath, err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/idemgate/idemgate/internal/gatewaytest"
+	"github.com/idemgate/idemgate/internal/testenv"
 )
 
 // lowCostHash is "s3cret" hashed by bcrypt at its least cost: the default
@@ -201,9 +202,7 @@ func TestConsoleRefusesForeignHost(t *testing.T) {
 // the answered payment once. Navigating to the console under that name
 // shows the refusal, not the overview.
 func TestConsoleRebindingBrowser(t *testing.T) {
-	if testing.Short() {
-		t.Skip("browser test (go test -short)")
-	}
+	testenv.Slow(t, "drives headless Chromium")
 	if _, err := os.Stat(chromiumPath); err != nil {
 		t.Fatalf("chromium is needed at %s (apt-get install chromium; .ci/run does): %v", chromiumPath, err)
 	}

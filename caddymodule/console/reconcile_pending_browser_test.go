@@ -15,6 +15,7 @@ import (
 
 	"github.com/idemgate/idemgate/internal/billtest"
 	"github.com/idemgate/idemgate/internal/gatewaytest"
+	"github.com/idemgate/idemgate/internal/testenv"
 )
 
 // TestConsoleReconcilePendingBrowser uploads a day's bill through the page
@@ -25,6 +26,7 @@ import (
 // differs, the matched ones with their records' state, and a payment at
 // 23:58 Beijing time pending the next bill, with why.
 func TestConsoleReconcilePendingBrowser(t *testing.T) {
+	testenv.Slow(t, "drives headless Chromium")
 	if _, err := os.Stat(chromiumPath); err != nil {
 		t.Fatalf("chromium is needed at %s (apt-get install chromium; .ci/run does): %v", chromiumPath, err)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/idemgate/idemgate/internal/billtest"
 	"github.com/idemgate/idemgate/internal/gatewaytest"
+	"github.com/idemgate/idemgate/internal/testenv"
 )
 
 // reconcileSite is an Alipay route (signatures off: the console is under
@@ -184,6 +185,7 @@ func TestConsoleReconcile(t *testing.T) {
 // headless Chromium (no JavaScript): the form posts it with the page's
 // token, and the report shows the failed payment, linked to its key.
 func TestConsoleReconcileBrowser(t *testing.T) {
+	testenv.Slow(t, "drives headless Chromium")
 	if _, err := os.Stat(chromiumPath); err != nil {
 		t.Fatalf("chromium is needed at %s (apt-get install chromium; .ci/run does): %v", chromiumPath, err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/idemgate/idemgate/internal/gatewaytest"
 	"github.com/idemgate/idemgate/internal/platformtest"
+	"github.com/idemgate/idemgate/internal/testenv"
 )
 
 const recoveryAppID = "2021000000000001"
@@ -28,6 +29,7 @@ const recoveryAppID = "2021000000000001"
 // page says the platform has its ack and shows "connection refused" for
 // its attempts. A forged POST without the page's token runs nothing.
 func TestConsoleRecoveryBrowser(t *testing.T) {
+	testenv.Slow(t, "drives headless Chromium")
 	if _, err := os.Stat(chromiumPath); err != nil {
 		t.Fatalf("chromium is needed at %s (apt-get install chromium; .ci/run does): %v", chromiumPath, err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/idemgate/idemgate/internal/billtest"
 	"github.com/idemgate/idemgate/internal/gatewaytest"
 	"github.com/idemgate/idemgate/internal/platformtest"
+	"github.com/idemgate/idemgate/internal/testenv"
 	"github.com/idemgate/idemgate/keying"
 	"github.com/idemgate/idemgate/platforms"
 	"github.com/idemgate/idemgate/reconcile"
@@ -33,9 +34,7 @@ import (
 // While a refund's predecessors have not arrived, it shows its increase
 // over those that have (its whole refund_fee when none has).
 func TestRefundMoneyOwnOnEverySurface(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts redis-server and the gateway: not in -short")
-	}
+	testenv.Slow(t, "starts redis-server and the gateway on every store")
 	gatewaytest.EachStore(t, func(t *testing.T, _, store string) {
 		k, _ := platformtest.Keys(t)
 		alipay := platformtest.Alipay{Key: k}
@@ -273,9 +272,7 @@ func rowOf(page, marker string) string {
 // charge, the key page, `list`, the money at stake (50.00 USD owed) and
 // the console's search page.
 func TestStripeRefundMoneyOnEverySurface(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts redis-server and the gateway: not in -short")
-	}
+	testenv.Slow(t, "starts redis-server and the gateway on every store")
 	gatewaytest.EachStore(t, func(t *testing.T, _, store string) {
 		const secret = "whsec_refundmoney"
 		ok, broken := gatewaytest.NewBackend(t), gatewaytest.NewBackend(t)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/idemgate/idemgate/internal/gatewaytest"
 	"github.com/idemgate/idemgate/internal/platformtest"
+	"github.com/idemgate/idemgate/internal/testenv"
 )
 
 // TestConsoleRefusedBrowser, in a real headless Chromium with JavaScript
@@ -24,6 +25,7 @@ import (
 // and the override shown as text; the scope filter (a GET form) narrows
 // it to Stripe's. Nothing reached the backend.
 func TestConsoleRefusedBrowser(t *testing.T) {
+	testenv.Slow(t, "drives headless Chromium")
 	if _, err := os.Stat(chromiumPath); err != nil {
 		t.Fatalf("chromium is needed at %s (apt-get install chromium; .ci/run does): %v", chromiumPath, err)
 	}

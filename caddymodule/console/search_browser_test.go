@@ -13,6 +13,7 @@ import (
 
 	"github.com/idemgate/idemgate/internal/gatewaytest"
 	"github.com/idemgate/idemgate/internal/platformtest"
+	"github.com/idemgate/idemgate/internal/testenv"
 )
 
 // TestConsoleSearchBrowser: in a real headless Chromium with JavaScript
@@ -22,6 +23,7 @@ import (
 // by another number, a payment whose backend failed — then follows the
 // order link to the order's page.
 func TestConsoleSearchBrowser(t *testing.T) {
+	testenv.Slow(t, "drives headless Chromium")
 	if _, err := os.Stat(chromiumPath); err != nil {
 		t.Fatalf("chromium is needed at %s (apt-get install chromium; .ci/run does): %v", chromiumPath, err)
 	}

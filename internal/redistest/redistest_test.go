@@ -6,9 +6,12 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/idemgate/idemgate/internal/testenv"
 )
 
 func TestStartRestart(t *testing.T) {
+	testenv.Slow(t, "fault: a redis-server stopped and restarted")
 	s := Start(t)
 	c := s.Client()
 	ctx := context.Background()
@@ -29,6 +32,7 @@ func TestStartRestart(t *testing.T) {
 }
 
 func TestCluster(t *testing.T) {
+	testenv.Slow(t, "starts a Redis Cluster")
 	c := StartCluster(t, 3)
 	ctx := context.Background()
 	cl := c.Client()
