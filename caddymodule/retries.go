@@ -22,7 +22,7 @@ import (
 // by a periodic scan of the route's failed keys, bounded per pass.
 
 // retryScanMaxEvery is the longest interval of a sync route's scan of its
-// failed keys (Handler.retryScanEvery), and its default: the window's
+// failed keys (withRetryScanEvery), and its default: the window's
 // slack counts on it.
 const retryScanMaxEvery = time.Minute
 
@@ -73,7 +73,7 @@ func (h *Handler) watchRetries(ctx context.Context) {
 	if h.async() || h.preset().Schedule == nil {
 		return
 	}
-	every := min(h.retryScanEvery, retryScanMaxEvery)
+	every := h.opts.retryScanEvery()
 	go func() {
 		t := time.NewTicker(every)
 		defer t.Stop()
@@ -141,5 +141,5 @@ func (h *Handler) lastRetryDue(rec *cache.Record, sched keying.Schedule, t time.
 	if n := len(rec.Attempts); n > 0 {
 		status = rec.Attempts[n-1].Status
 	}
-	h.emitAttempts("idempotency.last_retry", rec.Key, status, rec.AttemptCount)
+	h.obs.Emit("idempotency.last_retry", rec.Key, status, rec.AttemptCount)
 }

@@ -22,7 +22,7 @@ func (h *Handler) verifyTime(r *http.Request) time.Time {
 		}
 		return rd.FirstSeen
 	}
-	return h.now()
+	return h.opts.now()
 }
 
 // resigner signs a redelivery afresh where the route holds the platform's
