@@ -83,7 +83,7 @@ func (h *Handler) record(ctx context.Context, span spanEnder, repl *caddy.Replac
 		h.emitFailure(d)
 	}
 
-	level, msg := h.logLevel(d)
+	level, msg := logLevel(d, h.WarnCopies, h.warned)
 	if ce := h.logger.Check(level, msg); ce != nil {
 		fields := make([]zap.Field, 0, 7)
 		fields = append(fields,
@@ -113,8 +113,8 @@ func (h *Handler) record(ctx context.Context, span spanEnder, repl *caddy.Replac
 }
 
 // logLevel: replays are routine (debug); what an operator must look at is
-// warn or error.
-func (h *Handler) logLevel(d *result) (zapcore.Level, string) {
+// warn or error (a key seen more than warnCopies times, as warned allows).
+func logLevel(d *result, warnCopies int64, warned *copyWarnings) (zapcore.Level, string) {
 	switch d.outcome {
 	case outcomeConflict:
 		return zapcore.ErrorLevel, "same idempotency key with a different fingerprint: possible tampering"
@@ -135,7 +135,7 @@ func (h *Handler) logLevel(d *result) (zapcore.Level, string) {
 			return zapcore.WarnLevel, "signed notification refused: this route does not take its channel"
 		}
 	}
-	if d.copies > h.WarnCopies && h.warned.due(d.key, time.Now()) {
+	if d.copies > warnCopies && warned.due(d.key, time.Now()) {
 		return zapcore.WarnLevel, "idempotency key seen more often than warn_copies"
 	}
 	if d.outcome == outcomeReplayed || d.outcome == outcomeWaited || d.outcome == outcomeAcked {

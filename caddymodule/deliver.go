@@ -175,7 +175,7 @@ func (h *Handler) deliveryConfig(to *url.URL) async.Config {
 	dc := async.Config{Scope: h.scope(), Platform: h.Platform, To: to, Concurrency: c.Concurrency, Rate: c.Rate,
 		RetryInitial: time.Duration(c.RetryInitial), RetryMax: time.Duration(c.RetryMax), GiveUp: time.Duration(c.GiveUp),
 		LockTTL: time.Duration(h.LockTTL), TTL: time.Duration(h.TTL), StoreTimeout: time.Duration(h.StoreTimeout),
-		MaxAnswer: h.MaxAnswer, Ceiling: h.opts.backendCeiling(), SignedFor: h.signedFor(), Logger: h.logger}
+		MaxAnswer: h.MaxAnswer, Ceiling: h.opts.backendCeiling(), SignedFor: h.preset().SignedFor, Logger: h.logger}
 	if dc.Concurrency == 0 {
 		dc.Concurrency = 4
 	}

@@ -30,12 +30,14 @@ type asyncEngine struct {
 
 // start registers the engine with the config's app and runs it.
 func (e *asyncEngine) start() {
-	if h := e.h; h.signedFor() > 0 && h.resign == nil && !h.VerifyOff {
+	// signedFor: how long after its signed time a backend's own check
+	// refuses a notification sent as it is (keying.Preset.SignedFor).
+	if h, signedFor := e.h, e.h.preset().SignedFor; signedFor > 0 && h.resign == nil && !h.VerifyOff {
 		h.logger.Warn(fmt.Sprintf("async deliveries of this route carry %s's own signature, which the gateway cannot renew: "+
 			"a backend that checks it (the platform's SDK) refuses a delivery from %s after the platform signed it; "+
 			"one refused (4xx) after that makes the key dead at once, with an idempotency.dead event, and the payment must be handled by hand",
-			h.preset().Title, h.signedFor()),
-			zap.String("platform", h.Platform), zap.String("scope", e.Scope()), zap.Duration("signed_for", h.signedFor()))
+			h.preset().Title, signedFor),
+			zap.String("platform", h.Platform), zap.String("scope", e.Scope()), zap.Duration("signed_for", signedFor))
 	}
 	e.h.app.AddEngine(e)
 	e.Start()

@@ -184,8 +184,8 @@ type Handler struct {
 	// resign signs a redelivery afresh (Stripe, Standard Webhooks: the
 	// route holds the signing secret); nil where it cannot.
 	resign func(hdr http.Header, body []byte, at time.Time) error
-	// lastRetries are the keys whose last_retry was sent (retries.go).
-	lastRetries *lastRetries
+	// retries watches the platform's last retries (retries.go).
+	retries *retryWatch
 	// opts are the clock, the backend's ceiling and the watches'
 	// intervals, production's unless injected (options.go).
 	opts options
@@ -242,7 +242,7 @@ func (h *Handler) Provision(ctx caddy.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	h.lastRetries = lr
+	h.retries = &retryWatch{sent: lr}
 	h.app = configApp(ctx)
 	h.setDefaults()
 	// Secrets and paths are resolved once with a fresh replacer: the
@@ -279,6 +279,11 @@ func (h *Handler) Provision(ctx caddy.Context) (err error) {
 	}
 	h.metrics = metrics.Load(ctx)
 	h.obs = newObserver(h, al, events)
+	w := h.retries
+	w.scope, w.window, w.storeTimeout, w.app, w.obs, w.logger = h.scope(), h.retryWindow(), time.Duration(h.StoreTimeout), h.app, h.obs, h.logger
+	if !h.async() {
+		w.sched = h.preset().Schedule
+	}
 	h.warned = newCopyWarnings()
 	h.provisionGate()
 	h.reg = h.registryRoute()
@@ -333,7 +338,7 @@ func (h *Handler) startWatch() {
 	var watch context.Context
 	watch, h.run.stopWatch = context.WithCancel(context.Background())
 	h.keys.watch(watch, h.opts.expiryCheckEvery(), h.opts.now)
-	h.watchRetries(watch)
+	h.retries.watch(watch, h.store, h.opts.retryScanEvery())
 }
 
 // runState is whether a handler started: start sets store and settler
@@ -548,7 +553,7 @@ func (h *Handler) Cleanup() error {
 	if h.reg != nil {
 		h.app.RemoveRoute(h.reg)
 	}
-	if h.lastRetries != nil {
+	if h.retries != nil {
 		_ = unloadLastRetries() // its Destruct cannot fail
 	}
 	if h.storeRef == nil {

@@ -108,17 +108,18 @@ type journalState struct {
 	rec      *cache.Record
 }
 
-// failedJournal reads a key just released after a failure, for its
-// events: one read on the failure path only (never on a replay or a
-// successful first copy). Zero when the store cannot say.
-func (h *Handler) failedJournal(key string) journalState {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(h.StoreTimeout))
+// failedJournal reads a key just released after a failure from store,
+// for its events: one read on the failure path only (never on a replay or
+// a successful first copy), dead by app's clock past the route's retry
+// window. Zero when the store cannot say.
+func failedJournal(store cache.Store, key string, timeout time.Duration, app *registry.App, window time.Duration) journalState {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	rec, err := h.store.Lookup(ctx, key)
+	rec, err := store.Lookup(ctx, key)
 	if err != nil {
 		return journalState{}
 	}
-	return journalState{attempts: rec.AttemptCount, dead: rec.StateAt(h.app.Now(), h.retryWindow()) == cache.StateDead, rec: rec}
+	return journalState{attempts: rec.AttemptCount, dead: rec.StateAt(app.Now(), window) == cache.StateDead, rec: rec}
 }
 
 // emitFailure sends idempotency.failed, and idempotency.dead when the
@@ -127,8 +128,8 @@ func (h *Handler) emitFailure(d *result) {
 	h.obs.Emit("idempotency.failed", d.key, d.status, d.journal.attempts)
 	if rec := d.journal.rec; rec != nil && !d.journal.dead {
 		// The copy that just failed may have been the platform's last.
-		if s := h.preset().Schedule; s != nil && !h.async() {
-			h.lastRetryDue(rec, s, h.app.Now())
+		if h.retries.sched != nil { // a sync route whose platform retries
+			h.retries.due(rec, h.app.Now())
 		}
 	}
 	if d.journal.dead {

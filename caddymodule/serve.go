@@ -11,6 +11,7 @@ import (
 	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/gate"
 	"github.com/idemgate/idemgate/keying"
+	"github.com/idemgate/idemgate/orders"
 	"github.com/idemgate/idemgate/platforms"
 )
 
@@ -27,7 +28,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		return nil // a redelivery's probe looking for its route (package redeliver)
 	}
 	start := time.Now()
-	ctx, span := h.startSpan(r)
+	ctx, span := startSpan(r, h.Platform)
 	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 	var res result
 	defer func() { h.record(ctx, span, repl, start, &res) }()
@@ -56,7 +57,7 @@ func (h *Handler) act(w http.ResponseWriter, r *http.Request, next caddyhttp.Han
 		settled := resultOf(h.forward(w, r, next, o.Claim))
 		settled.key, settled.keyID, settled.verified = res.key, res.keyID, res.verified
 		if settled.outcome == outcomeBackendFailed || settled.outcome == outcomeBackendUnreachable {
-			settled.journal = h.failedJournal(settled.key)
+			settled.journal = failedJournal(h.store, settled.key, time.Duration(h.StoreTimeout), h.app, h.retryWindow())
 		}
 		*res = settled
 		return settled.err
@@ -127,7 +128,7 @@ func (g gateRoute) Keys(r *http.Request, n *keying.Notification, body []byte) (s
 }
 
 func (g gateRoute) OrderRun(key string, n *keying.Notification) *cache.OrderRun {
-	return g.h.orderRun(key, n)
+	return orders.RunOf(g.h.preset(), time.Duration(g.h.OrderTTL), key, n)
 }
 
 func (g gateRoute) ClaimTrouble(key, op string, err error) { g.h.obs.ClaimTrouble(key, op, err) }
