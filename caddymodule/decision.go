@@ -70,20 +70,20 @@ func setOutcome(repl *caddy.Replacer, o outcome) { repl.Set("idempotency.outcome
 func (h *Handler) record(ctx context.Context, span spanEnder, repl *caddy.Replacer, start time.Time, d *result) {
 	elapsed := time.Since(start)
 	setOutcome(repl, d.outcome)
-	h.metrics.Observe(ctx, h.route(), metrics.Observation{Outcome: d.outcome, Elapsed: elapsed, Backend: d.backend,
+	h.metrics.Observe(ctx, h.obs.route, metrics.Observation{Outcome: d.outcome, Elapsed: elapsed, Backend: d.backend,
 		Copies: d.copies, Verified: d.verified, StoreOp: d.storeOp})
 	h.app.Counts().Add(d.outcome)
 	span.end(d)
 	switch d.outcome {
 	case outcomeAmbiguous:
-		h.emit("idempotency.ambiguous", d.key, d.status)
+		h.obs.emit("idempotency.ambiguous", d.key, d.status)
 	case outcomeConflict:
-		h.emit("idempotency.conflict", d.key, 0)
+		h.obs.emit("idempotency.conflict", d.key, 0)
 	case outcomeBackendFailed, outcomeBackendUnreachable:
 		h.emitFailure(d)
 	}
 
-	level, msg := h.logLevel(d)
+	level, msg := logLevel(d, h.WarnCopies, h.warned)
 	if ce := h.logger.Check(level, msg); ce != nil {
 		fields := make([]zap.Field, 0, 7)
 		fields = append(fields,
@@ -91,7 +91,7 @@ func (h *Handler) record(ctx context.Context, span spanEnder, repl *caddy.Replac
 			zap.String("outcome", string(d.outcome)),
 			zap.Duration("duration", elapsed))
 		if d.key != "" {
-			fields = append(fields, zap.String("key", h.logKey(d.key)))
+			fields = append(fields, zap.String("key", h.obs.LogKey(d.key)))
 		}
 		if d.copies > 0 {
 			fields = append(fields, zap.Int64("copies", d.copies))
@@ -112,45 +112,9 @@ func (h *Handler) record(ctx context.Context, span spanEnder, repl *caddy.Replac
 	}
 }
 
-// emit sends a Caddy event (caddyevents) that operators can hook: an
-// alert, or the refund a business failure after payment needs.
-func (h *Handler) emit(name, key string, status int) { h.emitAttempts(name, key, status, 0) }
-
-// emitAttempts is emit with the key's attempt count (0: unknown).
-func (h *Handler) emitAttempts(name, key string, status int, attempts int64) {
-	h.alerter.send(alertEvent{Event: name, Time: time.Now().UTC(), Scope: h.scope(), Key: key,
-		Platform: h.Platform, Status: status, Attempts: attempts})
-	if h.events == nil || !h.events.ShouldEmit(name) {
-		return
-	}
-	data := map[string]any{"scope": h.scope(), "key": key, "platform": h.Platform}
-	if status != 0 {
-		data["status"] = status
-	}
-	if attempts != 0 {
-		data["attempts"] = attempts
-	}
-	h.events.Emit(h.ctx, name, data)
-}
-
-// emitData sends an event about the route rather than one key
-// (idempotency.reconcile: the counts of a reconciliation), to the route's
-// alert and as a Caddy event, with the scope and platform added.
-func (h *Handler) emitData(name string, data map[string]any) {
-	h.alerter.send(alertEvent{Event: name, Time: time.Now().UTC(), Scope: h.scope(), Platform: h.Platform, Details: data})
-	if h.events == nil || !h.events.ShouldEmit(name) {
-		return
-	}
-	d := map[string]any{"scope": h.scope(), "platform": h.Platform}
-	for k, v := range data {
-		d[k] = v
-	}
-	h.events.Emit(h.ctx, name, d)
-}
-
 // logLevel: replays are routine (debug); what an operator must look at is
-// warn or error.
-func (h *Handler) logLevel(d *result) (zapcore.Level, string) {
+// warn or error (a key seen more than warnCopies times, as warned allows).
+func logLevel(d *result, warnCopies int64, warned *copyWarnings) (zapcore.Level, string) {
 	switch d.outcome {
 	case outcomeConflict:
 		return zapcore.ErrorLevel, "same idempotency key with a different fingerprint: possible tampering"
@@ -171,7 +135,7 @@ func (h *Handler) logLevel(d *result) (zapcore.Level, string) {
 			return zapcore.WarnLevel, "signed notification refused: this route does not take its channel"
 		}
 	}
-	if d.copies > h.WarnCopies && h.warned.due(d.key, time.Now()) {
+	if d.copies > warnCopies && warned.due(d.key, time.Now()) {
 		return zapcore.WarnLevel, "idempotency key seen more often than warn_copies"
 	}
 	if d.outcome == outcomeReplayed || d.outcome == outcomeWaited || d.outcome == outcomeAcked {
@@ -206,13 +170,4 @@ func (c *copyWarnings) due(key string, t time.Time) bool {
 	}
 	c.last[key] = t
 	return true
-}
-
-// logKey is the key as it may appear in logs and spans: hashed unless
-// log_keys is on.
-func (h *Handler) logKey(key string) string {
-	if h.LogKeys || key == "" {
-		return key
-	}
-	return registry.HashKey(key)
 }

@@ -2,7 +2,6 @@ package caddymodule
 
 import (
 	"fmt"
-	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
@@ -91,6 +90,9 @@ type deliveryState struct {
 	// now, the store's Redis having no AOF (ackable).
 	volatile bool
 	refusing *atomic.Bool
+	// logger and scope are the route's, for the durability warnings.
+	logger *zap.Logger
+	scope  string
 }
 
 // async reports whether this route delivers asynchronously.
@@ -113,7 +115,7 @@ func (h *Handler) provisionDeliver() error {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("deliver async: to must be an http:// or https:// URL, not %q", c.To)
 	}
-	ds := &deliveryState{volatile: c.Volatile, refusing: new(atomic.Bool)}
+	ds := &deliveryState{volatile: c.Volatile, refusing: new(atomic.Bool), logger: h.logger, scope: h.scope()}
 	if c.Ack != nil {
 		ds.ack = *c.Ack
 	} else if a := h.preset().Ack; a.Status != 0 {
@@ -173,7 +175,7 @@ func (h *Handler) deliveryConfig(to *url.URL) async.Config {
 	dc := async.Config{Scope: h.scope(), Platform: h.Platform, To: to, Concurrency: c.Concurrency, Rate: c.Rate,
 		RetryInitial: time.Duration(c.RetryInitial), RetryMax: time.Duration(c.RetryMax), GiveUp: time.Duration(c.GiveUp),
 		LockTTL: time.Duration(h.LockTTL), TTL: time.Duration(h.TTL), StoreTimeout: time.Duration(h.StoreTimeout),
-		MaxAnswer: h.MaxAnswer, Ceiling: h.ceiling(), SignedFor: h.signedFor(), Logger: h.logger}
+		MaxAnswer: h.MaxAnswer, Ceiling: h.opts.backendCeiling(), SignedFor: h.preset().SignedFor, Logger: h.logger}
 	if dc.Concurrency == 0 {
 		dc.Concurrency = 4
 	}
@@ -196,10 +198,12 @@ func (h *Handler) startDeliver() error {
 	if !ok {
 		return fmt.Errorf("deliver async: the %s store holds no delivery queue", h.storeConf.Type)
 	}
-	if err := h.checkDurable(); err != nil {
+	if err := h.dlv.checkDurable(lastCheck(h.store)); err != nil {
 		return err
 	}
-	h.dlv.engine = &asyncEngine{Engine: async.New(h.dlv.cfg, deliverRoute{h}, q.Queue()), h: h}
+	cfg := h.dlv.cfg
+	cfg.Observer = h.obs
+	h.dlv.engine = &asyncEngine{Engine: async.New(cfg, deliverRoute{h}, q.Queue()), h: h}
 	h.dlv.engine.start()
 	return nil
 }
@@ -211,8 +215,8 @@ type checkedStore interface{ Checked() *cache.RedisReport }
 // lastCheck is the store's last complete check of its Redis; nil for
 // another store, or when no check has reached the server yet (the
 // background check then decides).
-func (h *Handler) lastCheck() *cache.RedisReport {
-	if cs, ok := h.store.(checkedStore); ok {
+func lastCheck(store cache.Store) *cache.RedisReport {
+	if cs, ok := store.(checkedStore); ok {
 		return cs.Checked()
 	}
 	return nil
@@ -221,8 +225,8 @@ func (h *Handler) lastCheck() *cache.RedisReport {
 // noAOF says why the store's Redis cannot keep this route's acks across
 // its restart (a master with appendonly off), or nil: it can, the route
 // accepts it (durability volatile), or nothing is known yet.
-func (h *Handler) noAOF(rep *cache.RedisReport) error {
-	if rep == nil || h.dlv.volatile {
+func (ds *deliveryState) noAOF(rep *cache.RedisReport) error {
+	if rep == nil || ds.volatile {
 		return nil
 	}
 	no := rep.WithoutAOF()
@@ -240,42 +244,41 @@ func (h *Handler) noAOF(rep *cache.RedisReport) error {
 // without AOF stops the route (unless durability volatile); an AOF that
 // reaches the disk only every second or when the system flushes, or a
 // setting the server would not tell, is warned about.
-func (h *Handler) checkDurable() error {
-	rep := h.lastCheck()
+func (ds *deliveryState) checkDurable(rep *cache.RedisReport) error {
 	if rep == nil {
 		return nil
 	}
-	if err := h.noAOF(rep); err != nil {
+	if err := ds.noAOF(rep); err != nil {
 		return fmt.Errorf("deliver async: %w", err)
 	}
-	scope := zap.String("scope", h.scope())
+	scope := zap.String("scope", ds.scope)
 	if no := rep.WithoutAOF(); len(no) > 0 {
-		h.logger.Warn("deliver async with durability volatile: Redis has appendonly no, so a Redis restart loses the acked notifications not yet delivered, with no record",
+		ds.logger.Warn("deliver async with durability volatile: Redis has appendonly no, so a Redis restart loses the acked notifications not yet delivered, with no record",
 			scope, zap.String("masters", addrsOf(no)))
 		return nil
 	}
-	if un := rep.AOFUnknown(); len(un) > 0 && !h.dlv.volatile {
-		h.logger.Warn("deliver async: could not read whether Redis has appendonly on (its INFO does not say and CONFIG is refused); "+
+	if un := rep.AOFUnknown(); len(un) > 0 && !ds.volatile {
+		ds.logger.Warn("deliver async: could not read whether Redis has appendonly on (its INFO does not say and CONFIG is refused); "+
 			"without it a Redis restart loses acked notifications", scope, zap.String("masters", addrsOf(un)))
 	}
 	if ms, f := rep.SyncingLeast(); f == "everysec" || f == "no" {
-		h.logger.Warn("deliver async: Redis has appendfsync "+f+": "+fsyncMeaning(f), scope,
+		ds.logger.Warn("deliver async: Redis has appendfsync "+f+": "+fsyncMeaning(f), scope,
 			zap.String("masters", addrsOf(ms)), zap.String("appendfsync", f))
 	}
 	return nil
 }
 
 // ackable says why this route's acks are refused now, or nil: a later
-// check found the store's Redis without AOF. It logs the turn, at error
+// check of store found its Redis without AOF. It logs the turn, at error
 // when the acks stop, when they resume.
-func (h *Handler) ackable() error {
-	err := h.noAOF(h.lastCheck())
+func (ds *deliveryState) ackable(store cache.Store) error {
+	err := ds.noAOF(lastCheck(store))
 	switch {
-	case err != nil && h.dlv.refusing.CompareAndSwap(false, true):
-		h.logger.Error("deliver async: acks refused (503, the platform retries) until Redis has appendonly yes again: "+err.Error(),
-			zap.String("scope", h.scope()), zap.String("appendonly", "no"))
-	case err == nil && h.dlv.refusing.Load() && h.dlv.refusing.CompareAndSwap(true, false):
-		h.logger.Warn("deliver async: Redis has appendonly yes again: acks resume", zap.String("scope", h.scope()))
+	case err != nil && ds.refusing.CompareAndSwap(false, true):
+		ds.logger.Error("deliver async: acks refused (503, the platform retries) until Redis has appendonly yes again: "+err.Error(),
+			zap.String("scope", ds.scope), zap.String("appendonly", "no"))
+	case err == nil && ds.refusing.Load() && ds.refusing.CompareAndSwap(true, false):
+		ds.logger.Warn("deliver async: Redis has appendonly yes again: acks resume", zap.String("scope", ds.scope))
 	}
 	return err
 }
@@ -291,20 +294,16 @@ func guessContentType(body string) string {
 	return "text/plain; charset=utf-8"
 }
 
-// ack writes the route's ack.
-func (h *Handler) ack(w http.ResponseWriter, r *http.Request) error {
-	return writeAck(w, r, h.dlv.ack, false)
-}
-
-// deliverFields name the route's delivery mode in its start-up line.
-func (h *Handler) deliverFields() []zap.Field {
-	if !h.async() {
+// fields name the route's delivery mode in its start-up line; ds is nil
+// for sync.
+func (ds *deliveryState) fields() []zap.Field {
+	if ds == nil {
 		return []zap.Field{zap.String("deliver", "sync")}
 	}
-	dc := h.dlv.cfg
+	dc := ds.cfg
 	f := []zap.Field{zap.String("deliver", "async"), zap.String("deliver_to", dc.To.Redacted()),
 		zap.Int("concurrency", dc.Concurrency), zap.Int("rate", dc.Rate), zap.Duration("give_up", dc.GiveUp)}
-	if h.dlv.volatile {
+	if ds.volatile {
 		f = append(f, zap.String("durability", "volatile"))
 	}
 	return f

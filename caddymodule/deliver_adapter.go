@@ -13,10 +13,11 @@ import (
 	async "github.com/idemgate/idemgate/delivery"
 	"github.com/idemgate/idemgate/gate"
 	"github.com/idemgate/idemgate/internal/registry"
+	"github.com/idemgate/idemgate/journal"
 )
 
 // The delivery engine (package delivery) attached to an async route: the
-// route as the engine's Route, the engine as the gate's Queue and as the
+// route as the engine's Route and Observer, the engine as the gate's Queue and as the
 // config's app lists it, started and stopped with the route.
 
 // asyncEngine is a route's delivery engine as the config's app lists it
@@ -29,12 +30,14 @@ type asyncEngine struct {
 
 // start registers the engine with the config's app and runs it.
 func (e *asyncEngine) start() {
-	if h := e.h; h.signedFor() > 0 && h.resign == nil && !h.VerifyOff {
+	// signedFor: how long after its signed time a backend's own check
+	// refuses a notification sent as it is (keying.Preset.SignedFor).
+	if h, signedFor := e.h, e.h.preset().SignedFor; signedFor > 0 && h.resign == nil && !h.VerifyOff {
 		h.logger.Warn(fmt.Sprintf("async deliveries of this route carry %s's own signature, which the gateway cannot renew: "+
 			"a backend that checks it (the platform's SDK) refuses a delivery from %s after the platform signed it; "+
 			"one refused (4xx) after that makes the key dead at once, with an idempotency.dead event, and the payment must be handled by hand",
-			h.preset().Title, h.signedFor()),
-			zap.String("platform", h.Platform), zap.String("scope", e.Scope()), zap.Duration("signed_for", h.signedFor()))
+			h.preset().Title, signedFor),
+			zap.String("platform", h.Platform), zap.String("scope", e.Scope()), zap.Duration("signed_for", signedFor))
 	}
 	e.h.app.AddEngine(e)
 	e.Start()
@@ -77,20 +80,22 @@ func (q asyncQueue) Copy(ctx context.Context, key, fp string, copies int64) (gat
 	return q.h.dlv.engine.Copy(ctx, key, fp, copies)
 }
 
-// deliverRoute is the handler as its engine's Route. The journal's
-// helpers (received, credentialsOf, journaled) are reached from here
-// only.
+// deliverRoute is the handler as its engine's Route; its Observer is the
+// route's (observer.go). The journal's helpers (received, credentialsOf,
+// journal.Cut) are reached from here only.
 type deliverRoute struct{ h *Handler }
 
 func (d deliverRoute) Store() cache.Store      { return d.h.store }
 func (d deliverRoute) Settler() *cache.Settler { return d.h.settler }
-func (d deliverRoute) Ackable() error          { return d.h.ackable() }
+func (d deliverRoute) Ackable() error          { return d.h.dlv.ackable(d.h.store) }
 
 func (d deliverRoute) Received(r *http.Request, c gate.Claim) (*cache.Notification, http.Header) {
-	return d.h.received(r, c), credentialsOf(r.Header)
+	return received(r, c, d.h.reg), credentialsOf(r.Header)
 }
 
-func (d deliverRoute) Journaled(n *cache.Notification) *cache.Notification { return d.h.journaled(n) }
+func (d deliverRoute) Journaled(n *cache.Notification) *cache.Notification {
+	return journal.Cut(n, d.h.JournalBody)
+}
 
 func (d deliverRoute) Success(method string, status int, header http.Header, body []byte) bool {
 	return d.h.success.judge(method, status, header, body)
@@ -102,7 +107,7 @@ func (d deliverRoute) Resign(hdr http.Header, body []byte) (bool, error) {
 	if d.h.resign == nil {
 		return false, nil
 	}
-	return true, d.h.resign(hdr, body, d.h.now())
+	return true, d.h.resign(hdr, body, d.h.opts.now())
 }
 
 func (d deliverRoute) RefusedAfter(hdr http.Header, received time.Time) time.Time {
@@ -112,25 +117,8 @@ func (d deliverRoute) RefusedAfter(hdr http.Header, received time.Time) time.Tim
 	return d.h.preset().RefusedAfter(hdr, received)
 }
 
-func (d deliverRoute) ClaimTrouble(key, op string, err error) { d.h.claimTrouble(key, op, err) }
-
-func (d deliverRoute) Emit(event, key string, status int, attempts int64) {
-	d.h.emitAttempts(event, key, status, attempts)
-}
-
-func (d deliverRoute) Delivered(outcome string, took time.Duration) {
-	d.h.metrics.Delivery(context.Background(), d.h.route(), outcome, took)
-}
-
-func (d deliverRoute) Dead() { d.h.metrics.Dead(context.Background(), d.h.route()) }
-func (d deliverRoute) StoreError(op string) {
-	d.h.metrics.StoreError(context.Background(), d.h.route(), op)
-}
-func (d deliverRoute) LogKey(key string) string {
-	return d.h.logKey(key)
-}
-
 var (
 	_ registry.Engine = (*asyncEngine)(nil)
 	_ async.Route     = deliverRoute{}
+	_ async.Observer  = (*routeObserver)(nil)
 )

@@ -109,8 +109,9 @@
 // wait or refuse, then settle) is package gate, free of Caddy; this
 // package is its adapter.
 //
-// handler.go holds the configuration and its lifecycle;
-// app.go how a handler joins its config's idempotency app
+// handler.go holds the configuration and its lifecycle, options.go
+// what is injected instead of production's clock, backend ceiling and
+// watch intervals; app.go how a handler joins its config's idempotency app
 // (internal/registry), which starts the config's handlers (opens their
 // stores, starts their engines) only when the config runs, never when it
 // is validated; caddyfile.go the directive; templates.go,
@@ -128,12 +129,14 @@
 // replay.go the answer recorder and the replay; journal.go the journal
 // (package journal) and search's references as a forward hands them to
 // the gate, and a failed key's record read back for its events; decision.go the one place that logs, counts,
-// traces and emits what each request came to; tracing.go and alert.go
+// traces and emits what each request came to; observer.go the route's
+// metrics, logs and events as the record, the gate's settling and the
+// delivery engine (delivery.Observer) report to them; tracing.go and alert.go
 // those outputs, package metrics (caddymodule/metrics) the Prometheus
 // metrics, which the record and the delivery engine reach through its
 // Recorder; deliver.go the configuration of `deliver async` and the
 // store's durability for it, deliver_adapter.go the route attached to
-// its engine (package delivery: the receipt, the gate's queue, and the
+// its engine as its delivery.Route (package delivery: the receipt, the gate's queue, and the
 // engine that delivers the queue to the backend, whose queue stats feed
 // the metrics' gauges); orders.go attaches package orders to the gate
 // (Route.OrderRun); ack.go writes the platform's ack.

@@ -8,9 +8,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
-	"go.uber.org/zap"
 
-	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/gate"
 )
 
@@ -22,14 +20,6 @@ const backendCeiling = gate.BackendCeiling
 // notification (the gate's hold).
 const keepAfter = gate.KeepAfter
 
-// ceiling is backendCeiling, or a test's.
-func (h *Handler) ceiling() time.Duration {
-	if h.testCeiling > 0 {
-		return h.testCeiling
-	}
-	return backendCeiling
-}
-
 // forward sends the winning copy to the next handler through the gate,
 // which holds the claim meanwhile and settles it by what the backend did
 // (gate.Forward). The answer is passed through to the platform as it
@@ -37,7 +27,7 @@ func (h *Handler) ceiling() time.Duration {
 func (h *Handler) forward(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, c gate.Claim) gate.Outcome {
 	tw := newTeeWriter(w, int(h.MaxAnswer))
 	defer tw.release()
-	return h.gate.Forward(r.Context(), c, h.notification(r, c), func(ctx context.Context, start time.Time) gate.Answer {
+	return h.gate.Forward(r.Context(), c, notification(r, c, h.JournalBody, h.reg), func(ctx context.Context, start time.Time) gate.Answer {
 		sent := &gate.SendTrace{}
 		err := next.ServeHTTP(tw, r.WithContext(sent.Context(ctx)))
 		var body []byte
@@ -73,19 +63,4 @@ func classify(s gate.Sent) gate.Kind {
 		}
 	}
 	return gate.Classify(s)
-}
-
-// claimTrouble logs and counts a claim that could not be settled. A lost
-// claim (ErrNotOwner) means another request may have run the backend too.
-func (h *Handler) claimTrouble(key, op string, err error) {
-	if errors.Is(err, cache.ErrNotOwner) {
-		h.metrics.LostClaim(context.Background(), h.route(), op)
-		h.emit("idempotency.lost_claim", key, 0)
-		h.logger.Error("lost the claim on an idempotency key while its request was at the backend",
-			zap.String("op", op), zap.String("key", h.logKey(key)), zap.Error(err))
-		return
-	}
-	h.metrics.StoreError(context.Background(), h.route(), op)
-	h.logger.Error("store failed to settle a claim; it expires after lock_ttl",
-		zap.String("op", op), zap.String("key", h.logKey(key)), zap.Error(err))
 }

@@ -189,9 +189,9 @@ func TestBackendCeiling(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			h := &Handler{Key: "ceiling:{idempotency.form.out_trade_no}", Store: &StoreConfig{Type: "memory"},
 				LockTTL: caddy.Duration(time.Second)} // renewed every 333 ms
-			h.testCeiling = c.ceiling
+			configure(h, withCeiling(c.ceiling))
 			h = provisionHandler(t, h)
-			h.logger = zap.NewNop()
+			useLogger(h, zap.NewNop())
 			var runs atomic.Int32
 			var cutAfter atomic.Int64
 			next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {

@@ -165,38 +165,30 @@ type Handler struct {
 	storeRef  *registry.StoreRef
 	storeConf StoreConfig
 	// store and settler are set by start, before started is.
-	store       cache.Store
-	settler     *cache.Settler
-	app         *registry.App // the config's idempotency app (app.go)
-	run         *runState
-	keys        []keying.KeyInfo // the preset's verification keys (keys.go)
-	success     *successJudge
-	logger      *zap.Logger
-	metrics     metrics.Recorder
-	testCeiling time.Duration // backendCeiling (forwards and queued deliveries), shortened by a test
-	warned      *copyWarnings
-	events      *caddyevents.App
-	alerter     *alerter
-	ctx         caddy.Context
-	dlv         *deliveryState  // async delivery; nil for sync
-	gate        *gate.Gate      // the request path (serve.go)
-	reg         *registry.Route // this route in the registry, once provisioned
+	store   cache.Store
+	settler *cache.Settler
+	app     *registry.App // the config's idempotency app (app.go)
+	run     *runState
+	keys    *signKeys // the preset's verification keys (signkeys.go)
+	success *successJudge
+	logger  *zap.Logger
+	metrics metrics.Recorder
+	warned  *copyWarnings
+	obs     *routeObserver // metrics, logs, events (observer.go)
+	ctx     caddy.Context
+	dlv     *deliveryState  // async delivery; nil for sync
+	gate    *gate.Gate      // the request path (serve.go)
+	reg     *registry.Route // this route in the registry, once provisioned
 	// merchants: app_id and mchid as resolved (the registry's Merchants).
 	merchants []string
 	// resign signs a redelivery afresh (Stripe, Standard Webhooks: the
 	// route holds the signing secret); nil where it cannot.
 	resign func(hdr http.Header, body []byte, at time.Time) error
-	// lastRetries are the keys whose last_retry was sent (retries.go).
-	lastRetries *lastRetries
-	// clock is what signatures are judged against and re-signed with, and
-	// certificates' expiry is checked by (now); nil is time.Now, tests set
-	// their own.
-	clock func() time.Time
-	// expiryCheckEvery and retryScanEvery are how often the certificate
-	// watch and the retry scan run: setDefaults sets the production
-	// values; a test shortens them on its running handler, then restarts
-	// the watch (startWatch).
-	expiryCheckEvery, retryScanEvery time.Duration
+	// retries watches the platform's last retries (retries.go).
+	retries *retryWatch
+	// opts are the clock, the backend's ceiling and the watches'
+	// intervals, production's unless injected (options.go).
+	opts options
 }
 
 // CaddyModule returns the Caddy module information.
@@ -250,13 +242,8 @@ func (h *Handler) Provision(ctx caddy.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	h.lastRetries = lr
+	h.retries = &retryWatch{sent: lr}
 	h.app = configApp(ctx)
-	// The http app loads the events app before its handlers; a context
-	// without a config (unit tests) has none, and events are then off.
-	if ev, err := ctx.AppIfConfigured("events"); err == nil {
-		h.events = ev.(*caddyevents.App)
-	}
 	h.setDefaults()
 	// Secrets and paths are resolved once with a fresh replacer: the
 	// request's replacer is for per-request templates only.
@@ -264,7 +251,7 @@ func (h *Handler) Provision(ctx caddy.Context) (err error) {
 	if err := h.provisionPlatform(repl); err != nil {
 		return err
 	}
-	h.provisionKeys()
+	h.keys = newSignKeys(h.platform, h.VerifyOff, h.Platform, h.scope(), h.logger, h.opts.now())
 	if err := h.provisionSuccess(); err != nil {
 		return err
 	}
@@ -277,13 +264,26 @@ func (h *Handler) Provision(ctx caddy.Context) (err error) {
 	if err := h.provisionDeliver(); err != nil {
 		return err
 	}
+	var al *alerter
 	if h.Alert != nil {
 		if err := h.Alert.validate(); err != nil {
 			return err
 		}
-		h.alerter = newAlerter(h.Alert, h.logger)
+		al = newAlerter(h.Alert, h.logger)
+	}
+	// The http app loads the events app before its handlers; a context
+	// without a config (unit tests) has none, and events are then off.
+	var events *caddyevents.App
+	if ev, err := ctx.AppIfConfigured("events"); err == nil {
+		events = ev.(*caddyevents.App)
 	}
 	h.metrics = metrics.Load(ctx)
+	h.obs = newObserver(h, al, events)
+	w := h.retries
+	w.scope, w.window, w.storeTimeout, w.app, w.obs, w.logger = h.scope(), h.retryWindow(), time.Duration(h.StoreTimeout), h.app, h.obs, h.logger
+	if !h.async() {
+		w.sched = h.preset().Schedule
+	}
 	h.warned = newCopyWarnings()
 	h.provisionGate()
 	h.reg = h.registryRoute()
@@ -295,7 +295,7 @@ func (h *Handler) Provision(ctx caddy.Context) (err error) {
 		zap.Duration("ttl", time.Duration(h.TTL)),
 		zap.Duration("order_ttl", time.Duration(h.OrderTTL)),
 		zap.Duration("lock_ttl", time.Duration(h.LockTTL))},
-		append(h.deliverFields(), h.keyFields()...)...)...)
+		append(h.dlv.fields(), h.keys.fields()...)...)...)
 	h.app.Join(h)
 	return nil
 }
@@ -337,8 +337,8 @@ func (h *Handler) start() error {
 func (h *Handler) startWatch() {
 	var watch context.Context
 	watch, h.run.stopWatch = context.WithCancel(context.Background())
-	h.watchExpiry(watch)
-	h.watchRetries(watch)
+	h.keys.watch(watch, h.opts.expiryCheckEvery(), h.opts.now)
+	h.retries.watch(watch, h.store, h.opts.retryScanEvery())
 }
 
 // runState is whether a handler started: start sets store and settler
@@ -399,12 +399,6 @@ func (h *Handler) setDefaults() {
 	}
 	if h.WarnCopies == 0 {
 		h.WarnCopies = 5
-	}
-	if h.expiryCheckEvery == 0 {
-		h.expiryCheckEvery = defaultExpiryCheckEvery
-	}
-	if h.retryScanEvery == 0 {
-		h.retryScanEvery = retryScanMaxEvery
 	}
 }
 
@@ -555,11 +549,11 @@ func (h *Handler) Cleanup() error {
 	if started && h.async() {
 		h.dlv.engine.stop()
 	}
-	h.alerter.close()
+	h.obs.close()
 	if h.reg != nil {
 		h.app.RemoveRoute(h.reg)
 	}
-	if h.lastRetries != nil {
+	if h.retries != nil {
 		_ = unloadLastRetries() // its Destruct cannot fail
 	}
 	if h.storeRef == nil {
@@ -578,20 +572,9 @@ func (h *Handler) scope() string {
 	return h.Platform
 }
 
-// route is this handler's metric labels.
-func (h *Handler) route() metrics.Route { return metrics.Route{Platform: h.Platform, Scope: h.scope()} }
-
 // defaultTTL is how long answers are remembered unless ttl says: longer
 // than every preset's retry window but Adyen's.
 const defaultTTL = registry.DefaultTTL
-
-// now is the handler's clock (clock).
-func (h *Handler) now() time.Time {
-	if h.clock != nil {
-		return h.clock()
-	}
-	return time.Now()
-}
 
 // Interface guards
 var (

@@ -92,8 +92,15 @@ func provisionBench(b *testing.B, sc *StoreConfig) *Handler {
 	h := provisionHandler(b, &Handler{Key: "bench:{idempotency.form.out_trade_no}", Store: sc})
 	// The decision log line goes to stderr by default; measure the
 	// handler, not the terminal.
-	h.logger = zap.NewNop()
+	useLogger(h, zap.NewNop())
 	return h
+}
+
+// useLogger makes l the provisioned handler h's logger, its observer's
+// (claim trouble, the delivery engine's reports) included.
+func useLogger(h *Handler, l *zap.Logger) {
+	h.logger = l
+	h.obs.logger = l
 }
 
 // provisionHandler provisions, validates and starts h with a real
@@ -217,7 +224,7 @@ func BenchmarkHandlerJSON(b *testing.B) {
 	} {
 		b.Run(st.name, func(b *testing.B) {
 			h := provisionHandler(b, &Handler{Key: "{idempotency.json.id}", Store: st.conf})
-			h.logger = zap.NewNop()
+			useLogger(h, zap.NewNop())
 			var seq atomic.Int64
 			b.ReportAllocs()
 			for b.Loop() {

@@ -12,9 +12,9 @@ import (
 // needs them short sets them on its running instance and restarts its
 // loop: nothing is changed for the rest of the process.
 
-// rewatch restarts the watch of the running handler h after set changed
-// its intervals (expiryCheckEvery, retryScanEvery).
-func rewatch(t *testing.T, h *Handler, set func(h *Handler)) {
+// rewatch restarts the watch of the running handler h with opts (its
+// intervals: withExpiryCheckEvery, withRetryScanEvery).
+func rewatch(t *testing.T, h *Handler, opts ...option) {
 	t.Helper()
 	h.run.mu.Lock()
 	defer h.run.mu.Unlock()
@@ -22,7 +22,7 @@ func rewatch(t *testing.T, h *Handler, set func(h *Handler)) {
 		t.Fatal("rewatch: the handler is not running")
 	}
 	h.run.stopWatch()
-	set(h)
+	configure(h, opts...)
 	h.startWatch()
 }
 

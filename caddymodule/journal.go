@@ -12,6 +12,7 @@ import (
 	"github.com/idemgate/idemgate/caddymodule/redeliver"
 	"github.com/idemgate/idemgate/gate"
 	"github.com/idemgate/idemgate/internal/cfparse"
+	"github.com/idemgate/idemgate/internal/registry"
 	"github.com/idemgate/idemgate/journal"
 )
 
@@ -27,28 +28,22 @@ import (
 // kept with the notification, so support finds an order as the customer
 // names it.
 
-// notification is the copy claimed by c as the journal keeps it: nil
-// when journal_body is off.
-func (h *Handler) notification(r *http.Request, c gate.Claim) *cache.Notification {
-	if h.JournalBody < 0 {
+// notification is the copy claimed by c on route reg as the journal
+// keeps it (journal.Cut at journal_body): nil when journal_body is off.
+func notification(r *http.Request, c gate.Claim, journalBody int64, reg *registry.Route) *cache.Notification {
+	if journalBody < 0 {
 		return nil
 	}
-	return h.journaled(h.received(r, c))
+	return journal.Cut(received(r, c, reg), journalBody)
 }
 
-// journaled is n as the journal keeps it: the body cut at journal_body,
-// nil when journal_body is off.
-func (h *Handler) journaled(n *cache.Notification) *cache.Notification {
-	return journal.Cut(n, h.JournalBody)
-}
-
-// received is the copy claimed by c as received, the whole body included
-// (deliver async sends it).
-func (h *Handler) received(r *http.Request, c gate.Claim) *cache.Notification {
+// received is the copy claimed by c on route reg as received, the whole
+// body included (deliver async sends it).
+func received(r *http.Request, c gate.Claim, reg *registry.Route) *cache.Notification {
 	n := journal.Received(r, c.Body)
 	n.MerchantRefs = c.MerchantRefs
-	if h.reg != nil {
-		n.Route = h.reg.Name
+	if reg != nil {
+		n.Route = reg.Name
 	}
 	// The URI before the route's rewrites: a redelivery that must find
 	// the route through the site's routing sends that one.
@@ -113,30 +108,31 @@ type journalState struct {
 	rec      *cache.Record
 }
 
-// failedJournal reads a key just released after a failure, for its
-// events: one read on the failure path only (never on a replay or a
-// successful first copy). Zero when the store cannot say.
-func (h *Handler) failedJournal(key string) journalState {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(h.StoreTimeout))
+// failedJournal reads a key just released after a failure from store,
+// for its events: one read on the failure path only (never on a replay or
+// a successful first copy), dead by app's clock past the route's retry
+// window. Zero when the store cannot say.
+func failedJournal(store cache.Store, key string, timeout time.Duration, app *registry.App, window time.Duration) journalState {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	rec, err := h.store.Lookup(ctx, key)
+	rec, err := store.Lookup(ctx, key)
 	if err != nil {
 		return journalState{}
 	}
-	return journalState{attempts: rec.AttemptCount, dead: rec.StateAt(h.app.Now(), h.retryWindow()) == cache.StateDead, rec: rec}
+	return journalState{attempts: rec.AttemptCount, dead: rec.StateAt(app.Now(), window) == cache.StateDead, rec: rec}
 }
 
 // emitFailure sends idempotency.failed, and idempotency.dead when the
 // platform's retry window has passed: nobody will send it again.
 func (h *Handler) emitFailure(d *result) {
-	h.emitAttempts("idempotency.failed", d.key, d.status, d.journal.attempts)
+	h.obs.Emit("idempotency.failed", d.key, d.status, d.journal.attempts)
 	if rec := d.journal.rec; rec != nil && !d.journal.dead {
 		// The copy that just failed may have been the platform's last.
-		if s := h.preset().Schedule; s != nil && !h.async() {
-			h.lastRetryDue(rec, s, h.app.Now())
+		if h.retries.sched != nil { // a sync route whose platform retries
+			h.retries.due(rec, h.app.Now())
 		}
 	}
 	if d.journal.dead {
-		h.emitAttempts("idempotency.dead", d.key, d.status, d.journal.attempts)
+		h.obs.Emit("idempotency.dead", d.key, d.status, d.journal.attempts)
 	}
 }

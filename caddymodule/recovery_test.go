@@ -73,7 +73,7 @@ func TestRetryBudgetAlipay(t *testing.T) {
 		}
 		reverse_proxy {backend}
 	}`, "{backend}", be.addr())
-	rewatch(t, onlyHandler(t), func(h *Handler) { h.retryScanEvery = 20 * time.Millisecond })
+	rewatch(t, onlyHandler(t), withRetryScanEvery(20*time.Millisecond))
 	const key = "alipay:" + testAlipayAppID + ":t-budget:paid"
 	d := a.notify("t-budget", "TRADE_SUCCESS")
 	sched := platforms.Lookup("alipay").Schedule

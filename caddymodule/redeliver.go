@@ -8,6 +8,8 @@ import (
 	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/caddymodule/redeliver"
 	"github.com/idemgate/idemgate/internal/registry"
+	"github.com/idemgate/idemgate/keying"
+	"github.com/idemgate/idemgate/orders"
 )
 
 // Redelivery (package redeliver) as the handler attaches it: its Point
@@ -24,22 +26,23 @@ func (h *Handler) registryRoute() *registry.Route {
 	}
 	rt := &registry.Route{Scope: h.scope(), Platform: h.platform, TTL: time.Duration(h.TTL), RetryWindow: h.retryWindow(),
 		Name: fmt.Sprintf("%s#%d", h.scope(), n), Async: h.async(), Concurrency: 4,
-		Resigns: h.resign != nil, Redeliver: h.redeliver, Merchants: h.merchants, Emit: h.emitData,
-		OrderRun: h.orderRun}
+		Resigns: h.resign != nil, Merchants: h.merchants, Emit: h.obs.emitData,
+		OrderRun: func(key string, n *keying.Notification) *cache.OrderRun {
+			return orders.RunOf(h.preset(), time.Duration(h.OrderTTL), key, n)
+		}}
+	// Redeliver runs n through this handler and its chain, as a copy
+	// first received at firstSeen.
+	rt.Redeliver = func(ctx context.Context, n *cache.Notification, firstSeen time.Time, before func() error) (registry.Answer, error) {
+		return h.run.recovery.Redeliver(ctx, redeliver.Route{Reg: h.reg, Ctx: h.ctx, Handler: h, Start: h.start, Resign: h.resign, Now: h.opts.now},
+			n, firstSeen, before)
+	}
 	if h.async() {
 		rt.Concurrency = h.dlv.concurrency
 	} else {
 		rt.Schedule = h.preset().Schedule
 	}
 	if h.resign == nil {
-		rt.SignedFor = h.signedFor()
+		rt.SignedFor = h.preset().SignedFor
 	}
 	return rt
-}
-
-// redeliver runs n through this handler and its chain, as a copy first
-// received at firstSeen (registry.Route.Redeliver).
-func (h *Handler) redeliver(ctx context.Context, n *cache.Notification, firstSeen time.Time, before func() error) (registry.Answer, error) {
-	return h.run.recovery.Redeliver(ctx, redeliver.Route{Reg: h.reg, Ctx: h.ctx, Handler: h, Start: h.start, Resign: h.resign, Now: h.now},
-		n, firstSeen, before)
 }

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/idemgate/idemgate/cache"
+	"github.com/idemgate/idemgate/internal/registry"
 	"github.com/idemgate/idemgate/keying"
 )
 
@@ -22,7 +23,7 @@ import (
 // by a periodic scan of the route's failed keys, bounded per pass.
 
 // retryScanMaxEvery is the longest interval of a sync route's scan of its
-// failed keys (Handler.retryScanEvery), and its default: the window's
+// failed keys (withRetryScanEvery), and its default: the window's
 // slack counts on it.
 const retryScanMaxEvery = time.Minute
 
@@ -68,12 +69,27 @@ func unloadLastRetries() error {
 // come and been noticed: the schedule's span plus the grace and two scans.
 func windowSlack() time.Duration { return keying.RetryGrace + 2*retryScanMaxEvery }
 
-// watchRetries scans this route's failed keys until ctx ends.
-func (h *Handler) watchRetries(ctx context.Context) {
-	if h.async() || h.preset().Schedule == nil {
+// retryWatch is a route's watch of its platform's last retries: sched
+// (nil: the platform has none, or the route is async), the keys already
+// told (sent, pooled) and where it tells. Provision sets it up.
+type retryWatch struct {
+	sent   *lastRetries
+	sched  keying.Schedule
+	scope  string
+	window time.Duration // the route's retry window (Handler.retryWindow)
+	// storeTimeout bounds each page of a scan.
+	storeTimeout time.Duration
+	app          *registry.App
+	obs          *routeObserver
+	logger       *zap.Logger
+}
+
+// watch scans the route's failed keys in store every `every` until ctx
+// ends.
+func (w *retryWatch) watch(ctx context.Context, store cache.Store, every time.Duration) {
+	if w.sched == nil {
 		return
 	}
-	every := min(h.retryScanEvery, retryScanMaxEvery)
 	go func() {
 		t := time.NewTicker(every)
 		defer t.Stop()
@@ -82,32 +98,31 @@ func (h *Handler) watchRetries(ctx context.Context) {
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				h.scanRetries(ctx)
+				w.scan(ctx, store)
 			}
 		}
 	}()
 }
 
-// scanRetries emits last_retry for each failed key whose last expected
-// retry is past.
-func (h *Handler) scanRetries(ctx context.Context) {
-	ls, err := cache.As[cache.Lister](h.store, "listings")
+// scan emits last_retry for each failed key whose last expected retry is
+// past.
+func (w *retryWatch) scan(ctx context.Context, store cache.Store) {
+	ls, err := cache.As[cache.Lister](store, "listings")
 	if err != nil {
-		h.logger.Error("no scan for last retries", zap.Error(err))
+		w.logger.Error("no scan for last retries", zap.Error(err))
 		return
 	}
-	sched := h.preset().Schedule
-	at := h.app.Now()
-	lq := cache.ListQuery{State: cache.StateFailed, Scope: h.scope(), Window: h.app.WindowOf, Now: at, Limit: 500}
+	at := w.app.Now()
+	lq := cache.ListQuery{State: cache.StateFailed, Scope: w.scope, Window: w.app.WindowOf, Now: at, Limit: 500}
 	for read := 0; read < retryScanMax; {
-		lctx, cancel := context.WithTimeout(ctx, time.Duration(h.StoreTimeout))
+		lctx, cancel := context.WithTimeout(ctx, w.storeTimeout)
 		page, err := ls.List(lctx, lq)
 		cancel()
 		if err != nil {
 			return // the next pass tries again
 		}
 		for _, rec := range page.Records {
-			h.lastRetryDue(rec, sched, at)
+			w.due(rec, at)
 		}
 		read += len(page.Records)
 		if page.Next == "" {
@@ -115,31 +130,31 @@ func (h *Handler) scanRetries(ctx context.Context) {
 		}
 		lq.Cursor = page.Next
 	}
-	h.lastRetries.sent.Range(func(k, v any) bool {
+	w.sent.sent.Range(func(k, v any) bool {
 		if at.After(v.(time.Time)) {
-			h.lastRetries.sent.Delete(k)
+			w.sent.sent.Delete(k)
 		}
 		return true
 	})
 }
 
-// lastRetryDue emits last_retry for rec once, if its platform has no retry
-// left for it at t.
-func (h *Handler) lastRetryDue(rec *cache.Record, sched keying.Schedule, t time.Time) {
-	if rec.State != cache.StateFailed {
+// due emits last_retry for rec once, if its platform has no retry left
+// for it at t.
+func (w *retryWatch) due(rec *cache.Record, t time.Time) {
+	if w.sched == nil || rec.State != cache.StateFailed {
 		return
 	}
-	est := sched.Estimate(rec.LastSeen, rec.Copies, t)
+	est := w.sched.Estimate(rec.LastSeen, rec.Copies, t)
 	if est.Left > 0 {
 		return
 	}
 	id := rec.Key + "@" + strconv.FormatInt(rec.FirstSeen.UnixMilli(), 10)
-	if _, seen := h.lastRetries.sent.LoadOrStore(id, rec.FirstSeen.Add(h.retryWindow()+time.Hour)); seen {
+	if _, seen := w.sent.sent.LoadOrStore(id, rec.FirstSeen.Add(w.window+time.Hour)); seen {
 		return
 	}
 	status := 0
 	if n := len(rec.Attempts); n > 0 {
 		status = rec.Attempts[n-1].Status
 	}
-	h.emitAttempts("idempotency.last_retry", rec.Key, status, rec.AttemptCount)
+	w.obs.Emit("idempotency.last_retry", rec.Key, status, rec.AttemptCount)
 }

@@ -1,7 +1,6 @@
 package caddymodule
 
 import (
-	"context"
 	"net/http"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/gate"
 	"github.com/idemgate/idemgate/keying"
+	"github.com/idemgate/idemgate/orders"
 	"github.com/idemgate/idemgate/platforms"
 )
 
@@ -28,7 +28,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		return nil // a redelivery's probe looking for its route (package redeliver)
 	}
 	start := time.Now()
-	ctx, span := h.startSpan(r)
+	ctx, span := startSpan(r, h.Platform)
 	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 	var res result
 	defer func() { h.record(ctx, span, repl, start, &res) }()
@@ -57,7 +57,7 @@ func (h *Handler) act(w http.ResponseWriter, r *http.Request, next caddyhttp.Han
 		settled := resultOf(h.forward(w, r, next, o.Claim))
 		settled.key, settled.keyID, settled.verified = res.key, res.keyID, res.verified
 		if settled.outcome == outcomeBackendFailed || settled.outcome == outcomeBackendUnreachable {
-			settled.journal = h.failedJournal(settled.key)
+			settled.journal = failedJournal(h.store, settled.key, time.Duration(h.StoreTimeout), h.app, h.retryWindow())
 		}
 		*res = settled
 		return settled.err
@@ -66,12 +66,12 @@ func (h *Handler) act(w http.ResponseWriter, r *http.Request, next caddyhttp.Han
 		return h.replay(w, r, repl, o.Record)
 	case gate.Ack:
 		setOutcome(repl, res.outcome)
-		return h.ack(w, r)
+		return writeAck(w, r, h.dlv.ack, false)
 	case gate.Pass:
 		passed := *res
 		res.outcome = outcomeAmbiguous // as for a forward, should the next handler panic
 		h.logger.Warn("store unreachable: forwarding WITHOUT idempotency protection (on_store_error pass)",
-			zap.String("key", h.logKey(o.Key)), zap.Error(o.Err))
+			zap.String("key", h.obs.LogKey(o.Key)), zap.Error(o.Err))
 		setOutcome(repl, outcomePassed)
 		err := next.ServeHTTP(w, r)
 		*res = passed
@@ -106,7 +106,7 @@ func (h *Handler) provisionGate() {
 			InFlightWait: time.Duration(h.InFlightWait), StoreTimeout: time.Duration(h.StoreTimeout),
 			RejectInFlight: h.InFlight == "reject", PassOnStoreError: h.OnStoreError == "pass",
 			MaxBody: h.MaxBody, Verified: h.Platform != platforms.Default && !h.VerifyOff,
-			Ceiling: h.ceiling(),
+			Ceiling: h.opts.backendCeiling(),
 		},
 		Platform: h.platform,
 		Route:    gateRoute{h},
@@ -122,25 +122,25 @@ type gateRoute struct{ h *Handler }
 func (g gateRoute) Store() cache.Store                             { return g.h.store }
 func (g gateRoute) Settler() *cache.Settler                        { return g.h.settler }
 func (g gateRoute) VerifyTime(r *http.Request) time.Time           { return g.h.verifyTime(r) }
-func (g gateRoute) VerifiedBy(kr *keying.Request) (string, string) { return g.h.verifiedBy(kr) }
+func (g gateRoute) VerifiedBy(kr *keying.Request) (string, string) { return g.h.keys.verifiedBy(kr) }
 func (g gateRoute) Keys(r *http.Request, n *keying.Notification, body []byte) (string, string, error) {
 	return g.h.renderKeys(r, n, body)
 }
 
 func (g gateRoute) OrderRun(key string, n *keying.Notification) *cache.OrderRun {
-	return g.h.orderRun(key, n)
+	return orders.RunOf(g.h.preset(), time.Duration(g.h.OrderTTL), key, n)
 }
 
-func (g gateRoute) ClaimTrouble(key, op string, err error) { g.h.claimTrouble(key, op, err) }
+func (g gateRoute) ClaimTrouble(key, op string, err error) { g.h.obs.ClaimTrouble(key, op, err) }
 
 func (g gateRoute) Kept(key string) {
-	g.h.metrics.StoreError(context.Background(), g.h.route(), "complete")
+	g.h.obs.StoreError("complete")
 	g.h.logger.Warn("store failed to remember the backend's answer: kept in this process and retried",
-		zap.String("key", g.h.logKey(key)))
+		zap.String("key", g.h.obs.LogKey(key)))
 }
 
 func (g gateRoute) Settled(key string) {
-	g.h.logger.Info("answer settled in the store after a retry", zap.String("key", g.h.logKey(key)))
+	g.h.logger.Info("answer settled in the store after a retry", zap.String("key", g.h.obs.LogKey(key)))
 }
 
 var (

@@ -60,7 +60,7 @@ func TestRotatingKeys(t *testing.T) {
 	if na, _ := time.Parse(time.RFC3339, fmt.Sprint(w["not_after"])); !na.Equal(expires) {
 		t.Errorf("expiry warning's not_after %v, want %v", w["not_after"], expires)
 	}
-	rewatch(t, onlyHandler(t), func(h *Handler) { h.expiryCheckEvery = 300 * time.Millisecond })
+	rewatch(t, onlyHandler(t), withExpiryCheckEvery(300*time.Millisecond))
 	eventually(t, 5*time.Second, "the next check's warning", func() bool {
 		return len(logLines(t, logFile, "pinned certificate expires soon")) >= 2
 	})

@@ -24,11 +24,11 @@ func (h *Handler) renderKeys(r *http.Request, n *keying.Notification, body []byt
 	}
 	bp := &bodyPlaceholders{n: n, platform: h.Platform, req: r}
 	repl.Map(bp.get)
-	if key, err = h.renderKey(repl, bp, n); err != nil {
+	if key, err = renderKey(repl, bp, n, h.Key, h.scope()); err != nil {
 		return "", "", err
 	}
 	repl.Set("idempotency.key", key)
-	if fp, err = h.renderFingerprint(repl, bp, n, body); err != nil {
+	if fp, err = renderFingerprint(repl, bp, n, body, h.Fingerprint, h.bodyKeyed); err != nil {
 		return key, "", err
 	}
 	return key, fp, nil
@@ -37,15 +37,15 @@ func (h *Handler) renderKeys(r *http.Request, n *keying.Notification, body []byt
 // maxKeyLen bounds a rendered key; stores put it in their own keys.
 const maxKeyLen = 1024
 
-// renderKey renders the key template, or takes the preset's default, and
-// puts the route's scope in front: the full key.
+// renderKey renders the key template tmpl, or takes the preset's default,
+// and puts the route's scope in front: the full key (Handler.fullKey).
 // Every placeholder of a template must render non-empty: a missing order
 // id must not collapse distinct notifications onto one key.
-func (h *Handler) renderKey(repl *caddy.Replacer, bp *bodyPlaceholders, n *keying.Notification) (string, error) {
+func renderKey(repl *caddy.Replacer, bp *bodyPlaceholders, n *keying.Notification, tmpl, scope string) (string, error) {
 	key := n.Key
-	if h.Key != "" {
+	if tmpl != "" {
 		var empty []string
-		out, err := repl.ReplaceFunc(h.Key, func(name string, val any) (any, error) {
+		out, err := repl.ReplaceFunc(tmpl, func(name string, val any) (any, error) {
 			if caddy.ToString(val) == "" {
 				empty = append(empty, "{"+name+"}")
 			}
@@ -65,7 +65,7 @@ func (h *Handler) renderKey(repl *caddy.Replacer, bp *bodyPlaceholders, n *keyin
 	if strings.TrimSpace(key) == "" {
 		return "", errors.New("no idempotency key in this request")
 	}
-	key = h.fullKey(key)
+	key = scope + ":" + key
 	if len(key) > maxKeyLen {
 		return "", fmt.Errorf("key is longer than %d bytes", maxKeyLen)
 	}
@@ -78,13 +78,14 @@ func (h *Handler) renderKey(repl *caddy.Replacer, bp *bodyPlaceholders, n *keyin
 	return key, nil
 }
 
-// renderFingerprint returns the digest of the fingerprint material, "" when off.
-func (h *Handler) renderFingerprint(repl *caddy.Replacer, bp *bodyPlaceholders, n *keying.Notification, body []byte) (string, error) {
-	switch h.Fingerprint {
+// renderFingerprint returns the digest of the fingerprint material of
+// template tmpl, "" when off (or, bodyKeyed, by default).
+func renderFingerprint(repl *caddy.Replacer, bp *bodyPlaceholders, n *keying.Notification, body []byte, tmpl string, bodyKeyed bool) (string, error) {
+	switch tmpl {
 	case "off":
 		return "", nil
 	case "":
-		if h.bodyKeyed {
+		if bodyKeyed {
 			return "", nil
 		}
 		m := n.FingerprintOf(body)
@@ -93,7 +94,7 @@ func (h *Handler) renderFingerprint(repl *caddy.Replacer, bp *bodyPlaceholders, 
 		}
 		return keying.Digest([]byte(m)), nil
 	}
-	out, err := repl.ReplaceFunc(h.Fingerprint, func(name string, val any) (any, error) {
+	out, err := repl.ReplaceFunc(tmpl, func(name string, val any) (any, error) {
 		return val, bp.ambiguous(name)
 	})
 	if err != nil {

@@ -26,14 +26,14 @@ type spanEnder struct{ span trace.Span }
 // With no span, it is the background: the SDK would otherwise walk the
 // request's whole context chain (Caddy's values) for each
 // histogram, only to find none.
-func (h *Handler) startSpan(r *http.Request) (context.Context, spanEnder) {
+func startSpan(r *http.Request, platform string) (context.Context, spanEnder) {
 	parent := trace.SpanFromContext(r.Context())
 	if !parent.SpanContext().IsValid() {
 		return context.Background(), spanEnder{}
 	}
 	ctx, span := parent.TracerProvider().Tracer(instrumentationName).Start(r.Context(), "idempotency",
 		trace.WithSpanKind(trace.SpanKindInternal),
-		trace.WithAttributes(attribute.String("idempotency.platform", h.Platform)))
+		trace.WithAttributes(attribute.String("idempotency.platform", platform)))
 	return ctx, spanEnder{span: span}
 }
 

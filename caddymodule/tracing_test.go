@@ -163,7 +163,7 @@ func TestDecisionLogs(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { h.Cleanup() })
-		h.logger = zap.New(core)
+		useLogger(h, zap.New(core))
 		return h
 	}
 	backend := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {

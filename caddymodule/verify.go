@@ -22,7 +22,7 @@ func (h *Handler) verifyTime(r *http.Request) time.Time {
 		}
 		return rd.FirstSeen
 	}
-	return h.now()
+	return h.opts.now()
 }
 
 // resigner signs a redelivery afresh where the route holds the platform's
@@ -35,9 +35,3 @@ func resigner(p *keying.Preset, secret string, verifyOff bool) func(http.Header,
 	}
 	return p.Resign(secret)
 }
-
-// signedFor is how long after its signed time a backend's own check
-// refuses this route's notifications sent as they are: WeChat Pay v3's
-// Wechatpay-Timestamp and PayPal's transmission time; 0 where the platform
-// signs no time (Alipay, WeChat Pay v2) or nothing is signed.
-func (h *Handler) signedFor() time.Duration { return h.preset().SignedFor }

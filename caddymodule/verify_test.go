@@ -50,7 +50,7 @@ func TestRedeliverAfterTolerance(t *testing.T) {
 	if len(hs) != 1 {
 		t.Fatalf("%d idempotency handlers running, want 1", len(hs))
 	}
-	hs[0].clock = func() time.Time { return time.Now().Add(time.Hour) }
+	configure(hs[0], withClock(func() time.Time { return time.Now().Add(time.Hour) }))
 
 	forged := hdr.Clone()
 	forged.Set("Idemgate-Redelivery", "not-the-token")

@@ -20,7 +20,7 @@ import (
 
 // deliver makes one attempt of a delivery taken at took, and settles it.
 func (e *Engine) deliver(d *cache.Delivery, took time.Time) {
-	rt := e.rt
+	rt, obs := e.rt, e.obs
 	lockTTL := e.cfg.LockTTL
 	stopLease := e.keepLease(d)
 	defer stopLease()
@@ -65,7 +65,7 @@ func (e *Engine) deliver(d *cache.Delivery, took time.Time) {
 	a := journal.Attempt(journal.Result{Outcome: out.kind.AttemptOutcome(), Start: start, Duration: elapsed,
 		Status: out.status, Body: out.body, Err: out.err, Resigned: out.resigned})
 	outcome := a.Outcome
-	rt.Delivered(outcome, elapsed)
+	obs.Delivered(outcome, elapsed)
 	expired := e.signatureExpired(d, out, start)
 	if expired != "" {
 		a.Error, a.Dead = expired, true
@@ -84,27 +84,27 @@ func (e *Engine) deliver(d *cache.Delivery, took time.Time) {
 			// Called only after ErrKept, once the store took the answer
 			// or the claim proved lost.
 			if err != nil {
-				rt.ClaimTrouble(d.Key, "complete", err)
+				obs.ClaimTrouble(d.Key, "complete", err)
 			}
 		})
 		cancel()
 		switch {
 		case err == nil, errors.Is(err, cache.ErrNotOwner):
 			if err != nil {
-				rt.ClaimTrouble(d.Key, "complete", err)
+				obs.ClaimTrouble(d.Key, "complete", err)
 			}
 			e.done(d)
 		case errors.Is(err, cache.ErrKept):
 			// Kept in this process and retried; duplicates reaching this
 			// instance are answered from it. Done: nobody takes it again.
-			rt.StoreError("complete")
+			obs.StoreError("complete")
 			e.logger.Warn("store failed to remember the delivered answer: kept in this process and retried",
-				zap.String("key", rt.LogKey(d.Key)))
+				zap.String("key", obs.LogKey(d.Key)))
 			e.done(d)
 		default:
 			// Not settled: the lease runs out, and the taker-over finds
 			// the attempt started and holds it.
-			rt.ClaimTrouble(d.Key, "complete", err)
+			obs.ClaimTrouble(d.Key, "complete", err)
 		}
 		return
 	}
@@ -123,7 +123,7 @@ func (e *Engine) deliver(d *cache.Delivery, took time.Time) {
 	}
 	if err := e.try(func(ctx context.Context) error { return settle(ctx, d.Key, d.Token, ttl, j) }); err != nil {
 		if errors.Is(err, cache.ErrNotOwner) {
-			rt.ClaimTrouble(d.Key, "leave", err)
+			obs.ClaimTrouble(d.Key, "leave", err)
 			if !giveUp {
 				e.done(d)
 			}
@@ -131,16 +131,16 @@ func (e *Engine) deliver(d *cache.Delivery, took time.Time) {
 		}
 		// The outcome is known (nothing to hold), only its journal entry
 		// is lost: go on.
-		rt.ClaimTrouble(d.Key, "leave", err)
+		obs.ClaimTrouble(d.Key, "leave", err)
 	}
 	status := out.status
 	if out.kind == gate.BackendUnknown {
-		rt.Emit("idempotency.ambiguous", d.Key, status, int64(attempt))
+		obs.Emit("idempotency.ambiguous", d.Key, status, int64(attempt))
 	} else {
-		rt.Emit("idempotency.failed", d.Key, status, int64(attempt))
+		obs.Emit("idempotency.failed", d.Key, status, int64(attempt))
 	}
 	if giveUp {
-		rt.Dead()
+		obs.Dead()
 		if expired != "" {
 			e.logAttempt(zapcore.ErrorLevel, "delivery refused after the platform's signature expired: the key is dead at once, "+
 				"a redelivery carries the same signature; the payment must be handled by hand", d, attempt, outcome, out, elapsed,
@@ -148,7 +148,7 @@ func (e *Engine) deliver(d *cache.Delivery, took time.Time) {
 		} else {
 			e.logAttempt(zapcore.ErrorLevel, "delivery given up: the key is dead, an operator must redeliver it", d, attempt, outcome, out, elapsed)
 		}
-		rt.Emit("idempotency.dead", d.Key, status, int64(attempt))
+		obs.Emit("idempotency.dead", d.Key, status, int64(attempt))
 		return
 	}
 	next := e.backoff(attempt)
@@ -162,7 +162,7 @@ func (e *Engine) deliver(d *cache.Delivery, took time.Time) {
 	}); err != nil && !errors.Is(err, cache.ErrNotOwner) {
 		// The lease runs out and the delivery is taken again.
 		e.logger.Error("could not reschedule a delivery; it is taken again after lock_ttl",
-			zap.String("key", rt.LogKey(d.Key)), zap.Error(err))
+			zap.String("key", obs.LogKey(d.Key)), zap.Error(err))
 	}
 }
 
@@ -188,7 +188,7 @@ func (e *Engine) signatureExpired(d *cache.Delivery, out sendResult, at time.Tim
 // purged is claimed again, so the notification the platform was
 // acknowledged for is still delivered. false: do not deliver now.
 func (e *Engine) renewClaim(d *cache.Delivery, hold time.Duration) bool {
-	rt := e.rt
+	rt, obs := e.rt, e.obs
 	err := e.try(func(ctx context.Context) error { return rt.Store().Renew(ctx, d.Key, d.Token, hold) })
 	if err == nil {
 		return true
@@ -209,7 +209,7 @@ func (e *Engine) renewClaim(d *cache.Delivery, hold time.Duration) bool {
 	switch res.Outcome {
 	case cache.Won:
 		e.logger.Warn("a queued delivery's claim ran out (paused or backed up longer than give_up): claimed again",
-			zap.String("key", rt.LogKey(d.Key)))
+			zap.String("key", obs.LogKey(d.Key)))
 		d.Token = res.Token
 		return true
 	case cache.Answered:
@@ -223,7 +223,7 @@ func (e *Engine) renewClaim(d *cache.Delivery, hold time.Duration) bool {
 		return e.queue.Retry(ctx, e.cfg.Scope, d.Key, d.Lease, time.Now().Add(e.cfg.LockTTL), d.Attempts)
 	}); err != nil && !errors.Is(err, cache.ErrNotOwner) {
 		e.logger.Error("could not reschedule a delivery; it is taken again after lock_ttl",
-			zap.String("key", rt.LogKey(d.Key)), zap.Error(err))
+			zap.String("key", obs.LogKey(d.Key)), zap.Error(err))
 	}
 	return false
 }
@@ -235,23 +235,23 @@ func (e *Engine) renewClaim(d *cache.Delivery, hold time.Duration) bool {
 // failed with its journal: an operator decides and can redeliver it (the
 // ambiguous event and alert say so).
 func (e *Engine) heldAmbiguous(d *cache.Delivery) {
-	rt := e.rt
+	rt, obs := e.rt, e.obs
 	a := &cache.Attempt{Start: time.Now(), Outcome: cache.AttemptAmbiguous}
 	j := cache.Journal{Notification: rt.Journaled(d.Notification), Attempt: a}
 	if err := e.try(func(ctx context.Context) error {
 		return rt.Store().Leave(ctx, d.Key, d.Token, e.cfg.TTL, j)
 	}); err != nil {
-		rt.ClaimTrouble(d.Key, "leave", err)
+		obs.ClaimTrouble(d.Key, "leave", err)
 	} else if err := e.try(func(ctx context.Context) error {
 		return rt.Store().Renew(ctx, d.Key, d.Token, e.cfg.LockTTL)
 	}); err != nil {
-		rt.ClaimTrouble(d.Key, "renew", err)
+		obs.ClaimTrouble(d.Key, "renew", err)
 	}
-	rt.Delivered(cache.AttemptAmbiguous, 0)
+	obs.Delivered(cache.AttemptAmbiguous, 0)
 	e.logger.Warn("a delivery's previous attempt was started by a taker that never settled it (its gateway died?): "+
 		"the backend may have run, so it is not sent again; the key is held for lock_ttl, then reads failed: inspect and redeliver it if needed",
-		zap.String("scope", e.cfg.Scope), zap.String("key", rt.LogKey(d.Key)), zap.Int("attempts", d.Attempts))
-	rt.Emit("idempotency.ambiguous", d.Key, 0, int64(d.Attempts+1))
+		zap.String("scope", e.cfg.Scope), zap.String("key", obs.LogKey(d.Key)), zap.Int("attempts", d.Attempts))
+	obs.Emit("idempotency.ambiguous", d.Key, 0, int64(d.Attempts+1))
 	e.done(d)
 }
 
@@ -262,16 +262,16 @@ func (e *Engine) done(d *cache.Delivery) {
 		return e.queue.Done(ctx, e.cfg.Scope, d.Key, d.Lease)
 	}); err != nil && !errors.Is(err, cache.ErrNotOwner) {
 		e.logger.Error("could not remove a settled delivery from the queue; it is taken again after lock_ttl and found settled",
-			zap.String("key", e.rt.LogKey(d.Key)), zap.Error(err))
+			zap.String("key", e.obs.LogKey(d.Key)), zap.Error(err))
 	}
 }
 
 // storeTrouble: the store failed before anything was sent; the lease runs
 // out and the delivery is taken again.
 func (e *Engine) storeTrouble(d *cache.Delivery, op string, err error) {
-	e.rt.StoreError(op)
+	e.obs.StoreError(op)
 	e.logger.Error("store failed before a delivery attempt; it is taken again after lock_ttl",
-		zap.String("op", op), zap.String("key", e.rt.LogKey(d.Key)), zap.Error(err))
+		zap.String("op", op), zap.String("key", e.obs.LogKey(d.Key)), zap.Error(err))
 }
 
 // try runs a store operation, retrying transient failures for up to half
@@ -313,7 +313,7 @@ func (e *Engine) keepLease(d *cache.Delivery) (stop func()) {
 			xcancel()
 			if errors.Is(err, cache.ErrNotOwner) {
 				e.logger.Warn("lost a delivery's lease: another taker may take it over (and finds its attempt started)",
-					zap.String("key", e.rt.LogKey(d.Key)))
+					zap.String("key", e.obs.LogKey(d.Key)))
 				return
 			}
 		}
@@ -350,7 +350,7 @@ func (e *Engine) logAttempt(level zapcore.Level, msg string, d *cache.Delivery, 
 		return
 	}
 	fields := append([]zap.Field{
-		zap.String("platform", e.cfg.Platform), zap.String("scope", e.cfg.Scope), zap.String("key", e.rt.LogKey(d.Key)),
+		zap.String("platform", e.cfg.Platform), zap.String("scope", e.cfg.Scope), zap.String("key", e.obs.LogKey(d.Key)),
 		zap.Int("attempt", attempt), zap.String("outcome", outcome), zap.Duration("duration", elapsed),
 		zap.Duration("queued", time.Since(d.Enqueued)),
 	}, extra...)

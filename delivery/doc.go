@@ -10,7 +10,8 @@
 // outcome (attempt.go), as the synchronous path does: gate.Classify
 // decides what an attempt came to, and package journal words it as the
 // forward's attempts are. The route reaches in only through Config
-// (settings as plain values) and Route (its store, journal cut, events,
-// metrics and success rule); the Caddy adapter builds both and registers
-// the engine with the config's app.
+// (settings as plain values), Route (its store, journal cut, success rule
+// and re-signer) and Observer (its metrics, logs and events; none by
+// default); the Caddy adapter builds them and registers the engine with
+// the config's app.
 package delivery

@@ -68,9 +68,12 @@ type Config struct {
 	// dead key's reason.
 	SignedFor time.Duration
 	Logger    *zap.Logger
+	// Observer is told of attempts, troubles and events; nil: none.
+	Observer Observer
 }
 
-// Route is what the engine asks of the route it delivers for. Its
+// Route is what the engine asks of the route it delivers for: its
+// store, its journal cut and how it judges and re-signs a delivery. Its
 // methods are read at each call: the store is set when the route starts.
 type Route interface {
 	// Store and Settler are where the claims and answers live.
@@ -96,6 +99,11 @@ type Route interface {
 	// refuses a notification received at received; zero: never (the
 	// platform signs no time, or the route does not verify).
 	RefusedAfter(hdr http.Header, received time.Time) time.Time
+}
+
+// Observer is what the engine reports to: the route's metrics, logs and
+// events. Config.Observer; nil is NopObserver.
+type Observer interface {
 	// ClaimTrouble reports a claim that could not be settled or renewed;
 	// cache.ErrNotOwner: it was lost.
 	ClaimTrouble(key, op string, err error)
@@ -110,11 +118,22 @@ type Route interface {
 	LogKey(key string) string
 }
 
+// NopObserver reports nothing; its LogKey is the key as it is.
+type NopObserver struct{}
+
+func (NopObserver) ClaimTrouble(string, string, error) {}
+func (NopObserver) Emit(string, string, int, int64)    {}
+func (NopObserver) Delivered(string, time.Duration)    {}
+func (NopObserver) Dead()                              {}
+func (NopObserver) StoreError(string)                  {}
+func (NopObserver) LogKey(key string) string           { return key }
+
 // Engine is one async route's delivery engine, and its receipt
 // (gate.Queue).
 type Engine struct {
 	cfg    Config
 	rt     Route
+	obs    Observer
 	logger *zap.Logger
 	lim    cache.QueueLimits
 	queue  cache.Queue // the store's delivery queue
@@ -137,11 +156,14 @@ type Engine struct {
 // New builds the engine of an async route, which delivers q (the route's
 // store's queue); Start runs it.
 func New(cfg Config, rt Route, q cache.Queue) *Engine {
-	e := &Engine{cfg: cfg, rt: rt, logger: cfg.Logger, queue: q,
+	e := &Engine{cfg: cfg, rt: rt, obs: cfg.Observer, logger: cfg.Logger, queue: q,
 		lim:  cache.QueueLimits{Concurrency: cfg.Concurrency, Rate: cfg.Rate, Lease: cfg.LockTTL},
 		wake: make(chan struct{}, cfg.Concurrency)}
 	if e.logger == nil {
 		e.logger = zap.NewNop()
+	}
+	if e.obs == nil {
+		e.obs = NopObserver{}
 	}
 	e.takeCtx, e.stopTaking = context.WithCancel(context.Background())
 	e.sendCtx, e.abortSends = context.WithCancel(context.Background())
@@ -268,7 +290,7 @@ func (e *Engine) work() {
 
 // takeTrouble logs a failed take, at most once every 10s per engine.
 func (e *Engine) takeTrouble(err error) {
-	e.rt.StoreError("take")
+	e.obs.StoreError("take")
 	now := time.Now().UnixNano()
 	if last := e.takeLogged.Load(); now-last < int64(10*time.Second) || !e.takeLogged.CompareAndSwap(last, now) {
 		return

@@ -15,8 +15,8 @@ import (
 	"github.com/idemgate/idemgate/gate"
 )
 
-// testRoute is a route as the engine sees it, over a real store; it
-// records what the engine reports.
+// testRoute is a route as the engine sees it, over a real store, and its
+// observer: it records what the engine reports.
 type testRoute struct {
 	store   cache.Store
 	settler *cache.Settler
@@ -105,7 +105,7 @@ func TestEngineDeliversAfterFailure(t *testing.T) {
 	rt := &testRoute{store: m, settler: cache.NewSettler(m, cache.SettlerOptions{})}
 	e := New(Config{Scope: "t", Platform: "generic", To: to, Concurrency: 1, RetryInitial: 10 * time.Millisecond,
 		RetryMax: 20 * time.Millisecond, GiveUp: time.Hour, LockTTL: 3 * time.Second, TTL: time.Hour,
-		StoreTimeout: time.Second, MaxAnswer: 1 << 10, Ceiling: 5 * time.Second}, rt, m.Queue())
+		StoreTimeout: time.Second, MaxAnswer: 1 << 10, Ceiling: 5 * time.Second, Observer: rt}, rt, m.Queue())
 	e.Start()
 	defer e.Stop()
 
