@@ -1,0 +1,39 @@
+package platforms
+
+import (
+	"testing"
+
+	"github.com/caddyserver/caddy/v2"
+
+	"github.com/idemgate/idemgate/platforms/guest"
+)
+
+// TestEachPlatformAModule: every platform is a Caddy guest module in the
+// handler's platforms namespace, its ID the name a route writes after
+// `platform`, describing itself with the registry's preset; those with a
+// bill say so by the Biller power.
+func TestEachPlatformAModule(t *testing.T) {
+	mods := caddy.GetModules(guest.Namespace)
+	if len(mods) < 7 {
+		t.Fatalf("%d modules in %s, want the seven platforms: %v", len(mods), guest.Namespace, mods)
+	}
+	for _, name := range Names() {
+		info, err := caddy.GetModule(string(guest.ID(name)))
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		m, ok := info.New().(guest.Module)
+		if !ok {
+			t.Errorf("%s: module %T is no guest.Module", name, info.New())
+			continue
+		}
+		if m.Preset() != Lookup(name) {
+			t.Errorf("%s: the module's preset is not the registry's", name)
+		}
+		_, billed := m.(guest.Biller)
+		if want := BillOf(name) != nil; billed != want {
+			t.Errorf("%s: Biller %v, the registry says bill %v", name, billed, want)
+		}
+	}
+}
