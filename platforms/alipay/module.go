@@ -81,9 +81,19 @@ func (m *Module) UnmarshalSubdirective(d *caddyfile.Dispenser, name string) (boo
 // Merchants are the pinned ids as Build resolved them.
 func (m *Module) Merchants() []string { return m.merchants }
 
+// Sender signs the platform's test notifications (send, keygen).
+func (*Module) Sender() *keying.Sender { return Preset.Sender }
+
+// ReadAPI builds the client of the platform's own API that finds
+// payments whose notification never arrived (nil until it has one).
+func (*Module) ReadAPI() keying.ReadAPI { return Preset.ReadAPI }
+
 // Interface guards
 var (
 	_ guest.Module        = (*Module)(nil)
 	_ guest.Subdirectives = (*Module)(nil)
 	_ guest.Biller        = (*Module)(nil)
+	_ guest.Signer        = (*Module)(nil)
+	_ guest.Reader        = (*Module)(nil)
+	_ guest.Pinner        = (*Module)(nil)
 )

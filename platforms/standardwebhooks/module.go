@@ -59,8 +59,14 @@ func (m *Module) HasSecret() bool { return m.Secret != "" }
 // without one or under `verify off`.
 func (m *Module) Resigner() keying.Resigner { return m.resign }
 
+// Sender signs the platform's test notifications (send, keygen).
+func (*Module) Sender() *keying.Sender { return Preset.Sender }
+
 // Interface guards
 var (
 	_ guest.Module        = (*Module)(nil)
 	_ guest.Subdirectives = (*Module)(nil)
+	_ guest.Signer        = (*Module)(nil)
+	_ guest.Resigner      = (*Module)(nil)
+	_ guest.SecretHolder  = (*Module)(nil)
 )

@@ -63,9 +63,20 @@ func (m *Module) HasSecret() bool { return m.Secret != "" }
 // without one or under `verify off`.
 func (m *Module) Resigner() keying.Resigner { return m.resign }
 
+// Sender signs the platform's test notifications (send, keygen).
+func (*Module) Sender() *keying.Sender { return Preset.Sender }
+
+// ReadAPI builds the client of the platform's own API that finds
+// payments whose notification never arrived (nil until it has one).
+func (*Module) ReadAPI() keying.ReadAPI { return Preset.ReadAPI }
+
 // Interface guards
 var (
 	_ guest.Module        = (*Module)(nil)
 	_ guest.Subdirectives = (*Module)(nil)
 	_ guest.Biller        = (*Module)(nil)
+	_ guest.Signer        = (*Module)(nil)
+	_ guest.Reader        = (*Module)(nil)
+	_ guest.Resigner      = (*Module)(nil)
+	_ guest.SecretHolder  = (*Module)(nil)
 )

@@ -69,9 +69,15 @@ func (m *Module) HasSecret() bool { return m.Secret != "" }
 // Merchants are the pinned ids as Build resolved them.
 func (m *Module) Merchants() []string { return m.merchants }
 
+// Sender signs the platform's test notifications (send, keygen).
+func (*Module) Sender() *keying.Sender { return Preset.Sender }
+
 // Interface guards
 var (
 	_ guest.Module        = (*Module)(nil)
 	_ guest.Subdirectives = (*Module)(nil)
 	_ guest.Biller        = (*Module)(nil)
+	_ guest.Signer        = (*Module)(nil)
+	_ guest.Pinner        = (*Module)(nil)
+	_ guest.SecretHolder  = (*Module)(nil)
 )
