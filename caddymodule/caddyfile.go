@@ -1,15 +1,20 @@
 package caddymodule
 
 import (
+	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/idemgate/idemgate/internal/cfparse"
+	"github.com/idemgate/idemgate/platforms"
+	"github.com/idemgate/idemgate/platforms/guest"
 )
 
 func init() {
@@ -29,6 +34,9 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //
 //	idempotency [<matcher>] {
 //		platform  generic | alipay | wechatpay | wechatpay_v2 | stripe | paypal | standard_webhooks
+//		<the platform's own subdirectives, parsed by its module: secret,
+//		 public_key, public_key_id, certificate, webhook_id, app_id, mchid,
+//		 return …>
 //		key       <template>
 //		fingerprint <template> | off
 //		store     embedded [<path>] | memory | redis <address|redis-url>... {
@@ -52,15 +60,8 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		max_answer <size>
 //		success   <status|class>... [body <text>] [header <field> <value>]...
 //		on_duplicate redirect <template> | respond <status> [<body>]
-//		secret        <value>
-//		public_key    <pem file>
-//		public_key_id <id>
-//		certificate   <pem file>...
-//		webhook_id    <id>
 //		verify off
 //		tolerance     <duration>
-//		app_id        <id>...
-//		mchid         <id>...
 //		scope         <name>
 //		log_keys
 //		warn_copies <n>
@@ -79,8 +80,16 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	if d.NextArg() {
 		return d.ArgErr()
 	}
-	if err := cfparse.Block(d, 0, "", func(name string) error { return h.unmarshalSubdirective(d, name) }); err != nil {
+	var pending []*caddyfile.Dispenser
+	if err := cfparse.Block(d, 0, "", func(name string) error { return h.unmarshalSubdirective(d, name, &pending) }); err != nil {
 		return err
+	}
+	if h.Platform != "" || len(pending) > 0 {
+		mod, err := unmarshalPlatform(h.Platform, pending)
+		if err != nil {
+			return err
+		}
+		h.mod, h.PlatformRaw = mod, caddyconfig.JSONModuleObject(mod, "name", mod.CaddyModule().ID.Name(), nil)
 	}
 	if err := h.checkPlaceholders(); err != nil {
 		return d.Err(err.Error())
@@ -88,8 +97,9 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	return nil
 }
 
-// unmarshalSubdirective reads one subdirective and its arguments.
-func (h *Handler) unmarshalSubdirective(d *caddyfile.Dispenser, name string) error {
+// unmarshalSubdirective reads one subdirective and its arguments; one
+// the handler does not know is kept in pending for the platform's module.
+func (h *Handler) unmarshalSubdirective(d *caddyfile.Dispenser, name string, pending *[]*caddyfile.Dispenser) error {
 	switch name {
 	case "platform":
 		if err := cfparse.OneArg(d, &h.Platform); err != nil {
@@ -147,16 +157,6 @@ func (h *Handler) unmarshalSubdirective(d *caddyfile.Dispenser, name string) err
 		var err error
 		h.OnDuplicate, err = parseOnDuplicate(d)
 		return err
-	case "secret":
-		return cfparse.OneArg(d, &h.Secret)
-	case "public_key":
-		return cfparse.OneArg(d, &h.PublicKey)
-	case "public_key_id":
-		return cfparse.OneArg(d, &h.PublicKeyID)
-	case "certificate":
-		return cfparse.ListArg(d, &h.Certificates)
-	case "webhook_id":
-		return cfparse.OneArg(d, &h.WebhookID)
 	case "verify":
 		var v string
 		if err := cfparse.OneArg(d, &v); err != nil {
@@ -169,19 +169,6 @@ func (h *Handler) unmarshalSubdirective(d *caddyfile.Dispenser, name string) err
 		return nil
 	case "tolerance":
 		return cfparse.DurationArg(d, &h.Tolerance)
-	case "app_id":
-		return cfparse.ListArg(d, &h.AppIDs)
-	case "mchid":
-		return cfparse.ListArg(d, &h.MchIDs)
-	case "return":
-		if err := cfparse.OneArg(d, &h.Return); err != nil {
-			return err
-		}
-		switch h.Return {
-		case "business", "display", "refuse":
-			return nil
-		}
-		return d.Errf("return: want business, display or refuse (what Alipay's signed browser return is on this route), got %q", h.Return)
 	case "scope":
 		if err := cfparse.OneArg(d, &h.Scope); err != nil {
 			return err
@@ -205,7 +192,83 @@ func (h *Handler) unmarshalSubdirective(d *caddyfile.Dispenser, name string) err
 		h.WarnCopies = n
 		return nil
 	}
-	return d.Errf("unknown subdirective %q", name)
+	// The platform's own settings: its module parses them once the block
+	// has named the platform (unmarshalPlatform).
+	*pending = append(*pending, d.NewFromNextSegment())
+	return nil
+}
+
+// unmarshalPlatform is a module of the platform named name ("" is
+// generic) given the subdirectives the handler does not know, in the
+// order written; the handler keeps it as the route's "platform" (its
+// settings beside its name). A subdirective no module takes is unknown;
+// one another platform takes is that platform's.
+func unmarshalPlatform(name string, pending []*caddyfile.Dispenser) (guest.Module, error) {
+	if name == "" {
+		name = platforms.Default
+	}
+	mod, err := newPlatformModule(name)
+	if err != nil {
+		return nil, err
+	}
+	for _, seg := range pending {
+		seg.Next()
+		sub := seg.Val()
+		handled := false
+		if u, ok := mod.(guest.Subdirectives); ok {
+			if handled, err = u.UnmarshalSubdirective(seg, sub); err != nil {
+				return nil, err
+			}
+		}
+		if !handled {
+			others, err := platformsTaking(seg, sub)
+			if err != nil {
+				return nil, err // its arguments are wrong whichever platform it is for
+			}
+			if len(others) > 0 {
+				return nil, seg.Errf("%s: %s is for %s only", name, sub, strings.Join(others, " and "))
+			}
+			return nil, seg.Errf("unknown subdirective %q", sub)
+		}
+	}
+	return mod, nil
+}
+
+// newPlatformModule is a fresh module of the platform named name.
+func newPlatformModule(name string) (guest.Module, error) {
+	info, err := caddy.GetModule(string(guest.ID(name)))
+	if err != nil {
+		return nil, checkPlatform(name)
+	}
+	mod, ok := info.New().(guest.Module)
+	if !ok {
+		return nil, fmt.Errorf("module %s is not a platform", info.ID)
+	}
+	return mod, nil
+}
+
+// platformsTaking names the platforms whose module takes subdirective
+// sub (seg positioned on it), sorted, or the error one of them finds in
+// its arguments.
+func platformsTaking(seg *caddyfile.Dispenser, sub string) ([]string, error) {
+	var names []string
+	for _, info := range caddy.GetModules(guest.Namespace) {
+		u, ok := info.New().(guest.Subdirectives)
+		if !ok {
+			continue
+		}
+		seg.Reset()
+		seg.Next()
+		handled, err := u.UnmarshalSubdirective(seg, sub)
+		if err != nil {
+			return nil, err
+		}
+		if handled {
+			names = append(names, info.ID.Name())
+		}
+	}
+	slices.Sort(names)
+	return names, nil
 }
 
 // parseInFlight reads `in_flight wait [<duration>] | reject`.

@@ -21,7 +21,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 			platform generic
 			key order:{idempotency.form.out_trade_no}
 			fingerprint {idempotency.form.total_amount}
-		}`, `{"platform":"generic","key":"order:{idempotency.form.out_trade_no}","fingerprint":"{idempotency.form.total_amount}"}`},
+		}`, `{"platform":{"name":"generic"},"key":"order:{idempotency.form.out_trade_no}","fingerprint":"{idempotency.form.total_amount}"}`},
 		{"fingerprint off", `idempotency {
 			fingerprint off
 		}`, `{"fingerprint":"off"}`},
@@ -96,24 +96,24 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 			public_key /etc/idemgate/wechatpay_pub.pem
 			public_key_id PUB_KEY_ID_0114232134912410000000000000
 			certificate /etc/a.pem /etc/b.pem
-		}`, `{"platform":"wechatpay","secret":"{env.WECHATPAY_APIV3_KEY}","public_key":"/etc/idemgate/wechatpay_pub.pem","public_key_id":"PUB_KEY_ID_0114232134912410000000000000","certificates":["/etc/a.pem","/etc/b.pem"]}`},
+		}`, `{"platform":{"certificates":["/etc/a.pem","/etc/b.pem"],"name":"wechatpay","public_key":"/etc/idemgate/wechatpay_pub.pem","public_key_id":"PUB_KEY_ID_0114232134912410000000000000","secret":"{env.WECHATPAY_APIV3_KEY}"}}`},
 		{"paypal", `idempotency {
 			platform paypal
 			webhook_id 1JE4291016473214C
-		}`, `{"platform":"paypal","webhook_id":"1JE4291016473214C"}`},
+		}`, `{"platform":{"name":"paypal","webhook_id":"1JE4291016473214C"}}`},
 		{"alipay pinned app", `idempotency {
 			platform alipay
 			app_id 2016091800538339 2021000000000001
-		}`, `{"platform":"alipay","app_id":["2016091800538339","2021000000000001"]}`},
+		}`, `{"platform":{"app_id":["2016091800538339","2021000000000001"],"name":"alipay"}}`},
 		{"alipay return display", `idempotency {
 			platform alipay
 			return display
-		}`, `{"platform":"alipay","return":"display"}`},
+		}`, `{"platform":{"name":"alipay","return":"display"}}`},
 		{"wechatpay pinned merchant, tolerance", `idempotency {
 			platform wechatpay
 			mchid 1230000109
 			tolerance 10m
-		}`, `{"platform":"wechatpay","mchid":["1230000109"],"tolerance":600000000000}`},
+		}`, `{"platform":{"mchid":["1230000109"],"name":"wechatpay"},"tolerance":600000000000}`},
 		{"generic joining a preset's scope", `idempotency {
 			key {http.request.header.Idempotency-Key}
 			scope standard_webhooks
@@ -123,7 +123,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 			verify off
 			log_keys
 			warn_copies 10
-		}`, `{"platform":"stripe","verify_off":true,"log_keys":true,"warn_copies":10}`},
+		}`, `{"platform":{"name":"stripe"},"verify_off":true,"log_keys":true,"warn_copies":10}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -15,7 +15,7 @@ func TestDeliverCaddyfile(t *testing.T) {
 	tests := []struct{ name, input, want string }{
 		{"sync", "idempotency {\n\tdeliver sync\n}", `{"deliver":{"mode":"sync"}}`},
 		{"async minimal", "idempotency {\n\tplatform alipay\n\tdeliver async {\n\t\tto http://127.0.0.1:9000\n\t}\n}",
-			`{"platform":"alipay","deliver":{"mode":"async","to":"http://127.0.0.1:9000"}}`},
+			`{"platform":{"name":"alipay"},"deliver":{"mode":"async","to":"http://127.0.0.1:9000"}}`},
 		{"async everything", `idempotency {
 			key {idempotency.json.id}
 			deliver async {

@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"sync"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/modules/caddyevents"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
@@ -21,6 +23,7 @@ import (
 	"github.com/idemgate/idemgate/keying"
 	"github.com/idemgate/idemgate/orders"
 	"github.com/idemgate/idemgate/platforms"
+	"github.com/idemgate/idemgate/platforms/guest"
 )
 
 func init() {
@@ -31,11 +34,18 @@ func init() {
 // next handler (usually reverse_proxy to a legacy backend), remembers the
 // backend's successful answer and replays it to every later copy.
 type Handler struct {
-	// Platform names the notification format: generic (the default),
-	// alipay, wechatpay, wechatpay_v2, stripe, paypal or standard_webhooks.
-	// A preset verifies the platform's signature and knows its key,
-	// fingerprint and success rule.
-	Platform string `json:"platform,omitempty"`
+	// PlatformRaw is the route's platform, a guest module in the namespace
+	// http.handlers.idempotency.platforms named by its "name" (generic,
+	// the default, alipay, wechatpay, wechatpay_v2, stripe, paypal,
+	// standard_webhooks, or one built in from outside) with its own
+	// settings: {"name": "alipay", "public_key": …}; a bare name
+	// ("stripe") is the platform without settings. A preset verifies the
+	// platform's signature and knows its key, fingerprint and success rule.
+	PlatformRaw json.RawMessage `json:"platform,omitempty" caddy:"namespace=http.handlers.idempotency.platforms inline_key=name"`
+	// Platform is the loaded platform's name (set by the Caddyfile adapter
+	// and Provision). A handler built in Go may set it instead of
+	// PlatformRaw to name a platform without settings.
+	Platform string `json:"-"`
 
 	// Key is the idempotency key template (Caddy placeholders plus
 	// {idempotency.json.*}, {idempotency.form.*}, {idempotency.xml.*}).
@@ -118,19 +128,6 @@ type Handler struct {
 	// OnDuplicate replaces the replay for duplicates on this route.
 	OnDuplicate *DuplicateAction `json:"on_duplicate,omitempty"`
 
-	// Secret is the Stripe / Standard Webhooks signing secret or the WeChat
-	// Pay APIv3 / v2 key. {env.*} and {file.*} are resolved once at start.
-	Secret string `json:"secret,omitempty"`
-	// PublicKey is a PEM file: Alipay's public key, or WeChat Pay's
-	// platform public key (with PublicKeyID).
-	PublicKey string `json:"public_key,omitempty"`
-	// PublicKeyID is the Wechatpay-Serial that PublicKey answers to.
-	PublicKeyID string `json:"public_key_id,omitempty"`
-	// Certificates are PEM files: WeChat Pay platform certificates or
-	// PayPal's signing certificate.
-	Certificates []string `json:"certificates,omitempty"`
-	// WebhookID is PayPal's webhook subscription id.
-	WebhookID string `json:"webhook_id,omitempty"`
 	// VerifyOff runs a preset without signature checks. It is logged at
 	// start; use it only behind something else that verifies.
 	VerifyOff bool `json:"verify_off,omitempty"`
@@ -138,15 +135,6 @@ type Handler struct {
 	// PayPal, Standard Webhooks) may be from the gateway's clock.
 	// Default: 5m.
 	Tolerance caddy.Duration `json:"tolerance,omitempty"`
-	// AppIDs pins Alipay notifications to these app_ids.
-	AppIDs []string `json:"app_id,omitempty"`
-	// MchIDs pins WeChat Pay notifications to these merchants (v3: the
-	// decrypted resource's mchid, which needs Secret; v2: mch_id).
-	MchIDs []string `json:"mchid,omitempty"`
-	// Return is what Alipay's signed browser return is on this route:
-	// "business" (the order's paid event, shared with the notify),
-	// "display" (a page, its own key) or "refuse" (default: 405).
-	Return string `json:"return,omitempty"`
 
 	// LogKeys writes keys in clear in logs; by default only a hash.
 	LogKeys bool `json:"log_keys,omitempty"`
@@ -159,6 +147,8 @@ type Handler struct {
 	RouteOrigin string `json:"route_origin,omitempty"`
 
 	platform keying.Platform
+	// mod is the platform's module, which holds its settings.
+	mod guest.Module
 	// bodyKeyed: a generic route whose key reads the body, so its
 	// default fingerprint is off.
 	bodyKeyed bool
@@ -244,6 +234,9 @@ func (h *Handler) Provision(ctx caddy.Context) (err error) {
 	}
 	h.retries = &retryWatch{sent: lr}
 	h.app = configApp(ctx)
+	if err := h.loadPlatform(ctx); err != nil {
+		return err
+	}
 	h.setDefaults()
 	// Secrets and paths are resolved once with a fresh replacer: the
 	// request's replacer is for per-request templates only.
@@ -357,6 +350,9 @@ type runState struct {
 // preset is the route's platform as the registry describes it; an empty
 // one for a name it does not know (Provision refuses that name).
 func (h *Handler) preset() *keying.Preset {
+	if h.mod != nil {
+		return h.mod.Preset()
+	}
 	if p := platforms.Lookup(h.Platform); p != nil {
 		return p
 	}
@@ -402,49 +398,58 @@ func (h *Handler) setDefaults() {
 	}
 }
 
-// provisionPlatform reads the secrets and builds the platform preset.
+// loadPlatform loads the route's platform module (generic when the route
+// names none), as reverse_proxy loads its transport.
+func (h *Handler) loadPlatform(ctx caddy.Context) error {
+	name := h.Platform
+	// A bare name ("platform": "stripe") is the platform without settings.
+	if len(h.PlatformRaw) > 0 && h.PlatformRaw[0] == '"' {
+		if err := json.Unmarshal(h.PlatformRaw, &name); err != nil {
+			return fmt.Errorf("platform: %v", err)
+		}
+		h.PlatformRaw = nil
+	}
+	if h.PlatformRaw == nil {
+		if name == "" {
+			name = platforms.Default
+		}
+		h.PlatformRaw = caddyconfig.JSONModuleObject(struct{}{}, "name", name, nil)
+	}
+	m, err := ctx.LoadModule(h, "PlatformRaw")
+	if err != nil {
+		return fmt.Errorf("loading platform: %v", err)
+	}
+	mod, ok := m.(guest.Module)
+	if !ok {
+		return fmt.Errorf("platform module %T is not a platform", m)
+	}
+	h.mod, h.Platform = mod, mod.CaddyModule().ID.Name()
+	return nil
+}
+
+// provisionPlatform has the platform module read its secrets and build
+// the route's check.
 func (h *Handler) provisionPlatform(repl *caddy.Replacer) error {
-	cfg := keying.Config{NoVerify: h.VerifyOff}
-	var err error
-	if cfg.Secret, err = resolveSecret(repl, "secret", h.Secret); err != nil {
-		return err
+	route := guest.Route{
+		NoVerify:  h.VerifyOff,
+		Tolerance: time.Duration(h.Tolerance),
+		Secret:    func(field, tmpl string) (string, error) { return resolveSecret(repl, field, tmpl) },
+		Resolve:   func(tmpl string) string { return repl.ReplaceKnown(tmpl, "") },
+		PEM:       func(field, tmpl string) ([]byte, error) { return readPEM(repl, field, tmpl) },
+		Remember:  rememberIn(h),
 	}
-	if cfg.PublicKeyID, err = resolveSecret(repl, "public_key_id", h.PublicKeyID); err != nil {
-		return err
-	}
-	if cfg.WebhookID, err = resolveSecret(repl, "webhook_id", h.WebhookID); err != nil {
-		return err
-	}
-	cfg.Tolerance = time.Duration(h.Tolerance)
-	cfg.Return = h.Return
-	for _, id := range h.AppIDs {
-		cfg.AppIDs = append(cfg.AppIDs, repl.ReplaceKnown(id, ""))
-	}
-	for _, id := range h.MchIDs {
-		cfg.MchIDs = append(cfg.MchIDs, repl.ReplaceKnown(id, ""))
-	}
-	h.merchants = append(append([]string(nil), cfg.AppIDs...), cfg.MchIDs...)
-	// Transmission ids (PayPal's) are remembered in this route's store.
-	cfg.TransmissionLog = transmissionLog{h}
 	h.bodyKeyed = h.preset().KeyRequired && keyReadsBody(h.Key)
-	if h.PublicKey != "" {
-		if cfg.PublicKey, err = readPEM(repl, "public_key", h.PublicKey); err != nil {
-			return err
-		}
-	}
-	for _, c := range h.Certificates {
-		pem, err := readPEM(repl, "certificate", c)
-		if err != nil {
-			return err
-		}
-		cfg.Certificates = append(cfg.Certificates, pem)
-	}
-	p, err := platforms.New(h.Platform, cfg)
+	p, err := h.mod.Build(route)
 	if err != nil {
 		return err // "<preset>: <what>" already
 	}
 	h.platform = p
-	h.resign = resigner(h.preset(), cfg.Secret, h.VerifyOff)
+	if pin, ok := h.mod.(guest.Pinner); ok {
+		h.merchants = pin.Merchants()
+	}
+	if rs, ok := h.mod.(guest.Resigner); ok {
+		h.resign = rs.Resigner()
+	}
 	if h.VerifyOff {
 		h.logger.Warn("signature verification is OFF for this route: forged notifications will be forwarded",
 			zap.String("platform", h.Platform))
@@ -454,6 +459,13 @@ func (h *Handler) provisionPlatform(repl *caddy.Replacer) error {
 			zap.String("platform", h.Platform), zap.Duration("ttl", time.Duration(h.TTL)), zap.Duration("retry_window", w))
 	}
 	return nil
+}
+
+// holdsSecret tells whether a route's platform settings hold the secret
+// that opens its encrypted part.
+func holdsSecret(mod guest.Module) bool {
+	s, ok := mod.(guest.SecretHolder)
+	return ok && s.HasSecret()
 }
 
 // provisionSuccess picks the route's `success` rule, or the platform's

@@ -41,7 +41,7 @@ func (h *Handler) checkPlaceholders() error {
 		if tm.name == "fingerprint" && tm.text == "off" {
 			continue
 		}
-		if err := checkTemplate(platform, h.Secret != "", tm); err != nil {
+		if err := checkTemplate(platform, holdsSecret(h.mod), tm); err != nil {
 			return err
 		}
 	}
@@ -50,7 +50,7 @@ func (h *Handler) checkPlaceholders() error {
 			return err
 		}
 	}
-	if err := checkPresetKey(platform, h.Secret != "", h.Key); err != nil {
+	if err := checkPresetKey(platform, holdsSecret(h.mod), h.Key); err != nil {
 		return err
 	}
 	return checkEventRecipe(platform, h.Key, h.Success, h.OnDuplicate)

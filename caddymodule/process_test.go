@@ -301,7 +301,11 @@ func TestBinaryCommands(t *testing.T) {
 	for _, l := range strings.Split(string(out), "\n") {
 		listed[strings.TrimSpace(l)] = true
 	}
-	for _, mod := range []string{"idempotency", "http.handlers.idempotency", "http.handlers.idempotency_console", "admin.api.idempotency", "http.handlers.reverse_proxy"} {
+	for _, mod := range []string{"idempotency", "http.handlers.idempotency", "http.handlers.idempotency_console", "admin.api.idempotency", "http.handlers.reverse_proxy",
+		// each platform a guest module of the handler
+		"http.handlers.idempotency.platforms.alipay", "http.handlers.idempotency.platforms.wechatpay", "http.handlers.idempotency.platforms.wechatpay_v2",
+		"http.handlers.idempotency.platforms.stripe", "http.handlers.idempotency.platforms.paypal",
+		"http.handlers.idempotency.platforms.standard_webhooks", "http.handlers.idempotency.platforms.generic"} {
 		if !listed[mod] {
 			t.Errorf("list-modules does not show %s", mod)
 		}

@@ -353,11 +353,13 @@ http://127.0.0.1:%d {
 	respond "unreachable"
 }
 `, freePort(t))
+	// The platform's module parses its own subdirectives, so the adapter
+	// refuses it; a JSON config of it is refused at load (no such field).
 	cfgJSON, _, err := caddyfileAdapter().Adapt([]byte(cf), nil)
-	if err != nil {
-		t.Fatalf("adapting: %v", err)
+	if err == nil {
+		err = caddy.Load(cfgJSON, true)
 	}
-	if err := caddy.Load(cfgJSON, true); err == nil {
+	if err == nil {
 		caddy.Stop()
 		t.Fatal("a stripe route with `return` started")
 	} else if !strings.Contains(err.Error(), "return is for alipay only") {

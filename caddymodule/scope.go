@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/cache"
-	"github.com/idemgate/idemgate/keying"
 )
 
 // Keys and scopes (the contract's "Keys and scopes"): every key a route
@@ -46,37 +45,32 @@ func keyReadsBody(template string) bool {
 	return false
 }
 
-// transmissionLog is PayPal's transmission log on the route's store: a
-// transmission id is claimed as <scope>:paypal-transmission:<id> with the
-// body digest as fingerprint and completed at once, so it is remembered
-// for ttl; a claim that conflicts means the id came with another body.
-type transmissionLog struct {
-	h *Handler
-}
-
-func (l transmissionLog) Seen(ctx context.Context, id, bodyDigest string) (bool, error) {
-	h := l.h
-	key := h.fullKey("paypal-transmission:" + id)
-	ctx, cancel := context.WithTimeout(ctx, time.Duration(h.StoreTimeout))
-	defer cancel()
-	res, err := h.store.Claim(ctx, key, bodyDigest, time.Duration(h.LockTTL))
-	if err != nil {
-		return false, err
-	}
-	switch res.Outcome {
-	case cache.Conflict:
-		return true, nil
-	case cache.Won:
-		if err := h.store.Complete(ctx, key, res.Token, cache.Answer{Status: 204, BodyCached: true}, time.Duration(h.TTL), cache.Journal{}); err != nil {
+// rememberIn is guest.Route.Remember for h: it claims key (a platform's own: PayPal's transmission ids) as
+// <scope>:<key> with fingerprint and completes it at once, so it is
+// remembered for ttl; a claim that conflicts means key came before with
+// another fingerprint (guest.Route.Remember).
+func rememberIn(h *Handler) func(ctx context.Context, key, fingerprint string) (bool, error) {
+	return func(ctx context.Context, key, fingerprint string) (bool, error) {
+		key = h.fullKey(key)
+		ctx, cancel := context.WithTimeout(ctx, time.Duration(h.StoreTimeout))
+		defer cancel()
+		res, err := h.store.Claim(ctx, key, fingerprint, time.Duration(h.LockTTL))
+		if err != nil {
 			return false, err
 		}
+		switch res.Outcome {
+		case cache.Conflict:
+			return true, nil
+		case cache.Won:
+			if err := h.store.Complete(ctx, key, res.Token, cache.Answer{Status: 204, BodyCached: true}, time.Duration(h.TTL), cache.Journal{}); err != nil {
+				return false, err
+			}
+		}
+		// InFlight or Answered: the same key with the same fingerprint (a
+		// copy racing this one, or a resend): no conflict.
+		return false, nil
 	}
-	// InFlight or Answered: the same transmission with the same body (a
-	// copy racing this one, or a resend): no conflict.
-	return false, nil
 }
-
-var _ keying.TransmissionLog = transmissionLog{}
 
 // provisionScope refuses a route whose scope another route of the same
 // config keeps in another store (the Alipay return on the embedded

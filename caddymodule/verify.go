@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/caddymodule/redeliver"
-	"github.com/idemgate/idemgate/keying"
 )
 
 // verifyTime is the clock a request's signature is judged against: now,
@@ -23,15 +22,4 @@ func (h *Handler) verifyTime(r *http.Request) time.Time {
 		return rd.FirstSeen
 	}
 	return h.opts.now()
-}
-
-// resigner signs a redelivery afresh where the route holds the platform's
-// signing secret, with the current time over the same body; nil where the
-// platform signs with its own private key (Alipay, WeChat Pay v3) or a
-// certificate (PayPal), or the route does not verify.
-func resigner(p *keying.Preset, secret string, verifyOff bool) func(http.Header, []byte, time.Time) error {
-	if secret == "" || verifyOff || p.Resign == nil {
-		return nil
-	}
-	return p.Resign(secret)
 }

@@ -1,19 +1,26 @@
 // Package platforms is the one list of the platforms idemgate knows. Each
-// platform is a keying.Preset and, where reconciliation reads its bill,
-// a bill.Traits; everything else asks this list for the preset a route
-// names (or the bill a reconciliation names) and reads it, so adding a
-// platform is its folder and one line below.
+// platform is a Caddy guest module (package guest) in the namespace
+// http.handlers.idempotency.platforms, described by a keying.Preset and,
+// where reconciliation reads its bill, a bill.Traits; everything else asks
+// this list for the preset a route names (or the bill a reconciliation
+// names) and reads it. The seven platforms of this repository are listed
+// below in their order; a platform module built in from outside (xcaddy
+// --with) joins the list after them, with nothing here naming it.
 package platforms
 
 import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
+
+	"github.com/caddyserver/caddy/v2"
 
 	"github.com/idemgate/idemgate/keying"
 	"github.com/idemgate/idemgate/keying/bill"
 	"github.com/idemgate/idemgate/platforms/alipay"
 	"github.com/idemgate/idemgate/platforms/generic"
+	"github.com/idemgate/idemgate/platforms/guest"
 	"github.com/idemgate/idemgate/platforms/paypal"
 	"github.com/idemgate/idemgate/platforms/standardwebhooks"
 	"github.com/idemgate/idemgate/platforms/stripe"
@@ -42,34 +49,47 @@ var registry = []entry{
 	{generic.Preset, nil},
 }
 
-// presets are the registry's presets, in its order.
-var presets = func() []*keying.Preset {
-	ps := make([]*keying.Preset, len(registry))
-	for i, e := range registry {
-		ps[i] = e.preset
+// loaded is the registry and then the platform modules registered with
+// Caddy that it does not list (built in from outside), by module ID;
+// taken at first use, once every package's init has registered its
+// modules.
+var loaded = sync.OnceValues(func() ([]entry, map[string]entry) {
+	all := slices.Clone(registry)
+	for _, info := range caddy.GetModules(guest.Namespace) {
+		if slices.ContainsFunc(registry, func(e entry) bool { return e.preset.Name == info.ID.Name() }) {
+			continue
+		}
+		m, ok := info.New().(guest.Module)
+		if !ok || m.Preset() == nil || m.Preset().Name != info.ID.Name() {
+			continue
+		}
+		e := entry{preset: m.Preset()}
+		if b, ok := m.(guest.Biller); ok {
+			e.bill = b.Bill()
+		}
+		all = append(all, e)
 	}
-	return ps
-}()
-
-// byName indexes the registry by preset name.
-var byName = func() map[string]entry {
-	m := make(map[string]entry, len(registry))
-	for _, e := range registry {
-		if _, dup := m[e.preset.Name]; dup {
+	byName := make(map[string]entry, len(all))
+	for _, e := range all {
+		if _, dup := byName[e.preset.Name]; dup {
 			panic("platforms: preset listed twice: " + e.preset.Name)
 		}
-		m[e.preset.Name] = e
+		byName[e.preset.Name] = e
 	}
-	return m
-}()
+	return all, byName
+})
 
 // Lookup is the preset named name, nil when there is none.
-func Lookup(name string) *keying.Preset { return byName[name].preset }
+func Lookup(name string) *keying.Preset {
+	_, byName := loaded()
+	return byName[name].preset
+}
 
 // BillOf is what reconciliation with the named platform's bill allows
 // for, nil when there is no such platform or reconciliation reads no bill
 // of it.
 func BillOf(name string) *bill.Traits {
+	_, byName := loaded()
 	if b := byName[name].bill; b != nil && b.Format != nil {
 		return b
 	}
@@ -77,13 +97,21 @@ func BillOf(name string) *bill.Traits {
 }
 
 // All lists the presets in the registry's order.
-func All() []*keying.Preset { return slices.Clone(presets) }
+func All() []*keying.Preset {
+	all, _ := loaded()
+	ps := make([]*keying.Preset, len(all))
+	for i, e := range all {
+		ps[i] = e.preset
+	}
+	return ps
+}
 
 // Billed lists the names of the presets whose bill reconciliation reads,
 // sorted.
 func Billed() []string {
+	all, _ := loaded()
 	var names []string
-	for _, e := range registry {
+	for _, e := range all {
 		if BillOf(e.preset.Name) != nil {
 			names = append(names, e.preset.Name)
 		}
@@ -94,6 +122,7 @@ func Billed() []string {
 
 // Names lists the presets' names, sorted.
 func Names() []string {
+	presets := All()
 	names := make([]string, 0, len(presets))
 	for _, p := range presets {
 		names = append(names, p.Name)
@@ -127,7 +156,7 @@ func New(name string, cfg keying.Config) (keying.Platform, error) {
 // returnedBy names the presets with a browser return (`return`).
 func returnedBy() []string {
 	var names []string
-	for _, p := range presets {
+	for _, p := range All() {
 		if p.Returns {
 			names = append(names, p.Name)
 		}
@@ -139,7 +168,7 @@ func returnedBy() []string {
 // pinnedBy names the presets that take option.
 func pinnedBy(option string) []string {
 	var names []string
-	for _, p := range presets {
+	for _, p := range All() {
 		if p.Pins == option {
 			names = append(names, p.Name)
 		}

@@ -100,13 +100,9 @@ func (rc *reconciler) recorded(ctx context.Context, since time.Time) (recorded, 
 	return rec, nil
 }
 
-// resolveApp tells which app_id an Alipay bill is for, whose head names
-// the seller account only: merchant= when given (checked against the
-// seller its notifications name), else the one app whose recorded
-// notifications name the bill's seller, else the route's one pinned
-// app_id, else the one app_id recorded. Ambiguous: the caller must say.
-// A bill of a seller none of the scope's notifications name, when some
-// name one, is refused.
+// resolveApp tells which merchant a bill that names the seller account
+// only is for (Alipay's: which app_id), as its platform's
+// bill.Traits.SellerMerchant says from what the scope recorded.
 func (rc *reconciler) resolveApp(ctx context.Context, sum bill.Summary) error {
 	since := time.Time{}
 	if !sum.From.IsZero() {
@@ -116,54 +112,23 @@ func (rc *reconciler) resolveApp(ctx context.Context, sum bill.Summary) error {
 	if err != nil {
 		return err
 	}
-	account := sum.Account
-	var forAccount, sellers []string
-	for m, accts := range rec {
-		for a := range accts {
-			sellers = append(sellers, a)
-			if a == account {
-				forAccount = append(forAccount, m)
-			}
-		}
-	}
-	slices.Sort(forAccount)
-	slices.Sort(sellers)
-	sellers = slices.Compact(sellers)
-	if account != "" && len(sellers) > 0 && len(forAccount) == 0 {
-		return errorf(http.StatusBadRequest, "this Alipay bill is seller account %s's (#账号), and the notifications scope %s recorded name seller account %s: "+
-			"not reconciled against another seller's orders (the wrong bill, or another scope: scope=…)", account, rc.opts.Scope, strings.Join(sellers, ", "))
-	}
-	if m := rc.opts.Merchant; m != "" {
-		if accts := rec[m]; account != "" && len(accts) > 0 && !accts[account] {
-			return errorf(http.StatusBadRequest, "this Alipay bill is seller account %s's (#账号), and app_id %s's notifications name seller account %s: not reconciled",
-				account, m, strings.Join(slices.Sorted(maps.Keys(accts)), ", "))
-		}
+	if rc.bill.SellerMerchant == nil {
 		return nil
 	}
-	cands, how := forAccount, "the app_id whose notifications name the bill's seller account "+account
-	if pinned := intersect(forAccount, rc.pins); len(pinned) > 0 {
-		cands = pinned
-	}
-	if len(cands) == 0 && len(rc.pins) > 0 {
-		cands, how = rc.pins, "the app_id the route pins"
-	}
-	if len(cands) == 0 {
-		cands, how = slices.Sorted(maps.Keys(rec)), "the app_id of the notifications recorded"
-	}
-	switch len(cands) {
-	case 1:
-		rc.opts.Merchant = cands[0]
-		rc.note(fmt.Sprintf("app_id %s: %s", cands[0], how))
-		return nil
-	case 0:
+	got, err := rc.bill.SellerMerchant(bill.Sellers{Account: sum.Account, Scope: rc.opts.Scope,
+		Merchant: rc.opts.Merchant, Pins: rc.pins, Recorded: rec})
+	switch {
+	case err != nil:
+		return errorf(http.StatusBadRequest, "%v", err)
+	case got.Untold != nil:
 		// Nothing recorded (the bill is older than the records' ttl):
 		// the orders its rows name, kept for order_ttl, tell (appFromOrders).
-		rc.appUntold = errorf(http.StatusBadRequest, "an Alipay bill names the seller account (%s), not the app_id of the keys, and scope %s neither pins an app_id nor has recorded a notification or kept an order of its rows to tell it from: say which with merchant=<app_id>",
-			orNone(account), rc.opts.Scope)
-		return nil
+		rc.appUntold = errorf(http.StatusBadRequest, "%v", got.Untold)
+	case got.Merchant != "":
+		rc.opts.Merchant = got.Merchant
+		rc.note(got.Note)
 	}
-	return errorf(http.StatusBadRequest, "an Alipay bill names the seller account (%s), not the app_id of the keys, and scope %s has several (%s: %s): say which with merchant=<app_id>",
-		orNone(account), rc.opts.Scope, how, strings.Join(cands, ", "))
+	return nil
 }
 
 // maxOrderLookups bounds the rows whose merchant's order number is
@@ -372,21 +337,4 @@ func (rc *reconciler) noteUnder() {
 	if rc.untold > 0 {
 		rc.note(fmt.Sprintf("%d events of the provider whose record is no longer kept, so whose sub-merchant cannot be told, counted as this bill's", rc.untold))
 	}
-}
-
-func intersect(a, b []string) []string {
-	var out []string
-	for _, x := range a {
-		if slices.Contains(b, x) {
-			out = append(out, x)
-		}
-	}
-	return out
-}
-
-func orNone(s string) string {
-	if s == "" {
-		return "none in its head"
-	}
-	return s
 }

@@ -22,6 +22,12 @@ type Traits struct {
 	// app a bill is for, and refuses another seller's bill. Nil where the
 	// bill names none.
 	Account func(body []byte) string
+	// SellerMerchant, for a bill that names the seller account only
+	// (NamesSeller), tells which merchant of the keys the bill is for
+	// from what the scope recorded (Alipay: which app_id); an error is a
+	// refusal (the wrong seller's bill, or several merchants to choose
+	// from). Nil where the bill names its merchants.
+	SellerMerchant func(s Sellers) (Seller, error)
 	// RefundIsTotal: a refund notification's amount is the trade's
 	// refunded total so far (Alipay's refund_fee), not the refund's own.
 	RefundIsTotal bool
@@ -41,4 +47,29 @@ type Traits struct {
 	// mch_id) rather than the sub-merchant a bill's row is of; nil where
 	// keys name the row's merchant.
 	SubMerchant func(body []byte) string
+}
+
+// Sellers is what reconciliation knows of the merchant a bill that names
+// the seller account only is for.
+type Sellers struct {
+	// Account is the seller account the bill's head names ("" when none).
+	Account string
+	// Scope is the scope reconciled.
+	Scope string
+	// Merchant is the merchant the caller named (merchant=), "" for none.
+	Merchant string
+	// Pins are the merchants the scope's route pins.
+	Pins []string
+	// Recorded are the merchants the scope's records name, each with the
+	// seller accounts their notifications name (Traits.Account).
+	Recorded map[string]map[string]bool
+}
+
+// Seller is SellerMerchant's answer: the merchant told and a note saying
+// how, for the report (both "" when the caller named it); or, when
+// nothing recorded tells, Untold, the refusal to give unless the orders
+// the bill's rows name tell the merchant.
+type Seller struct {
+	Merchant, Note string
+	Untold         error
 }

@@ -73,7 +73,7 @@ type tradeBill struct {
 // days, a bill that names the seller account rather than the app, and
 // refund notifications that carry the refunded total.
 var Bill = &bill.Traits{Format: billFormat, Zone: keying.Beijing, NamesSeller: true, RefundIsTotal: true,
-	Account: billAccount}
+	Account: billAccount, SellerMerchant: sellerMerchant}
 
 // billFormat is the 业务明细 (detail) CSV of Alipay's trade bill. The
 // download is a zip of two files: a zip archive is refused saying which to

@@ -1,0 +1,50 @@
+package platforms
+
+import (
+	"testing"
+
+	"github.com/caddyserver/caddy/v2"
+
+	"github.com/idemgate/idemgate/platforms/guest"
+)
+
+// TestEachPlatformAModule: every platform is a Caddy guest module in the
+// handler's platforms namespace, its ID the name a route writes after
+// `platform`, describing itself with the registry's preset; those with a
+// bill, a test signer, a re-signer or merchant pinning say so by the
+// power's interface.
+func TestEachPlatformAModule(t *testing.T) {
+	mods := caddy.GetModules(guest.Namespace)
+	if len(mods) < 7 {
+		t.Fatalf("%d modules in %s, want the seven platforms: %v", len(mods), guest.Namespace, mods)
+	}
+	for _, name := range Names() {
+		info, err := caddy.GetModule(string(guest.ID(name)))
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		m, ok := info.New().(guest.Module)
+		if !ok {
+			t.Errorf("%s: module %T is no guest.Module", name, info.New())
+			continue
+		}
+		if m.Preset() != Lookup(name) {
+			t.Errorf("%s: the module's preset is not the registry's", name)
+		}
+		_, billed := m.(guest.Biller)
+		if want := BillOf(name) != nil; billed != want {
+			t.Errorf("%s: Biller %v, the registry says bill %v", name, billed, want)
+		}
+		p := m.Preset()
+		if s, ok := m.(guest.Signer); ok != (p.Sender != nil) || ok && s.Sender() != p.Sender {
+			t.Errorf("%s: Signer %v, the preset has a sender %v", name, ok, p.Sender != nil)
+		}
+		if _, ok := m.(guest.Resigner); ok != (p.Resign != nil) {
+			t.Errorf("%s: Resigner %v, the preset re-signs %v", name, ok, p.Resign != nil)
+		}
+		if _, ok := m.(guest.Pinner); ok != (p.Pins != "") {
+			t.Errorf("%s: Pinner %v, the preset pins %q", name, ok, p.Pins)
+		}
+	}
+}
