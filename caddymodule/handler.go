@@ -112,6 +112,9 @@ type Handler struct {
 	// as JSON to an operations endpoint, off the request path.
 	Alert *AlertConfig `json:"alert,omitempty"`
 
+	// CatchUp asks the platform for payments that never arrived (catchup.go).
+	CatchUp *CatchUpConfig `json:"catch_up,omitempty"`
+
 	// Success overrides the platform's success rule.
 	Success *SuccessRule `json:"success,omitempty"`
 
@@ -287,6 +290,9 @@ func (h *Handler) Provision(ctx caddy.Context) (err error) {
 	h.warned = newCopyWarnings()
 	h.provisionGate()
 	h.reg = h.registryRoute()
+	if err := h.provisionCatchUp(repl); err != nil {
+		return err
+	}
 	h.app.AddRoute(h.reg)
 	h.logger.Info("idempotency handler ready", append([]zap.Field{
 		zap.String("platform", h.Platform),
@@ -339,6 +345,7 @@ func (h *Handler) startWatch() {
 	watch, h.run.stopWatch = context.WithCancel(context.Background())
 	h.watchExpiry(watch)
 	h.watchRetries(watch)
+	h.startCatchUp(watch)
 }
 
 // runState is whether a handler started: start sets store and settler
@@ -551,6 +558,7 @@ func (h *Handler) Cleanup() error {
 	// still loaded.
 	if started {
 		h.run.stopWatch()
+		h.stopCatchUp()
 	}
 	if started && h.async() {
 		h.dlv.engine.stop()
