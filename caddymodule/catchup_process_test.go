@@ -1,12 +1,19 @@
 package caddymodule
 
 import (
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/caddymodule/admin"
 	"github.com/idemgate/idemgate/internal/gatewaytest"
 	"github.com/idemgate/idemgate/internal/platformapi"
@@ -113,5 +120,182 @@ func TestCatchUpStripeResend(t *testing.T) {
 	_, metrics := g.adminDo(t, http.MethodGet, "/metrics")
 	if !strings.Contains(metrics, `idemgate_missing_total{`) || !strings.Contains(metrics, `outcome="recovered"`) {
 		t.Fatalf("no idemgate_missing_total recovered in /metrics")
+	}
+}
+
+// queryOrder POSTs /idempotency/query for out_trade_no.
+func queryOrder(t *testing.T, g gateway, platform, scope, outTradeNo string) (int, cache.Missing) {
+	t.Helper()
+	u := "http://" + g.admin + "/idempotency/query?platform=" + platform
+	if scope != "" {
+		u += "&scope=" + scope
+	}
+	resp, err := http.Post(u, "application/json", strings.NewReader(gatewaytest.MustJSON(map[string]string{"out_trade_no": outTradeNo})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var m cache.Missing
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode == http.StatusOK {
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatalf("query answer %s: %v", b, err)
+		}
+	} else {
+		m.Reason = string(b)
+	}
+	return resp.StatusCode, m
+}
+
+// TestCatchUpAlipayQueryRoute: an Alipay route with catch_up and recover
+// query_route /orders/query, the merchant's status-query route written as
+// docs/platforms.md's recipe has it, against a local Alipay stand-in
+// (alipay.trade.query, signed requests and answers). A payment whose
+// notify never came, asked about by the operator, is recovered through
+// the query route: the backend runs it once, and Alipay's late notify is
+// answered from the order, never forwarded. A bad answer signature, a
+// NOT_EXIST, a refused key and an API that is down each change nothing,
+// and the missing entry says why.
+func TestCatchUpAlipayQueryRoute(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real module test")
+	}
+	alipayKey, appKey := platformtest.Keys(t)
+	der, err := x509.MarshalPKCS8PrivateKey(appKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appKeyFile := platformtest.WriteFile(t, "app_private_key.pem", pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}))
+	pubFile := platformtest.WriteFile(t, "alipay_public_key.pem", platformtest.PublicKeyPEM(t, &alipayKey.PublicKey))
+	api := platformapi.NewAlipayAPI(testAlipayAppID, &appKey.PublicKey, alipayKey)
+	srv := httptest.NewServer(api)
+	t.Cleanup(srv.Close)
+	be := newBackend(t)
+	be.setAnswer(func(order string, n int, r *http.Request) (int, string, time.Duration) {
+		if r.URL.Path == "/orders/query" {
+			return 200, "TRADE_SUCCESS", 0
+		}
+		return 200, "success", 0
+	})
+	g := startGateway(t, `
+	handle /notify {
+		idempotency {
+			platform alipay
+			public_key {pub}
+			app_id `+testAlipayAppID+`
+			store memory
+			catch_up {
+				api {api}/gateway.do
+				app_private_key {appkey}
+				every 200ms
+				grace 30s
+				recover query_route /orders/query
+			}
+		}
+		reverse_proxy {backend}
+	}
+	handle /orders/query {
+		idempotency {
+			scope alipay
+			key {idempotency.json.app_id}:{idempotency.json.trade_no}:paid
+			success 200 body TRADE_SUCCESS
+			on_duplicate respond 200 TRADE_SUCCESS
+			store memory
+		}
+		reverse_proxy {backend}
+	}`, "{backend}", be.addr(), "{api}", srv.URL, "{pub}", pubFile, "{appkey}", appKeyFile)
+
+	const trade = "2026120422001400000000000001"
+	api.Put(platformapi.AlipayTrade{OutTradeNo: "o-paid", TradeNo: trade, Status: "TRADE_SUCCESS", TotalAmount: "88.88", PaidAt: time.Now().Add(-time.Hour)})
+	status, m := queryOrder(t, g, "alipay", "", "o-paid")
+	wantKey := "alipay:" + testAlipayAppID + ":" + trade + ":paid"
+	if status != 200 || m.Outcome != "recovered" || m.Action != "query_route" || m.Key != wantKey || m.Amount != "88.88" || m.MerchantRef != "o-paid" {
+		t.Fatalf("query: %d %+v", status, m)
+	}
+	if be.totalHits() != 1 {
+		t.Fatalf("the backend ran %d times", be.totalHits())
+	}
+	// Asked again: the order's paid event ran; nothing is sent.
+	if status, m = queryOrder(t, g, "alipay", "", "o-paid"); status != 200 || m.Outcome != "recovered" || be.totalHits() != 1 {
+		t.Fatalf("second query: %d %+v, backend %d", status, m, be.totalHits())
+	}
+	// Alipay's notify, late: answered from the order, never forwarded.
+	a := platformtest.Alipay{Key: alipayKey}
+	r := gatewaytest.Post(t, g.base+"/notify", "application/x-www-form-urlencoded; charset=utf-8",
+		a.Body(t, platformtest.AlipayNotify(testAlipayAppID, "o-paid", trade, "TRADE_SUCCESS", "88.88")), nil)
+	if r.Status != 200 || strings.TrimSpace(r.Body) != "success" || be.totalHits() != 1 {
+		t.Fatalf("the late notify: %d %q, backend %d", r.Status, r.Body, be.totalHits())
+	}
+
+	// What changes nothing, and says why.
+	for i, c := range []struct {
+		set    func(bool)
+		reason string
+	}{
+		{api.SignBadly, "response failed verification"},
+		{api.AnswerNotExist, "NOT_EXIST"},
+		{api.RefuseKey, "refused"},
+	} {
+		out := "o-bad-" + string(rune('a'+i))
+		api.Put(platformapi.AlipayTrade{OutTradeNo: out, TradeNo: trade[:len(trade)-1] + string(rune('2'+i)), Status: "TRADE_SUCCESS", TotalAmount: "1.00", PaidAt: time.Now()})
+		c.set(true)
+		status, m := queryOrder(t, g, "alipay", "", out)
+		c.set(false)
+		if status != 200 || m.Outcome != "unknown" || !strings.Contains(m.Reason, c.reason) || m.Key != "" || be.totalHits() != 1 {
+			t.Fatalf("%s: %d %+v, backend %d", c.reason, status, m, be.totalHits())
+		}
+	}
+	srv.Close()
+	status, m = queryOrder(t, g, "alipay", "", "o-down")
+	if status != 200 || m.Outcome != "unknown" || !strings.Contains(m.Reason, "down") || be.totalHits() != 1 {
+		t.Fatalf("API down: %d %+v, backend %d", status, m, be.totalHits())
+	}
+	v := missingOf(t, g, "?scope=alipay")
+	if len(v.Missing) != 5 {
+		t.Fatalf("missing list: %+v", v.Missing)
+	}
+}
+
+// TestCatchUpValidate: `idemgate validate` refuses recover resend on a
+// platform with no resend API, a credential whose {env.*} is unset, an
+// unknown subdirective and an Alipay route that pins no single app_id —
+// and a good block validates without one call to the platform's API
+// (validate starts no engine).
+func TestCatchUpValidate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process test (go test -short)")
+	}
+	var calls atomic.Int64
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { calls.Add(1) }))
+	t.Cleanup(api.Close)
+	_, appKey := platformtest.Keys(t)
+	der, _ := x509.MarshalPKCS8PrivateKey(appKey)
+	keyFile := platformtest.WriteFile(t, "app.pem", pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}))
+	pubFile := platformtest.WriteFile(t, "pub.pem", platformtest.PublicKeyPEM(t, &appKey.PublicKey))
+	t.Setenv("CATCHUP_VALIDATE_KEY", "rk_test_validate")
+	site := func(body string) string {
+		return fmt.Sprintf("http://127.0.0.1:%d {\n\thandle /n {\n\t\tidempotency {\n%s\n\t\t\tstore memory\n\t\t}\n\t\trespond 200\n\t}\n}\n", freePort(t), body)
+	}
+	for _, c := range []struct{ name, body, want string }{
+		{"resend on alipay", "platform alipay\npublic_key " + pubFile + "\napp_id 2016091800538339\ncatch_up {\napp_private_key " + keyFile + "\nrecover resend\n}", "alipay has no resend API"},
+		{"unset env", "platform stripe\nsecret " + testStripeSecret + "\ncatch_up {\napi_key {env.CATCHUP_NEVER_SET}\nendpoint we_x\nrecover resend\n}", "CATCHUP_NEVER_SET is not set"},
+		{"unknown", "platform stripe\nsecret " + testStripeSecret + "\ncatch_up {\napi_key k\nfrobnicate yes\nrecover resend\n}", `unknown subdirective`},
+		{"two app_ids", "platform alipay\npublic_key " + pubFile + "\napp_id 2016091800538339 2016091800538340\ncatch_up {\napp_private_key " + keyFile + "\nrecover alert\n}", "exactly one app_id"},
+	} {
+		out, err := validateCaddyfile(t, site(c.body))
+		if err == nil || !strings.Contains(out, c.want) {
+			t.Errorf("%s: validate %v, want %q in:\n%s", c.name, err, c.want, out)
+		}
+	}
+	out, err := validateCaddyfile(t, site("platform stripe\nsecret "+testStripeSecret+"\ncatch_up {\napi "+api.URL+"\napi_key {env.CATCHUP_VALIDATE_KEY}\nendpoint we_x\nevery 10ms\ngrace 1ms\nrecover resend\n}"))
+	if err != nil {
+		t.Fatalf("a good block: %v\n%s", err, out)
+	}
+	if strings.Contains(out, "rk_test_validate") {
+		t.Fatalf("the credential is in validate's output:\n%s", out)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if n := calls.Load(); n != 0 {
+		t.Fatalf("validate called the platform's API %d times", n)
 	}
 }
