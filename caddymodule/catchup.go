@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -275,29 +274,47 @@ func (h *Handler) startCatchUp(watch context.Context) {
 	st.mu.Lock()
 	st.stop, st.done = cancel, make(chan struct{})
 	st.mu.Unlock()
+	route, client := c.QueryRoute, (*http.Client)(nil)
+	if c.Recover == catchup.RecoverQueryRoute && strings.HasPrefix(route, "/") {
+		// A path on this route's own server, whose address is known once
+		// it listens: resolved at each call.
+		route, client = "http://"+ownServerHost+route, &http.Client{Transport: ownServer{h}}
+	}
+	e, err := catchup.New(catchup.Config{Scope: h.scope(), Platform: h.Platform, API: c.api, Store: h.store,
+		Every: time.Duration(c.Every), Grace: time.Duration(c.Grace), Window: time.Duration(c.Window),
+		Recover: c.Recover, QueryRoute: route, Merchant: c.merchant, HTTPClient: client, Observer: catchUpObserver{h}})
+	if err != nil {
+		close(st.done)
+		h.logger.Error("catch_up not started", zap.Error(err))
+		return
+	}
+	st.mu.Lock()
+	st.engine = e
+	st.mu.Unlock()
+	h.logger.Info("catch_up started", zap.String("recover", c.Recover), zap.String("query_route", c.QueryRoute))
 	go func() {
 		defer close(st.done)
-		route := ""
-		if c.Recover == catchup.RecoverQueryRoute {
-			var err error
-			if route, err = h.queryRouteURL(ctx, c.QueryRoute); err != nil {
-				h.logger.Error("catch_up not started", zap.Error(err))
-				return
-			}
-		}
-		e, err := catchup.New(catchup.Config{Scope: h.scope(), Platform: h.Platform, API: c.api, Store: h.store,
-			Every: time.Duration(c.Every), Grace: time.Duration(c.Grace), Window: time.Duration(c.Window),
-			Recover: c.Recover, QueryRoute: route, Merchant: c.merchant, Observer: catchUpObserver{h}})
-		if err != nil {
-			h.logger.Error("catch_up not started", zap.Error(err))
-			return
-		}
-		st.mu.Lock()
-		st.engine = e
-		st.mu.Unlock()
-		h.logger.Info("catch_up started", zap.String("recover", c.Recover), zap.String("query_route", route))
 		e.Run(ctx)
 	}()
+}
+
+// ownServerHost stands for this route's server in the query route's URL
+// until a call resolves it (ownServer).
+const ownServerHost = "idemgate.own-server"
+
+// ownServer sends the query route's calls to this route's own server:
+// http://<its first listener's address><path>, an unspecified address
+// as the loopback.
+type ownServer struct{ h *Handler }
+
+func (o ownServer) RoundTrip(r *http.Request) (*http.Response, error) {
+	addr, ok := o.h.ownListener()
+	if !ok {
+		return nil, errors.New("the route's server does not listen yet")
+	}
+	r = r.Clone(r.Context())
+	r.URL.Host, r.Host = addr, addr
+	return http.DefaultTransport.RoundTrip(r)
 }
 
 // catchUpEngine is the route's running engine, or nil.
@@ -309,27 +326,6 @@ func (h *Handler) catchUpEngine() *catchup.Engine {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	return st.engine
-}
-
-// queryRouteURL is where the engine POSTs the merchant's status-query
-// route: a full URL as written, or a path on this route's own server,
-// http://<its first listener's address><path> (an unspecified address
-// as the loopback). It waits for the server to listen (the http app may
-// start after the route).
-func (h *Handler) queryRouteURL(ctx context.Context, route string) (string, error) {
-	if !strings.HasPrefix(route, "/") {
-		return route, nil
-	}
-	for {
-		if addr, ok := h.ownListener(); ok {
-			return (&url.URL{Scheme: "http", Host: addr}).String() + route, nil
-		}
-		select {
-		case <-ctx.Done():
-			return "", ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
 }
 
 // ownListener is the address of the server that holds this route, or of

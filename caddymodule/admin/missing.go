@@ -116,14 +116,23 @@ func (s *Service) Query(ctx context.Context, platform, scope string, q QueryRequ
 	if q.OutTradeNo == "" && q.TradeNo == "" {
 		return cache.Missing{}, apiError(http.StatusBadRequest, errors.New("name the order: out_trade_no or trade_no"))
 	}
-	rt, ok := s.app.RouteOf(scope)
-	if !ok {
+	// The scope's route with catch_up (a status-query route shares the
+	// scope and has none).
+	var rt *registry.Route
+	for _, r := range s.app.RoutesOf(scope) {
+		if r.Platform == nil || r.Platform.Name() != platform {
+			continue
+		}
+		if rt == nil || r.Query != nil {
+			rt = r
+		}
+	}
+	switch {
+	case len(s.app.RoutesOf(scope)) == 0:
 		return cache.Missing{}, apiError(http.StatusNotFound, fmt.Errorf("no route of scope %q is loaded", scope))
-	}
-	if rt.Platform == nil || rt.Platform.Name() != platform {
-		return cache.Missing{}, apiError(http.StatusBadRequest, fmt.Errorf("scope %q is not a %s route", scope, platform))
-	}
-	if rt.Query == nil {
+	case rt == nil:
+		return cache.Missing{}, apiError(http.StatusBadRequest, fmt.Errorf("scope %q has no %s route", scope, platform))
+	case rt.Query == nil:
 		return cache.Missing{}, apiError(http.StatusConflict, fmt.Errorf("scope %q has no catch_up block: the platform cannot be asked", scope))
 	}
 	m, err := rt.Query(ctx, keying.OrderQuery{OutTradeNo: q.OutTradeNo, TradeNo: q.TradeNo, SubMerchant: strings.TrimSpace(q.SubMchID)})
