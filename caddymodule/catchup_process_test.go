@@ -254,6 +254,18 @@ func TestCatchUpAlipayQueryRoute(t *testing.T) {
 	if len(v.Missing) != 5 {
 		t.Fatalf("missing list: %+v", v.Missing)
 	}
+
+	// The CLI: the list as a table, and an operator's query.
+	out, err := runCLI(t, "missing", "--address", g.admin, "--scope", "alipay")
+	if err != nil || !strings.Contains(out, "OUTCOME") || !strings.Contains(out, "recovered ("+wantKey+")") ||
+		!strings.Contains(out, "response failed verification") || !strings.Contains(out, "88.88") {
+		t.Fatalf("idemgate idempotency missing: %v\n%s", err, out)
+	}
+	// The API is down by now: the answer says so, nothing changes.
+	out, err = runCLI(t, "query", "--address", g.admin, "--platform", "alipay", "o-paid")
+	if err != nil || !strings.Contains(out, "unknown") || !strings.Contains(out, "the platform's API is down") || be.totalHits() != 1 {
+		t.Fatalf("idemgate idempotency query: %v\n%s", err, out)
+	}
 }
 
 // TestCatchUpValidate: `idemgate validate` refuses recover resend on a
