@@ -18,6 +18,7 @@ import (
 	"github.com/idemgate/idemgate/internal/gatewaytest"
 	"github.com/idemgate/idemgate/internal/platformapi"
 	"github.com/idemgate/idemgate/internal/platformtest"
+	"github.com/idemgate/idemgate/internal/redistest"
 )
 
 // missingAlerts are the sink's idempotency.missing events.
@@ -310,4 +311,51 @@ func TestCatchUpValidate(t *testing.T) {
 	if n := calls.Load(); n != 0 {
 		t.Fatalf("validate called the platform's API %d times", n)
 	}
+}
+
+// TestCatchUpFleetAsksOnce: two gateway processes on one real Redis, each
+// with the same catch_up block: the lease in the store lets one of them
+// ask Stripe per period, so the stand-in is listed about once a period,
+// not twice.
+func TestCatchUpFleetAsksOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process test (go test -short)")
+	}
+	rd := redistest.Start(t)
+	const key = "rk_test_51Fleet00000000000wxyz"
+	stand := platformapi.NewStripe(key, "we_fleet", testStripeSecret, "")
+	var lists atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/events" {
+			lists.Add(1)
+		}
+		stand.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	site := `
+	handle /stripe {
+		idempotency {
+			platform stripe
+			secret ` + testStripeSecret + `
+			store redis ` + rd.Addr() + `
+			catch_up {
+				api ` + srv.URL + `
+				api_key ` + key + `
+				endpoint we_fleet
+				every 1s
+				grace 30s
+				recover resend
+			}
+		}
+		respond 200
+	}`
+	startProc(t, t.TempDir(), site)
+	startProc(t, t.TempDir(), site)
+	start := time.Now()
+	time.Sleep(4 * time.Second)
+	periods := int64(time.Since(start)/time.Second) + 1
+	if n := lists.Load(); n < 2 || n > periods+1 {
+		t.Fatalf("two instances listed Stripe's events %d times in %d periods: want about one a period", n, periods)
+	}
+	t.Logf("two instances listed Stripe's events %d times in %d periods", lists.Load(), periods)
 }
