@@ -359,3 +359,68 @@ func TestCatchUpFleetAsksOnce(t *testing.T) {
 	}
 	t.Logf("two instances listed Stripe's events %d times in %d periods", lists.Load(), periods)
 }
+
+// TestCatchUpWechatPayPartner: a WeChat Pay service provider's route
+// (mchid = its sp_mchid) with catch_up, against a local WeChat Pay
+// stand-in: an operator's query of a sub-merchant's order goes to the
+// partner URL with sp_mchid and sub_mchid, signed with the merchant key,
+// and its verified answer (paid) is kept as alert only (recover alert).
+func TestCatchUpWechatPayPartner(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real module test")
+	}
+	const (
+		spMchID = "1230000109"
+		subMch  = "1900000109"
+		serial  = "3775B6A45ACD588826D15E583A95F5DD2C6D9B07"
+		pubID   = "PUB_KEY_ID_0112300001092026031400000000000001"
+	)
+	platformKey, mchKey := platformtest.Keys(t)
+	api := platformapi.NewWechatPayAPI(platformKey, pubID)
+	api.AddMerchant(spMchID, serial, &mchKey.PublicKey)
+	srv := httptest.NewServer(api)
+	t.Cleanup(srv.Close)
+	api.Put(platformapi.WechatPayOrder{SpMchID: spMchID, SubMchID: subMch, OutTradeNo: "O-SP-1", TransactionID: "4200000001202612040000000001",
+		TradeState: "SUCCESS", Total: 2500, SuccessTime: time.Now().Add(-time.Hour)})
+	keyFile := platformtest.WriteFile(t, "apiclient_key.pem", pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(mchKey)}))
+	pubFile := platformtest.WriteFile(t, "pub_key.pem", platformtest.PublicKeyPEM(t, &platformKey.PublicKey))
+	be := newBackend(t)
+	g := startGateway(t, `
+	handle /wx {
+		idempotency {
+			platform wechatpay
+			secret 0123456789abcdef0123456789abcdef
+			public_key {pub}
+			public_key_id `+pubID+`
+			mchid `+spMchID+`
+			store memory
+			catch_up {
+				api {api}
+				merchant_private_key {key}
+				merchant_serial `+serial+`
+				recover alert
+			}
+		}
+		reverse_proxy {backend}
+	}`, "{backend}", be.addr(), "{api}", srv.URL, "{pub}", pubFile, "{key}", keyFile)
+
+	u := "http://" + g.admin + "/idempotency/query?platform=wechatpay"
+	resp, err := http.Post(u, "application/json", strings.NewReader(`{"out_trade_no": "O-SP-1", "sub_mchid": "`+subMch+`"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var m cache.Missing
+	if resp.StatusCode != 200 || json.Unmarshal(b, &m) != nil || m.Outcome != "alert only" || m.Amount != "25.00" ||
+		m.Order != "wechatpay:"+subMch+":4200000001202612040000000001" {
+		t.Fatalf("query: %d %s", resp.StatusCode, b)
+	}
+	want := "/v3/pay/partner/transactions/out-trade-no/O-SP-1?sp_mchid=" + spMchID + "&sub_mchid=" + subMch
+	if paths := api.Paths(); len(paths) != 1 || paths[0] != want {
+		t.Fatalf("the stand-in was asked %q, want %q", paths, want)
+	}
+	if be.totalHits() != 0 {
+		t.Fatalf("recover alert ran the backend %d times", be.totalHits())
+	}
+}
