@@ -118,6 +118,10 @@ func TestCatchUpStripeResend(t *testing.T) {
 	if ev := missingAlerts(sink)[0]; ev.Platform != "stripe" || ev.Details["id"] != "evt_missed" {
 		t.Fatalf("alert %v", ev)
 	}
+	// The config shows what the Caddyfile wrote, never the credential.
+	if _, cfg := g.adminDo(t, http.MethodGet, "/config/"); strings.Contains(cfg, key) || !strings.Contains(cfg, "{env.CATCHUP_STRIPE_KEY}") {
+		t.Fatalf("GET /config shows the credential, or not its placeholder:\n%s", cfg)
+	}
 	_, metrics := g.adminDo(t, http.MethodGet, "/metrics")
 	if !strings.Contains(metrics, `idemgate_missing_total{`) || !strings.Contains(metrics, `outcome="recovered"`) {
 		t.Fatalf("no idemgate_missing_total recovered in /metrics")
