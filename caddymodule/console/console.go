@@ -177,6 +177,7 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 			return c.render(w, http.StatusMethodNotAllowed, v.fail("GET only"))
 		}
 		err = c.searchPage(ctx, r, v)
+		v.CatchUp = c.queryScopes()
 	case "reconcile":
 		if r.Method == http.MethodPost {
 			return c.reconcile(w, r, v)

@@ -99,6 +99,10 @@ func TestConsoleMissing(t *testing.T) {
 	if status != 200 || !strings.Contains(page, `id="order-query"`) || !strings.Contains(page, `name="trade_no" value="`+trade+`"`) {
 		t.Fatalf("order page: %d\n%s", status, page)
 	}
+	_, page = getPage(t, base+"/console/search?q=o-console")
+	if !strings.Contains(page, `class="inline order-query"`) || !strings.Contains(page, `name="trade_no" value="`+trade+`"`) {
+		t.Fatalf("search results without the button:\n%s", page)
+	}
 	v := &consolePage{CatchUp: []queryScope{{"alipay", "alipay"}}}
 	if q := v.OrderQuery("alipay:" + appID + ":" + trade); q == nil || q.TradeNo != trade || q.Platform != "alipay" {
 		t.Fatalf("order button: %+v", q)
