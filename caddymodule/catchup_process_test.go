@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
+
 	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/caddymodule/admin"
 	"github.com/idemgate/idemgate/internal/gatewaytest"
@@ -426,5 +428,52 @@ func TestCatchUpWechatPayPartner(t *testing.T) {
 	}
 	if be.totalHits() != 0 {
 		t.Fatalf("recover alert ran the backend %d times", be.totalHits())
+	}
+}
+
+// TestCatchUpReload: the engine is the config's: after a reload to the
+// same config the route keeps catching up (the new config's engine), and
+// after a reload to a config without catch_up the platform is asked no
+// more (Cleanup stopped the old engine).
+func TestCatchUpReload(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real module test")
+	}
+	const key = "rk_test_51Reload0000000000wxyz"
+	stand := platformapi.NewStripe(key, "we_reload", testStripeSecret, "")
+	var lists atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/events" {
+			lists.Add(1)
+		}
+		stand.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	catchUp := `
+			catch_up {
+				api ` + srv.URL + `
+				api_key ` + key + `
+				endpoint we_reload
+				every 100ms
+				grace 30s
+				recover resend
+			}`
+	port := freePort(t)
+	config := func(block string) string {
+		return fmt.Sprintf("{\n\tadmin off\n\tauto_https off\n\tpersist_config off\n}\nhttp://127.0.0.1:%d {\n\thandle /stripe {\n\t\tidempotency {\n\t\t\tplatform stripe\n\t\t\tsecret %s\n\t\t\tstore memory\n%s\n\t\t}\n\t\trespond 200\n\t}\n}\n",
+			port, testStripeSecret, block)
+	}
+	gatewaytest.LoadCaddyfile(t, config(catchUp))
+	t.Cleanup(func() { caddy.Stop() })
+	gatewaytest.Eventually(t, 5*time.Second, "the engine lists", func() bool { return lists.Load() >= 3 })
+	gatewaytest.LoadCaddyfile(t, config(catchUp))
+	n := lists.Load()
+	gatewaytest.Eventually(t, 5*time.Second, "the reloaded config's engine lists", func() bool { return lists.Load() >= n+3 })
+	gatewaytest.LoadCaddyfile(t, config(""))
+	time.Sleep(300 * time.Millisecond) // a pass under way ends
+	n = lists.Load()
+	time.Sleep(time.Second)
+	if m := lists.Load(); m != n {
+		t.Fatalf("after a reload without catch_up the platform was listed %d more times", m-n)
 	}
 }
