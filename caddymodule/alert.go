@@ -34,8 +34,8 @@ type AlertConfig struct {
 }
 
 var (
-	alertEventNames   = []string{"failed", "last_retry", "dead", "ambiguous", "conflict", "lost_claim", "reconcile"}
-	alertDefaultEvent = []string{"failed", "last_retry", "dead", "ambiguous", "conflict", "reconcile"}
+	alertEventNames   = []string{"failed", "last_retry", "dead", "ambiguous", "conflict", "lost_claim", "reconcile", "missing"}
+	alertDefaultEvent = []string{"failed", "last_retry", "dead", "ambiguous", "conflict", "reconcile", "missing"}
 )
 
 const (

@@ -149,6 +149,10 @@ func (h *Handler) unmarshalSubdirective(d *caddyfile.Dispenser, name string, pen
 		var err error
 		h.Alert, err = parseAlert(d)
 		return err
+	case "catch_up":
+		var err error
+		h.CatchUp, err = parseCatchUp(d)
+		return err
 	case "success":
 		var err error
 		h.Success, err = parseSuccess(d)

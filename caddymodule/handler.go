@@ -122,6 +122,9 @@ type Handler struct {
 	// as JSON to an operations endpoint, off the request path.
 	Alert *AlertConfig `json:"alert,omitempty"`
 
+	// CatchUp asks the platform for payments that never arrived (catchup.go).
+	CatchUp *CatchUpConfig `json:"catch_up,omitempty"`
+
 	// Success overrides the platform's success rule.
 	Success *SuccessRule `json:"success,omitempty"`
 
@@ -280,6 +283,9 @@ func (h *Handler) Provision(ctx caddy.Context) (err error) {
 	h.warned = newCopyWarnings()
 	h.provisionGate()
 	h.reg = h.registryRoute()
+	if err := provisionCatchUp(h, repl); err != nil {
+		return err
+	}
 	h.app.AddRoute(h.reg)
 	h.logger.Info("idempotency handler ready", append([]zap.Field{
 		zap.String("platform", h.Platform),
@@ -332,6 +338,7 @@ func (h *Handler) startWatch() {
 	watch, h.run.stopWatch = context.WithCancel(context.Background())
 	h.keys.watch(watch, h.opts.expiryCheckEvery(), h.opts.now)
 	h.retries.watch(watch, h.store, h.opts.retryScanEvery())
+	startCatchUp(h, watch)
 }
 
 // runState is whether a handler started: start sets store and settler
@@ -427,10 +434,10 @@ func (h *Handler) loadPlatform(ctx caddy.Context) error {
 	return nil
 }
 
-// provisionPlatform has the platform module read its secrets and build
-// the route's check.
-func (h *Handler) provisionPlatform(repl *caddy.Replacer) error {
-	route := guest.Route{
+// guestRoute is what h gives its platform module: the route's settings
+// every platform shares and its readers of secrets and files.
+func guestRoute(h *Handler, repl *caddy.Replacer) guest.Route {
+	return guest.Route{
 		NoVerify:  h.VerifyOff,
 		Tolerance: time.Duration(h.Tolerance),
 		Secret:    func(field, tmpl string) (string, error) { return resolveSecret(repl, field, tmpl) },
@@ -438,6 +445,12 @@ func (h *Handler) provisionPlatform(repl *caddy.Replacer) error {
 		PEM:       func(field, tmpl string) ([]byte, error) { return readPEM(repl, field, tmpl) },
 		Remember:  rememberIn(h),
 	}
+}
+
+// provisionPlatform has the platform module read its secrets and build
+// the route's check.
+func (h *Handler) provisionPlatform(repl *caddy.Replacer) error {
+	route := guestRoute(h, repl)
 	h.bodyKeyed = h.preset().KeyRequired && keyReadsBody(h.Key)
 	p, err := h.mod.Build(route)
 	if err != nil {
@@ -557,6 +570,7 @@ func (h *Handler) Cleanup() error {
 	// still loaded.
 	if started {
 		h.run.stopWatch()
+		stopCatchUp(h)
 	}
 	if started && h.async() {
 		h.dlv.engine.stop()

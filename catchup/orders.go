@@ -29,6 +29,9 @@ type candidate struct {
 	// key is the record that made it a candidate; since when it came.
 	key   string
 	since time.Time
+	// sub is a service provider's sub-merchant (WeChat Pay's sub_mchid):
+	// the query goes to the partner URL.
+	sub string
 }
 
 // orderPass is a pass on an OrderQuerier platform: the candidates past
@@ -71,8 +74,8 @@ func (e *Engine) candidates(ctx context.Context, now time.Time) ([]candidate, er
 					continue
 				}
 				seen[order] = true
-				_, _, id := cache.OrderParts(order)
-				out = append(out, candidate{order: order, id: id, key: r.Key, since: r.FirstSeen})
+				_, merchant, id := cache.OrderParts(order)
+				out = append(out, candidate{order: order, id: id, key: r.Key, since: r.FirstSeen, sub: e.sub(merchant)})
 			}
 			if p.Next == "" {
 				break
@@ -91,7 +94,8 @@ func (e *Engine) candidates(ctx context.Context, now time.Time) ([]candidate, er
 			continue
 		}
 		seen[m.Order] = true
-		out = append(out, candidate{order: m.Order, id: m.ID, outTradeNo: m.MerchantRef, since: m.Found})
+		_, merchant, _ := cache.OrderParts(m.Order)
+		out = append(out, candidate{order: m.Order, id: m.ID, outTradeNo: m.MerchantRef, since: m.Found, sub: e.sub(merchant)})
 	}
 	return out, nil
 }
@@ -121,7 +125,17 @@ func (e *Engine) Query(ctx context.Context, q keying.OrderQuery) (cache.Missing,
 	if q.TradeNo == "" && q.OutTradeNo == "" {
 		return cache.Missing{}, errors.New("catchup: name the order by out_trade_no or trade_no")
 	}
-	return e.order(ctx, e.cfg.Now(), candidate{id: q.TradeNo, outTradeNo: q.OutTradeNo, since: e.cfg.Now()}, true)
+	return e.order(ctx, e.cfg.Now(), candidate{id: q.TradeNo, outTradeNo: q.OutTradeNo, since: e.cfg.Now(), sub: q.SubMerchant}, true)
+}
+
+// sub is the sub-merchant an order's merchant is, for a WeChat Pay
+// service provider (Config.Merchant its sp_mchid): any other merchant
+// than the provider's own; "" otherwise.
+func (e *Engine) sub(merchant string) string {
+	if e.cfg.Platform != "wechatpay" || e.cfg.Merchant == "" || merchant == e.cfg.Merchant {
+		return ""
+	}
+	return merchant
 }
 
 // order queries one candidate (asked: the operator's, at once) and keeps
@@ -154,7 +168,7 @@ func (e *Engine) order(ctx context.Context, now time.Time, c candidate, asked bo
 	var ans keying.TradeAnswer
 	qerr := e.call(ctx, func(ctx context.Context) error {
 		var err error
-		ans, err = e.querier.Query(ctx, keying.OrderQuery{OutTradeNo: c.outTradeNo, TradeNo: c.id})
+		ans, err = e.querier.Query(ctx, keying.OrderQuery{OutTradeNo: c.outTradeNo, TradeNo: c.id, SubMerchant: c.sub})
 		return err
 	})
 	if errors.Is(qerr, ErrCapped) {

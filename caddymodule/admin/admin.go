@@ -102,6 +102,8 @@ func (a *AdminAPI) routeTable() []struct {
 		{"POST /idempotency/reconcile", a.reconcile},
 		{"GET /idempotency/search", a.search},
 		{"GET /idempotency/refused", a.refused},
+		{"GET /idempotency/missing", a.missing},
+		{"POST /idempotency/query", a.query},
 		{"GET /idempotency/deliveries", a.listDeliveries},
 		{"POST /idempotency/deliveries/{scope}/pause", a.pauseDeliveries},
 		{"POST /idempotency/deliveries/{scope}/resume", a.resumeDeliveries},

@@ -90,6 +90,13 @@ Talks to the running gateway's admin API (/idempotency/ routes).
                                            claim (bad signature, empty key,
                                            too large, conflict), newest first
 
+  idempotency missing [--scope S] [--since 1h|<RFC 3339>]
+                                           payments the platform holds that
+                                           no notification brought (catch_up)
+  idempotency query --platform <p> [--scope S] <out_trade_no>
+                                           ask the platform about one order
+                                           now; recover it if paid
+
   idempotency send --platform <p> --url <url> [--id <id>]
                                            sign and send a test notification
                                            as the platform does
@@ -112,6 +119,7 @@ Keys are passed as they are; quote them for the shell.
 			cmd.AddCommand(reconcileCommand())
 			cmd.AddCommand(searchCommand())
 			cmd.AddCommand(refusedCommand())
+			cmd.AddCommand(missingCommand(), queryCommand())
 			makeInert(cmd)
 		},
 	}

@@ -161,6 +161,7 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 			return c.render(w, http.StatusMethodNotAllowed, v.fail("GET only"))
 		}
 		err = c.orderPage(ctx, r, v)
+		v.CatchUp = c.queryScopes()
 	case "purge":
 		if r.Method == http.MethodPost {
 			return c.act(ctx, w, r, v, c.purge)
@@ -176,6 +177,7 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 			return c.render(w, http.StatusMethodNotAllowed, v.fail("GET only"))
 		}
 		err = c.searchPage(ctx, r, v)
+		v.CatchUp = c.queryScopes()
 	case "reconcile":
 		if r.Method == http.MethodPost {
 			return c.reconcile(w, r, v)
@@ -191,6 +193,16 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 			return c.render(w, http.StatusMethodNotAllowed, v.fail("GET only"))
 		}
 		err = c.refusedPage(ctx, r, v)
+	case "missing":
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			return c.render(w, http.StatusMethodNotAllowed, v.fail("GET only"))
+		}
+		err = c.missingPage(ctx, r, v)
+	case "query":
+		if r.Method != http.MethodPost {
+			return c.render(w, http.StatusMethodNotAllowed, v.fail("query is a POST from the missing or an order's page"))
+		}
+		return c.act(ctx, w, r, v, c.query)
 	case "deliveries":
 		if r.Method != http.MethodPost {
 			return c.render(w, http.StatusMethodNotAllowed, v.fail("pause and resume are POSTs from the overview"))
@@ -223,7 +235,7 @@ func consolePaths(r *http.Request) (base, page string) {
 		dir, last = p[:i+1], p[i+1:]
 	}
 	switch last {
-	case "key", "order", "purge", "redeliver", "redeliver-all", "deliveries", "reconcile", "refused", "search":
+	case "key", "order", "purge", "redeliver", "redeliver-all", "deliveries", "reconcile", "refused", "search", "missing", "query":
 		base, page = dir, last
 	case "":
 		base = dir

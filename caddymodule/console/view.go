@@ -84,6 +84,11 @@ type consolePage struct {
 
 	// The refused notifications' page.
 	Refused *refusedView
+
+	// The missing page (missing.go); CatchUp: the scopes an order's page
+	// offers "Query the platform" for.
+	Missing *missingView
+	CatchUp []queryScope
 }
 
 func (v *consolePage) fail(msg string) *consolePage {

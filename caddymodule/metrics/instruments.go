@@ -45,6 +45,7 @@ type Metrics struct {
 	storeErrors     metric.Int64Counter
 	verified        metric.Int64Counter
 	delivery        deliveryInstruments // deliver async (delivery.go)
+	missing         metric.Int64Counter // catch_up (missing.go)
 
 	// labels holds the pre-built options of every label combination seen
 	// so far: the hot path does an atomic load and a map lookup, and
@@ -133,6 +134,9 @@ func newMetrics(provider metric.MeterProvider) (*Metrics, error) {
 	}
 	if m.verified, err = meter.Int64Counter(Verified,
 		metric.WithDescription("Notifications whose signature verified, by the key that verified them (a configured key's id, \"fetched\" for a certificate fetched at run time, \"secret\" for a shared secret).")); err != nil {
+		return nil, err
+	}
+	if m.missing, err = newMissing(meter); err != nil {
 		return nil, err
 	}
 	if err = m.delivery.init(meter); err != nil {

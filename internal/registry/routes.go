@@ -64,6 +64,9 @@ type Route struct {
 	// finds an answered record whose order lacks its event writes it
 	// back with it (cache.OrderRepairer). Nil: the route keeps no order.
 	OrderRun func(key string, n *keying.Notification) *cache.OrderRun
+	// Query asks the platform about one order now (catch_up's engine); nil
+	// where the route has no catch_up.
+	Query func(ctx context.Context, q keying.OrderQuery) (cache.Missing, error)
 }
 
 // Answer is what a redelivery was answered: by the backend, or by the

@@ -1,6 +1,8 @@
 package alipay
 
 import (
+	"errors"
+	"fmt"
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
@@ -97,3 +99,31 @@ var (
 	_ guest.Reader        = (*Module)(nil)
 	_ guest.Pinner        = (*Module)(nil)
 )
+
+// Resends: Alipay has no resend; it answers alipay.trade.query by order.
+func (*Module) Resends() bool { return false }
+
+// ReadAPIConfig reads catch_up's app_private_key (the application's
+// private key, a PEM file); the app is the route's one app_id, and
+// Alipay's answers are verified with the route's public_key.
+func (m *Module) ReadAPIConfig(r guest.Route, creds map[string]string, cfg *keying.APIConfig) error {
+	if err := guest.UnknownCredential("alipay", creds, "app_private_key"); err != nil {
+		return err
+	}
+	if len(m.AppIDs) != 1 {
+		return fmt.Errorf("catch_up: alipay asks for one app: the route must pin exactly one app_id (it pins %d)", len(m.AppIDs))
+	}
+	cfg.Merchant = r.Resolve(m.AppIDs[0])
+	if creds["app_private_key"] == "" {
+		return errors.New("catch_up: alipay needs app_private_key <pem file> (the application's private key)")
+	}
+	var err error
+	if cfg.Key, err = r.PEM("catch_up: app_private_key", creds["app_private_key"]); err != nil {
+		return err
+	}
+	if m.PublicKey == "" {
+		return errors.New("catch_up: alipay needs the route's public_key (Alipay's), to verify its answers")
+	}
+	cfg.PlatformKey, err = r.PEM("public_key", m.PublicKey)
+	return err
+}

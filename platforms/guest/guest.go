@@ -14,6 +14,9 @@ package guest
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -106,6 +109,34 @@ type Signer interface {
 // notification never arrived.
 type Reader interface {
 	ReadAPI() keying.ReadAPI
+}
+
+// CatchUpper is a platform whose read API a route's `catch_up` block
+// configures. The block's credential subdirectives (api_key,
+// app_private_key, …) are the platform's own: it reads them, with its own
+// settings (the route's app_id, public_key, webhook_id, …), into the read
+// API's config, so the handler names no platform.
+type CatchUpper interface {
+	// ReadAPIConfig fills cfg's credentials and merchant from creds (the
+	// block's other subdirectives, by name, as written: templates the
+	// route's Secret, Resolve and PEM read) and the module's settings. An
+	// unknown name is an error naming the ones the platform takes. Called
+	// after Build.
+	ReadAPIConfig(r Route, creds map[string]string, cfg *keying.APIConfig) error
+	// Resends: the platform's API resends an event (`recover resend`);
+	// otherwise it answers by order (`recover query_route`).
+	Resends() bool
+}
+
+// UnknownCredential is the error of a catch_up credential a platform does
+// not take.
+func UnknownCredential(platform string, creds map[string]string, takes ...string) error {
+	for name := range creds {
+		if !slices.Contains(takes, name) {
+			return fmt.Errorf("catch_up: unknown subdirective %q for %s (want api, every, grace, window, recover, %s)", name, platform, strings.Join(takes, ", "))
+		}
+	}
+	return nil
 }
 
 // ID is the module ID of the platform named name.

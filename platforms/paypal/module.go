@@ -1,6 +1,7 @@
 package paypal
 
 import (
+	"errors"
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
@@ -77,3 +78,30 @@ var (
 	_ guest.Signer        = (*Module)(nil)
 	_ guest.Reader        = (*Module)(nil)
 )
+
+// Resends: PayPal resends a webhook event to the route's webhook.
+func (*Module) Resends() bool { return true }
+
+// ReadAPIConfig reads catch_up's client_id and secret (the REST app's);
+// a resend goes to the route's webhook_id.
+func (m *Module) ReadAPIConfig(r guest.Route, creds map[string]string, cfg *keying.APIConfig) error {
+	if err := guest.UnknownCredential("paypal", creds, "client_id", "secret"); err != nil {
+		return err
+	}
+	id, err := r.Secret("catch_up: client_id", creds["client_id"])
+	if err != nil {
+		return err
+	}
+	secret, err := r.Secret("catch_up: secret", creds["secret"])
+	if err != nil {
+		return err
+	}
+	if id == "" || secret == "" {
+		return errors.New("catch_up: paypal needs client_id and secret (the REST app's)")
+	}
+	if cfg.Merchant, err = r.Secret("webhook_id", m.WebhookID); err != nil {
+		return err
+	}
+	cfg.Key = []byte(id + ":" + secret)
+	return nil
+}

@@ -1,6 +1,7 @@
 package stripe
 
 import (
+	"errors"
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
@@ -80,3 +81,26 @@ var (
 	_ guest.Resigner      = (*Module)(nil)
 	_ guest.SecretHolder  = (*Module)(nil)
 )
+
+// Resends: Stripe resends an event to a webhook endpoint.
+func (*Module) Resends() bool { return true }
+
+// ReadAPIConfig reads catch_up's api_key (a restricted key with Events:
+// Read, and Write for resend) and endpoint (we_…, where a resend goes).
+func (*Module) ReadAPIConfig(r guest.Route, creds map[string]string, cfg *keying.APIConfig) error {
+	if err := guest.UnknownCredential("stripe", creds, "api_key", "endpoint"); err != nil {
+		return err
+	}
+	key, err := r.Secret("catch_up: api_key", creds["api_key"])
+	if err != nil {
+		return err
+	}
+	if key == "" {
+		return errors.New("catch_up: stripe needs api_key (a restricted key with Events: Read, and Write for resend)")
+	}
+	if cfg.Merchant, err = r.Secret("catch_up: endpoint", creds["endpoint"]); err != nil {
+		return err
+	}
+	cfg.Key = []byte(key)
+	return nil
+}

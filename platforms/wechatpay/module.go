@@ -1,6 +1,8 @@
 package wechatpay
 
 import (
+	"errors"
+	"fmt"
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
@@ -113,3 +115,42 @@ var (
 	_ guest.Pinner        = (*Module)(nil)
 	_ guest.SecretHolder  = (*Module)(nil)
 )
+
+// Resends: WeChat Pay has no resend; it answers its order query.
+func (*Module) Resends() bool { return false }
+
+// ReadAPIConfig reads catch_up's merchant_private_key (a PEM file) and
+// merchant_serial; the merchant is the route's one mchid, and WeChat Pay's
+// answers are verified with the route's public_key and public_key_id, or
+// its first certificate.
+func (m *Module) ReadAPIConfig(r guest.Route, creds map[string]string, cfg *keying.APIConfig) error {
+	if err := guest.UnknownCredential("wechatpay", creds, "merchant_private_key", "merchant_serial"); err != nil {
+		return err
+	}
+	if len(m.MchIDs) != 1 {
+		return fmt.Errorf("catch_up: wechatpay asks for one merchant: the route must pin exactly one mchid (it pins %d)", len(m.MchIDs))
+	}
+	cfg.Merchant = r.Resolve(m.MchIDs[0])
+	if creds["merchant_private_key"] == "" || creds["merchant_serial"] == "" {
+		return errors.New("catch_up: wechatpay needs merchant_private_key <pem file> and merchant_serial <serial>")
+	}
+	var err error
+	if cfg.Key, err = r.PEM("catch_up: merchant_private_key", creds["merchant_private_key"]); err != nil {
+		return err
+	}
+	if cfg.KeyID, err = r.Secret("catch_up: merchant_serial", creds["merchant_serial"]); err != nil {
+		return err
+	}
+	switch {
+	case m.PublicKey != "":
+		if cfg.PlatformKey, err = r.PEM("public_key", m.PublicKey); err != nil {
+			return err
+		}
+		cfg.PlatformKeyID, err = r.Secret("public_key_id", m.PublicKeyID)
+		return err
+	case len(m.Certificates) > 0:
+		cfg.PlatformKey, err = r.PEM("certificate", m.Certificates[0])
+		return err
+	}
+	return errors.New("catch_up: wechatpay needs the route's public_key and public_key_id, or certificate, to verify its answers")
+}
