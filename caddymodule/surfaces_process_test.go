@@ -239,9 +239,14 @@ func TestAsyncStateListedOnAnotherInstance(t *testing.T) {
 	})
 	b, adminB, _ := startProcAdmin(t, site)
 	awaitQueue(t, adminB)
-	rec = adminapi.RecordView{}
-	getJSON(adminB, keyURI("two:l-1"), &rec)
+	// A's engine knew of the attempt before the store had it: B reads the
+	// store, so it may take a moment to see it.
 	var page adminapi.PageView
+	eventually(t, 10*time.Second, "the other instance reading the key retrying", func() bool {
+		rec, page = adminapi.RecordView{}, adminapi.PageView{}
+		getJSON(adminB, keyURI("two:l-1"), &rec)
+		return rec.State == "retrying"
+	})
 	getJSON(adminB, "/idempotency/keys?state=in_flight", &page)
 	if rec.State != "retrying" || len(page.Keys) != 1 || page.Keys[0].State != rec.State {
 		t.Errorf("on the other instance: key page %q, in-flight list %+v; want both retrying", rec.State, page.Keys)
