@@ -4,11 +4,117 @@
 //	xcaddy build --with github.com/idemgate/idemgate
 //
 // It brings the `idempotency` HTTP handler and directive
-// (http.handlers.idempotency, package caddymodule), the operator's console
-// (http.handlers.idempotency_console and its directive, caddymodule/console),
-// the admin API (admin.api.idempotency, caddymodule/admin) and the
-// `idemgate idempotency …` CLI (caddymodule/command). caddymodule's package
-// doc is the map of the whole project.
+// (http.handlers.idempotency, package caddymodule), the platforms as its
+// guest modules (http.handlers.idempotency.platforms.*), the app that
+// holds a config's shared state (idempotency, caddymodule/app), the
+// operator's console (http.handlers.idempotency_console,
+// caddymodule/console), the admin API (admin.api.idempotency,
+// caddymodule/admin) and the `idemgate idempotency …` CLI
+// (caddymodule/command).
+//
+// # The map of the project
+//
+// This is the one map (docs/development.md points here). Which package
+// owns what, and where a change of each kind goes:
+//
+//	idemgate (module root)   this package: blank-imports every module
+//	                         package, so one --with brings all of it; Version
+//	cmd/idemgate             main: Caddy's standard modules + the module root
+//	gate                     the request path: parse, verify, claim, then
+//	                         forward, replay, wait or refuse, then settle;
+//	                         no Caddy
+//	caddymodule              the `idempotency` handler around the gate and
+//	                         its directive: templates, writing the gate's
+//	                         outcome, the call to the next handler, and
+//	                         where each feature attaches (its doc: by file)
+//	caddymodule/app          the idempotency app (Caddy's App, ctx.App):
+//	                         what the operator surfaces share with the
+//	                         handlers while a config runs (routes by scope,
+//	                         stores, delivery engines, the chart's counts,
+//	                         the clock)
+//	caddymodule/admin        admin.api.idempotency: one route table over a
+//	                         Service (keys, journal, redelivery, deliveries,
+//	                         reconciliation, missing payments) that the
+//	                         console calls in process
+//	caddymodule/console      http.handlers.idempotency_console: the
+//	                         operator's pages and their embedded templates
+//	caddymodule/command      `idemgate idempotency …`: the CLI, a client of
+//	                         the admin API over HTTP (and `send`, `keygen`)
+//	caddymodule/metrics      the Prometheus metrics on Caddy's /metrics
+//	caddymodule/redeliver    recovery: a journaled notification sent into
+//	                         the handler that took it, re-signed where the
+//	                         route can
+//	delivery                 `deliver async`: the receipt (the gate's Queue)
+//	                         and the engine that delivers the store's queue
+//	                         to the backend; attached through its Route and
+//	                         Observer; no Caddy
+//	journal                  what a key's record keeps of a notification and
+//	                         of each attempt; no Caddy
+//	orders                   one business outcome, once: what a key's order
+//	                         remembers, whether a duplicate gets its answer
+//	                         or the platform's ack, order_ttl, an order's
+//	                         page; no Caddy
+//	reconcile                reconciliation (对账): a platform's bill
+//	                         against what ran; no Caddy
+//	catchup                  missing notifications (补单): one engine per
+//	                         route with catch_up, off the request path,
+//	                         asks the platform's read API under a store
+//	                         lease and a per-minute cap; no Caddy
+//	keying                   what every platform shares: Request,
+//	                         Notification, Fields, Money, the Platform
+//	                         interface, the Preset, the read API's
+//	                         vocabulary; no Caddy; keying/bill is what every
+//	                         bill shares
+//	platforms                the one list of platforms (built in, and guest
+//	                         modules built in from elsewhere)
+//	platforms/guest          what a platform module is to the handler, and
+//	                         its optional powers (bill, re-signer, signer,
+//	                         read API, catch_up credentials, pinning), asked
+//	                         by type assertion
+//	platforms/<name>         one folder per platform (alipay, wechatpay,
+//	                         wechatpayv2, stripe, paypal, standardwebhooks,
+//	                         generic), a Caddy guest module with its own
+//	                         settings: signature check, default key and
+//	                         business events, success rule, ack, retry
+//	                         schedule, money, re-signer, bill parser, read
+//	                         API client, test signer for send and keygen
+//	store                    the stores (embedded bbolt, memory, Redis):
+//	                         claim, complete, release, renew, journal,
+//	                         queue, order state and its indexes, leases,
+//	                         the refused and missing lists; no Caddy
+//	internal/cfparse         the Caddyfile readers the directives share
+//	internal/signer          signs notifications as each platform does (the
+//	                         platforms' test signers build on it)
+//	internal/gatewaytest,    test support, linked into no binary: an
+//	internal/platformtest,   in-process gateway and a counting backend, the
+//	internal/platformapi,    platforms' signers, local stand-ins of the
+//	internal/redistest,      platforms' APIs, real redis-server processes
+//	internal/faultystore,    (Sentinel, Cluster, faults), a fault-injecting
+//	internal/billtest,       store wrapper, the platforms' bills and their
+//	internal/billcheck,      parsers' test runners, backends that verify
+//	internal/sdkbackend,     with the platforms' SDKs, the fast loop's
+//	internal/testenv         `Slow`
+//	internal/loadfloor       the floor under a first copy (scripts/load.sh)
+//	examples/                runnable Caddyfiles, the stand-in legacy
+//	                         backend, the demo, the catch-up example,
+//	                         monitoring assets
+//	scripts/                 load.sh, ablate.sh, nginxgate.sh, fuzz.sh
+//
+// The arrows point one way: command talks to admin over HTTP (and reads its
+// view types); console → admin → app ← caddymodule; admin, console →
+// reconcile; caddymodule → catchup, delivery, orders, journal → store;
+// everything uses platforms and keying; store, keying and gate import no
+// Caddy.
+//
+// Where a change goes: a platform's rules, settings or API client is its
+// folder under platforms/ (a new platform: a new folder and one line in
+// platforms/platforms.go, or a module of its own built in with xcaddy); a
+// store's semantics or a Redis script is store; what the gateway does in
+// a situation is gate, how the answer is written (and recorded)
+// caddymodule; a new admin route is caddymodule/admin's route table and
+// Service, shown in the console and wrapped by a CLI subcommand; state an
+// operator surface needs from a running route goes through the config's
+// app (caddymodule/app).
 package idemgate
 
 import (

@@ -5,11 +5,11 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
-	"github.com/idemgate/idemgate/internal/registry"
+	"github.com/idemgate/idemgate/caddymodule/app"
 )
 
 // The config's state (routes, engines, stores, counts) lives in its
-// idempotency app (registry.App), which also starts the handlers when the
+// idempotency app (app.App), which also starts the handlers when the
 // config runs: a handler joins it at Provision, and leaves its route at
 // Cleanup.
 
@@ -17,21 +17,21 @@ import (
 // first use; for a context made without a config (caddy.NewContext in a
 // unit test), an app of the handler's own, which nothing starts: the
 // handler then starts on its first request.
-func configApp(ctx caddy.Context) (app *registry.App) {
+func configApp(ctx caddy.Context) (a *app.App) {
 	defer func() {
 		// ctx.App dereferences the config, which such a context lacks.
 		if recover() != nil {
-			app = registry.New()
+			a = app.New()
 		}
 	}()
 	v, err := ctx.App("idempotency")
 	if err != nil {
-		return registry.New()
+		return app.New()
 	}
-	return v.(*registry.App)
+	return v.(*app.App)
 }
 
-// Start starts the handler when its config runs (registry.Member). A
+// Start starts the handler when its config runs (app.Member). A
 // handler that cannot start (its store does not open) fails the config,
 // as a failed Provision did.
 func (h *Handler) Start() error {
@@ -53,4 +53,4 @@ func (h *Handler) siblings() []*Handler {
 }
 
 // Interface guards
-var _ registry.Member = (*Handler)(nil)
+var _ app.Member = (*Handler)(nil)

@@ -15,11 +15,11 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
-	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/catchup"
 	"github.com/idemgate/idemgate/internal/cfparse"
 	"github.com/idemgate/idemgate/keying"
 	"github.com/idemgate/idemgate/platforms/guest"
+	"github.com/idemgate/idemgate/store"
 )
 
 // CatchUpConfig is a route's `catch_up` block (补单, "Missing
@@ -168,7 +168,7 @@ func provisionCatchUp(h *Handler, repl *caddy.Replacer) error {
 	}
 	c.api, c.merchant = api, cfg.Merchant
 	if h.reg != nil {
-		h.reg.Query = func(ctx context.Context, q keying.OrderQuery) (cache.Missing, error) { return catchUpQuery(ctx, h, q) }
+		h.reg.Query = func(ctx context.Context, q keying.OrderQuery) (store.Missing, error) { return catchUpQuery(ctx, h, q) }
 	}
 	return nil
 }
@@ -324,7 +324,7 @@ func (o catchUpObserver) Counted(platform, outcome string) {
 	}
 }
 
-func (o catchUpObserver) Alert(m cache.Missing) {
+func (o catchUpObserver) Alert(m store.Missing) {
 	o.h.logger.Warn("missing payment", zap.String("id", m.ID), zap.String("order", m.Order),
 		zap.String("merchant_ref", m.MerchantRef), zap.String("action", m.Action),
 		zap.String("outcome", m.Outcome), zap.String("reason", m.Reason))
@@ -340,10 +340,10 @@ func (o catchUpObserver) APIError(platform string, err error) {
 
 // catchUpQuery asks the platform about one order now (an operator's
 // `idemgate idempotency query`): the engine's Query.
-func catchUpQuery(ctx context.Context, h *Handler, q keying.OrderQuery) (cache.Missing, error) {
+func catchUpQuery(ctx context.Context, h *Handler, q keying.OrderQuery) (store.Missing, error) {
 	e := catchUpEngine(h)
 	if e == nil {
-		return cache.Missing{}, errors.New("catch_up is not running on this route")
+		return store.Missing{}, errors.New("catch_up is not running on this route")
 	}
 	return e.Query(ctx, q)
 }

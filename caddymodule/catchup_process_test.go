@@ -15,12 +15,12 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
-	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/caddymodule/admin"
 	"github.com/idemgate/idemgate/internal/gatewaytest"
 	"github.com/idemgate/idemgate/internal/platformapi"
 	"github.com/idemgate/idemgate/internal/platformtest"
 	"github.com/idemgate/idemgate/internal/redistest"
+	"github.com/idemgate/idemgate/store"
 )
 
 // missingAlerts are the sink's idempotency.missing events.
@@ -131,7 +131,7 @@ func TestCatchUpStripeResend(t *testing.T) {
 }
 
 // queryOrder POSTs /idempotency/query for out_trade_no.
-func queryOrder(t *testing.T, g gateway, platform, scope, outTradeNo string) (int, cache.Missing) {
+func queryOrder(t *testing.T, g gateway, platform, scope, outTradeNo string) (int, store.Missing) {
 	t.Helper()
 	u := "http://" + g.admin + "/idempotency/query?platform=" + platform
 	if scope != "" {
@@ -142,7 +142,7 @@ func queryOrder(t *testing.T, g gateway, platform, scope, outTradeNo string) (in
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var m cache.Missing
+	var m store.Missing
 	b, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode == http.StatusOK {
 		if err := json.Unmarshal(b, &m); err != nil {
@@ -417,7 +417,7 @@ func TestCatchUpWechatPayPartner(t *testing.T) {
 	}
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	var m cache.Missing
+	var m store.Missing
 	if resp.StatusCode != 200 || json.Unmarshal(b, &m) != nil || m.Outcome != "alert only" || m.Amount != "25.00" ||
 		m.Order != "wechatpay:"+subMch+":4200000001202612040000000001" {
 		t.Fatalf("query: %d %s", resp.StatusCode, b)

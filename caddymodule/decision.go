@@ -10,8 +10,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/idemgate/idemgate/caddymodule/app"
 	"github.com/idemgate/idemgate/caddymodule/metrics"
-	"github.com/idemgate/idemgate/internal/registry"
 	"github.com/idemgate/idemgate/keying"
 )
 
@@ -37,26 +37,26 @@ type result struct {
 
 // outcome is a bounded metric label and the {idempotency.outcome} value;
 // the registry names them, so the console's chart counts the same ones.
-type outcome = registry.Outcome
+type outcome = app.Outcome
 
 const (
-	outcomeForwarded          = registry.Forwarded
-	outcomeReplayed           = registry.Replayed
-	outcomeWaited             = registry.Waited
-	outcomeInFlight           = registry.InFlight
-	outcomeConflict           = registry.Conflict
-	outcomeRejectedSignature  = registry.RejectedSignature
-	outcomeRejectedMerchant   = registry.RejectedMerchant
-	outcomeBadRequest         = registry.BadRequest
-	outcomeTooLarge           = registry.TooLarge
-	outcomeStoreError         = registry.StoreError
-	outcomePassed             = registry.Passed
-	outcomeBackendFailed      = registry.BackendFailed
-	outcomeBackendUnreachable = registry.BackendUnreachable
-	outcomeAmbiguous          = registry.Ambiguous
-	outcomeCanceled           = registry.Canceled
-	outcomeQueued             = registry.Queued
-	outcomeAcked              = registry.Acked
+	outcomeForwarded          = app.Forwarded
+	outcomeReplayed           = app.Replayed
+	outcomeWaited             = app.Waited
+	outcomeInFlight           = app.InFlight
+	outcomeConflict           = app.Conflict
+	outcomeRejectedSignature  = app.RejectedSignature
+	outcomeRejectedMerchant   = app.RejectedMerchant
+	outcomeBadRequest         = app.BadRequest
+	outcomeTooLarge           = app.TooLarge
+	outcomeStoreError         = app.StoreError
+	outcomePassed             = app.Passed
+	outcomeBackendFailed      = app.BackendFailed
+	outcomeBackendUnreachable = app.BackendUnreachable
+	outcomeAmbiguous          = app.Ambiguous
+	outcomeCanceled           = app.Canceled
+	outcomeQueued             = app.Queued
+	outcomeAcked              = app.Acked
 )
 
 // setOutcome publishes {idempotency.outcome} before the answer is written,

@@ -12,9 +12,9 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"go.uber.org/zap"
 
-	"github.com/idemgate/idemgate/cache"
 	async "github.com/idemgate/idemgate/delivery"
 	"github.com/idemgate/idemgate/internal/cfparse"
+	"github.com/idemgate/idemgate/store"
 )
 
 // `deliver async`: the gateway answers the platform (the ack) once the
@@ -194,7 +194,7 @@ func (h *Handler) deliveryConfig(to *url.URL) async.Config {
 // startDeliver takes the store's queue and starts the engine; start runs
 // it once the store is open.
 func (h *Handler) startDeliver() error {
-	q, ok := h.store.(cache.Queuer)
+	q, ok := h.store.(store.Queuer)
 	if !ok {
 		return fmt.Errorf("deliver async: the %s store holds no delivery queue", h.storeConf.Type)
 	}
@@ -210,13 +210,13 @@ func (h *Handler) startDeliver() error {
 
 // checkedStore is a store that keeps its server's last check (a Redis
 // store: store_checks.go tells it).
-type checkedStore interface{ Checked() *cache.RedisReport }
+type checkedStore interface{ Checked() *store.RedisReport }
 
 // lastCheck is the store's last complete check of its Redis; nil for
 // another store, or when no check has reached the server yet (the
 // background check then decides).
-func lastCheck(store cache.Store) *cache.RedisReport {
-	if cs, ok := store.(checkedStore); ok {
+func lastCheck(st store.Store) *store.RedisReport {
+	if cs, ok := st.(checkedStore); ok {
 		return cs.Checked()
 	}
 	return nil
@@ -225,7 +225,7 @@ func lastCheck(store cache.Store) *cache.RedisReport {
 // noAOF says why the store's Redis cannot keep this route's acks across
 // its restart (a master with appendonly off), or nil: it can, the route
 // accepts it (durability volatile), or nothing is known yet.
-func (ds *deliveryState) noAOF(rep *cache.RedisReport) error {
+func (ds *deliveryState) noAOF(rep *store.RedisReport) error {
 	if rep == nil || ds.volatile {
 		return nil
 	}
@@ -244,7 +244,7 @@ func (ds *deliveryState) noAOF(rep *cache.RedisReport) error {
 // without AOF stops the route (unless durability volatile); an AOF that
 // reaches the disk only every second or when the system flushes, or a
 // setting the server would not tell, is warned about.
-func (ds *deliveryState) checkDurable(rep *cache.RedisReport) error {
+func (ds *deliveryState) checkDurable(rep *store.RedisReport) error {
 	if rep == nil {
 		return nil
 	}
@@ -271,8 +271,8 @@ func (ds *deliveryState) checkDurable(rep *cache.RedisReport) error {
 // ackable says why this route's acks are refused now, or nil: a later
 // check of store found its Redis without AOF. It logs the turn, at error
 // when the acks stop, when they resume.
-func (ds *deliveryState) ackable(store cache.Store) error {
-	err := ds.noAOF(lastCheck(store))
+func (ds *deliveryState) ackable(st store.Store) error {
+	err := ds.noAOF(lastCheck(st))
 	switch {
 	case err != nil && ds.refusing.CompareAndSwap(false, true):
 		ds.logger.Error("deliver async: acks refused (503, the platform retries) until Redis has appendonly yes again: "+err.Error(),

@@ -9,11 +9,11 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/idemgate/idemgate/cache"
+	"github.com/idemgate/idemgate/caddymodule/app"
 	async "github.com/idemgate/idemgate/delivery"
 	"github.com/idemgate/idemgate/gate"
-	"github.com/idemgate/idemgate/internal/registry"
 	"github.com/idemgate/idemgate/journal"
+	"github.com/idemgate/idemgate/store"
 )
 
 // The delivery engine (package delivery) attached to an async route: the
@@ -21,7 +21,7 @@ import (
 // config's app lists it, started and stopped with the route.
 
 // asyncEngine is a route's delivery engine as the config's app lists it
-// (registry.Engine).
+// (app.Engine).
 type asyncEngine struct {
 	*async.Engine
 	h        *Handler
@@ -52,7 +52,7 @@ func (e *asyncEngine) stop() {
 		e.Stop()
 		replaced := e.h.app.RemoveEngine(e)
 		if !replaced {
-			if running, ok := registry.Running(); ok && running != e.h.app {
+			if running, ok := app.Running(); ok && running != e.h.app {
 				_, replaced = running.EngineOf(e.Scope())
 			}
 		}
@@ -62,10 +62,10 @@ func (e *asyncEngine) stop() {
 	})
 }
 
-// KeyState is what this engine knows of key (registry.Engine).
-func (e *asyncEngine) KeyState(key string) (registry.KeyDelivery, bool) {
+// KeyState is what this engine knows of key (app.Engine).
+func (e *asyncEngine) KeyState(key string) (app.KeyDelivery, bool) {
 	s, ok := e.Engine.KeyState(key)
-	return registry.KeyDelivery(s), ok
+	return app.KeyDelivery(s), ok
 }
 
 // asyncQueue is an async route's engine as the gate's Queue: the receipt
@@ -85,15 +85,15 @@ func (q asyncQueue) Copy(ctx context.Context, key, fp string, copies int64) (gat
 // journal.Cut) are reached from here only.
 type deliverRoute struct{ h *Handler }
 
-func (d deliverRoute) Store() cache.Store      { return d.h.store }
-func (d deliverRoute) Settler() *cache.Settler { return d.h.settler }
+func (d deliverRoute) Store() store.Store      { return d.h.store }
+func (d deliverRoute) Settler() *store.Settler { return d.h.settler }
 func (d deliverRoute) Ackable() error          { return d.h.dlv.ackable(d.h.store) }
 
-func (d deliverRoute) Received(r *http.Request, c gate.Claim) (*cache.Notification, http.Header) {
+func (d deliverRoute) Received(r *http.Request, c gate.Claim) (*store.Notification, http.Header) {
 	return received(r, c, d.h.reg), credentialsOf(r.Header)
 }
 
-func (d deliverRoute) Journaled(n *cache.Notification) *cache.Notification {
+func (d deliverRoute) Journaled(n *store.Notification) *store.Notification {
 	return journal.Cut(n, d.h.JournalBody)
 }
 
@@ -118,7 +118,7 @@ func (d deliverRoute) RefusedAfter(hdr http.Header, received time.Time) time.Tim
 }
 
 var (
-	_ registry.Engine = (*asyncEngine)(nil)
-	_ async.Route     = deliverRoute{}
-	_ async.Observer  = (*routeObserver)(nil)
+	_ app.Engine     = (*asyncEngine)(nil)
+	_ async.Route    = deliverRoute{}
+	_ async.Observer = (*routeObserver)(nil)
 )

@@ -17,15 +17,15 @@ import (
 	adminapi "github.com/idemgate/idemgate/caddymodule/admin"
 	"github.com/idemgate/idemgate/internal/testenv"
 
-	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/internal/redistest"
+	"github.com/idemgate/idemgate/store"
 )
 
 // deliver async on the built binary: two instances sharing Redis, a
 // killed instance, a reload, a restart of the embedded store.
 
 // asyncProcSite is an async route of scope for the processes.
-func asyncProcSite(scope, store, backend, extra string) string {
+func asyncProcSite(scope, storeID, backend, extra string) string {
 	return fmt.Sprintf(`
 	handle /notify {
 		idempotency {
@@ -39,13 +39,13 @@ func asyncProcSite(scope, store, backend, extra string) string {
 				%s
 			}
 		}
-	}`, scope, store, backend, extra)
+	}`, scope, storeID, backend, extra)
 }
 
 // redisRecords reads records straight from the test's Redis.
-func redisRecords(t testing.TB, rs *redistest.Server) func(key string) *cache.Record {
-	s := cache.NewRedis(rs.Client(), cache.RedisOptions{})
-	return func(key string) *cache.Record {
+func redisRecords(t testing.TB, rs *redistest.Server) func(key string) *store.Record {
+	s := store.NewRedis(rs.Client(), store.RedisOptions{})
+	return func(key string) *store.Record {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		rec, err := s.Lookup(ctx, key)
@@ -168,7 +168,7 @@ func TestAsyncBurstTwoInstances(t *testing.T) {
 		worst = max(worst, i-j+1)
 	}
 	// The queue counts a start when it hands a delivery out and keeps
-	// each start for cache.RateWindow (1s + 100ms): a spread of up to
+	// each start for store.RateWindow (1s + 100ms): a spread of up to
 	// 100ms between a start and its arrival keeps the backend's every
 	// second within the rate. Under -race the backend runs in this test
 	// process, several times slower, and stamps arrivals late and in
@@ -225,13 +225,13 @@ func TestAsyncKilledGatewayTakenOver(t *testing.T) {
 		if rec == nil {
 			return false, false
 		}
-		if rec.State == cache.StateAnswered {
+		if rec.State == store.StateAnswered {
 			return true, false
 		}
 		// Held: the claim for lock_ttl, then the key reads failed.
 		n := len(rec.Attempts)
-		return false, (rec.State == cache.StateInFlight || rec.State == cache.StateFailed) &&
-			n > 0 && rec.Attempts[n-1].Outcome == cache.AttemptAmbiguous
+		return false, (rec.State == store.StateInFlight || rec.State == store.StateFailed) &&
+			n > 0 && rec.Attempts[n-1].Outcome == store.AttemptAmbiguous
 	}
 	eventually(t, 30*time.Second, "every key delivered or held", func() bool {
 		for _, k := range keys {
@@ -276,7 +276,7 @@ func TestAsyncKilledGatewayTakenOver(t *testing.T) {
 	for _, k := range first {
 		eventually(t, 10*time.Second, k+" to read failed after the hold", func() bool {
 			rec := lookup("kill:" + k)
-			return rec != nil && rec.State == cache.StateFailed && rec.Notification != nil
+			return rec != nil && rec.State == store.StateFailed && rec.Notification != nil
 		})
 		if got := be.count(k); got != 1 {
 			t.Errorf("%s: backend ran %d times after the hold, want 1", k, got)
@@ -310,7 +310,7 @@ func TestAsyncReloadMidDrain(t *testing.T) {
 	lookup := redisRecords(t, rs)
 	eventually(t, 30*time.Second, "every key delivered", func() bool {
 		for _, k := range keys {
-			if rec := lookup("reload:" + k); rec == nil || rec.State != cache.StateAnswered {
+			if rec := lookup("reload:" + k); rec == nil || rec.State != store.StateAnswered {
 				return false
 			}
 		}

@@ -15,12 +15,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgate/idemgate/cache"
 	adminapi "github.com/idemgate/idemgate/caddymodule/admin"
 	async "github.com/idemgate/idemgate/delivery"
 	"github.com/idemgate/idemgate/internal/gatewaytest"
 	"github.com/idemgate/idemgate/internal/redistest"
 	"github.com/idemgate/idemgate/internal/testenv"
+	"github.com/idemgate/idemgate/store"
 )
 
 // The deliver async suite: the real module (in this process, or the built
@@ -138,10 +138,10 @@ func (b *asyncBackend) setDelay(d time.Duration) {
 const asyncRoute = gatewaytest.AsyncRoute
 
 // record looks a key up in the only store loaded in this process.
-func record(t testing.TB, key string) *cache.Record { t.Helper(); return gatewaytest.Record(t, key) }
+func record(t testing.TB, key string) *store.Record { t.Helper(); return gatewaytest.Record(t, key) }
 
 // waitAnswered waits until key is answered in the store.
-func waitAnswered(t testing.TB, within time.Duration, key string) *cache.Record {
+func waitAnswered(t testing.TB, within time.Duration, key string) *store.Record {
 	t.Helper()
 	return gatewaytest.WaitAnswered(t, within, key)
 }
@@ -159,9 +159,9 @@ func percentiles(ds []time.Duration) (p50, top time.Duration) {
 // answer.
 func TestAsyncSlowBackendAckedAtOnce(t *testing.T) {
 	testenv.Slow(t, "runs for seconds: a backend slower than the platform's 3s time-out")
-	eachStore(t, func(t *testing.T, name, store string) {
+	eachStore(t, func(t *testing.T, name, storeID string) {
 		be := newAsyncBackend(t, "127.0.0.1:0")
-		base := startCaddy(t, asyncRoute, "{store}", store, "{backend}", be.addr(), "{extra}", "")
+		base := startCaddy(t, asyncRoute, "{store}", storeID, "{backend}", be.addr(), "{extra}", "")
 		const copies = 20
 		// Warm up: the first burst opens the client's and the store's
 		// connections; the figure is the steady state's.
@@ -207,7 +207,7 @@ func TestAsyncSlowBackendAckedAtOnce(t *testing.T) {
 			t.Fatalf("backend ran %d times before the delivery ended", be.count("slow-1"))
 		}
 		rec := waitAnswered(t, 20*time.Second, "demo:slow-1")
-		if rec.AttemptCount != 1 || rec.Attempts[0].Outcome != cache.AttemptAnswered {
+		if rec.AttemptCount != 1 || rec.Attempts[0].Outcome != store.AttemptAnswered {
 			t.Errorf("journal: %d attempts %+v, want one answered", rec.AttemptCount, rec.Attempts)
 		}
 		if rec.Notification == nil || !strings.Contains(string(rec.Notification.Body), "out_trade_no=slow-1") {
@@ -260,11 +260,11 @@ func TestAsyncBackendDownThenBack(t *testing.T) {
 			t.Errorf("%s: backend ran %d times, want 1", k, got)
 		}
 		n := len(rec.Attempts)
-		if n < 4 || rec.Attempts[n-1].Outcome != cache.AttemptAnswered {
+		if n < 4 || rec.Attempts[n-1].Outcome != store.AttemptAnswered {
 			t.Fatalf("%s: attempts %+v, want unreachable ones then answered", k, rec.Attempts)
 		}
 		for i, a := range rec.Attempts[:n-1] {
-			if a.Outcome != cache.AttemptUnreachable {
+			if a.Outcome != store.AttemptUnreachable {
 				t.Errorf("%s: attempt %d is %s, want unreachable", k, i+1, a.Outcome)
 			}
 			// Back-off: at least retry's initial 200ms between attempts
@@ -412,10 +412,10 @@ func TestAsyncGiveUp(t *testing.T) {
 	if r := notify(t, g.base, "gu-1"); r.status != 200 {
 		t.Fatalf("ack: %d", r.status)
 	}
-	var rec *cache.Record
+	var rec *store.Record
 	eventually(t, 15*time.Second, "the key to be given up", func() bool {
 		rec = record(t, "demo:gu-1")
-		return rec != nil && rec.State == cache.StateFailed
+		return rec != nil && rec.State == store.StateFailed
 	})
 	var list adminapi.PageView
 	g.adminJSON(t, http.MethodGet, "/idempotency/keys?state=dead", &list)
@@ -427,7 +427,7 @@ func TestAsyncGiveUp(t *testing.T) {
 		t.Errorf("backend ran %d times, journal has %d attempts; want the same, at least 2", runs, rec.AttemptCount)
 	}
 	for _, a := range rec.Attempts {
-		if a.Outcome != cache.AttemptFailed || a.Status != 500 || string(a.Body) != "broken" {
+		if a.Outcome != store.AttemptFailed || a.Status != 500 || string(a.Body) != "broken" {
 			t.Errorf("attempt %+v, want failed 500 broken", a)
 		}
 	}
@@ -492,7 +492,7 @@ func TestAsyncAmbiguousNeverResent(t *testing.T) {
 	if r := post(t, base+"/notify", "application/x-www-form-urlencoded", form("amb-1"), hdr); r.status != 200 || r.body != "success" {
 		t.Fatalf("ack: %d %q", r.status, r.body)
 	}
-	var rec *cache.Record
+	var rec *store.Record
 	eventually(t, 10*time.Second, "the ambiguous attempt journaled", func() bool {
 		rec = record(t, "demo:amb-1")
 		return rec != nil && rec.AttemptCount >= 1
@@ -501,11 +501,11 @@ func TestAsyncAmbiguousNeverResent(t *testing.T) {
 		t.Fatalf("backend ran %d times for the first attempt, want 1 (the transport re-sent it)", got)
 	}
 	first := rec.Attempts[0]
-	if first.Outcome != cache.AttemptAmbiguous {
+	if first.Outcome != store.AttemptAmbiguous {
 		t.Fatalf("first attempt %+v, want ambiguous", first)
 	}
 	rec = waitAnswered(t, 15*time.Second, "demo:amb-1")
-	if n := len(rec.Attempts); n != 2 || rec.Attempts[1].Outcome != cache.AttemptAnswered {
+	if n := len(rec.Attempts); n != 2 || rec.Attempts[1].Outcome != store.AttemptAnswered {
 		t.Fatalf("attempts %+v, want ambiguous then answered", rec.Attempts)
 	}
 	if gap := rec.Attempts[1].Start.Sub(first.Start); gap < 2*time.Second-50*time.Millisecond {
@@ -582,10 +582,10 @@ func TestAsyncFastBackendStorm(t *testing.T) {
 	testenv.Slow(t, "starts a Redis Cluster")
 	stores := gatewaytest.StoreLines(t)
 	stores["cluster"] = "store redis " + strings.Join(redistest.StartClusterWith(t, 3, redistest.Options{AOF: true, AppendFsync: "everysec"}).Addrs, " ")
-	for name, store := range stores {
+	for name, storeID := range stores {
 		t.Run(name, func(t *testing.T) {
 			be := newAsyncBackend(t, "127.0.0.1:0")
-			base := startCaddy(t, asyncRoute, "{store}", store, "{backend}", be.addr(), "{extra}", "")
+			base := startCaddy(t, asyncRoute, "{store}", storeID, "{backend}", be.addr(), "{extra}", "")
 			for i := range 10 {
 				k := "fs-" + itoa(i)
 				for j, r := range storm(t, 5, func(int) reply { return notify(t, base, k) }) {
@@ -614,8 +614,8 @@ func TestAsyncDurabilityReplicas(t *testing.T) {
 	master := redistest.StartAOF(t)
 	replica := redistest.StartWith(t, redistest.Options{ReplicaOf: master})
 	be := newAsyncBackend(t, "127.0.0.1:0")
-	store := "store redis " + master.Addr() + " {\n\t\t\t\twait_replicas 1 300ms\n\t\t\t}"
-	base := startCaddy(t, asyncRoute, "{store}", store, "{backend}", be.addr(), "{extra}", "durability replicas 1")
+	storeID := "store redis " + master.Addr() + " {\n\t\t\t\twait_replicas 1 300ms\n\t\t\t}"
+	base := startCaddy(t, asyncRoute, "{store}", storeID, "{backend}", be.addr(), "{extra}", "durability replicas 1")
 	if r := notify(t, base, "dr-1"); r.status != 200 || r.body != "success" {
 		t.Fatalf("with the replica up: %d %q, want the ack", r.status, r.body)
 	}

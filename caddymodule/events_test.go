@@ -14,8 +14,8 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/internal/redistest"
+	"github.com/idemgate/idemgate/store"
 )
 
 // eventTap is an events handler for tests: it keeps every event it sees.
@@ -140,7 +140,7 @@ func TestPersistenceWarning(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			core, logs := observer.New(zapcore.WarnLevel)
 			rs := redistest.StartWith(t, c.opts)
-			w, err := checkRedis(rs.Client(), cache.NewRedis(rs.Client(), cache.RedisOptions{}),
+			w, err := checkRedis(rs.Client(), store.NewRedis(rs.Client(), store.RedisOptions{}),
 				StoreConfig{Type: "redis", Addresses: []string{rs.Addr()}}, 2*time.Second, zap.New(core))
 			if err != nil {
 				t.Fatal(err)

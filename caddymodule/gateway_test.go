@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemgate/idemgate/caddymodule/app"
 	"github.com/idemgate/idemgate/internal/gatewaytest"
-	"github.com/idemgate/idemgate/internal/registry"
 )
 
 // The handler's tests run the real module in this process through
@@ -61,7 +61,7 @@ func mustJSON(v any) string                                     { return gateway
 func itoa(i int) string                                         { return strconv.Itoa(i) }
 func keyURI(key string) string                                  { return gatewaytest.KeyURI(key) }
 func storm(_ testing.TB, n int, send func(i int) reply) []reply { return gatewaytest.Storm(n, send) }
-func runningApp(t testing.TB) *registry.App                     { t.Helper(); return gatewaytest.App(t) }
+func runningApp(t testing.TB) *app.App                          { t.Helper(); return gatewaytest.App(t) }
 
 func eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
 	t.Helper()

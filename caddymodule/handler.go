@@ -15,15 +15,15 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
-	"github.com/idemgate/idemgate/cache"
+	"github.com/idemgate/idemgate/caddymodule/app"
 	"github.com/idemgate/idemgate/caddymodule/metrics"
 	"github.com/idemgate/idemgate/caddymodule/redeliver"
 	"github.com/idemgate/idemgate/gate"
-	"github.com/idemgate/idemgate/internal/registry"
 	"github.com/idemgate/idemgate/keying"
 	"github.com/idemgate/idemgate/orders"
 	"github.com/idemgate/idemgate/platforms"
 	"github.com/idemgate/idemgate/platforms/guest"
+	"github.com/idemgate/idemgate/store"
 )
 
 func init() {
@@ -77,7 +77,7 @@ type Handler struct {
 	TTL caddy.Duration `json:"ttl,omitempty"`
 
 	// OrderTTL is how long an order remembers which of its business events
-	// ran (see cache.Order), so a late copy — Alipay's TRADE_FINISHED
+	// ran (see store.Order), so a late copy — Alipay's TRADE_FINISHED
 	// months after the payment, a payment re-sent after ttl — is never
 	// forwarded again. Default: 400 days (past Alipay's and WeChat Pay's
 	// 12-month refund windows); 30 days for Stripe, PayPal and Standard
@@ -155,12 +155,12 @@ type Handler struct {
 	// bodyKeyed: a generic route whose key reads the body, so its
 	// default fingerprint is off.
 	bodyKeyed bool
-	storeRef  *registry.StoreRef
+	storeRef  *app.StoreRef
 	storeConf StoreConfig
 	// store and settler are set by start, before started is.
-	store   cache.Store
-	settler *cache.Settler
-	app     *registry.App // the config's idempotency app (app.go)
+	store   store.Store
+	settler *store.Settler
+	app     *app.App // the config's idempotency app (app.go)
 	run     *runState
 	keys    *signKeys // the preset's verification keys (signkeys.go)
 	success *successJudge
@@ -169,9 +169,9 @@ type Handler struct {
 	warned  *copyWarnings
 	obs     *routeObserver // metrics, logs, events (observer.go)
 	ctx     caddy.Context
-	dlv     *deliveryState  // async delivery; nil for sync
-	gate    *gate.Gate      // the request path (serve.go)
-	reg     *registry.Route // this route in the registry, once provisioned
+	dlv     *deliveryState // async delivery; nil for sync
+	gate    *gate.Gate     // the request path (serve.go)
+	reg     *app.Route     // this route in the registry, once provisioned
 	// merchants: app_id and mchid as resolved (the registry's Merchants).
 	merchants []string
 	// resign signs a redelivery afresh (Stripe, Standard Webhooks: the
@@ -600,7 +600,7 @@ func (h *Handler) scope() string {
 
 // defaultTTL is how long answers are remembered unless ttl says: longer
 // than every preset's retry window but Adyen's.
-const defaultTTL = registry.DefaultTTL
+const defaultTTL = app.DefaultTTL
 
 // Interface guards
 var (

@@ -10,8 +10,8 @@ import (
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
-	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/internal/faultystore"
+	"github.com/idemgate/idemgate/store"
 )
 
 // TestWaitFailureNeverForwards: when waiting on an in-flight key fails
@@ -86,7 +86,7 @@ func TestStoreDownPolicies(t *testing.T) {
 				}
 			}
 			faulty.Reset()
-			if _, err := faulty.Lookup(t.Context(), "k:sd-1"); !errors.Is(err, cache.ErrNotFound) {
+			if _, err := faulty.Lookup(t.Context(), "k:sd-1"); !errors.Is(err, store.ErrNotFound) {
 				t.Errorf("the failed claim left a record behind: %v", err)
 			}
 		})

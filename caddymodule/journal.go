@@ -8,12 +8,12 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
-	"github.com/idemgate/idemgate/cache"
+	"github.com/idemgate/idemgate/caddymodule/app"
 	"github.com/idemgate/idemgate/caddymodule/redeliver"
 	"github.com/idemgate/idemgate/gate"
 	"github.com/idemgate/idemgate/internal/cfparse"
-	"github.com/idemgate/idemgate/internal/registry"
 	"github.com/idemgate/idemgate/journal"
+	"github.com/idemgate/idemgate/store"
 )
 
 // The journal (package journal) as the handler attaches it: the forward
@@ -21,7 +21,7 @@ import (
 // (the claim's body and merchant references, gate.Claim), and a failed
 // forward's record is read back for its events.
 //
-// Search (cache.Searcher) rides the journal: a key is filed under the
+// Search (store.Searcher) rides the journal: a key is filed under the
 // merchant's own references its notification signed
 // (keying.Notification.MerchantRefs: out_trade_no, refund numbers, Stripe
 // and PayPal ids), handed over by the claim (gate.Claim.MerchantRefs) and
@@ -30,7 +30,7 @@ import (
 
 // notification is the copy claimed by c on route reg as the journal
 // keeps it (journal.Cut at journal_body): nil when journal_body is off.
-func notification(r *http.Request, c gate.Claim, journalBody int64, reg *registry.Route) *cache.Notification {
+func notification(r *http.Request, c gate.Claim, journalBody int64, reg *app.Route) *store.Notification {
 	if journalBody < 0 {
 		return nil
 	}
@@ -39,7 +39,7 @@ func notification(r *http.Request, c gate.Claim, journalBody int64, reg *registr
 
 // received is the copy claimed by c on route reg as received, the whole
 // body included (deliver async sends it).
-func received(r *http.Request, c gate.Claim, reg *registry.Route) *cache.Notification {
+func received(r *http.Request, c gate.Claim, reg *app.Route) *store.Notification {
 	n := journal.Received(r, c.Body)
 	n.MerchantRefs = c.MerchantRefs
 	if reg != nil {
@@ -58,7 +58,7 @@ func received(r *http.Request, c gate.Claim, reg *registry.Route) *cache.Notific
 func credentialsOf(hdr http.Header) http.Header { return journal.CredentialsOf(hdr) }
 
 // attemptOf is what the journal keeps of one forward.
-func attemptOf(r *http.Request, kind gate.Kind, start time.Time, tw *teeWriter, body []byte, err error) *cache.Attempt {
+func attemptOf(r *http.Request, kind gate.Kind, start time.Time, tw *teeWriter, body []byte, err error) *store.Attempt {
 	res := journal.Result{Outcome: kind.AttemptOutcome(), Start: start, Duration: time.Since(start), Body: body, Err: err}
 	if tw.wroteHeader {
 		res.Status = tw.status
@@ -105,21 +105,21 @@ func journalBodyArg(d *caddyfile.Dispenser, dst *int64) error {
 type journalState struct {
 	attempts int64
 	dead     bool
-	rec      *cache.Record
+	rec      *store.Record
 }
 
 // failedJournal reads a key just released after a failure from store,
 // for its events: one read on the failure path only (never on a replay or
 // a successful first copy), dead by app's clock past the route's retry
 // window. Zero when the store cannot say.
-func failedJournal(store cache.Store, key string, timeout time.Duration, app *registry.App, window time.Duration) journalState {
+func failedJournal(st store.Store, key string, timeout time.Duration, a *app.App, window time.Duration) journalState {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	rec, err := store.Lookup(ctx, key)
+	rec, err := st.Lookup(ctx, key)
 	if err != nil {
 		return journalState{}
 	}
-	return journalState{attempts: rec.AttemptCount, dead: rec.StateAt(app.Now(), window) == cache.StateDead, rec: rec}
+	return journalState{attempts: rec.AttemptCount, dead: rec.StateAt(a.Now(), window) == store.StateDead, rec: rec}
 }
 
 // emitFailure sends idempotency.failed, and idempotency.dead when the

@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/internal/platformtest"
 	"github.com/idemgate/idemgate/internal/redistest"
 	"github.com/idemgate/idemgate/internal/testenv"
+	"github.com/idemgate/idemgate/store"
 )
 
 // End-to-end tests of issue 8 through the real module: each hole found by
@@ -78,8 +78,8 @@ func TestPayPalCRCForgeryEndToEnd(t *testing.T) {
 		t.Fatalf("backend ran pp1 %d, pp2 %d times, want 1 each", be.count("pp1"), be.count("pp2"))
 	}
 	// The transmission is remembered in the store under the route's scope.
-	st := cache.NewRedis(rs.Client(), cache.RedisOptions{})
-	if rec, err := st.Lookup(context.Background(), "paypal:paypal-transmission:"+captured.Get("Paypal-Transmission-Id")); err != nil || rec.State != cache.StateAnswered {
+	st := store.NewRedis(rs.Client(), store.RedisOptions{})
+	if rec, err := st.Lookup(context.Background(), "paypal:paypal-transmission:"+captured.Get("Paypal-Transmission-Id")); err != nil || rec.State != store.StateAnswered {
 		t.Fatalf("transmission log record: %v, %v", rec, err)
 	}
 }
@@ -311,7 +311,7 @@ func TestScopesOnOneRedisStore(t *testing.T) {
 	}`)
 	}
 	base := startCaddy(t, site.String())
-	st := cache.NewRedis(rs.Client(), cache.RedisOptions{})
+	st := store.NewRedis(rs.Client(), store.RedisOptions{})
 	ctx := context.Background()
 
 	for i, p := range ps {
@@ -328,7 +328,7 @@ func TestScopesOnOneRedisStore(t *testing.T) {
 				t.Fatalf("genuine: %d replayed=%v", r.status, r.replayed)
 			}
 			full := scope + ":" + keyOf(order)
-			if rec, err := st.Lookup(ctx, full); err != nil || rec.State != cache.StateAnswered {
+			if rec, err := st.Lookup(ctx, full); err != nil || rec.State != store.StateAnswered {
 				t.Fatalf("Lookup(%s) = %v, %v: the preset's full key is <platform>:<default key>", full, rec, err)
 			}
 			for _, k := range []string{keyOf(order), full} {

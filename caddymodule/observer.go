@@ -9,9 +9,9 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyevents"
 	"go.uber.org/zap"
 
-	"github.com/idemgate/idemgate/cache"
+	"github.com/idemgate/idemgate/caddymodule/app"
 	"github.com/idemgate/idemgate/caddymodule/metrics"
-	"github.com/idemgate/idemgate/internal/registry"
+	"github.com/idemgate/idemgate/store"
 )
 
 // routeObserver is a route's metrics, logs and events: what the request path
@@ -83,13 +83,13 @@ func (o *routeObserver) LogKey(key string) string {
 	if o.logKeys || key == "" {
 		return key
 	}
-	return registry.HashKey(key)
+	return app.HashKey(key)
 }
 
 // ClaimTrouble logs and counts a claim that could not be settled. A lost
 // claim (ErrNotOwner) means another request may have run the backend too.
 func (o *routeObserver) ClaimTrouble(key, op string, err error) {
-	if errors.Is(err, cache.ErrNotOwner) {
+	if errors.Is(err, store.ErrNotOwner) {
 		o.metrics.LostClaim(context.Background(), o.route, op)
 		o.emit("idempotency.lost_claim", key, 0)
 		o.logger.Error("lost the claim on an idempotency key while its request was at the backend",

@@ -14,10 +14,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/internal/billtest"
 	"github.com/idemgate/idemgate/internal/gatewaytest"
 	"github.com/idemgate/idemgate/internal/redistest"
+	"github.com/idemgate/idemgate/store"
 )
 
 // TestOrderEventRepairedOnRead: on a real redis-server, an answered
@@ -176,10 +176,10 @@ func TestOrderEventRepairedOnRead(t *testing.T) {
 
 // orderInRedis is the order state hash orderKey of order, decoded as the
 // Redis store reads it.
-func orderInRedis(t *testing.T, rc *redis.Client, orderKey, order string) *cache.Order {
+func orderInRedis(t *testing.T, rc *redis.Client, orderKey, order string) *store.Order {
 	t.Helper()
 	prefix, _, _ := strings.Cut(orderKey, ":{")
-	s := cache.NewRedis(rc, cache.RedisOptions{Prefix: prefix})
+	s := store.NewRedis(rc, store.RedisOptions{Prefix: prefix})
 	defer s.Close()
 	o, err := s.Order(context.Background(), order)
 	if err != nil {

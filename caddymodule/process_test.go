@@ -16,9 +16,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/internal/redistest"
 	"github.com/idemgate/idemgate/internal/testenv"
+	"github.com/idemgate/idemgate/store"
 )
 
 // These tests run the built idemgate binary as separate processes: several
@@ -249,19 +249,19 @@ func TestKilledMidRequest(t *testing.T) {
 	// The copy was at the backend longer than keepAfter: its notification
 	// was journaled on the claim, so when the claim runs out the record
 	// stays, failed with no attempt, for the operator to see and redeliver.
-	st := cache.NewRedis(redis.NewClient(&redis.Options{Addr: rs.Addr()}), cache.RedisOptions{})
+	st := store.NewRedis(redis.NewClient(&redis.Options{Addr: rs.Addr()}), store.RedisOptions{})
 	defer st.Close()
 	const full = "generic:k:kill-1"
-	var rec *cache.Record
+	var rec *store.Record
 	eventually(t, 10*time.Second, "the dead gateway's claim to run out, its record kept", func() bool {
 		var err error
 		rec, err = st.Lookup(context.Background(), full)
-		return err == nil && rec.State == cache.StateFailed
+		return err == nil && rec.State == store.StateFailed
 	})
 	if rec.Notification == nil || !strings.Contains(string(rec.Notification.Body), "out_trade_no=kill-1") || rec.AttemptCount != 0 {
 		t.Fatalf("record of the claim that ran out: notification %+v, %d attempts", rec.Notification, rec.AttemptCount)
 	}
-	page, err := st.List(context.Background(), cache.ListQuery{State: cache.StateFailed, Limit: 10})
+	page, err := st.List(context.Background(), store.ListQuery{State: store.StateFailed, Limit: 10})
 	if err != nil || len(page.Records) != 1 || page.Records[0].Key != full {
 		t.Fatalf("failed listing: %+v %v, want the claim that ran out", page.Records, err)
 	}

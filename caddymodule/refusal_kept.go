@@ -10,10 +10,10 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
-	"github.com/idemgate/idemgate/cache"
+	"github.com/idemgate/idemgate/store"
 )
 
-// The refused list (cache.RefusedLog): a notification refused before its
+// The refused list (store.RefusedLog): a notification refused before its
 // claim — a bad signature, an empty key, a body too large, a fingerprint
 // conflict — is kept in the store, where every gateway instance and the
 // operator's tools see it. A key rotated on one side only then shows up as
@@ -24,7 +24,7 @@ import (
 // A flood of bad requests therefore costs the store what a flood of good
 // ones would (a claim is a write too; the embedded store's group commit
 // shares one fsync among concurrent writes, Redis takes one round trip),
-// while the storage it can take is capped per scope (cache.RefusedCap):
+// while the storage it can take is capped per scope (store.RefusedCap):
 // the flood replaces that scope's list, and no other's. A store that is
 // down costs each refusal at most refusalKeepTimeout.
 
@@ -63,11 +63,11 @@ func (h *Handler) keepRefusal(r *http.Request, status int, reason string, body [
 	if !ok || h.store == nil || r.Method == http.MethodHead && status == http.StatusMethodNotAllowed {
 		return
 	}
-	rl, ok := h.store.(cache.RefusedLog)
+	rl, ok := h.store.(store.RefusedLog)
 	if !ok {
 		return
 	}
-	rf := cache.Refusal{Scope: h.scope(), Status: status, Class: string(class), Reason: reason, Length: -1}
+	rf := store.Refusal{Scope: h.scope(), Status: status, Class: string(class), Reason: reason, Length: -1}
 	if h.reg != nil {
 		rf.Route = h.reg.Name
 	}
@@ -75,7 +75,7 @@ func (h *Handler) keepRefusal(r *http.Request, status int, reason string, body [
 	case body != nil: // read whole by the gate
 		sum := sha256.Sum256(body)
 		rf.Length, rf.SHA256 = int64(len(body)), hex.EncodeToString(sum[:])
-		rf.Prefix = body[:min(len(body), cache.RefusedPrefixMax)]
+		rf.Prefix = body[:min(len(body), store.RefusedPrefixMax)]
 	case r.Body == nil || r.Body == http.NoBody:
 		rf.Length = 0
 	case r.ContentLength >= 0:

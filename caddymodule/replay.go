@@ -12,12 +12,12 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
-	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/orders"
+	"github.com/idemgate/idemgate/store"
 )
 
 // replay writes a remembered answer, or the route's on_duplicate action.
-func (h *Handler) replay(w http.ResponseWriter, r *http.Request, repl *caddy.Replacer, rec *cache.Record) error {
+func (h *Handler) replay(w http.ResponseWriter, r *http.Request, repl *caddy.Replacer, rec *store.Record) error {
 	if a := h.OnDuplicate; a != nil {
 		if a.Redirect != "" {
 			loc := repl.ReplaceAll(a.Redirect, "")

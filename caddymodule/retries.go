@@ -9,9 +9,9 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
-	"github.com/idemgate/idemgate/cache"
-	"github.com/idemgate/idemgate/internal/registry"
+	"github.com/idemgate/idemgate/caddymodule/app"
 	"github.com/idemgate/idemgate/keying"
+	"github.com/idemgate/idemgate/store"
 )
 
 // The platform's retry budget. A failed key is free: the platform's next
@@ -79,14 +79,14 @@ type retryWatch struct {
 	window time.Duration // the route's retry window (Handler.retryWindow)
 	// storeTimeout bounds each page of a scan.
 	storeTimeout time.Duration
-	app          *registry.App
+	app          *app.App
 	obs          *routeObserver
 	logger       *zap.Logger
 }
 
 // watch scans the route's failed keys in store every `every` until ctx
 // ends.
-func (w *retryWatch) watch(ctx context.Context, store cache.Store, every time.Duration) {
+func (w *retryWatch) watch(ctx context.Context, st store.Store, every time.Duration) {
 	if w.sched == nil {
 		return
 	}
@@ -98,7 +98,7 @@ func (w *retryWatch) watch(ctx context.Context, store cache.Store, every time.Du
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				w.scan(ctx, store)
+				w.scan(ctx, st)
 			}
 		}
 	}()
@@ -106,14 +106,14 @@ func (w *retryWatch) watch(ctx context.Context, store cache.Store, every time.Du
 
 // scan emits last_retry for each failed key whose last expected retry is
 // past.
-func (w *retryWatch) scan(ctx context.Context, store cache.Store) {
-	ls, err := cache.As[cache.Lister](store, "listings")
+func (w *retryWatch) scan(ctx context.Context, st store.Store) {
+	ls, err := store.As[store.Lister](st, "listings")
 	if err != nil {
 		w.logger.Error("no scan for last retries", zap.Error(err))
 		return
 	}
 	at := w.app.Now()
-	lq := cache.ListQuery{State: cache.StateFailed, Scope: w.scope, Window: w.app.WindowOf, Now: at, Limit: 500}
+	lq := store.ListQuery{State: store.StateFailed, Scope: w.scope, Window: w.app.WindowOf, Now: at, Limit: 500}
 	for read := 0; read < retryScanMax; {
 		lctx, cancel := context.WithTimeout(ctx, w.storeTimeout)
 		page, err := ls.List(lctx, lq)
@@ -140,8 +140,8 @@ func (w *retryWatch) scan(ctx context.Context, store cache.Store) {
 
 // due emits last_retry for rec once, if its platform has no retry left
 // for it at t.
-func (w *retryWatch) due(rec *cache.Record, t time.Time) {
-	if w.sched == nil || rec.State != cache.StateFailed {
+func (w *retryWatch) due(rec *store.Record, t time.Time) {
+	if w.sched == nil || rec.State != store.StateFailed {
 		return
 	}
 	est := w.sched.Estimate(rec.LastSeen, rec.Copies, t)

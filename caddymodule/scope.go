@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemgate/idemgate/cache"
+	"github.com/idemgate/idemgate/store"
 )
 
 // Keys and scopes (the contract's "Keys and scopes"): every key a route
@@ -59,10 +59,10 @@ func rememberIn(h *Handler) func(ctx context.Context, key, fingerprint string) (
 			return false, err
 		}
 		switch res.Outcome {
-		case cache.Conflict:
+		case store.Conflict:
 			return true, nil
-		case cache.Won:
-			if err := h.store.Complete(ctx, key, res.Token, cache.Answer{Status: 204, BodyCached: true}, time.Duration(h.TTL), cache.Journal{}); err != nil {
+		case store.Won:
+			if err := h.store.Complete(ctx, key, res.Token, store.Answer{Status: 204, BodyCached: true}, time.Duration(h.TTL), store.Journal{}); err != nil {
 				return false, err
 			}
 		}

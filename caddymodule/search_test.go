@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgate/idemgate/cache"
 	adminapi "github.com/idemgate/idemgate/caddymodule/admin"
 	"github.com/idemgate/idemgate/internal/gatewaytest"
+	"github.com/idemgate/idemgate/store"
 )
 
 // The search tests: an order is found as the customer names it — the
@@ -48,7 +48,7 @@ func (g gateway) searchFor(t *testing.T, q string) adminapi.SearchView {
 }
 
 func TestSearchByMerchantOrderNumber(t *testing.T) {
-	gatewaytest.EachStore(t, func(t *testing.T, _, store string) {
+	gatewaytest.EachStore(t, func(t *testing.T, _, storeID string) {
 		a := newAlipayOrders(t)
 		be := newBackend(t)
 		be.setAnswer(func(order string, n int, r *http.Request) (int, string, time.Duration) {
@@ -57,7 +57,7 @@ func TestSearchByMerchantOrderNumber(t *testing.T) {
 			}
 			return 200, "success", 0
 		})
-		g := startGateway(t, searchSite, "{pub}", a.pub, "{store}", store, "{backend}", be.addr())
+		g := startGateway(t, searchSite, "{pub}", a.pub, "{store}", storeID, "{backend}", be.addr())
 		const paid, failed, given = "2026031422001437971000000101", "2026031422001437971000000102", "2026031422001437971000000103"
 		order := "alipay:" + testAlipayAppID + ":" + paid
 
@@ -85,7 +85,7 @@ func TestSearchByMerchantOrderNumber(t *testing.T) {
 		}
 		want := map[string]string{order + ":paid": "88.88", order + ":refund:RF-101": "8.88"}
 		for _, m := range v.Matches {
-			if want[m.Key] != m.Amount || m.Currency != "CNY" || m.State != cache.StateAnswered || m.Order != order || m.Ref != "o-"+paid {
+			if want[m.Key] != m.Amount || m.Currency != "CNY" || m.State != store.StateAnswered || m.Order != order || m.Ref != "o-"+paid {
 				t.Errorf("match %+v", m)
 			}
 		}
@@ -94,7 +94,7 @@ func TestSearchByMerchantOrderNumber(t *testing.T) {
 			t.Fatalf("RF-101 finds %+v", v.Matches)
 		}
 		// A failed key, which support needs most, is found too.
-		if v := g.searchFor(t, " o-"+failed+" "); len(v.Matches) != 1 || v.Matches[0].State != cache.StateFailed || v.Matches[0].Amount != "88.88" ||
+		if v := g.searchFor(t, " o-"+failed+" "); len(v.Matches) != 1 || v.Matches[0].State != store.StateFailed || v.Matches[0].Amount != "88.88" ||
 			v.Matches[0].Key != "alipay:"+testAlipayAppID+":"+failed+":paid" {
 			t.Fatalf("o-%s finds %+v, want its failed key, with its notification's amount", failed, v.Matches)
 		}
@@ -103,7 +103,7 @@ func TestSearchByMerchantOrderNumber(t *testing.T) {
 		eventually(t, 15*time.Second, "the async key to be given up and found", func() bool {
 			v := g.searchFor(t, "o-"+given)
 			return len(v.Matches) == 1 && v.Matches[0].Key == "alipay_async:"+testAlipayAppID+":"+given+":paid" &&
-				(v.Matches[0].State == cache.StateFailed || v.Matches[0].State == cache.StateDead)
+				(v.Matches[0].State == store.StateFailed || v.Matches[0].State == store.StateDead)
 		})
 		// The start of a key finds its keys too.
 		if v := g.searchFor(t, order); len(v.Matches) != 2 || v.Matches[0].Ref != "" {

@@ -8,11 +8,11 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
-	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/gate"
 	"github.com/idemgate/idemgate/keying"
 	"github.com/idemgate/idemgate/orders"
 	"github.com/idemgate/idemgate/platforms"
+	"github.com/idemgate/idemgate/store"
 )
 
 // The Caddy side of the request path: the gate (package gate) decides,
@@ -119,15 +119,15 @@ func (h *Handler) provisionGate() {
 // gateRoute is the handler as the gate's Route.
 type gateRoute struct{ h *Handler }
 
-func (g gateRoute) Store() cache.Store                             { return g.h.store }
-func (g gateRoute) Settler() *cache.Settler                        { return g.h.settler }
+func (g gateRoute) Store() store.Store                             { return g.h.store }
+func (g gateRoute) Settler() *store.Settler                        { return g.h.settler }
 func (g gateRoute) VerifyTime(r *http.Request) time.Time           { return g.h.verifyTime(r) }
 func (g gateRoute) VerifiedBy(kr *keying.Request) (string, string) { return g.h.keys.verifiedBy(kr) }
 func (g gateRoute) Keys(r *http.Request, n *keying.Notification, body []byte) (string, string, error) {
 	return g.h.renderKeys(r, n, body)
 }
 
-func (g gateRoute) OrderRun(key string, n *keying.Notification) *cache.OrderRun {
+func (g gateRoute) OrderRun(key string, n *keying.Notification) *store.OrderRun {
 	return orders.RunOf(g.h.preset(), time.Duration(g.h.OrderTTL), key, n)
 }
 

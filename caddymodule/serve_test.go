@@ -8,8 +8,8 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
+	"github.com/idemgate/idemgate/caddymodule/app"
 	"github.com/idemgate/idemgate/gate"
-	"github.com/idemgate/idemgate/internal/registry"
 )
 
 // TestGateLabels: every label the gate decides is the registry's outcome
@@ -17,22 +17,22 @@ import (
 // and the console's chart count what the gate decided; and every outcome
 // the chart counts is one the gate can decide.
 func TestGateLabels(t *testing.T) {
-	labels := map[gate.Label]registry.Outcome{
-		gate.Forwarded: registry.Forwarded, gate.Replayed: registry.Replayed, gate.Waited: registry.Waited,
-		gate.InFlight: registry.InFlight, gate.BackendFailed: registry.BackendFailed,
-		gate.BackendUnreachable: registry.BackendUnreachable, gate.Ambiguous: registry.Ambiguous,
-		gate.Conflict: registry.Conflict, gate.RejectedSignature: registry.RejectedSignature,
-		gate.BadRequest: registry.BadRequest, gate.TooLarge: registry.TooLarge, gate.StoreError: registry.StoreError,
-		gate.Passed: registry.Passed, gate.Canceled: registry.Canceled, gate.Queued: registry.Queued, gate.Acked: registry.Acked,
-		gate.RejectedMerchant: registry.RejectedMerchant,
+	labels := map[gate.Label]app.Outcome{
+		gate.Forwarded: app.Forwarded, gate.Replayed: app.Replayed, gate.Waited: app.Waited,
+		gate.InFlight: app.InFlight, gate.BackendFailed: app.BackendFailed,
+		gate.BackendUnreachable: app.BackendUnreachable, gate.Ambiguous: app.Ambiguous,
+		gate.Conflict: app.Conflict, gate.RejectedSignature: app.RejectedSignature,
+		gate.BadRequest: app.BadRequest, gate.TooLarge: app.TooLarge, gate.StoreError: app.StoreError,
+		gate.Passed: app.Passed, gate.Canceled: app.Canceled, gate.Queued: app.Queued, gate.Acked: app.Acked,
+		gate.RejectedMerchant: app.RejectedMerchant,
 	}
 	for l, o := range labels {
 		if outcome(l) != o || o.Index() < 0 {
 			t.Errorf("gate label %q is recorded as %q (chart column %d), want %q", l, outcome(l), o.Index(), o)
 		}
 	}
-	if len(labels) != registry.NumOutcomes {
-		t.Errorf("the gate names %d outcomes, the registry %d", len(labels), registry.NumOutcomes)
+	if len(labels) != app.NumOutcomes {
+		t.Errorf("the gate names %d outcomes, the registry %d", len(labels), app.NumOutcomes)
 	}
 }
 

@@ -17,8 +17,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
-	"github.com/idemgate/idemgate/cache"
-	"github.com/idemgate/idemgate/internal/registry"
+	"github.com/idemgate/idemgate/caddymodule/app"
+	"github.com/idemgate/idemgate/store"
 )
 
 // StoreConfig says where claims and answers live.
@@ -126,12 +126,12 @@ func (sc StoreConfig) resolve(repl *caddy.Replacer) (StoreConfig, error) {
 // the reference's first Open, when the config starts (app.go), never
 // while it is only validated; a Redis store is then checked first, for at
 // most timeout (see store_checks.go).
-func loadStore(sc StoreConfig, timeout time.Duration, logger *zap.Logger) (*registry.StoreRef, error) {
+func loadStore(sc StoreConfig, timeout time.Duration, logger *zap.Logger) (*app.StoreRef, error) {
 	key, err := sc.poolKey()
 	if err != nil {
 		return nil, err
 	}
-	return registry.LoadStore(key, func() (*registry.Store, error) {
+	return app.LoadStore(key, func() (*app.Store, error) {
 		s, client, err := openStore(sc)
 		if err != nil {
 			return nil, err
@@ -143,7 +143,7 @@ func loadStore(sc StoreConfig, timeout time.Duration, logger *zap.Logger) (*regi
 				return nil, err
 			}
 		}
-		return &registry.Store{ID: sc.id(), Store: s, Settler: cache.NewSettler(s, cache.SettlerOptions{}), Client: client}, nil
+		return &app.Store{ID: sc.id(), Store: s, Settler: store.NewSettler(s, store.SettlerOptions{}), Client: client}, nil
 	})
 }
 
@@ -153,7 +153,7 @@ func unloadStore(sc StoreConfig) error {
 	if err != nil {
 		return err
 	}
-	return registry.UnloadStore(key)
+	return app.UnloadStore(key)
 }
 
 // poolKey is the whole resolved configuration, so two handlers whose
@@ -165,10 +165,10 @@ func (sc StoreConfig) poolKey() (string, error) {
 
 // openStore opens the store sc names; client is what must be closed
 // besides the store (the Redis client), or nil.
-func openStore(sc StoreConfig) (s cache.Store, client io.Closer, err error) {
+func openStore(sc StoreConfig) (s store.Store, client io.Closer, err error) {
 	switch sc.Type {
 	case "memory":
-		return cache.NewMemory(), nil, nil
+		return store.NewMemory(), nil, nil
 	case "redis":
 		opts, err := sc.universalOptions()
 		if err != nil {
@@ -176,13 +176,13 @@ func openStore(sc StoreConfig) (s cache.Store, client io.Closer, err error) {
 		}
 		logRedisThroughZap()
 		c := redis.NewUniversalClient(opts)
-		return cache.NewRedis(c, cache.RedisOptions{Prefix: sc.prefix(),
+		return store.NewRedis(c, store.RedisOptions{Prefix: sc.prefix(),
 			WaitReplicas: sc.WaitReplicas, WaitTimeout: time.Duration(sc.WaitTimeout)}), c, nil
 	case "embedded", "":
 		if err := os.MkdirAll(filepath.Dir(sc.Path), 0o700); err != nil {
 			return nil, nil, err
 		}
-		s, err := cache.NewEmbedded(sc.Path, cache.EmbeddedOptions{})
+		s, err := store.NewEmbedded(sc.Path, store.EmbeddedOptions{})
 		return s, nil, err
 	}
 	return nil, nil, fmt.Errorf("unknown store type %q", sc.Type)

@@ -13,17 +13,17 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
-	"github.com/idemgate/idemgate/cache"
+	"github.com/idemgate/idemgate/store"
 )
 
-// The start-up checks of a Redis store (cache.CheckRedis): a Redis that
+// The start-up checks of a Redis store (store.CheckRedis): a Redis that
 // may evict the gateway's records, or that refuses it a command, key or
 // channel, stops the start with an error that says why and how to fix it;
 // one without persistence is warned about. A Redis that does not answer
 // within store_timeout does not hold the start: the gateway warns, starts,
 // and checks again in the background until it can, then every minute,
 // logging at error what changed. The store keeps the last complete report
-// (cache.Redis.SetChecked): an async route reads there whether its acks
+// (store.Redis.SetChecked): an async route reads there whether its acks
 // are durable (deliver.go, durability).
 
 // defaultRecheckEvery is how often a running store's Redis is checked
@@ -37,9 +37,9 @@ const (
 // redisWatch re-checks one store's Redis in the background.
 type redisWatch struct {
 	c       redis.UniversalClient
-	store   cache.Store
+	store   store.Store
 	id      string
-	opts    cache.RedisCheckOptions
+	opts    store.RedisCheckOptions
 	timeout time.Duration
 	logger  *zap.Logger
 	// recheck and retry are the intervals of the loop: checkRedis sets
@@ -49,21 +49,21 @@ type redisWatch struct {
 	stopOnce sync.Once
 	stopped  chan struct{}
 	done     chan struct{}
-	last     *cache.RedisReport // the last report that reached every master
+	last     *store.RedisReport // the last report that reached every master
 	unfit    bool               // the store's claims are refused (setUnfit)
 }
 
 // checkRedis runs the start-up checks of store s on client c, bounded by
 // timeout. It returns an error that must stop the start, or a watch that
 // goes on checking (its close stops it, then closes c).
-func checkRedis(c redis.UniversalClient, s cache.Store, sc StoreConfig, timeout time.Duration, logger *zap.Logger) (io.Closer, error) {
+func checkRedis(c redis.UniversalClient, s store.Store, sc StoreConfig, timeout time.Duration, logger *zap.Logger) (io.Closer, error) {
 	w := &redisWatch{c: c, store: s, id: sc.id(), timeout: timeout, logger: logger,
 		recheck: defaultRecheckEvery, retry: defaultRetryEvery,
-		opts:    cache.RedisCheckOptions{Prefix: sc.prefix(), AllowEviction: sc.AllowEviction},
+		opts:    store.RedisCheckOptions{Prefix: sc.prefix(), AllowEviction: sc.AllowEviction},
 		stopped: make(chan struct{}), done: make(chan struct{})}
 	rep, err := w.check()
-	var ev *cache.EvictionError
-	var pe *cache.PermissionError
+	var ev *store.EvictionError
+	var pe *store.PermissionError
 	if errors.As(err, &ev) || errors.As(err, &pe) {
 		return nil, fmt.Errorf("store %s: %w", w.id, err)
 	}
@@ -79,14 +79,14 @@ func checkRedis(c redis.UniversalClient, s cache.Store, sc StoreConfig, timeout 
 	return w, nil
 }
 
-// check runs cache.CheckRedis once, bounded by the store timeout, and
+// check runs store.CheckRedis once, bounded by the store timeout, and
 // tells the store its server's version and, when the check reached every
 // master, the report.
-func (w *redisWatch) check() (cache.RedisReport, error) {
+func (w *redisWatch) check() (store.RedisReport, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), w.timeout)
 	defer cancel()
-	rep, err := cache.CheckRedis(ctx, w.c, w.opts)
-	r, ok := w.store.(*cache.Redis)
+	rep, err := store.CheckRedis(ctx, w.c, w.opts)
+	r, ok := w.store.(*store.Redis)
 	if ok && rep.Major > 0 && len(rep.Masters) > 0 {
 		r.UseServerVersion(rep.Major)
 	}
@@ -99,13 +99,13 @@ func (w *redisWatch) check() (cache.RedisReport, error) {
 // reachedAll tells whether a check that returned err read every master: it
 // succeeded, or it found what it refuses (eviction, a missing right).
 func reachedAll(err error) bool {
-	var ev *cache.EvictionError
-	var pe *cache.PermissionError
+	var ev *store.EvictionError
+	var pe *store.PermissionError
 	return err == nil || errors.As(err, &ev) || errors.As(err, &pe)
 }
 
 // started logs what a first complete check found that is worth a word.
-func (w *redisWatch) started(rep cache.RedisReport) {
+func (w *redisWatch) started(rep store.RedisReport) {
 	w.last = &rep
 	logPersistence(rep, w.id, w.logger)
 	if ev := rep.Evicting(); len(ev) > 0 {
@@ -127,8 +127,8 @@ func (w *redisWatch) loop(next time.Duration) {
 		case <-t.C:
 		}
 		rep, err := w.check()
-		var ev *cache.EvictionError
-		var pe *cache.PermissionError
+		var ev *store.EvictionError
+		var pe *store.PermissionError
 		if w.last != nil && reachedAll(err) {
 			w.persistenceChanged(rep)
 		}
@@ -174,7 +174,7 @@ func (w *redisWatch) loop(next time.Duration) {
 // last report: appendonly turned off is an error (an async route's acks
 // then fail closed, deliver.go), on again a warning, another appendfsync
 // a warning.
-func (w *redisWatch) persistenceChanged(rep cache.RedisReport) {
+func (w *redisWatch) persistenceChanged(rep store.RedisReport) {
 	was, now := addrSet(w.last.WithoutAOF()), addrSet(rep.WithoutAOF())
 	var off, on []string
 	for a := range now {
@@ -219,7 +219,7 @@ func fsyncMeaning(f string) string {
 	return "every write is on the disk before it is answered"
 }
 
-func addrSet(ms []cache.RedisMaster) map[string]bool {
+func addrSet(ms []store.RedisMaster) map[string]bool {
 	s := make(map[string]bool, len(ms))
 	for _, m := range ms {
 		s[m.Addr] = true
@@ -228,7 +228,7 @@ func addrSet(ms []cache.RedisMaster) map[string]bool {
 }
 
 // addrsOf lists masters' addresses for a message.
-func addrsOf(ms []cache.RedisMaster) string {
+func addrsOf(ms []store.RedisMaster) string {
 	a := make([]string, len(ms))
 	for i, m := range ms {
 		a[i] = m.Addr
@@ -239,15 +239,15 @@ func addrsOf(ms []cache.RedisMaster) string {
 // setUnfit refuses (why != nil) or resumes the store's claims.
 func (w *redisWatch) setUnfit(why error) {
 	w.unfit = why != nil
-	if r, ok := w.store.(*cache.Redis); ok {
+	if r, ok := w.store.(*store.Redis); ok {
 		r.SetUnfit(why)
 	}
 }
 
 // changed: do rep's masters differ from the last report's in a way that
 // matters (policy, memory limit, user, masters themselves)?
-func (w *redisWatch) changed(rep cache.RedisReport) bool {
-	return !slices.EqualFunc(w.last.Masters, rep.Masters, func(a, b cache.RedisMaster) bool {
+func (w *redisWatch) changed(rep store.RedisReport) bool {
+	return !slices.EqualFunc(w.last.Masters, rep.Masters, func(a, b store.RedisMaster) bool {
 		return a.Addr == b.Addr && a.Policy == b.Policy && a.MaxMemory == b.MaxMemory && a.User == b.User
 	})
 }
@@ -264,7 +264,7 @@ func (w *redisWatch) Close() error {
 // route a platform's retry after the restart runs the backend again; an
 // async route's acked notifications would be lost outright, which is why
 // such a route needs AOF (deliver.go, durability) and says so itself.
-func logPersistence(rep cache.RedisReport, id string, logger *zap.Logger) {
+func logPersistence(rep store.RedisReport, id string, logger *zap.Logger) {
 	if rep.PersistenceErr != nil {
 		logger.Warn("could not check Redis persistence", zap.String("store", id), zap.Error(rep.PersistenceErr))
 		return

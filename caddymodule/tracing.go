@@ -8,7 +8,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/idemgate/idemgate/internal/registry"
+	"github.com/idemgate/idemgate/caddymodule/app"
 )
 
 const instrumentationName = "github.com/idemgate/idemgate/caddymodule"
@@ -44,7 +44,7 @@ func (s spanEnder) end(d *result) {
 	s.span.SetAttributes(attribute.String("idempotency.outcome", string(d.outcome)))
 	if d.key != "" {
 		// Always hashed: traces leave the machine more often than logs.
-		s.span.SetAttributes(attribute.String("idempotency.key_hash", registry.HashKey(d.key)))
+		s.span.SetAttributes(attribute.String("idempotency.key_hash", app.HashKey(d.key)))
 	}
 	if d.copies > 0 {
 		s.span.SetAttributes(attribute.Int64("idempotency.copies", d.copies))

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgate/idemgate/cache"
-	"github.com/idemgate/idemgate/internal/registry"
+	"github.com/idemgate/idemgate/caddymodule/app"
+	"github.com/idemgate/idemgate/store"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
@@ -126,7 +126,7 @@ func TestDecisionSpans(t *testing.T) {
 				t.Errorf("attribute %s carries the raw key: %q", kv.Key, kv.Value.Emit())
 			}
 		}
-		if attrs["idempotency.key_hash"] != registry.HashKey(key) || attrs["idempotency.platform"] != "generic" {
+		if attrs["idempotency.key_hash"] != app.HashKey(key) || attrs["idempotency.platform"] != "generic" {
 			t.Errorf("decision span attributes %v", attrs)
 		}
 		got = append(got, attrs["idempotency.outcome"])
@@ -220,18 +220,18 @@ func TestDecisionLogs(t *testing.T) {
 		h := newHandler(t, false)
 		key := "demo:log-1"
 		send(h, backend, "log-1", "1")
-		check(t, line{level: zapcore.InfoLevel, msg: "idempotency decision", outcome: "forwarded", key: registry.HashKey(key)})
+		check(t, line{level: zapcore.InfoLevel, msg: "idempotency decision", outcome: "forwarded", key: app.HashKey(key)})
 		send(h, backend, "log-1", "1")
 		// Replays are routine: debug.
-		check(t, line{level: zapcore.DebugLevel, msg: "idempotency decision", outcome: "replayed", key: registry.HashKey(key), copies: 2})
+		check(t, line{level: zapcore.DebugLevel, msg: "idempotency decision", outcome: "replayed", key: app.HashKey(key), copies: 2})
 		send(h, backend, "log-1", "1") // copies 3 > warn_copies 2: warned the first time
-		check(t, line{level: zapcore.WarnLevel, msg: "more often than warn_copies", outcome: "replayed", key: registry.HashKey(key), copies: 3})
+		check(t, line{level: zapcore.WarnLevel, msg: "more often than warn_copies", outcome: "replayed", key: app.HashKey(key), copies: 3})
 		send(h, backend, "log-1", "1") // and then at most once a minute
-		check(t, line{level: zapcore.DebugLevel, msg: "idempotency decision", outcome: "replayed", key: registry.HashKey(key), copies: 4})
+		check(t, line{level: zapcore.DebugLevel, msg: "idempotency decision", outcome: "replayed", key: app.HashKey(key), copies: 4})
 		if status := send(h, backend, "log-1", "2"); status != 422 {
 			t.Fatalf("conflict: %d", status)
 		}
-		check(t, line{level: zapcore.ErrorLevel, msg: "possible tampering", outcome: "conflict", key: registry.HashKey(key), errorSubstring: "different fingerprint"})
+		check(t, line{level: zapcore.ErrorLevel, msg: "possible tampering", outcome: "conflict", key: app.HashKey(key), errorSubstring: "different fingerprint"})
 	})
 
 	t.Run("backend failure", func(t *testing.T) {
@@ -261,7 +261,7 @@ func TestDecisionLogs(t *testing.T) {
 		// The key is purged while its copy is at the backend: the answer
 		// cannot be remembered, which is logged at error level.
 		purging := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
-			if err := h.store.(cache.Recovery).Delete(r.Context(), "demo:log-3"); err != nil {
+			if err := h.store.(store.Recovery).Delete(r.Context(), "demo:log-3"); err != nil {
 				t.Errorf("purge: %v", err)
 			}
 			return backend(w, r)
@@ -269,7 +269,7 @@ func TestDecisionLogs(t *testing.T) {
 		send(h, purging, "log-3", "1")
 		all := logs.TakeAll()
 		if len(all) != 2 || all[0].Level != zapcore.ErrorLevel || !strings.Contains(all[0].Message, "lost the claim") ||
-			all[0].ContextMap()["op"] != "complete" || all[0].ContextMap()["key"] != registry.HashKey("demo:log-3") {
+			all[0].ContextMap()["op"] != "complete" || all[0].ContextMap()["key"] != app.HashKey("demo:log-3") {
 			t.Fatalf("lost claim logs: %v", all)
 		}
 	})

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/internal/testenv"
+	"github.com/idemgate/idemgate/store"
 )
 
 // runValidate runs `idemgate validate` on a Caddyfile whose one site holds
@@ -55,7 +55,7 @@ func TestValidateWhileRunning(t *testing.T) {
 		t.Fatalf("first copy: %d %q", r.status, r.body)
 	}
 	// The running gateway holds the file's lock: opening it here fails.
-	if s, err := cache.NewEmbedded(db, cache.EmbeddedOptions{OpenTimeout: 100 * time.Millisecond}); err == nil {
+	if s, err := store.NewEmbedded(db, store.EmbeddedOptions{OpenTimeout: 100 * time.Millisecond}); err == nil {
 		s.Close()
 		t.Fatal("the embedded file opened beside the running gateway: the test proves nothing")
 	}
@@ -115,13 +115,13 @@ func TestValidateDialsNoRedis(t *testing.T) {
 			defer c.Close() // held open, never answered
 		}
 	}()
-	for _, store := range []string{
+	for _, storeID := range []string{
 		"store redis " + ln.Addr().String(),
 		"store redis redis://" + ln.Addr().String() + "/2",
 		"store redis " + ln.Addr().String() + " {\n\t\t\tdb 3\n\t\t}",
 	} {
-		t.Run(store, func(t *testing.T) {
-			site := "\tidempotency {\n\t\tkey k:{idempotency.form.out_trade_no}\n\t\t" + store + "\n\t}\n\trespond ok"
+		t.Run(storeID, func(t *testing.T) {
+			site := "\tidempotency {\n\t\tkey k:{idempotency.form.out_trade_no}\n\t\t" + storeID + "\n\t}\n\trespond ok"
 			out, err, took := runValidate(t, t.TempDir(), site, 30*time.Second)
 			if err != nil || !strings.Contains(out, "Valid configuration") {
 				t.Fatalf("validate: %v\n%s", err, out)

@@ -9,12 +9,12 @@
 // platform's read API (keying.EventLister for Stripe and PayPal,
 // keying.OrderQuerier for Alipay and WeChat Pay, built by the preset's
 // keying.ReadAPI) and reads the route's store: the claim contract, the
-// listings (cache.Lister), the order state (cache.OrderBook), a lease
-// (cache.Leaser: one instance of a fleet asks at a time) and the missing
-// list (cache.MissingLog: what was found, what was done, the outcome,
+// listings (store.Lister), the order state (store.OrderBook), a lease
+// (store.Leaser: one instance of a fleet asks at a time) and the missing
+// list (store.MissingLog: what was found, what was done, the outcome,
 // which every instance sees).
 //
-// It imports cache and keying only, and runs off the request path. The
+// It imports store and keying only, and runs off the request path. The
 // app attaches it at three points:
 //
 //   - one Engine per route with catch_up, started at provision with

@@ -10,8 +10,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/keying"
+	"github.com/idemgate/idemgate/store"
 )
 
 // What a route does with a missing payment (Config.Recover).
@@ -25,7 +25,7 @@ const (
 	RecoverAlert = "alert"
 )
 
-// Outcomes of a missing item (cache.Missing.Outcome), the metric's
+// Outcomes of a missing item (store.Missing.Outcome), the metric's
 // outcome label.
 const (
 	OutcomeRecovered = "recovered" // its business event ran (Key)
@@ -56,9 +56,9 @@ type Config struct {
 	// keying.OrderQuerier.
 	API any
 	// Store is the route's store; it must offer the listings, the order
-	// state, leases and the missing list (every store of package cache
+	// state, leases and the missing list (every store of package store
 	// does).
-	Store cache.Store
+	Store store.Store
 	// Every is how often the platform is asked (default 10m); Grace how
 	// long the platform's own retries are left to run (15m); Window how
 	// far back the engine looks and how long it keeps trying (72h).
@@ -97,7 +97,7 @@ type Observer interface {
 	// platform and outcome).
 	Counted(platform, outcome string)
 	// Alert: an item the operator should see (a `missing` alert).
-	Alert(m cache.Missing)
+	Alert(m store.Missing)
 	// APIError: the platform's API failed or refused a call; nothing was
 	// changed because of it.
 	APIError(platform string, err error)
@@ -107,7 +107,7 @@ type Observer interface {
 type NopObserver struct{}
 
 func (NopObserver) Counted(string, string) {}
-func (NopObserver) Alert(cache.Missing)    {}
+func (NopObserver) Alert(store.Missing)    {}
 func (NopObserver) APIError(string, error) {}
 
 // Engine catches up one route. Its methods are safe for concurrent use.
@@ -115,11 +115,11 @@ type Engine struct {
 	cfg     Config
 	lister  keying.EventLister
 	querier keying.OrderQuerier
-	store   cache.Store
-	list    cache.Lister
-	orders  cache.OrderBook
-	lease   cache.Leaser
-	missing cache.MissingLog
+	store   store.Store
+	list    store.Lister
+	orders  store.OrderBook
+	lease   store.Leaser
+	missing store.MissingLog
 	obs     Observer
 	http    *http.Client
 
@@ -183,16 +183,16 @@ func New(cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("catchup: recover %q: want resend, query_route or alert", c.Recover)
 	}
 	var err error
-	if e.list, err = cache.As[cache.Lister](c.Store, "listings"); err != nil {
+	if e.list, err = store.As[store.Lister](c.Store, "listings"); err != nil {
 		return nil, err
 	}
-	if e.orders, err = cache.As[cache.OrderBook](c.Store, "order state"); err != nil {
+	if e.orders, err = store.As[store.OrderBook](c.Store, "order state"); err != nil {
 		return nil, err
 	}
-	if e.lease, err = cache.As[cache.Leaser](c.Store, "leases"); err != nil {
+	if e.lease, err = store.As[store.Leaser](c.Store, "leases"); err != nil {
 		return nil, err
 	}
-	if e.missing, err = cache.As[cache.MissingLog](c.Store, "missing list"); err != nil {
+	if e.missing, err = store.As[store.MissingLog](c.Store, "missing list"); err != nil {
 		return nil, err
 	}
 	e.store = c.Store
@@ -264,7 +264,7 @@ func (e *Engine) call(ctx context.Context, f func(ctx context.Context) error) er
 }
 
 // due says whether an item (nil: new) is to be acted on now.
-func due(m *cache.Missing, now time.Time) bool {
+func due(m *store.Missing, now time.Time) bool {
 	return m == nil || (!m.NextAt.IsZero() && !now.Before(m.NextAt))
 }
 
@@ -279,7 +279,7 @@ func next(n int, now, end time.Time) time.Time {
 }
 
 // put keeps m, telling the Observer of a new outcome.
-func (e *Engine) put(ctx context.Context, old *cache.Missing, m cache.Missing) error {
+func (e *Engine) put(ctx context.Context, old *store.Missing, m store.Missing) error {
 	m.Updated = e.cfg.Now()
 	if old == nil {
 		m.Found = m.Updated
@@ -297,9 +297,9 @@ func (e *Engine) put(ctx context.Context, old *cache.Missing, m cache.Missing) e
 }
 
 // item reads the missing item (scope, id): nil when there is none.
-func (e *Engine) item(ctx context.Context, id string) (*cache.Missing, error) {
+func (e *Engine) item(ctx context.Context, id string) (*store.Missing, error) {
 	m, err := e.missing.MissingItem(ctx, e.cfg.Scope, id)
-	if errors.Is(err, cache.ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil
 	}
 	return m, err
@@ -309,7 +309,7 @@ func (e *Engine) item(ctx context.Context, id string) (*cache.Missing, error) {
 // is its own event), "" if it has not.
 func (e *Engine) ran(ctx context.Context, order, event string) (string, error) {
 	o, err := e.orders.Order(ctx, order)
-	if errors.Is(err, cache.ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) {
 		return "", nil
 	}
 	if err != nil {
@@ -324,7 +324,7 @@ func (e *Engine) ran(ctx context.Context, order, event string) (string, error) {
 }
 
 // recovered marks an item whose event ran since, final.
-func (e *Engine) recovered(ctx context.Context, m *cache.Missing, key string) error {
+func (e *Engine) recovered(ctx context.Context, m *store.Missing, key string) error {
 	if m == nil || m.Outcome == OutcomeRecovered {
 		return nil
 	}

@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 
-	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/keying"
+	"github.com/idemgate/idemgate/store"
 	"time"
 )
 
@@ -54,14 +54,14 @@ func (e *Engine) event(ctx context.Context, now time.Time, ev keying.PlatformEve
 	}
 	rec, err := e.store.Lookup(ctx, key)
 	switch {
-	case err == nil && rec.State == cache.StateAnswered:
+	case err == nil && rec.State == store.StateAnswered:
 		return e.recovered(ctx, m, key)
 	case err == nil:
 		return nil // it reached the gate (in flight, failed): never resent from here
-	case !errors.Is(err, cache.ErrNotFound):
+	case !errors.Is(err, store.ErrNotFound):
 		return err
 	}
-	order, event := cache.OrderOf(key)
+	order, event := store.OrderOf(key)
 	if k, err := e.ran(ctx, order, event); err != nil || k != "" {
 		if err != nil {
 			return err
@@ -71,7 +71,7 @@ func (e *Engine) event(ctx context.Context, now time.Time, ev keying.PlatformEve
 	if !due(m, now) {
 		return nil
 	}
-	n := cache.Missing{Found: now}
+	n := store.Missing{Found: now}
 	if m != nil {
 		n = *m
 	}
@@ -84,16 +84,16 @@ func (e *Engine) event(ctx context.Context, now time.Time, ev keying.PlatformEve
 		if errors.Is(err, ErrCapped) {
 			return err
 		}
-		n.Action = cache.MissingResent
+		n.Action = store.MissingResent
 		if err != nil {
 			n.Reason = e.apiReason(err)
 		}
 	default:
-		n.Action, n.Outcome = cache.MissingAlerted, OutcomeAlertOnly
+		n.Action, n.Outcome = store.MissingAlerted, OutcomeAlertOnly
 	}
 	n.Attempts++
 	n.NextAt = next(n.Attempts, now, ev.At.Add(e.cfg.Window))
-	if n.Action == cache.MissingAlerted {
+	if n.Action == store.MissingAlerted {
 		n.NextAt = time.Time{} // alerted once; the record's arrival still marks it recovered
 	}
 	return e.put(ctx, m, n)

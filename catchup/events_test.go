@@ -7,11 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/keying"
+	"github.com/idemgate/idemgate/store"
 )
 
-func stripeEngine(t *testing.T, s cache.Store, l *lister, c *clock, obs Observer) *Engine {
+func stripeEngine(t *testing.T, s store.Store, l *lister, c *clock, obs Observer) *Engine {
 	l.now = c.Now
 	return mustEngine(t, Config{Scope: "stripe", Platform: "stripe", API: l, Store: s, Recover: RecoverResend,
 		Every: time.Minute, Grace: 15 * time.Minute, Window: 72 * time.Hour, Now: c.Now, Observer: obs})
@@ -28,7 +28,7 @@ func event(id string, at time.Time) keying.PlatformEvent {
 // resent. An event already recorded is never resent; one inside grace is
 // left alone.
 func TestMissingEventResentOnce(t *testing.T) {
-	eachStore(t, func(t *testing.T, s cache.Store) {
+	eachStore(t, func(t *testing.T, s store.Store) {
 		c := newClock()
 		now := c.Now()
 		l := &lister{events: []keying.PlatformEvent{
@@ -44,13 +44,13 @@ func TestMissingEventResentOnce(t *testing.T) {
 			t.Fatalf("resent %v", l.resent)
 		}
 		m := item(t, s, "stripe", "evt_missing")
-		if m.Action != cache.MissingResent || m.Outcome != OutcomeMissing || m.Attempts != 1 ||
+		if m.Action != store.MissingResent || m.Outcome != OutcomeMissing || m.Attempts != 1 ||
 			!m.NextAt.Equal(now.Add(time.Hour)) || m.MerchantRef != "order-evt_missing" || m.Amount != "12.00" ||
 			!m.At.Equal(now.Add(-time.Hour)) || m.Platform != "stripe" {
 			t.Fatalf("item %+v", m)
 		}
 		for _, id := range []string{"evt_done", "evt_fresh"} {
-			if _, err := s.(cache.MissingLog).MissingItem(ctxT(t), "stripe", id); !errors.Is(err, cache.ErrNotFound) {
+			if _, err := s.(store.MissingLog).MissingItem(ctxT(t), "stripe", id); !errors.Is(err, store.ErrNotFound) {
 				t.Fatalf("%s has an item: %v", id, err)
 			}
 		}
@@ -80,7 +80,7 @@ func TestMissingEventResentOnce(t *testing.T) {
 // then 1h, 6h and 24h after the one before, 24h from then on, and no more
 // once the window passed.
 func TestBackoffSchedule(t *testing.T) {
-	eachStore(t, func(t *testing.T, s cache.Store) {
+	eachStore(t, func(t *testing.T, s store.Store) {
 		c := newClock()
 		t0 := c.Now()
 		at := t0.Add(-20 * time.Minute)
@@ -106,7 +106,7 @@ func TestBackoffSchedule(t *testing.T) {
 // the key refused) records nothing and tells the Observer; a resend that
 // fails is recorded with why, and retried on the schedule.
 func TestEventListerFailuresChangeNothing(t *testing.T) {
-	eachStore(t, func(t *testing.T, s cache.Store) {
+	eachStore(t, func(t *testing.T, s store.Store) {
 		c := newClock()
 		l := &lister{events: []keying.PlatformEvent{event("evt_1", c.Now().Add(-time.Hour))},
 			listErr: fmt.Errorf("dial: %w", syscall.ECONNREFUSED)}
@@ -115,7 +115,7 @@ func TestEventListerFailuresChangeNothing(t *testing.T) {
 		if _, err := e.Tick(ctxT(t)); err == nil {
 			t.Fatal("a failed list is no error")
 		}
-		if got, _ := s.(cache.MissingLog).Missing(ctxT(t), cache.MissingQuery{}); len(got) != 0 || l.resends("evt_1") != 0 {
+		if got, _ := s.(store.MissingLog).Missing(ctxT(t), store.MissingQuery{}); len(got) != 0 || l.resends("evt_1") != 0 {
 			t.Fatalf("an API down changed %v, resent %v", got, l.resent)
 		}
 		if len(obs.apiErrs) != 1 {
@@ -133,7 +133,7 @@ func TestEventListerFailuresChangeNothing(t *testing.T) {
 // TestCapHolds: the engine's calls to the platform in any minute stay
 // within CallsPerMinute; the rest wait, unchanged, for a later pass.
 func TestCapHolds(t *testing.T) {
-	eachStore(t, func(t *testing.T, s cache.Store) {
+	eachStore(t, func(t *testing.T, s store.Store) {
 		c := newClock()
 		l := &lister{now: c.Now}
 		for i := range 5 {

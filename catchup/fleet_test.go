@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/internal/redistest"
 	"github.com/idemgate/idemgate/keying"
+	"github.com/idemgate/idemgate/store"
 )
 
 // TestFleetAsksOnce: two gateway instances on one real Redis, each with
@@ -21,7 +21,7 @@ func TestFleetAsksOnce(t *testing.T) {
 	l := &lister{now: c.Now, events: []keying.PlatformEvent{event("evt_1", c.Now().Add(-time.Hour))}}
 	engines := make([]*Engine, 2)
 	for i := range engines {
-		s := cache.NewRedis(srv.Client(), cache.RedisOptions{Prefix: prefix})
+		s := store.NewRedis(srv.Client(), store.RedisOptions{Prefix: prefix})
 		t.Cleanup(func() { s.Close() })
 		engines[i] = mustEngine(t, Config{Scope: "stripe", Platform: "stripe", API: l, Store: s, Recover: RecoverResend,
 			Every: 2 * time.Second, Now: c.Now, Owner: fmt.Sprint("instance-", i)})

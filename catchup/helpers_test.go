@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/internal/redistest"
 	"github.com/idemgate/idemgate/keying"
+	"github.com/idemgate/idemgate/store"
 )
 
 // The platform's side here is a small in-test EventLister or OrderQuerier:
@@ -46,7 +46,7 @@ func (c *clock) Add(d time.Duration) {
 // storeKind makes a fresh store of one kind.
 type storeKind struct {
 	name string
-	new  func(t *testing.T) cache.Store
+	new  func(t *testing.T) store.Store
 }
 
 var prefixSeq atomic.Int64
@@ -56,21 +56,21 @@ var prefixSeq atomic.Int64
 func stores(t *testing.T) []storeKind {
 	srv := redistest.Start(t)
 	return []storeKind{
-		{"memory", func(t *testing.T) cache.Store {
-			s := cache.NewMemory()
+		{"memory", func(t *testing.T) store.Store {
+			s := store.NewMemory()
 			t.Cleanup(func() { s.Close() })
 			return s
 		}},
-		{"embedded", func(t *testing.T) cache.Store {
-			s, err := cache.NewEmbedded(filepath.Join(t.TempDir(), "idem.db"), cache.EmbeddedOptions{NoSync: true})
+		{"embedded", func(t *testing.T) store.Store {
+			s, err := store.NewEmbedded(filepath.Join(t.TempDir(), "idem.db"), store.EmbeddedOptions{NoSync: true})
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { s.Close() })
 			return s
 		}},
-		{"redis", func(t *testing.T) cache.Store {
-			s := cache.NewRedis(srv.Client(), cache.RedisOptions{Prefix: fmt.Sprintf("c%d", prefixSeq.Add(1))})
+		{"redis", func(t *testing.T) store.Store {
+			s := store.NewRedis(srv.Client(), store.RedisOptions{Prefix: fmt.Sprintf("c%d", prefixSeq.Add(1))})
 			t.Cleanup(func() { s.Close() })
 			return s
 		}},
@@ -78,7 +78,7 @@ func stores(t *testing.T) []storeKind {
 }
 
 // eachStore runs f on a fresh store of every kind.
-func eachStore(t *testing.T, f func(t *testing.T, s cache.Store)) {
+func eachStore(t *testing.T, f func(t *testing.T, s store.Store)) {
 	for _, k := range stores(t) {
 		t.Run(k.name, func(t *testing.T) { f(t, k.new(t)) })
 	}
@@ -92,32 +92,32 @@ func ctxT(t *testing.T) context.Context {
 
 // ran settles key as the gate does when the backend ran it: claimed,
 // completed with its order run, and the merchant's refs journaled.
-func ran(t *testing.T, s cache.Store, key string, refs ...string) {
+func ran(t *testing.T, s store.Store, key string, refs ...string) {
 	t.Helper()
 	ctx := ctxT(t)
 	c, err := s.Claim(ctx, key, "", time.Minute)
-	if err != nil || c.Outcome != cache.Won {
+	if err != nil || c.Outcome != store.Won {
 		t.Fatalf("claim %s: %+v, %v", key, c, err)
 	}
-	run := &cache.OrderRun{TTL: 400 * 24 * time.Hour, MerchantRefs: refs}
-	if _, ev := cache.OrderOf(key); ev == keying.EventPaid {
+	run := &store.OrderRun{TTL: 400 * 24 * time.Hour, MerchantRefs: refs}
+	if _, ev := store.OrderOf(key); ev == keying.EventPaid {
 		run.Settles, run.Amount, run.Currency = keying.SettlesPayment, "9.90", "CNY"
 	}
-	j := cache.Journal{Notification: &cache.Notification{Method: "POST", URI: "/notify", MerchantRefs: refs}}
-	if err := s.Complete(ctx, key, c.Token, cache.Answer{Status: 200, Body: []byte("success"), BodyCached: true, Order: run}, time.Hour, j); err != nil {
+	j := store.Journal{Notification: &store.Notification{Method: "POST", URI: "/notify", MerchantRefs: refs}}
+	if err := s.Complete(ctx, key, c.Token, store.Answer{Status: 200, Body: []byte("success"), BodyCached: true, Order: run}, time.Hour, j); err != nil {
 		t.Fatalf("complete %s: %v", key, err)
 	}
 }
 
 // failed leaves key failed, as a backend's failure does.
-func failed(t *testing.T, s cache.Store, key string) {
+func failed(t *testing.T, s store.Store, key string) {
 	t.Helper()
 	ctx := ctxT(t)
 	c, err := s.Claim(ctx, key, "", time.Minute)
-	if err != nil || c.Outcome != cache.Won {
+	if err != nil || c.Outcome != store.Won {
 		t.Fatalf("claim %s: %+v, %v", key, c, err)
 	}
-	if err := s.Release(ctx, key, c.Token, time.Hour, cache.Journal{}); err != nil {
+	if err := s.Release(ctx, key, c.Token, time.Hour, store.Journal{}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -229,7 +229,7 @@ type queryRoute struct {
 	forms []map[string]string
 }
 
-func newQueryRoute(t *testing.T, s cache.Store, scope, merchant string) *queryRoute {
+func newQueryRoute(t *testing.T, s store.Store, scope, merchant string) *queryRoute {
 	q := &queryRoute{}
 	q.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		q.calls.Add(1)
@@ -246,11 +246,11 @@ func newQueryRoute(t *testing.T, s cache.Store, scope, merchant string) *queryRo
 		if trade == "" {
 			trade = body["transaction_id"]
 		}
-		key := cache.OrderName(scope, merchant, trade) + ":paid"
+		key := store.OrderName(scope, merchant, trade) + ":paid"
 		c, err := s.Claim(r.Context(), key, "", time.Minute)
-		if err == nil && c.Outcome == cache.Won {
-			err = s.Complete(r.Context(), key, c.Token, cache.Answer{Status: 200, Body: []byte("ok"), BodyCached: true,
-				Order: &cache.OrderRun{TTL: time.Hour, Settles: keying.SettlesPayment}}, time.Hour, cache.Journal{})
+		if err == nil && c.Outcome == store.Won {
+			err = s.Complete(r.Context(), key, c.Token, store.Answer{Status: 200, Body: []byte("ok"), BodyCached: true,
+				Order: &store.OrderRun{TTL: time.Hour, Settles: keying.SettlesPayment}}, time.Hour, store.Journal{})
 		}
 		if err != nil {
 			http.Error(w, "store", 500)
@@ -266,7 +266,7 @@ func newQueryRoute(t *testing.T, s cache.Store, scope, merchant string) *queryRo
 type observer struct {
 	mu      sync.Mutex
 	counted map[string]int
-	alerts  []cache.Missing
+	alerts  []store.Missing
 	apiErrs []error
 }
 
@@ -279,7 +279,7 @@ func (o *observer) Counted(platform, outcome string) {
 	o.counted[platform+"/"+outcome]++
 }
 
-func (o *observer) Alert(m cache.Missing) {
+func (o *observer) Alert(m store.Missing) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.alerts = append(o.alerts, m)
@@ -308,9 +308,9 @@ func tick(t *testing.T, e *Engine) {
 	}
 }
 
-func item(t *testing.T, s cache.Store, scope, id string) *cache.Missing {
+func item(t *testing.T, s store.Store, scope, id string) *store.Missing {
 	t.Helper()
-	m, err := s.(cache.MissingLog).MissingItem(ctxT(t), scope, id)
+	m, err := s.(store.MissingLog).MissingItem(ctxT(t), scope, id)
 	if err != nil {
 		t.Fatalf("missing item %s/%s: %v", scope, id, err)
 	}

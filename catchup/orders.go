@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/keying"
+	"github.com/idemgate/idemgate/store"
 )
 
 // maxListed bounds the records one pass reads per listing (newest
@@ -60,8 +60,8 @@ func (e *Engine) orderPass(ctx context.Context) error {
 func (e *Engine) candidates(ctx context.Context, now time.Time) ([]candidate, error) {
 	var out []candidate
 	seen := map[string]bool{}
-	for _, st := range []cache.State{cache.StateAnswered, cache.StateFailed, cache.StateDead} {
-		q := cache.ListQuery{State: st, Scope: e.cfg.Scope, Since: now.Add(-e.cfg.Window), Limit: 1000, Now: now}
+	for _, st := range []store.State{store.StateAnswered, store.StateFailed, store.StateDead} {
+		q := store.ListQuery{State: st, Scope: e.cfg.Scope, Since: now.Add(-e.cfg.Window), Limit: 1000, Now: now}
 		for n := 0; n < maxListed; {
 			p, err := e.list.List(ctx, q)
 			if err != nil {
@@ -74,7 +74,7 @@ func (e *Engine) candidates(ctx context.Context, now time.Time) ([]candidate, er
 					continue
 				}
 				seen[order] = true
-				_, merchant, id := cache.OrderParts(order)
+				_, merchant, id := store.OrderParts(order)
 				out = append(out, candidate{order: order, id: id, key: r.Key, since: r.FirstSeen, sub: e.sub(merchant)})
 			}
 			if p.Next == "" {
@@ -85,7 +85,7 @@ func (e *Engine) candidates(ctx context.Context, now time.Time) ([]candidate, er
 	}
 	// The open items: an order whose record changed state (a failed
 	// payment key that ran since) or expired is still followed.
-	items, err := e.missing.Missing(ctx, cache.MissingQuery{Scope: e.cfg.Scope, Limit: cache.MissingCap})
+	items, err := e.missing.Missing(ctx, store.MissingQuery{Scope: e.cfg.Scope, Limit: store.MissingCap})
 	if err != nil {
 		return nil, err
 	}
@@ -94,22 +94,22 @@ func (e *Engine) candidates(ctx context.Context, now time.Time) ([]candidate, er
 			continue
 		}
 		seen[m.Order] = true
-		_, merchant, _ := cache.OrderParts(m.Order)
+		_, merchant, _ := store.OrderParts(m.Order)
 		out = append(out, candidate{order: m.Order, id: m.ID, outTradeNo: m.MerchantRef, since: m.Found, sub: e.sub(merchant)})
 	}
 	return out, nil
 }
 
 // expects says which order a record of state st makes a candidate.
-func expects(key string, st cache.State) (string, bool) {
-	if st == cache.StateAnswered {
+func expects(key string, st store.State) (string, bool) {
+	if st == store.StateAnswered {
 		if o, ok := strings.CutSuffix(key, ":return"); ok && strings.Count(o, ":") >= 2 {
 			return o, true
 		}
-		o, ev := cache.OrderOf(key)
+		o, ev := store.OrderOf(key)
 		return o, ev == keying.EventCreated
 	}
-	o, ev := cache.OrderOf(key)
+	o, ev := store.OrderOf(key)
 	return o, ev == keying.EventPaid
 }
 
@@ -118,12 +118,12 @@ func expects(key string, st cache.State) (string, bool) {
 // or the platform's trade number. It is bounded by the per-minute cap
 // (ErrCapped) and recovers a verified paid order as a pass would; the
 // item it returns is kept in the missing list.
-func (e *Engine) Query(ctx context.Context, q keying.OrderQuery) (cache.Missing, error) {
+func (e *Engine) Query(ctx context.Context, q keying.OrderQuery) (store.Missing, error) {
 	if e.querier == nil {
-		return cache.Missing{}, fmt.Errorf("catchup: platform %q is not queried by order", e.cfg.Platform)
+		return store.Missing{}, fmt.Errorf("catchup: platform %q is not queried by order", e.cfg.Platform)
 	}
 	if q.TradeNo == "" && q.OutTradeNo == "" {
-		return cache.Missing{}, errors.New("catchup: name the order by out_trade_no or trade_no")
+		return store.Missing{}, errors.New("catchup: name the order by out_trade_no or trade_no")
 	}
 	return e.order(ctx, e.cfg.Now(), candidate{id: q.TradeNo, outTradeNo: q.OutTradeNo, since: e.cfg.Now(), sub: q.SubMerchant}, true)
 }
@@ -140,23 +140,23 @@ func (e *Engine) sub(merchant string) string {
 
 // order queries one candidate (asked: the operator's, at once) and keeps
 // what was learnt.
-func (e *Engine) order(ctx context.Context, now time.Time, c candidate, asked bool) (cache.Missing, error) {
-	var m *cache.Missing
+func (e *Engine) order(ctx context.Context, now time.Time, c candidate, asked bool) (store.Missing, error) {
+	var m *store.Missing
 	var err error
 	if c.order != "" {
 		if m, err = e.item(ctx, c.id); err != nil {
-			return cache.Missing{}, err
+			return store.Missing{}, err
 		}
 		key, err := e.ran(ctx, c.order, keying.EventPaid)
 		if err != nil {
-			return cache.Missing{}, err
+			return store.Missing{}, err
 		}
 		if key != "" {
 			err := e.recovered(ctx, m, key)
 			return e.result(m, err)
 		}
 		if !asked && (!due(m, now) || (m == nil && now.After(c.since.Add(e.cfg.Window)))) {
-			return cache.Missing{}, nil
+			return store.Missing{}, nil
 		}
 	}
 	if c.outTradeNo == "" && c.key != "" {
@@ -172,13 +172,13 @@ func (e *Engine) order(ctx context.Context, now time.Time, c candidate, asked bo
 		return err
 	})
 	if errors.Is(qerr, ErrCapped) {
-		return cache.Missing{}, qerr
+		return store.Missing{}, qerr
 	}
 	if qerr == nil && c.order == "" && ans.TradeNo != "" {
 		// The operator's order, named by the answer.
 		c.id = ans.TradeNo
 		if ans.Merchant != "" {
-			c.order = cache.OrderName(e.cfg.Scope, ans.Merchant, ans.TradeNo)
+			c.order = store.OrderName(e.cfg.Scope, ans.Merchant, ans.TradeNo)
 		}
 	}
 	if c.id == "" {
@@ -186,10 +186,10 @@ func (e *Engine) order(ctx context.Context, now time.Time, c candidate, asked bo
 	}
 	if asked {
 		if m, err = e.item(ctx, c.id); err != nil {
-			return cache.Missing{}, err
+			return store.Missing{}, err
 		}
 	}
-	n := cache.Missing{}
+	n := store.Missing{}
 	if m != nil {
 		n = *m
 	}
@@ -197,7 +197,7 @@ func (e *Engine) order(ctx context.Context, now time.Time, c candidate, asked bo
 	if c.outTradeNo != "" {
 		n.MerchantRef = c.outTradeNo
 	}
-	n.Action, n.Key = cache.MissingQueried, ""
+	n.Action, n.Key = store.MissingQueried, ""
 	n.Attempts++
 	n.NextAt = next(n.Attempts, now, c.since.Add(e.cfg.Window))
 	switch {
@@ -215,7 +215,7 @@ func (e *Engine) order(ctx context.Context, now time.Time, c candidate, asked bo
 		if c.order != "" {
 			key, err := e.ran(ctx, c.order, keying.EventPaid)
 			if err != nil {
-				return cache.Missing{}, err
+				return store.Missing{}, err
 			}
 			if key != "" {
 				n.Outcome, n.Key, n.NextAt = OutcomeRecovered, key, time.Time{}
@@ -230,20 +230,20 @@ func (e *Engine) order(ctx context.Context, now time.Time, c candidate, asked bo
 	return e.result(&n, err)
 }
 
-func (e *Engine) result(m *cache.Missing, err error) (cache.Missing, error) {
+func (e *Engine) result(m *store.Missing, err error) (store.Missing, error) {
 	if m == nil || err != nil {
-		return cache.Missing{}, err
+		return store.Missing{}, err
 	}
 	return *m, nil
 }
 
 // recover acts on a verified paid order whose paid event never ran.
-func (e *Engine) recover(ctx context.Context, n *cache.Missing, c candidate, ans keying.TradeAnswer) {
+func (e *Engine) recover(ctx context.Context, n *store.Missing, c candidate, ans keying.TradeAnswer) {
 	if e.cfg.Recover != RecoverQueryRoute {
-		n.Action, n.Outcome, n.NextAt = cache.MissingAlerted, OutcomeAlertOnly, time.Time{}
+		n.Action, n.Outcome, n.NextAt = store.MissingAlerted, OutcomeAlertOnly, time.Time{}
 		return
 	}
-	n.Action = cache.MissingQueryRoute
+	n.Action = store.MissingQueryRoute
 	body, err := json.Marshal(queryRouteBody(e.cfg, c, n, ans))
 	if err != nil {
 		n.Outcome, n.Reason = OutcomeMissing, "the order's numbers do not encode"
@@ -281,7 +281,7 @@ func (e *Engine) recover(ctx context.Context, n *cache.Missing, c candidate, ans
 // ({idempotency.json.app_id}:{idempotency.json.trade_no}:paid, WeChat
 // Pay's {idempotency.json.mchid}:{idempotency.json.transaction_id}:paid)
 // resolves to the order's paid event and the gate runs it once.
-func queryRouteBody(cfg Config, c candidate, n *cache.Missing, ans keying.TradeAnswer) map[string]string {
+func queryRouteBody(cfg Config, c candidate, n *store.Missing, ans keying.TradeAnswer) map[string]string {
 	tradeNo := ans.TradeNo
 	if tradeNo == "" {
 		tradeNo = c.id

@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/keying"
+	"github.com/idemgate/idemgate/store"
 )
 
-func alipayEngine(t *testing.T, s cache.Store, q *querier, c *clock, route string, obs Observer) *Engine {
+func alipayEngine(t *testing.T, s store.Store, q *querier, c *clock, route string, obs Observer) *Engine {
 	rec := RecoverAlert
 	if route != "" {
 		rec = RecoverQueryRoute
@@ -27,7 +27,7 @@ func alipayEngine(t *testing.T, s cache.Store, q *querier, c *clock, route strin
 // paid, is recovered through the merchant's query route once, however
 // many passes follow.
 func TestPaidRecoveredThroughQueryRouteOnce(t *testing.T) {
-	eachStore(t, func(t *testing.T, s cache.Store) {
+	eachStore(t, func(t *testing.T, s store.Store) {
 		c := newClock()
 		ran(t, s, "alipay:2088:T1:created", "O1")
 		q := &querier{answers: map[string]keying.TradeAnswer{"T1": paid("2088", "T1", "O1")}}
@@ -51,7 +51,7 @@ func TestPaidRecoveredThroughQueryRouteOnce(t *testing.T) {
 			t.Fatalf("the platform was asked %v", q.asked)
 		}
 		m := item(t, s, "alipay", "T1")
-		if m.Outcome != OutcomeRecovered || m.Key != "alipay:2088:T1:paid" || m.Action != cache.MissingQueryRoute ||
+		if m.Outcome != OutcomeRecovered || m.Key != "alipay:2088:T1:paid" || m.Action != store.MissingQueryRoute ||
 			m.MerchantRef != "O1" || m.Amount != "9.90" || !m.NextAt.IsZero() || m.Attempts != 1 {
 			t.Fatalf("item %+v", m)
 		}
@@ -62,7 +62,7 @@ func TestPaidRecoveredThroughQueryRouteOnce(t *testing.T) {
 // expect: a created order and a display return with no paid event, and a
 // failed payment key; not an order that was paid, nor one inside grace.
 func TestOrderCandidates(t *testing.T) {
-	eachStore(t, func(t *testing.T, s cache.Store) {
+	eachStore(t, func(t *testing.T, s store.Store) {
 		// The records' times are the store's clock: grace is real time here.
 		ran(t, s, "alipay:2088:T1:created")
 		ran(t, s, "alipay:2088:T2:return")
@@ -99,7 +99,7 @@ func TestNothingConcludedChangesNothing(t *testing.T) {
 		{"api_down", fmt.Errorf("dial: %w", syscall.ECONNREFUSED), "the platform's API is down", true},
 		{"refused", fmt.Errorf("alipay: isv.invalid-app-id: %w", keying.ErrAPIRefused), "the platform's API refused the call", true},
 	}
-	eachStore(t, func(t *testing.T, s cache.Store) {
+	eachStore(t, func(t *testing.T, s store.Store) {
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
 				c := newClock()
@@ -126,7 +126,7 @@ func TestNothingConcludedChangesNothing(t *testing.T) {
 				if err != nil || after.State != before.State || after.Copies != before.Copies || !after.Changed.Equal(before.Changed) {
 					t.Fatalf("the record changed: %+v → %+v, %v", before, after, err)
 				}
-				o, err := s.(cache.OrderBook).Order(ctxT(t), "alipay:2088:"+id)
+				o, err := s.(store.OrderBook).Order(ctxT(t), "alipay:2088:"+id)
 				if err != nil || len(o.Events) != 1 || o.Events[0].Event != keying.EventCreated {
 					t.Fatalf("the order changed: %+v, %v", o, err)
 				}
@@ -145,7 +145,7 @@ func TestNothingConcludedChangesNothing(t *testing.T) {
 					t.Fatalf("second ask: %+v", m)
 				}
 				// Release the lease for the next case's engine.
-				if err := s.(cache.Leaser).ReleaseLease(ctxT(t), "catchup:"+scope, "o-"+tc.name); err != nil {
+				if err := s.(store.Leaser).ReleaseLease(ctxT(t), "catchup:"+scope, "o-"+tc.name); err != nil {
 					t.Fatal(err)
 				}
 			})
@@ -157,7 +157,7 @@ func TestNothingConcludedChangesNothing(t *testing.T) {
 // the order from the platform's answer, recovers a paid one through the
 // query route, and is bounded by the per-minute cap.
 func TestOperatorQuery(t *testing.T) {
-	eachStore(t, func(t *testing.T, s cache.Store) {
+	eachStore(t, func(t *testing.T, s store.Store) {
 		c := newClock()
 		q := &querier{answers: map[string]keying.TradeAnswer{"O9": paid("2088", "T9", "O9")}}
 		route := newQueryRoute(t, s, "alipay", "2088")
@@ -188,7 +188,7 @@ func TestOperatorQuery(t *testing.T) {
 // TestConfigRefused: resend where the platform has no resend API, a
 // query route with no URL, no read API at all.
 func TestConfigRefused(t *testing.T) {
-	s := cache.NewMemory()
+	s := store.NewMemory()
 	defer s.Close()
 	for name, cfg := range map[string]Config{
 		"resend_on_querier":   {Scope: "alipay", API: &querier{}, Store: s, Recover: RecoverResend},
@@ -196,7 +196,7 @@ func TestConfigRefused(t *testing.T) {
 		"query_route_lister":  {Scope: "stripe", API: &lister{}, Store: s, Recover: RecoverQueryRoute, QueryRoute: "http://127.0.0.1:1/q"},
 		"no_api":              {Scope: "generic", Store: s, Recover: RecoverAlert},
 		"unknown_recover":     {Scope: "stripe", API: &lister{}, Store: s, Recover: "refund"},
-		"bare_store_no_lease": {Scope: "stripe", API: &lister{}, Store: struct{ cache.Store }{s}, Recover: RecoverAlert},
+		"bare_store_no_lease": {Scope: "stripe", API: &lister{}, Store: struct{ store.Store }{s}, Recover: RecoverAlert},
 	} {
 		if _, err := New(cfg); err == nil {
 			t.Errorf("%s: accepted", name)
@@ -209,7 +209,7 @@ func TestConfigRefused(t *testing.T) {
 // the platform is not asked again; when the paid event runs after all,
 // the item reads recovered.
 func TestAlertOnly(t *testing.T) {
-	eachStore(t, func(t *testing.T, s cache.Store) {
+	eachStore(t, func(t *testing.T, s store.Store) {
 		c := newClock()
 		failed(t, s, "alipay:2088:T7:paid")
 		q := &querier{answers: map[string]keying.TradeAnswer{"T7": paid("2088", "T7", "O7")}}
@@ -220,7 +220,7 @@ func TestAlertOnly(t *testing.T) {
 		c.Add(25 * time.Hour)
 		tick(t, e)
 		m := item(t, s, "alipay", "T7")
-		if m.Outcome != OutcomeAlertOnly || m.Action != cache.MissingAlerted || m.MerchantRef != "O7" || len(q.asked) != 1 {
+		if m.Outcome != OutcomeAlertOnly || m.Action != store.MissingAlerted || m.MerchantRef != "O7" || len(q.asked) != 1 {
 			t.Fatalf("item %+v, asked %v", m, q.asked)
 		}
 		if len(obs.alerts) != 1 || obs.alerts[0].ID != "T7" || obs.counted["alipay/alert only"] != 1 {

@@ -10,16 +10,16 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/gate"
 	"github.com/idemgate/idemgate/journal"
+	"github.com/idemgate/idemgate/store"
 )
 
 // One attempt of a taken delivery, and how its key's claim is settled by
 // what the backend did.
 
 // deliver makes one attempt of a delivery taken at took, and settles it.
-func (e *Engine) deliver(d *cache.Delivery, took time.Time) {
+func (e *Engine) deliver(d *store.Delivery, took time.Time) {
 	rt, obs := e.rt, e.obs
 	lockTTL := e.cfg.LockTTL
 	stopLease := e.keepLease(d)
@@ -44,7 +44,7 @@ func (e *Engine) deliver(d *cache.Delivery, took time.Time) {
 	// Marked started before a byte is sent: if this instance dies now,
 	// whoever takes the delivery over knows the backend may have run it.
 	if err := e.try(func(ctx context.Context) error { return e.queue.Start(ctx, e.cfg.Scope, d.Key, d.Lease) }); err != nil {
-		if !errors.Is(err, cache.ErrNotOwner) {
+		if !errors.Is(err, store.ErrNotOwner) {
 			e.storeTrouble(d, "start", err)
 		}
 		// ErrNotOwner: the lease ran out already; another taker has it.
@@ -70,11 +70,11 @@ func (e *Engine) deliver(d *cache.Delivery, took time.Time) {
 	if expired != "" {
 		a.Error, a.Dead = expired, true
 	}
-	j := cache.Journal{Notification: rt.Journaled(d.Notification), Attempt: a}
+	j := store.Journal{Notification: rt.Journaled(d.Notification), Attempt: a}
 	ttl := e.cfg.TTL
 
 	if out.kind == gate.BackendAnswered {
-		ans := cache.Answer{Status: out.status, Header: rt.ReplayHeader(out.header), BodyCached: !out.overflow, Order: d.Order}
+		ans := store.Answer{Status: out.status, Header: rt.ReplayHeader(out.header), BodyCached: !out.overflow, Order: d.Order}
 		if ans.BodyCached {
 			ans.Body = out.body
 		}
@@ -89,12 +89,12 @@ func (e *Engine) deliver(d *cache.Delivery, took time.Time) {
 		})
 		cancel()
 		switch {
-		case err == nil, errors.Is(err, cache.ErrNotOwner):
+		case err == nil, errors.Is(err, store.ErrNotOwner):
 			if err != nil {
 				obs.ClaimTrouble(d.Key, "complete", err)
 			}
 			e.done(d)
-		case errors.Is(err, cache.ErrKept):
+		case errors.Is(err, store.ErrKept):
 			// Kept in this process and retried; duplicates reaching this
 			// instance are answered from it. Done: nobody takes it again.
 			obs.StoreError("complete")
@@ -122,7 +122,7 @@ func (e *Engine) deliver(d *cache.Delivery, took time.Time) {
 		settle = rt.Store().Release
 	}
 	if err := e.try(func(ctx context.Context) error { return settle(ctx, d.Key, d.Token, ttl, j) }); err != nil {
-		if errors.Is(err, cache.ErrNotOwner) {
+		if errors.Is(err, store.ErrNotOwner) {
 			obs.ClaimTrouble(d.Key, "leave", err)
 			if !giveUp {
 				e.done(d)
@@ -159,7 +159,7 @@ func (e *Engine) deliver(d *cache.Delivery, took time.Time) {
 	e.retrying(d.Key, time.Now().Add(next), attempt)
 	if err := e.try(func(ctx context.Context) error {
 		return e.queue.Retry(ctx, e.cfg.Scope, d.Key, d.Lease, time.Now().Add(next), attempt)
-	}); err != nil && !errors.Is(err, cache.ErrNotOwner) {
+	}); err != nil && !errors.Is(err, store.ErrNotOwner) {
 		// The lease runs out and the delivery is taken again.
 		e.logger.Error("could not reschedule a delivery; it is taken again after lock_ttl",
 			zap.String("key", obs.LogKey(d.Key)), zap.Error(err))
@@ -171,7 +171,7 @@ func (e *Engine) deliver(d *cache.Delivery, took time.Time) {
 // platform's own signature (WeChat Pay v3, PayPal: the route cannot
 // re-sign it), and a backend that checks its signed time refuses it from
 // SignedFor after it. "" for any other failure.
-func (e *Engine) signatureExpired(d *cache.Delivery, out sendResult, at time.Time) string {
+func (e *Engine) signatureExpired(d *store.Delivery, out sendResult, at time.Time) string {
 	if out.kind != gate.BackendRefused || out.status < 400 || out.status >= 500 || out.resigned || d.Notification == nil {
 		return ""
 	}
@@ -187,17 +187,17 @@ func (e *Engine) signatureExpired(d *cache.Delivery, out sendResult, at time.Tim
 // that ran out while the delivery waited (a long pause or backlog) or was
 // purged is claimed again, so the notification the platform was
 // acknowledged for is still delivered. false: do not deliver now.
-func (e *Engine) renewClaim(d *cache.Delivery, hold time.Duration) bool {
+func (e *Engine) renewClaim(d *store.Delivery, hold time.Duration) bool {
 	rt, obs := e.rt, e.obs
 	err := e.try(func(ctx context.Context) error { return rt.Store().Renew(ctx, d.Key, d.Token, hold) })
 	if err == nil {
 		return true
 	}
-	if !errors.Is(err, cache.ErrNotOwner) {
+	if !errors.Is(err, store.ErrNotOwner) {
 		e.storeTrouble(d, "renew", err)
 		return false
 	}
-	var res cache.ClaimResult
+	var res store.ClaimResult
 	if err := e.try(func(ctx context.Context) error {
 		var err error
 		res, err = rt.Store().Claim(ctx, d.Key, "", hold)
@@ -207,12 +207,12 @@ func (e *Engine) renewClaim(d *cache.Delivery, hold time.Duration) bool {
 		return false
 	}
 	switch res.Outcome {
-	case cache.Won:
+	case store.Won:
 		e.logger.Warn("a queued delivery's claim ran out (paused or backed up longer than give_up): claimed again",
 			zap.String("key", obs.LogKey(d.Key)))
 		d.Token = res.Token
 		return true
-	case cache.Answered:
+	case store.Answered:
 		// Delivered meanwhile (a redelivery): nothing to do.
 		e.done(d)
 		return false
@@ -221,7 +221,7 @@ func (e *Engine) renewClaim(d *cache.Delivery, hold time.Duration) bool {
 	// the next take of this delivery carries that token.
 	if err := e.try(func(ctx context.Context) error {
 		return e.queue.Retry(ctx, e.cfg.Scope, d.Key, d.Lease, time.Now().Add(e.cfg.LockTTL), d.Attempts)
-	}); err != nil && !errors.Is(err, cache.ErrNotOwner) {
+	}); err != nil && !errors.Is(err, store.ErrNotOwner) {
 		e.logger.Error("could not reschedule a delivery; it is taken again after lock_ttl",
 			zap.String("key", obs.LogKey(d.Key)), zap.Error(err))
 	}
@@ -234,10 +234,10 @@ func (e *Engine) renewClaim(d *cache.Delivery, hold time.Duration) bool {
 // on the sync path, the claim is held for lock_ttl, then the key reads
 // failed with its journal: an operator decides and can redeliver it (the
 // ambiguous event and alert say so).
-func (e *Engine) heldAmbiguous(d *cache.Delivery) {
+func (e *Engine) heldAmbiguous(d *store.Delivery) {
 	rt, obs := e.rt, e.obs
-	a := &cache.Attempt{Start: time.Now(), Outcome: cache.AttemptAmbiguous}
-	j := cache.Journal{Notification: rt.Journaled(d.Notification), Attempt: a}
+	a := &store.Attempt{Start: time.Now(), Outcome: store.AttemptAmbiguous}
+	j := store.Journal{Notification: rt.Journaled(d.Notification), Attempt: a}
 	if err := e.try(func(ctx context.Context) error {
 		return rt.Store().Leave(ctx, d.Key, d.Token, e.cfg.TTL, j)
 	}); err != nil {
@@ -247,7 +247,7 @@ func (e *Engine) heldAmbiguous(d *cache.Delivery) {
 	}); err != nil {
 		obs.ClaimTrouble(d.Key, "renew", err)
 	}
-	obs.Delivered(cache.AttemptAmbiguous, 0)
+	obs.Delivered(store.AttemptAmbiguous, 0)
 	e.logger.Warn("a delivery's previous attempt was started by a taker that never settled it (its gateway died?): "+
 		"the backend may have run, so it is not sent again; the key is held for lock_ttl, then reads failed: inspect and redeliver it if needed",
 		zap.String("scope", e.cfg.Scope), zap.String("key", obs.LogKey(d.Key)), zap.Int("attempts", d.Attempts))
@@ -256,11 +256,11 @@ func (e *Engine) heldAmbiguous(d *cache.Delivery) {
 }
 
 // done removes a settled delivery from the queue.
-func (e *Engine) done(d *cache.Delivery) {
+func (e *Engine) done(d *store.Delivery) {
 	e.states.forget(d.Key)
 	if err := e.try(func(ctx context.Context) error {
 		return e.queue.Done(ctx, e.cfg.Scope, d.Key, d.Lease)
-	}); err != nil && !errors.Is(err, cache.ErrNotOwner) {
+	}); err != nil && !errors.Is(err, store.ErrNotOwner) {
 		e.logger.Error("could not remove a settled delivery from the queue; it is taken again after lock_ttl and found settled",
 			zap.String("key", e.obs.LogKey(d.Key)), zap.Error(err))
 	}
@@ -268,7 +268,7 @@ func (e *Engine) done(d *cache.Delivery) {
 
 // storeTrouble: the store failed before anything was sent; the lease runs
 // out and the delivery is taken again.
-func (e *Engine) storeTrouble(d *cache.Delivery, op string, err error) {
+func (e *Engine) storeTrouble(d *store.Delivery, op string, err error) {
 	e.obs.StoreError(op)
 	e.logger.Error("store failed before a delivery attempt; it is taken again after lock_ttl",
 		zap.String("op", op), zap.String("key", e.obs.LogKey(d.Key)), zap.Error(err))
@@ -284,7 +284,7 @@ func (e *Engine) try(op func(ctx context.Context) error) error {
 		ctx, cancel := context.WithTimeout(context.Background(), e.cfg.StoreTimeout)
 		err := op(ctx)
 		cancel()
-		if err == nil || errors.Is(err, cache.ErrNotOwner) || errors.Is(err, cache.ErrClosed) || time.Now().Add(wait).After(deadline) {
+		if err == nil || errors.Is(err, store.ErrNotOwner) || errors.Is(err, store.ErrClosed) || time.Now().Add(wait).After(deadline) {
 			return err
 		}
 		time.Sleep(wait)
@@ -294,7 +294,7 @@ func (e *Engine) try(op func(ctx context.Context) error) error {
 
 // keepLease extends the delivery's lease at a third of lock_ttl until the
 // returned stop is called.
-func (e *Engine) keepLease(d *cache.Delivery) (stop func()) {
+func (e *Engine) keepLease(d *store.Delivery) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	lockTTL := e.cfg.LockTTL
@@ -311,7 +311,7 @@ func (e *Engine) keepLease(d *cache.Delivery) (stop func()) {
 			xctx, xcancel := context.WithTimeout(ctx, e.cfg.StoreTimeout)
 			err := e.queue.Extend(xctx, e.cfg.Scope, d.Key, d.Lease, lockTTL)
 			xcancel()
-			if errors.Is(err, cache.ErrNotOwner) {
+			if errors.Is(err, store.ErrNotOwner) {
 				e.logger.Warn("lost a delivery's lease: another taker may take it over (and finds its attempt started)",
 					zap.String("key", e.obs.LogKey(d.Key)))
 				return
@@ -342,7 +342,7 @@ func backoff(initial, most time.Duration, attempts int) time.Duration {
 }
 
 // logAttempt logs one attempt, which came to outcome.
-func (e *Engine) logAttempt(level zapcore.Level, msg string, d *cache.Delivery, attempt int, outcome string, out sendResult,
+func (e *Engine) logAttempt(level zapcore.Level, msg string, d *store.Delivery, attempt int, outcome string, out sendResult,
 	elapsed time.Duration, extra ...zap.Field,
 ) {
 	ce := e.logger.Check(level, msg)

@@ -11,8 +11,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/gate"
+	"github.com/idemgate/idemgate/store"
 )
 
 // The delivery engine of one async route: `concurrency` workers take
@@ -77,17 +77,17 @@ type Config struct {
 // methods are read at each call: the store is set when the route starts.
 type Route interface {
 	// Store and Settler are where the claims and answers live.
-	Store() cache.Store
-	Settler() *cache.Settler
+	Store() store.Store
+	Settler() *store.Settler
 	// Ackable says why the route's acks are refused now (its store would
 	// lose them on a restart), or nil.
 	Ackable() error
 	// Received is r, won by c, as queued (the body whole, as the gate
 	// read it: c.Body), and the caller's credentials the backend is still
 	// owed.
-	Received(r *http.Request, c gate.Claim) (n *cache.Notification, credentials http.Header)
+	Received(r *http.Request, c gate.Claim) (n *store.Notification, credentials http.Header)
 	// Journaled is n as the journal keeps it (nil: none kept).
-	Journaled(n *cache.Notification) *cache.Notification
+	Journaled(n *store.Notification) *store.Notification
 	// Success judges a backend's answer by the route's success rule.
 	Success(method string, status int, header http.Header, body []byte) bool
 	// ReplayHeader is the part of an answer's header a replay sends again.
@@ -105,7 +105,7 @@ type Route interface {
 // events. Config.Observer; nil is NopObserver.
 type Observer interface {
 	// ClaimTrouble reports a claim that could not be settled or renewed;
-	// cache.ErrNotOwner: it was lost.
+	// store.ErrNotOwner: it was lost.
 	ClaimTrouble(key, op string, err error)
 	// Emit sends an event about key (idempotency.failed, .dead, ...).
 	Emit(event, key string, status int, attempts int64)
@@ -135,8 +135,8 @@ type Engine struct {
 	rt     Route
 	obs    Observer
 	logger *zap.Logger
-	lim    cache.QueueLimits
-	queue  cache.Queue // the store's delivery queue
+	lim    store.QueueLimits
+	queue  store.Queue // the store's delivery queue
 
 	client *http.Client
 	wake   chan struct{}
@@ -149,15 +149,15 @@ type Engine struct {
 	wg         sync.WaitGroup
 	stopOnce   sync.Once
 
-	stats      atomic.Pointer[cache.QueueStats]
+	stats      atomic.Pointer[store.QueueStats]
 	takeLogged atomic.Int64 // when a take error was last logged (unix ns)
 }
 
 // New builds the engine of an async route, which delivers q (the route's
 // store's queue); Start runs it.
-func New(cfg Config, rt Route, q cache.Queue) *Engine {
+func New(cfg Config, rt Route, q store.Queue) *Engine {
 	e := &Engine{cfg: cfg, rt: rt, obs: cfg.Observer, logger: cfg.Logger, queue: q,
-		lim:  cache.QueueLimits{Concurrency: cfg.Concurrency, Rate: cfg.Rate, Lease: cfg.LockTTL},
+		lim:  store.QueueLimits{Concurrency: cfg.Concurrency, Rate: cfg.Rate, Lease: cfg.LockTTL},
 		wake: make(chan struct{}, cfg.Concurrency)}
 	if e.logger == nil {
 		e.logger = zap.NewNop()
@@ -239,15 +239,15 @@ func (e *Engine) Platform() string { return e.cfg.Platform }
 func (e *Engine) Target() string { return e.cfg.To.Redacted() }
 
 // Queue is the store's delivery queue.
-func (e *Engine) Queue() cache.Queue { return e.queue }
+func (e *Engine) Queue() store.Queue { return e.queue }
 
 // QueueStats are the queue's stats as refreshStats last read them, for
 // the queue gauges.
-func (e *Engine) QueueStats() (cache.QueueStats, bool) {
+func (e *Engine) QueueStats() (store.QueueStats, bool) {
 	if st := e.stats.Load(); st != nil {
 		return *st, true
 	}
-	return cache.QueueStats{}, false
+	return store.QueueStats{}, false
 }
 
 // Poke wakes a worker: deliveries may be due (one was just enqueued

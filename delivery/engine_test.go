@@ -11,15 +11,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/gate"
+	"github.com/idemgate/idemgate/store"
 )
 
 // testRoute is a route as the engine sees it, over a real store, and its
 // observer: it records what the engine reports.
 type testRoute struct {
-	store   cache.Store
-	settler *cache.Settler
+	store   store.Store
+	settler *store.Settler
 
 	mu       sync.Mutex
 	events   []string
@@ -27,17 +27,17 @@ type testRoute struct {
 	dead     int
 }
 
-func (r *testRoute) Store() cache.Store      { return r.store }
-func (r *testRoute) Settler() *cache.Settler { return r.settler }
+func (r *testRoute) Store() store.Store      { return r.store }
+func (r *testRoute) Settler() *store.Settler { return r.settler }
 func (r *testRoute) Ackable() error          { return nil }
 
-func (r *testRoute) Received(req *http.Request, c gate.Claim) (*cache.Notification, http.Header) {
+func (r *testRoute) Received(req *http.Request, c gate.Claim) (*store.Notification, http.Header) {
 	body := c.Body
-	return &cache.Notification{Method: req.Method, URI: req.RequestURI, Header: req.Header.Clone(), Body: body,
+	return &store.Notification{Method: req.Method, URI: req.RequestURI, Header: req.Header.Clone(), Body: body,
 		BodySize: int64(len(body))}, http.Header{"Authorization": {"Bearer backend"}}
 }
 
-func (r *testRoute) Journaled(n *cache.Notification) *cache.Notification { return n }
+func (r *testRoute) Journaled(n *store.Notification) *store.Notification { return n }
 
 func (r *testRoute) Success(_ string, status int, _ http.Header, _ []byte) bool {
 	return status >= 200 && status < 300
@@ -101,8 +101,8 @@ func TestEngineDeliversAfterFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	m := cache.NewMemory()
-	rt := &testRoute{store: m, settler: cache.NewSettler(m, cache.SettlerOptions{})}
+	m := store.NewMemory()
+	rt := &testRoute{store: m, settler: store.NewSettler(m, store.SettlerOptions{})}
 	e := New(Config{Scope: "t", Platform: "generic", To: to, Concurrency: 1, RetryInitial: 10 * time.Millisecond,
 		RetryMax: 20 * time.Millisecond, GiveUp: time.Hour, LockTTL: 3 * time.Second, TTL: time.Hour,
 		StoreTimeout: time.Second, MaxAnswer: 1 << 10, Ceiling: 5 * time.Second, Observer: rt}, rt, m.Queue())
@@ -111,7 +111,7 @@ func TestEngineDeliversAfterFailure(t *testing.T) {
 
 	ctx := context.Background()
 	c, err := m.Claim(ctx, "t:1", "", 3*time.Second)
-	if err != nil || c.Outcome != cache.Won {
+	if err != nil || c.Outcome != store.Won {
 		t.Fatalf("claim: %+v %v", c, err)
 	}
 	req := httptest.NewRequest(http.MethodPost, "/notify?id=1", strings.NewReader("id=1"))
@@ -120,10 +120,10 @@ func TestEngineDeliversAfterFailure(t *testing.T) {
 	}
 
 	deadline := time.Now().Add(10 * time.Second)
-	var rec *cache.Record
+	var rec *store.Record
 	for {
 		rec, err = m.Lookup(ctx, "t:1")
-		if err == nil && rec.State == cache.StateAnswered {
+		if err == nil && rec.State == store.StateAnswered {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -134,8 +134,8 @@ func TestEngineDeliversAfterFailure(t *testing.T) {
 	if rec.Status != 200 || string(rec.Body) != "ok" || rec.Header.Get("X-Backend") != "ran" {
 		t.Errorf("remembered answer: %d %q %v", rec.Status, rec.Body, rec.Header)
 	}
-	if rec.AttemptCount != 2 || len(rec.Attempts) != 2 || rec.Attempts[0].Outcome != cache.AttemptFailed ||
-		rec.Attempts[0].Status != 500 || rec.Attempts[1].Outcome != cache.AttemptAnswered {
+	if rec.AttemptCount != 2 || len(rec.Attempts) != 2 || rec.Attempts[0].Outcome != store.AttemptFailed ||
+		rec.Attempts[0].Status != 500 || rec.Attempts[1].Outcome != store.AttemptAnswered {
 		t.Errorf("journal: %d attempts %+v", rec.AttemptCount, rec.Attempts)
 	}
 

@@ -7,8 +7,8 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/gate"
+	"github.com/idemgate/idemgate/store"
 )
 
 // The receipt, where the engine attaches to the gate (gate.Queue): a won
@@ -30,14 +30,14 @@ func (e *Engine) Enqueue(_ context.Context, r *http.Request, c gate.Claim) gate.
 		return queueFailed("aof", err)
 	}
 	n, credentials := e.rt.Received(r, c)
-	d := cache.Delivery{Key: key, Token: token, Notification: n, Enqueued: time.Now(), Order: c.Run,
+	d := store.Delivery{Key: key, Token: token, Notification: n, Enqueued: time.Now(), Order: c.Run,
 		Credentials: credentials}
 	// The platform hanging up must not cut the write half-way: it is
 	// bounded by store_timeout.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), e.cfg.StoreTimeout)
 	defer cancel()
-	store := e.rt.Store()
-	if err := store.Renew(ctx, key, token, e.hold()); err != nil {
+	st := e.rt.Store()
+	if err := st.Renew(ctx, key, token, e.hold()); err != nil {
 		e.unclaim(key, token)
 		return queueFailed("renew", err)
 	}
@@ -56,12 +56,12 @@ func (e *Engine) Enqueue(_ context.Context, r *http.Request, c gate.Claim) gate.
 func (e *Engine) unclaim(key, token string) {
 	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.StoreTimeout)
 	defer cancel()
-	store := e.rt.Store()
+	st := e.rt.Store()
 	var ttl time.Duration
-	if rec, err := store.Lookup(ctx, key); err == nil && (rec.AttemptCount > 0 || rec.Notification != nil) {
+	if rec, err := st.Lookup(ctx, key); err == nil && (rec.AttemptCount > 0 || rec.Notification != nil) {
 		ttl = e.cfg.TTL
 	}
-	_ = store.Release(ctx, key, token, ttl, cache.Journal{})
+	_ = st.Release(ctx, key, token, ttl, store.Journal{})
 }
 
 // queueFailed answers a store failure before the ack.
@@ -97,9 +97,9 @@ func (e *Engine) Copy(ctx context.Context, key, _ string, copies int64) (o gate.
 				return o, false
 			}
 			return gate.Acknowledged(gate.Acked, copies), false
-		case rec == nil || rec.State == cache.StateFailed:
+		case rec == nil || rec.State == store.StateFailed:
 			return gate.Outcome{}, true
-		case rec.State == cache.StateAnswered:
+		case rec.State == store.StateAnswered:
 			// Delivered between this copy's claim and now.
 			return gate.Outcome{Action: gate.Replay, Record: rec}, false
 		}
@@ -118,7 +118,7 @@ func (e *Engine) Copy(ctx context.Context, key, _ string, copies int64) (o gate.
 // queueState tells whether key is queued and, when it is not, its record
 // (nil when there is none): a delivery may have ended since the copy's
 // claim found the key in flight.
-func (e *Engine) queueState(ctx context.Context, key string) (bool, *cache.Record, error) {
+func (e *Engine) queueState(ctx context.Context, key string) (bool, *store.Record, error) {
 	ctx, cancel := context.WithTimeout(ctx, e.cfg.StoreTimeout)
 	defer cancel()
 	queued, err := e.queue.Queued(ctx, e.cfg.Scope, key)
@@ -126,7 +126,7 @@ func (e *Engine) queueState(ctx context.Context, key string) (bool, *cache.Recor
 		return queued, nil, err
 	}
 	rec, err := e.rt.Store().Lookup(ctx, key)
-	if errors.Is(err, cache.ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) {
 		return false, nil, nil
 	}
 	return false, rec, err

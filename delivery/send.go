@@ -11,8 +11,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/gate"
+	"github.com/idemgate/idemgate/store"
 )
 
 // Sending one delivery attempt to the backend: the request built from the
@@ -34,7 +34,7 @@ type sendResult struct {
 // send posts the notification to the backend once: never re-sent by the
 // transport (gate.SendTrace), classified by the route's success rule
 // (gate.Classify).
-func (e *Engine) send(d *cache.Delivery, attempt int) sendResult {
+func (e *Engine) send(d *store.Delivery, attempt int) sendResult {
 	n := d.Notification
 	if n == nil {
 		return sendResult{kind: gate.BackendNotReached, err: errors.New("the queued delivery holds no notification")}

@@ -3,7 +3,7 @@ package delivery
 import (
 	"time"
 
-	"github.com/idemgate/idemgate/cache"
+	"github.com/idemgate/idemgate/store"
 )
 
 // The states of a deliver async route's key that the store keeps in
@@ -38,9 +38,9 @@ type Shown struct {
 // held is what this process's engine knows of the key (nil: it does not
 // hold it); a key another instance holds reads queued, or retrying once
 // an attempt since it was claimed has failed (rec's journal tells).
-func StateShown(rec *cache.Record, now time.Time, window time.Duration, async bool, held *KeyState) Shown {
+func StateShown(rec *store.Record, now time.Time, window time.Duration, async bool, held *KeyState) Shown {
 	s := Shown{State: string(rec.StateAt(now, window)), Async: async}
-	if !async || rec.State != cache.StateInFlight {
+	if !async || rec.State != store.StateInFlight {
 		return s
 	}
 	s.State = StateQueued

@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/idemgate/idemgate/cache"
+	"github.com/idemgate/idemgate/store"
 )
 
 // Decide runs one notification through parse, verify and claim, and says
@@ -47,7 +47,7 @@ func (g *Gate) claimKey(r *http.Request, p parsed) Outcome {
 	var deadline time.Time
 	for {
 		// An answer this process holds while the store cannot take it yet
-		// (see cache.Settler) is replayed without asking the store.
+		// (see store.Settler) is replayed without asking the store.
 		if rec := settler.Kept(p.key); rec != nil {
 			return g.replay(rec, p.fp, waited)
 		}
@@ -79,15 +79,15 @@ func (g *Gate) claimKey(r *http.Request, p parsed) Outcome {
 			return g.storeFailed(err)
 		}
 		switch res.Outcome {
-		case cache.Won:
+		case store.Won:
 			c := Claim{Key: p.key, Token: res.Token, Fingerprint: p.fp, Run: p.run, Body: p.body, MerchantRefs: p.refs}
 			if g.Queue != nil {
 				return g.Queue.Enqueue(ctx, r, c)
 			}
 			return Outcome{Action: Forward, Label: Forwarded, Claim: c}
-		case cache.Answered:
+		case store.Answered:
 			return g.replay(res.Record, p.fp, waited)
-		case cache.Conflict:
+		case store.Conflict:
 			return conflict(res.Record.Copies)
 		}
 
@@ -111,7 +111,7 @@ func (g *Gate) claimKey(r *http.Request, p parsed) Outcome {
 			deadline = time.Now().Add(g.InFlightWait)
 		}
 		waited = true
-		rec, err := cache.WaitAnswer(ctx, g.Route.Store(), p.key, cache.WaitOptions{
+		rec, err := store.WaitAnswer(ctx, g.Route.Store(), p.key, store.WaitOptions{
 			Deadline: deadline, OpTimeout: g.StoreTimeout, Recheck: g.LockTTL / 3,
 		})
 		switch {
@@ -119,7 +119,7 @@ func (g *Gate) claimKey(r *http.Request, p parsed) Outcome {
 			continue // the first copy's answer is here, kept while the store is down
 		case err != nil && ctx.Err() != nil:
 			return Dropped(copies, err)
-		case errors.Is(err, cache.ErrWaitTimeout):
+		case errors.Is(err, store.ErrWaitTimeout):
 			return TryLater(copies, "timed out waiting for the first copy of this notification")
 		case err != nil:
 			// The key is known to be in flight: whatever on_store_error
@@ -150,13 +150,13 @@ func (g *Gate) head(ctx context.Context, key, fp string) Outcome {
 		var err error
 		rec, err = g.Route.Store().Lookup(ctx, key)
 		cancel()
-		if err != nil && !errors.Is(err, cache.ErrNotFound) {
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			// Never passed on, whatever on_store_error says: a HEAD is no
 			// notification to deliver unprotected.
 			return StoreFailure("lookup", err, fmt.Errorf("idempotency store unavailable: %w", err))
 		}
 	}
-	if rec != nil && rec.State == cache.StateAnswered {
+	if rec != nil && rec.State == store.StateAnswered {
 		return g.replay(rec, fp, false)
 	}
 	err := errors.New("HEAD is answered only for an answered notification: it is never forwarded")
@@ -167,7 +167,7 @@ func (g *Gate) head(ctx context.Context, key, fp string) Outcome {
 
 // replay answers a copy of an answered key, or refuses it when its
 // fingerprint differs.
-func (g *Gate) replay(rec *cache.Record, fp string, waited bool) Outcome {
+func (g *Gate) replay(rec *store.Record, fp string, waited bool) Outcome {
 	if fp != "" && rec.Fingerprint != "" && fp != rec.Fingerprint {
 		return conflict(rec.Copies)
 	}
@@ -189,7 +189,7 @@ func conflict(copies int64) Outcome {
 // Redis turned evicting) is refused as at start: pass is for a store that
 // is down, not one that forgets.
 func (g *Gate) storeFailed(err error) Outcome {
-	if g.PassOnStoreError && !errors.Is(err, cache.ErrUnfit) {
+	if g.PassOnStoreError && !errors.Is(err, store.ErrUnfit) {
 		return Outcome{Action: Pass, Label: Passed, Err: err, StoreOp: "claim"}
 	}
 	return StoreFailure("claim", err, fmt.Errorf("idempotency store unavailable: %w", err))
@@ -198,7 +198,7 @@ func (g *Gate) storeFailed(err error) Outcome {
 // claim claims key, bounded by store_timeout and not by the request: a
 // claim that was sent is the key's, and its outcome must be known even if
 // the platform hangs up meanwhile (storeContext).
-func (g *Gate) claim(key, fp string) (cache.ClaimResult, error) {
+func (g *Gate) claim(key, fp string) (store.ClaimResult, error) {
 	ctx, cancel := g.storeContext()
 	defer cancel()
 	return g.Route.Store().Claim(ctx, key, fp, g.LockTTL)

@@ -16,8 +16,8 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/keying"
+	"github.com/idemgate/idemgate/store"
 )
 
 // Gate is one route's request path: its settings and the points its
@@ -58,8 +58,8 @@ type Config struct {
 type Route interface {
 	// Store and Settler are where claims and answers live; read at each
 	// call, as they are set when the route starts.
-	Store() cache.Store
-	Settler() *cache.Settler
+	Store() store.Store
+	Settler() *store.Settler
 	// VerifyTime is the time a request's signature is judged against.
 	VerifyTime(r *http.Request) time.Time
 	// VerifiedBy names the key that verified kr (id, for the log; label,
@@ -70,12 +70,12 @@ type Route interface {
 	// failed).
 	Keys(r *http.Request, n *keying.Notification, body []byte) (key, fp string, err error)
 	// OrderRun is what key's order remembers once it ran (nil: none).
-	OrderRun(key string, n *keying.Notification) *cache.OrderRun
+	OrderRun(key string, n *keying.Notification) *store.OrderRun
 	// ClaimTrouble reports a claim that could not be settled or renewed;
-	// cache.ErrNotOwner: it was lost.
+	// store.ErrNotOwner: it was lost.
 	ClaimTrouble(key, op string, err error)
 	// Kept reports an answer the store could not take now, kept in this
-	// process and retried (cache.Settler); Settled, that a retry stored
+	// process and retried (store.Settler); Settled, that a retry stored
 	// it (a failed retry is a ClaimTrouble).
 	Kept(key string)
 	Settled(key string)
@@ -97,7 +97,7 @@ type Queue interface {
 type Claim struct {
 	Key, Token, Fingerprint string
 	// Run is what the key's order remembers once it ran; nil: none.
-	Run *cache.OrderRun
+	Run *store.OrderRun
 	// Body is the request's body as the gate read it, and MerchantRefs
 	// the merchant's references its verified notification named
 	// (keying.Notification.MerchantRefs): what the journal keeps of the

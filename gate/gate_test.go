@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/keying"
+	"github.com/idemgate/idemgate/store"
 )
 
 // The gate alone, on the real memory store: no Caddy, no HTTP server. The
@@ -39,15 +39,15 @@ func (testPlatform) RetryWindow() time.Duration            { return time.Hour }
 
 // testRoute is a Route on a store, counting its claim troubles.
 type testRoute struct {
-	store   cache.Store
-	settler *cache.Settler
+	store   store.Store
+	settler *store.Settler
 
 	mu       sync.Mutex
 	troubles []string
 }
 
-func (t *testRoute) Store() cache.Store                          { return t.store }
-func (t *testRoute) Settler() *cache.Settler                     { return t.settler }
+func (t *testRoute) Store() store.Store                          { return t.store }
+func (t *testRoute) Settler() *store.Settler                     { return t.settler }
 func (t *testRoute) VerifyTime(*http.Request) time.Time          { return time.Now() }
 func (t *testRoute) VerifiedBy(*keying.Request) (string, string) { return "k1", "key" }
 func (t *testRoute) Keys(_ *http.Request, n *keying.Notification, _ []byte) (string, string, error) {
@@ -57,7 +57,7 @@ func (t *testRoute) Keys(_ *http.Request, n *keying.Notification, _ []byte) (str
 	}
 	return "test:" + key, fp, nil
 }
-func (t *testRoute) OrderRun(string, *keying.Notification) *cache.OrderRun { return nil }
+func (t *testRoute) OrderRun(string, *keying.Notification) *store.OrderRun { return nil }
 func (t *testRoute) ClaimTrouble(key, op string, err error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -68,9 +68,9 @@ func (t *testRoute) Settled(string) {}
 
 func newTestGate(t *testing.T, conf Config) (*Gate, *testRoute) {
 	t.Helper()
-	store := cache.NewMemory()
-	t.Cleanup(func() { _ = store.Close() })
-	rt := &testRoute{store: store, settler: cache.NewSettler(store, cache.SettlerOptions{})}
+	st := store.NewMemory()
+	t.Cleanup(func() { _ = st.Close() })
+	rt := &testRoute{store: st, settler: store.NewSettler(st, store.SettlerOptions{})}
 	if conf.LockTTL == 0 {
 		conf.LockTTL = 30 * time.Second
 	}
@@ -97,7 +97,7 @@ func post(body string) *http.Request {
 func answering(kind Kind) Backend {
 	return func(_ context.Context, start time.Time) Answer {
 		return Answer{Kind: kind, Status: 200, Header: http.Header{"X-A": {"1"}}, Body: []byte("ok"), BodyCached: true,
-			Attempt: &cache.Attempt{Start: start, Outcome: cache.AttemptAnswered}}
+			Attempt: &store.Attempt{Start: start, Outcome: store.AttemptAnswered}}
 	}
 }
 
@@ -126,7 +126,7 @@ func TestDecideRefusesBeforeClaim(t *testing.T) {
 			}
 		})
 	}
-	if _, err := rt.store.Lookup(t.Context(), "test:r-1"); !errors.Is(err, cache.ErrNotFound) {
+	if _, err := rt.store.Lookup(t.Context(), "test:r-1"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("a refused request left a record: %v", err)
 	}
 }
@@ -220,7 +220,7 @@ func TestHead(t *testing.T) {
 	if o.Action != Refuse || o.Status != 405 || o.Allow != "GET, POST" || o.Key != "test:h" {
 		t.Fatalf("HEAD of an unknown key: got %+v, want 405 with Allow", o)
 	}
-	if _, err := rt.store.Lookup(t.Context(), "test:h"); !errors.Is(err, cache.ErrNotFound) {
+	if _, err := rt.store.Lookup(t.Context(), "test:h"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("the HEAD claimed: %v", err)
 	}
 	o = g.Decide(post("h"))
@@ -241,7 +241,7 @@ func TestStoreDown(t *testing.T) {
 		action Action
 	}{
 		{"pass", true, down, Pass},
-		{"pass, unfit store", true, fmt.Errorf("evicting: %w", cache.ErrUnfit), Refuse},
+		{"pass, unfit store", true, fmt.Errorf("evicting: %w", store.ErrUnfit), Refuse},
 		{"fail closed", false, down, Refuse},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemgate/idemgate/cache"
+	"github.com/idemgate/idemgate/store"
 )
 
 // Action is what the adapter does with a request.
@@ -80,7 +80,7 @@ type Outcome struct {
 	Body []byte
 
 	Claim  Claim         // Forward
-	Record *cache.Record // Replay
+	Record *store.Record // Replay
 
 	// Settled forwards: how long the backend took, and for a failure
 	// answer (Status is the backend's) how another success rule would

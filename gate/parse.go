@@ -7,8 +7,8 @@ import (
 	"io"
 	"net/http"
 
-	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/keying"
+	"github.com/idemgate/idemgate/store"
 )
 
 // parsed is a verified notification: its key and fingerprint, and what
@@ -16,7 +16,7 @@ import (
 type parsed struct {
 	key, fp         string
 	keyID, verified string
-	run             *cache.OrderRun
+	run             *store.OrderRun
 	body            []byte   // as read (Claim.Body)
 	refs            []string // the merchant's references (Claim.MerchantRefs)
 }

@@ -5,7 +5,7 @@ import (
 	"net/http/httptrace"
 	"sync/atomic"
 
-	"github.com/idemgate/idemgate/cache"
+	"github.com/idemgate/idemgate/store"
 )
 
 // Sending a claimed notification to the backend, as the synchronous
@@ -15,17 +15,17 @@ import (
 // claim settles.
 
 // AttemptOutcome is k as the journal records an attempt
-// (cache.Attempt.Outcome).
+// (store.Attempt.Outcome).
 func (k Kind) AttemptOutcome() string {
 	switch k {
 	case BackendAnswered:
-		return cache.AttemptAnswered
+		return store.AttemptAnswered
 	case BackendRefused:
-		return cache.AttemptFailed
+		return store.AttemptFailed
 	case BackendNotReached:
-		return cache.AttemptUnreachable
+		return store.AttemptUnreachable
 	}
-	return cache.AttemptAmbiguous
+	return store.AttemptAmbiguous
 }
 
 // Sent is what the sender saw of one attempt at the backend: Classify's

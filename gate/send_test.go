@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/idemgate/idemgate/cache"
+	"github.com/idemgate/idemgate/store"
 )
 
 // TestClassify: what became of an attempt at the backend decides whether
@@ -47,10 +47,10 @@ func TestClassify(t *testing.T) {
 // TestKindAttemptOutcome: each kind is journaled under its own outcome.
 func TestKindAttemptOutcome(t *testing.T) {
 	for k, want := range map[Kind]string{
-		BackendAnswered:   cache.AttemptAnswered,
-		BackendRefused:    cache.AttemptFailed,
-		BackendNotReached: cache.AttemptUnreachable,
-		BackendUnknown:    cache.AttemptAmbiguous,
+		BackendAnswered:   store.AttemptAnswered,
+		BackendRefused:    store.AttemptFailed,
+		BackendNotReached: store.AttemptUnreachable,
+		BackendUnknown:    store.AttemptAmbiguous,
 	} {
 		if got := k.AttemptOutcome(); got != want {
 			t.Errorf("%v.AttemptOutcome() = %q, want %q", k.Label(), got, want)

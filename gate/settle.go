@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/idemgate/idemgate/cache"
+	"github.com/idemgate/idemgate/store"
 )
 
 // BackendCeiling bounds a forwarded request once the platform's
@@ -54,7 +54,7 @@ type Answer struct {
 	// max_answer); the gate copies what it keeps.
 	Body       []byte
 	BodyCached bool
-	Attempt    *cache.Attempt // what the journal keeps of the attempt
+	Attempt    *store.Attempt // what the journal keeps of the attempt
 	Hint       string         // for BackendRefused: how another success rule would take it
 	Err        error          // what the backend's handler returned
 }
@@ -71,7 +71,7 @@ type Backend func(ctx context.Context, start time.Time) Answer
 // deferred, so a panic (reverse_proxy's http.ErrAbortHandler when the
 // backend breaks mid-answer) settles too: ambiguous. note is the
 // notification for the journal (nil: none kept).
-func (g *Gate) Forward(ctx context.Context, c Claim, note *cache.Notification, send Backend) Outcome {
+func (g *Gate) Forward(ctx context.Context, c Claim, note *store.Notification, send Backend) Outcome {
 	defer g.Route.Settler().Local(c.Key)() // runs after the claim is settled below
 	start := time.Now()
 	// The backend's request outlives the platform's connection: platforms
@@ -89,8 +89,8 @@ func (g *Gate) Forward(ctx context.Context, c Claim, note *cache.Notification, s
 			// Ambiguous: the claim is left to expire after lock_ttl. The
 			// adapter records it (it presets the outcome).
 			hold.stop()
-			g.leave(c.Key, c.Token, cache.Journal{Notification: note, Attempt: &cache.Attempt{
-				Start: start, Duration: time.Since(start), Outcome: cache.AttemptAmbiguous}})
+			g.leave(c.Key, c.Token, store.Journal{Notification: note, Attempt: &store.Attempt{
+				Start: start, Duration: time.Since(start), Outcome: store.AttemptAmbiguous}})
 		}
 	}()
 
@@ -100,11 +100,11 @@ func (g *Gate) Forward(ctx context.Context, c Claim, note *cache.Notification, s
 	settled = true
 
 	o := Outcome{Action: Forward, Label: a.Kind.Label(), Claim: c, Key: c.Key, Status: a.Status, Backend: took, Err: a.Err}
-	j := cache.Journal{Notification: note, Attempt: a.Attempt}
+	j := store.Journal{Notification: note, Attempt: a.Attempt}
 	switch a.Kind {
 	case BackendAnswered:
 		o.Err = nil
-		ans := cache.Answer{Status: a.Status, Header: a.Header, BodyCached: a.BodyCached, Order: c.Run}
+		ans := store.Answer{Status: a.Status, Header: a.Header, BodyCached: a.BodyCached, Order: c.Run}
 		if ans.BodyCached {
 			ans.Body = bytes.Clone(a.Body)
 		}
@@ -129,8 +129,8 @@ func (g *Gate) ceiling() time.Duration {
 }
 
 // complete remembers a successful answer; when the store cannot take it
-// now, the settler keeps it and retries (cache.Settler).
-func (g *Gate) complete(key, token, fp string, ans cache.Answer, j cache.Journal) {
+// now, the settler keeps it and retries (store.Settler).
+func (g *Gate) complete(key, token, fp string, ans store.Answer, j store.Journal) {
 	ctx, cancel := g.storeContext()
 	defer cancel()
 	err := g.Route.Settler().Complete(ctx, key, token, fp, ans, g.TTL, j, func(err error) {
@@ -141,7 +141,7 @@ func (g *Gate) complete(key, token, fp string, ans cache.Answer, j cache.Journal
 		g.Route.Settled(key)
 	})
 	switch {
-	case errors.Is(err, cache.ErrKept):
+	case errors.Is(err, store.ErrKept):
 		g.Route.Kept(key)
 	case err != nil:
 		g.Route.ClaimTrouble(key, "complete", err)
@@ -150,7 +150,7 @@ func (g *Gate) complete(key, token, fp string, ans cache.Answer, j cache.Journal
 
 // release frees the key for the platform's retry; the record stays,
 // failed, with its journal.
-func (g *Gate) release(key, token string, j cache.Journal) {
+func (g *Gate) release(key, token string, j store.Journal) {
 	ctx, cancel := context.WithTimeout(context.Background(), g.StoreTimeout)
 	defer cancel()
 	if err := g.Route.Store().Release(ctx, key, token, g.TTL, j); err != nil {
@@ -160,7 +160,7 @@ func (g *Gate) release(key, token string, j cache.Journal) {
 
 // leave journals an ambiguous attempt; the claim is held until lock_ttl
 // runs out, then the key is free and the record reads as failed.
-func (g *Gate) leave(key, token string, j cache.Journal) {
+func (g *Gate) leave(key, token string, j store.Journal) {
 	ctx, cancel := context.WithTimeout(context.Background(), g.StoreTimeout)
 	defer cancel()
 	if err := g.Route.Store().Leave(ctx, key, token, g.TTL, j); err != nil {
@@ -196,7 +196,7 @@ const KeepAfter = 250 * time.Millisecond
 //
 // At ceiling it calls cut, which ends the backend's request; the renewals
 // go on until the forward settles the claim (stop).
-func (g *Gate) hold(key, token string, note *cache.Notification, ceiling time.Time, cut context.CancelFunc) *heldClaim {
+func (g *Gate) hold(key, token string, note *store.Notification, ceiling time.Time, cut context.CancelFunc) *heldClaim {
 	c := &heldClaim{ceiling: ceiling, cut: cut}
 	every := g.LockTTL / 3
 	first := every
@@ -222,12 +222,12 @@ func (g *Gate) hold(key, token string, note *cache.Notification, ceiling time.Ti
 			// Once: the later runs of this timer renew.
 			note = nil
 			op, call = "keep", func(ctx context.Context) error {
-				return g.Route.Store().Leave(ctx, key, token, g.TTL, cache.Journal{Notification: n})
+				return g.Route.Store().Leave(ctx, key, token, g.TTL, store.Journal{Notification: n})
 			}
 		}
 		if err := g.storeCall(ctx, call); err != nil && ctx.Err() == nil {
 			g.Route.ClaimTrouble(key, op, err)
-			if errors.Is(err, cache.ErrNotOwner) {
+			if errors.Is(err, store.ErrNotOwner) {
 				c.halt()
 			}
 		}

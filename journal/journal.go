@@ -1,5 +1,5 @@
 // Package journal is what the gateway keeps of a notification it forwards
-// (cache.Journal): the request as the platform sent it, without the
+// (store.Journal): the request as the platform sent it, without the
 // caller's credentials and cut at journal_body, and a record of each
 // attempt at the backend in an operator's words. It knows no Caddy: the
 // idempotency handler captures the notification from a won claim
@@ -20,7 +20,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/idemgate/idemgate/cache"
+	"github.com/idemgate/idemgate/store"
 )
 
 // Credentials are the caller's credentials that an async delivery still
@@ -49,12 +49,12 @@ func CredentialsOf(h http.Header) http.Header {
 // bounded by max_body), for the journal and an async delivery: method,
 // URI, host, headers without credentials, addresses. The caller adds what
 // the request does not say itself (Route, MerchantRefs, OrigURI).
-func Received(r *http.Request, body []byte) *cache.Notification {
+func Received(r *http.Request, body []byte) *store.Notification {
 	hdr := r.Header.Clone()
 	for _, name := range dropped {
 		hdr.Del(name)
 	}
-	n := &cache.Notification{
+	n := &store.Notification{
 		Method: r.Method, URI: r.RequestURI, Host: r.Host, Header: hdr,
 		BodySize: int64(len(body)), Body: body, TLS: r.TLS != nil, Remote: r.RemoteAddr,
 	}
@@ -70,7 +70,7 @@ func Received(r *http.Request, body []byte) *cache.Notification {
 // Cut is n as the journal keeps it: its body cut at limit bytes
 // (journal_body), nil when limit is negative (off). n itself is left
 // whole (an async delivery sends it).
-func Cut(n *cache.Notification, limit int64) *cache.Notification {
+func Cut(n *store.Notification, limit int64) *store.Notification {
 	if n == nil || limit < 0 {
 		return nil
 	}
@@ -84,7 +84,7 @@ func Cut(n *cache.Notification, limit int64) *cache.Notification {
 
 // Result is one attempt at the backend as the adapter saw it.
 type Result struct {
-	Outcome  string // cache.AttemptAnswered, …
+	Outcome  string // store.AttemptAnswered, …
 	Start    time.Time
 	Duration time.Duration
 	Status   int    // the answer's status; 0 when none came
@@ -94,10 +94,10 @@ type Result struct {
 }
 
 // Attempt is what the journal keeps of res.
-func Attempt(res Result) *cache.Attempt {
-	a := &cache.Attempt{Start: res.Start, Duration: res.Duration, Outcome: res.Outcome, Status: res.Status, Resigned: res.Resigned}
-	if res.Outcome == cache.AttemptFailed && len(res.Body) > 0 {
-		a.Body = bytes.Clone(res.Body[:min(len(res.Body), cache.MaxAttemptBody)])
+func Attempt(res Result) *store.Attempt {
+	a := &store.Attempt{Start: res.Start, Duration: res.Duration, Outcome: res.Outcome, Status: res.Status, Resigned: res.Resigned}
+	if res.Outcome == store.AttemptFailed && len(res.Body) > 0 {
+		a.Body = bytes.Clone(res.Body[:min(len(res.Body), store.MaxAttemptBody)])
 	}
 	a.Error = Error(res.Outcome, res.Status, res.Err, res.Duration)
 	return a
@@ -108,7 +108,7 @@ func Attempt(res Result) *cache.Attempt {
 // success.
 func Error(outcome string, status int, err error, took time.Duration) string {
 	switch {
-	case outcome == cache.AttemptAnswered:
+	case outcome == store.AttemptAnswered:
 		return ""
 	case err == nil && status != 0:
 		return fmt.Sprintf("status %d: not a success by the platform's rule", status)

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgate/idemgate/cache"
+	"github.com/idemgate/idemgate/store"
 )
 
 // TestReceivedDropsCredentials: the journal keeps the request as the
@@ -64,7 +64,7 @@ func TestReceivedDropsCredentials(t *testing.T) {
 // TestCut: journal_body cuts the kept body, leaves the received one whole,
 // and off keeps nothing.
 func TestCut(t *testing.T) {
-	n := &cache.Notification{Method: "POST", Body: []byte("0123456789"), BodySize: 10}
+	n := &store.Notification{Method: "POST", Body: []byte("0123456789"), BodySize: 10}
 	for _, tc := range []struct {
 		limit int64
 		want  string
@@ -94,14 +94,14 @@ func TestAttemptWording(t *testing.T) {
 		err     error
 		want    string
 	}{
-		{"answered", cache.AttemptAnswered, 200, nil, ""},
-		{"failure status", cache.AttemptFailed, 500, nil, "status 500: not a success by the platform's rule"},
-		{"refused", cache.AttemptUnreachable, 0, refused, "connection refused"},
-		{"refused in words", cache.AttemptUnreachable, 0, errors.New("making dial info: dial tcp 127.0.0.1:9: connect: connection refused"), "connection refused"},
-		{"reset", cache.AttemptAmbiguous, 0, fmt.Errorf("reading the answer: %w", reset), "connection reset"},
-		{"timeout", cache.AttemptAmbiguous, 0, fmt.Errorf("forwarding: %w", context.DeadlineExceeded), "timeout after 1.5s"},
-		{"status with an error", cache.AttemptAmbiguous, 502, fmt.Errorf("copying: %w", errors.New("unexpected EOF")), "status 502: unexpected EOF"},
-		{"root cause", cache.AttemptAmbiguous, 0, fmt.Errorf("a: %w", fmt.Errorf("b: %w", errors.New("the cause"))), "the cause"},
+		{"answered", store.AttemptAnswered, 200, nil, ""},
+		{"failure status", store.AttemptFailed, 500, nil, "status 500: not a success by the platform's rule"},
+		{"refused", store.AttemptUnreachable, 0, refused, "connection refused"},
+		{"refused in words", store.AttemptUnreachable, 0, errors.New("making dial info: dial tcp 127.0.0.1:9: connect: connection refused"), "connection refused"},
+		{"reset", store.AttemptAmbiguous, 0, fmt.Errorf("reading the answer: %w", reset), "connection reset"},
+		{"timeout", store.AttemptAmbiguous, 0, fmt.Errorf("forwarding: %w", context.DeadlineExceeded), "timeout after 1.5s"},
+		{"status with an error", store.AttemptAmbiguous, 502, fmt.Errorf("copying: %w", errors.New("unexpected EOF")), "status 502: unexpected EOF"},
+		{"root cause", store.AttemptAmbiguous, 0, fmt.Errorf("a: %w", fmt.Errorf("b: %w", errors.New("the cause"))), "the cause"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := Error(tc.outcome, tc.status, tc.err, 1500*time.Millisecond); got != tc.want {
@@ -135,17 +135,17 @@ func realRefused(t *testing.T) error {
 // success keeps none, and the wording goes with it.
 func TestAttempt(t *testing.T) {
 	start := time.Now()
-	long := []byte(strings.Repeat("x", cache.MaxAttemptBody+10))
-	a := Attempt(Result{Outcome: cache.AttemptFailed, Start: start, Duration: time.Second, Status: 500, Body: long, Resigned: true})
-	if len(a.Body) != cache.MaxAttemptBody || a.Status != 500 || a.Error != "status 500: not a success by the platform's rule" ||
-		!a.Start.Equal(start) || a.Duration != time.Second || !a.Resigned || a.Outcome != cache.AttemptFailed {
+	long := []byte(strings.Repeat("x", store.MaxAttemptBody+10))
+	a := Attempt(Result{Outcome: store.AttemptFailed, Start: start, Duration: time.Second, Status: 500, Body: long, Resigned: true})
+	if len(a.Body) != store.MaxAttemptBody || a.Status != 500 || a.Error != "status 500: not a success by the platform's rule" ||
+		!a.Start.Equal(start) || a.Duration != time.Second || !a.Resigned || a.Outcome != store.AttemptFailed {
 		t.Errorf("failed: %+v", a)
 	}
 	long[0] = 'y'
 	if a.Body[0] != 'x' {
 		t.Error("the kept body shares the answer's buffer")
 	}
-	if a := Attempt(Result{Outcome: cache.AttemptAnswered, Status: 200, Body: []byte("ok")}); a.Body != nil || a.Error != "" {
+	if a := Attempt(Result{Outcome: store.AttemptAnswered, Status: 200, Body: []byte("ok")}); a.Body != nil || a.Error != "" {
 		t.Errorf("answered: %+v", a)
 	}
 }

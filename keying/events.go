@@ -12,7 +12,7 @@ import (
 // status message brings it and however late: the presets of Alipay and
 // WeChat Pay classify each verified notification into the order it
 // belongs to and the event it reports, and their default key is
-// "<merchant>:<order>:<event>". cache.OrderOf reads the same layout back
+// "<merchant>:<order>:<event>". store.OrderOf reads the same layout back
 // from a full key, so the names here and there are one vocabulary.
 const (
 	EventPaid   = "paid"   // the order is paid (Alipay TRADE_SUCCESS, TRADE_FINISHED, the signed return; WeChat Pay SUCCESS)

@@ -3,18 +3,18 @@
 // backend once, whatever channel or status message brings it and however
 // late. A preset's default key names the event ("alipay:<app>:<trade>:paid",
 // keying.SplitOrder); once the backend's answer to it says the business
-// ran, the store remembers the event in its order (cache.OrderRun,
-// cache.Order) for order_ttl, long after the key's own answer expired with
+// ran, the store remembers the event in its order (store.OrderRun,
+// store.Order) for order_ttl, long after the key's own answer expired with
 // ttl, and a later copy is answered, never forwarded.
 //
 // The package decides; the store keeps the state, and the gate carries it.
-// It imports cache and keying only, and attaches to the gate at two
+// It imports store and keying only, and attaches to the gate at two
 // named points:
 //
 //   - gate.Route.OrderRun: the route answers it with RunOf, what a key's
 //     order remembers once it ran (nil: the key is no order's event). The
 //     gate puts it on the won claim (gate.Claim.Run), and the completion
-//     hands it to the store with the answer (cache.Answer.Order), in the
+//     hands it to the store with the answer (store.Answer.Order), in the
 //     same store operation.
 //   - The replay decision: a duplicate the gate replays (gate.Replay)
 //     gets its remembered answer only where AcceptsAnswer says the

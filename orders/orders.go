@@ -5,8 +5,8 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/keying"
+	"github.com/idemgate/idemgate/store"
 )
 
 // Default order_ttl: past Alipay's and WeChat Pay's 12-month refund
@@ -48,12 +48,12 @@ func CheckTTL(orderTTL, ttl time.Duration) error {
 // objects its bill names, and the merchant's references search files the
 // key under (keying.Notification's Settles, At, Refs, MerchantRefs). A
 // page view (keying.Notification.Page) has none.
-func RunOf(p *keying.Preset, orderTTL time.Duration, key string, n *keying.Notification) *cache.OrderRun {
+func RunOf(p *keying.Preset, orderTTL time.Duration, key string, n *keying.Notification) *store.OrderRun {
 	_, event, isEvent := keying.SplitOrder(key)
 	if p.KeyRequired && !isEvent || n.Page {
 		return nil // n.Page: a page view (Alipay's `return display`) is no business event
 	}
-	run := &cache.OrderRun{TTL: orderTTL, Amount: n.Money.Amount, Currency: n.Money.Currency, RefundTotal: n.RefundTotal,
+	run := &store.OrderRun{TTL: orderTTL, Amount: n.Money.Amount, Currency: n.Money.Currency, RefundTotal: n.RefundTotal,
 		Settles: n.Settles, At: n.At, Refs: n.Refs, MerchantRefs: n.MerchantRefs, Via: n.Via}
 	if isEvent {
 		// The order remembers the key's event, whatever the notification
@@ -74,7 +74,7 @@ type Judge func(method string, status int, header http.Header, body []byte) bool
 // replayed to Alipay's notify) fails the judge, and one no longer kept
 // (FromOrder: only its order remembers the event ran) has none to give:
 // either way the route answers its platform's ack instead.
-func AcceptsAnswer(judge Judge, method string, rec *cache.Record) bool {
+func AcceptsAnswer(judge Judge, method string, rec *store.Record) bool {
 	if rec.FromOrder {
 		return false
 	}

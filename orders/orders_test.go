@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/keying"
 	"github.com/idemgate/idemgate/platforms"
+	"github.com/idemgate/idemgate/store"
 )
 
 const day = 24 * time.Hour
@@ -85,14 +85,14 @@ func note(settles keying.Settlement) *keying.Notification {
 
 func TestRunOf(t *testing.T) {
 	const ttl = 400 * day
-	full := func(settles keying.Settlement) *cache.OrderRun {
+	full := func(settles keying.Settlement) *store.OrderRun {
 		n := note("")
-		return &cache.OrderRun{TTL: ttl, Amount: "88.88", Currency: "CNY", Settles: settles, At: n.At, Refs: n.Refs, MerchantRefs: n.MerchantRefs}
+		return &store.OrderRun{TTL: ttl, Amount: "88.88", Currency: "CNY", Settles: settles, At: n.At, Refs: n.Refs, MerchantRefs: n.MerchantRefs}
 	}
 	for _, c := range []struct {
 		name, preset, key string
 		n                 *keying.Notification
-		want              *cache.OrderRun // nil: no order state
+		want              *store.OrderRun // nil: no order state
 	}{
 		// A preset's default key: the order's event, settled as the
 		// notification says.
@@ -132,13 +132,13 @@ func TestAcceptsAnswer(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name string
-		rec  cache.Record
+		rec  store.Record
 		want bool
 	}{
-		{"its own answer", cache.Record{Status: 200, Body: []byte("success"), BodyCached: true}, true},
-		{"another channel's page", cache.Record{Status: 200, Body: []byte("<html>thank you</html>"), BodyCached: true}, false},
-		{"the body not kept", cache.Record{Status: 200, Body: []byte("success")}, false},
-		{"only the order remembers", cache.Record{Status: 200, Body: []byte("success"), BodyCached: true, FromOrder: true}, false},
+		{"its own answer", store.Record{Status: 200, Body: []byte("success"), BodyCached: true}, true},
+		{"another channel's page", store.Record{Status: 200, Body: []byte("<html>thank you</html>"), BodyCached: true}, false},
+		{"the body not kept", store.Record{Status: 200, Body: []byte("success")}, false},
+		{"only the order remembers", store.Record{Status: 200, Body: []byte("success"), BodyCached: true, FromOrder: true}, false},
 	} {
 		if got := AcceptsAnswer(judge, http.MethodPost, &c.rec); got != c.want {
 			t.Errorf("%s: AcceptsAnswer = %v, want %v", c.name, got, c.want)
@@ -146,7 +146,7 @@ func TestAcceptsAnswer(t *testing.T) {
 	}
 	// The judge sees the duplicate's method: the same answer, judged by
 	// another channel's rule.
-	if AcceptsAnswer(judge, http.MethodGet, &cache.Record{Status: 200, Body: []byte("success"), BodyCached: true}) {
+	if AcceptsAnswer(judge, http.MethodGet, &store.Record{Status: 200, Body: []byte("success"), BodyCached: true}) {
 		t.Error("a GET duplicate: accepted by a rule that takes only POST")
 	}
 	// A record with no answer kept still shows the judge its status and
@@ -155,7 +155,7 @@ func TestAcceptsAnswer(t *testing.T) {
 	AcceptsAnswer(func(_ string, status int, h http.Header, body []byte) bool {
 		saw = body
 		return status == 204 && h.Get("X-State") == "paid"
-	}, http.MethodPost, &cache.Record{Status: 204, Header: http.Header{"X-State": {"paid"}}, Body: []byte("stale")})
+	}, http.MethodPost, &store.Record{Status: 204, Header: http.Header{"X-State": {"paid"}}, Body: []byte("stale")})
 	if saw != nil {
 		t.Errorf("a record whose body was not kept showed the judge %q, want nil", saw)
 	}

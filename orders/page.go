@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemgate/idemgate/cache"
+	"github.com/idemgate/idemgate/store"
 )
 
 // An order's page: every business event of one order in one timeline —
@@ -66,14 +66,14 @@ var ErrNoEvents = errors.New("no business event of the order")
 // records of its events' keys (listed by prefix), and each record with
 // its journal.
 type Book interface {
-	cache.OrderBook
-	cache.Lister
-	Lookup(ctx context.Context, key string) (*cache.Record, error)
+	store.OrderBook
+	store.Lister
+	Lookup(ctx context.Context, key string) (*store.Record, error)
 }
 
 // StateOf is a key's record's state as its route judges it now
-// (cache.Record.StateAt with the route's retry window).
-type StateOf func(key string, rec *cache.Record) cache.State
+// (store.Record.StateAt with the route's retry window).
+type StateOf func(key string, rec *store.Record) store.State
 
 // listLimit bounds the records of one order's events read per state.
 const listLimit = 100
@@ -87,9 +87,9 @@ func Page(ctx context.Context, b Book, order string, stateOf StateOf) (View, err
 }
 
 // Repair writes an answered record's business event back into its order
-// where the order lacks it (cache.OrderRepairer, with what the record's
+// where the order lacks it (store.OrderRepairer, with what the record's
 // route's settle writes); repaired: it wrote.
-type Repair func(ctx context.Context, rec *cache.Record) (repaired bool)
+type Repair func(ctx context.Context, rec *store.Record) (repaired bool)
 
 // PageRepairing is Page that, with repair, writes each answered record's
 // event its order lacks back into the order, and shows what the order
@@ -101,7 +101,7 @@ func PageRepairing(ctx context.Context, b Book, order string, stateOf StateOf, r
 		if ev, ok := events[key]; ok {
 			return ev
 		}
-		_, name := cache.OrderOf(key)
+		_, name := store.OrderOf(key)
 		ev := &EventView{Key: key, Event: name}
 		events[key] = ev
 		return ev
@@ -115,19 +115,19 @@ func PageRepairing(ctx context.Context, b Book, order string, stateOf StateOf, r
 			ev.State, ev.Ran, ev.Amount, ev.Currency = StateRan, e.Ran, e.Amount, e.Currency
 			ev.Channel = e.Via // the return that ran it (`return business`); the journal's names the notify too
 		}
-	case !errors.Is(err, cache.ErrNotFound):
+	case !errors.Is(err, store.ErrNotFound):
 		return out, err
 	}
 	// The events' records: those of "<order>:<event>" keys, found by
 	// prefix; then each one's journal, for its channel.
 	var keys []string
-	for _, st := range []cache.State{cache.StateInFlight, cache.StateAnswered, cache.StateFailed} {
-		page, err := b.List(ctx, cache.ListQuery{State: st, Prefix: order + ":", Limit: listLimit})
+	for _, st := range []store.State{store.StateInFlight, store.StateAnswered, store.StateFailed} {
+		page, err := b.List(ctx, store.ListQuery{State: st, Prefix: order + ":", Limit: listLimit})
 		if err != nil {
 			return out, err
 		}
 		for _, rec := range page.Records {
-			if o, _ := cache.OrderOf(rec.Key); o == order {
+			if o, _ := store.OrderOf(rec.Key); o == order {
 				keys = append(keys, rec.Key)
 			}
 		}
@@ -135,7 +135,7 @@ func PageRepairing(ctx context.Context, b Book, order string, stateOf StateOf, r
 	keys = append(keys, order) // a key that is its own business event
 	for _, key := range keys {
 		rec, err := b.Lookup(ctx, key)
-		if errors.Is(err, cache.ErrNotFound) {
+		if errors.Is(err, store.ErrNotFound) {
 			continue
 		}
 		if err != nil {
@@ -144,7 +144,7 @@ func PageRepairing(ctx context.Context, b Book, order string, stateOf StateOf, r
 		ev := get(key)
 		ev.State = string(stateOf(key, rec))
 		ev.FirstSeen, ev.LastSeen, ev.Copies, ev.Attempts = rec.FirstSeen, rec.LastSeen, rec.Copies, rec.AttemptCount
-		if rec.State == cache.StateAnswered {
+		if rec.State == store.StateAnswered {
 			ev.Status = rec.Status
 			if ev.Ran.IsZero() && !rec.FromOrder {
 				// An answered record of a business event means it ran,

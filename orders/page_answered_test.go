@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgate/idemgate/cache"
+	"github.com/idemgate/idemgate/store"
 )
 
 // TestPageAnsweredWithoutOrderEvent: an answered record whose order lacks
@@ -17,12 +17,12 @@ func TestPageAnsweredWithoutOrderEvent(t *testing.T) {
 			s := open(t)
 			const order = "alipay:2021:T7"
 			key := order + ":paid"
-			j := cache.Journal{Notification: &cache.Notification{Method: "POST", URI: "/notify"}}
+			j := store.Journal{Notification: &store.Notification{Method: "POST", URI: "/notify"}}
 			before := time.Now().Add(-time.Second)
-			if err := s.Complete(ctxT(t), key, won(t, s, key), cache.Answer{Status: 200, Body: []byte("success"), BodyCached: true}, time.Hour, j); err != nil {
+			if err := s.Complete(ctxT(t), key, won(t, s, key), store.Answer{Status: 200, Body: []byte("success"), BodyCached: true}, time.Hour, j); err != nil {
 				t.Fatal(err)
 			}
-			v, err := Page(ctxT(t), s, order, func(_ string, rec *cache.Record) cache.State { return rec.State })
+			v, err := Page(ctxT(t), s, order, func(_ string, rec *store.Record) store.State { return rec.State })
 			if err != nil {
 				t.Fatalf("page: %v", err)
 			}

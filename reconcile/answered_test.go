@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/internal/billtest"
+	"github.com/idemgate/idemgate/store"
 )
 
 // TestRunAnsweredWithoutOrderEvent: a payment whose record is answered
@@ -23,21 +23,21 @@ func TestRunAnsweredWithoutOrderEvent(t *testing.T) {
 	day := time.Date(2026, 10, 3, 9, 0, 0, 0, time.UTC)
 	txn := func(i int) string { return fmt.Sprintf("4200000925202610030%09d", i) }
 	ctx := context.Background()
-	store := cache.NewMemory()
-	t.Cleanup(func() { store.Close() })
-	note := cache.Journal{Notification: &cache.Notification{Method: "POST", URI: "/notify", Body: []byte("{}"), BodySize: 2}}
+	st := store.NewMemory()
+	t.Cleanup(func() { st.Close() })
+	note := store.Journal{Notification: &store.Notification{Method: "POST", URI: "/notify", Body: []byte("{}"), BodySize: 2}}
 	settle := func(i int, ok bool) {
 		t.Helper()
 		key := "wechatpay:" + mch + ":" + txn(i) + ":paid"
-		won, err := store.Claim(ctx, key, "", time.Minute)
-		if err != nil || won.Outcome != cache.Won {
+		won, err := st.Claim(ctx, key, "", time.Minute)
+		if err != nil || won.Outcome != store.Won {
 			t.Fatalf("claim %s: %+v %v", key, won, err)
 		}
 		if ok {
 			// No Order: the record alone, as the deferred settle stored it.
-			err = store.Complete(ctx, key, won.Token, cache.Answer{Status: 200, BodyCached: true}, time.Hour, note)
+			err = st.Complete(ctx, key, won.Token, store.Answer{Status: 200, BodyCached: true}, time.Hour, note)
 		} else {
-			err = store.Release(ctx, key, won.Token, time.Hour, note)
+			err = st.Release(ctx, key, won.Token, time.Hour, note)
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -56,7 +56,7 @@ func TestRunAnsweredWithoutOrderEvent(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	env := Env{StoreID: "mem", Store: store, Now: func() time.Time { return day.Add(30 * time.Hour) },
+	env := Env{StoreID: "mem", Store: st, Now: func() time.Time { return day.Add(30 * time.Hour) },
 		Routes: func(string) []Route { return []Route{{Platform: "wechatpay", Merchants: []string{mch}}} }}
 	rep, err := Run(ctx, env, Options{Platform: "wechatpay", Matched: true}, &b)
 	if err != nil {

@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/internal/billtest"
 	"github.com/idemgate/idemgate/internal/redistest"
 	"github.com/idemgate/idemgate/keying"
+	"github.com/idemgate/idemgate/store"
 )
 
 // BenchmarkReconcile1M reconciles a bill of a million rows (800,000
@@ -32,18 +32,18 @@ const benchAlipayApp = "2021004123456789"
 func BenchmarkReconcile1M(b *testing.B) {
 	const rows = 1_000_000
 	rs := redistest.Start(b)
-	store := cache.NewRedis(rs.Client(), cache.RedisOptions{})
-	b.Cleanup(func() { store.Close() })
+	st := store.NewRedis(rs.Client(), store.RedisOptions{})
+	b.Cleanup(func() { st.Close() })
 	day := time.Date(2026, 10, 3, 0, 0, 0, 0, time.FixedZone("CST", 8*3600))
 	for _, c := range []struct {
 		platform string
 		bill     func(w io.Writer) billtest.Writer
-		row      func(i int) (billtest.Row, string, *cache.OrderRun)
+		row      func(i int) (billtest.Row, string, *store.OrderRun)
 	}{
 		{"alipay", func(w io.Writer) billtest.Writer {
 			return billtest.NewAlipay(w, "20881021772966100156", day, day.Add(24*time.Hour))
 		},
-			func(i int) (billtest.Row, string, *cache.OrderRun) {
+			func(i int) (billtest.Row, string, *store.OrderRun) {
 				r, order, refund := benchRow(i, day, fmt.Sprintf("2026100322001458860%09d", i))
 				key := "alipay:" + benchAlipayApp + ":" + order + ":paid"
 				if refund != "" {
@@ -52,7 +52,7 @@ func BenchmarkReconcile1M(b *testing.B) {
 				return r, key, benchRun(r)
 			}},
 		{"stripe", func(w io.Writer) billtest.Writer { return billtest.NewStripe(w, true) },
-			func(i int) (billtest.Row, string, *cache.OrderRun) {
+			func(i int) (billtest.Row, string, *store.OrderRun) {
 				r, _, _ := benchRow(i, day, "")
 				r.Currency = "USD"
 				run := benchRun(r)
@@ -64,8 +64,8 @@ func BenchmarkReconcile1M(b *testing.B) {
 			}},
 	} {
 		b.Run(c.platform, func(b *testing.B) {
-			fillStore(b, store, rows, c.row)
-			env := Env{StoreID: "bench", Store: store}
+			fillStore(b, st, rows, c.row)
+			env := Env{StoreID: "bench", Store: st}
 			for range b.N {
 				pr, pw := io.Pipe()
 				go func() {
@@ -122,8 +122,8 @@ func benchRow(i int, day time.Time, trade string) (billtest.Row, string, string)
 	return r, r.Order, refund
 }
 
-func benchRun(r billtest.Row) *cache.OrderRun {
-	run := &cache.OrderRun{TTL: 24 * time.Hour, Amount: r.Amount, Currency: r.Currency, Settles: keying.SettlesPayment, At: r.Time}
+func benchRun(r billtest.Row) *store.OrderRun {
+	run := &store.OrderRun{TTL: 24 * time.Hour, Amount: r.Amount, Currency: r.Currency, Settles: keying.SettlesPayment, At: r.Time}
 	if r.Kind == billtest.Refund {
 		run.Settles = keying.SettlesRefund
 	}
@@ -131,7 +131,7 @@ func benchRun(r billtest.Row) *cache.OrderRun {
 }
 
 // fillStore runs every row's event but one in a hundred, 64 at a time.
-func fillStore(b *testing.B, s cache.Store, rows int, row func(i int) (billtest.Row, string, *cache.OrderRun)) {
+func fillStore(b *testing.B, s store.Store, rows int, row func(i int) (billtest.Row, string, *store.OrderRun)) {
 	b.Helper()
 	start := time.Now()
 	var next atomic.Int64
@@ -151,11 +151,11 @@ func fillStore(b *testing.B, s cache.Store, rows int, row func(i int) (billtest.
 				}
 				_, key, run := row(i)
 				won, err := s.Claim(ctx, key, "", time.Minute)
-				if err != nil || won.Outcome != cache.Won {
+				if err != nil || won.Outcome != store.Won {
 					b.Errorf("claim %s: %+v %v", key, won, err)
 					return
 				}
-				if err := s.Complete(ctx, key, won.Token, cache.Answer{Status: 200, BodyCached: true, Order: run}, time.Minute, cache.Journal{}); err != nil {
+				if err := s.Complete(ctx, key, won.Token, store.Answer{Status: 200, BodyCached: true, Order: run}, time.Minute, store.Journal{}); err != nil {
 					b.Errorf("complete %s: %v", key, err)
 					return
 				}

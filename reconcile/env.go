@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/idemgate/idemgate/cache"
+	"github.com/idemgate/idemgate/store"
 )
 
 // What a reconciliation is given besides the bill. The package knows no
@@ -14,9 +14,9 @@ import (
 // Store is what a reconciliation reads of a store: the order index, the
 // records and their listing.
 type Store interface {
-	cache.OrderIndex
-	Lookup(ctx context.Context, key string) (*cache.Record, error)
-	List(ctx context.Context, q cache.ListQuery) (cache.ListPage, error)
+	store.OrderIndex
+	Lookup(ctx context.Context, key string) (*store.Record, error)
+	List(ctx context.Context, q store.ListQuery) (store.ListPage, error)
 }
 
 // Route is a loaded route of the bill's scope, as a reconciliation sees
@@ -56,14 +56,14 @@ type Env struct {
 	// StateOf names a record's state as every operator surface does (an
 	// async key's queued, retrying or delivering); nil: the record's
 	// state at Now by WindowOf.
-	StateOf func(rec *cache.Record) string
+	StateOf func(rec *store.Record) string
 	// Pending keeps the pending lists across bills; nil: they are not
 	// carried to the next bill's reconciliation.
 	Pending PendingStore
 	// Repair writes an answered record's business event back into its
-	// order where the order lacks it (cache.OrderRepairer, with what the
+	// order where the order lacks it (store.OrderRepairer, with what the
 	// record's route's settle writes); nil: the look-up only reads.
-	Repair func(ctx context.Context, rec *cache.Record) (repaired bool)
+	Repair func(ctx context.Context, rec *store.Record) (repaired bool)
 }
 
 func (e *Env) now() time.Time {
@@ -80,7 +80,7 @@ func (e *Env) windowOf(key string) time.Duration {
 	return e.WindowOf(key)
 }
 
-func (e *Env) stateOf(rec *cache.Record) string {
+func (e *Env) stateOf(rec *store.Record) string {
 	if e.StateOf == nil {
 		return string(rec.StateAt(e.now(), e.windowOf(rec.Key)))
 	}

@@ -3,9 +3,9 @@ package reconcile
 import (
 	"context"
 
-	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/keying"
 	"github.com/idemgate/idemgate/keying/bill"
+	"github.com/idemgate/idemgate/store"
 )
 
 // Stripe's and PayPal's bill rows name objects, and their events are found
@@ -30,8 +30,8 @@ func (rc *reconciler) keyUnrun(ctx context.Context) error {
 		}
 	}
 	scanned := 0
-	for _, st := range []cache.State{cache.StateFailed, cache.StateInFlight} {
-		q := cache.ListQuery{State: st, Scope: rc.opts.Scope, Limit: 200}
+	for _, st := range []store.State{store.StateFailed, store.StateInFlight} {
+		q := store.ListQuery{State: st, Scope: rc.opts.Scope, Limit: 200}
 		for len(want) > 0 && scanned < maxJournalScan {
 			page, err := rc.env.Store.List(ctx, q)
 			if err != nil {

@@ -12,15 +12,15 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/keying"
 	"github.com/idemgate/idemgate/keying/bill"
 	"github.com/idemgate/idemgate/platforms"
+	"github.com/idemgate/idemgate/store"
 )
 
 // The matching of a bill against the store. Rows are looked up a batch at
 // a time: Alipay's and WeChat Pay's by the order their key names
-// (<scope>:<merchant>:<trade_no|transaction_id>, cache.OrderIndex.Orders),
+// (<scope>:<merchant>:<trade_no|transaction_id>, store.OrderIndex.Orders),
 // Stripe's and PayPal's by the objects they name (EventsByRef, then
 // Orders). Each event a row matched is kept as a 64-bit hash; after the
 // last row, the day index of the bill's period (RanOn) yields every
@@ -219,7 +219,7 @@ func (rc *reconciler) match(ctx context.Context, rows []bill.Row) error {
 		if err != nil {
 			return err
 		}
-		names[i], ms[i] = cache.OrderName(rc.opts.Scope, rc.keyMerchant(m), row.Order), m
+		names[i], ms[i] = store.OrderName(rc.opts.Scope, rc.keyMerchant(m), row.Order), m
 	}
 	orders, err := rc.orders(ctx, names)
 	if err != nil {
@@ -263,14 +263,14 @@ const ranNote = "answered: the backend ran it, though its order did not remember
 // FromOrder): an answered record of a business event means the event
 // ran, and it is never "settled, never run". nil when the record is gone
 // or not answered.
-func (rc *reconciler) answeredRecord(ctx context.Context, key string) (*cache.OrderEvent, error) {
+func (rc *reconciler) answeredRecord(ctx context.Context, key string) (*store.OrderEvent, error) {
 	rec, err := rc.env.Store.Lookup(ctx, key)
 	switch {
-	case errors.Is(err, cache.ErrNotFound):
+	case errors.Is(err, store.ErrNotFound):
 		return nil, nil
 	case err != nil:
 		return nil, rc.storeErr(err)
-	case rec.State != cache.StateAnswered || rec.FromOrder:
+	case rec.State != store.StateAnswered || rec.FromOrder:
 		return nil, nil
 	}
 	if rc.env.Repair != nil {
@@ -278,11 +278,11 @@ func (rc *reconciler) answeredRecord(ctx context.Context, key string) (*cache.Or
 		// the next reconciliation and every surface read it from there.
 		rc.env.Repair(ctx, rec)
 	}
-	return &cache.OrderEvent{Key: key, Ran: rec.Changed}, nil
+	return &store.OrderEvent{Key: key, Ran: rec.Changed}, nil
 }
 
 // orders reads the states of names (once each) in one batch.
-func (rc *reconciler) orders(ctx context.Context, names []string) (map[string]*cache.Order, error) {
+func (rc *reconciler) orders(ctx context.Context, names []string) (map[string]*store.Order, error) {
 	uniq := slices.Clone(names)
 	slices.Sort(uniq)
 	uniq = slices.Compact(uniq)
@@ -290,7 +290,7 @@ func (rc *reconciler) orders(ctx context.Context, names []string) (map[string]*c
 	if err != nil {
 		return nil, rc.storeErr(err)
 	}
-	out := make(map[string]*cache.Order, len(uniq))
+	out := make(map[string]*store.Order, len(uniq))
 	for i, n := range uniq {
 		out[n] = os[i]
 	}
@@ -298,7 +298,7 @@ func (rc *reconciler) orders(ctx context.Context, names []string) (map[string]*c
 }
 
 // findEvent is key's event in o, if it ran.
-func findEvent(o *cache.Order, key string) (*cache.OrderEvent, *cache.Order) {
+func findEvent(o *store.Order, key string) (*store.OrderEvent, *store.Order) {
 	if o == nil {
 		return nil, nil
 	}
@@ -318,12 +318,12 @@ func findEvent(o *cache.Order, key string) (*cache.OrderEvent, *cache.Order) {
 // its total as Amount) — whatever order the notifications arrived in.
 // Exact when every earlier refund of the trade ran here; one that never
 // did shows as an amount difference of the next.
-func alipayRefund(o *cache.Order, ev *cache.OrderEvent) (string, string) {
+func alipayRefund(o *store.Order, ev *store.OrderEvent) (string, string) {
 	total := cmp.Or(ev.RefundedTotal, ev.Amount)
 	if total == "" {
 		return "", "the refund's notification named no refund_fee"
 	}
-	own, before := keying.RefundIncrease(total, cache.RefundTotals(o.Events, ev.Key))
+	own, before := keying.RefundIncrease(total, store.RefundTotals(o.Events, ev.Key))
 	if before == "" {
 		return own, ""
 	}
@@ -338,7 +338,7 @@ func alipayRefund(o *cache.Order, ev *cache.OrderEvent) (string, string) {
 }
 
 // classify files a row whose event ran: matched, or amount differs.
-func (rc *reconciler) classify(it Item, row bill.Row, ev cache.OrderEvent, notified, note string) {
+func (rc *reconciler) classify(it Item, row bill.Row, ev store.OrderEvent, notified, note string) {
 	rc.matched = append(rc.matched, rc.hash(ev.Key))
 	it.Key, it.NotifiedAmount, it.Ran, it.Note = ev.Key, notified, ev.Ran, note
 	if ev.Via != "" {
@@ -439,10 +439,10 @@ func (rc *reconciler) matchByRef(ctx context.Context, rows []bill.Row) error {
 		}
 		// Every event that named one of the row's objects and ran: each
 		// is this row's (a payment intent's event and its charge's).
-		var ran []cache.OrderEvent
+		var ran []store.OrderEvent
 		for _, r := range rs {
 			for _, key := range byRef[k][r] {
-				if ev, _ := findEvent(orders[key], key); ev != nil && !slices.ContainsFunc(ran, func(e cache.OrderEvent) bool { return e.Key == key }) {
+				if ev, _ := findEvent(orders[key], key); ev != nil && !slices.ContainsFunc(ran, func(e store.OrderEvent) bool { return e.Key == key }) {
 					ran = append(ran, *ev)
 				}
 			}
@@ -538,7 +538,7 @@ func (rc *reconciler) unsettled(ctx context.Context) error {
 	// From the previous bill's last minutes: what it left pending.
 	for day := p.From.Add(-pendingWindow).UTC().Truncate(24 * time.Hour); day.Before(p.To); day = day.Add(24 * time.Hour) {
 		for _, m := range merchants {
-			q := cache.RanQuery{Scope: rc.opts.Scope, Merchant: m, Day: day, Limit: batchSize}
+			q := store.RanQuery{Scope: rc.opts.Scope, Merchant: m, Day: day, Limit: batchSize}
 			for {
 				page, err := rc.env.Store.RanOn(ctx, q)
 				if err != nil {
@@ -573,7 +573,7 @@ func (rc *reconciler) unsettledOrders(ctx context.Context, names []string) error
 		if o == nil {
 			continue // forgotten (purged, order_ttl passed): a stale entry
 		}
-		_, km, _ := cache.OrderParts(name)
+		_, km, _ := store.OrderParts(name)
 		for _, ev := range o.Events {
 			t := ev.Time()
 			if ev.Settles == "" || t.Before(p.From.Add(-pendingWindow)) || !t.Before(p.To) {

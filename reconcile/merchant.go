@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/keying/bill"
+	"github.com/idemgate/idemgate/store"
 )
 
 // Whose bill it is. A bill names its merchant — WeChat Pay each row's 商户号
@@ -43,8 +43,8 @@ func (rc *reconciler) recorded(ctx context.Context, since time.Time) (recorded, 
 	rec := recorded{}
 	account := rc.bill.Account
 	scanned, lookups := 0, 0
-	for _, st := range []cache.State{cache.StateAnswered, cache.StateFailed, cache.StateInFlight} {
-		q := cache.ListQuery{State: st, Scope: rc.opts.Scope, Since: since, Limit: 200}
+	for _, st := range []store.State{store.StateAnswered, store.StateFailed, store.StateInFlight} {
+		q := store.ListQuery{State: st, Scope: rc.opts.Scope, Since: since, Limit: 200}
 		for scanned < maxJournalScan {
 			page, err := rc.env.Store.List(ctx, q)
 			if err != nil {
@@ -52,8 +52,8 @@ func (rc *reconciler) recorded(ctx context.Context, since time.Time) (recorded, 
 			}
 			for _, r := range page.Records {
 				scanned++
-				order, _ := cache.OrderOf(r.Key)
-				_, m, id := cache.OrderParts(order)
+				order, _ := store.OrderOf(r.Key)
+				_, m, id := store.OrderParts(order)
 				if m == "" || id == "" {
 					continue
 				}
@@ -71,7 +71,7 @@ func (rc *reconciler) recorded(ctx context.Context, since time.Time) (recorded, 
 						if sub := rc.bill.SubMerchant(full.Notification.Body); sub != "" && rec[sub] == nil {
 							rec[sub] = map[string]bool{}
 						}
-					} else if err != nil && !errors.Is(err, cache.ErrNotFound) {
+					} else if err != nil && !errors.Is(err, store.ErrNotFound) {
 						return nil, rc.storeErr(err)
 					}
 					continue
@@ -86,7 +86,7 @@ func (rc *reconciler) recorded(ctx context.Context, since time.Time) (recorded, 
 					if a := account(full.Notification.Body); a != "" {
 						rec[m][a] = true
 					}
-				} else if err != nil && !errors.Is(err, cache.ErrNotFound) {
+				} else if err != nil && !errors.Is(err, store.ErrNotFound) {
 					return nil, rc.storeErr(err)
 				}
 			}
@@ -143,7 +143,7 @@ const maxOrderLookups = 50
 func (rc *reconciler) appFromOrders(ctx context.Context, rows []bill.Row) error {
 	untold := rc.appUntold
 	rc.appUntold = nil
-	sr, ok := rc.env.Store.(cache.Searcher)
+	sr, ok := rc.env.Store.(store.Searcher)
 	if !ok {
 		return untold
 	}
@@ -158,7 +158,7 @@ func (rc *reconciler) appFromOrders(ctx context.Context, rows []bill.Row) error 
 		}
 		lookups++
 		keys, err := sr.KeysByRef(ctx, row.MerchantOrder)
-		if errors.Is(err, cache.ErrNoExtension) {
+		if errors.Is(err, store.ErrNoExtension) {
 			return untold
 		}
 		if err != nil {
@@ -166,8 +166,8 @@ func (rc *reconciler) appFromOrders(ctx context.Context, rows []bill.Row) error 
 		}
 		var names []string
 		for _, k := range keys {
-			order, _ := cache.OrderOf(k)
-			if scope, m, id := cache.OrderParts(order); scope == rc.opts.Scope && m != "" && id == row.Order {
+			order, _ := store.OrderOf(k)
+			if scope, m, id := store.OrderParts(order); scope == rc.opts.Scope && m != "" && id == row.Order {
 				names = append(names, order)
 			}
 		}
@@ -180,7 +180,7 @@ func (rc *reconciler) appFromOrders(ctx context.Context, rows []bill.Row) error 
 		}
 		for n, o := range orders {
 			if o != nil && len(o.Events) > 0 {
-				_, m, _ := cache.OrderParts(n)
+				_, m, _ := store.OrderParts(n)
 				apps[m] = true
 			}
 		}
@@ -300,13 +300,13 @@ func (rc *reconciler) underProvider(km string) bool {
 // the provider's own payment) must be one the bill names. A record no
 // longer kept cannot tell: the event counts as the bill's first
 // merchant's (rc.untold).
-func (rc *reconciler) billsOwn(ctx context.Context, km string, ev cache.OrderEvent) (owner string, mine bool, err error) {
+func (rc *reconciler) billsOwn(ctx context.Context, km string, ev store.OrderEvent) (owner string, mine bool, err error) {
 	if !rc.underProvider(km) {
 		return km, true, nil
 	}
 	full, err := rc.env.Store.Lookup(ctx, ev.Key)
 	switch {
-	case err != nil && !errors.Is(err, cache.ErrNotFound):
+	case err != nil && !errors.Is(err, store.ErrNotFound):
 		return "", false, rc.storeErr(err)
 	case err != nil || full.Notification == nil:
 		rc.untold++

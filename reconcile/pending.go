@@ -12,7 +12,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/idemgate/idemgate/cache"
+	"github.com/idemgate/idemgate/store"
 )
 
 // Pending the next bill. A payment at 23:59:59 may be dated by the bill
@@ -116,7 +116,7 @@ func (rc *reconciler) pendingMerchants() []string {
 
 // stillMissing: an event of the previous bill's last minutes that this
 // bill does not show — is it one that bill (merchant m's) left pending?
-func (rc *reconciler) stillMissing(m string, ev cache.OrderEvent) bool {
+func (rc *reconciler) stillMissing(m string, ev store.OrderEvent) bool {
 	set, ok := rc.pending.carried[m]
 	switch {
 	case !ok:
@@ -131,7 +131,7 @@ func (rc *reconciler) stillMissing(m string, ev cache.OrderEvent) bool {
 
 // holdPending files an event of the period's last minutes that the bill
 // does not show.
-func (rc *reconciler) holdPending(m string, ev cache.OrderEvent, it Item) {
+func (rc *reconciler) holdPending(m string, ev store.OrderEvent, it Item) {
 	if rc.pending.held == nil {
 		rc.pending.held = map[string][]string{}
 	}

@@ -1,6 +1,6 @@
 // Package reconcile is reconciliation (对账): a platform's bill, read as
 // a stream, compared row by row with the business events the store
-// remembers (cache.OrderIndex), answers one Report:
+// remembers (store.OrderIndex), answers one Report:
 //
 //   - settled, never run: the bill settled it, but no business event of
 //     that order or refund ran (no notification arrived, or every attempt

@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/internal/billtest"
 	"github.com/idemgate/idemgate/keying"
+	"github.com/idemgate/idemgate/store"
 )
 
 // memPending is a PendingStore in a map: what the Caddy adapter keeps in
@@ -51,17 +51,17 @@ func TestRunWithoutCaddy(t *testing.T) {
 	day := time.Date(2026, 10, 3, 0, 0, 0, 0, cst)
 	txn := func(i int) string { return fmt.Sprintf("4200000925202610030%09d", i) }
 	ctx := context.Background()
-	store := cache.NewMemory()
-	t.Cleanup(func() { store.Close() })
+	st := store.NewMemory()
+	t.Cleanup(func() { st.Close() })
 	ran := func(i int, amount string, at time.Time) {
 		t.Helper()
 		key := "wechatpay:" + mch + ":" + txn(i) + ":paid"
-		won, err := store.Claim(ctx, key, "", time.Minute)
-		if err != nil || won.Outcome != cache.Won {
+		won, err := st.Claim(ctx, key, "", time.Minute)
+		if err != nil || won.Outcome != store.Won {
 			t.Fatalf("claim %s: %+v %v", key, won, err)
 		}
-		run := &cache.OrderRun{TTL: 24 * time.Hour, Amount: amount, Currency: "CNY", Settles: keying.SettlesPayment, At: at}
-		if err := store.Complete(ctx, key, won.Token, cache.Answer{Status: 200, BodyCached: true, Order: run}, time.Hour, cache.Journal{}); err != nil {
+		run := &store.OrderRun{TTL: 24 * time.Hour, Amount: amount, Currency: "CNY", Settles: keying.SettlesPayment, At: at}
+		if err := st.Complete(ctx, key, won.Token, store.Answer{Status: 200, BodyCached: true, Order: run}, time.Hour, store.Journal{}); err != nil {
 			t.Fatalf("complete %s: %v", key, err)
 		}
 	}
@@ -88,7 +88,7 @@ func TestRunWithoutCaddy(t *testing.T) {
 	}
 	var emitted []string
 	pending := &memPending{m: map[string][]byte{}}
-	env := Env{StoreID: "mem", Store: store, Pending: pending,
+	env := Env{StoreID: "mem", Store: st, Pending: pending,
 		Now: func() time.Time { return day.Add(30 * time.Hour) },
 		Routes: func(scope string) []Route {
 			if scope != "wechatpay" {
@@ -146,7 +146,7 @@ func TestRunWithoutCaddy(t *testing.T) {
 // TestRunRefusals: what Run refuses before it reads a store, with the
 // status the admin API answers.
 func TestRunRefusals(t *testing.T) {
-	env := Env{StoreID: "mem", Store: cache.NewMemory(),
+	env := Env{StoreID: "mem", Store: store.NewMemory(),
 		Routes: func(string) []Route { return []Route{{Platform: "alipay"}} }}
 	for _, c := range []struct {
 		opts Options

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"strings"
 
-	"github.com/idemgate/idemgate/cache"
+	"github.com/idemgate/idemgate/store"
 )
 
 // states fills in the record of each item listed. An event that ran has
@@ -17,7 +17,7 @@ func (rc *reconciler) states(ctx context.Context) error {
 			it := &c.Items[i]
 			rec, err := rc.env.Store.Lookup(ctx, it.Key)
 			switch {
-			case errors.Is(err, cache.ErrNotFound):
+			case errors.Is(err, store.ErrNotFound):
 				it.State = "ran"
 			case err != nil:
 				return rc.storeErr(err)
@@ -42,7 +42,7 @@ func (rc *reconciler) unrunStates(ctx context.Context) error {
 			continue
 		}
 		rec, err := rc.env.Store.Lookup(ctx, it.Key)
-		if errors.Is(err, cache.ErrNotFound) {
+		if errors.Is(err, store.ErrNotFound) {
 			it.State = "none"
 			if it.Note == "" {
 				it.Note = "no record: no notification arrived (or its record's ttl passed)"
@@ -54,12 +54,12 @@ func (rc *reconciler) unrunStates(ctx context.Context) error {
 		}
 		it.State = rc.env.stateOf(rec)
 		it.Attempts = rec.AttemptCount
-		if rec.State == cache.StateAnswered {
+		if rec.State == store.StateAnswered {
 			// The backend ran it: nothing to redeliver (never --force).
 			it.Note = "answered: the backend ran it, though its order does not remember the event"
 			continue
 		}
-		if rec.Notification != nil && rec.State != cache.StateInFlight {
+		if rec.Notification != nil && rec.State != store.StateInFlight {
 			it.Redeliver = "idemgate idempotency redeliver " + shellQuote(it.Key)
 		}
 	}

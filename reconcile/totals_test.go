@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/internal/billtest"
 	"github.com/idemgate/idemgate/keying"
+	"github.com/idemgate/idemgate/store"
 )
 
 // TestRunTotals: a WeChat Pay bill with payments and refunds in every
@@ -25,21 +25,21 @@ func TestRunTotals(t *testing.T) {
 	day := time.Date(2026, 10, 3, 0, 0, 0, 0, cst)
 	txn := func(i int) string { return fmt.Sprintf("4200000925202610030%09d", i) }
 	ctx := context.Background()
-	store := cache.NewMemory()
-	t.Cleanup(func() { store.Close() })
+	st := store.NewMemory()
+	t.Cleanup(func() { st.Close() })
 	ran := func(i int, event, amount string, at time.Time) {
 		t.Helper()
 		key := "wechatpay:" + mch + ":" + txn(i) + ":" + event
-		won, err := store.Claim(ctx, key, "", time.Minute)
-		if err != nil || won.Outcome != cache.Won {
+		won, err := st.Claim(ctx, key, "", time.Minute)
+		if err != nil || won.Outcome != store.Won {
 			t.Fatalf("claim %s: %+v %v", key, won, err)
 		}
 		settles := keying.SettlesPayment
 		if strings.HasPrefix(event, keying.EventRefund) {
 			settles = keying.SettlesRefund
 		}
-		run := &cache.OrderRun{TTL: 24 * time.Hour, Amount: amount, Currency: "CNY", Settles: settles, At: at}
-		if err := store.Complete(ctx, key, won.Token, cache.Answer{Status: 200, BodyCached: true, Order: run}, time.Hour, cache.Journal{}); err != nil {
+		run := &store.OrderRun{TTL: 24 * time.Hour, Amount: amount, Currency: "CNY", Settles: settles, At: at}
+		if err := st.Complete(ctx, key, won.Token, store.Answer{Status: 200, BodyCached: true, Order: run}, time.Hour, store.Journal{}); err != nil {
 			t.Fatalf("complete %s: %v", key, err)
 		}
 	}
@@ -73,7 +73,7 @@ func TestRunTotals(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	env := Env{StoreID: "mem", Store: store, Now: func() time.Time { return at(30) },
+	env := Env{StoreID: "mem", Store: st, Now: func() time.Time { return at(30) },
 		Routes: func(string) []Route { return []Route{{Platform: "wechatpay", Merchants: []string{mch}}} }}
 	rep, err := Run(ctx, env, Options{Platform: "wechatpay"}, &b)
 	if err != nil {
@@ -119,23 +119,23 @@ func TestAlipayAppFromOrders(t *testing.T) {
 	day := time.Date(2026, 10, 3, 0, 0, 0, 0, cst)
 	trade := func(i int) string { return fmt.Sprintf("2026100322001458860%09d", i) }
 	ctx := context.Background()
-	store := cache.NewMemory()
-	t.Cleanup(func() { store.Close() })
+	st := store.NewMemory()
+	t.Cleanup(func() { st.Close() })
 	for i := 1; i <= 2; i++ {
 		key := "alipay:" + app + ":" + trade(i) + ":paid"
-		won, err := store.Claim(ctx, key, "", time.Minute)
-		if err != nil || won.Outcome != cache.Won {
+		won, err := st.Claim(ctx, key, "", time.Minute)
+		if err != nil || won.Outcome != store.Won {
 			t.Fatalf("claim %s: %+v %v", key, won, err)
 		}
-		run := &cache.OrderRun{TTL: 400 * 24 * time.Hour, Amount: fmt.Sprintf("%d.00", i*10), Currency: "CNY",
+		run := &store.OrderRun{TTL: 400 * 24 * time.Hour, Amount: fmt.Sprintf("%d.00", i*10), Currency: "CNY",
 			Settles: keying.SettlesPayment, At: day.Add(10 * time.Hour), MerchantRefs: []string{fmt.Sprintf("M%d", i)}}
 		// The record's ttl is short: it is gone when the bill is reconciled.
-		if err := store.Complete(ctx, key, won.Token, cache.Answer{Status: 200, BodyCached: true, Order: run}, 20*time.Millisecond, cache.Journal{}); err != nil {
+		if err := st.Complete(ctx, key, won.Token, store.Answer{Status: 200, BodyCached: true, Order: run}, 20*time.Millisecond, store.Journal{}); err != nil {
 			t.Fatalf("complete %s: %v", key, err)
 		}
 	}
 	time.Sleep(50 * time.Millisecond)
-	if _, err := store.Lookup(ctx, "alipay:"+app+":"+trade(1)+":paid"); !errors.Is(err, cache.ErrNotFound) {
+	if _, err := st.Lookup(ctx, "alipay:"+app+":"+trade(1)+":paid"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("the record is still kept: %v", err)
 	}
 	bill := func(rows ...billtest.Row) *bytes.Buffer {
@@ -152,7 +152,7 @@ func TestAlipayAppFromOrders(t *testing.T) {
 		}
 		return &b
 	}
-	env := Env{StoreID: "mem", Store: store}
+	env := Env{StoreID: "mem", Store: st}
 	rep, err := Run(ctx, env, Options{Platform: "alipay", Matched: true},
 		bill(billtest.Row{Order: trade(1), MerchantOrder: "M1", Amount: "10.00"}, billtest.Row{Order: trade(2), MerchantOrder: "M2", Amount: "20.00"},
 			billtest.Row{Order: trade(3), MerchantOrder: "M3", Amount: "30.00"}))

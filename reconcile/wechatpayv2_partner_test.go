@@ -9,12 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/internal/billtest"
 	"github.com/idemgate/idemgate/internal/platformtest"
 	"github.com/idemgate/idemgate/internal/signer"
 	"github.com/idemgate/idemgate/keying"
 	"github.com/idemgate/idemgate/platforms/wechatpayv2"
+	"github.com/idemgate/idemgate/store"
 )
 
 // TestRunWechatPayV2Partner: a WeChat Pay v2 service provider's (服务商)
@@ -36,8 +36,8 @@ func TestRunWechatPayV2Partner(t *testing.T) {
 	day := time.Date(2026, 10, 3, 0, 0, 0, 0, cst)
 	txn := func(i int) string { return fmt.Sprintf("4200000925202610030%09d", i) }
 	ctx := context.Background()
-	store := cache.NewMemory()
-	t.Cleanup(func() { store.Close() })
+	st := store.NewMemory()
+	t.Cleanup(func() { st.Close() })
 	w := platformtest.WechatPayV2{APIKey: apiKey}
 	pl, err := wechatpayv2.Preset.New(keying.Config{Secret: apiKey, MchIDs: []string{sp}})
 	if err != nil {
@@ -52,13 +52,13 @@ func TestRunWechatPayV2Partner(t *testing.T) {
 			t.Fatalf("verify: %v", err)
 		}
 		key := "wechatpay_v2:" + n.Key
-		won, err := store.Claim(ctx, key, "", time.Minute)
-		if err != nil || won.Outcome != cache.Won {
+		won, err := st.Claim(ctx, key, "", time.Minute)
+		if err != nil || won.Outcome != store.Won {
 			t.Fatalf("claim %s: %+v %v", key, won, err)
 		}
-		o := &cache.OrderRun{TTL: 72 * time.Hour, Amount: n.Money.Amount, Currency: n.Money.Currency, Settles: n.Settles, At: n.At}
-		j := cache.Journal{Notification: &cache.Notification{Method: "POST", URI: "/notify", Body: body, BodySize: int64(len(body))}}
-		if err := store.Complete(ctx, key, won.Token, cache.Answer{Status: 200, BodyCached: true, Order: o}, time.Hour, j); err != nil {
+		o := &store.OrderRun{TTL: 72 * time.Hour, Amount: n.Money.Amount, Currency: n.Money.Currency, Settles: n.Settles, At: n.At}
+		j := store.Journal{Notification: &store.Notification{Method: "POST", URI: "/notify", Body: body, BodySize: int64(len(body))}}
+		if err := st.Complete(ctx, key, won.Token, store.Answer{Status: 200, BodyCached: true, Order: o}, time.Hour, j); err != nil {
 			t.Fatalf("complete %s: %v", key, err)
 		}
 		return key
@@ -106,7 +106,7 @@ func TestRunWechatPayV2Partner(t *testing.T) {
 	refund := row(subA, 1, "3.00", day.Add(13*time.Hour))
 	refund.Kind, refund.Refund = billtest.Refund, "R1"
 	pending := &memPending{m: map[string][]byte{}}
-	renv := Env{StoreID: "mem", Store: store, Pending: pending, Now: func() time.Time { return day.Add(30 * time.Hour) },
+	renv := Env{StoreID: "mem", Store: st, Pending: pending, Now: func() time.Time { return day.Add(30 * time.Hour) },
 		Routes: func(scope string) []Route {
 			return []Route{{Platform: "wechatpay_v2", Merchants: []string{sp}}}
 		}}

@@ -2,7 +2,7 @@
 // Caddy's admin endpoint: keys and their journal, listings by state,
 // purge, redelivery and the async delivery queues. It reads its config's
 // stores, routes and engines through the idempotency app
-// (registry.App), as admin.api.pki reads the pki app. The operations are
+// (app.App), as admin.api.pki reads the pki app. The operations are
 // a Service's methods, apart from HTTP; the routes (routeTable) read a
 // request, call one and write its answer. The console calls the Service
 // in process, the CLI (caddymodule/command) the routes over HTTP,
@@ -23,8 +23,8 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
-	"github.com/idemgate/idemgate/cache"
-	"github.com/idemgate/idemgate/internal/registry"
+	"github.com/idemgate/idemgate/caddymodule/app"
+	"github.com/idemgate/idemgate/store"
 )
 
 func init() {
@@ -37,7 +37,7 @@ func init() {
 // takes ?store=<id> to pick a store when several are loaded.
 type AdminAPI struct {
 	logger *zap.Logger
-	app    *registry.App
+	app    *app.App
 	svc    *Service       // the operations the routes call
 	mux    *http.ServeMux // the route table's (Routes)
 }
@@ -57,11 +57,11 @@ func (AdminAPI) CaddyModule() caddy.ModuleInfo {
 // the config's handlers join the same one.
 func (a *AdminAPI) Provision(ctx caddy.Context) error {
 	a.logger = ctx.Logger()
-	app, err := ctx.App("idempotency")
+	ap, err := ctx.App("idempotency")
 	if err != nil {
 		return err
 	}
-	a.app = app.(*registry.App)
+	a.app = ap.(*app.App)
 	a.svc = NewService(a.app, a.logger)
 	return nil
 }
@@ -215,7 +215,7 @@ type RecordView struct {
 
 	// The journal.
 	Changed      time.Time         `json:"changed"`
-	CopyOutcomes cache.CopyCounts  `json:"copy_outcomes"`
+	CopyOutcomes store.CopyCounts  `json:"copy_outcomes"`
 	AttemptCount int64             `json:"attempt_count"`
 	Notification *NotificationView `json:"notification,omitempty"`
 	Attempts     []AttemptView     `json:"attempts,omitempty"`
@@ -299,7 +299,7 @@ func (v *RecordView) setState(ks KeyState) {
 	}
 }
 
-func NewRecordView(app *registry.App, storeID string, rec *cache.Record, withBody bool) RecordView {
+func NewRecordView(ap *app.App, storeID string, rec *store.Record, withBody bool) RecordView {
 	v := RecordView{
 		Store:       storeID,
 		Key:         rec.Key,
@@ -317,10 +317,10 @@ func NewRecordView(app *registry.App, storeID string, rec *cache.Record, withBod
 		CopyOutcomes: rec.CopyOutcomes,
 		AttemptCount: rec.AttemptCount,
 	}
-	v.setState(StateOf(app, rec))
-	v.PlatformRetries = PlatformRetries(app, rec, v.State)
-	v.Signature = signatureOf(app, rec)
-	v.Order, v.Event = cache.OrderOf(rec.Key)
+	v.setState(StateOf(ap, rec))
+	v.PlatformRetries = PlatformRetries(ap, rec, v.State)
+	v.Signature = signatureOf(ap, rec)
+	v.Order, v.Event = store.OrderOf(rec.Key)
 	if n := rec.Notification; n != nil {
 		v.Route = n.Route
 		v.MerchantRefs = n.MerchantRefs
@@ -347,7 +347,7 @@ func NewRecordView(app *registry.App, storeID string, rec *cache.Record, withBod
 		}
 		v.Attempts = append(v.Attempts, av)
 	}
-	if rec.State == cache.StateAnswered {
+	if rec.State == store.StateAnswered {
 		v.BodyCached = &rec.BodyCached
 		if rec.BodyCached {
 			n := len(rec.Body)
@@ -370,9 +370,9 @@ func NewRecordView(app *registry.App, storeID string, rec *cache.Record, withBod
 
 // lookup reads key's record in ps, as admin errors: 404 for no record,
 // 503 when the store fails.
-func lookup(ctx context.Context, ps *registry.Store, key string) (*cache.Record, error) {
+func lookup(ctx context.Context, ps *app.Store, key string) (*store.Record, error) {
 	rec, err := ps.Lookup(ctx, key)
-	if errors.Is(err, cache.ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) {
 		return nil, apiError(http.StatusNotFound, fmt.Errorf("no record for key %q in store %s", key, ps.ID))
 	}
 	if err != nil {
@@ -419,10 +419,10 @@ func (a *AdminAPI) deleteKey(w http.ResponseWriter, r *http.Request) error {
 
 func (a *AdminAPI) listKeys(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	lq := cache.ListQuery{State: cache.State(q.Get("state")), Scope: q.Get("scope"), Prefix: q.Get("prefix"),
+	lq := store.ListQuery{State: store.State(q.Get("state")), Scope: q.Get("scope"), Prefix: q.Get("prefix"),
 		Cursor: q.Get("cursor"), Limit: DefaultPageLimit}
 	switch lq.State {
-	case cache.StateInFlight, cache.StateAnswered, cache.StateFailed, cache.StateDead:
+	case store.StateInFlight, store.StateAnswered, store.StateFailed, store.StateDead:
 	default:
 		return apiError(http.StatusBadRequest, fmt.Errorf("state must be in_flight, answered, failed or dead, not %q", lq.State))
 	}
@@ -454,14 +454,14 @@ func (a *AdminAPI) listKeys(w http.ResponseWriter, r *http.Request) error {
 }
 
 // pickStore finds the store named by ?store=, or the only one loaded.
-func (a *AdminAPI) pickStore(r *http.Request) (*registry.Store, error) {
+func (a *AdminAPI) pickStore(r *http.Request) (*app.Store, error) {
 	return PickStore(a.app, r.URL.Query().Get("store"))
 }
 
 // PickStore finds the store named id, or the only one loaded when id is
 // "", as an admin error that lists the loaded stores when it cannot.
-func PickStore(app *registry.App, id string) (*registry.Store, error) {
-	ps, ids := app.FindStore(id)
+func PickStore(a *app.App, id string) (*app.Store, error) {
+	ps, ids := a.FindStore(id)
 	if ps != nil {
 		return ps, nil
 	}

@@ -13,8 +13,8 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
-	"github.com/idemgate/idemgate/cache"
-	"github.com/idemgate/idemgate/internal/registry"
+	"github.com/idemgate/idemgate/caddymodule/app"
+	"github.com/idemgate/idemgate/store"
 )
 
 // Bulk redelivery: POST /idempotency/redeliver with a filter redelivers
@@ -83,9 +83,9 @@ func (a *AdminAPI) bulkRedeliver(w http.ResponseWriter, r *http.Request) error {
 // Redeliver does. A run without scope or since is refused, naming how
 // many keys it would match; every key is sent at most once per run; a
 // store error stops the run, and the answer says how far it got.
-func (s *Service) BulkRedeliver(ctx context.Context, ps *registry.Store, req BulkRequest, remote string) (BulkView, error) {
-	app, logger := s.app, s.logger
-	if req.State != string(cache.StateFailed) && req.State != string(cache.StateDead) {
+func (s *Service) BulkRedeliver(ctx context.Context, ps *app.Store, req BulkRequest, remote string) (BulkView, error) {
+	a, logger := s.app, s.logger
+	if req.State != string(store.StateFailed) && req.State != string(store.StateDead) {
 		return BulkView{}, apiError(http.StatusBadRequest, fmt.Errorf("state must be failed or dead, not %q", req.State))
 	}
 	if req.Limit < 0 {
@@ -95,7 +95,7 @@ func (s *Service) BulkRedeliver(ctx context.Context, ps *registry.Store, req Bul
 	if req.Limit > 0 {
 		limit = min(req.Limit, MaxBulk)
 	}
-	keys, listErr := matching(ctx, app, ps, req, limit)
+	keys, listErr := matching(ctx, a, ps, req, limit)
 	if listErr != nil && len(keys) == 0 {
 		return BulkView{}, apiError(http.StatusServiceUnavailable, fmt.Errorf("store %s: %v", ps.ID, listErr))
 	}
@@ -109,7 +109,7 @@ func (s *Service) BulkRedeliver(ctx context.Context, ps *registry.Store, req Bul
 	}
 	if req.DryRun {
 		for _, rec := range keys {
-			out.Results = append(out.Results, BulkResult{Key: rec.Key, State: StateOf(app, rec).State})
+			out.Results = append(out.Results, BulkResult{Key: rec.Key, State: StateOf(a, rec).State})
 		}
 		return out, nil
 	}
@@ -117,7 +117,7 @@ func (s *Service) BulkRedeliver(ctx context.Context, ps *registry.Store, req Bul
 		logger.Info("bulk redelivery through the admin API", zap.String("store", ps.ID), zap.String("state", req.State),
 			zap.String("scope", req.Scope), zap.Time("since", req.Since), zap.Int("matched", len(keys)), zap.String("remote", remote))
 	}
-	results, stopped := s.runBulk(ctx, ps, keys, concurrencyOf(app, req.Scope), remote)
+	results, stopped := s.runBulk(ctx, ps, keys, concurrencyOf(a, req.Scope), remote)
 	out.Results = results
 	if stopped != "" {
 		out.Stopped = stopped
@@ -126,11 +126,11 @@ func (s *Service) BulkRedeliver(ctx context.Context, ps *registry.Store, req Bul
 }
 
 // matching lists the keys req matches, at most limit, each once.
-func matching(ctx context.Context, app *registry.App, ps *registry.Store, req BulkRequest, limit int) ([]*cache.Record, error) {
-	lq := cache.ListQuery{State: cache.State(req.State), Scope: req.Scope, Since: req.Since,
-		Window: app.WindowOf, Now: app.Now(), Limit: min(limit, maxPageLimit)}
+func matching(ctx context.Context, a *app.App, ps *app.Store, req BulkRequest, limit int) ([]*store.Record, error) {
+	lq := store.ListQuery{State: store.State(req.State), Scope: req.Scope, Since: req.Since,
+		Window: a.WindowOf, Now: a.Now(), Limit: min(limit, maxPageLimit)}
 	seen := map[string]bool{}
-	var out []*cache.Record
+	var out []*store.Record
 	for len(out) < limit {
 		lctx, cancel := context.WithTimeout(ctx, adminTimeout)
 		page, err := ps.List(lctx, lq)
@@ -154,8 +154,8 @@ func matching(ctx context.Context, app *registry.App, ps *registry.Store, req Bu
 
 // concurrencyOf is how many redeliveries go at once: the async route's
 // concurrency, else syncConcurrency.
-func concurrencyOf(app *registry.App, scope string) int {
-	if rt, ok := app.RouteOf(scope); ok && rt.Async && rt.Concurrency > 0 {
+func concurrencyOf(a *app.App, scope string) int {
+	if rt, ok := a.RouteOf(scope); ok && rt.Async && rt.Concurrency > 0 {
 		return rt.Concurrency
 	}
 	return syncConcurrency
@@ -163,7 +163,7 @@ func concurrencyOf(app *registry.App, scope string) int {
 
 // runBulk redelivers keys, n at a time, in order. The first store error
 // stops it: no key after it is started, and the answer says so.
-func (s *Service) runBulk(ctx context.Context, ps *registry.Store, keys []*cache.Record, n int, remote string) ([]BulkResult, string) {
+func (s *Service) runBulk(ctx context.Context, ps *app.Store, keys []*store.Record, n int, remote string) ([]BulkResult, string) {
 	results := make([]BulkResult, len(keys))
 	var (
 		mu      sync.Mutex

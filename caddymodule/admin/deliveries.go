@@ -10,8 +10,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/idemgate/idemgate/cache"
-	"github.com/idemgate/idemgate/internal/registry"
+	"github.com/idemgate/idemgate/caddymodule/app"
+	"github.com/idemgate/idemgate/store"
 )
 
 // The admin API's delivery routes (deliver async):
@@ -50,7 +50,7 @@ func (s *Service) QueueViews(ctx context.Context) ([]DeliveryView, error) {
 	return out, nil
 }
 
-func newDeliveryView(e registry.Engine, st cache.QueueStats) DeliveryView {
+func newDeliveryView(e app.Engine, st store.QueueStats) DeliveryView {
 	v := DeliveryView{Scope: e.Scope(), Platform: e.Platform(), To: e.Target(),
 		Depth: st.Depth, Leased: st.Leased, Oldest: apiTime(st.Oldest), Paused: st.Paused}
 	if !st.Oldest.IsZero() {
@@ -99,11 +99,11 @@ func (a *AdminAPI) setPaused(w http.ResponseWriter, r *http.Request, paused bool
 // SetPaused pauses or resumes an async scope's deliveries, on every
 // instance sharing its queue, and returns the queue after.
 func (s *Service) SetPaused(ctx context.Context, scope string, paused bool) (DeliveryView, error) {
-	app := s.app
-	e, ok := app.EngineOf(scope)
+	a := s.app
+	e, ok := a.EngineOf(scope)
 	if !ok {
 		var names []string
-		for _, e := range app.Engines() {
+		for _, e := range a.Engines() {
 			names = append(names, e.Scope())
 		}
 		return DeliveryView{}, apiError(http.StatusNotFound,

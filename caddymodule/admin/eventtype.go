@@ -5,9 +5,9 @@ import (
 	"net/url"
 	"slices"
 
-	"github.com/idemgate/idemgate/cache"
-	"github.com/idemgate/idemgate/internal/registry"
+	"github.com/idemgate/idemgate/caddymodule/app"
 	"github.com/idemgate/idemgate/keying"
+	"github.com/idemgate/idemgate/store"
 )
 
 // Where a key is an event's own id (Stripe's evt_…), the key names no
@@ -21,12 +21,12 @@ import (
 // verifiedOf is rec's notification as its route reads it, judged against
 // its first receipt; false when it cannot be read (no journal, a cut
 // body, no route, or it no longer verifies).
-func verifiedOf(ctx context.Context, app *registry.App, rec *cache.Record) (*keying.Notification, bool) {
+func verifiedOf(ctx context.Context, a *app.App, rec *store.Record) (*keying.Notification, bool) {
 	n := rec.Notification
 	if n == nil || n.Truncated() {
 		return nil, false
 	}
-	rt, ok := routeOf(app, rec)
+	rt, ok := routeOf(a, rec)
 	if !ok || rt.Platform == nil {
 		return nil, false
 	}
@@ -41,11 +41,11 @@ func verifiedOf(ctx context.Context, app *registry.App, rec *cache.Record) (*key
 
 // eventTypeOf is the platform's type of rec's event where its key names
 // none; "".
-func eventTypeOf(ctx context.Context, app *registry.App, rec *cache.Record) string {
-	if _, event := cache.OrderOf(rec.Key); event != "" {
+func eventTypeOf(ctx context.Context, a *app.App, rec *store.Record) string {
+	if _, event := store.OrderOf(rec.Key); event != "" {
 		return ""
 	}
-	if n, ok := verifiedOf(ctx, app, rec); ok {
+	if n, ok := verifiedOf(ctx, a, rec); ok {
 		return n.Type
 	}
 	return ""
@@ -58,7 +58,7 @@ const maxPaymentHops = 4
 // and adds the events of the payments the matches found by the merchant's
 // reference belong to (found by the payment's id, which is their Ref),
 // at most limit matches in all.
-func typesAndPayments(ctx context.Context, app *registry.App, ps *registry.Store, q string, m []cache.Match, limit int) []cache.Match {
+func typesAndPayments(ctx context.Context, a *app.App, ps *app.Store, q string, m []store.Match, limit int) []store.Match {
 	var payments []string
 	for i := range m {
 		if m[i].FromOrder || m[i].Event != "" {
@@ -68,7 +68,7 @@ func typesAndPayments(ctx context.Context, app *registry.App, ps *registry.Store
 		if err != nil {
 			continue
 		}
-		n, ok := verifiedOf(ctx, app, rec)
+		n, ok := verifiedOf(ctx, a, rec)
 		if !ok {
 			continue
 		}
@@ -85,7 +85,7 @@ func typesAndPayments(ctx context.Context, app *registry.App, ps *registry.Store
 		if len(m) >= limit {
 			break
 		}
-		more, err := cache.Search(ctx, ps.Store, cache.SearchQuery{Q: p, Limit: limit, NoPrefix: true, Window: app.WindowOf, Now: app.Now()})
+		more, err := store.Search(ctx, ps.Store, store.SearchQuery{Q: p, Limit: limit, NoPrefix: true, Window: a.WindowOf, Now: a.Now()})
 		if err != nil {
 			continue
 		}
@@ -96,12 +96,12 @@ func typesAndPayments(ctx context.Context, app *registry.App, ps *registry.Store
 			seen[x.Key] = true
 			if x.Event == "" && !x.FromOrder {
 				if rec, err := ps.Lookup(ctx, x.Key); err == nil {
-					x.Event = eventTypeOf(ctx, app, rec)
+					x.Event = eventTypeOf(ctx, a, rec)
 				}
 			}
 			if x.Amount == "" && !x.FromOrder {
 				if rec, err := ps.Lookup(ctx, x.Key); err == nil {
-					if money, ok := MoneyOf(ctx, app, ps, rec); ok {
+					if money, ok := MoneyOf(ctx, a, ps, rec); ok {
 						x.Amount, x.Currency = money.Amount, money.Currency
 					}
 				}

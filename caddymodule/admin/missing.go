@@ -10,9 +10,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemgate/idemgate/cache"
-	"github.com/idemgate/idemgate/internal/registry"
+	"github.com/idemgate/idemgate/caddymodule/app"
 	"github.com/idemgate/idemgate/keying"
+	"github.com/idemgate/idemgate/store"
 )
 
 // GET /idempotency/missing[?scope=…&since=…]: what catch_up found (补单,
@@ -30,7 +30,7 @@ type MissingView struct {
 	Store   string          `json:"store"`
 	Scope   string          `json:"scope,omitempty"`
 	Since   time.Time       `json:"since,omitzero"`
-	Missing []cache.Missing `json:"missing"`
+	Missing []store.Missing `json:"missing"`
 }
 
 // QueryRequest is the body of POST /idempotency/query.
@@ -44,7 +44,7 @@ var errNoMissingLog = errors.New("keeps no missing list")
 
 func (a *AdminAPI) missing(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	mq := cache.MissingQuery{Scope: q.Get("scope"), Limit: DefaultPageLimit}
+	mq := store.MissingQuery{Scope: q.Get("scope"), Limit: DefaultPageLimit}
 	if s := q.Get("since"); s != "" {
 		t, err := ParseSince(s, a.app.Now())
 		if err != nil {
@@ -67,8 +67,8 @@ func (a *AdminAPI) missing(w http.ResponseWriter, r *http.Request) error {
 
 // Missing reads ps's missing list, as admin errors: 501 for a store that
 // keeps none, 503 when the store fails.
-func (s *Service) Missing(ctx context.Context, ps *registry.Store, q cache.MissingQuery) (MissingView, error) {
-	ml, ok := ps.Store.(cache.MissingLog)
+func (s *Service) Missing(ctx context.Context, ps *app.Store, q store.MissingQuery) (MissingView, error) {
+	ml, ok := ps.Store.(store.MissingLog)
 	if !ok {
 		return MissingView{}, apiError(http.StatusNotImplemented, fmt.Errorf("store %s %w", ps.ID, errNoMissingLog))
 	}
@@ -80,7 +80,7 @@ func (s *Service) Missing(ctx context.Context, ps *registry.Store, q cache.Missi
 		ms[i].At, ms[i].Found, ms[i].Updated, ms[i].NextAt = apiTime(ms[i].At), apiTime(ms[i].Found), apiTime(ms[i].Updated), apiTime(ms[i].NextAt)
 	}
 	if ms == nil {
-		ms = []cache.Missing{}
+		ms = []store.Missing{}
 	}
 	return MissingView{Store: ps.ID, Scope: q.Scope, Since: apiTime(q.Since), Missing: ms}, nil
 }
@@ -105,20 +105,20 @@ func (a *AdminAPI) query(w http.ResponseWriter, r *http.Request) error {
 // for a request naming no order, 404 for a scope with no route, 409 for a
 // route without catch_up or not queried by order, 502 when the platform
 // could not be asked (the entry's reason says why).
-func (s *Service) Query(ctx context.Context, platform, scope string, q QueryRequest) (cache.Missing, error) {
+func (s *Service) Query(ctx context.Context, platform, scope string, q QueryRequest) (store.Missing, error) {
 	if platform == "" {
-		return cache.Missing{}, apiError(http.StatusBadRequest, errors.New("platform is required (alipay, wechatpay)"))
+		return store.Missing{}, apiError(http.StatusBadRequest, errors.New("platform is required (alipay, wechatpay)"))
 	}
 	if scope == "" {
 		scope = platform
 	}
 	q.OutTradeNo, q.TradeNo = strings.TrimSpace(q.OutTradeNo), strings.TrimSpace(q.TradeNo)
 	if q.OutTradeNo == "" && q.TradeNo == "" {
-		return cache.Missing{}, apiError(http.StatusBadRequest, errors.New("name the order: out_trade_no or trade_no"))
+		return store.Missing{}, apiError(http.StatusBadRequest, errors.New("name the order: out_trade_no or trade_no"))
 	}
 	// The scope's route with catch_up (a status-query route shares the
 	// scope and has none).
-	var rt *registry.Route
+	var rt *app.Route
 	for _, r := range s.app.RoutesOf(scope) {
 		if r.Platform == nil || r.Platform.Name() != platform {
 			continue
@@ -129,11 +129,11 @@ func (s *Service) Query(ctx context.Context, platform, scope string, q QueryRequ
 	}
 	switch {
 	case len(s.app.RoutesOf(scope)) == 0:
-		return cache.Missing{}, apiError(http.StatusNotFound, fmt.Errorf("no route of scope %q is loaded", scope))
+		return store.Missing{}, apiError(http.StatusNotFound, fmt.Errorf("no route of scope %q is loaded", scope))
 	case rt == nil:
-		return cache.Missing{}, apiError(http.StatusBadRequest, fmt.Errorf("scope %q has no %s route", scope, platform))
+		return store.Missing{}, apiError(http.StatusBadRequest, fmt.Errorf("scope %q has no %s route", scope, platform))
 	case rt.Query == nil:
-		return cache.Missing{}, apiError(http.StatusConflict, fmt.Errorf("scope %q has no catch_up block: the platform cannot be asked", scope))
+		return store.Missing{}, apiError(http.StatusConflict, fmt.Errorf("scope %q has no catch_up block: the platform cannot be asked", scope))
 	}
 	m, err := rt.Query(ctx, keying.OrderQuery{OutTradeNo: q.OutTradeNo, TradeNo: q.TradeNo, SubMerchant: strings.TrimSpace(q.SubMchID)})
 	if err != nil {

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/idemgate/idemgate/cache"
-	"github.com/idemgate/idemgate/internal/registry"
+	"github.com/idemgate/idemgate/caddymodule/app"
 	"github.com/idemgate/idemgate/orders"
+	"github.com/idemgate/idemgate/store"
 )
 
 // An order's page (GET /idempotency/orders/<order>): every business event
@@ -42,11 +42,11 @@ func (a *AdminAPI) getOrder(w http.ResponseWriter, r *http.Request) error {
 // every surface names it (StateOf: an async key's queued, retrying or
 // delivering): 404 when the store has no event of it, 503 when the store
 // fails.
-func (s *Service) Order(ctx context.Context, ps *registry.Store, order string) (OrderView, error) {
-	app := s.app
-	v, err := orders.PageRepairing(ctx, ps, order, func(key string, rec *cache.Record) cache.State {
-		return cache.State(StateOf(app, rec).State)
-	}, func(ctx context.Context, rec *cache.Record) bool { return RepairOrderEvent(ctx, app, ps, rec) })
+func (s *Service) Order(ctx context.Context, ps *app.Store, order string) (OrderView, error) {
+	a := s.app
+	v, err := orders.PageRepairing(ctx, ps, order, func(key string, rec *store.Record) store.State {
+		return store.State(StateOf(a, rec).State)
+	}, func(ctx context.Context, rec *store.Record) bool { return RepairOrderEvent(ctx, a, ps, rec) })
 	v.Store = ps.ID
 	switch {
 	case errors.Is(err, orders.ErrNoEvents):
@@ -60,7 +60,7 @@ func (s *Service) Order(ctx context.Context, ps *registry.Store, order string) (
 			continue
 		}
 		if rec, err := ps.Lookup(ctx, v.Events[i].Key); err == nil {
-			v.Events[i].Event = eventTypeOf(ctx, app, rec)
+			v.Events[i].Event = eventTypeOf(ctx, a, rec)
 		}
 	}
 	return v, nil

@@ -9,10 +9,10 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/certmagic"
 
-	"github.com/idemgate/idemgate/cache"
-	"github.com/idemgate/idemgate/internal/registry"
+	"github.com/idemgate/idemgate/caddymodule/app"
 	"github.com/idemgate/idemgate/platforms"
 	"github.com/idemgate/idemgate/reconcile"
+	"github.com/idemgate/idemgate/store"
 )
 
 // POST /idempotency/reconcile?platform=…[&scope=…] with the platform's
@@ -45,13 +45,13 @@ func (a *AdminAPI) reconcile(w http.ResponseWriter, r *http.Request) error {
 // config: the routes of a scope (platform, pinned merchants, their event),
 // the app's clock and retry windows, the state rule (StateOf), and
 // Caddy's storage for the pending-next-bill lists.
-func ReconcileEnv(app *registry.App, ps *registry.Store) reconcile.Env {
-	env := reconcile.Env{StoreID: ps.ID, Store: ps, Now: app.Now, WindowOf: app.WindowOf,
-		StateOf: func(rec *cache.Record) string { return StateOf(app, rec).State },
-		Repair:  func(ctx context.Context, rec *cache.Record) bool { return RepairOrderEvent(ctx, app, ps, rec) },
+func ReconcileEnv(a *app.App, ps *app.Store) reconcile.Env {
+	env := reconcile.Env{StoreID: ps.ID, Store: ps, Now: a.Now, WindowOf: a.WindowOf,
+		StateOf: func(rec *store.Record) string { return StateOf(a, rec).State },
+		Repair:  func(ctx context.Context, rec *store.Record) bool { return RepairOrderEvent(ctx, a, ps, rec) },
 		Routes: func(scope string) []reconcile.Route {
 			var out []reconcile.Route
-			for _, r := range app.RoutesOf(scope) {
+			for _, r := range a.RoutesOf(scope) {
 				name := platforms.Default
 				if r.Platform != nil {
 					name = r.Platform.Name()

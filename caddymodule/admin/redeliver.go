@@ -11,8 +11,8 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
-	"github.com/idemgate/idemgate/cache"
-	"github.com/idemgate/idemgate/internal/registry"
+	"github.com/idemgate/idemgate/caddymodule/app"
+	"github.com/idemgate/idemgate/store"
 )
 
 // RedeliverTimeout bounds a redelivery: the backend's work included.
@@ -57,7 +57,7 @@ func (v RedeliveryView) Succeeded() bool { return Settled(v.State) }
 // failed yet.
 func Settled(state string) bool {
 	switch state {
-	case string(cache.StateAnswered), StateQueued, StateDelivering:
+	case string(store.StateAnswered), StateQueued, StateDelivering:
 		return true
 	}
 	return false
@@ -65,7 +65,7 @@ func Settled(state string) bool {
 
 // AlreadyRan says that the backend of an answered record ran it, when and
 // with what answer: what a refused (or confirmed) forced redelivery shows.
-func AlreadyRan(rec *cache.Record) string {
+func AlreadyRan(rec *store.Record) string {
 	return fmt.Sprintf("the backend already ran it (answered at %s, status %d)", rec.Changed.UTC().Format(time.RFC3339), rec.Status)
 }
 
@@ -87,7 +87,7 @@ func (a *AdminAPI) redeliver(w http.ResponseWriter, r *http.Request) error {
 }
 
 // Redeliver sends the journaled notification of key into the handler that
-// took it (registry.Route.Redeliver): not through the site's routing, so
+// took it (app.Route.Redeliver): not through the site's routing, so
 // a remote_ip guard or a rewrite in front of the handler changes nothing.
 // It claims the key like any copy: a failed or dead key is forwarded once,
 // an answered one would only replay: its backend already ran it, so it is
@@ -97,8 +97,8 @@ func (a *AdminAPI) redeliver(w http.ResponseWriter, r *http.Request) error {
 // admin errors (caddy.APIError) with their status; remote names who asked,
 // for the log line. The console and the bulk run call it too, so the rules
 // stay in one place.
-func (s *Service) Redeliver(ctx context.Context, ps *registry.Store, key string, force, again bool, remote string) (RedeliveryView, error) {
-	app, logger := s.app, s.logger
+func (s *Service) Redeliver(ctx context.Context, ps *app.Store, key string, force, again bool, remote string) (RedeliveryView, error) {
+	a, logger := s.app, s.logger
 	lctx, cancel := context.WithTimeout(ctx, adminTimeout)
 	defer cancel()
 	rec, err := lookup(lctx, ps, key)
@@ -106,7 +106,7 @@ func (s *Service) Redeliver(ctx context.Context, ps *registry.Store, key string,
 		return RedeliveryView{}, err
 	}
 	n := rec.Notification
-	ks := StateOf(app, rec)
+	ks := StateOf(a, rec)
 	switch {
 	case n == nil:
 		return RedeliveryView{}, apiError(http.StatusConflict, fmt.Errorf("key %q has no journaled notification (journal_body off, or no attempt was ever settled): ask the platform to resend", key))
@@ -114,25 +114,25 @@ func (s *Service) Redeliver(ctx context.Context, ps *registry.Store, key string,
 		return RedeliveryView{}, apiError(http.StatusConflict, fmt.Errorf("key %q: only %d of the notification's %d bytes were kept (journal_body): a redelivery would not be the platform's bytes", key, len(n.Body), n.BodySize))
 	case ks.State == StateQueued || ks.State == StateRetrying || ks.State == StateDelivering:
 		return RedeliveryView{}, apiError(http.StatusConflict, fmt.Errorf("key %q is %s: the gateway delivers it itself (deliver async); see its attempts, or pause and purge it", key, ks.State))
-	case rec.State == cache.StateInFlight:
+	case rec.State == store.StateInFlight:
 		return RedeliveryView{}, apiError(http.StatusConflict, fmt.Errorf("key %q is in flight: its first copy is at the backend now; wait for it (or purge with force if its gateway is gone)", key))
-	case rec.State == cache.StateAnswered && !force:
+	case rec.State == store.StateAnswered && !force:
 		return RedeliveryView{}, apiError(http.StatusConflict, fmt.Errorf("key %q is answered: %s; a redelivery would run it a second time, so none was sent", key, AlreadyRan(rec)))
-	case rec.State == cache.StateAnswered && !again:
+	case rec.State == store.StateAnswered && !again:
 		return RedeliveryView{}, apiError(http.StatusConflict, fmt.Errorf("key %q: %s; ?force=1 (--force) alone does not run it a second time: add again=1 (--again) only if the business must run again", key, AlreadyRan(rec)))
 	}
-	rt, ok := routeOf(app, rec)
+	rt, ok := routeOf(a, rec)
 	if !ok || rt.Redeliver == nil {
 		return RedeliveryView{}, apiError(http.StatusConflict, fmt.Errorf("key %q: no route of scope %s is loaded in the running config: nothing was sent", key, scopeOf(key)))
 	}
 	reopened := false
 	reopen := func() error {
-		if rec.State != cache.StateAnswered {
+		if rec.State != store.StateAnswered {
 			return nil
 		}
 		// Reopened, not deleted: the key's history (copies, the earlier
 		// attempts) stays beside the redelivery's.
-		if err := ps.Reopen(lctx, key, app.TTLOf(key)); err != nil && !errors.Is(err, cache.ErrNotFound) {
+		if err := ps.Reopen(lctx, key, a.TTLOf(key)); err != nil && !errors.Is(err, store.ErrNotFound) {
 			return apiError(http.StatusServiceUnavailable, fmt.Errorf("store %s: %v", ps.ID, err))
 		}
 		reopened = true
@@ -140,7 +140,7 @@ func (s *Service) Redeliver(ctx context.Context, ps *registry.Store, key string,
 	}
 	if logger != nil {
 		logger.Info("redelivering a journaled notification through the admin API",
-			zap.String("store", ps.ID), zap.String("key", registry.HashKey(key)), zap.String("route", rt.Name),
+			zap.String("store", ps.ID), zap.String("key", app.HashKey(key)), zap.String("route", rt.Name),
 			zap.String("state", ks.State), zap.Bool("force", force), zap.Bool("again", again), zap.String("remote", remote))
 	}
 	sctx, scancel := context.WithTimeout(ctx, RedeliverTimeout)
@@ -161,13 +161,13 @@ func (s *Service) Redeliver(ctx context.Context, ps *registry.Store, key string,
 	after, err := ps.Lookup(lctx, key)
 	switch {
 	case err == nil:
-		as := StateOf(app, after)
+		as := StateOf(a, after)
 		out.State = as.State
 		if !as.NextAttempt.IsZero() {
 			t := apiTime(as.NextAttempt)
 			out.NextAttempt = &t
 		}
-	case errors.Is(err, cache.ErrNotFound):
+	case errors.Is(err, store.ErrNotFound):
 		out.State = "gone"
 	default:
 		out.State = "unknown"
@@ -177,12 +177,12 @@ func (s *Service) Redeliver(ctx context.Context, ps *registry.Store, key string,
 
 // routeOf is the route a record's notification came through: the handler
 // it names, else the newest route of its scope.
-func routeOf(app *registry.App, rec *cache.Record) (*registry.Route, bool) {
+func routeOf(a *app.App, rec *store.Record) (*app.Route, bool) {
 	name := ""
 	if rec.Notification != nil {
 		name = rec.Notification.Route
 	}
-	return app.RouteNamed(name, scopeOf(rec.Key))
+	return a.RouteNamed(name, scopeOf(rec.Key))
 }
 
 func scopeOf(key string) string {

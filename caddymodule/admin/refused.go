@@ -8,14 +8,14 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/idemgate/idemgate/cache"
-	"github.com/idemgate/idemgate/internal/registry"
+	"github.com/idemgate/idemgate/caddymodule/app"
+	"github.com/idemgate/idemgate/store"
 )
 
 // GET /idempotency/refused[?scope=…&since=…&limit=…]: the notifications
 // the gateway refused before claiming their key (a bad signature, an
 // empty key, a body too large, a fingerprint conflict), newest first, as
-// the store keeps them (cache.RefusedLog): the latest cache.RefusedCap of
+// the store keeps them (store.RefusedLog): the latest store.RefusedCap of
 // each scope, from every gateway instance sharing the store.
 
 // RefusedView is the answer to GET /idempotency/refused.
@@ -27,7 +27,7 @@ type RefusedView struct {
 	Cap int `json:"cap"`
 	// Refused: each with its body's length, SHA-256 and first bytes
 	// (prefix, base64), as received.
-	Refused []cache.Refusal `json:"refused"`
+	Refused []store.Refusal `json:"refused"`
 }
 
 // errNoRefusedLog: the store keeps no refused list.
@@ -35,7 +35,7 @@ var errNoRefusedLog = errors.New("keeps no refused list")
 
 func (a *AdminAPI) refused(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	rq := cache.RefusedQuery{Scope: q.Get("scope"), Limit: DefaultPageLimit}
+	rq := store.RefusedQuery{Scope: q.Get("scope"), Limit: DefaultPageLimit}
 	if s := q.Get("since"); s != "" {
 		t, err := ParseSince(s, a.app.Now())
 		if err != nil {
@@ -48,7 +48,7 @@ func (a *AdminAPI) refused(w http.ResponseWriter, r *http.Request) error {
 		if err != nil || n < 1 {
 			return apiError(http.StatusBadRequest, fmt.Errorf("limit must be a positive number, not %q", s))
 		}
-		rq.Limit = min(n, cache.RefusedCap)
+		rq.Limit = min(n, store.RefusedCap)
 	}
 	ps, err := a.pickStore(r)
 	if err != nil {
@@ -65,8 +65,8 @@ func (a *AdminAPI) refused(w http.ResponseWriter, r *http.Request) error {
 
 // Refused reads ps's refused list, as admin errors: 501 for a store that
 // keeps none, 503 when the store fails.
-func (s *Service) Refused(ctx context.Context, ps *registry.Store, q cache.RefusedQuery) (RefusedView, error) {
-	rl, ok := ps.Store.(cache.RefusedLog)
+func (s *Service) Refused(ctx context.Context, ps *app.Store, q store.RefusedQuery) (RefusedView, error) {
+	rl, ok := ps.Store.(store.RefusedLog)
 	if !ok {
 		return RefusedView{}, apiError(http.StatusNotImplemented, fmt.Errorf("store %s %w", ps.ID, errNoRefusedLog))
 	}
@@ -78,9 +78,9 @@ func (s *Service) Refused(ctx context.Context, ps *registry.Store, q cache.Refus
 		rs[i].Time = apiTime(rs[i].Time)
 	}
 	if rs == nil {
-		rs = []cache.Refusal{}
+		rs = []store.Refusal{}
 	}
-	return RefusedView{Store: ps.ID, Scope: q.Scope, Since: apiTime(q.Since), Cap: cache.RefusedCap, Refused: rs}, nil
+	return RefusedView{Store: ps.ID, Scope: q.Scope, Since: apiTime(q.Since), Cap: store.RefusedCap, Refused: rs}, nil
 }
 
 // ParseSince reads a since parameter: an RFC 3339 time, or a duration
@@ -104,22 +104,22 @@ const RefusedWindow = 24 * time.Hour
 type RefusedCount struct {
 	Count int       `json:"count"`
 	Since time.Time `json:"since"`
-	// AtLeast: the store keeps only the latest cache.RefusedCap of a
+	// AtLeast: the store keeps only the latest store.RefusedCap of a
 	// scope, and the count reached it.
 	AtLeast bool `json:"at_least,omitempty"`
 }
 
 // refusedCount counts ps's refusals (of scope, if not "") in the last
 // RefusedWindow; nil when the store keeps none or cannot say.
-func refusedCount(ctx context.Context, app *registry.App, ps *registry.Store, scope string) *RefusedCount {
-	rl, ok := ps.Store.(cache.RefusedLog)
+func refusedCount(ctx context.Context, a *app.App, ps *app.Store, scope string) *RefusedCount {
+	rl, ok := ps.Store.(store.RefusedLog)
 	if !ok {
 		return nil
 	}
-	since := apiTime(app.Now().Add(-RefusedWindow))
-	rs, err := rl.Refused(ctx, cache.RefusedQuery{Scope: scope, Since: since, Limit: cache.RefusedCap})
+	since := apiTime(a.Now().Add(-RefusedWindow))
+	rs, err := rl.Refused(ctx, store.RefusedQuery{Scope: scope, Since: since, Limit: store.RefusedCap})
 	if err != nil {
 		return nil
 	}
-	return &RefusedCount{Count: len(rs), Since: since, AtLeast: len(rs) >= cache.RefusedCap}
+	return &RefusedCount{Count: len(rs), Since: since, AtLeast: len(rs) >= store.RefusedCap}
 }

@@ -3,34 +3,34 @@ package admin
 import (
 	"context"
 
-	"github.com/idemgate/idemgate/cache"
-	"github.com/idemgate/idemgate/internal/registry"
+	"github.com/idemgate/idemgate/caddymodule/app"
 	"github.com/idemgate/idemgate/keying"
+	"github.com/idemgate/idemgate/store"
 )
 
 // RepairOrderEvent writes rec's business event back into its order when
-// rec is answered and its order lacks the event (cache.OrderRepairer): a
+// rec is answered and its order lacks the event (store.OrderRepairer): a
 // settle a store outage deferred stored the record alone. The order gets
-// what the record's route's settle writes (registry.Route.OrderRun): the
+// what the record's route's settle writes (app.Route.OrderRun): the
 // event's money, platform time and references from the journaled
 // notification, verified as its route does (without them when it cannot
 // be read: a cut body, journal_body off), ran when the record was
 // answered. The order page, reconciliation's look-up and search call it
 // on what they read; a store error leaves the order as it was (they show
 // the event as run anyway). repaired: it wrote.
-func RepairOrderEvent(ctx context.Context, app *registry.App, ps *registry.Store, rec *cache.Record) bool {
-	if rec == nil || rec.State != cache.StateAnswered || rec.FromOrder {
+func RepairOrderEvent(ctx context.Context, a *app.App, ps *app.Store, rec *store.Record) bool {
+	if rec == nil || rec.State != store.StateAnswered || rec.FromOrder {
 		return false
 	}
-	rs, err := cache.As[cache.OrderRepairer](ps.Store, "order repair")
+	rs, err := store.As[store.OrderRepairer](ps.Store, "order repair")
 	if err != nil {
 		return false
 	}
-	rt, ok := routeOf(app, rec)
+	rt, ok := routeOf(a, rec)
 	if !ok || rt.OrderRun == nil {
 		return false
 	}
-	n, ok := verified(ctx, app, rec)
+	n, ok := verified(ctx, a, rec)
 	if !ok {
 		n = &keying.Notification{}
 	}

@@ -8,32 +8,32 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/idemgate/idemgate/cache"
-	"github.com/idemgate/idemgate/internal/registry"
+	"github.com/idemgate/idemgate/caddymodule/app"
+	"github.com/idemgate/idemgate/store"
 )
 
 // Search (GET /idempotency/search?q=<text>): an order as the customer
 // names it. The merchant's own order number (out_trade_no), a refund's
 // (out_biz_no, out_refund_no), a Stripe or PayPal object id finds the
-// keys whose notifications signed it (cache.Searcher); any text finds the
+// keys whose notifications signed it (store.Searcher); any text finds the
 // keys that start with it, in every state.
 
 // SearchView is the answer to GET /idempotency/search.
 type SearchView struct {
 	Store   string        `json:"store"`
 	Q       string        `json:"q"`
-	Matches []cache.Match `json:"matches"`
+	Matches []store.Match `json:"matches"`
 }
 
 func (a *AdminAPI) search(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	limit := cache.MaxSearch
+	limit := store.MaxSearch
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n <= 0 {
 			return apiError(http.StatusBadRequest, fmt.Errorf("limit must be a positive number, not %q", s))
 		}
-		limit = min(n, cache.MaxSearch)
+		limit = min(n, store.MaxSearch)
 	}
 	ps, err := a.pickStore(r)
 	if err != nil {
@@ -49,14 +49,14 @@ func (a *AdminAPI) search(w http.ResponseWriter, r *http.Request) error {
 }
 
 // Search finds the keys text names in ps: by a merchant's reference, then
-// by key prefix (cache.Search), at most limit of them.
-func (s *Service) Search(ctx context.Context, ps *registry.Store, text string, limit int) (SearchView, error) {
-	app := s.app
-	out := SearchView{Store: ps.ID, Q: text, Matches: []cache.Match{}}
-	q := cache.SearchQuery{Q: text, Limit: limit, Window: app.WindowOf, Now: app.Now(), NoPrefix: !mayStartKey(strings.TrimSpace(text), app.ScopeNames())}
-	m, err := cache.Search(ctx, ps.Store, q)
+// by key prefix (store.Search), at most limit of them.
+func (s *Service) Search(ctx context.Context, ps *app.Store, text string, limit int) (SearchView, error) {
+	a := s.app
+	out := SearchView{Store: ps.ID, Q: text, Matches: []store.Match{}}
+	q := store.SearchQuery{Q: text, Limit: limit, Window: a.WindowOf, Now: a.Now(), NoPrefix: !mayStartKey(strings.TrimSpace(text), a.ScopeNames())}
+	m, err := store.Search(ctx, ps.Store, q)
 	switch {
-	case errors.Is(err, cache.ErrEmptySearch):
+	case errors.Is(err, store.ErrEmptySearch):
 		return out, apiError(http.StatusBadRequest, errors.New("search for what? ?q=<the merchant's order number (out_trade_no), a refund number, a Stripe or PayPal id, or the start of a key>"))
 	case err != nil:
 		return out, apiError(http.StatusServiceUnavailable, fmt.Errorf("store %s: %v", ps.ID, err))
@@ -66,9 +66,9 @@ func (s *Service) Search(ctx context.Context, ps *registry.Store, text string, l
 	// a refund's orders read once for all the matches. A key in flight
 	// reads as on its page (StateOf: an async key's queued, retrying or
 	// delivering).
-	rb := newRefundBook(app, ps)
+	rb := newRefundBook(a, ps)
 	for i := range m {
-		inFlight := m[i].State == cache.StateInFlight
+		inFlight := m[i].State == store.StateInFlight
 		if (m[i].Amount != "" || m[i].FromOrder) && !inFlight {
 			continue
 		}
@@ -77,23 +77,23 @@ func (s *Service) Search(ctx context.Context, ps *registry.Store, text string, l
 			continue
 		}
 		if inFlight {
-			m[i].State = cache.State(StateOf(app, rec).State)
+			m[i].State = store.State(StateOf(a, rec).State)
 		}
-		if m[i].Amount == "" && m[i].State == cache.StateAnswered && RepairOrderEvent(ctx, app, ps, rec) {
+		if m[i].Amount == "" && m[i].State == store.StateAnswered && RepairOrderEvent(ctx, a, ps, rec) {
 			// An answered record whose order lacked its event, written
 			// back: the order now has its money, if the notification named it.
-			if money, _, ok := stakeMoneyOf(ctx, app, rb, rec); ok {
+			if money, _, ok := stakeMoneyOf(ctx, a, rb, rec); ok {
 				m[i].Amount, m[i].Currency = money.Amount, money.Currency
 			}
 			continue
 		}
 		if m[i].Amount == "" && !m[i].FromOrder {
-			if money, _, ok := stakeMoneyOf(ctx, app, rb, rec); ok {
+			if money, _, ok := stakeMoneyOf(ctx, a, rb, rec); ok {
 				m[i].Amount, m[i].Currency = money.Amount, money.Currency
 			}
 		}
 	}
-	m = typesAndPayments(ctx, app, ps, strings.TrimSpace(text), m, limit)
+	m = typesAndPayments(ctx, a, ps, strings.TrimSpace(text), m, limit)
 	if m != nil {
 		out.Matches = m
 	}

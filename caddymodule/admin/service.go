@@ -10,9 +10,9 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/idemgate/idemgate/cache"
-	"github.com/idemgate/idemgate/internal/registry"
+	"github.com/idemgate/idemgate/caddymodule/app"
 	"github.com/idemgate/idemgate/reconcile"
+	"github.com/idemgate/idemgate/store"
 )
 
 // Service is the admin operations apart from HTTP: a key's view, the
@@ -23,15 +23,15 @@ import (
 // picked. Their errors are caddy.APIError with the status the API
 // answers (reconciliation's are the reconcile package's own).
 type Service struct {
-	app *registry.App
+	app *app.App
 	// logger takes the admin actions' lines (purge, redelivery,
 	// reconciliation), named for the surface that acted; nil logs none.
 	logger *zap.Logger
 }
 
 // NewService returns the operations on app's stores, routes and engines.
-func NewService(app *registry.App, logger *zap.Logger) *Service {
-	return &Service{app: app, logger: logger}
+func NewService(a *app.App, logger *zap.Logger) *Service {
+	return &Service{app: a, logger: logger}
 }
 
 // Stores are the loaded stores' ids, sorted; never nil.
@@ -45,7 +45,7 @@ func (s *Service) Stores() []string {
 
 // Key is key's record in ps as the API shows it, with its amount and
 // event; the bodies only withBody. 404 for no record.
-func (s *Service) Key(ctx context.Context, ps *registry.Store, key string, withBody bool) (RecordView, error) {
+func (s *Service) Key(ctx context.Context, ps *app.Store, key string, withBody bool) (RecordView, error) {
 	rec, err := lookup(ctx, ps, key)
 	if err != nil {
 		return RecordView{}, err
@@ -72,17 +72,17 @@ type DeletedView struct {
 // Purge forgets key in ps: its next copy is forwarded. An in-flight key
 // is refused (409) without force: its first copy is at the backend now.
 // remote names who asked, for the log line.
-func (s *Service) Purge(ctx context.Context, ps *registry.Store, key string, force bool, remote string) (DeletedView, error) {
+func (s *Service) Purge(ctx context.Context, ps *app.Store, key string, force bool, remote string) (DeletedView, error) {
 	// Look first to refuse an in-flight key without force and to report
 	// what is forgotten; Delete decides.
 	rec, lerr := ps.Lookup(ctx, key)
-	if lerr == nil && rec.State == cache.StateInFlight && !force {
+	if lerr == nil && rec.State == store.StateInFlight && !force {
 		return DeletedView{}, apiError(http.StatusConflict, fmt.Errorf("key %q is in flight: its first copy is at the backend now, and "+
 			"forgetting it lets the next copy run the backend a second time; if the gateway that holds it is gone, "+
 			"purge with force (?force=1, --force)", key))
 	}
 	queued, err := ps.Purge(ctx, key)
-	if errors.Is(err, cache.ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) {
 		if queued == "" {
 			return DeletedView{}, apiError(http.StatusNotFound, fmt.Errorf("no record for key %q in store %s", key, ps.ID))
 		}
@@ -102,7 +102,7 @@ func (s *Service) Purge(ctx context.Context, ps *registry.Store, key string, for
 	if s.logger != nil {
 		// Admin actions are rare and worth a line; the key stays hashed.
 		s.logger.Info("idempotency key purged: its next copy will be forwarded",
-			zap.String("store", ps.ID), zap.String("key", registry.HashKey(key)), zap.String("state", state),
+			zap.String("store", ps.ID), zap.String("key", app.HashKey(key)), zap.String("state", state),
 			zap.String("remote", remote))
 	}
 	return out, nil
@@ -119,11 +119,11 @@ type PageView struct {
 // List is one page of ps's records in lq's state, newest first, each
 // with its amount, event and merchant's references (the app's windows
 // and clock are filled in).
-func (s *Service) List(ctx context.Context, ps *registry.Store, lq cache.ListQuery) (PageView, error) {
+func (s *Service) List(ctx context.Context, ps *app.Store, lq store.ListQuery) (PageView, error) {
 	lq.Window, lq.Now = s.app.WindowOf, s.app.Now()
 	page, err := ps.List(ctx, lq)
 	recs, next := page.Records, page.Next
-	if errors.Is(err, cache.ErrBadQuery) {
+	if errors.Is(err, store.ErrBadQuery) {
 		return PageView{}, apiError(http.StatusBadRequest, err)
 	}
 	if err != nil {
@@ -133,13 +133,13 @@ func (s *Service) List(ctx context.Context, ps *registry.Store, lq cache.ListQue
 	rb := newRefundBook(s.app, ps)
 	for _, rec := range recs {
 		v := NewRecordView(s.app, ps.ID, rec, false)
-		if rec.State == cache.StateInFlight {
+		if rec.State == store.StateInFlight {
 			v.setState(ListedState(ctx, s.app, ps, rec))
 		}
 		// Listings carry no journal: the merchant's order number, the
 		// amount and the last attempt's status are in the record's own.
 		if full, err := ps.Lookup(ctx, rec.Key); err == nil {
-			if v.Status == 0 && rec.State != cache.StateAnswered && len(full.Attempts) > 0 {
+			if v.Status == 0 && rec.State != store.StateAnswered && len(full.Attempts) > 0 {
 				v.Status = full.Attempts[len(full.Attempts)-1].Status
 			}
 			if n := full.Notification; n != nil {
@@ -160,7 +160,7 @@ func (s *Service) List(ctx context.Context, ps *registry.Store, lq cache.ListQue
 // Reconcile runs a reconciliation of bill against ps (reconcile.Run,
 // with the running config's Env) and logs what it found. Its errors are
 // reconcile's (a *reconcile.Error carries its status).
-func (s *Service) Reconcile(ctx context.Context, ps *registry.Store, opts reconcile.Options, bill io.Reader, remote string) (*reconcile.Report, error) {
+func (s *Service) Reconcile(ctx context.Context, ps *app.Store, opts reconcile.Options, bill io.Reader, remote string) (*reconcile.Report, error) {
 	start := time.Now()
 	rep, err := reconcile.Run(ctx, ReconcileEnv(s.app, ps), opts, bill)
 	if err != nil {

@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgate/idemgate/cache"
-	"github.com/idemgate/idemgate/internal/registry"
+	"github.com/idemgate/idemgate/caddymodule/app"
 	"github.com/idemgate/idemgate/keying"
 	"github.com/idemgate/idemgate/platforms"
+	"github.com/idemgate/idemgate/store"
 )
 
 // TestRefusedAfterFromSignedTime: refused_after counts from the time the
@@ -35,13 +35,13 @@ func TestRefusedAfterFromSignedTime(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rt := registry.Route{SignedFor: platforms.Lookup(c.platform).SignedFor}
+			rt := app.Route{SignedFor: platforms.Lookup(c.platform).SignedFor}
 			rt.Scope, rt.Platform, rt.Name = "st"+c.platform, p, "st"+c.platform+"#1"
-			app := registry.New()
-			app.AddRoute(&rt)
-			rec := &cache.Record{Key: rt.Scope + ":k", State: cache.StateFailed, FirstSeen: first, LastSeen: first,
-				Notification: &cache.Notification{Method: http.MethodPost, URI: "/notify", Header: c.header}}
-			v := NewRecordView(app, "memory", rec, false)
+			a := app.New()
+			a.AddRoute(&rt)
+			rec := &store.Record{Key: rt.Scope + ":k", State: store.StateFailed, FirstSeen: first, LastSeen: first,
+				Notification: &store.Notification{Method: http.MethodPost, URI: "/notify", Header: c.header}}
+			v := NewRecordView(a, "memory", rec, false)
 			if v.Signature == nil || v.Signature.RefusedAfter == nil {
 				t.Fatalf("signature %+v, want refused_after", v.Signature)
 			}

@@ -4,10 +4,10 @@ import (
 	"context"
 	"time"
 
-	"github.com/idemgate/idemgate/cache"
+	"github.com/idemgate/idemgate/caddymodule/app"
 	"github.com/idemgate/idemgate/delivery"
-	"github.com/idemgate/idemgate/internal/registry"
 	"github.com/idemgate/idemgate/platforms"
+	"github.com/idemgate/idemgate/store"
 )
 
 // The states of a deliver async route's key that the store keeps in
@@ -25,35 +25,35 @@ type KeyState = delivery.Shown
 // every surface names states by, with the record's route (its retry
 // window, whether it delivers async) and what this process's engine of
 // its scope knows of the key.
-func StateOf(app *registry.App, rec *cache.Record) KeyState {
-	rt, ok := routeOf(app, rec)
+func StateOf(a *app.App, rec *store.Record) KeyState {
+	rt, ok := routeOf(a, rec)
 	if !ok {
-		return delivery.StateShown(rec, app.Now(), 0, false, nil)
+		return delivery.StateShown(rec, a.Now(), 0, false, nil)
 	}
 	var held *delivery.KeyState
-	if e, ok := app.EngineOf(rt.Scope); ok && rt.Async && rec.State == cache.StateInFlight {
+	if e, ok := a.EngineOf(rt.Scope); ok && rt.Async && rec.State == store.StateInFlight {
 		if kd, ok := e.KeyState(rec.Key); ok {
 			ks := delivery.KeyState(kd)
 			held = &ks
 		}
 	}
-	return delivery.StateShown(rec, app.Now(), rt.RetryWindow, rt.Async, held)
+	return delivery.StateShown(rec, a.Now(), rt.RetryWindow, rt.Async, held)
 }
 
 // ListedState is StateOf for a record from a listing (ListedRecord).
-func ListedState(ctx context.Context, app *registry.App, ps *registry.Store, rec *cache.Record) KeyState {
-	return StateOf(app, ListedRecord(ctx, app, ps, rec))
+func ListedState(ctx context.Context, a *app.App, ps *app.Store, rec *store.Record) KeyState {
+	return StateOf(a, ListedRecord(ctx, a, ps, rec))
 }
 
 // ListedRecord is a record from a listing, which carries no journal, as
 // the state rule needs it: an async key in flight that has had attempts
 // is read whole, so that one another instance is retrying reads retrying
 // in a list as on its key page.
-func ListedRecord(ctx context.Context, app *registry.App, ps *registry.Store, rec *cache.Record) *cache.Record {
-	if rec.State != cache.StateInFlight || rec.AttemptCount == 0 || len(rec.Attempts) > 0 {
+func ListedRecord(ctx context.Context, a *app.App, ps *app.Store, rec *store.Record) *store.Record {
+	if rec.State != store.StateInFlight || rec.AttemptCount == 0 || len(rec.Attempts) > 0 {
 		return rec
 	}
-	if rt, ok := routeOf(app, rec); ok && rt.Async {
+	if rt, ok := routeOf(a, rec); ok && rt.Async {
 		if full, err := ps.Lookup(ctx, rec.Key); err == nil {
 			return full
 		}
@@ -72,15 +72,15 @@ type RetriesView struct {
 
 // PlatformRetries is rec's retry budget, for a failed key of a sync route
 // whose platform publishes a schedule; nil otherwise.
-func PlatformRetries(app *registry.App, rec *cache.Record, state string) *RetriesView {
-	if state != string(cache.StateFailed) && state != string(cache.StateDead) {
+func PlatformRetries(a *app.App, rec *store.Record, state string) *RetriesView {
+	if state != string(store.StateFailed) && state != string(store.StateDead) {
 		return nil
 	}
-	rt, ok := routeOf(app, rec)
+	rt, ok := routeOf(a, rec)
 	if !ok || rt.Schedule == nil {
 		return nil
 	}
-	est := rt.Schedule.Estimate(rec.LastSeen, rec.Copies, app.Now())
+	est := rt.Schedule.Estimate(rec.LastSeen, rec.Copies, a.Now())
 	v := &RetriesView{Left: est.Left, Last: apiTime(est.Last)}
 	if !est.Next.IsZero() {
 		t := apiTime(est.Next)
@@ -103,12 +103,12 @@ type SignatureView struct {
 
 // RecordSignature is what a redelivery of rec would carry; nil for routes
 // that do not verify signatures.
-func RecordSignature(app *registry.App, rec *cache.Record) *SignatureView {
-	return signatureOf(app, rec)
+func RecordSignature(a *app.App, rec *store.Record) *SignatureView {
+	return signatureOf(a, rec)
 }
 
-func signatureOf(app *registry.App, rec *cache.Record) *SignatureView {
-	rt, ok := routeOf(app, rec)
+func signatureOf(a *app.App, rec *store.Record) *SignatureView {
+	rt, ok := routeOf(a, rec)
 	if !ok || rt.Platform == nil || rt.Platform.Name() == platforms.Default {
 		return nil
 	}
@@ -129,7 +129,7 @@ func signatureOf(app *registry.App, rec *cache.Record) *SignatureView {
 // signedTimeOf is when the platform signed rec's journaled notification,
 // as its preset reads it from the headers; the first receipt when it
 // names no time (or the journal holds no notification).
-func signedTimeOf(rt *registry.Route, rec *cache.Record) time.Time {
+func signedTimeOf(rt *app.Route, rec *store.Record) time.Time {
 	if p := platforms.Lookup(rt.Platform.Name()); p != nil && rec.Notification != nil {
 		if t, ok := p.SignedTime(rec.Notification.Header); ok {
 			return t

@@ -4,10 +4,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgate/idemgate/cache"
-	"github.com/idemgate/idemgate/internal/registry"
+	"github.com/idemgate/idemgate/caddymodule/app"
 	"github.com/idemgate/idemgate/keying"
 	"github.com/idemgate/idemgate/platforms"
+	"github.com/idemgate/idemgate/store"
 )
 
 // TestSignatureNote: a record says what its redelivery carries — a fresh
@@ -18,14 +18,14 @@ func TestSignatureNote(t *testing.T) {
 	first := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
 	for _, c := range []struct {
 		platform string
-		route    registry.Route
+		route    app.Route
 		resigned bool
 		refused  time.Time
 	}{
-		{"stripe", registry.Route{Resigns: true}, true, time.Time{}},
-		{"wechatpay", registry.Route{SignedFor: 5 * time.Minute}, false, first.Add(5 * time.Minute)},
-		{"alipay", registry.Route{}, false, time.Time{}},
-		{"generic", registry.Route{}, false, time.Time{}},
+		{"stripe", app.Route{Resigns: true}, true, time.Time{}},
+		{"wechatpay", app.Route{SignedFor: 5 * time.Minute}, false, first.Add(5 * time.Minute)},
+		{"alipay", app.Route{}, false, time.Time{}},
+		{"generic", app.Route{}, false, time.Time{}},
 	} {
 		t.Run(c.platform, func(t *testing.T) {
 			p, err := platforms.New(c.platform, keying.Config{NoVerify: true})
@@ -34,10 +34,10 @@ func TestSignatureNote(t *testing.T) {
 			}
 			rt := c.route
 			rt.Scope, rt.Platform, rt.Name = "sig"+c.platform, p, "sig"+c.platform+"#1"
-			app := registry.New()
-			app.AddRoute(&rt)
-			rec := &cache.Record{Key: rt.Scope + ":k", State: cache.StateFailed, FirstSeen: first, LastSeen: first}
-			v := NewRecordView(app, "memory", rec, false)
+			a := app.New()
+			a.AddRoute(&rt)
+			rec := &store.Record{Key: rt.Scope + ":k", State: store.StateFailed, FirstSeen: first, LastSeen: first}
+			v := NewRecordView(a, "memory", rec, false)
 			switch {
 			case c.platform == "generic":
 				if v.Signature != nil {

@@ -9,9 +9,9 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/idemgate/idemgate/cache"
-	"github.com/idemgate/idemgate/internal/registry"
+	"github.com/idemgate/idemgate/caddymodule/app"
 	"github.com/idemgate/idemgate/keying"
+	"github.com/idemgate/idemgate/store"
 )
 
 // The money at stake: GET /idempotency/summary[?scope=…] counts the failed,
@@ -67,34 +67,34 @@ func (a *AdminAPI) summary(w http.ResponseWriter, r *http.Request) error {
 }
 
 // Summary reads the money at stake in ps (of scope, if not "").
-func (s *Service) Summary(ctx context.Context, ps *registry.Store, scope string) (SummaryView, error) {
+func (s *Service) Summary(ctx context.Context, ps *app.Store, scope string) (SummaryView, error) {
 	return s.SummaryUpTo(ctx, ps, scope, MaxSummary)
 }
 
 // SummaryUpTo is Summary reading at most limit keys per state (the
 // console's overview, which reloads itself, reads fewer).
-func (s *Service) SummaryUpTo(ctx context.Context, ps *registry.Store, scope string, limit int) (SummaryView, error) {
-	app := s.app
+func (s *Service) SummaryUpTo(ctx context.Context, ps *app.Store, scope string, limit int) (SummaryView, error) {
+	a := s.app
 	out := SummaryView{Store: ps.ID, Scope: scope}
 	for _, st := range []struct {
-		state cache.State
+		state store.State
 		into  *StakeView
-	}{{cache.StateFailed, &out.Failed}, {cache.StateDead, &out.Dead}, {cache.StateInFlight, &out.InFlight}} {
-		recs, err := matching(ctx, app, ps, BulkRequest{State: string(st.state), Scope: scope}, limit+1)
+	}{{store.StateFailed, &out.Failed}, {store.StateDead, &out.Dead}, {store.StateInFlight, &out.InFlight}} {
+		recs, err := matching(ctx, a, ps, BulkRequest{State: string(st.state), Scope: scope}, limit+1)
 		if err != nil && len(recs) == 0 {
 			return SummaryView{}, apiError(http.StatusServiceUnavailable, fmt.Errorf("store %s: %v", ps.ID, err))
 		}
-		*st.into = stakeOf(ctx, app, ps, recs[:min(len(recs), limit)])
+		*st.into = stakeOf(ctx, a, ps, recs[:min(len(recs), limit)])
 		st.into.Partial = err != nil || len(recs) > limit
 	}
-	out.Refused = refusedCount(ctx, app, ps, scope)
+	out.Refused = refusedCount(ctx, a, ps, scope)
 	return out, nil
 }
 
-func stakeOf(ctx context.Context, app *registry.App, ps *registry.Store, recs []*cache.Record) StakeView {
+func stakeOf(ctx context.Context, a *app.App, ps *app.Store, recs []*store.Record) StakeView {
 	v := StakeView{Amounts: map[string]string{}, RefundAmounts: map[string]string{}}
 	payments, refunds := map[string][]string{}, map[string][]string{}
-	rb := newRefundBook(app, ps)
+	rb := newRefundBook(a, ps)
 	for _, rec := range recs {
 		v.Count++
 		if rec.Notification == nil {
@@ -106,7 +106,7 @@ func stakeOf(ctx context.Context, app *registry.App, ps *registry.Store, recs []
 				rec = full
 			}
 		}
-		m, refund, ok := stakeMoneyOf(ctx, app, rb, rec)
+		m, refund, ok := stakeMoneyOf(ctx, a, rb, rec)
 		if _, valid := new(big.Rat).SetString(m.Amount); !ok || !valid {
 			v.WithoutAmount++
 			continue
@@ -131,8 +131,8 @@ func stakeOf(ctx context.Context, app *registry.App, ps *registry.Store, recs []
 // first receipt, as its event's own (a refund that names the order's
 // refunded total: its increase over the order's other refunds in ps);
 // false when it cannot be told (see StakeView).
-func MoneyOf(ctx context.Context, app *registry.App, ps *registry.Store, rec *cache.Record) (keying.Money, bool) {
-	m, _, ok := stakeMoneyOf(ctx, app, newRefundBook(app, ps), rec)
+func MoneyOf(ctx context.Context, a *app.App, ps *app.Store, rec *store.Record) (keying.Money, bool) {
+	m, _, ok := stakeMoneyOf(ctx, a, newRefundBook(a, ps), rec)
 	return m, ok
 }
 
@@ -140,8 +140,8 @@ func MoneyOf(ctx context.Context, app *registry.App, ps *registry.Store, rec *ca
 // business event the signed content names is a refund (refund:<id>, and
 // its other outcomes), or the platform says it settles as one (a Stripe
 // or PayPal refund event).
-func stakeMoneyOf(ctx context.Context, app *registry.App, rb *refundBook, rec *cache.Record) (m keying.Money, refund, ok bool) {
-	got, ok := verified(ctx, app, rec)
+func stakeMoneyOf(ctx context.Context, a *app.App, rb *refundBook, rec *store.Record) (m keying.Money, refund, ok bool) {
+	got, ok := verified(ctx, a, rec)
 	if !ok || got.Money.Amount == "" || got.Money.Currency == "" {
 		return keying.Money{}, false, false
 	}
@@ -156,12 +156,12 @@ func stakeMoneyOf(ctx context.Context, app *registry.App, rb *refundBook, rec *c
 // verified is rec's journaled notification verified again as its route
 // does, judged against its first receipt; false when it cannot be (not
 // kept whole, no route, no longer verifies).
-func verified(ctx context.Context, app *registry.App, rec *cache.Record) (*keying.Notification, bool) {
+func verified(ctx context.Context, a *app.App, rec *store.Record) (*keying.Notification, bool) {
 	n := rec.Notification
 	if n == nil || n.Truncated() {
 		return nil, false
 	}
-	rt, ok := routeOf(app, rec)
+	rt, ok := routeOf(a, rec)
 	if !ok || rt.Platform == nil {
 		return nil, false
 	}
@@ -183,18 +183,18 @@ func verified(ctx context.Context, app *registry.App, rec *cache.Record) (*keyin
 // the store yet shows its increase over those known. It reads each order
 // once, for a summary's or a listing's many keys.
 type refundBook struct {
-	app    *registry.App
-	ps     *registry.Store
+	app    *app.App
+	ps     *app.Store
 	orders map[string]map[string]string // order → key → total
 }
 
-func newRefundBook(app *registry.App, ps *registry.Store) *refundBook {
-	return &refundBook{app: app, ps: ps, orders: map[string]map[string]string{}}
+func newRefundBook(a *app.App, ps *app.Store) *refundBook {
+	return &refundBook{app: a, ps: ps, orders: map[string]map[string]string{}}
 }
 
 // own is the own amount of key's refund whose notification named total.
 func (rb *refundBook) own(ctx context.Context, key, total string) string {
-	order, _ := cache.OrderOf(key)
+	order, _ := store.OrderOf(key)
 	known, ok := rb.orders[order]
 	if !ok {
 		known = rb.read(ctx, order)
@@ -216,7 +216,7 @@ const refundBookLimit = 100
 // read gathers order's refunds' totals, key by key.
 func (rb *refundBook) read(ctx context.Context, order string) map[string]string {
 	known := map[string]string{}
-	if ob, err := cache.As[cache.OrderBook](rb.ps.Store, "order state"); err == nil {
+	if ob, err := store.As[store.OrderBook](rb.ps.Store, "order state"); err == nil {
 		if o, err := ob.Order(ctx, order); err == nil {
 			for _, e := range o.Events {
 				if t := cmp.Or(e.RefundedTotal, e.Amount); e.Settles == keying.SettlesRefund && t != "" {
@@ -225,13 +225,13 @@ func (rb *refundBook) read(ctx context.Context, order string) map[string]string 
 			}
 		}
 	}
-	for _, st := range []cache.State{cache.StateInFlight, cache.StateFailed} {
-		page, err := rb.ps.List(ctx, cache.ListQuery{State: st, Prefix: order + ":", Limit: refundBookLimit})
+	for _, st := range []store.State{store.StateInFlight, store.StateFailed} {
+		page, err := rb.ps.List(ctx, store.ListQuery{State: st, Prefix: order + ":", Limit: refundBookLimit})
 		if err != nil {
 			continue
 		}
 		for _, r := range page.Records {
-			if o, _ := cache.OrderOf(r.Key); o != order || known[r.Key] != "" {
+			if o, _ := store.OrderOf(r.Key); o != order || known[r.Key] != "" {
 				continue
 			}
 			full, err := rb.ps.Lookup(ctx, r.Key)

@@ -9,9 +9,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/internal/gatewaytest"
 	"github.com/idemgate/idemgate/internal/redistest"
+	"github.com/idemgate/idemgate/store"
 )
 
 func TestInert(t *testing.T) {
@@ -69,15 +69,15 @@ func TestCLIOutputIsInert(t *testing.T) {
 		t.Fatalf("a key with control characters: %d, backend ran %d times; want 400 and never forwarded", r.Status, be.Total.Load())
 	}
 
-	st := cache.NewRedis(redis.NewClient(&redis.Options{Addr: rs.Addr()}), cache.RedisOptions{})
+	st := store.NewRedis(redis.NewClient(&redis.Options{Addr: rs.Addr()}), store.RedisOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	key := "demo:" + evil
 	res, err := st.Claim(ctx, key, "", time.Minute)
-	if err != nil || res.Outcome != cache.Won {
+	if err != nil || res.Outcome != store.Won {
 		t.Fatalf("claim: %v %v", res.Outcome, err)
 	}
-	if err := st.Complete(ctx, key, res.Token, cache.Answer{Status: 200, Body: []byte("ok\x1b[5m")}, time.Hour, cache.Journal{}); err != nil {
+	if err := st.Complete(ctx, key, res.Token, store.Answer{Status: 200, Body: []byte("ok\x1b[5m")}, time.Hour, store.Journal{}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -12,8 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/caddymodule/admin"
+	"github.com/idemgate/idemgate/store"
 )
 
 // `idemgate idempotency missing`: what catch_up found (补单): payments the
@@ -84,7 +84,7 @@ func queryCommand() *cobra.Command {
 			if wantJSON(cmd) {
 				return adminCallBody(cmd, http.MethodPost, "/idempotency/query", q, b, nil)
 			}
-			var m cache.Missing
+			var m store.Missing
 			if err := adminCallBody(cmd, http.MethodPost, "/idempotency/query", q, b, &m); err != nil {
 				return err
 			}
@@ -100,7 +100,7 @@ func queryCommand() *cobra.Command {
 }
 
 // printMissing prints missing entries as an aligned table.
-func printMissing(w io.Writer, ms ...cache.Missing) error {
+func printMissing(w io.Writer, ms ...store.Missing) error {
 	t := newTable(w, "PLATFORM", "ID", "ORDER NO", "AMOUNT", "HAPPENED", "ACTION", "OUTCOME", "REASON")
 	for _, m := range ms {
 		amount := strings.TrimSpace(m.Amount + " " + m.Currency)

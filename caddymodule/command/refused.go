@@ -11,8 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/caddymodule/admin"
+	"github.com/idemgate/idemgate/store"
 )
 
 // `idemgate idempotency refused`: the notifications the gateway refused
@@ -53,7 +53,7 @@ func refusedCommand() *cobra.Command {
 	jsonFlag(c)
 	c.Flags().String("scope", "", "Only this scope's refusals")
 	c.Flags().String("since", "", "Only refusals since then: RFC 3339, or a duration ago (1h)")
-	c.Flags().Int("limit", admin.DefaultPageLimit, fmt.Sprintf("At most this many (the store keeps the latest %d per scope)", cache.RefusedCap))
+	c.Flags().Int("limit", admin.DefaultPageLimit, fmt.Sprintf("At most this many (the store keeps the latest %d per scope)", store.RefusedCap))
 	return c
 }
 
@@ -84,7 +84,7 @@ func printRefused(w io.Writer, v admin.RefusedView, limit int) error {
 		return err
 	}
 	if len(v.Refused) >= limit {
-		_, err := fmt.Fprintf(w, "more may be kept: --limit %d, or --since\n", min(limit*10, cache.RefusedCap))
+		_, err := fmt.Fprintf(w, "more may be kept: --limit %d, or --since\n", min(limit*10, store.RefusedCap))
 		return err
 	}
 	return nil

@@ -14,9 +14,9 @@ import (
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 
-	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/internal/gatewaytest"
 	"github.com/idemgate/idemgate/internal/testenv"
+	"github.com/idemgate/idemgate/store"
 )
 
 // chromiumPath is Debian's chromium, which .ci/run installs.
@@ -215,7 +215,7 @@ func TestConsoleBrowser(t *testing.T) {
 	if msg := text(".note"); !strings.Contains(msg, "Purged") {
 		t.Errorf("after purge: %q", msg)
 	}
-	if _, err := (appData{gatewaytest.App(t)}).lookup(context.Background(), "memory", key); !errors.Is(err, cache.ErrNotFound) {
+	if _, err := (appData{gatewaytest.App(t)}).lookup(context.Background(), "memory", key); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("after the confirmed purge, lookup: %v", err)
 	}
 	if n := be.Count(order); n != 3 {

@@ -4,7 +4,7 @@
 // outcome, keys in flight, failed and dead notifications, the async
 // queues and one key's journal, with redeliver, purge and pause/resume
 // behind cross-site checks. It reads its config's idempotency app
-// (registry.App, reached through ctx.App) and acts
+// (app.App, reached through ctx.App) and acts
 // through the admin API's own code (caddymodule/admin), so the rules stay
 // in one place.
 package console
@@ -31,11 +31,11 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
-	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/caddymodule/admin"
+	"github.com/idemgate/idemgate/caddymodule/app"
 	"github.com/idemgate/idemgate/internal/cfparse"
 	"github.com/idemgate/idemgate/internal/inert"
-	"github.com/idemgate/idemgate/internal/registry"
+	"github.com/idemgate/idemgate/store"
 )
 
 func init() {
@@ -80,7 +80,7 @@ type Console struct {
 	guard *hostGuard // set in Provision
 
 	logger *zap.Logger
-	app    *registry.App // the config's idempotency app
+	app    *app.App // the config's idempotency app
 	data   consoleData
 }
 
@@ -99,11 +99,11 @@ func (c *Console) Provision(ctx caddy.Context) error {
 	if c.Refresh == 0 {
 		c.Refresh = caddy.Duration(15 * time.Second)
 	}
-	app, err := ctx.App("idempotency")
+	a, err := ctx.App("idempotency")
 	if err != nil {
 		return err
 	}
-	c.app = app.(*registry.App)
+	c.app = a.(*app.App)
 	c.guard = new(hostGuard)
 	if len(c.Hosts) > 0 {
 		c.hosts = append(caddyhttp.MatchHost(nil), c.Hosts...)
@@ -350,14 +350,14 @@ func (c *Console) overview(ctx context.Context, r *http.Request, v *consolePage)
 		v.Queues = queues
 		v.Delivery = "asynchronous delivery: notifications are acknowledged once queued and delivered by the gateway"
 	}
-	states := []cache.State{cache.StateInFlight, cache.StateFailed, cache.StateDead}
+	states := []store.State{store.StateInFlight, store.StateFailed, store.StateDead}
 	if v.Prefix != "" {
-		states = append(states, cache.StateAnswered)
+		states = append(states, store.StateAnswered)
 	}
 	for _, st := range states {
 		var rows []keyRow
 		for _, id := range v.Stores {
-			recs, err := c.data.list(ctx, id, cache.ListQuery{State: st, Prefix: v.Prefix, Scope: v.Scope, Limit: overviewLimit})
+			recs, err := c.data.list(ctx, id, store.ListQuery{State: st, Prefix: v.Prefix, Scope: v.Scope, Limit: overviewLimit})
 			if err != nil {
 				errs = append(errs, fmt.Sprintf("store %s: listing %s keys: %v", id, st, err))
 				continue
@@ -367,13 +367,13 @@ func (c *Console) overview(ctx context.Context, r *http.Request, v *consolePage)
 			}
 		}
 		switch st {
-		case cache.StateInFlight:
+		case store.StateInFlight:
 			v.InFlight = rows
-		case cache.StateFailed:
+		case store.StateFailed:
 			v.Failed = rows
-		case cache.StateDead:
+		case store.StateDead:
 			v.Dead = rows
-		case cache.StateAnswered:
+		case store.StateAnswered:
 			v.Answered = rows
 		}
 	}
@@ -383,16 +383,16 @@ func (c *Console) overview(ctx context.Context, r *http.Request, v *consolePage)
 
 func (c *Console) keyPage(ctx context.Context, r *http.Request, v *consolePage) error {
 	q := r.URL.Query()
-	store, key := q.Get("store"), q.Get("k")
+	storeID, key := q.Get("store"), q.Get("k")
 	v.Page, v.Title, v.Note = "key", "Key "+key, noteText(q)
 	if key == "" {
 		return &consoleError{http.StatusBadRequest, "which key? (?k=<full key>)"}
 	}
-	rec, err := c.data.lookup(ctx, store, key)
+	rec, err := c.data.lookup(ctx, storeID, key)
 	if err != nil {
 		return err
 	}
-	v.Key = newKeyDetail(c.app, store, rec, c.data.stateOf(rec), v.Now)
+	v.Key = newKeyDetail(c.app, storeID, rec, c.data.stateOf(rec), v.Now)
 	if c.ShowDecrypted {
 		if plain := decryptedResource(ctx, c.app, rec); plain != nil {
 			b := newPrettyBody(plain, int64(len(plain)), "application/json")
@@ -404,40 +404,40 @@ func (c *Console) keyPage(ctx context.Context, r *http.Request, v *consolePage) 
 
 func (c *Console) orderPage(ctx context.Context, r *http.Request, v *consolePage) error {
 	q := r.URL.Query()
-	store, order := q.Get("store"), q.Get("o")
+	storeID, order := q.Get("store"), q.Get("o")
 	v.Page, v.Title = "order", "Order "+order
 	if order == "" {
 		return &consoleError{http.StatusBadRequest, "which order? (?o=<scope>:<merchant>:<order>)"}
 	}
-	ov, err := c.data.order(ctx, store, order)
+	ov, err := c.data.order(ctx, storeID, order)
 	if err != nil {
 		return err
 	}
-	v.Order, v.OrderStore = &ov, store
+	v.Order, v.OrderStore = &ov, storeID
 	return nil
 }
 
 func (c *Console) confirmPurge(ctx context.Context, r *http.Request, v *consolePage) error {
 	q := r.URL.Query()
-	store, key := q.Get("store"), q.Get("k")
+	storeID, key := q.Get("store"), q.Get("k")
 	v.Page, v.Title = "purge", "Purge "+key
-	rec, err := c.data.lookup(ctx, store, key)
+	rec, err := c.data.lookup(ctx, storeID, key)
 	if err != nil {
 		return err
 	}
-	v.Key = newKeyDetail(c.app, store, rec, c.data.stateOf(rec), v.Now)
+	v.Key = newKeyDetail(c.app, storeID, rec, c.data.stateOf(rec), v.Now)
 	return nil
 }
 
 func (c *Console) purge(ctx context.Context, w http.ResponseWriter, r *http.Request, v *consolePage) error {
-	store, key := r.PostForm.Get("store"), r.PostForm.Get("k")
+	storeID, key := r.PostForm.Get("store"), r.PostForm.Get("k")
 	if r.PostForm.Get("confirm") != "yes" {
 		// A purge is confirmed on its own page, without JavaScript.
-		http.Redirect(w, r, v.Base+"purge?"+url.Values{"store": {store}, "k": {key}}.Encode(), http.StatusSeeOther)
+		http.Redirect(w, r, v.Base+"purge?"+url.Values{"store": {storeID}, "k": {key}}.Encode(), http.StatusSeeOther)
 		return nil
 	}
 	force := r.PostForm.Get("force") == "yes"
-	if err := c.data.purge(ctx, store, key, force, c.logger, r.RemoteAddr); err != nil {
+	if err := c.data.purge(ctx, storeID, key, force, c.logger, r.RemoteAddr); err != nil {
 		return err
 	}
 	http.Redirect(w, r, v.Base+"?"+url.Values{"note": {"purged"}, "k": {key}}.Encode(), http.StatusSeeOther)
@@ -445,7 +445,7 @@ func (c *Console) purge(ctx context.Context, w http.ResponseWriter, r *http.Requ
 }
 
 func (c *Console) redeliver(ctx context.Context, w http.ResponseWriter, r *http.Request, v *consolePage) error {
-	store, key := r.PostForm.Get("store"), r.PostForm.Get("k")
+	storeID, key := r.PostForm.Get("store"), r.PostForm.Get("k")
 	// The redelivery waits for the backend: give it the admin API's bound,
 	// not the page's.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), admin.RedeliverTimeout)
@@ -454,11 +454,11 @@ func (c *Console) redeliver(ctx context.Context, w http.ResponseWriter, r *http.
 	// box that says the backend already ran it, that it runs a second
 	// time; that confirmation is the force too.
 	again := r.PostForm.Get("again") == "yes"
-	res, err := c.data.redeliver(ctx, store, key, r.PostForm.Get("force") == "yes" || again, again, c.logger, r.RemoteAddr)
+	res, err := c.data.redeliver(ctx, storeID, key, r.PostForm.Get("force") == "yes" || again, again, c.logger, r.RemoteAddr)
 	if err != nil {
 		return err
 	}
-	note := url.Values{"store": {store}, "k": {key}, "note": {"redelivered"}, "status": {strconv.Itoa(res.Status)}, "state": {res.State}}
+	note := url.Values{"store": {storeID}, "k": {key}, "note": {"redelivered"}, "status": {strconv.Itoa(res.Status)}, "state": {res.State}}
 	if res.Replayed {
 		note.Set("note", "replayed")
 	}
@@ -504,7 +504,7 @@ func errStatus(err error) int {
 	switch {
 	case errors.As(err, &ce):
 		return ce.status
-	case errors.Is(err, cache.ErrNotFound), errors.Is(err, errConsoleStore):
+	case errors.Is(err, store.ErrNotFound), errors.Is(err, errConsoleStore):
 		return http.StatusNotFound
 	}
 	return http.StatusServiceUnavailable

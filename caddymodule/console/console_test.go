@@ -14,18 +14,18 @@ import (
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/caddyauth"
 
-	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/caddymodule/admin"
+	"github.com/idemgate/idemgate/caddymodule/app"
 	"github.com/idemgate/idemgate/internal/gatewaytest"
-	"github.com/idemgate/idemgate/internal/registry"
 	"github.com/idemgate/idemgate/internal/testenv"
+	"github.com/idemgate/idemgate/store"
 )
 
 // renderKey renders a key's page for rec as the console would.
-func renderKey(t *testing.T, rec *cache.Record) string {
+func renderKey(t *testing.T, rec *store.Record) string {
 	t.Helper()
 	v := &consolePage{Base: "/console/", Page: "key", Title: "Key " + rec.Key, Nonce: "n0nce", CSRF: "tok", Now: time.Now()}
-	v.Key = newKeyDetail(registry.New(), "memory", rec, admin.KeyState{State: string(rec.State)}, v.Now)
+	v.Key = newKeyDetail(app.New(), "memory", rec, admin.KeyState{State: string(rec.State)}, v.Now)
 	var buf bytes.Buffer
 	if err := consoleTemplates.ExecuteTemplate(&buf, "page", v); err != nil {
 		t.Fatal(err)
@@ -47,13 +47,13 @@ func TestConsoleEscapes(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			now := time.Now()
-			rec := &cache.Record{Key: "shop:" + evil, State: cache.StateFailed, Copies: 1, AttemptCount: 1,
+			rec := &store.Record{Key: "shop:" + evil, State: store.StateFailed, Copies: 1, AttemptCount: 1,
 				FirstSeen: now, LastSeen: now, ExpiresAt: now.Add(time.Hour),
-				Notification: &cache.Notification{Method: "POST", URI: "/notify?x=" + evil, Host: "example.com",
+				Notification: &store.Notification{Method: "POST", URI: "/notify?x=" + evil, Host: "example.com",
 					Header: http.Header{"Content-Type": {tc.ctype}, "X-Evil": {evil}, "Authorization": {"Bearer s3cret"},
 						"Cookie": {"sid=s3cret"}, "X-Webhook-Token": {"s3cret"}},
 					Body: []byte(tc.body), BodySize: int64(len(tc.body))},
-				Attempts: []cache.Attempt{{Start: now, Duration: time.Millisecond, Status: 500, Outcome: "failed", Body: []byte(evil)}},
+				Attempts: []store.Attempt{{Start: now, Duration: time.Millisecond, Status: 500, Outcome: "failed", Body: []byte(evil)}},
 			}
 			page := renderKey(t, rec)
 			if strings.Contains(page, "<script>alert") {
@@ -176,7 +176,7 @@ func TestConsoleRefusesCrossSite(t *testing.T) {
 	if got := send("/ops/idem/purge", good, origin); got != http.StatusSeeOther {
 		t.Fatalf("same-origin purge: %d, want 303", got)
 	}
-	if _, err := (appData{gatewaytest.App(t)}).lookup(t.Context(), "memory", key); !errors.Is(err, cache.ErrNotFound) {
+	if _, err := (appData{gatewaytest.App(t)}).lookup(t.Context(), "memory", key); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("after the purge: %v", err)
 	}
 }
@@ -308,7 +308,7 @@ func TestConsoleDeadAndInFlight(t *testing.T) {
 	if resp.StatusCode != http.StatusConflict {
 		t.Errorf("purge of an in-flight key without force: %d, want 409", resp.StatusCode)
 	}
-	if rec, err := (appData{gatewaytest.App(t)}).lookup(t.Context(), "memory", "shop:slow"); err != nil || rec.State != cache.StateInFlight {
+	if rec, err := (appData{gatewaytest.App(t)}).lookup(t.Context(), "memory", "shop:slow"); err != nil || rec.State != store.StateInFlight {
 		t.Errorf("after the refused purge: %v %v", rec, err)
 	}
 }

@@ -10,10 +10,10 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
-	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/caddymodule/admin"
-	"github.com/idemgate/idemgate/internal/registry"
+	"github.com/idemgate/idemgate/caddymodule/app"
 	"github.com/idemgate/idemgate/keying"
+	"github.com/idemgate/idemgate/store"
 )
 
 // consoleData is everything the console reads and does, behind one small
@@ -25,21 +25,21 @@ type consoleData interface {
 	// list pages through one store's records in one state, newest first
 	// (an async key in flight read whole when its state needs its
 	// journal: admin.ListedRecord).
-	list(ctx context.Context, store string, q cache.ListQuery) ([]*cache.Record, error)
+	list(ctx context.Context, storeID string, q store.ListQuery) ([]*store.Record, error)
 	// lookup is one key's record with its journal.
-	lookup(ctx context.Context, store, key string) (*cache.Record, error)
+	lookup(ctx context.Context, storeID, key string) (*store.Record, error)
 	// order is one order's business events (admin.Service.Order).
-	order(ctx context.Context, store, order string) (admin.OrderView, error)
+	order(ctx context.Context, storeID, order string) (admin.OrderView, error)
 	// stateOf is a record's state as operators see it (failed or dead;
 	// an async key's queued, retrying or delivering).
-	stateOf(rec *cache.Record) admin.KeyState
+	stateOf(rec *store.Record) admin.KeyState
 	// purge forgets a key; an in-flight key only with force.
-	purge(ctx context.Context, store, key string, force bool, logger *zap.Logger, remote string) error
+	purge(ctx context.Context, storeID, key string, force bool, logger *zap.Logger, remote string) error
 	// search finds keys by a merchant's reference or key prefix (search.go).
-	search(ctx context.Context, store, q string) (admin.SearchView, error)
+	search(ctx context.Context, storeID, q string) (admin.SearchView, error)
 	// redeliver sends the journaled notification through its route again
 	// (an answered key only with force and again: see admin.Service.Redeliver).
-	redeliver(ctx context.Context, store, key string, force, again bool, logger *zap.Logger, remote string) (admin.RedeliveryView, error)
+	redeliver(ctx context.Context, storeID, key string, force, again bool, logger *zap.Logger, remote string) (admin.RedeliveryView, error)
 }
 
 // errConsoleStore: the store named is not loaded.
@@ -56,7 +56,7 @@ func (e *consoleError) Error() string { return e.msg }
 // appData reads the stores of the config's idempotency handlers (its
 // app) and acts through the admin operations (admin.Service), the ones
 // the admin API's routes call.
-type appData struct{ app *registry.App }
+type appData struct{ app *app.App }
 
 // service is the admin operations on the app; logger takes the lines of
 // the actions it runs.
@@ -67,7 +67,7 @@ func (c *Console) service() *admin.Service { return admin.NewService(c.app, c.lo
 
 func (d appData) storeIDs() []string { return d.app.StoreIDs() }
 
-func (d appData) store(id string) (*registry.Store, error) {
+func (d appData) store(id string) (*app.Store, error) {
 	ps, _ := d.app.FindStore(id)
 	if ps == nil {
 		return nil, fmt.Errorf("%w: %q", errConsoleStore, id)
@@ -75,8 +75,8 @@ func (d appData) store(id string) (*registry.Store, error) {
 	return ps, nil
 }
 
-func (d appData) list(ctx context.Context, store string, q cache.ListQuery) ([]*cache.Record, error) {
-	ps, err := d.store(store)
+func (d appData) list(ctx context.Context, storeID string, q store.ListQuery) ([]*store.Record, error) {
+	ps, err := d.store(storeID)
 	if err != nil {
 		return nil, err
 	}
@@ -88,16 +88,16 @@ func (d appData) list(ctx context.Context, store string, q cache.ListQuery) ([]*
 	return page.Records, err
 }
 
-func (d appData) lookup(ctx context.Context, store, key string) (*cache.Record, error) {
-	ps, err := d.store(store)
+func (d appData) lookup(ctx context.Context, storeID, key string) (*store.Record, error) {
+	ps, err := d.store(storeID)
 	if err != nil {
 		return nil, err
 	}
 	return ps.Lookup(ctx, key)
 }
 
-func (d appData) order(ctx context.Context, store, order string) (admin.OrderView, error) {
-	ps, err := d.store(store)
+func (d appData) order(ctx context.Context, storeID, order string) (admin.OrderView, error) {
+	ps, err := d.store(storeID)
 	if err != nil {
 		return admin.OrderView{}, err
 	}
@@ -105,10 +105,10 @@ func (d appData) order(ctx context.Context, store, order string) (admin.OrderVie
 	return ov, consoleErr(err)
 }
 
-func (d appData) stateOf(rec *cache.Record) admin.KeyState { return admin.StateOf(d.app, rec) }
+func (d appData) stateOf(rec *store.Record) admin.KeyState { return admin.StateOf(d.app, rec) }
 
-func (d appData) purge(ctx context.Context, store, key string, force bool, logger *zap.Logger, remote string) error {
-	ps, err := d.store(store)
+func (d appData) purge(ctx context.Context, storeID, key string, force bool, logger *zap.Logger, remote string) error {
+	ps, err := d.store(storeID)
 	if err != nil {
 		return err
 	}
@@ -122,8 +122,8 @@ func (d appData) purge(ctx context.Context, store, key string, force bool, logge
 // redeliver runs the admin API's redelivery (admin.Service.Redeliver),
 // so its rules (no in-flight key, an answered key only with force and
 // again, only whole notifications) stay in one place.
-func (d appData) redeliver(ctx context.Context, store, key string, force, again bool, logger *zap.Logger, remote string) (admin.RedeliveryView, error) {
-	ps, err := d.store(store)
+func (d appData) redeliver(ctx context.Context, storeID, key string, force, again bool, logger *zap.Logger, remote string) (admin.RedeliveryView, error) {
+	ps, err := d.store(storeID)
 	if err != nil {
 		return admin.RedeliveryView{}, err
 	}
@@ -157,12 +157,12 @@ func (c *Console) pause(ctx context.Context, w http.ResponseWriter, r *http.Requ
 // decryptedResource returns the plaintext of a journaled encrypted
 // notification, verified as its route verifies it (judged against its
 // first receipt), or nil when there is none or it does not verify.
-func decryptedResource(ctx context.Context, app *registry.App, rec *cache.Record) []byte {
+func decryptedResource(ctx context.Context, a *app.App, rec *store.Record) []byte {
 	n := rec.Notification
 	if n == nil || n.Truncated() {
 		return nil
 	}
-	rt, ok := app.RouteOfKey(rec.Key)
+	rt, ok := a.RouteOfKey(rec.Key)
 	if !ok || rt.Platform == nil {
 		return nil
 	}

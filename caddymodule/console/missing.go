@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/caddymodule/admin"
+	"github.com/idemgate/idemgate/store"
 )
 
 // The missing page (GET missing[?scope=…&since=…]): what catch_up found
@@ -28,13 +28,13 @@ type missingView struct {
 	// CatchUp are the scopes the platform can be asked about.
 	CatchUp []queryScope
 	// Asked is the entry an operator's query just answered.
-	Asked  *cache.Missing
+	Asked  *store.Missing
 	Errors []string
 }
 
 type missingRow struct {
 	Store string
-	cache.Missing
+	store.Missing
 }
 
 // queryScope is a scope with catch_up on an order-queried platform.
@@ -91,7 +91,7 @@ func (c *Console) missingPage(ctx context.Context, r *http.Request, v *consolePa
 	q := r.URL.Query()
 	mv := &missingView{Scope: q.Get("scope"), Since: q.Get("since"), Scopes: c.app.ScopeNames(), CatchUp: c.queryScopes()}
 	v.Page, v.Title, v.Missing = "missing", "Missing notifications", mv
-	mq := cache.MissingQuery{Scope: mv.Scope, Limit: cache.MissingCap}
+	mq := store.MissingQuery{Scope: mv.Scope, Limit: store.MissingCap}
 	if mv.Since != "" {
 		t, err := admin.ParseSince(mv.Since, time.Now())
 		if err != nil {

@@ -10,10 +10,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/caddymodule/admin"
-	"github.com/idemgate/idemgate/internal/registry"
+	"github.com/idemgate/idemgate/caddymodule/app"
 	"github.com/idemgate/idemgate/platforms"
+	"github.com/idemgate/idemgate/store"
 )
 
 // Recovery on the console: the money at stake first on the overview, the
@@ -42,7 +42,7 @@ const consoleStakeMax = 1000
 
 // stakes reads the money at stake in every loaded store (of scope, if
 // set), failed and dead first.
-func stakes(ctx context.Context, app *registry.App, stores []string, scope string) ([]stake, []string) {
+func stakes(ctx context.Context, ap *app.App, stores []string, scope string) ([]stake, []string) {
 	by := map[string]*stake{}
 	order := []string{"failed", "dead", "in_flight"}
 	for _, s := range order {
@@ -51,9 +51,9 @@ func stakes(ctx context.Context, app *registry.App, stores []string, scope strin
 	sums := map[string]map[string][]string{}    // state → currency → payments
 	refunds := map[string]map[string][]string{} // state → currency → refunds
 	var errs []string
-	svc := admin.NewService(app, nil)
+	svc := admin.NewService(ap, nil)
 	for _, id := range stores {
-		ps, _ := app.FindStore(id)
+		ps, _ := ap.FindStore(id)
 		if ps == nil {
 			continue
 		}
@@ -100,12 +100,12 @@ func stakes(ctx context.Context, app *registry.App, stores []string, scope strin
 
 // retriesText is a failed key's retry budget as the console says it:
 // "Alipay's next retry in ~2h, 5 left".
-func retriesText(app *registry.App, rec *cache.Record, state string, now time.Time) string {
-	r := admin.PlatformRetries(app, rec, state)
+func retriesText(a *app.App, rec *store.Record, state string, now time.Time) string {
+	r := admin.PlatformRetries(a, rec, state)
 	if r == nil {
 		return ""
 	}
-	name := platformName(app, rec.Key)
+	name := platformName(a, rec.Key)
 	if r.Left == 0 || r.Next == nil {
 		return name + " has no retry left: the last was due " + ago(now, r.Last) + " ago"
 	}
@@ -113,8 +113,8 @@ func retriesText(app *registry.App, rec *cache.Record, state string, now time.Ti
 }
 
 // platformName is the platform of a key's route, as people name it.
-func platformName(app *registry.App, key string) string {
-	rt, ok := app.RouteOfKey(key)
+func platformName(a *app.App, key string) string {
+	rt, ok := a.RouteOfKey(key)
 	if !ok || rt.Platform == nil {
 		return "the platform"
 	}
@@ -149,12 +149,12 @@ type bulkPage struct {
 // confirmBulk is the confirmation page: a dry run says what would go.
 func (c *Console) confirmBulk(ctx context.Context, r *http.Request, v *consolePage) error {
 	q := r.URL.Query()
-	req, store, err := bulkRequest(q)
+	req, storeID, err := bulkRequest(q)
 	if err != nil {
 		return err
 	}
 	v.Page, v.Title = "bulk", "Redeliver all "+req.State+" of "+req.Scope
-	ps, err := appData{c.app}.store(store)
+	ps, err := appData{c.app}.store(storeID)
 	if err != nil {
 		return err
 	}
@@ -163,22 +163,22 @@ func (c *Console) confirmBulk(ctx context.Context, r *http.Request, v *consolePa
 	if err != nil {
 		return consoleErr(err)
 	}
-	v.Bulk = &bulkPage{Store: store, State: req.State, Scope: req.Scope, Matched: out.Matched, Results: out.Results}
+	v.Bulk = &bulkPage{Store: storeID, State: req.State, Scope: req.Scope, Matched: out.Matched, Results: out.Results}
 	return nil
 }
 
 // bulkRedeliver runs "Redeliver all" (a POST past the cross-site checks,
 // confirmed on its page) and shows what each key came to.
 func (c *Console) bulkRedeliver(ctx context.Context, w http.ResponseWriter, r *http.Request, v *consolePage) error {
-	req, store, err := bulkRequest(r.PostForm)
+	req, storeID, err := bulkRequest(r.PostForm)
 	if err != nil {
 		return err
 	}
 	if r.PostForm.Get("confirm") != "yes" {
-		http.Redirect(w, r, v.Base+"redeliver-all?"+url.Values{"store": {store}, "state": {req.State}, "scope": {req.Scope}}.Encode(), http.StatusSeeOther)
+		http.Redirect(w, r, v.Base+"redeliver-all?"+url.Values{"store": {storeID}, "state": {req.State}, "scope": {req.Scope}}.Encode(), http.StatusSeeOther)
 		return nil
 	}
-	ps, err := appData{c.app}.store(store)
+	ps, err := appData{c.app}.store(storeID)
 	if err != nil {
 		return err
 	}
@@ -189,7 +189,7 @@ func (c *Console) bulkRedeliver(ctx context.Context, w http.ResponseWriter, r *h
 		return consoleErr(err)
 	}
 	v.Page, v.Title = "bulk", "Redelivered "+req.State+" of "+req.Scope
-	v.Bulk = &bulkPage{Store: store, State: req.State, Scope: req.Scope, Matched: out.Matched, Results: out.Results, Done: true, Stopped: out.Stopped}
+	v.Bulk = &bulkPage{Store: storeID, State: req.State, Scope: req.Scope, Matched: out.Matched, Results: out.Results, Done: true, Stopped: out.Stopped}
 	return c.render(w, http.StatusOK, v)
 }
 

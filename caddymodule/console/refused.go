@@ -9,9 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/caddymodule/admin"
 	"github.com/idemgate/idemgate/internal/inert"
+	"github.com/idemgate/idemgate/store"
 )
 
 // The refused page (GET refused[?scope=…&since=…]): the notifications the
@@ -47,7 +47,7 @@ func (*refusedView) SinceChoices() []sinceChoice { return refusedSince }
 // refusedRow is one refusal as the page shows it.
 type refusedRow struct {
 	Store string
-	cache.Refusal
+	store.Refusal
 	Body string // the kept bytes, inert, on one line
 }
 
@@ -56,12 +56,12 @@ func (r refusedRow) ShortSum() string { return r.SHA256[:min(len(r.SHA256), 12)]
 
 func (c *Console) refusedPage(ctx context.Context, r *http.Request, v *consolePage) error {
 	q := r.URL.Query()
-	rv := &refusedView{Scope: q.Get("scope"), Since: q.Get("since"), Cap: cache.RefusedCap, Scopes: c.app.ScopeNames()}
+	rv := &refusedView{Scope: q.Get("scope"), Since: q.Get("since"), Cap: store.RefusedCap, Scopes: c.app.ScopeNames()}
 	v.Page, v.Title, v.Refused = "refused", "Refused notifications", rv
 	if rv.Scope != "" && !slices.Contains(rv.Scopes, rv.Scope) {
 		rv.Scopes = append(rv.Scopes, rv.Scope) // a scope no route has now may still have refusals kept
 	}
-	rq := cache.RefusedQuery{Scope: rv.Scope, Limit: refusedLimit}
+	rq := store.RefusedQuery{Scope: rv.Scope, Limit: refusedLimit}
 	if rv.Since != "" {
 		t, err := admin.ParseSince(rv.Since, time.Now())
 		if err != nil {

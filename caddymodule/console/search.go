@@ -6,8 +6,8 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/caddymodule/admin"
+	"github.com/idemgate/idemgate/store"
 )
 
 // The search page (search?q=<text>): an order as the customer names it.
@@ -27,15 +27,15 @@ type searchView struct {
 
 type searchRow struct {
 	Store string
-	cache.Match
+	store.Match
 }
 
-func (d appData) search(ctx context.Context, store, q string) (admin.SearchView, error) {
-	ps, err := d.store(store)
+func (d appData) search(ctx context.Context, storeID, q string) (admin.SearchView, error) {
+	ps, err := d.store(storeID)
 	if err != nil {
 		return admin.SearchView{}, err
 	}
-	return d.service(nil).Search(ctx, ps, q, cache.MaxSearch)
+	return d.service(nil).Search(ctx, ps, q, store.MaxSearch)
 }
 
 func (c *Console) searchPage(ctx context.Context, r *http.Request, v *consolePage) error {

@@ -17,9 +17,9 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/caddymodule/admin"
-	"github.com/idemgate/idemgate/internal/registry"
+	"github.com/idemgate/idemgate/caddymodule/app"
+	"github.com/idemgate/idemgate/store"
 )
 
 //go:embed templates/*.html
@@ -103,17 +103,19 @@ func (v *consolePage) fail(msg string) *consolePage {
 }
 
 // keyHref links a key's page (or another page about it).
-func (v *consolePage) keyHref(page, store, key string) template.URL {
-	return template.URL(v.Base + page + "?" + url.Values{"store": {store}, "k": {key}}.Encode())
+func (v *consolePage) keyHref(page, storeID, key string) template.URL {
+	return template.URL(v.Base + page + "?" + url.Values{"store": {storeID}, "k": {key}}.Encode())
 }
 
 // OrderHref links an order's page.
-func (v *consolePage) OrderHref(store, order string) template.URL {
-	return template.URL(v.Base + "order?" + url.Values{"store": {store}, "o": {order}}.Encode())
+func (v *consolePage) OrderHref(storeID, order string) template.URL {
+	return template.URL(v.Base + "order?" + url.Values{"store": {storeID}, "o": {order}}.Encode())
 }
 
 // Href is the template's way to keyHref.
-func (v *consolePage) Href(page, store, key string) template.URL { return v.keyHref(page, store, key) }
+func (v *consolePage) Href(page, storeID, key string) template.URL {
+	return v.keyHref(page, storeID, key)
+}
 
 // bulkButton is "Redeliver all" above a list.
 type bulkButton struct {
@@ -143,9 +145,9 @@ type keyRow struct {
 	Changed   time.Time
 }
 
-func newKeyRow(app *registry.App, store string, rec *cache.Record, st admin.KeyState, now time.Time) keyRow {
-	r := keyRow{Store: store, Key: rec.Key, State: st.State, Status: rec.Status, Copies: rec.Copies,
-		Attempts: rec.AttemptCount, FirstSeen: rec.FirstSeen, Changed: rec.Changed, Retries: retriesText(app, rec, st.State, now)}
+func newKeyRow(a *app.App, storeID string, rec *store.Record, st admin.KeyState, now time.Time) keyRow {
+	r := keyRow{Store: storeID, Key: rec.Key, State: st.State, Status: rec.Status, Copies: rec.Copies,
+		Attempts: rec.AttemptCount, FirstSeen: rec.FirstSeen, Changed: rec.Changed, Retries: retriesText(a, rec, st.State, now)}
 	if st.Async {
 		r.Retries = "none: the platform has its ack (deliver async)"
 	}
@@ -160,7 +162,7 @@ type keyDetail struct {
 	Order, Event string
 	LastSeen     time.Time
 	ExpiresAt    time.Time
-	CopyOutcomes cache.CopyCounts
+	CopyOutcomes store.CopyCounts
 	Conflicts    int64
 	Timeline     []event
 	Notification *notificationDetail
@@ -213,10 +215,10 @@ type answerDetail struct {
 
 type headerRow struct{ Name, Value string }
 
-func newKeyDetail(app *registry.App, store string, rec *cache.Record, st admin.KeyState, now time.Time) *keyDetail {
-	d := &keyDetail{keyRow: newKeyRow(app, store, rec, st, now), LastSeen: rec.LastSeen, ExpiresAt: rec.ExpiresAt,
+func newKeyDetail(ap *app.App, storeID string, rec *store.Record, st admin.KeyState, now time.Time) *keyDetail {
+	d := &keyDetail{keyRow: newKeyRow(ap, storeID, rec, st, now), LastSeen: rec.LastSeen, ExpiresAt: rec.ExpiresAt,
 		CopyOutcomes: rec.CopyOutcomes, Conflicts: rec.Conflicts}
-	if order, event := cache.OrderOf(rec.Key); event != "" {
+	if order, event := store.OrderOf(rec.Key); event != "" {
 		d.Order, d.Event = order, event
 	}
 	d.Timeline = append(d.Timeline, event{At: rec.FirstSeen, What: "first copy received"})
@@ -253,7 +255,7 @@ func newKeyDetail(app *registry.App, store string, rec *cache.Record, st admin.K
 		nd.Body = newPrettyBody(n.Body, n.BodySize, n.Header.Get("Content-Type"))
 		d.Notification = nd
 	}
-	if rec.State == cache.StateAnswered {
+	if rec.State == store.StateAnswered {
 		d.Answer = &answerDetail{Status: rec.Status, Header: headerRows(rec.Header), Cached: rec.BodyCached}
 		if rec.BodyCached {
 			d.Answer.Body = newPrettyBody(rec.Body, int64(len(rec.Body)), rec.Header.Get("Content-Type"))
@@ -271,16 +273,16 @@ func newKeyDetail(app *registry.App, store string, rec *cache.Record, st admin.K
 		}
 		d.AsyncNote = asyncNote(st.State, next, now, stopped)
 	}
-	if sig := admin.RecordSignature(app, rec); sig != nil {
+	if sig := admin.RecordSignature(ap, rec); sig != nil {
 		d.Signature = sig.Note
 		if sig.RefusedAfter != nil {
 			d.SignatureFrom = *sig.RefusedAfter
 		}
 	}
 	switch n := rec.Notification; {
-	case st.Async && rec.State == cache.StateInFlight:
+	case st.Async && rec.State == store.StateInFlight:
 		d.Why = "the gateway delivers it itself (" + st.State + ")"
-	case rec.State == cache.StateInFlight:
+	case rec.State == store.StateInFlight:
 		d.Why = "in flight: its first copy is at the backend now"
 	case n == nil:
 		d.Why = "no notification was journaled (journal_body off?): ask the platform to resend"
@@ -289,7 +291,7 @@ func newKeyDetail(app *registry.App, store string, rec *cache.Record, st admin.K
 	default:
 		d.CanRedeliver = true
 	}
-	if rec.State == cache.StateAnswered && !rec.FromOrder {
+	if rec.State == store.StateAnswered && !rec.FromOrder {
 		d.AlreadyRan = admin.AlreadyRan(rec)
 	}
 	return d
@@ -452,20 +454,20 @@ type axisLabel struct {
 // outcomeGroups fold the outcomes into the chart's six colours.
 var outcomeGroups = []struct {
 	class, name string
-	outcomes    []registry.Outcome
+	outcomes    []app.Outcome
 }{
-	{"forwarded", "forwarded", []registry.Outcome{registry.Forwarded, registry.Passed}},
+	{"forwarded", "forwarded", []app.Outcome{app.Forwarded, app.Passed}},
 	// deliver async: acknowledged to the platform, not (yet) delivered —
 	// counted apart from forwards, so an outage of the backend behind an
 	// async route does not read as traffic reaching it.
-	{"acked", "acked (async)", []registry.Outcome{registry.Queued, registry.Acked}},
-	{"replayed", "replayed", []registry.Outcome{registry.Replayed, registry.Waited}},
-	{"failed", "backend failed", []registry.Outcome{registry.BackendFailed, registry.BackendUnreachable, registry.Ambiguous, registry.Canceled}},
-	{"refused", "refused", []registry.Outcome{registry.InFlight, registry.Conflict, registry.RejectedSignature, registry.RejectedMerchant, registry.BadRequest, registry.TooLarge}},
-	{"storeerr", "store error", []registry.Outcome{registry.StoreError}},
+	{"acked", "acked (async)", []app.Outcome{app.Queued, app.Acked}},
+	{"replayed", "replayed", []app.Outcome{app.Replayed, app.Waited}},
+	{"failed", "backend failed", []app.Outcome{app.BackendFailed, app.BackendUnreachable, app.Ambiguous, app.Canceled}},
+	{"refused", "refused", []app.Outcome{app.InFlight, app.Conflict, app.RejectedSignature, app.RejectedMerchant, app.BadRequest, app.TooLarge}},
+	{"storeerr", "store error", []app.Outcome{app.StoreError}},
 }
 
-func newChart(rows []registry.MinuteRow) chart {
+func newChart(rows []app.MinuteRow) chart {
 	const barW, gap, plotH, top = 28, 6, 110, 16
 	c := chart{W: len(rows)*(barW+gap) + gap, H: plotH + top + 18, Top: top}
 	sums := make([][]uint64, len(rows))

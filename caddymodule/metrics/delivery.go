@@ -7,8 +7,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/idemgate/idemgate/cache"
-	"github.com/idemgate/idemgate/internal/registry"
+	"github.com/idemgate/idemgate/caddymodule/app"
+	"github.com/idemgate/idemgate/store"
 )
 
 // The metrics of deliver async, on the handler metrics' meter.
@@ -26,7 +26,7 @@ type QueueReporter interface {
 	Platform() string
 	Scope() string
 	// QueueStats are the queue's stats as last read (false: none yet).
-	QueueStats() (cache.QueueStats, bool)
+	QueueStats() (store.QueueStats, bool)
 }
 
 type deliveryInstruments struct {
@@ -66,11 +66,11 @@ func (d *deliveryInstruments) init(meter metric.Meter) error {
 	_, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		// The instruments are the process's; the queues observed are
 		// those of the config running now.
-		app, ok := registry.Running()
+		a, ok := app.Running()
 		if !ok {
 			return nil
 		}
-		for _, re := range app.Engines() {
+		for _, re := range a.Engines() {
 			e, ok := re.(QueueReporter)
 			if !ok {
 				continue

@@ -9,7 +9,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/idemgate/idemgate/internal/registry"
+	"github.com/idemgate/idemgate/caddymodule/app"
 )
 
 // Exported names (the Prometheus exporter adds _total to counters and
@@ -166,7 +166,7 @@ func (m *Metrics) Observe(ctx context.Context, rt Route, o Observation) {
 	if o.Backend > 0 {
 		m.backend.Record(ctx, o.Backend.Seconds(), m.labelSet(kindPlatform, rt, "").rec...)
 	}
-	if o.Outcome == registry.Waited {
+	if o.Outcome == app.Waited {
 		m.wait.Record(ctx, o.Elapsed.Seconds(), m.labelSet(kindPlatform, rt, "").rec...)
 	}
 	if o.Copies > 0 {

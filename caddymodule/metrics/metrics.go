@@ -15,7 +15,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.uber.org/zap"
 
-	"github.com/idemgate/idemgate/internal/registry"
+	"github.com/idemgate/idemgate/caddymodule/app"
 )
 
 // Recorder is what the gateway records into: one request's outcome (the
@@ -38,7 +38,7 @@ type Route struct{ Platform, Scope string }
 
 // Observation is what one request came to, as the metrics count it.
 type Observation struct {
-	Outcome registry.Outcome
+	Outcome app.Outcome
 	// Elapsed is from the notification's arrival to the decision done.
 	Elapsed time.Duration
 	// Backend is how long the backend took, when forwarded (else 0).

@@ -7,8 +7,8 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
+	"github.com/idemgate/idemgate/caddymodule/app"
 	"github.com/idemgate/idemgate/internal/gatewaytest"
-	"github.com/idemgate/idemgate/internal/registry"
 )
 
 // TestMetricsRegistryReuse: every config's registry exports the one set
@@ -32,8 +32,8 @@ func TestMetricsRegistryReuse(t *testing.T) {
 		t.Fatalf("the next config got other metrics: counting would start again")
 	}
 	rt := Route{"generic", "registry-reuse"}
-	m1.Observe(context.Background(), rt, Observation{Outcome: registry.Forwarded, Elapsed: time.Millisecond})
-	m1.Observe(context.Background(), rt, Observation{Outcome: registry.Forwarded, Elapsed: time.Millisecond})
+	m1.Observe(context.Background(), rt, Observation{Outcome: app.Forwarded, Elapsed: time.Millisecond})
+	m1.Observe(context.Background(), rt, Observation{Outcome: app.Forwarded, Elapsed: time.Millisecond})
 	for _, ctx := range []caddy.Context{ctx1, ctx3} {
 		fams, err := ctx.GetMetricsRegistry().Gather()
 		if err != nil {
@@ -66,7 +66,7 @@ func TestMetricsRegistryReuse(t *testing.T) {
 		return !held
 	})
 	var nilMetrics *Metrics
-	nilMetrics.Observe(context.Background(), Route{"generic", "generic"}, Observation{Outcome: registry.Forwarded}) // no registry: no metrics, no panic
+	nilMetrics.Observe(context.Background(), Route{"generic", "generic"}, Observation{Outcome: app.Forwarded}) // no registry: no metrics, no panic
 }
 
 // TestMetricsHotPathAllocations: recording a decision allocates nothing
@@ -80,7 +80,7 @@ func TestMetricsHotPathAllocations(t *testing.T) {
 	var r Recorder = m
 	record := func() {
 		r.Observe(bg, Route{"alipay", "alipay_return"},
-			Observation{Outcome: registry.Replayed, Elapsed: time.Millisecond, Copies: 3, Backend: time.Millisecond})
+			Observation{Outcome: app.Replayed, Elapsed: time.Millisecond, Copies: 3, Backend: time.Millisecond})
 	}
 	record()
 	if n := testing.AllocsPerRun(200, record); n > 0 {
@@ -96,7 +96,7 @@ func BenchmarkMetricsRequest(b *testing.B) {
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			m.Observe(bg, Route{"stripe", "stripe"}, Observation{Outcome: registry.Forwarded, Elapsed: time.Millisecond})
+			m.Observe(bg, Route{"stripe", "stripe"}, Observation{Outcome: app.Forwarded, Elapsed: time.Millisecond})
 		}
 	})
 }

@@ -20,7 +20,7 @@
 //
 // It attaches to the handler at two points, both on the handler's Point:
 // Seen, the first step of its ServeHTTP, and Redeliver, the route's
-// registry.Route.Redeliver that the admin API, the console and the CLI
+// app.Route.Redeliver that the admin API, the console and the CLI
 // call. A redelivered request carries a Mark, by which the handler judges
 // its signature's time and records its attempt as re-signed.
 package redeliver
@@ -38,9 +38,9 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
-	"github.com/idemgate/idemgate/cache"
-	"github.com/idemgate/idemgate/internal/registry"
+	"github.com/idemgate/idemgate/caddymodule/app"
 	"github.com/idemgate/idemgate/journal"
+	"github.com/idemgate/idemgate/store"
 )
 
 // Point is where recovery attaches to one route's handler: the chain the
@@ -53,7 +53,7 @@ type Point struct {
 type Route struct {
 	// Reg is the route as registered in its config's app: a probe stops
 	// at the handler that registered it.
-	Reg *registry.Route
+	Reg *app.Route
 	// Ctx is the handler's config, whose http servers a probe walks.
 	Ctx caddy.Context
 	// Handler is the idempotency handler itself.
@@ -76,7 +76,7 @@ type chain struct {
 // a live request came with (the first one: every request of a config gets
 // an equivalent one), or answers a probe: true, r is no notification and
 // the handler returns at once.
-func (p *Point) Seen(r *http.Request, next caddyhttp.Handler, route *registry.Route) (probe bool) {
+func (p *Point) Seen(r *http.Request, next caddyhttp.Handler, route *app.Route) (probe bool) {
 	if pr, ok := r.Context().Value(probeCtxKey{}).(*prober); ok {
 		pr.reach(r, next, route)
 		return true
@@ -110,28 +110,28 @@ func MarkOf(ctx context.Context) *Mark {
 }
 
 // Redeliver runs n through rt's handler and its chain, as a copy first
-// received at firstSeen (registry.Route.Redeliver); before runs once the
+// received at firstSeen (app.Route.Redeliver); before runs once the
 // request is ready, just before it is sent.
-func (p *Point) Redeliver(ctx context.Context, rt Route, n *cache.Notification, firstSeen time.Time, before func() error) (registry.Answer, error) {
+func (p *Point) Redeliver(ctx context.Context, rt Route, n *store.Notification, firstSeen time.Time, before func() error) (app.Answer, error) {
 	if err := rt.Start(); err != nil {
-		return registry.Answer{}, err
+		return app.Answer{}, err
 	}
 	c := p.chain.Load()
 	if c == nil {
 		var err error
 		if c, err = probeChain(ctx, rt, n); err != nil {
-			return registry.Answer{}, err
+			return app.Answer{}, err
 		}
 		p.chain.CompareAndSwap(nil, c)
 	}
 	m := &Mark{FirstSeen: firstSeen}
 	req, err := rt.request(ctx, n, m)
 	if err != nil {
-		return registry.Answer{}, err
+		return app.Answer{}, err
 	}
 	if before != nil {
 		if err := before(); err != nil {
-			return registry.Answer{}, err
+			return app.Answer{}, err
 		}
 	}
 	rec := newAnswerRecorder()
@@ -141,7 +141,7 @@ func (p *Point) Redeliver(ctx context.Context, rt Route, n *cache.Notification, 
 	if n.OrigURI != "" {
 		u, err := url.ParseRequestURI(n.URI)
 		if err != nil {
-			return registry.Answer{}, fmt.Errorf("the journaled uri %q: %v", n.URI, err)
+			return app.Answer{}, fmt.Errorf("the journaled uri %q: %v", n.URI, err)
 		}
 		req.URL.Path, req.URL.RawPath, req.URL.RawQuery = u.Path, u.RawPath, u.RawQuery
 		req.RequestURI = n.URI
@@ -165,7 +165,7 @@ func (p *Point) Redeliver(ctx context.Context, rt Route, n *cache.Notification, 
 
 // request is n as the platform sent it, marked m, re-signed where the
 // route holds the signing secret.
-func (rt Route) request(ctx context.Context, n *cache.Notification, m *Mark) (*http.Request, error) {
+func (rt Route) request(ctx context.Context, n *store.Notification, m *Mark) (*http.Request, error) {
 	ctx = context.WithValue(ctx, markCtxKey{}, m)
 	req, err := rebuild(ctx, n, n.Body)
 	if err != nil {
@@ -186,7 +186,7 @@ type probeCtxKey struct{}
 // the one that registered route in its config's app (not one of another
 // config that happens to have the same name).
 type prober struct {
-	route *registry.Route
+	route *app.Route
 	mu    sync.Mutex
 	// reached names the first idempotency handler the walk reached, and
 	// found is its chain when it is the route looked for.
@@ -196,7 +196,7 @@ type prober struct {
 
 // reach stops the probe at the first idempotency handler it reaches,
 // route's.
-func (p *prober) reach(r *http.Request, next caddyhttp.Handler, route *registry.Route) {
+func (p *prober) reach(r *http.Request, next caddyhttp.Handler, route *app.Route) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.reached != "" {
@@ -212,7 +212,7 @@ func (p *prober) reach(r *http.Request, next caddyhttp.Handler, route *registry.
 
 // probeChain finds rt's chain by walking the site's routing with the
 // original request (see the package comment).
-func probeChain(ctx context.Context, rt Route, n *cache.Notification) (*chain, error) {
+func probeChain(ctx context.Context, rt Route, n *store.Notification) (*chain, error) {
 	name := rt.Reg.Name
 	srv := serverOf(rt.Ctx, n.Addr)
 	if srv == nil {

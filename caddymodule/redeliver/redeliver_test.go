@@ -13,7 +13,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
-	"github.com/idemgate/idemgate/internal/registry"
+	"github.com/idemgate/idemgate/caddymodule/app"
 	"github.com/idemgate/idemgate/journal"
 )
 
@@ -65,7 +65,7 @@ func TestSeen(t *testing.T) {
 	}
 	first, second := caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error { return nil }),
 		caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error { return nil })
-	mine, other := &registry.Route{Name: "a#1"}, &registry.Route{Name: "b#1"}
+	mine, other := &app.Route{Name: "a#1"}, &app.Route{Name: "b#1"}
 
 	var p Point
 	if p.Seen(live(), first, mine) || p.Seen(live(), second, mine) {

@@ -14,13 +14,13 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
-	"github.com/idemgate/idemgate/cache"
-	"github.com/idemgate/idemgate/internal/registry"
+	"github.com/idemgate/idemgate/caddymodule/app"
+	"github.com/idemgate/idemgate/store"
 )
 
 // rebuild is the request the platform sent, n, with body: its
 // method, URI, host, headers and addresses.
-func rebuild(ctx context.Context, n *cache.Notification, body []byte) (*http.Request, error) {
+func rebuild(ctx context.Context, n *store.Notification, body []byte) (*http.Request, error) {
 	uri := n.ReceivedURI()
 	u, err := url.ParseRequestURI(uri)
 	if err != nil {
@@ -64,11 +64,11 @@ func serverOf(ctx caddy.Context, addr string) *caddyhttp.Server {
 	if err != nil {
 		return nil
 	}
-	app, err := ctx.AppIfConfigured("http")
+	a, err := ctx.AppIfConfigured("http")
 	if err != nil {
 		return nil
 	}
-	for _, srv := range app.(*caddyhttp.App).Servers {
+	for _, srv := range a.(*caddyhttp.App).Servers {
 		for _, l := range srv.Listen {
 			na, err := caddy.ParseNetworkAddress(l)
 			if err != nil {
@@ -113,9 +113,9 @@ func (a *answerRecorder) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-func (a *answerRecorder) answer() registry.Answer {
+func (a *answerRecorder) answer() app.Answer {
 	if !a.wrote {
 		a.status = http.StatusOK // what Caddy answers when no handler wrote
 	}
-	return registry.Answer{Status: a.status, Header: a.hdr.Clone(), Body: bytes.Clone(a.body.Bytes())}
+	return app.Answer{Status: a.status, Header: a.hdr.Clone(), Body: bytes.Clone(a.body.Bytes())}
 }

@@ -1,4 +1,4 @@
-// Package faultystore is test support: Faulty wraps a real cache.Store and
+// Package faultystore is test support: Faulty wraps a real store.Store and
 // injects failures and latency, so the tests of the stores' callers (the
 // settler, the handler) drive their store-error paths against a real store
 // underneath. Only tests import it.
@@ -9,11 +9,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/idemgate/idemgate/cache"
 	"github.com/idemgate/idemgate/keying"
+	"github.com/idemgate/idemgate/store"
 )
 
-// Op names a method of the claim contract (cache.Store) or of an extension
+// Op names a method of the claim contract (store.Store) or of an extension
 // Faulty forwards, for Faulty's rules; the extensions share the ops of
 // their kind (Reopen is OpDelete, the order reads OpLookup).
 type Op string
@@ -30,11 +30,11 @@ const (
 	OpLeave    Op = "leave"
 )
 
-// Faulty wraps a real cache.Store and injects failures and latency on
+// Faulty wraps a real store.Store and injects failures and latency on
 // demand, so tests can drive the store-error paths of its callers. Calls without a
 // matching rule go straight to the wrapped store. Close is never faulted.
 type Faulty struct {
-	s cache.Store
+	s store.Store
 
 	mu      sync.Mutex
 	fail    map[Op]error // every call fails
@@ -50,14 +50,14 @@ type countedErr struct {
 }
 
 // NewFaulty wraps s; without rules it behaves exactly like s.
-func NewFaulty(s cache.Store) *Faulty {
+func NewFaulty(s store.Store) *Faulty {
 	f := &Faulty{s: s}
 	f.Reset()
 	return f
 }
 
 // Unwrap returns the wrapped store.
-func (f *Faulty) Unwrap() cache.Store { return f.s }
+func (f *Faulty) Unwrap() store.Store { return f.s }
 
 // allOps is what a rule without ops applies to.
 var allOps = []Op{OpClaim, OpComplete, OpRelease, OpRenew, OpLookup, OpWait, OpDelete, OpList, OpLeave}
@@ -175,32 +175,32 @@ func (f *Faulty) afterErr(op Op, err error) error {
 	return f.after[op]
 }
 
-func (f *Faulty) Claim(ctx context.Context, key, fingerprint string, lockTTL time.Duration) (cache.ClaimResult, error) {
+func (f *Faulty) Claim(ctx context.Context, key, fingerprint string, lockTTL time.Duration) (store.ClaimResult, error) {
 	if err := f.before(ctx, OpClaim); err != nil {
-		return cache.ClaimResult{}, err
+		return store.ClaimResult{}, err
 	}
 	res, err := f.s.Claim(ctx, key, fingerprint, lockTTL)
 	if err = f.afterErr(OpClaim, err); err != nil {
-		return cache.ClaimResult{}, err
+		return store.ClaimResult{}, err
 	}
 	return res, nil
 }
 
-func (f *Faulty) Complete(ctx context.Context, key, token string, a cache.Answer, ttl time.Duration, j cache.Journal) error {
+func (f *Faulty) Complete(ctx context.Context, key, token string, a store.Answer, ttl time.Duration, j store.Journal) error {
 	if err := f.before(ctx, OpComplete); err != nil {
 		return err
 	}
 	return f.afterErr(OpComplete, f.s.Complete(ctx, key, token, a, ttl, j))
 }
 
-func (f *Faulty) Release(ctx context.Context, key, token string, ttl time.Duration, j cache.Journal) error {
+func (f *Faulty) Release(ctx context.Context, key, token string, ttl time.Duration, j store.Journal) error {
 	if err := f.before(ctx, OpRelease); err != nil {
 		return err
 	}
 	return f.afterErr(OpRelease, f.s.Release(ctx, key, token, ttl, j))
 }
 
-func (f *Faulty) Leave(ctx context.Context, key, token string, ttl time.Duration, j cache.Journal) error {
+func (f *Faulty) Leave(ctx context.Context, key, token string, ttl time.Duration, j store.Journal) error {
 	if err := f.before(ctx, OpLeave); err != nil {
 		return err
 	}
@@ -211,7 +211,7 @@ func (f *Faulty) Reopen(ctx context.Context, key string, ttl time.Duration) erro
 	if err := f.before(ctx, OpDelete); err != nil {
 		return err
 	}
-	rc, err := cache.As[cache.Recovery](f.s, "recovery")
+	rc, err := store.As[store.Recovery](f.s, "recovery")
 	if err != nil {
 		return err
 	}
@@ -225,7 +225,7 @@ func (f *Faulty) Renew(ctx context.Context, key, token string, lockTTL time.Dura
 	return f.afterErr(OpRenew, f.s.Renew(ctx, key, token, lockTTL))
 }
 
-func (f *Faulty) Lookup(ctx context.Context, key string) (*cache.Record, error) {
+func (f *Faulty) Lookup(ctx context.Context, key string) (*store.Record, error) {
 	if err := f.before(ctx, OpLookup); err != nil {
 		return nil, err
 	}
@@ -255,33 +255,33 @@ func (f *Faulty) Delete(ctx context.Context, key string) error {
 	if err := f.before(ctx, OpDelete); err != nil {
 		return err
 	}
-	rc, err := cache.As[cache.Recovery](f.s, "recovery")
+	rc, err := store.As[store.Recovery](f.s, "recovery")
 	if err != nil {
 		return err
 	}
 	return f.afterErr(OpDelete, rc.Delete(ctx, key))
 }
 
-func (f *Faulty) List(ctx context.Context, q cache.ListQuery) (cache.ListPage, error) {
+func (f *Faulty) List(ctx context.Context, q store.ListQuery) (store.ListPage, error) {
 	if err := f.before(ctx, OpList); err != nil {
-		return cache.ListPage{}, err
+		return store.ListPage{}, err
 	}
-	ls, err := cache.As[cache.Lister](f.s, "listings")
+	ls, err := store.As[store.Lister](f.s, "listings")
 	if err != nil {
-		return cache.ListPage{}, err
+		return store.ListPage{}, err
 	}
 	page, err := ls.List(ctx, q)
 	if err = f.afterErr(OpList, err); err != nil {
-		return cache.ListPage{}, err
+		return store.ListPage{}, err
 	}
 	return page, nil
 }
 
-func (f *Faulty) Order(ctx context.Context, order string) (*cache.Order, error) {
+func (f *Faulty) Order(ctx context.Context, order string) (*store.Order, error) {
 	if err := f.before(ctx, OpLookup); err != nil {
 		return nil, err
 	}
-	ob, err := cache.As[cache.OrderBook](f.s, "order state")
+	ob, err := store.As[store.OrderBook](f.s, "order state")
 	if err != nil {
 		return nil, err
 	}
@@ -289,11 +289,11 @@ func (f *Faulty) Order(ctx context.Context, order string) (*cache.Order, error) 
 	return o, f.afterErr(OpLookup, err)
 }
 
-func (f *Faulty) Orders(ctx context.Context, names []string) ([]*cache.Order, error) {
+func (f *Faulty) Orders(ctx context.Context, names []string) ([]*store.Order, error) {
 	if err := f.before(ctx, OpLookup); err != nil {
 		return nil, err
 	}
-	ox, err := cache.As[cache.OrderIndex](f.s, "order index")
+	ox, err := store.As[store.OrderIndex](f.s, "order index")
 	if err != nil {
 		return nil, err
 	}
@@ -305,7 +305,7 @@ func (f *Faulty) EventsByRef(ctx context.Context, scope string, settles keying.S
 	if err := f.before(ctx, OpLookup); err != nil {
 		return nil, err
 	}
-	ox, err := cache.As[cache.OrderIndex](f.s, "order index")
+	ox, err := store.As[store.OrderIndex](f.s, "order index")
 	if err != nil {
 		return nil, err
 	}
@@ -313,13 +313,13 @@ func (f *Faulty) EventsByRef(ctx context.Context, scope string, settles keying.S
 	return out, f.afterErr(OpLookup, err)
 }
 
-func (f *Faulty) RanOn(ctx context.Context, q cache.RanQuery) (cache.RanPage, error) {
+func (f *Faulty) RanOn(ctx context.Context, q store.RanQuery) (store.RanPage, error) {
 	if err := f.before(ctx, OpLookup); err != nil {
-		return cache.RanPage{}, err
+		return store.RanPage{}, err
 	}
-	ox, err := cache.As[cache.OrderIndex](f.s, "order index")
+	ox, err := store.As[store.OrderIndex](f.s, "order index")
 	if err != nil {
-		return cache.RanPage{}, err
+		return store.RanPage{}, err
 	}
 	out, err := ox.RanOn(ctx, q)
 	return out, f.afterErr(OpLookup, err)
@@ -331,9 +331,9 @@ func (f *Faulty) Close() error { return f.s.Close() }
 // Interface guards: the claim contract and each extension Faulty forwards
 // (to the wrapped store's, which must have it).
 var (
-	_ cache.Store      = (*Faulty)(nil)
-	_ cache.Lister     = (*Faulty)(nil)
-	_ cache.Recovery   = (*Faulty)(nil)
-	_ cache.OrderBook  = (*Faulty)(nil)
-	_ cache.OrderIndex = (*Faulty)(nil)
+	_ store.Store      = (*Faulty)(nil)
+	_ store.Lister     = (*Faulty)(nil)
+	_ store.Recovery   = (*Faulty)(nil)
+	_ store.OrderBook  = (*Faulty)(nil)
+	_ store.OrderIndex = (*Faulty)(nil)
 )

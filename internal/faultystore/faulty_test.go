@@ -6,19 +6,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgate/idemgate/cache"
+	"github.com/idemgate/idemgate/store"
 )
 
-var answer = cache.Answer{Status: 200, Header: map[string][]string{"Content-Type": {"text/plain"}}, Body: []byte("success"), BodyCached: true}
+var answer = store.Answer{Status: 200, Header: map[string][]string{"Content-Type": {"text/plain"}}, Body: []byte("success"), BodyCached: true}
 
 func TestFaulty(t *testing.T) {
 	ctx := context.Background()
-	f := NewFaulty(cache.NewMemory())
+	f := NewFaulty(store.NewMemory())
 	defer f.Close()
 	boom := errors.New("boom")
 
 	won, err := f.Claim(ctx, "k", "", time.Minute)
-	if err != nil || won.Outcome != cache.Won {
+	if err != nil || won.Outcome != store.Won {
 		t.Fatalf("no rules: %+v %v", won, err)
 	}
 
@@ -35,7 +35,7 @@ func TestFaulty(t *testing.T) {
 	}
 
 	f.SetFail(boom, OpComplete)
-	if err := f.Complete(ctx, "k", won.Token, answer, time.Minute, cache.Journal{}); !errors.Is(err, boom) {
+	if err := f.Complete(ctx, "k", won.Token, answer, time.Minute, store.Journal{}); !errors.Is(err, boom) {
 		t.Fatalf("SetFail(complete): %v", err)
 	}
 	if _, err := f.Claim(ctx, "k", "", time.Minute); err != nil {
@@ -53,11 +53,11 @@ func TestFaulty(t *testing.T) {
 
 	// Fail after: the operation happens, the caller sees an error.
 	f.SetFailAfter(boom, OpComplete)
-	if err := f.Complete(ctx, "k", won.Token, answer, time.Minute, cache.Journal{}); !errors.Is(err, boom) {
+	if err := f.Complete(ctx, "k", won.Token, answer, time.Minute, store.Journal{}); !errors.Is(err, boom) {
 		t.Fatalf("SetFailAfter: %v", err)
 	}
 	f.SetFailAfter(nil, OpComplete)
-	if rec, _ := f.Lookup(ctx, "k"); rec.State != cache.StateAnswered {
+	if rec, _ := f.Lookup(ctx, "k"); rec.State != store.StateAnswered {
 		t.Fatalf("complete did not go through: %+v", rec)
 	}
 

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgate/idemgate/cache"
+	"github.com/idemgate/idemgate/caddymodule/app"
 	"github.com/idemgate/idemgate/internal/redistest"
-	"github.com/idemgate/idemgate/internal/registry"
+	"github.com/idemgate/idemgate/store"
 )
 
 // StoreLines returns the `store` line for each store a flow runs on: the
@@ -26,26 +26,26 @@ func StoreLines(t *testing.T) map[string]string {
 }
 
 // EachStore runs f as a subtest per store of StoreLines.
-func EachStore(t *testing.T, f func(t *testing.T, name, store string)) {
+func EachStore(t *testing.T, f func(t *testing.T, name, storeID string)) {
 	t.Helper()
-	for name, store := range StoreLines(t) {
-		t.Run(name, func(t *testing.T) { f(t, name, store) })
+	for name, storeID := range StoreLines(t) {
+		t.Run(name, func(t *testing.T) { f(t, name, storeID) })
 	}
 }
 
 // App is the idempotency app of the config Caddy runs now.
-func App(t testing.TB) *registry.App {
+func App(t testing.TB) *app.App {
 	t.Helper()
-	app, ok := registry.Running()
+	a, ok := app.Running()
 	if !ok {
 		t.Fatal("the running config has no idempotency app")
 	}
-	return app
+	return a
 }
 
 // Record looks a key up in the only store of the running config; nil
 // when it has no record.
-func Record(t testing.TB, key string) *cache.Record {
+func Record(t testing.TB, key string) *store.Record {
 	t.Helper()
 	ps, ids := App(t).FindStore("")
 	if ps == nil {
@@ -54,7 +54,7 @@ func Record(t testing.TB, key string) *cache.Record {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	rec, err := ps.Lookup(ctx, key)
-	if errors.Is(err, cache.ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) {
 		return nil
 	}
 	if err != nil {
@@ -65,12 +65,12 @@ func Record(t testing.TB, key string) *cache.Record {
 
 // WaitAnswered waits until key is answered in the only store of the
 // running config.
-func WaitAnswered(t testing.TB, within time.Duration, key string) *cache.Record {
+func WaitAnswered(t testing.TB, within time.Duration, key string) *store.Record {
 	t.Helper()
-	var rec *cache.Record
+	var rec *store.Record
 	Eventually(t, within, key+" to be answered", func() bool {
 		rec = Record(t, key)
-		return rec != nil && rec.State == cache.StateAnswered
+		return rec != nil && rec.State == store.StateAnswered
 	})
 	return rec
 }

@@ -1,5 +1,0 @@
-//go:build !race
-
-package cache
-
-const raceDetector = false

@@ -1,7 +1,0 @@
-//go:build race
-
-package cache
-
-// raceDetector: this test binary runs under -race, several times slower,
-// while the rest of the suite shares the machine.
-const raceDetector = true

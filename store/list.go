@@ -1,0 +1,203 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Lister pages through the records by state: what the operator reads (the
+// admin API's and the console's lists of in-flight, answered, failed and
+// dead keys). It is apart from Store because the request path never lists:
+// a store keeps the indexes for it, but the gate needs none of it.
+type Lister interface {
+	// List pages through the records in one state (see ListQuery), at
+	// most Limit of them, starting at an opaque cursor ("" for the first
+	// page); Next is "" on the last page. Stores bound the work per call; a
+	// page may hold fewer than Limit records even when Next is not "".
+	// Records come without their journal (Lookup has it).
+	List(ctx context.Context, q ListQuery) (ListPage, error)
+}
+
+// ListQuery selects records for List.
+type ListQuery struct {
+	// State is StateInFlight, StateAnswered, StateFailed or StateDead.
+	State State
+	// Scope keeps keys "<Scope>:…"; Prefix keeps keys starting with it.
+	Scope, Prefix string
+	// Since keeps records that entered their state at or after it.
+	Since time.Time
+	// Limit bounds the page (default 100).
+	Limit  int
+	Cursor string
+	// Window is the platform's retry window of a key, for StateDead: a
+	// failed record is dead once FirstSeen+Window(key) has passed at Now,
+	// or at once when it is marked Dead. nil or 0 makes no key dead by
+	// the window. With StateFailed, dead ones are left out.
+	Window func(key string) time.Duration
+	// Now is the clock of the dead test; zero means time.Now().
+	Now time.Time
+}
+
+// ListPage is one page of List.
+type ListPage struct {
+	Records []*Record
+	Next    string
+}
+
+// ErrBadQuery: a ListQuery with an unknown state or a cursor this store did
+// not hand out.
+var ErrBadQuery = errors.New("store: bad list query")
+
+func (q *ListQuery) normalize() error {
+	switch q.State {
+	case StateInFlight, StateAnswered, StateFailed, StateDead:
+	default:
+		return fmt.Errorf("%w: unknown state %q", ErrBadQuery, q.State)
+	}
+	if q.Limit <= 0 {
+		q.Limit = 100
+	}
+	if q.Now.IsZero() {
+		q.Now = time.Now()
+	}
+	return nil
+}
+
+// keyMatches applies Scope and Prefix.
+func (q *ListQuery) keyMatches(key string) bool {
+	if q.Scope != "" && !strings.HasPrefix(key, q.Scope+":") {
+		return false
+	}
+	return strings.HasPrefix(key, q.Prefix)
+}
+
+// matches applies every filter to a record in its stored state.
+func (q *ListQuery) matches(r *Record) bool {
+	if !q.keyMatches(r.Key) || r.Changed.Before(q.Since) {
+		return false
+	}
+	want := q.State
+	if want == StateDead {
+		want = StateFailed
+	}
+	if r.State != want {
+		return false
+	}
+	if r.State != StateFailed {
+		return true
+	}
+	var w time.Duration
+	if q.Window != nil {
+		w = q.Window(r.Key)
+	}
+	return (r.StateAt(q.Now, w) == StateDead) == (q.State == StateDead)
+}
+
+// Listings are ordered newest first by the time a record entered its
+// state (Record.Changed, in milliseconds), then by key. A position in that
+// order is the pair; cursors carry the last one returned.
+type listPos struct {
+	Changed int64
+	Key     string
+}
+
+func listOrder(a, b *Record) int {
+	if c := cmp.Compare(b.Changed.UnixMilli(), a.Changed.UnixMilli()); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Key, b.Key)
+}
+
+// listAfter reports whether (changed, key) comes after p in list order.
+func listAfter(changed time.Time, key string, p listPos) bool {
+	ms := changed.UnixMilli()
+	return ms < p.Changed || (ms == p.Changed && key > p.Key)
+}
+
+// ixTime maps a time to a sort key that orders newest first, as bytes
+// (bbolt) or a fixed-width string (Redis ZRANGE BYLEX).
+func ixTime(ms int64) uint64 { return ^uint64(ms) }
+
+// ixMember is a Redis index member: the inverted time in fixed-width hex,
+// then the key, so lexical order is list order.
+func ixMember(ms int64, key string) string {
+	var b [16]byte
+	const hex = "0123456789abcdef"
+	v := ixTime(ms)
+	for i := 15; i >= 0; i-- {
+		b[i] = hex[v&15]
+		v >>= 4
+	}
+	return string(b[:]) + ":" + key
+}
+
+func parseIxMember(m string) (listPos, bool) {
+	if len(m) < 17 || m[16] != ':' {
+		return listPos{}, false
+	}
+	var v uint64
+	for i := 0; i < 16; i++ {
+		c := m[i]
+		switch {
+		case c >= '0' && c <= '9':
+			v = v<<4 | uint64(c-'0')
+		case c >= 'a' && c <= 'f':
+			v = v<<4 | uint64(c-'a'+10)
+		default:
+			return listPos{}, false
+		}
+	}
+	return listPos{Changed: int64(^v), Key: m[17:]}, true
+}
+
+// ixBolt is an embedded index entry's key: inverted time, then the key.
+func ixBolt(ms int64, key string) []byte {
+	b := make([]byte, 8, 9+len(key))
+	binary.BigEndian.PutUint64(b, ixTime(ms))
+	b = append(b, 'k')
+	return append(b, key...)
+}
+
+func parseIxBolt(b []byte) (listPos, bool) {
+	if len(b) < 9 {
+		return listPos{}, false
+	}
+	return listPos{Changed: int64(^binary.BigEndian.Uint64(b[:8])), Key: string(b[9:])}, true
+}
+
+func encodeListCursor(p listPos) string {
+	b := binary.AppendVarint(nil, p.Changed)
+	b = append(b, p.Key...)
+	return "l" + base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodeListCursor(c string) (listPos, error) {
+	if c == "" {
+		return listPos{Changed: 1<<63 - 1}, nil
+	}
+	if c[0] != 'l' {
+		return listPos{}, ErrBadQuery
+	}
+	b, err := base64.RawURLEncoding.DecodeString(c[1:])
+	if err != nil {
+		return listPos{}, ErrBadQuery
+	}
+	v, n := binary.Varint(b)
+	if n <= 0 {
+		return listPos{}, ErrBadQuery
+	}
+	return listPos{Changed: v, Key: string(b[n:])}, nil
+}
+
+// Interface guards
+var (
+	_ Lister = (*Memory)(nil)
+	_ Lister = (*Embedded)(nil)
+	_ Lister = (*Redis)(nil)
+)

@@ -1,0 +1,567 @@
+package store
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Redis is a Store on Redis (single, Sentinel or Cluster), shared by any
+// number of gateway instances.
+//
+// Layout: one hash per idempotency key, <prefix>:{<key>}, with the fields
+// key, state, token, status, headers, body, body_cached, fp, copies,
+// conflicts, first, last, expires, changed, and the journal's counters nf,
+// nr, ni (copies forwarded, replayed, found in flight) and na (attempts),
+// and dead ("1": Record.Dead); conflicts is absent until the first
+// conflict (0; claim.lua), dead unless the record is marked.
+// Beside it, with the same hash tag, the journal: <prefix>:{<key>}:n, the
+// notification (a string; compressed past 512 bytes, journal.go), and
+// <prefix>:{<key>}:a, the attempts (a string of length-prefixed records: a
+// list costs three times as much). Keeping the big values out of the hash
+// keeps it a small listpack.
+// The key inside the braces is escaped ("%" → %25, "{" → %7B, "}" → %7D) so
+// every key, whatever its bytes, is one intact hash tag; keys without those
+// bytes stay readable. Wake-ups go to the pub/sub channel
+// <prefix>:{<key>}:wake. On Cluster every script touches one key's hash tag
+// only, so nothing is ever CROSSSLOT.
+//
+// List indexes: sorted sets <prefix>:ix:{<state>:<ttl ms>:<shard>} for
+// answered and failed records, one class per ttl (so each is trimmed by its
+// own ttl: routes with other ttls share a store without cutting each
+// other's entries short), named in the set <prefix>:ix:classes; and
+// <prefix>:ix:{in_flight:<shard>} for claims (redis_inflight.go). 16 shards
+// each, each on its own hash tag so Cluster spreads them over its masters.
+// Members are ixMember(changed, key), all of score 0, so ZRANGE BYLEX walks
+// them newest first. An index entry is written by the script that settles
+// the claim on a single server, or in the same pipeline as that script on
+// Cluster (the nodes are written in parallel); List checks each entry
+// against its record and drops stale ones.
+//
+// Write scripts go through go-redis's autopipeliner when another is under
+// way, so concurrent requests share the connection's writes and reads, and
+// are never re-sent (see run and scripter in redis_once.go).
+//
+// Times come from the Redis server (TIME inside the scripts), so gateway
+// instances with skewed clocks agree; expiry is PEXPIRE on the hash.
+type Redis struct {
+	c      redis.UniversalClient
+	prefix string
+	opts   RedisOptions
+	closed atomic.Bool
+	unfit  atomic.Pointer[error] // set by SetUnfit: claims are refused
+	// checked is the last complete check of the server (SetChecked).
+	checked atomic.Pointer[RedisReport]
+
+	// One pub/sub connection per store, started on the first Wait.
+	psMu     sync.Mutex
+	ps       *redis.PubSub
+	subs     map[string]*subscription // channel → its waiters
+	pongs    map[string]chan struct{} // PING payload → Wait blocked on it
+	loopDone chan struct{}
+
+	ifx      *inFlightIx
+	direct   redis.Scripter   // the client itself, sending scripts once (see scripter)
+	piped    redis.Scripter   // through the client's autopipeliner, or nil (see scripter)
+	calls    atomic.Int32     // write scripts under way
+	flagged  atomic.Bool      // the server reads script flags (Redis 7); see UseServerVersion
+	classes  sync.Map         // ixClassID → *ixClass (ixClassOf)
+	ifShards [ixShards]string // the in-flight list index's shard keys
+}
+
+// RedisOptions tune the Redis store; the zero value is usable.
+type RedisOptions struct {
+	// Prefix namespaces every key and channel. Default "idem".
+	Prefix string
+	// WaitReplicas, when above 0, follows every write script (claim,
+	// complete, release, renew, delete) and every Lookup with WAIT on the
+	// same connection and treats fewer than WaitReplicas acknowledging
+	// replicas as an error: the outcome is then unknown to the caller.
+	// Redis replicates asynchronously, so without it a failover can lose a
+	// claim or an answer that was already acknowledged (or read).
+	WaitReplicas int
+	// WaitTimeout bounds each WAIT; keep it below the client's read
+	// time-out. Default 1s.
+	WaitTimeout time.Duration
+}
+
+type subscription struct {
+	refs    int
+	waiters map[*waiter]struct{}
+}
+
+// recordFields is the order in which the scripts and Lookup read a record.
+var recordFields = []string{"key", "state", "status", "headers", "body",
+	"body_cached", "fp", "copies", "conflicts", "first", "last", "expires",
+	"changed", "nf", "nr", "ni", "na", "nn", "dead"}
+
+// NewRedis returns a store on client. The client stays the caller's: Close
+// does not close it, so one client can serve several stores and reloads.
+func NewRedis(client redis.UniversalClient, opts RedisOptions) *Redis {
+	if opts.Prefix == "" {
+		opts.Prefix = "idem"
+	}
+	if opts.WaitReplicas > 0 && opts.WaitTimeout <= 0 {
+		opts.WaitTimeout = time.Second // WAIT 0 would block for ever
+	}
+	s := &Redis{
+		c: client, prefix: opts.Prefix, opts: opts,
+		subs: make(map[string]*subscription), pongs: make(map[string]chan struct{}),
+	}
+	for i := range s.ifShards {
+		s.ifShards[i] = s.ixShardKey(StateInFlight, "", i)
+	}
+	s.ifx = newInFlightIx(s)
+	// The deferred face: a caller waits for its own command with its own
+	// context (see pipelinedScripter).
+	s.direct = onceScripter(client)
+	if ap, err := client.AsyncAutoPipeline(); err == nil {
+		s.piped = pipelinedScripter(ap)
+	}
+	return s
+}
+
+// hashKey is the Redis key of key's hash: <prefix>:{<key>}, or for a
+// business event of an order <prefix>:{<order>}:<event>, so an order's
+// events and its state share a hash tag (one slot on Cluster).
+func (s *Redis) hashKey(key string) string {
+	order, event := OrderOf(key)
+	if event == "" {
+		return s.prefix + ":{" + escapeKey(key) + "}"
+	}
+	return s.prefix + ":{" + escapeKey(order) + "}:" + escapeKey(event)
+}
+
+// keys are the Redis keys of key's record, journal and order state, as the
+// scripts take them. A script that does not touch the order state (order
+// false) gets the hash's name in its place: the same slot, and no digest
+// of the order to compute (a SHA-256 and 2 allocations per call).
+func (s *Redis) keys(key string, order bool) []string {
+	h := s.hashKey(key)
+	o := h
+	if order {
+		name, _ := OrderOf(key)
+		o = s.orderKey(name)
+	}
+	return []string{h, h + ":n", h + ":a", o}
+}
+
+// channel is the pub/sub channel that wakes key's waiters. Channels are not
+// keys (PUBLISH is broadcast cluster-wide), but it carries the tag anyway so
+// it could move to sharded pub/sub without a layout change. complete.lua
+// names it itself, from the hash's name.
+func (s *Redis) channel(key string) string {
+	return s.hashKey(key) + ":wake"
+}
+
+func ms(d time.Duration) int64 { return max(d.Milliseconds(), 1) }
+
+func (s *Redis) wrap(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, redis.ErrClosed) {
+		return ErrClosed
+	}
+	return fmt.Errorf("store: redis %s: %w", op, s.permissionHint(err))
+}
+
+// SetUnfit refuses every claim with an error wrapping ErrUnfit and why
+// (a check that found the server evicting), until SetUnfit(nil). Only
+// claims: answers of copies already at the backend are still completed.
+func (s *Redis) SetUnfit(why error) {
+	if why == nil {
+		s.unfit.Store(nil)
+		return
+	}
+	e := fmt.Errorf("%w: %v", ErrUnfit, why)
+	s.unfit.Store(&e)
+}
+
+// SetChecked keeps rep, the last check of the server that reached every
+// master (CheckRedis, at start and again in the background), for what
+// depends on the server's settings: an async route's acks need AOF.
+func (s *Redis) SetChecked(rep RedisReport) { s.checked.Store(&rep) }
+
+// Checked is the report SetChecked last kept; nil when no check has yet
+// reached the server. It is shared: read it, never change it.
+func (s *Redis) Checked() *RedisReport { return s.checked.Load() }
+
+func (s *Redis) Claim(ctx context.Context, key, fingerprint string, lockTTL time.Duration) (ClaimResult, error) {
+	if s.closed.Load() {
+		return ClaimResult{}, ErrClosed
+	}
+	if e := s.unfit.Load(); e != nil {
+		return ClaimResult{}, *e
+	}
+	token := newToken()
+	order, event := OrderOf(key)
+	v, err := s.run(ctx, s.script(claimScript), s.keys(key, true), token, fingerprint, ms(lockTTL), key, event).Slice()
+	if err != nil {
+		return ClaimResult{}, s.wrap("claim", err)
+	}
+	if len(v) == 0 {
+		return ClaimResult{}, fmt.Errorf("store: redis claim: empty reply")
+	}
+	var res ClaimResult
+	switch str(v[0]) {
+	case "won":
+		if len(v) > 1 {
+			s.ifx.won(key, num(v[1]))
+		}
+		return ClaimResult{Outcome: Won, Token: token}, nil
+	case "order":
+		if len(v) < 2 {
+			return ClaimResult{}, fmt.Errorf("store: redis claim: order reply without its event")
+		}
+		ev, err := decodeOrderEvent(order, event, str(v[1]))
+		if err != nil {
+			return ClaimResult{}, s.wrap("claim", err)
+		}
+		return ClaimResult{Outcome: Answered, Record: fromOrder(key, ev)}, nil
+	case "replayed":
+		res.Outcome = Answered
+	case "in_flight":
+		res.Outcome = InFlight
+	case "conflict":
+		res.Outcome = Conflict
+	default:
+		return ClaimResult{}, fmt.Errorf("store: redis claim: unexpected reply %q", v[0])
+	}
+	var fields []string
+	if len(v) == 2 {
+		fields, err = unpackFields(str(v[1]))
+	}
+	switch {
+	case err != nil:
+	case res.Outcome == Answered: // "replayed": what a replay needs
+		res.Record, err = parseReplay(key, fields)
+	default:
+		res.Record, err = parseSome(key, "", claimSlots, fields)
+		if err == nil {
+			// The script judged expiry by the server's clock when it
+			// ran; the record it returns is as of then, not as of the
+			// reply.
+			res.Record.State = State(fields[0]) // claimFields[0]
+		}
+	}
+	if err != nil {
+		return ClaimResult{}, s.wrap("claim", err)
+	}
+	return res, nil
+}
+
+func (s *Redis) Complete(ctx context.Context, key, token string, a Answer, ttl time.Duration, j Journal) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	var body []byte
+	cached := "0"
+	if a.BodyCached {
+		body, cached = a.Body, "1"
+	}
+	changed := time.Now().UnixMilli()
+	notif, att := journalArgs(j)
+	// Room for what settle appends: the order indexes' two, the member
+	// and the index's four.
+	args := make([]any, 0, 19)
+	args = append(args, token, a.Status, appendHeader(nil, a.Header), body, cached, ms(ttl), changed, notif, att)
+	var oi *orderIx
+	if a.Order != nil {
+		// The event's time is the gateway's: Lua's TIME would need a
+		// second pass over the arguments, and it only tells an operator
+		// when the event ran. Without an order the three are not sent
+		// (complete.lua: ~1.1k instructions each).
+		_, event := OrderOf(key)
+		args = append(args, event, strconv.FormatInt(ms(a.Order.TTL), 10), encodeOrderEvent(time.UnixMilli(changed), a.Order))
+		oi = s.orderIndexOf(key, time.UnixMilli(changed), a.Order)
+	}
+	sx := s.searchIxOf(key, searchRefs(j, a.Order), searchTTL(ttl, a.Order))
+	err := s.settle(ctx, s.script(completeScript), key, s.keys(key, a.Order != nil), StateAnswered, changed, ttl, false, oi, sx, args...)
+	return s.casErr("complete", err)
+}
+
+// journalArgs are a journal's script arguments ("" for none).
+func journalArgs(j Journal) (notif, att []byte) {
+	notif, att = []byte{}, []byte{}
+	if j.Notification != nil {
+		notif = encodeNotification(j.Notification)
+	}
+	if j.Attempt != nil {
+		a := encodeAttempt(j.Attempt)
+		att = binary.BigEndian.AppendUint16(make([]byte, 0, 2+len(a)), uint16(len(a)))
+		att = append(att, a...)
+	}
+	return notif, att
+}
+
+// deadArg is the release and leave scripts' dead argument: "1" marks the
+// record Dead (the journal's attempt is), "" clears the mark.
+func deadArg(j Journal) string {
+	if j.Attempt != nil && j.Attempt.Dead {
+		return "1"
+	}
+	return ""
+}
+
+// settle runs a settling script and writes key's list index entry with
+// it, trimming the shard of entries older than ttl (at most once a second
+// per shard from one process). On a single server the
+// script writes the index itself (one command, which the autopipeliner
+// shares with other requests'); on Cluster the index shards live on other
+// nodes, and the index commands go in the same pipeline as the script (one
+// round trip; the nodes are written in parallel). The index entry is
+// written whatever the script answers: List checks entries against their
+// records, so a refused settle leaves only a stale entry. With
+// WaitReplicas on Cluster, the script runs through run (WAIT) and the index
+// is written after it. A completion's order index writes (oi, or nil) go
+// the same way: in the script on a single server (only when it completes),
+// in the pipeline on Cluster (readers check them against the order state).
+func (s *Redis) settle(ctx context.Context, sc *redis.Script, key string, keys []string, st State, changed int64,
+	ttl time.Duration, stillHeld bool, oi *orderIx, sx *searchIx, args ...any,
+) error {
+	c, register := s.ixClassOf(st, ttl)
+	shard := ixShard(key)
+	ix, ifIx := c.shards[shard], s.ifShards[shard]
+	member := ixMember(changed, key)
+	trim := ""
+	if c.trimDue(shard, changed) {
+		trim = "[" + ixMember(changed-ttl.Milliseconds(), "")[:16]
+	}
+	old, written := s.ifx.settled(key)
+	held, name := "", ""
+	if stillHeld {
+		// Leave changed the record's time: its in-flight entry too.
+		held = member
+	}
+	if register {
+		name = c.name
+	}
+	if _, cluster := s.c.(*redis.ClusterClient); !cluster {
+		keys = append(keys, ix, ifIx, s.ixClassesKey())
+		if oi != nil {
+			keys = append(keys, oi.keys...)
+			args = append(args, oi.entry, oi.event)
+		}
+		if sx != nil {
+			keys = append(keys, sx.keys...) // last: searched (journal.lua)
+		}
+		args = append(args, member)
+		// The index's usually empty arguments up to the last one set
+		// (index in journal.lua): each costs the script ~1.1k
+		// instructions.
+		tail := [...]string{trim, old, held, name}
+		n := len(tail)
+		for n > 0 && tail[n-1] == "" {
+			n--
+		}
+		for _, a := range tail[:n] {
+			args = append(args, a)
+		}
+		return s.run(ctx, sc, keys, args...).Err()
+	}
+	index := func(p redis.Pipeliner, first bool) {
+		if name != "" {
+			p.SAdd(ctx, s.ixClassesKey(), name)
+		}
+		p.ZAdd(ctx, ix, redis.Z{Member: member})
+		if trim != "" {
+			p.ZRemRangeByLex(ctx, ix, trim, "+")
+		}
+		if written {
+			p.ZRem(ctx, ifIx, old)
+		}
+		if held != "" {
+			p.ZAdd(ctx, ifIx, redis.Z{Member: held})
+		}
+		if oi != nil && first {
+			oi.write(ctx, p) // RPUSH is no ZADD: once, not again with a reloaded script
+		}
+		if sx != nil && first {
+			sx.write(ctx, p)
+		}
+	}
+	if s.opts.WaitReplicas > 0 {
+		err := s.run(ctx, sc, keys, args...).Err()
+		if err == nil {
+			_, _ = s.c.Pipelined(ctx, func(p redis.Pipeliner) error { index(p, true); return nil })
+		}
+		return err
+	}
+	exec := func(load bool) error {
+		var cmd *redis.Cmd
+		_, _ = s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			if load {
+				cmd = sc.Eval(ctx, onceScripter(p), keys, args...)
+			} else {
+				cmd = sc.EvalSha(ctx, onceScripter(p), keys, args...)
+			}
+			index(p, !load)
+			return nil
+		})
+		return cmd.Err() // the index write's own error does not matter
+	}
+	err := exec(false)
+	if err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT")) {
+		// The server lost its script cache (a restart, a failover).
+		err = exec(true)
+	}
+	return err
+}
+
+func (s *Redis) casErr(op string, err error) error {
+	if errors.Is(err, redis.Nil) {
+		return ErrNotOwner
+	}
+	return s.wrap(op, err)
+}
+
+func (s *Redis) Release(ctx context.Context, key, token string, ttl time.Duration, j Journal) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	changed := time.Now().UnixMilli()
+	notif, att := journalArgs(j)
+	if ttl <= 0 {
+		err := s.run(ctx, s.script(releaseScript), s.keys(key, false), token, s.channel(key), 0, changed, notif, att, deadArg(j)).Err()
+		return s.casErr("release", err)
+	}
+	err := s.settle(ctx, s.script(releaseScript), key, s.keys(key, false), StateFailed, changed, ttl, false, nil,
+		s.searchIxOf(key, searchRefs(j), ttl), token, s.channel(key), ms(ttl), changed, notif, att, deadArg(j))
+	return s.casErr("release", err)
+}
+
+func (s *Redis) Leave(ctx context.Context, key, token string, ttl time.Duration, j Journal) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	// The record turns failed when its lock runs out; it is indexed as
+	// failed now, and List shows it once it reads so.
+	changed := time.Now().UnixMilli()
+	notif, att := journalArgs(j)
+	err := s.settle(ctx, s.script(leaveScript), key, s.keys(key, false), StateFailed, changed, ttl, true, nil,
+		s.searchIxOf(key, searchRefs(j), ttl), token, ms(ttl), changed, notif, att, deadArg(j))
+	if err == nil {
+		s.ifx.left(key, changed)
+	}
+	return s.casErr("leave", err)
+}
+
+func (s *Redis) Renew(ctx context.Context, key, token string, lockTTL time.Duration) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	err := s.run(ctx, s.script(renewScript), s.keys(key, false), token, ms(lockTTL)).Err()
+	return s.casErr("renew", err)
+}
+
+// Lookup reads the record and its journal in one pipeline (one round
+// trip: the three keys share a hash tag, hence a node).
+func (s *Redis) Lookup(ctx context.Context, key string) (*Record, error) {
+	if s.closed.Load() {
+		return nil, ErrClosed
+	}
+	keys := s.keys(key, false)
+	var hm *redis.SliceCmd
+	var err error
+	if s.opts.WaitReplicas > 0 {
+		// A read may see a write that a failover is about to lose: it too
+		// waits until what it read is on WaitReplicas replicas.
+		werr := s.replicated(ctx, keys[0], func(p redis.Pipeliner) redis.Cmder {
+			hm = p.HMGet(ctx, keys[0], recordFields...)
+			return hm
+		})
+		if hm == nil { // no server to send it to
+			err = werr
+		} else if err = hm.Err(); err == nil {
+			err = werr
+		}
+	} else {
+		hm = s.c.HMGet(ctx, keys[0], recordFields...)
+		err = hm.Err()
+	}
+	if err != nil {
+		return nil, s.wrap("lookup", err)
+	}
+	v := hm.Val()
+	if len(v) < 2 || v[1] == nil {
+		return nil, ErrNotFound
+	}
+	rec, err := parseRecord(strs(v))
+	if err != nil {
+		return nil, s.wrap("lookup", err)
+	}
+	// The journal only when there is one: a waiter's look at an
+	// in-flight claim stays one command.
+	var notif, atts string
+	if rec.AttemptCount > 0 || str(v[17]) == "1" {
+		jv, err := s.c.MGet(ctx, keys[1], keys[2]).Result()
+		if err != nil {
+			return nil, s.wrap("lookup", err)
+		}
+		notif, atts = str(jv[0]), str(jv[1])
+	}
+	if str(v[1]) == string(StateInFlight) && rec.State == StateFailed && rec.AttemptCount == 0 && notif == "" {
+		// A claim that ran out with no journal: gone (Redis expires it
+		// any moment), as the claim script sees it.
+		return nil, ErrNotFound
+	}
+	if notif != "" {
+		if rec.Notification, err = decodeNotification([]byte(notif)); err != nil {
+			return nil, s.wrap("lookup", err)
+		}
+	}
+	for a := []byte(atts); len(a) > 0; {
+		n := 0
+		if len(a) >= 2 {
+			n = int(binary.BigEndian.Uint16(a))
+		}
+		if n == 0 || len(a) < 2+n {
+			return nil, s.wrap("lookup", errCorrupt)
+		}
+		at, err := decodeAttempt(a[2 : 2+n])
+		if err != nil {
+			return nil, s.wrap("lookup", err)
+		}
+		rec.Attempts = append(rec.Attempts, at)
+		a = a[2+n:]
+	}
+	return rec, nil
+}
+
+func (s *Redis) Reopen(ctx context.Context, key string, ttl time.Duration) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	changed := time.Now().UnixMilli()
+	_, event := OrderOf(key)
+	err := s.settle(ctx, s.script(reopenScript), key, s.keys(key, true), StateFailed, changed, ttl, false, nil, nil, ms(ttl), changed, event)
+	if errors.Is(err, redis.Nil) {
+		return ErrNotFound
+	}
+	return s.wrap("reopen", err)
+}
+
+func (s *Redis) Delete(ctx context.Context, key string) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	_, event := OrderOf(key)
+	err := s.run(ctx, s.script(deleteScript), s.keys(key, true), s.channel(key), event).Err()
+	if m, ok := s.ifx.settled(key); ok {
+		_ = s.c.ZRem(ctx, s.ixKey(StateInFlight, "", key), m).Err() // else List repairs it
+	}
+	if errors.Is(err, redis.Nil) {
+		return ErrNotFound
+	}
+	return s.wrap("delete", err)
+}
+
+var _ Store = (*Redis)(nil)
