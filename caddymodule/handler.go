@@ -227,7 +227,7 @@ type DuplicateAction struct {
 // provisions for `caddy validate` too; the config's App starts the
 // handler when the config runs (app.go).
 func (h *Handler) Provision(ctx caddy.Context) (err error) {
-	defer func() { err = h.where(err) }()
+	defer func() { err = where(h.RouteOrigin, err) }()
 	h.logger = ctx.Logger()
 	h.ctx = ctx
 	h.run = new(runState)
@@ -518,7 +518,7 @@ func (h *Handler) provisionStore(repl *caddy.Replacer) error {
 
 // Validate checks the configuration.
 func (h *Handler) Validate() (err error) {
-	defer func() { err = h.where(err) }()
+	defer func() { err = where(h.RouteOrigin, err) }()
 	if err := h.checkPlaceholders(); err != nil {
 		return err
 	}

@@ -146,11 +146,11 @@ func isMatcherToken(t string) bool {
 	return t == "*" || strings.HasPrefix(t, "/") || strings.HasPrefix(t, "@")
 }
 
-// where puts the route's origin in front of a provision or validation
+// where puts a route's origin in front of a provision or validation
 // error; a route from JSON (no origin) keeps the error as it is.
-func (h *Handler) where(err error) error {
-	if err == nil || h.RouteOrigin == "" {
+func where(origin string, err error) error {
+	if err == nil || origin == "" {
 		return err
 	}
-	return fmt.Errorf("idempotency route %s: %w", h.RouteOrigin, err)
+	return fmt.Errorf("idempotency route %s: %w", origin, err)
 }
