@@ -2,11 +2,9 @@ package admin
 
 import (
 	"context"
-	"net/url"
 	"slices"
 
 	"github.com/idemgate/idemgate/caddymodule/app"
-	"github.com/idemgate/idemgate/keying"
 	"github.com/idemgate/idemgate/store"
 )
 
@@ -18,34 +16,13 @@ import (
 // not carry the PaymentIntent's metadata.order_id). Both are read from the
 // journaled notification's signed content, verified as its route does.
 
-// verifiedOf is rec's notification as its route reads it, judged against
-// its first receipt; false when it cannot be read (no journal, a cut
-// body, no route, or it no longer verifies).
-func verifiedOf(ctx context.Context, a *app.App, rec *store.Record) (*keying.Notification, bool) {
-	n := rec.Notification
-	if n == nil || n.Truncated() {
-		return nil, false
-	}
-	rt, ok := routeOf(a, rec)
-	if !ok || rt.Platform == nil {
-		return nil, false
-	}
-	u, err := url.ParseRequestURI(n.URI)
-	if err != nil {
-		return nil, false
-	}
-	got, err := rt.Platform.Verify(&keying.Request{Method: n.Method, URL: u, Header: n.Header.Clone(),
-		Body: n.Body, Now: rec.FirstSeen, Context: ctx})
-	return got, err == nil
-}
-
 // eventTypeOf is the platform's type of rec's event where its key names
 // none; "".
 func eventTypeOf(ctx context.Context, a *app.App, rec *store.Record) string {
 	if _, event := store.OrderOf(rec.Key); event != "" {
 		return ""
 	}
-	if n, ok := verifiedOf(ctx, a, rec); ok {
+	if n, ok := verified(ctx, a, rec); ok {
 		return n.Type
 	}
 	return ""
@@ -68,7 +45,7 @@ func typesAndPayments(ctx context.Context, a *app.App, ps *app.Store, q string, 
 		if err != nil {
 			continue
 		}
-		n, ok := verifiedOf(ctx, a, rec)
+		n, ok := verified(ctx, a, rec)
 		if !ok {
 			continue
 		}
