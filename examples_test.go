@@ -2,7 +2,12 @@ package idemgate
 
 import (
 	"bytes"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
+	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -15,6 +20,8 @@ import (
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
 	"github.com/spf13/cobra"
+
+	"github.com/idemgate/idemgate/internal/signer"
 )
 
 // TestExamplesRunAsWritten: every examples/*.Caddyfile and
@@ -155,4 +162,79 @@ func loopback(t *testing.T, addr string) bool {
 	}
 	ip := net.ParseIP(na.Host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// TestCatchUpExampleRunsAsWritten: examples/catchup/Caddyfile, run from a
+// directory holding the keys and certificate its command writes into
+// catchup-keys/, adapts without error or warning, listens on loopback
+// only, has a catch_up route per platform (Stripe and PayPal resend,
+// Alipay and WeChat Pay query_route) and starts (is provisioned) without
+// error. caddy.Validate starts no app, so no engine asks the platforms.
+func TestCatchUpExampleRunsAsWritten(t *testing.T) {
+	file, err := filepath.Abs("examples/catchup/Caddyfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	keys := filepath.Join(dir, "catchup-keys")
+	if err := os.MkdirAll(keys, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	k, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, _ := x509.MarshalPKCS8PrivateKey(k)
+	pub, _ := x509.MarshalPKIXPublicKey(&k.PublicKey)
+	cert, err := signer.Certificate(k, big.NewInt(1), "messageverificationcerts.paypal.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, b := range map[string][]byte{
+		"app_private_key.pem":   pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}),
+		"alipay_public_key.pem": pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}),
+		"paypal_cert.pem":       cert,
+		"apiclient_key.pem":     pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}),
+		"wechatpay_pub_key.pem": pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}),
+	} {
+		if err := os.WriteFile(filepath.Join(keys, name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"XDG_DATA_HOME", "XDG_CONFIG_HOME", "HOME"} {
+		t.Setenv(name, filepath.Join(dir, strings.ToLower(name)))
+	}
+	t.Chdir(dir)
+
+	src, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgJSON, warn, err := caddyconfig.GetAdapter("caddyfile").Adapt(src, map[string]any{"filename": file})
+	if err != nil {
+		t.Fatalf("adapting %s: %v", file, err)
+	}
+	for _, w := range warn {
+		t.Errorf("adapt warning: %v", w)
+	}
+	for _, addr := range listeners(t, cfgJSON) {
+		if !loopback(t, addr) {
+			t.Errorf("listens on %q, not on loopback only", addr)
+		}
+	}
+	if n := bytes.Count(cfgJSON, []byte(`"catch_up":`)); n != 4 {
+		t.Errorf("%d catch_up blocks, want one per platform (4)", n)
+	}
+	for _, p := range []string{"stripe", "paypal", "alipay", "wechatpay"} {
+		if !bytes.Contains(cfgJSON, []byte(`"name":"`+p+`"`)) {
+			t.Errorf("no %s route", p)
+		}
+	}
+	var cfg caddy.Config
+	if err := json.Unmarshal(cfgJSON, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := caddy.Validate(&cfg); err != nil {
+		t.Fatalf("%s does not start: %v", file, err)
+	}
 }

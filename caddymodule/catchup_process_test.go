@@ -6,6 +6,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io"
+	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -20,6 +21,8 @@ import (
 	"github.com/idemgate/idemgate/internal/platformapi"
 	"github.com/idemgate/idemgate/internal/platformtest"
 	"github.com/idemgate/idemgate/internal/redistest"
+	"github.com/idemgate/idemgate/internal/signer"
+	"github.com/idemgate/idemgate/internal/testenv"
 	"github.com/idemgate/idemgate/store"
 )
 
@@ -127,6 +130,84 @@ func TestCatchUpStripeResend(t *testing.T) {
 	_, metrics := g.adminDo(t, http.MethodGet, "/metrics")
 	if !strings.Contains(metrics, `idemgate_missing_total{`) || !strings.Contains(metrics, `outcome="recovered"`) {
 		t.Fatalf("no idemgate_missing_total recovered in /metrics")
+	}
+}
+
+// TestCatchUpPayPalResend: a PayPal route with catch_up, against a local
+// PayPal stand-in (OAuth2 client credentials, the webhook events list,
+// …/resend): the event PayPal holds but never delivered is resent by the
+// running engine, arrives PayPal-signed (verified with the pinned
+// certificate) through the gate and runs once; the event already
+// delivered is never resent; the event inside grace is left alone.
+func TestCatchUpPayPalResend(t *testing.T) {
+	testenv.Slow(t, "real module test, waits out catch_up passes")
+	const clientID, secret = "AXcatchup-client", "EHcatchup-secret"
+	k, _ := platformtest.Keys(t)
+	certFile := platformtest.WriteFile(t, "paypal.pem", platformtest.Certificate(t, k, big.NewInt(1), "messageverificationcerts.paypal.com"))
+	be := newBackend(t)
+	api := &platformapi.PayPal{ClientID: clientID, Secret: secret, Signer: signer.PayPal{Key: k, WebhookID: testPayPalHookID}}
+	srv := httptest.NewServer(api)
+	t.Cleanup(srv.Close)
+	t.Setenv("CATCHUP_PAYPAL_SECRET", secret)
+	g := startGateway(t, `
+	handle /paypal {
+		idempotency {
+			platform paypal
+			webhook_id `+testPayPalHookID+`
+			certificate {cert}
+			store memory
+			catch_up {
+				api {api}
+				client_id `+clientID+`
+				secret {env.CATCHUP_PAYPAL_SECRET}
+				every 200ms
+				grace 30s
+				recover resend
+			}
+		}
+		reverse_proxy {backend}
+	}`, "{backend}", be.addr(), "{api}", srv.URL, "{cert}", certFile)
+	api.URL = g.base + "/paypal"
+
+	event := func(id string, at time.Time) []byte {
+		return []byte(fmt.Sprintf(`{"id":%q,"event_version":"1.0","create_time":%q,"resource_type":"capture","event_type":"PAYMENT.CAPTURE.COMPLETED",`+
+			`"resource":{"id":"CAP-%s","invoice_id":"o-%s","amount":{"currency_code":"USD","value":"7.47"},"final_capture":true,"status":"COMPLETED"}}`,
+			id, at.UTC().Format(time.RFC3339), id, id))
+	}
+	// Delivered before: through the gate, as PayPal did.
+	past := time.Now().Add(-time.Hour)
+	seen := event("WH-SEEN", past)
+	pp := platformtest.PayPal{Key: k, WebhookID: testPayPalHookID}
+	if r := gatewaytest.Post(t, g.base+"/paypal", "application/json", string(seen), pp.Header(t, seen, time.Now())); r.Status != 200 || be.totalHits() != 1 {
+		t.Fatalf("the first delivery: %d %q, backend %d", r.Status, r.Body, be.totalHits())
+	}
+	for _, ev := range [][]byte{seen, event("WH-MISSED", past), event("WH-FRESH", time.Now())} {
+		if err := api.Add(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gatewaytest.Eventually(t, 10*time.Second, "the missing event resent and answered", func() bool {
+		return api.LastStatus("WH-MISSED") == 200
+	})
+	gatewaytest.Eventually(t, 10*time.Second, "the missing entry recovered", func() bool {
+		v := missingOf(t, g, "?scope=paypal")
+		return len(v.Missing) == 1 && v.Missing[0].Outcome == "recovered"
+	})
+	time.Sleep(time.Second) // a few more passes
+	if be.totalHits() != 2 || api.Resends("WH-MISSED") != 1 || api.Resends("WH-SEEN") != 0 || api.Resends("WH-FRESH") != 0 {
+		t.Fatalf("backend ran %d times; resends: missed %d, seen %d, fresh %d", be.totalHits(),
+			api.Resends("WH-MISSED"), api.Resends("WH-SEEN"), api.Resends("WH-FRESH"))
+	}
+	if api.Tokens() < 1 {
+		t.Fatal("no access token was asked for")
+	}
+	m := missingOf(t, g, "").Missing[0]
+	if m.Platform != "paypal" || m.ID != "WH-MISSED" || m.Action != "resent" || m.Key != "paypal:WH-MISSED" || m.MerchantRef != "o-WH-MISSED" || m.Amount == "" {
+		t.Fatalf("missing entry %+v", m)
+	}
+	// The config shows what the Caddyfile wrote, never the secret.
+	if _, cfg := g.adminDo(t, http.MethodGet, "/config/"); strings.Contains(cfg, secret) || !strings.Contains(cfg, "{env.CATCHUP_PAYPAL_SECRET}") {
+		t.Fatalf("GET /config shows the secret, or not its placeholder:\n%s", cfg)
 	}
 }
 
