@@ -44,7 +44,7 @@ func StateShown(rec *store.Record, now time.Time, window time.Duration, async bo
 		return s
 	}
 	s.State = StateQueued
-	if n := len(rec.Attempts); n > 0 && !rec.Attempts[n-1].Start.Before(rec.Changed.Truncate(time.Millisecond)) {
+	if n := len(rec.Attempts); n > 0 && sinceClaimed(rec.Attempts[n-1], rec.Changed) {
 		// An attempt since the key was claimed (and queued): a retry is
 		// due. Attempts from before (a redelivered dead key's) do not
 		// count.
@@ -59,4 +59,22 @@ func StateShown(rec *store.Record, now time.Time, window time.Duration, async bo
 		}
 	}
 	return s
+}
+
+// attemptWrite is how long after an attempt ends the store may take to
+// journal it: the write that records a failed attempt also moves the
+// record's changed time.
+const attemptWrite = time.Second
+
+// sinceClaimed says whether a is an attempt of the key's current claim,
+// whose record changed at changed: it started after the claim, or it is
+// the attempt whose own journaling moved changed (it ended just before).
+// A redelivered key's earlier attempts ended before the redelivery
+// reopened it, not within attemptWrite of it.
+func sinceClaimed(a store.Attempt, changed time.Time) bool {
+	changed = changed.Truncate(time.Millisecond)
+	if !a.Start.Before(changed) {
+		return true
+	}
+	return !a.Start.Add(a.Duration).Add(attemptWrite).Before(changed)
 }
