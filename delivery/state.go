@@ -44,7 +44,7 @@ func StateShown(rec *store.Record, now time.Time, window time.Duration, async bo
 		return s
 	}
 	s.State = StateQueued
-	if n := len(rec.Attempts); n > 0 && sinceClaimed(rec.Attempts[n-1], rec.Changed) {
+	if n := len(rec.Attempts); n > 0 && sinceClaimed(rec.Attempts[n-1], rec) {
 		// An attempt since the key was claimed (and queued): a retry is
 		// due. Attempts from before (a redelivered dead key's) do not
 		// count.
@@ -61,20 +61,17 @@ func StateShown(rec *store.Record, now time.Time, window time.Duration, async bo
 	return s
 }
 
-// attemptWrite is how long after an attempt ends the store may take to
-// journal it: the write that records a failed attempt also moves the
-// record's changed time.
-const attemptWrite = time.Second
-
-// sinceClaimed says whether a is an attempt of the key's current claim,
-// whose record changed at changed: it started after the claim, or it is
-// the attempt whose own journaling moved changed (it ended just before).
-// A redelivered key's earlier attempts ended before the redelivery
-// reopened it, not within attemptWrite of it.
-func sinceClaimed(a store.Attempt, changed time.Time) bool {
-	changed = changed.Truncate(time.Millisecond)
-	if !a.Start.Before(changed) {
-		return true
+// sinceClaimed says whether a is an attempt of the key's current claim:
+// it started at or after the claim. The claim's time is the record's
+// last copy (a claim sets last_seen and changed together); changed alone
+// is not it, as the write that journals a failed attempt moves changed
+// past the attempt's start, and a slow attempt (a time-out, a slow 502)
+// would read as an earlier claim's. A redelivered key's earlier attempts
+// started before the redelivery claimed it.
+func sinceClaimed(a store.Attempt, rec *store.Record) bool {
+	claimed := rec.Changed
+	if !rec.LastSeen.IsZero() && rec.LastSeen.Before(claimed) {
+		claimed = rec.LastSeen
 	}
-	return !a.Start.Add(a.Duration).Add(attemptWrite).Before(changed)
+	return !a.Start.Before(claimed.Truncate(time.Millisecond))
 }

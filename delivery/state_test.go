@@ -12,7 +12,7 @@ import (
 // records a failed attempt after it ends, moving the record's changed
 // time past the attempt's start: a slow attempt (a time-out, a slow
 // 502) is still this claim's. A redelivered key's earlier attempts are
-// not.
+// not, however shortly before the redelivery they ended.
 func TestStateShownAttemptOfThisClaim(t *testing.T) {
 	now := time.Date(2026, 12, 4, 22, 0, 0, 0, time.UTC)
 	for _, c := range []struct {
@@ -23,11 +23,14 @@ func TestStateShownAttemptOfThisClaim(t *testing.T) {
 	}{
 		{"no attempt yet", store.Attempt{}, now, StateQueued},
 		{"started after the claim", store.Attempt{Start: now.Add(time.Millisecond), Duration: time.Millisecond}, now, StateRetrying},
-		{"a slow attempt whose journaling moved changed", store.Attempt{Start: now.Add(-30 * time.Second), Duration: 30 * time.Second}, now.Add(3 * time.Millisecond), StateRetrying},
-		{"a fast attempt a ms before its own write", store.Attempt{Start: now.Add(-time.Millisecond), Duration: 200 * time.Microsecond}, now, StateRetrying},
+		{"a slow attempt whose journaling moved changed", store.Attempt{Start: now.Add(5 * time.Millisecond), Duration: 30 * time.Second}, now.Add(30*time.Second + 7*time.Millisecond), StateRetrying},
+		{"a fast attempt a ms before its own write", store.Attempt{Start: now.Add(time.Millisecond), Duration: 200 * time.Microsecond}, now.Add(2 * time.Millisecond), StateRetrying},
 		{"a redelivered key's earlier attempt", store.Attempt{Start: now.Add(-10 * time.Minute), Duration: time.Second}, now, StateQueued},
+		{"a redelivered key's attempt just before the redelivery", store.Attempt{Start: now.Add(-300 * time.Millisecond), Duration: 250 * time.Millisecond}, now, StateQueued},
 	} {
-		rec := &store.Record{State: store.StateInFlight, Changed: c.changed, FirstSeen: now.Add(-time.Hour)}
+		// The claim (or the redelivery's) was at now: last_seen; changed
+		// is where the attempt's journaling left it.
+		rec := &store.Record{State: store.StateInFlight, Changed: c.changed, FirstSeen: now.Add(-time.Hour), LastSeen: now}
 		if !c.attempt.Start.IsZero() {
 			rec.Attempts = []store.Attempt{c.attempt}
 		}
