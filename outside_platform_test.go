@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/idemgate/idemgate/internal/testenv"
 )
 
 // acmePay is a platform written outside this repository, as its own Go
@@ -120,9 +122,7 @@ var _ guest.Subdirectives = (*Module)(nil)
 // its own module and Caddy's through the network; the main it writes is
 // the one below, and it builds with `go build` the same way.
 func TestOutsidePlatform(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds a Caddy binary with an outside platform (a minute or two)")
-	}
+	testenv.Slow(t, "builds a Caddy binary with an outside platform (a minute or two)")
 	repo, err := filepath.Abs(".")
 	if err != nil {
 		t.Fatal(err)

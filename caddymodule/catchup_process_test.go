@@ -54,9 +54,7 @@ func missingOf(t *testing.T, g gateway, query string) admin.MissingView {
 // grace is left alone. The missing list, the `missing` alert and
 // idemgate_missing_total say so.
 func TestCatchUpStripeResend(t *testing.T) {
-	if testing.Short() {
-		t.Skip("real module test")
-	}
+	testenv.Slow(t, "real module test")
 	const key = "rk_test_51CatchUp0000000000wxyz"
 	be := newBackend(t)
 	api := platformapi.NewStripe(key, "we_catchup", testStripeSecret, "")
@@ -245,9 +243,7 @@ func queryOrder(t *testing.T, g gateway, platform, scope, outTradeNo string) (in
 // NOT_EXIST, a refused key and an API that is down each change nothing,
 // and the missing entry says why.
 func TestCatchUpAlipayQueryRoute(t *testing.T) {
-	if testing.Short() {
-		t.Skip("real module test")
-	}
+	testenv.Slow(t, "real module test")
 	alipayKey, appKey := platformtest.Keys(t)
 	der, err := x509.MarshalPKCS8PrivateKey(appKey)
 	if err != nil {
@@ -362,9 +358,7 @@ func TestCatchUpAlipayQueryRoute(t *testing.T) {
 // and a good block validates without one call to the platform's API
 // (validate starts no engine).
 func TestCatchUpValidate(t *testing.T) {
-	if testing.Short() {
-		t.Skip("process test (go test -short)")
-	}
+	testenv.Slow(t, "process test (go test -short)")
 	var calls atomic.Int64
 	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { calls.Add(1) }))
 	t.Cleanup(api.Close)
@@ -405,9 +399,7 @@ func TestCatchUpValidate(t *testing.T) {
 // ask Stripe per period, so the stand-in is listed about once a period,
 // not twice.
 func TestCatchUpFleetAsksOnce(t *testing.T) {
-	if testing.Short() {
-		t.Skip("process test (go test -short)")
-	}
+	testenv.Slow(t, "process test (go test -short)")
 	rd := redistest.Start(t)
 	const key = "rk_test_51Fleet00000000000wxyz"
 	stand := platformapi.NewStripe(key, "we_fleet", testStripeSecret, "")
@@ -453,9 +445,7 @@ func TestCatchUpFleetAsksOnce(t *testing.T) {
 // partner URL with sp_mchid and sub_mchid, signed with the merchant key,
 // and its verified answer (paid) is kept as alert only (recover alert).
 func TestCatchUpWechatPayPartner(t *testing.T) {
-	if testing.Short() {
-		t.Skip("real module test")
-	}
+	testenv.Slow(t, "real module test")
 	const (
 		spMchID = "1230000109"
 		subMch  = "1900000109"
@@ -517,9 +507,7 @@ func TestCatchUpWechatPayPartner(t *testing.T) {
 // after a reload to a config without catch_up the platform is asked no
 // more (Cleanup stopped the old engine).
 func TestCatchUpReload(t *testing.T) {
-	if testing.Short() {
-		t.Skip("real module test")
-	}
+	testenv.Slow(t, "real module test")
 	const key = "rk_test_51Reload0000000000wxyz"
 	stand := platformapi.NewStripe(key, "we_reload", testStripeSecret, "")
 	var lists atomic.Int64

@@ -17,6 +17,7 @@ import (
 	"github.com/idemgate/idemgate/internal/billtest"
 	"github.com/idemgate/idemgate/internal/gatewaytest"
 	"github.com/idemgate/idemgate/internal/redistest"
+	"github.com/idemgate/idemgate/internal/testenv"
 	"github.com/idemgate/idemgate/store"
 )
 
@@ -31,9 +32,7 @@ import (
 // each notification is answered from its order, never forwarded: the
 // backend ran each once.
 func TestOrderEventRepairedOnRead(t *testing.T) {
-	if testing.Short() {
-		t.Skip("process test: a real redis-server")
-	}
+	testenv.Slow(t, "process test: a real redis-server")
 	const (
 		app = "2021004123456789"
 		ttl = 3 * time.Second

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/internal/platformapi"
+	"github.com/idemgate/idemgate/internal/testenv"
 	"github.com/idemgate/idemgate/keying"
 	"github.com/idemgate/idemgate/platforms/stripe"
 )
@@ -35,9 +36,7 @@ func (w *replayWatch) RoundTrip(r *http.Request) (*http.Response, error) {
 // runs it once; a second resend is replayed and the backend still ran it
 // once. The gateway re-signs nothing: the stand-in signs with stripe-go.
 func TestStripeResendThroughGate(t *testing.T) {
-	if testing.Short() {
-		t.Skip("real module test")
-	}
+	testenv.Slow(t, "real module test")
 	be := newBackend(t)
 	g := startGateway(t, `
 	handle /stripe {

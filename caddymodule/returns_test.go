@@ -22,6 +22,7 @@ import (
 	"github.com/idemgate/idemgate/internal/gatewaytest"
 	"github.com/idemgate/idemgate/internal/platformtest"
 	"github.com/idemgate/idemgate/internal/sdkbackend"
+	"github.com/idemgate/idemgate/internal/testenv"
 	"github.com/idemgate/idemgate/reconcile"
 )
 
@@ -296,9 +297,7 @@ func TestAlipaySuccessBodyJudgesNotify(t *testing.T) {
 // both-channel backend runs the payment by the return, and the notify is
 // answered success from it. Each payment ran once.
 func TestAlipayReturnRecipesProcess(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the idemgate binary")
-	}
+	testenv.Slow(t, "builds and runs the idemgate binary")
 	a, pub, pem := alipayKeys(t)
 	s := returnSite{signer: a}
 	for _, c := range []struct {

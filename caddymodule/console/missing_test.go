@@ -14,6 +14,7 @@ import (
 	"github.com/idemgate/idemgate/internal/gatewaytest"
 	"github.com/idemgate/idemgate/internal/platformapi"
 	"github.com/idemgate/idemgate/internal/platformtest"
+	"github.com/idemgate/idemgate/internal/testenv"
 )
 
 // TestConsoleMissing: the console's "Missing" page and its "Query the
@@ -23,9 +24,7 @@ import (
 // entry in the list; a POST without the token asks nothing; an order of
 // the scope offers the button on its page.
 func TestConsoleMissing(t *testing.T) {
-	if testing.Short() {
-		t.Skip("real module test")
-	}
+	testenv.Slow(t, "real module test")
 	const appID = "2016091800538339"
 	alipayKey, appKey := platformtest.Keys(t)
 	der, err := x509.MarshalPKCS8PrivateKey(appKey)
