@@ -56,9 +56,8 @@ type CatchUpConfig struct {
 	Credentials map[string]string `json:"credentials,omitempty"`
 
 	// Set by provision and start; never in the JSON.
-	api      any    // the platform's read API client
-	merchant string // catchup.Config.Merchant
-	state    *catchUpState
+	api   any // the platform's read API client
+	state *catchUpState
 }
 
 // catchUpState is a running catch-up: its engine once built, and how to
@@ -166,7 +165,7 @@ func provisionCatchUp(h *Handler, repl *caddy.Replacer) error {
 	if err != nil {
 		return fmt.Errorf("catch_up: %v", err)
 	}
-	c.api, c.merchant = api, cfg.Merchant
+	c.api = api
 	if h.reg != nil {
 		h.reg.Query = func(ctx context.Context, q keying.OrderQuery) (store.Missing, error) { return catchUpQuery(ctx, h, q) }
 	}
@@ -194,7 +193,7 @@ func startCatchUp(h *Handler, watch context.Context) {
 	}
 	e, err := catchup.New(catchup.Config{Scope: h.scope(), Platform: h.Platform, API: c.api, Store: h.store,
 		Every: time.Duration(c.Every), Grace: time.Duration(c.Grace), Window: time.Duration(c.Window),
-		Recover: c.Recover, QueryRoute: route, Merchant: c.merchant, HTTPClient: client, Observer: catchUpObserver{h}})
+		Recover: c.Recover, QueryRoute: route, HTTPClient: client, Observer: catchUpObserver{h}})
 	if err != nil {
 		close(st.done)
 		h.logger.Error("catch_up not started", zap.Error(err))

@@ -70,10 +70,6 @@ type Config struct {
 	// gate serves it: POSTed JSON with the order's numbers as the platform
 	// names them (queryRouteBody).
 	QueryRoute string
-	// Merchant is the merchant the read API speaks for (Alipay's app_id,
-	// WeChat Pay's mchid or a service provider's sp_mchid): the query
-	// route's body names it when the platform's answer does not.
-	Merchant string
 	// CallsPerMinute caps the calls to the platform's API across the
 	// engine (default 60); CallTimeout bounds each outbound call (10s).
 	CallsPerMinute int

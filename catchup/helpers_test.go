@@ -202,6 +202,14 @@ func (q *querier) Query(ctx context.Context, oq keying.OrderQuery) (keying.Trade
 	return a, nil
 }
 
+// OrderNumbers names an answer as Alipay does (keying.OrderNamer): the
+// engine POSTs what its platform's API names.
+func (q *querier) OrderNumbers(a keying.TradeAnswer) map[string]string {
+	return map[string]string{"app_id": a.Merchant, "trade_no": a.TradeNo, "out_trade_no": a.OutTradeNo, "total_amount": a.Money.Amount}
+}
+
+func (q *querier) SubMerchant(string) string { return "" }
+
 func (q *querier) tradeNos() []string {
 	q.mu.Lock()
 	defer q.mu.Unlock()

@@ -128,14 +128,13 @@ func (e *Engine) Query(ctx context.Context, q keying.OrderQuery) (store.Missing,
 	return e.order(ctx, e.cfg.Now(), candidate{id: q.TradeNo, outTradeNo: q.OutTradeNo, since: e.cfg.Now(), sub: q.SubMerchant}, true)
 }
 
-// sub is the sub-merchant an order's merchant is, for a WeChat Pay
-// service provider (Config.Merchant its sp_mchid): any other merchant
-// than the provider's own; "" otherwise.
+// sub is the sub-merchant an order's merchant is, as the platform's read
+// API tells (keying.OrderNamer); "" when it is the API's own merchant.
 func (e *Engine) sub(merchant string) string {
-	if e.cfg.Platform != "wechatpay" || e.cfg.Merchant == "" || merchant == e.cfg.Merchant {
-		return ""
+	if n, ok := e.cfg.API.(keying.OrderNamer); ok {
+		return n.SubMerchant(merchant)
 	}
-	return merchant
+	return ""
 }
 
 // order queries one candidate (asked: the operator's, at once) and keeps
@@ -244,7 +243,7 @@ func (e *Engine) recover(ctx context.Context, n *store.Missing, c candidate, ans
 		return
 	}
 	n.Action = store.MissingQueryRoute
-	body, err := json.Marshal(queryRouteBody(e.cfg, c, n, ans))
+	body, err := json.Marshal(queryRouteBody(e.cfg.API, c, n, ans))
 	if err != nil {
 		n.Outcome, n.Reason = OutcomeMissing, "the order's numbers do not encode"
 		return
@@ -277,38 +276,20 @@ func (e *Engine) recover(ctx context.Context, n *store.Missing, c candidate, ans
 }
 
 // queryRouteBody is what the merchant's status-query route is POSTed: the
-// order's numbers as the platform names them, so the documented key
-// ({idempotency.json.app_id}:{idempotency.json.trade_no}:paid, WeChat
-// Pay's {idempotency.json.mchid}:{idempotency.json.transaction_id}:paid)
-// resolves to the order's paid event and the gate runs it once.
-func queryRouteBody(cfg Config, c candidate, n *store.Missing, ans keying.TradeAnswer) map[string]string {
-	tradeNo := ans.TradeNo
-	if tradeNo == "" {
-		tradeNo = c.id
+// order's numbers as the platform names them (keying.OrderNamer), so the
+// documented key ({idempotency.json.app_id}:{idempotency.json.trade_no}:paid,
+// WeChat Pay's {idempotency.json.mchid}:{idempotency.json.transaction_id}:paid)
+// resolves to the order's paid event and the gate runs it once. An API
+// that names nothing gets out_trade_no and trade_no.
+func queryRouteBody(api any, c candidate, n *store.Missing, ans keying.TradeAnswer) map[string]string {
+	if ans.TradeNo == "" {
+		ans.TradeNo = c.id
 	}
-	outTradeNo := ans.OutTradeNo
-	if outTradeNo == "" {
-		outTradeNo = n.MerchantRef
+	if ans.OutTradeNo == "" {
+		ans.OutTradeNo = n.MerchantRef
 	}
-	if cfg.Platform == "alipay" {
-		b := map[string]string{"app_id": ans.Merchant, "trade_no": tradeNo, "out_trade_no": outTradeNo}
-		if b["app_id"] == "" {
-			b["app_id"] = cfg.Merchant
-		}
-		if ans.Money.Amount != "" {
-			b["total_amount"] = ans.Money.Amount
-		}
-		return b
+	if namer, ok := api.(keying.OrderNamer); ok {
+		return namer.OrderNumbers(ans)
 	}
-	b := map[string]string{"transaction_id": tradeNo, "out_trade_no": outTradeNo}
-	switch {
-	case cfg.Merchant != "" && ans.Merchant != "" && ans.Merchant != cfg.Merchant:
-		// A service provider's sub-merchant: the order is the sub-merchant's.
-		b["sp_mchid"], b["sub_mchid"], b["mchid"] = cfg.Merchant, ans.Merchant, ans.Merchant
-	case ans.Merchant != "":
-		b["mchid"] = ans.Merchant
-	default:
-		b["mchid"] = cfg.Merchant
-	}
-	return b
+	return map[string]string{"out_trade_no": ans.OutTradeNo, "trade_no": ans.TradeNo}
 }

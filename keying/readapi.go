@@ -140,6 +140,20 @@ type OrderQuerier interface {
 	Query(ctx context.Context, q OrderQuery) (TradeAnswer, error)
 }
 
+// OrderNamer is an OrderQuerier that names an order as its platform does,
+// so the catch-up engine names no platform: the numbers the merchant's
+// status-query route is POSTed (catch_up's query_route), and which
+// merchant of a service provider's is a sub-merchant it queries for.
+type OrderNamer interface {
+	// OrderNumbers are ans's numbers by the platform's names (Alipay
+	// app_id, trade_no, out_trade_no, total_amount; WeChat Pay mchid or
+	// sp_mchid/sub_mchid, transaction_id, out_trade_no).
+	OrderNumbers(ans TradeAnswer) map[string]string
+	// SubMerchant is merchant when the querier queries it as a service
+	// provider's sub-merchant, "" when it is the querier's own merchant.
+	SubMerchant(merchant string) string
+}
+
 // ErrUnverified is wrapped by a read API call whose response did not
 // verify (a bad or missing signature): nothing may be concluded from it.
 var ErrUnverified = errors.New("the platform's answer did not verify")

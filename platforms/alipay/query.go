@@ -325,3 +325,19 @@ func describe(r queryResponse) string {
 	}
 	return s
 }
+
+// OrderNumbers are ans's numbers as Alipay names them: app_id, trade_no,
+// out_trade_no and total_amount (keying.OrderNamer).
+func (c *Querier) OrderNumbers(ans keying.TradeAnswer) map[string]string {
+	b := map[string]string{"app_id": ans.Merchant, "trade_no": ans.TradeNo, "out_trade_no": ans.OutTradeNo}
+	if b["app_id"] == "" {
+		b["app_id"] = c.appID
+	}
+	if ans.Money.Amount != "" {
+		b["total_amount"] = ans.Money.Amount
+	}
+	return b
+}
+
+// SubMerchant is "": an app has no sub-merchants.
+func (*Querier) SubMerchant(string) string { return "" }

@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -239,5 +240,26 @@ func TestReadAPIConfig(t *testing.T) {
 	}
 	if _, ok := c.(keying.OrderQuerier); !ok {
 		t.Fatalf("%T is not an OrderQuerier", c)
+	}
+}
+
+// The query route's body names a paid trade as Alipay does, so the
+// documented key {idempotency.json.app_id}:{idempotency.json.trade_no}:paid
+// resolves; an app has no sub-merchants.
+func TestQueryOrderNumbers(t *testing.T) {
+	e := newQueryEnv(t)
+	e.api.Put(platformapi.AlipayTrade{OutTradeNo: "O-1", TradeNo: "2026031422001", Status: "TRADE_SUCCESS", TotalAmount: "9.90", PaidAt: time.Now()})
+	a, err := e.query(t, keying.OrderQuery{OutTradeNo: "O-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := NewReadAPI(e.cfg)
+	n := c.(keying.OrderNamer)
+	want := map[string]string{"app_id": queryAppID, "trade_no": "2026031422001", "out_trade_no": "O-1", "total_amount": "9.90"}
+	if got := n.OrderNumbers(a); !maps.Equal(got, want) {
+		t.Errorf("order numbers %v, want %v", got, want)
+	}
+	if s := n.SubMerchant(queryAppID); s != "" {
+		t.Errorf("sub-merchant %q", s)
 	}
 }

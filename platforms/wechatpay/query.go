@@ -301,3 +301,27 @@ func cleanErr(err error) error {
 	}
 	return err
 }
+
+// OrderNumbers are ans's numbers as WeChat Pay names them: mchid (a
+// service provider's sub-merchant's order: sp_mchid and sub_mchid, and
+// mchid the sub-merchant's, whose order it is), transaction_id and
+// out_trade_no (keying.OrderNamer).
+func (c *Querier) OrderNumbers(ans keying.TradeAnswer) map[string]string {
+	b := map[string]string{"transaction_id": ans.TradeNo, "out_trade_no": ans.OutTradeNo, "mchid": ans.Merchant}
+	if sub := c.SubMerchant(ans.Merchant); sub != "" {
+		b["sp_mchid"], b["sub_mchid"] = c.mchID, sub
+	}
+	if b["mchid"] == "" {
+		b["mchid"] = c.mchID
+	}
+	return b
+}
+
+// SubMerchant is merchant when it is not the querier's own mchid: a
+// service provider (its sp_mchid) queries its sub-merchants' orders.
+func (c *Querier) SubMerchant(merchant string) string {
+	if merchant == "" || merchant == c.mchID {
+		return ""
+	}
+	return merchant
+}

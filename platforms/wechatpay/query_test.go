@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
+	"maps"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
@@ -302,5 +303,35 @@ func TestReadAPIConfig(t *testing.T) {
 	}
 	if _, ok := c.(keying.OrderQuerier); !ok {
 		t.Fatalf("%T is not an OrderQuerier", c)
+	}
+}
+
+// The query route's body names an order as WeChat Pay does: a merchant's
+// own with mchid, a service provider's sub-merchant's with sp_mchid and
+// sub_mchid (mchid the sub-merchant's, whose order it is).
+func TestQueryOrderNumbers(t *testing.T) {
+	e := newQueryEnv(t)
+	const sub = "1900000109"
+	e.api.Put(platformapi.WechatPayOrder{MchID: queryMchID, OutTradeNo: "O-1", TransactionID: "4200000001", TradeState: "SUCCESS", Total: 990, SuccessTime: paidAt})
+	e.api.Put(platformapi.WechatPayOrder{SpMchID: queryMchID, SubMchID: sub, OutTradeNo: "O-SP", TransactionID: "4200000009", TradeState: "SUCCESS", Total: 2500, SuccessTime: paidAt})
+	c, _ := NewReadAPI(e.cfg)
+	n := c.(keying.OrderNamer)
+	own, err := e.query(t, keying.OrderQuery{OutTradeNo: "O-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := n.OrderNumbers(own), map[string]string{"mchid": queryMchID, "transaction_id": "4200000001", "out_trade_no": "O-1"}; !maps.Equal(got, want) {
+		t.Errorf("own order %v, want %v", got, want)
+	}
+	partner, err := e.query(t, keying.OrderQuery{OutTradeNo: "O-SP", SubMerchant: sub})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"mchid": sub, "sp_mchid": queryMchID, "sub_mchid": sub, "transaction_id": "4200000009", "out_trade_no": "O-SP"}
+	if got := n.OrderNumbers(partner); !maps.Equal(got, want) {
+		t.Errorf("partner order %v, want %v", got, want)
+	}
+	if n.SubMerchant(queryMchID) != "" || n.SubMerchant(sub) != sub {
+		t.Errorf("sub-merchants: own %q, %s's %q", n.SubMerchant(queryMchID), sub, n.SubMerchant(sub))
 	}
 }
