@@ -98,7 +98,7 @@
 //	examples/                runnable Caddyfiles, the stand-in legacy
 //	                         backend, the demo, the catch-up example,
 //	                         monitoring assets
-//	scripts/                 load.sh, ablate.sh, nginxgate.sh, fuzz.sh
+//	scripts/                 load.sh, ablate.sh, nginxgate.sh, scale.sh, fuzz.sh
 //
 // The arrows point one way: command talks to admin over HTTP (and reads its
 // view types); console → admin → app ← caddymodule; admin, console →
