@@ -87,7 +87,7 @@ type deliverRoute struct{ h *Handler }
 
 func (d deliverRoute) Store() store.Store      { return d.h.store }
 func (d deliverRoute) Settler() *store.Settler { return d.h.settler }
-func (d deliverRoute) Ackable() error          { return d.h.dlv.ackable(d.h.store) }
+func (d deliverRoute) Ackable() error          { return d.h.dlv.durable.Ackable(d.h.store) }
 
 func (d deliverRoute) Received(r *http.Request, c gate.Claim) (*store.Notification, http.Header) {
 	return received(r, c, d.h.reg), credentialsOf(r.Header)

@@ -42,8 +42,8 @@
 // delivery engine (delivery.Observer) report to them; tracing.go and alert.go
 // those outputs, package metrics (caddymodule/metrics) the Prometheus
 // metrics, which the record and the delivery engine reach through its
-// Recorder; deliver.go the configuration of `deliver async` and the
-// store's durability for it, deliver_adapter.go the route attached to
+// Recorder; deliver.go the configuration of `deliver async` (the
+// store's durability for it is delivery.Durability's), deliver_adapter.go the route attached to
 // its engine as its delivery.Route (package delivery: the receipt, the gate's queue, and the
 // engine that delivers the queue to the backend, whose queue stats feed
 // the metrics' gauges); orders.go attaches package orders to the gate
