@@ -126,12 +126,10 @@ func (h *Handler) provisionDeliver() error {
 		ds.ack.ContentType = async.AckContentType(ds.ack.Body)
 	}
 	dc := h.deliveryConfig(u)
-	switch {
-	case dc.Concurrency < 0 || dc.Rate < 0:
-		return fmt.Errorf("deliver async: concurrency and rate must be positive")
-	case dc.RetryMax < dc.RetryInitial:
-		return fmt.Errorf("deliver async: retry max (%v) is shorter than its initial back-off (%v)", dc.RetryMax, dc.RetryInitial)
-	case h.OnStoreError == "pass":
+	if err := dc.Check(); err != nil {
+		return err
+	}
+	if h.OnStoreError == "pass" {
 		return fmt.Errorf("deliver async: on_store_error pass cannot apply: a notification is acknowledged only once it is queued in the store")
 	}
 	if c.Replicas > 0 {
@@ -165,26 +163,14 @@ func (h *Handler) provisionDeliver() error {
 }
 
 // deliveryConfig is the engine's settings: `deliver async`'s, defaults
-// filled, and the route's.
+// filled (delivery.Config.Defaults), and the route's.
 func (h *Handler) deliveryConfig(to *url.URL) async.Config {
 	c := h.Deliver
 	dc := async.Config{Scope: h.scope(), Platform: h.Platform, To: to, Concurrency: c.Concurrency, Rate: c.Rate,
 		RetryInitial: time.Duration(c.RetryInitial), RetryMax: time.Duration(c.RetryMax), GiveUp: time.Duration(c.GiveUp),
 		LockTTL: time.Duration(h.LockTTL), TTL: time.Duration(h.TTL), StoreTimeout: time.Duration(h.StoreTimeout),
 		MaxAnswer: h.MaxAnswer, Ceiling: h.opts.backendCeiling(), SignedFor: h.preset().SignedFor, Logger: h.logger}
-	if dc.Concurrency == 0 {
-		dc.Concurrency = 4
-	}
-	if dc.RetryInitial == 0 {
-		dc.RetryInitial = time.Second
-	}
-	if dc.RetryMax == 0 {
-		dc.RetryMax = 10 * time.Minute
-	}
-	if dc.GiveUp == 0 {
-		dc.GiveUp = 24 * time.Hour
-	}
-	return dc
+	return dc.Defaults()
 }
 
 // startDeliver takes the store's queue and starts the engine; start runs

@@ -55,10 +55,6 @@ func received(r *http.Request, c gate.Claim, reg *app.Route) *store.Notification
 	return n
 }
 
-// credentialsOf are the caller's credentials an async delivery still owes
-// the backend (journal.CredentialsOf).
-func credentialsOf(hdr http.Header) http.Header { return journal.CredentialsOf(hdr) }
-
 // attemptOf is what the journal keeps of one forward.
 func attemptOf(r *http.Request, kind gate.Kind, start time.Time, tw *teeWriter, body []byte, err error) *store.Attempt {
 	res := journal.Result{Outcome: kind.AttemptOutcome(), Start: start, Duration: time.Since(start), Body: body, Err: err}
