@@ -17,7 +17,8 @@
 // wait or refuse, then settle) is package gate, free of Caddy; this
 // package is its adapter.
 //
-// handler.go holds the configuration and its lifecycle, options.go
+// handler.go holds the configuration and its provisioning, run.go its
+// start and cleanup (what runs beside the requests), options.go
 // what is injected instead of production's clock, backend ceiling and
 // watch intervals; app.go how a handler joins its config's idempotency app
 // (caddymodule/app), which starts the config's handlers (opens their
