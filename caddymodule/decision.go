@@ -12,6 +12,7 @@ import (
 
 	"github.com/idemgate/idemgate/caddymodule/app"
 	"github.com/idemgate/idemgate/caddymodule/metrics"
+	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/keying"
 )
 
@@ -26,7 +27,7 @@ type result struct {
 	status  int           // the backend's status, when it answered failure
 	backend time.Duration // how long the backend took, when forwarded
 	err     error
-	journal journalState // a failed forward's record, for its events
+	journal journal.Failed // a failed forward's record, for its events
 	// hint says how to fix a route whose failure another of the
 	// platform's success rules would take as a success (success.go).
 	hint string
@@ -80,7 +81,7 @@ func (h *Handler) record(ctx context.Context, span spanEnder, repl *caddy.Replac
 	case outcomeConflict:
 		h.obs.emit("idempotency.conflict", d.key, 0)
 	case outcomeBackendFailed, outcomeBackendUnreachable:
-		h.emitFailure(d)
+		d.journal.Emit(h.obs, d.key, d.status, h.retries.lastCopy)
 	}
 
 	level, msg := logLevel(d, h.WarnCopies, h.warned)

@@ -5,7 +5,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -20,8 +19,9 @@ import (
 // `deliver async`: the gateway answers the platform (the ack) once the
 // notification is durable in the store's delivery queue, and a delivery
 // engine (package delivery) takes it from there to the backend. This file
-// holds the configuration, its provisioning and the store's durability
-// checks; deliver_adapter.go builds the engine and attaches it.
+// holds the configuration and its provisioning (the store's durability
+// checks are delivery.Durability's); deliver_adapter.go builds the engine
+// and attaches it.
 
 // DeliverConfig says how a notification reaches the backend.
 type DeliverConfig struct {
@@ -86,13 +86,9 @@ type deliveryState struct {
 	concurrency int
 	// engine is set by start, before the route's started is.
 	engine *asyncEngine
-	// volatile: `durability volatile`; refusing: the acks are refused
-	// now, the store's Redis having no AOF (ackable).
-	volatile bool
-	refusing *atomic.Bool
-	// logger and scope are the route's, for the durability warnings.
-	logger *zap.Logger
-	scope  string
+	// durable is the route's look at its store's persistence: a Redis
+	// without AOF refuses its acks (delivery.Durability).
+	durable *async.Durability
 }
 
 // async reports whether this route delivers asynchronously.
@@ -115,7 +111,7 @@ func (h *Handler) provisionDeliver() error {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("deliver async: to must be an http:// or https:// URL, not %q", c.To)
 	}
-	ds := &deliveryState{volatile: c.Volatile, refusing: new(atomic.Bool), logger: h.logger, scope: h.scope()}
+	ds := &deliveryState{durable: &async.Durability{Volatile: c.Volatile, Scope: h.scope(), Logger: h.logger}}
 	if c.Ack != nil {
 		ds.ack = *c.Ack
 	} else if a := h.preset().Ack; a.Status != 0 {
@@ -127,15 +123,13 @@ func (h *Handler) provisionDeliver() error {
 		return fmt.Errorf("deliver async: ack status must be 2xx, not %d", ds.ack.Status)
 	}
 	if ds.ack.ContentType == "" && ds.ack.Body != "" {
-		ds.ack.ContentType = guessContentType(ds.ack.Body)
+		ds.ack.ContentType = async.AckContentType(ds.ack.Body)
 	}
 	dc := h.deliveryConfig(u)
-	switch {
-	case dc.Concurrency < 0 || dc.Rate < 0:
-		return fmt.Errorf("deliver async: concurrency and rate must be positive")
-	case dc.RetryMax < dc.RetryInitial:
-		return fmt.Errorf("deliver async: retry max (%v) is shorter than its initial back-off (%v)", dc.RetryMax, dc.RetryInitial)
-	case h.OnStoreError == "pass":
+	if err := dc.Check(); err != nil {
+		return err
+	}
+	if h.OnStoreError == "pass" {
 		return fmt.Errorf("deliver async: on_store_error pass cannot apply: a notification is acknowledged only once it is queued in the store")
 	}
 	if c.Replicas > 0 {
@@ -169,26 +163,14 @@ func (h *Handler) provisionDeliver() error {
 }
 
 // deliveryConfig is the engine's settings: `deliver async`'s, defaults
-// filled, and the route's.
+// filled (delivery.Config.Defaults), and the route's.
 func (h *Handler) deliveryConfig(to *url.URL) async.Config {
 	c := h.Deliver
 	dc := async.Config{Scope: h.scope(), Platform: h.Platform, To: to, Concurrency: c.Concurrency, Rate: c.Rate,
 		RetryInitial: time.Duration(c.RetryInitial), RetryMax: time.Duration(c.RetryMax), GiveUp: time.Duration(c.GiveUp),
 		LockTTL: time.Duration(h.LockTTL), TTL: time.Duration(h.TTL), StoreTimeout: time.Duration(h.StoreTimeout),
 		MaxAnswer: h.MaxAnswer, Ceiling: h.opts.backendCeiling(), SignedFor: h.preset().SignedFor, Logger: h.logger}
-	if dc.Concurrency == 0 {
-		dc.Concurrency = 4
-	}
-	if dc.RetryInitial == 0 {
-		dc.RetryInitial = time.Second
-	}
-	if dc.RetryMax == 0 {
-		dc.RetryMax = 10 * time.Minute
-	}
-	if dc.GiveUp == 0 {
-		dc.GiveUp = 24 * time.Hour
-	}
-	return dc
+	return dc.Defaults()
 }
 
 // startDeliver takes the store's queue and starts the engine; start runs
@@ -198,7 +180,7 @@ func (h *Handler) startDeliver() error {
 	if !ok {
 		return fmt.Errorf("deliver async: the %s store holds no delivery queue", h.storeConf.Type)
 	}
-	if err := h.dlv.checkDurable(lastCheck(h.store)); err != nil {
+	if err := h.dlv.durable.Check(async.LastCheck(h.store)); err != nil {
 		return err
 	}
 	cfg := h.dlv.cfg
@@ -206,92 +188,6 @@ func (h *Handler) startDeliver() error {
 	h.dlv.engine = &asyncEngine{Engine: async.New(cfg, deliverRoute{h}, q.Queue()), h: h}
 	h.dlv.engine.start()
 	return nil
-}
-
-// checkedStore is a store that keeps its server's last check (a Redis
-// store: store_checks.go tells it).
-type checkedStore interface{ Checked() *store.RedisReport }
-
-// lastCheck is the store's last complete check of its Redis; nil for
-// another store, or when no check has reached the server yet (the
-// background check then decides).
-func lastCheck(st store.Store) *store.RedisReport {
-	if cs, ok := st.(checkedStore); ok {
-		return cs.Checked()
-	}
-	return nil
-}
-
-// noAOF says why the store's Redis cannot keep this route's acks across
-// its restart (a master with appendonly off), or nil: it can, the route
-// accepts it (durability volatile), or nothing is known yet.
-func (ds *deliveryState) noAOF(rep *store.RedisReport) error {
-	if rep == nil || ds.volatile {
-		return nil
-	}
-	no := rep.WithoutAOF()
-	if len(no) == 0 {
-		return nil
-	}
-	return fmt.Errorf("Redis at %s has appendonly no: an acked notification lives only in Redis's memory until it is delivered, "+
-		"and a Redis restart loses it with no record while the platform, answered, never sends it again. "+
-		"Turn on appendonly yes on the server (CONFIG SET appendonly yes, and in its configuration file), "+
-		"or write `durability volatile` in the route's deliver async block to accept losing acked notifications on a Redis restart",
-		addrsOf(no))
-}
-
-// checkDurable is the start's look at the store's persistence: a Redis
-// without AOF stops the route (unless durability volatile); an AOF that
-// reaches the disk only every second or when the system flushes, or a
-// setting the server would not tell, is warned about.
-func (ds *deliveryState) checkDurable(rep *store.RedisReport) error {
-	if rep == nil {
-		return nil
-	}
-	if err := ds.noAOF(rep); err != nil {
-		return fmt.Errorf("deliver async: %w", err)
-	}
-	scope := zap.String("scope", ds.scope)
-	if no := rep.WithoutAOF(); len(no) > 0 {
-		ds.logger.Warn("deliver async with durability volatile: Redis has appendonly no, so a Redis restart loses the acked notifications not yet delivered, with no record",
-			scope, zap.String("masters", addrsOf(no)))
-		return nil
-	}
-	if un := rep.AOFUnknown(); len(un) > 0 && !ds.volatile {
-		ds.logger.Warn("deliver async: could not read whether Redis has appendonly on (its INFO does not say and CONFIG is refused); "+
-			"without it a Redis restart loses acked notifications", scope, zap.String("masters", addrsOf(un)))
-	}
-	if ms, f := rep.SyncingLeast(); f == "everysec" || f == "no" {
-		ds.logger.Warn("deliver async: Redis has appendfsync "+f+": "+fsyncMeaning(f), scope,
-			zap.String("masters", addrsOf(ms)), zap.String("appendfsync", f))
-	}
-	return nil
-}
-
-// ackable says why this route's acks are refused now, or nil: a later
-// check of store found its Redis without AOF. It logs the turn, at error
-// when the acks stop, when they resume.
-func (ds *deliveryState) ackable(st store.Store) error {
-	err := ds.noAOF(lastCheck(st))
-	switch {
-	case err != nil && ds.refusing.CompareAndSwap(false, true):
-		ds.logger.Error("deliver async: acks refused (503, the platform retries) until Redis has appendonly yes again: "+err.Error(),
-			zap.String("scope", ds.scope), zap.String("appendonly", "no"))
-	case err == nil && ds.refusing.Load() && ds.refusing.CompareAndSwap(true, false):
-		ds.logger.Warn("deliver async: Redis has appendonly yes again: acks resume", zap.String("scope", ds.scope))
-	}
-	return err
-}
-
-// guessContentType names an ack body's type: XML, JSON or text.
-func guessContentType(body string) string {
-	switch b := strings.TrimSpace(body); {
-	case strings.HasPrefix(b, "<"):
-		return "application/xml"
-	case strings.HasPrefix(b, "{"), strings.HasPrefix(b, "["):
-		return "application/json"
-	}
-	return "text/plain; charset=utf-8"
 }
 
 // fields name the route's delivery mode in its start-up line; ds is nil
@@ -303,7 +199,7 @@ func (ds *deliveryState) fields() []zap.Field {
 	dc := ds.cfg
 	f := []zap.Field{zap.String("deliver", "async"), zap.String("deliver_to", dc.To.Redacted()),
 		zap.Int("concurrency", dc.Concurrency), zap.Int("rate", dc.Rate), zap.Duration("give_up", dc.GiveUp)}
-	if ds.volatile {
+	if ds.durable.Volatile {
 		f = append(f, zap.String("durability", "volatile"))
 	}
 	return f

@@ -81,16 +81,16 @@ func (q asyncQueue) Copy(ctx context.Context, key, fp string, copies int64) (gat
 }
 
 // deliverRoute is the handler as its engine's Route; its Observer is the
-// route's (observer.go). The journal's helpers (received, credentialsOf,
+// route's (observer.go). The journal's helpers (received, journal.CredentialsOf,
 // journal.Cut) are reached from here only.
 type deliverRoute struct{ h *Handler }
 
 func (d deliverRoute) Store() store.Store      { return d.h.store }
 func (d deliverRoute) Settler() *store.Settler { return d.h.settler }
-func (d deliverRoute) Ackable() error          { return d.h.dlv.ackable(d.h.store) }
+func (d deliverRoute) Ackable() error          { return d.h.dlv.durable.Ackable(d.h.store) }
 
 func (d deliverRoute) Received(r *http.Request, c gate.Claim) (*store.Notification, http.Header) {
-	return received(r, c, d.h.reg), credentialsOf(r.Header)
+	return received(r, c, d.h.reg), journal.CredentialsOf(r.Header)
 }
 
 func (d deliverRoute) Journaled(n *store.Notification) *store.Notification {

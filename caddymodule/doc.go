@@ -17,7 +17,8 @@
 // wait or refuse, then settle) is package gate, free of Caddy; this
 // package is its adapter.
 //
-// handler.go holds the configuration and its lifecycle, options.go
+// handler.go holds the configuration and its provisioning, run.go its
+// start and cleanup (what runs beside the requests), options.go
 // what is injected instead of production's clock, backend ceiling and
 // watch intervals; app.go how a handler joins its config's idempotency app
 // (caddymodule/app), which starts the config's handlers (opens their
@@ -42,8 +43,8 @@
 // delivery engine (delivery.Observer) report to them; tracing.go and alert.go
 // those outputs, package metrics (caddymodule/metrics) the Prometheus
 // metrics, which the record and the delivery engine reach through its
-// Recorder; deliver.go the configuration of `deliver async` and the
-// store's durability for it, deliver_adapter.go the route attached to
+// Recorder; deliver.go the configuration of `deliver async` (the
+// store's durability for it is delivery.Durability's), deliver_adapter.go the route attached to
 // its engine as its delivery.Route (package delivery: the receipt, the gate's queue, and the
 // engine that delivers the queue to the backend, whose queue stats feed
 // the metrics' gauges); orders.go attaches package orders to the gate

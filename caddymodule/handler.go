@@ -1,12 +1,9 @@
 package caddymodule
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -17,7 +14,6 @@ import (
 
 	"github.com/idemgate/idemgate/caddymodule/app"
 	"github.com/idemgate/idemgate/caddymodule/metrics"
-	"github.com/idemgate/idemgate/caddymodule/redeliver"
 	"github.com/idemgate/idemgate/gate"
 	"github.com/idemgate/idemgate/keying"
 	"github.com/idemgate/idemgate/orders"
@@ -192,36 +188,6 @@ func (Handler) CaddyModule() caddy.ModuleInfo {
 	}
 }
 
-// SuccessRule overrides what answer counts as handled.
-type SuccessRule struct {
-	// Statuses are codes ("200", "302") or classes ("2xx").
-	Statuses []string `json:"statuses,omitempty"`
-	// Body, if set, must equal the answer's body (surrounding white space
-	// trimmed), as Alipay's "success".
-	Body string `json:"body,omitempty"`
-	// Header, if set, names answer header fields that must hold these
-	// values (surrounding white space trimmed): a backend that answers
-	// 200 both for "paid" and for "not paid yet" says which in a header.
-	Header map[string]string `json:"header,omitempty"`
-}
-
-// saysBusinessRan tells whether the rule reads more than the status: the
-// body or a header, which is what tells "ran" from "not yet" on a route
-// whose 2xx alone does not.
-func (s *SuccessRule) saysBusinessRan() bool {
-	return s != nil && (s.Body != "" || len(s.Header) > 0)
-}
-
-// DuplicateAction is what duplicates on a route get instead of the replay:
-// a redirect (a browser return page) or a fixed answer.
-type DuplicateAction struct {
-	// Redirect is a URL template; duplicates get 302 to it.
-	Redirect string `json:"redirect,omitempty"`
-	// Status and Body are a fixed answer.
-	Status int    `json:"status,omitempty"`
-	Body   string `json:"body,omitempty"`
-}
-
 // Provision sets defaults, reads secrets and takes a reference to the
 // store, one named step each. It opens nothing and starts nothing: Caddy
 // provisions for `caddy validate` too; the config's App starts the
@@ -297,61 +263,6 @@ func (h *Handler) Provision(ctx caddy.Context) (err error) {
 		append(h.dlv.fields(), h.keys.fields()...)...)...)
 	h.app.Join(h)
 	return nil
-}
-
-// start opens the store and starts what runs beside the requests: the
-// async delivery engine. The config's app calls it when the config runs;
-// a request calls it if it comes first (the http app may start before
-// the idempotency app), and a handler provisioned outside a config starts
-// on its first request.
-func (h *Handler) start() error {
-	if h.run.started.Load() {
-		return nil
-	}
-	h.run.mu.Lock()
-	defer h.run.mu.Unlock()
-	if h.run.started.Load() {
-		return nil
-	}
-	if h.run.stopped {
-		return fmt.Errorf("the route is stopped")
-	}
-	ps, err := h.storeRef.Open()
-	if err != nil {
-		return fmt.Errorf("opening store %s: %v", h.storeConf.id(), err)
-	}
-	h.store, h.settler = ps.Store, ps.Settler
-	if h.async() {
-		if err := h.startDeliver(); err != nil {
-			return err
-		}
-	}
-	h.startWatch()
-	h.run.started.Store(true)
-	return nil
-}
-
-// startWatch runs what watches the route beside its requests (the
-// certificate expiry, the retry scan) until run.stopWatch; run.mu is held.
-func (h *Handler) startWatch() {
-	var watch context.Context
-	watch, h.run.stopWatch = context.WithCancel(context.Background())
-	h.keys.watch(watch, h.opts.expiryCheckEvery(), h.opts.now)
-	h.retries.watch(watch, h.store, h.opts.retryScanEvery())
-	startCatchUp(h, watch)
-}
-
-// runState is whether a handler started: start sets store and settler
-// before started, so a request that sees started sees them.
-type runState struct {
-	mu      sync.Mutex
-	started atomic.Bool
-	stopped bool // Cleanup ran; guarded by mu
-	// stopWatch ends the watch (startWatch); set by start.
-	stopWatch context.CancelFunc
-	// recovery keeps the rest of the route's chain from the requests it
-	// serves, which a redelivery enters (package redeliver).
-	recovery redeliver.Point
 }
 
 // preset is the route's platform as the registry describes it; an empty
@@ -481,17 +392,6 @@ func holdsSecret(mod guest.Module) bool {
 	return ok && s.HasSecret()
 }
 
-// provisionSuccess picks the route's `success` rule, or the platform's
-// per channel.
-func (h *Handler) provisionSuccess() error {
-	j, err := newSuccessJudge(h.preset(), h.platform, h.Success, h.MaxAnswer)
-	if err != nil {
-		return fmt.Errorf("success: %v", err)
-	}
-	h.success = j
-	return nil
-}
-
 // provisionStore resolves the store configuration (a copy: the handler's
 // own config keeps its placeholders), checks it offline and takes a
 // reference to the shared store, which start opens.
@@ -554,39 +454,6 @@ func (h *Handler) Validate() (err error) {
 		return fmt.Errorf("on_duplicate needs a redirect or a status")
 	}
 	return nil
-}
-
-// Cleanup stops what start started and drops this handler's reference to
-// its store. Caddy calls it after a failed Provision too.
-func (h *Handler) Cleanup() error {
-	if h.run == nil {
-		return nil
-	}
-	h.run.mu.Lock()
-	h.run.stopped = true
-	started := h.run.started.Load()
-	h.run.mu.Unlock()
-	// The engine settles its deliveries in flight while the store is
-	// still loaded.
-	if started {
-		h.run.stopWatch()
-		stopCatchUp(h)
-	}
-	if started && h.async() {
-		h.dlv.engine.stop()
-	}
-	h.obs.close()
-	if h.reg != nil {
-		h.app.RemoveRoute(h.reg)
-	}
-	if h.retries != nil {
-		_ = unloadLastRetries() // its Destruct cannot fail
-	}
-	if h.storeRef == nil {
-		return nil
-	}
-	h.app.DropStore(h.storeRef)
-	return unloadStore(h.storeConf)
 }
 
 // scope is the namespace of this route's keys.

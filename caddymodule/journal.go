@@ -1,7 +1,6 @@
 package caddymodule
 
 import (
-	"context"
 	"net/http"
 	"time"
 
@@ -27,6 +26,9 @@ import (
 // and PayPal ids), handed over by the claim (gate.Claim.MerchantRefs) and
 // kept with the notification, so support finds an order as the customer
 // names it.
+//
+// A failed forward's record is read back for its events
+// (journal.ReadFailed, journal.Failed.Emit).
 
 // notification is the copy claimed by c on route reg as the journal
 // keeps it (journal.Cut at journal_body): nil when journal_body is off.
@@ -53,10 +55,6 @@ func received(r *http.Request, c gate.Claim, reg *app.Route) *store.Notification
 	return n
 }
 
-// credentialsOf are the caller's credentials an async delivery still owes
-// the backend (journal.CredentialsOf).
-func credentialsOf(hdr http.Header) http.Header { return journal.CredentialsOf(hdr) }
-
 // attemptOf is what the journal keeps of one forward.
 func attemptOf(r *http.Request, kind gate.Kind, start time.Time, tw *teeWriter, body []byte, err error) *store.Attempt {
 	res := journal.Result{Outcome: kind.AttemptOutcome(), Start: start, Duration: time.Since(start), Body: body, Err: err}
@@ -70,22 +68,16 @@ func attemptOf(r *http.Request, kind gate.Kind, start time.Time, tw *teeWriter, 
 }
 
 // retryWindow is how long the platform of this route keeps retrying a
-// notification: past it, a failed key is dead.
+// notification: past it, a failed key is dead (journal.RetryWindow).
 func (h *Handler) retryWindow() time.Duration {
 	if h.async() {
-		// The platform was acknowledged and retries nothing: the
-		// gateway's own give_up is the window.
-		return h.dlv.giveUp
+		return journal.RetryWindow(h.dlv.giveUp, 0, nil, 0)
 	}
 	if h.platform == nil {
 		return 0
 	}
-	w := h.platform.RetryWindow()
-	if s := h.preset().Schedule; s != nil {
-		// Dead only once the last retry could have come (retries.go).
-		w = max(w, s.Total()+windowSlack())
-	}
-	return w
+	// Dead only once the last retry could have come (retries.go).
+	return journal.RetryWindow(0, h.platform.RetryWindow(), h.preset().Schedule, windowSlack())
 }
 
 // journalBodyArg parses `journal_body <size> | off`.
@@ -98,41 +90,4 @@ func journalBodyArg(d *caddyfile.Dispenser, dst *int64) error {
 		d.Prev()
 	}
 	return cfparse.SizeArg(d, dst)
-}
-
-// journalState is what the events of a failed forward tell besides the
-// status: how many attempts the key has had, and whether it is dead.
-type journalState struct {
-	attempts int64
-	dead     bool
-	rec      *store.Record
-}
-
-// failedJournal reads a key just released after a failure from store,
-// for its events: one read on the failure path only (never on a replay or
-// a successful first copy), dead by app's clock past the route's retry
-// window. Zero when the store cannot say.
-func failedJournal(st store.Store, key string, timeout time.Duration, a *app.App, window time.Duration) journalState {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	rec, err := st.Lookup(ctx, key)
-	if err != nil {
-		return journalState{}
-	}
-	return journalState{attempts: rec.AttemptCount, dead: rec.StateAt(a.Now(), window) == store.StateDead, rec: rec}
-}
-
-// emitFailure sends idempotency.failed, and idempotency.dead when the
-// platform's retry window has passed: nobody will send it again.
-func (h *Handler) emitFailure(d *result) {
-	h.obs.Emit("idempotency.failed", d.key, d.status, d.journal.attempts)
-	if rec := d.journal.rec; rec != nil && !d.journal.dead {
-		// The copy that just failed may have been the platform's last.
-		if h.retries.sched != nil { // a sync route whose platform retries
-			h.retries.due(rec, h.app.Now())
-		}
-	}
-	if d.journal.dead {
-		h.obs.Emit("idempotency.dead", d.key, d.status, d.journal.attempts)
-	}
 }

@@ -161,3 +161,13 @@ func (t *teeWriter) ReadFrom(r io.Reader) (int64, error) {
 type writerOnly struct{ io.Writer }
 
 var _ io.ReaderFrom = (*teeWriter)(nil)
+
+// DuplicateAction is what duplicates on a route get instead of the replay:
+// a redirect (a browser return page) or a fixed answer.
+type DuplicateAction struct {
+	// Redirect is a URL template; duplicates get 302 to it.
+	Redirect string `json:"redirect,omitempty"`
+	// Status and Body are a fixed answer.
+	Status int    `json:"status,omitempty"`
+	Body   string `json:"body,omitempty"`
+}

@@ -138,6 +138,10 @@ func (w *retryWatch) scan(ctx context.Context, st store.Store) {
 	})
 }
 
+// lastCopy emits last_retry for rec now if the copy that just failed was
+// the platform's last (journal.Failed.Emit).
+func (w *retryWatch) lastCopy(rec *store.Record) { w.due(rec, w.app.Now()) }
+
 // due emits last_retry for rec once, if its platform has no retry left
 // for it at t.
 func (w *retryWatch) due(rec *store.Record, t time.Time) {

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/idemgate/idemgate/gate"
+	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/keying"
 	"github.com/idemgate/idemgate/orders"
 	"github.com/idemgate/idemgate/platforms"
@@ -57,7 +58,7 @@ func (h *Handler) act(w http.ResponseWriter, r *http.Request, next caddyhttp.Han
 		settled := resultOf(h.forward(w, r, next, o.Claim))
 		settled.key, settled.keyID, settled.verified = res.key, res.keyID, res.verified
 		if settled.outcome == outcomeBackendFailed || settled.outcome == outcomeBackendUnreachable {
-			settled.journal = failedJournal(h.store, settled.key, time.Duration(h.StoreTimeout), h.app, h.retryWindow())
+			settled.journal = journal.ReadFailed(h.store, settled.key, time.Duration(h.StoreTimeout), h.app.Now, h.retryWindow())
 		}
 		*res = settled
 		return settled.err

@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
+	async "github.com/idemgate/idemgate/delivery"
 	"github.com/idemgate/idemgate/store"
 )
 
@@ -24,7 +24,7 @@ import (
 // and checks again in the background until it can, then every minute,
 // logging at error what changed. The store keeps the last complete report
 // (store.Redis.SetChecked): an async route reads there whether its acks
-// are durable (deliver.go, durability).
+// are durable (delivery.Durability).
 
 // defaultRecheckEvery is how often a running store's Redis is checked
 // again; defaultRetryEvery, how soon again after a check that could not
@@ -172,7 +172,7 @@ func (w *redisWatch) loop(next time.Duration) {
 
 // persistenceChanged logs what changed in rep's persistence since the
 // last report: appendonly turned off is an error (an async route's acks
-// then fail closed, deliver.go), on again a warning, another appendfsync
+// then fail closed, delivery.Durability), on again a warning, another appendfsync
 // a warning.
 func (w *redisWatch) persistenceChanged(rep store.RedisReport) {
 	was, now := addrSet(w.last.WithoutAOF()), addrSet(rep.WithoutAOF())
@@ -201,22 +201,9 @@ func (w *redisWatch) persistenceChanged(rep store.RedisReport) {
 	}
 	_, wasF := w.last.SyncingLeast()
 	if ms, f := rep.SyncingLeast(); f != wasF && f != "" && wasF != "" {
-		w.logger.Warn("Redis appendfsync changed: "+fsyncMeaning(f), zap.String("store", w.id),
-			zap.String("masters", addrsOf(ms)), zap.String("was", wasF), zap.String("appendfsync", f))
+		w.logger.Warn("Redis appendfsync changed: "+async.FsyncMeaning(f), zap.String("store", w.id),
+			zap.String("masters", store.Addrs(ms)), zap.String("was", wasF), zap.String("appendfsync", f))
 	}
-}
-
-// fsyncMeaning says what an appendfsync setting risks for acked writes.
-func fsyncMeaning(f string) string {
-	switch f {
-	case "everysec":
-		return "the AOF reaches the disk once a second, so a crash of the host (power, kernel) can lose up to a second of acked notifications, two when the disk stalls; " +
-			"a crash of Redis alone normally loses none. appendfsync always closes this, at the cost of an fsync per write"
-	case "no":
-		return "the AOF reaches the disk when the operating system flushes it (about every 30 seconds on Linux), so a crash of the host can lose that long of acked notifications; " +
-			"a crash of Redis alone loses none. appendfsync everysec bounds it to a second, always closes it"
-	}
-	return "every write is on the disk before it is answered"
 }
 
 func addrSet(ms []store.RedisMaster) map[string]bool {
@@ -225,15 +212,6 @@ func addrSet(ms []store.RedisMaster) map[string]bool {
 		s[m.Addr] = true
 	}
 	return s
-}
-
-// addrsOf lists masters' addresses for a message.
-func addrsOf(ms []store.RedisMaster) string {
-	a := make([]string, len(ms))
-	for i, m := range ms {
-		a[i] = m.Addr
-	}
-	return strings.Join(a, ", ")
 }
 
 // setUnfit refuses (why != nil) or resumes the store's claims.
@@ -263,7 +241,7 @@ func (w *redisWatch) Close() error {
 // restart: every claim and answer would then be lost with it. On a sync
 // route a platform's retry after the restart runs the backend again; an
 // async route's acked notifications would be lost outright, which is why
-// such a route needs AOF (deliver.go, durability) and says so itself.
+// such a route needs AOF (delivery.Durability) and says so itself.
 func logPersistence(rep store.RedisReport, id string, logger *zap.Logger) {
 	if rep.PersistenceErr != nil {
 		logger.Warn("could not check Redis persistence", zap.String("store", id), zap.Error(rep.PersistenceErr))

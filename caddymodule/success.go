@@ -157,3 +157,34 @@ func (j *successJudge) hint(method string, status int, header http.Header, body 
 	}
 	return ""
 }
+
+// SuccessRule overrides what answer counts as handled.
+type SuccessRule struct {
+	// Statuses are codes ("200", "302") or classes ("2xx").
+	Statuses []string `json:"statuses,omitempty"`
+	// Body, if set, must equal the answer's body (surrounding white space
+	// trimmed), as Alipay's "success".
+	Body string `json:"body,omitempty"`
+	// Header, if set, names answer header fields that must hold these
+	// values (surrounding white space trimmed): a backend that answers
+	// 200 both for "paid" and for "not paid yet" says which in a header.
+	Header map[string]string `json:"header,omitempty"`
+}
+
+// saysBusinessRan tells whether the rule reads more than the status: the
+// body or a header, which is what tells "ran" from "not yet" on a route
+// whose 2xx alone does not.
+func (s *SuccessRule) saysBusinessRan() bool {
+	return s != nil && (s.Body != "" || len(s.Header) > 0)
+}
+
+// provisionSuccess picks the route's `success` rule, or the platform's
+// per channel.
+func (h *Handler) provisionSuccess() error {
+	j, err := newSuccessJudge(h.preset(), h.platform, h.Success, h.MaxAnswer)
+	if err != nil {
+		return fmt.Errorf("success: %v", err)
+	}
+	h.success = j
+	return nil
+}

@@ -13,7 +13,8 @@
 //
 // The bill is read as a stream (keying/bill: bounded by its longest line)
 // and looked up in batches (one round trip each on Redis); what matched is
-// kept as one 8-byte hash a row. See match.go.
+// kept as one 8-byte hash a row. See match.go, and unsettled.go for run,
+// not settled.
 //
 // The package knows no server: the admin API (POST /idempotency/reconcile)
 // and the console hand it an Env filled from the running configuration.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
-	"slices"
 	"sync"
 	"time"
 
@@ -90,22 +89,9 @@ type Missing struct {
 	Updated time.Time `json:"updated"`
 }
 
-// MissingQuery selects missing items.
-type MissingQuery struct {
-	// Scope keeps one scope's; "" every scope's.
-	Scope string
-	// Since keeps those updated at or after it.
-	Since time.Time
-	// Limit bounds the answer: default 100, at most MissingCap.
-	Limit int
-}
-
-func (q *MissingQuery) normalize() {
-	if q.Limit <= 0 {
-		q.Limit = 100
-	}
-	q.Limit = min(q.Limit, MissingCap)
-}
+// MissingQuery selects missing items (a capped list's query, capped.go):
+// at most MissingCap.
+type MissingQuery = ScopeQuery
 
 func (m *Missing) bound() {
 	m.ID = cutText(m.ID, refusedKeyMax)
@@ -116,13 +102,12 @@ func (m *Missing) bound() {
 
 // recentFirst sorts items by Updated, most recent first, and keeps limit.
 func recentFirst(ms []Missing, limit int) []Missing {
-	slices.SortStableFunc(ms, func(a, b Missing) int {
+	return mostRecent(ms, limit, func(a, b Missing) int {
 		if c := b.Updated.Compare(a.Updated); c != 0 {
 			return c
 		}
 		return compareStrings(a.ID, b.ID)
 	})
-	return ms[:min(len(ms), limit)]
 }
 
 func compareStrings(a, b string) int {
@@ -231,13 +216,13 @@ func (s *Memory) Missing(ctx context.Context, q MissingQuery) ([]Missing, error)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	q.normalize()
+	q.normalize(MissingCap)
 	g := &s.catchup
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	var out []Missing
 	for scope, l := range g.missing {
-		if q.Scope != "" && scope != q.Scope {
+		if !q.selects(scope) {
 			continue
 		}
 		for _, m := range l {
@@ -299,11 +284,7 @@ func (s *Embedded) PutMissing(ctx context.Context, m Missing) error {
 		return err
 	}
 	return s.update(ctx, func(tx *bolt.Tx, _ time.Time) error {
-		top, err := tx.CreateBucketIfNotExists(bucketMissing)
-		if err != nil {
-			return err
-		}
-		b, err := top.CreateBucketIfNotExists(bkey(m.Scope))
+		b, err := scopeBucket(tx, bucketMissing, m.Scope)
 		if err != nil {
 			return err
 		}
@@ -369,18 +350,11 @@ func (s *Embedded) MissingItem(ctx context.Context, scope, id string) (*Missing,
 
 // Missing lists items (MissingLog).
 func (s *Embedded) Missing(ctx context.Context, q MissingQuery) ([]Missing, error) {
-	q.normalize()
+	q.normalize(MissingCap)
 	var out []Missing
 	err := s.view(ctx, func(tx *bolt.Tx, _ time.Time) error {
-		top := tx.Bucket(bucketMissing)
-		if top == nil {
-			return nil
-		}
-		return top.ForEachBucket(func(name []byte) error {
-			if q.Scope != "" && string(name) != string(bkey(q.Scope)) {
-				return nil
-			}
-			return top.Bucket(name).ForEach(func(_, v []byte) error {
+		return eachScope(tx, bucketMissing, q, func(b *bolt.Bucket) error {
+			return b.ForEach(func(_, v []byte) error {
 				var m Missing
 				if json.Unmarshal(v, &m) != nil {
 					return errCorrupt

@@ -5,7 +5,6 @@ import (
 	_ "embed"
 	"encoding/json"
 	"errors"
-	"slices"
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
@@ -19,7 +18,7 @@ import (
 // JSON) and the sorted set <prefix>:missing:{<scope>}:t (id by update
 // time), on the scope's hash tag, written by one script that also trims
 // to MissingCap; and the set <prefix>:missing:scopes naming the scopes
-// that have one.
+// that have one, added to in the same round trip (Redis.writeScoped).
 
 var (
 	//go:embed lease.lua
@@ -31,7 +30,7 @@ var (
 
 	leaseScript   = newWriteScript("", leaseLua)
 	unleaseScript = newWriteScript("", unleaseLua)
-	missingScript = newWriteScript("", missingLua)
+	missingScript = newScopedScript(missingLua)
 )
 
 func (s *Redis) leaseKey(name string) string {
@@ -79,11 +78,8 @@ func (s *Redis) PutMissing(ctx context.Context, m Missing) error {
 	if err != nil {
 		return err
 	}
-	err = s.script(missingScript).Run(ctx, s.c, s.missingKeys(m.Scope), m.ID, v, m.Updated.UnixMilli(), MissingCap).Err()
-	if err == nil {
-		err = s.c.SAdd(ctx, s.missingScopesKey(), m.Scope).Err()
-	}
-	return s.wrap("missing", err)
+	return s.writeScoped(ctx, missingScript, s.missingKeys(m.Scope), s.missingScopesKey(), m.Scope, "missing",
+		m.ID, v, m.Updated.UnixMilli(), MissingCap)
 }
 
 // MissingItem reads one item (MissingLog).
@@ -111,25 +107,17 @@ func (s *Redis) Missing(ctx context.Context, q MissingQuery) ([]Missing, error) 
 	if s.closed.Load() {
 		return nil, ErrClosed
 	}
-	q.normalize()
-	scopes := []string{q.Scope}
-	if q.Scope == "" {
-		var err error
-		if scopes, err = s.c.SMembers(ctx, s.missingScopesKey()).Result(); err != nil {
-			return nil, s.wrap("missing", err)
-		}
-		slices.Sort(scopes)
+	q.normalize(MissingCap)
+	scopes, err := s.scopesOf(ctx, q, s.missingScopesKey(), "missing")
+	if err != nil {
+		return nil, err
 	}
-	ids := make([]*redis.StringSliceCmd, len(scopes))
-	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, sc := range scopes {
-			ids[i] = p.ZRevRangeByScore(ctx, s.missingKeys(sc)[1], &redis.ZRangeBy{
-				Min: strconv.FormatInt(q.Since.UnixMilli(), 10), Max: "+inf", Count: int64(q.Limit)})
-		}
-		return nil
+	ids, err := s.readScopes(ctx, scopes, "missing", func(p redis.Pipeliner, scope string) *redis.StringSliceCmd {
+		return p.ZRevRangeByScore(ctx, s.missingKeys(scope)[1], &redis.ZRangeBy{
+			Min: strconv.FormatInt(q.Since.UnixMilli(), 10), Max: "+inf", Count: int64(q.Limit)})
 	})
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return nil, s.wrap("missing", err)
+	if err != nil {
+		return nil, err
 	}
 	var out []Missing
 	for i, sc := range scopes {

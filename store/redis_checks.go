@@ -201,6 +201,15 @@ func (r RedisReport) SyncingLeast() ([]RedisMaster, string) {
 	return r.mastersWhere(func(m RedisMaster) bool { return m.AOF == "yes" && m.AppendFsync == weakest }), weakest
 }
 
+// Addrs lists masters' addresses for a message.
+func Addrs(ms []RedisMaster) string {
+	a := make([]string, len(ms))
+	for i, m := range ms {
+		a[i] = m.Addr
+	}
+	return strings.Join(a, ", ")
+}
+
 func (r RedisReport) mastersWhere(f func(RedisMaster) bool) []RedisMaster {
 	var out []RedisMaster
 	for _, m := range r.Masters {

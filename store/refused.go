@@ -71,22 +71,9 @@ type Refusal struct {
 	Prefix []byte `json:"prefix,omitempty"`
 }
 
-// RefusedQuery selects refusals.
-type RefusedQuery struct {
-	// Scope keeps one scope's; "" every scope's.
-	Scope string
-	// Since keeps those kept at or after it.
-	Since time.Time
-	// Limit bounds the answer: default 100, at most RefusedCap.
-	Limit int
-}
-
-func (q *RefusedQuery) normalize() {
-	if q.Limit <= 0 {
-		q.Limit = 100
-	}
-	q.Limit = min(q.Limit, RefusedCap)
-}
+// RefusedQuery selects refusals (a capped list's query, capped.go): at
+// most RefusedCap.
+type RefusedQuery = ScopeQuery
 
 // bound cuts r's fields to their bounds; the prefix is copied (the
 // memory store keeps it, and the caller's buffer is the request's).
@@ -110,8 +97,7 @@ func cutText(s string, n int) string {
 
 // newestFirst sorts refusals by time, newest first, and keeps limit.
 func newestFirst(rs []Refusal, limit int) []Refusal {
-	slices.SortStableFunc(rs, func(a, b Refusal) int { return b.Time.Compare(a.Time) })
-	return rs[:min(len(rs), limit)]
+	return mostRecent(rs, limit, func(a, b Refusal) int { return b.Time.Compare(a.Time) })
 }
 
 // refusedRing is the memory store's refused list: per scope, oldest first.
@@ -146,13 +132,13 @@ func (s *Memory) Refused(ctx context.Context, q RefusedQuery) ([]Refusal, error)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	q.normalize()
+	q.normalize(RefusedCap)
 	g := &s.refused
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	var out []Refusal
 	for scope, l := range g.scopes {
-		if q.Scope != "" && scope != q.Scope {
+		if !q.selects(scope) {
 			continue
 		}
 		for i, n := len(l)-1, 0; i >= 0 && n < q.Limit; i-- {
@@ -174,11 +160,7 @@ var bucketRefused = []byte("refused")
 func (s *Embedded) AddRefused(ctx context.Context, r Refusal) error {
 	r.bound()
 	return s.update(ctx, func(tx *bolt.Tx, t time.Time) error {
-		top, err := tx.CreateBucketIfNotExists(bucketRefused)
-		if err != nil {
-			return err
-		}
-		b, err := top.CreateBucketIfNotExists(bkey(r.Scope))
+		b, err := scopeBucket(tx, bucketRefused, r.Scope)
 		if err != nil {
 			return err
 		}
@@ -212,18 +194,11 @@ func (s *Embedded) AddRefused(ctx context.Context, r Refusal) error {
 
 // Refused lists the file's refusals (RefusedLog).
 func (s *Embedded) Refused(ctx context.Context, q RefusedQuery) ([]Refusal, error) {
-	q.normalize()
+	q.normalize(RefusedCap)
 	var out []Refusal
 	err := s.view(ctx, func(tx *bolt.Tx, _ time.Time) error {
-		top := tx.Bucket(bucketRefused)
-		if top == nil {
-			return nil
-		}
-		return top.ForEachBucket(func(name []byte) error {
-			if q.Scope != "" && string(name) != string(bkey(q.Scope)) {
-				return nil
-			}
-			c := top.Bucket(name).Cursor()
+		return eachScope(tx, bucketRefused, q, func(b *bolt.Bucket) error {
+			c := b.Cursor()
 			n := 0
 			for k, v := c.Last(); k != nil && n < q.Limit; k, v = c.Prev() {
 				var r Refusal

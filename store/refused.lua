@@ -1,13 +1,10 @@
 -- Keeps a refused notification (refused_redis.go). KEYS[1]: the scope's
 -- list, newest first; KEYS[2], on a single server only, the set of scopes
--- that have one (on Cluster it lives in another slot: the caller adds the
--- scope there in the same round trip). ARGV[1]: the refusal's JSON,
+-- that have one (name_scope, scoped.lua). ARGV[1]: the refusal's JSON,
 -- without its time; ARGV[2]: the cap; ARGV[3]: the scope.
 -- LPUSH first: at maxmemory it is refused before anything is written.
 local now = string.format('%d', now_ms())
 redis.call('LPUSH', KEYS[1], now .. ' ' .. ARGV[1])
 redis.call('LTRIM', KEYS[1], 0, tonumber(ARGV[2]) - 1)
-if #KEYS > 1 then
-  redis.call('SADD', KEYS[2], ARGV[3])
-end
+name_scope(1)
 return now

@@ -160,7 +160,8 @@ var refusedCases = []storeCase[RefusedLog]{
 
 // TestRefusedAcrossInstances: what one gateway instance keeps, another
 // sharing the store lists — two stores on two clients of one Redis, and of
-// one 3-master Cluster, the scopes on their own hash tags.
+// one 3-master Cluster, the scopes on their own hash tags; the missing
+// list, the other capped list, alike.
 func TestRefusedAcrossInstances(t *testing.T) {
 	testenv.Slow(t, "starts a Redis Cluster")
 	single := redistest.Start(t)
@@ -200,6 +201,18 @@ func TestRefusedAcrossInstances(t *testing.T) {
 			defer other.Close()
 			if got := listRefused(t, other, RefusedQuery{}); len(got) != 0 {
 				t.Fatalf("another prefix lists %v", marks(got))
+			}
+			// The missing list, the other capped list, names its scopes
+			// the same way.
+			ctx, now := ctxT(t), time.Now()
+			for i := range 12 {
+				if err := a.PutMissing(ctx, missingItem(fmt.Sprintf("scope%02d", i), "m", now.Add(time.Duration(i)*time.Second))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ms, err := b.Missing(ctx, MissingQuery{})
+			if err != nil || len(ms) != 12 || ms[0].Scope != "scope11" {
+				t.Fatalf("b lists %d missing items (%v), want a's 12, scope11's first", len(ms), err)
 			}
 		})
 	}

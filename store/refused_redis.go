@@ -4,8 +4,6 @@ import (
 	"context"
 	_ "embed"
 	"encoding/json"
-	"errors"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -26,7 +24,7 @@ import (
 var refusedLua string
 
 // Not allow-oom: at maxmemory a refusal is not worth the memory.
-var refusedScript = newWriteScript("", clockLua, refusedLua)
+var refusedScript = newScopedScript(clockLua, refusedLua)
 
 func (s *Redis) refusedKey(scope string) string {
 	return s.prefix + ":refused:{" + escapeKey(scope) + "}"
@@ -45,33 +43,7 @@ func (s *Redis) AddRefused(ctx context.Context, r Refusal) error {
 	if err != nil {
 		return err
 	}
-	sc := s.script(refusedScript)
-	list := s.refusedKey(r.Scope)
-	if _, cluster := s.c.(*redis.ClusterClient); !cluster {
-		err := sc.Run(ctx, s.c, []string{list, s.refusedScopesKey()}, v, RefusedCap, r.Scope).Err()
-		return s.wrap("refused", err)
-	}
-	send := func(load bool) error {
-		var cmd *redis.Cmd
-		_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-			if load {
-				cmd = sc.Eval(ctx, p, []string{list}, v, RefusedCap, r.Scope)
-			} else {
-				cmd = sc.EvalSha(ctx, p, []string{list}, v, RefusedCap, r.Scope)
-			}
-			p.SAdd(ctx, s.refusedScopesKey(), r.Scope)
-			return nil
-		})
-		if cmd != nil && cmd.Err() != nil {
-			return cmd.Err()
-		}
-		return err
-	}
-	err = send(false)
-	if redis.HasErrorPrefix(err, "NOSCRIPT") {
-		err = send(true) // the SADD again: a set does not mind
-	}
-	return s.wrap("refused", err)
+	return s.writeScoped(ctx, refusedScript, []string{s.refusedKey(r.Scope)}, s.refusedScopesKey(), r.Scope, "refused", v, RefusedCap)
 }
 
 // Refused lists the kept refusals (RefusedLog): the newest Limit of each
@@ -80,24 +52,16 @@ func (s *Redis) Refused(ctx context.Context, q RefusedQuery) ([]Refusal, error) 
 	if s.closed.Load() {
 		return nil, ErrClosed
 	}
-	q.normalize()
-	scopes := []string{q.Scope}
-	if q.Scope == "" {
-		var err error
-		if scopes, err = s.c.SMembers(ctx, s.refusedScopesKey()).Result(); err != nil {
-			return nil, s.wrap("refused", err)
-		}
-		slices.Sort(scopes)
+	q.normalize(RefusedCap)
+	scopes, err := s.scopesOf(ctx, q, s.refusedScopesKey(), "refused")
+	if err != nil {
+		return nil, err
 	}
-	lists := make([]*redis.StringSliceCmd, len(scopes))
-	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, sc := range scopes {
-			lists[i] = p.LRange(ctx, s.refusedKey(sc), 0, int64(q.Limit)-1)
-		}
-		return nil
+	lists, err := s.readScopes(ctx, scopes, "refused", func(p redis.Pipeliner, scope string) *redis.StringSliceCmd {
+		return p.LRange(ctx, s.refusedKey(scope), 0, int64(q.Limit)-1)
 	})
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return nil, s.wrap("refused", err)
+	if err != nil {
+		return nil, err
 	}
 	var out []Refusal
 	for _, l := range lists {

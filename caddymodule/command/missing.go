@@ -28,19 +28,9 @@ func missingCommand() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cmd.SilenceUsage = true
-			fl := cmd.Flags()
-			scope, _ := fl.GetString("scope")
-			since, _ := fl.GetString("since")
-			q := url.Values{}
-			if scope != "" {
-				q.Set("scope", scope)
-			}
-			if since != "" {
-				t, err := admin.ParseSince(since, time.Now())
-				if err != nil {
-					return fmt.Errorf("--since: %s", strings.TrimPrefix(err.Error(), "since "))
-				}
-				q.Set("since", t.UTC().Format(time.RFC3339Nano))
+			q, err := scopedQuery(cmd)
+			if err != nil {
+				return err
 			}
 			return adminShow(cmd, http.MethodGet, "/idempotency/missing", q, func(w io.Writer, v admin.MissingView) error {
 				if len(v.Missing) == 0 {
@@ -53,8 +43,7 @@ func missingCommand() *cobra.Command {
 	}
 	adminFlags(c)
 	jsonFlag(c)
-	c.Flags().String("scope", "", "Only this scope's")
-	c.Flags().String("since", "", "Only those updated since then: RFC 3339, or a duration ago (1h)")
+	scopedFlags(c, "Only this scope's", "Only those updated since then: RFC 3339, or a duration ago (1h)")
 	return c
 }
 

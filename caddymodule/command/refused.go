@@ -4,10 +4,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -25,25 +23,15 @@ func refusedCommand() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cmd.SilenceUsage = true
-			fl := cmd.Flags()
-			scope, _ := fl.GetString("scope")
-			since, _ := fl.GetString("since")
-			limit, _ := fl.GetInt("limit")
+			limit, _ := cmd.Flags().GetInt("limit")
 			if limit < 1 {
 				return fmt.Errorf("--limit must be at least 1")
 			}
-			q := url.Values{"limit": {strconv.Itoa(limit)}}
-			if scope != "" {
-				q.Set("scope", scope)
+			q, err := scopedQuery(cmd)
+			if err != nil {
+				return err
 			}
-			if since != "" {
-				// This machine's "an hour ago", as list reads it.
-				t, err := admin.ParseSince(since, time.Now())
-				if err != nil {
-					return fmt.Errorf("--since: %s", strings.TrimPrefix(err.Error(), "since "))
-				}
-				q.Set("since", t.UTC().Format(time.RFC3339Nano))
-			}
+			q.Set("limit", strconv.Itoa(limit))
 			return adminShow(cmd, http.MethodGet, "/idempotency/refused", q, func(w io.Writer, v admin.RefusedView) error {
 				return printRefused(w, v, limit)
 			})
@@ -51,8 +39,7 @@ func refusedCommand() *cobra.Command {
 	}
 	adminFlags(c)
 	jsonFlag(c)
-	c.Flags().String("scope", "", "Only this scope's refusals")
-	c.Flags().String("since", "", "Only refusals since then: RFC 3339, or a duration ago (1h)")
+	scopedFlags(c, "Only this scope's refusals", "Only refusals since then: RFC 3339, or a duration ago (1h)")
 	c.Flags().Int("limit", admin.DefaultPageLimit, fmt.Sprintf("At most this many (the store keeps the latest %d per scope)", store.RefusedCap))
 	return c
 }

@@ -10,20 +10,14 @@
 package console
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
-	"crypto/subtle"
-	"encoding/base64"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -34,7 +28,6 @@ import (
 	"github.com/idemgate/idemgate/caddymodule/admin"
 	"github.com/idemgate/idemgate/caddymodule/app"
 	"github.com/idemgate/idemgate/internal/cfparse"
-	"github.com/idemgate/idemgate/internal/inert"
 	"github.com/idemgate/idemgate/store"
 )
 
@@ -265,65 +258,6 @@ func (c *Console) act(ctx context.Context, w http.ResponseWriter, r *http.Reques
 	return nil
 }
 
-// maxConsoleForm bounds an action's form.
-const maxConsoleForm = 16 << 10
-
-// checkSameOrigin refuses a POST a browser sent from another site (a form
-// on a page elsewhere that the operator's logged-in browser submits): the
-// browser's Sec-Fetch-Site must say same-origin, an Origin must be this
-// host, and the form must carry this process's token, which only the
-// console's own pages hold.
-func checkSameOrigin(r *http.Request) error {
-	if err := checkOrigin(r); err != nil {
-		return err
-	}
-	r.Body = http.MaxBytesReader(nil, r.Body, maxConsoleForm)
-	if err := r.ParseForm(); err != nil {
-		return fmt.Errorf("unreadable form: %v", err)
-	}
-	if !tokenOK(r.PostForm.Get("csrf")) {
-		return errStaleToken
-	}
-	return nil
-}
-
-// checkOrigin is the browser's half of checkSameOrigin: Sec-Fetch-Site
-// and Origin.
-func checkOrigin(r *http.Request) error {
-	if s := r.Header.Get("Sec-Fetch-Site"); s != "" && s != "same-origin" {
-		return fmt.Errorf("cross-site request refused (Sec-Fetch-Site: %s)", s)
-	}
-	if o := r.Header.Get("Origin"); o != "" {
-		u, err := url.Parse(o)
-		if o == "null" || err != nil || u.Host != r.Host {
-			return errors.New("cross-site request refused (Origin is not this console's host)")
-		}
-	}
-	return nil
-}
-
-var errStaleToken = errors.New("the form's token is missing or stale: reload the console's page and try again")
-
-// tokenOK reports whether a form's token is this process's (consoleToken).
-func tokenOK(got string) bool {
-	return got != "" && subtle.ConstantTimeCompare([]byte(got), []byte(consoleToken)) == 1
-}
-
-// consoleToken is this process's anti-forgery token: every console page
-// carries it in its forms; another site cannot read it. A restart makes
-// open pages' forms stale, which only asks for a reload.
-var consoleToken = func() string {
-	b := make([]byte, 24)
-	_, _ = rand.Read(b)
-	return base64.RawURLEncoding.EncodeToString(b)
-}()
-
-func newNonce() string {
-	b := make([]byte, 16)
-	_, _ = rand.Read(b)
-	return base64.RawURLEncoding.EncodeToString(b)
-}
-
 // overviewLimit bounds each list on the overview.
 const overviewLimit = 50
 
@@ -508,78 +442,6 @@ func errStatus(err error) int {
 		return http.StatusNotFound
 	}
 	return http.StatusServiceUnavailable
-}
-
-// render writes a page; a template error is the console's bug, answered 500.
-// Every page is inert (inertPage).
-func (c *Console) render(w http.ResponseWriter, status int, v *consolePage) error {
-	var buf bytes.Buffer
-	if err := consoleTemplates.ExecuteTemplate(&buf, "page", v); err != nil {
-		return caddyhttp.Error(http.StatusInternalServerError, fmt.Errorf("rendering the console: %v", err))
-	}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.WriteHeader(status)
-	_, err := io.WriteString(w, inertPage(buf.String()))
-	return err
-}
-
-// inertPage is a page as html/template wrote it (a notification's markup
-// escaped), with every character that could steer what it shows made
-// harmless, whatever template showed it: control characters, bidi
-// overrides and bytes that are not UTF-8 (internal/inert) in a key, a
-// header, a body, an error. In text they are written as the CLI and the
-// Refused page write them (\x1b, \u202e); inside a tag, where data is
-// only an attribute's value (a form's hidden key must post back as it
-// is, and no title shows data), as character references, which the
-// browser reads back as the same value. html/template escapes < in
-// text and > in attributes, so the tags are told apart by them; the
-// templates' own text holds no such character.
-func inertPage(page string) string {
-	if !strings.ContainsFunc(page, inert.Steers) && utf8.ValidString(page) {
-		return page
-	}
-	var b strings.Builder
-	b.Grow(len(page) + 64)
-	inTag, start := false, 0
-	flush := func(end int) {
-		if seg := page[start:end]; inTag {
-			b.WriteString(charRefs(seg))
-		} else {
-			b.WriteString(inert.String(seg))
-		}
-		start = end
-	}
-	for i := 0; i < len(page); i++ {
-		switch {
-		case page[i] == '<' && !inTag:
-			flush(i)
-			inTag = true
-		case page[i] == '>' && inTag:
-			flush(i + 1)
-			inTag = false
-		}
-	}
-	flush(len(page))
-	return b.String()
-}
-
-// charRefs is s with each character that steers (inert.Steers) and each
-// byte that is not UTF-8 written as a character reference.
-func charRefs(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		r, n := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && n <= 1:
-			b.WriteString("&#xfffd;")
-		case inert.Steers(r):
-			fmt.Fprintf(&b, "&#x%x;", r)
-		default:
-			b.WriteString(s[i : i+n])
-		}
-		i += n
-	}
-	return b.String()
 }
 
 // parseConsoleCaddyfile sets up the handler from Caddyfile tokens.
