@@ -126,9 +126,9 @@ func provisionCatchUp(h *Handler, repl *caddy.Replacer) error {
 		return nil
 	}
 	c.state = new(catchUpState)
-	p := h.preset()
 	cu, ok := h.mod.(guest.CatchUpper)
-	if p.ReadAPI == nil || !ok {
+	rd, reads := h.mod.(guest.Reader)
+	if !ok || !reads || rd.ReadAPI() == nil {
 		return fmt.Errorf("catch_up: platform %s has no API to ask for missing payments (stripe, paypal, alipay and wechatpay have)", h.Platform)
 	}
 	if c.Recover == "" {
@@ -161,7 +161,7 @@ func provisionCatchUp(h *Handler, repl *caddy.Replacer) error {
 	if c.Recover == catchup.RecoverResend && cfg.Merchant == "" {
 		return errors.New("catch_up: recover resend needs where the platform resends to (Stripe: endpoint we_…; PayPal: the route's webhook_id)")
 	}
-	api, err := p.ReadAPI(cfg)
+	api, err := rd.ReadAPI()(cfg)
 	if err != nil {
 		return fmt.Errorf("catch_up: %v", err)
 	}

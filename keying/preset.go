@@ -61,11 +61,6 @@ type Preset struct {
 	// return_url) whose role a route declares with `return` (Config.Return).
 	Returns bool
 
-	// Resign, when set, signs a redelivered copy afresh with the route's
-	// signing secret at the current time (a platform that signs with a
-	// shared secret: Stripe, Standard Webhooks). Nil where the platform
-	// signs with its own private key or a certificate.
-	Resign func(secret string) Resigner
 	// SignedFor is how long after its signed time a backend's own check
 	// refuses a notification sent as it is (WeChat Pay v3's
 	// Wechatpay-Timestamp, PayPal's transmission time, as the platforms'
@@ -84,15 +79,6 @@ type Preset struct {
 	// (one with body or header conditions does not judge a Page channel).
 	// Nil: Platform.Success judges every request.
 	Channels []Channel
-
-	// Sender signs test notifications for the CLI's send and keygen; nil
-	// for a platform without a signer (generic).
-	Sender *Sender
-
-	// ReadAPI builds the client of the platform's own API that finds
-	// payments whose notification never arrived (readapi.go); nil for a
-	// platform without one.
-	ReadAPI ReadAPI
 }
 
 // Ack is an answer: status, body and the body's content type ("" to

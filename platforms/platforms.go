@@ -1,9 +1,10 @@
 // Package platforms is the one list of the platforms idemgate knows. Each
 // platform is a Caddy guest module (package guest) in the namespace
 // http.handlers.idempotency.platforms, described by a keying.Preset and,
-// where reconciliation reads its bill, a bill.Traits; everything else asks
-// this list for the preset a route names (or the bill a reconciliation
-// names) and reads it. The seven platforms of this repository are listed
+// where it has them, its powers (a bill's bill.Traits, a test signer);
+// everything else asks this list for the preset a route names (or the
+// bill a reconciliation names, the signer the CLI's send names) and reads
+// it. The seven platforms of this repository are listed
 // below in their order; a platform module built in from outside (xcaddy
 // --with) joins the list after them, with nothing here naming it.
 package platforms
@@ -31,22 +32,36 @@ import (
 // Default is the platform of a route that names none.
 const Default = generic.Name
 
-// entry is one platform: its preset and, when reconciliation reads its
-// bill, the bill's traits (nil otherwise).
+// entry is one platform: its preset and, when it has them, its bill's
+// traits (when reconciliation reads its bill) and its test signer (nil
+// otherwise), as its module says.
 type entry struct {
 	preset *keying.Preset
 	bill   *bill.Traits
+	sender *keying.Sender
 }
 
-// registry is the platforms, one line each.
-var registry = []entry{
-	{alipay.Preset, alipay.Bill},
-	{wechatpay.Preset, wechatpay.Bill},
-	{wechatpayv2.Preset, wechatpayv2.Bill},
-	{stripe.Preset, stripe.Bill},
-	{paypal.Preset, paypal.Bill},
-	{standardwebhooks.Preset, nil},
-	{generic.Preset, nil},
+// registry is the platforms' modules, one line each.
+var registry = []guest.Module{
+	new(alipay.Module),
+	new(wechatpay.Module),
+	new(wechatpayv2.Module),
+	new(stripe.Module),
+	new(paypal.Module),
+	new(standardwebhooks.Module),
+	new(generic.Module),
+}
+
+// entryOf is what m says of its platform.
+func entryOf(m guest.Module) entry {
+	e := entry{preset: m.Preset()}
+	if b, ok := m.(guest.Biller); ok {
+		e.bill = b.Bill()
+	}
+	if s, ok := m.(guest.Signer); ok {
+		e.sender = s.Sender()
+	}
+	return e
 }
 
 // loaded is the registry and then the platform modules registered with
@@ -54,20 +69,19 @@ var registry = []entry{
 // taken at first use, once every package's init has registered its
 // modules.
 var loaded = sync.OnceValues(func() ([]entry, map[string]entry) {
-	all := slices.Clone(registry)
+	var all []entry
+	for _, m := range registry {
+		all = append(all, entryOf(m))
+	}
 	for _, info := range caddy.GetModules(guest.Namespace) {
-		if slices.ContainsFunc(registry, func(e entry) bool { return e.preset.Name == info.ID.Name() }) {
+		if slices.ContainsFunc(registry, func(m guest.Module) bool { return m.Preset().Name == info.ID.Name() }) {
 			continue
 		}
 		m, ok := info.New().(guest.Module)
 		if !ok || m.Preset() == nil || m.Preset().Name != info.ID.Name() {
 			continue
 		}
-		e := entry{preset: m.Preset()}
-		if b, ok := m.(guest.Biller); ok {
-			e.bill = b.Bill()
-		}
-		all = append(all, e)
+		all = append(all, entryOf(m))
 	}
 	byName := make(map[string]entry, len(all))
 	for _, e := range all {
@@ -94,6 +108,24 @@ func BillOf(name string) *bill.Traits {
 		return b
 	}
 	return nil
+}
+
+// SenderOf signs the named platform's test notifications (the CLI's send
+// and keygen), nil when there is no such platform or it has no signer.
+func SenderOf(name string) *keying.Sender {
+	_, byName := loaded()
+	return byName[name].sender
+}
+
+// Module is a new, unconfigured module of the named platform, nil when
+// there is none.
+func Module(name string) guest.Module {
+	info, err := caddy.GetModule(string(guest.ID(name)))
+	if err != nil {
+		return nil
+	}
+	m, _ := info.New().(guest.Module)
+	return m
 }
 
 // All lists the presets in the registry's order.

@@ -39,7 +39,7 @@ Run it twice with the same flags to see the second copy replayed: every
 run re-signs, as the platform's retries are, and sends the same body
 where the platform's retries do.
 
-` + presetTable(func(p *keying.Preset) string { return p.Sender.Summary }) + `
+` + presetTable(func(s *keying.Sender) string { return s.Summary }) + `
 
 --event picks the business event (default: the payment); --event with no
 value, or one the platform does not send, lists the platform's events:
@@ -156,7 +156,7 @@ func runSend(w io.Writer, o sendOptions) error {
 	if !slices.Contains(sendPlatforms, o.platform) {
 		return fmt.Errorf("--platform must be one of %s, not %q", strings.Join(sendPlatforms, ", "), o.platform)
 	}
-	sender := platforms.Lookup(o.platform).Sender
+	sender := platforms.SenderOf(o.platform)
 	if (o.spMchID != "" || o.subMchID != "") && !sender.Partner {
 		return fmt.Errorf("--sp-mchid and --sub-mchid are WeChat Pay's service provider (服务商) mode: --platform wechatpay, not %s", o.platform)
 	}
@@ -323,13 +323,13 @@ func (o sendOptions) signedWith() string {
 // notify_time, and so does send.
 func buildNotification(o sendOptions) (notification, error) {
 	if o.event == "" {
-		o.event = platforms.Lookup(o.platform).Sender.Events[0].Name
+		o.event = platforms.SenderOf(o.platform).Events[0].Name
 	}
 	in := keying.SendInput{Event: o.event, ID: o.id, Order: o.order, Amount: o.amount,
 		Refund: o.refund, RefundAmount: o.refundAmount, RefundedBefore: o.refundedBefore, SignType: o.signType,
 		Secret: o.secret, KeyID: o.keyID, WebhookID: o.webhookID, SpMchID: o.spMchID, SubMchID: o.subMchID, Now: time.Now(),
 		Value: o.value, PrivateKey: o.privateKey}
-	s, err := platforms.Lookup(o.platform).Sender.Sign(in)
+	s, err := platforms.SenderOf(o.platform).Sign(in)
 	if err != nil {
 		return notification{}, errors.New(strings.TrimPrefix(err.Error(), "signer: "))
 	}

@@ -39,7 +39,6 @@ var Preset = &keying.Preset{
 		{Name: "browser return", Methods: []string{http.MethodGet, http.MethodHead},
 			Rule: "2xx or 3xx (the shop's result page or a redirect)", Success: returnSuccess, Page: true},
 	},
-	Sender: sender,
 }
 
 // Alipay verifies Alipay's asynchronous notify (a form POST) and the

@@ -29,7 +29,7 @@ const (
 
 func readAPI(t *testing.T, base, key, webhookID string, client *http.Client, now func() time.Time) keying.EventLister {
 	t.Helper()
-	v, err := Preset.ReadAPI(keying.APIConfig{BaseURL: base, Key: []byte(key), Merchant: webhookID, HTTPClient: client, Now: now})
+	v, err := NewReadAPI(keying.APIConfig{BaseURL: base, Key: []byte(key), Merchant: webhookID, HTTPClient: client, Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -64,11 +64,11 @@ func (m *Module) UnmarshalSubdirective(d *caddyfile.Dispenser, name string) (boo
 }
 
 // Sender signs the platform's test notifications (send, keygen).
-func (*Module) Sender() *keying.Sender { return Preset.Sender }
+func (*Module) Sender() *keying.Sender { return sender }
 
 // ReadAPI builds the client of the platform's own API that finds
 // payments whose notification never arrived (nil until it has one).
-func (*Module) ReadAPI() keying.ReadAPI { return Preset.ReadAPI }
+func (*Module) ReadAPI() keying.ReadAPI { return NewReadAPI }
 
 // Interface guards
 var (

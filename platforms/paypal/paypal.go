@@ -36,9 +36,6 @@ var Preset = &keying.Preset{
 	// PayPal's verification accepts a transmission 5 minutes old.
 	SignedFor: 5 * time.Minute,
 	SignedAt:  signedAt,
-	Sender:    sender,
-	// The webhook event list and its resend (api.go).
-	ReadAPI: NewReadAPI,
 }
 
 // PayPal verifies PayPal webhook events offline (no verify-webhook-signature

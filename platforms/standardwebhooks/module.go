@@ -37,7 +37,7 @@ func (m *Module) Build(r guest.Route) (keying.Platform, error) {
 	}
 	m.resign = nil
 	if cfg.Secret != "" && !cfg.NoVerify {
-		m.resign = Preset.Resign(cfg.Secret)
+		m.resign = resigner(cfg.Secret)
 	}
 	return Preset.New(cfg)
 }
@@ -60,7 +60,7 @@ func (m *Module) HasSecret() bool { return m.Secret != "" }
 func (m *Module) Resigner() keying.Resigner { return m.resign }
 
 // Sender signs the platform's test notifications (send, keygen).
-func (*Module) Sender() *keying.Sender { return Preset.Sender }
+func (*Module) Sender() *keying.Sender { return sender }
 
 // Interface guards
 var (

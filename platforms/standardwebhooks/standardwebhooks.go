@@ -28,18 +28,19 @@ var Preset = &keying.Preset{
 	// minutes, 2 hours, 5 hours, 10 hours and 10 hours.
 	Schedule:  keying.Schedule{5 * time.Second, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour, 5 * time.Hour, 10 * time.Hour, 10 * time.Hour},
 	OwnEvents: true,
-	Resign: func(secret string) keying.Resigner {
-		return func(hdr http.Header, body []byte, at time.Time) error {
-			sh, err := signer.StandardWebhooksHeader(secret, hdr.Get("Webhook-Id"), at, body)
-			if err != nil {
-				return err
-			}
-			hdr.Set("Webhook-Timestamp", sh.Get("Webhook-Timestamp"))
-			hdr.Set("Webhook-Signature", sh.Get("Webhook-Signature"))
-			return nil
+}
+
+// resigner signs a redelivered copy afresh with the sender's secret.
+func resigner(secret string) keying.Resigner {
+	return func(hdr http.Header, body []byte, at time.Time) error {
+		sh, err := signer.StandardWebhooksHeader(secret, hdr.Get("Webhook-Id"), at, body)
+		if err != nil {
+			return err
 		}
-	},
-	Sender: sender,
+		hdr.Set("Webhook-Timestamp", sh.Get("Webhook-Timestamp"))
+		hdr.Set("Webhook-Signature", sh.Get("Webhook-Signature"))
+		return nil
+	}
 }
 
 // StandardWebhooks verifies webhooks signed by the Standard Webhooks

@@ -28,15 +28,14 @@ var Preset = &keying.Preset{
 	// within the three days.
 	Schedule:  keying.ExpBackoff(time.Hour, 24*time.Hour, 72*time.Hour-10*time.Minute),
 	OwnEvents: true,
-	Resign: func(secret string) keying.Resigner {
-		return func(hdr http.Header, body []byte, at time.Time) error {
-			hdr.Set("Stripe-Signature", signer.StripeHeader(body, secret, at).Get("Stripe-Signature"))
-			return nil
-		}
-	},
-	Sender: sender,
-	// The event list and its retry (api.go).
-	ReadAPI: NewReadAPI,
+}
+
+// resigner signs a redelivered copy afresh with the endpoint's secret.
+func resigner(secret string) keying.Resigner {
+	return func(hdr http.Header, body []byte, at time.Time) error {
+		hdr.Set("Stripe-Signature", signer.StripeHeader(body, secret, at).Get("Stripe-Signature"))
+		return nil
+	}
 }
 
 // Stripe verifies Stripe webhook events.

@@ -22,8 +22,6 @@ import (
 	"github.com/idemgate/idemgate/keying"
 )
 
-func init() { Preset.ReadAPI = NewReadAPI }
-
 // APIServer is WeChat Pay's API, the read API's default address.
 const APIServer = "https://api.mch.weixin.qq.com"
 

@@ -36,7 +36,6 @@ var Preset = &keying.Preset{
 	// wechatpay-go's notify handler accepts 5 minutes.
 	SignedFor: 5 * time.Minute,
 	SignedAt:  signedAt,
-	Sender:    sender,
 }
 
 // WechatPay verifies WeChat Pay API v3 notifications.

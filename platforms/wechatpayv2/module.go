@@ -70,7 +70,7 @@ func (m *Module) HasSecret() bool { return m.Secret != "" }
 func (m *Module) Merchants() []string { return m.merchants }
 
 // Sender signs the platform's test notifications (send, keygen).
-func (*Module) Sender() *keying.Sender { return Preset.Sender }
+func (*Module) Sender() *keying.Sender { return sender }
 
 // Interface guards
 var (

@@ -32,7 +32,6 @@ var Preset = &keying.Preset{
 	// publishes v3's frequencies.
 	Schedule: wechatpay.Schedule,
 	Orders:   true, Extra: true, Pins: "mchid",
-	Sender: sender,
 }
 
 // Bill is v3's (WeChat Pay has one bill for both API versions), but a
