@@ -21,10 +21,6 @@ type Preset struct {
 	// Title is the platform as people name it, at the start of a sentence
 	// ("Alipay", "WeChat Pay", "The sender").
 	Title string
-	// New returns the platform configured with cfg. Errors read
-	// "<name>: <what>" and wrap ErrNeedsSecret when a secret is missing.
-	New func(cfg Config) (Platform, error)
-
 	// Ack is what the platform takes as "received, stop retrying": the
 	// answer to a notification queued for asynchronous delivery, or to a
 	// duplicate whose own answer is not at hand. Zero when the sender is
@@ -54,11 +50,12 @@ type Preset struct {
 	// part that only `secret` opens, and names that secret ("the APIv3
 	// key", WeChat Pay v3's resource).
 	SecretFor string
-	// Pins is the option that pins notifications to merchants: "app_id"
-	// (Config.AppIDs) or "mchid" (Config.MchIDs); "" for none.
+	// Pins is the option of the platform's module that pins notifications
+	// to merchants ("app_id", "mchid"); "" for none.
 	Pins string
 	// Returns: the platform has a browser return (Alipay's signed GET to
-	// return_url) whose role a route declares with `return` (Config.Return).
+	// return_url) whose role a route declares with `return` (a setting of
+	// the platform's module).
 	Returns bool
 
 	// SignedFor is how long after its signed time a backend's own check

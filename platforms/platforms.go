@@ -10,9 +10,7 @@
 package platforms
 
 import (
-	"fmt"
 	"slices"
-	"strings"
 	"sync"
 
 	"github.com/caddyserver/caddy/v2"
@@ -160,50 +158,5 @@ func Names() []string {
 		names = append(names, p.Name)
 	}
 	slices.Sort(names)
-	return names
-}
-
-// New returns the named platform configured with cfg, refusing a pinning
-// option the platform has no use for.
-func New(name string, cfg keying.Config) (keying.Platform, error) {
-	p := Lookup(name)
-	if p == nil {
-		return nil, fmt.Errorf("unknown platform %q (have %s)", name, strings.Join(Names(), ", "))
-	}
-	for _, pin := range []struct {
-		option string
-		set    bool
-	}{{"app_id", len(cfg.AppIDs) > 0}, {"mchid", len(cfg.MchIDs) > 0}} {
-		if pin.set && p.Pins != pin.option {
-			return nil, fmt.Errorf("%s: %s is for %s only", name, pin.option, strings.Join(pinnedBy(pin.option), " and "))
-		}
-	}
-	if cfg.Return != "" && !p.Returns {
-		return nil, fmt.Errorf("%s: return is for %s only (what the browser's signed return is); %s has no browser return",
-			name, strings.Join(returnedBy(), " and "), name)
-	}
-	return p.New(cfg)
-}
-
-// returnedBy names the presets with a browser return (`return`).
-func returnedBy() []string {
-	var names []string
-	for _, p := range All() {
-		if p.Returns {
-			names = append(names, p.Name)
-		}
-	}
-	slices.Sort(names)
-	return names
-}
-
-// pinnedBy names the presets that take option.
-func pinnedBy(option string) []string {
-	var names []string
-	for _, p := range All() {
-		if p.Pins == option {
-			names = append(names, p.Name)
-		}
-	}
 	return names
 }

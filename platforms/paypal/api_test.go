@@ -188,7 +188,7 @@ func TestReadAPIResend(t *testing.T) {
 		t.Fatalf("%d deliveries, %d resends", len(bodies), api.Resends("WH-MISS"))
 	}
 	key, _ := platformtest.Keys(t)
-	p, err := newPayPal(keying.Config{WebhookID: apiWebhook,
+	p, err := New(Config{WebhookID: apiWebhook,
 		Certificates: [][]byte{platformtest.Certificate(t, key, big.NewInt(11), "messageverificationcerts.paypal.com")}})
 	if err != nil {
 		t.Fatal(err)

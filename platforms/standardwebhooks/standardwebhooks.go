@@ -20,7 +20,7 @@ import (
 // answered 200, each message its own, re-signed with the secret on
 // redelivery.
 var Preset = &keying.Preset{
-	Name: "standard_webhooks", Title: "The sender", New: newStandardWebhooks,
+	Name: "standard_webhooks", Title: "The sender",
 	Ack: keying.Ack{Status: 200},
 	// Standard Webhooks, "Retry schedule" (github.com/standard-webhooks/
 	// standard-webhooks, spec/standard-webhooks.md, Svix's schedule): the
@@ -61,8 +61,21 @@ type StandardWebhooks struct {
 	tol      time.Duration
 }
 
-func newStandardWebhooks(cfg keying.Config) (keying.Platform, error) {
-	s := &StandardWebhooks{noVerify: cfg.NoVerify, tol: cfg.TimeTolerance()}
+// Config is what a route configures the Standard Webhooks check with.
+type Config struct {
+	// Secret is the signing secret (whsec_<base64>).
+	Secret string
+	// NoVerify runs the check without signatures (`verify off`).
+	NoVerify bool
+	// Tolerance for webhook-timestamp; 0 means keying.DefaultTolerance.
+	Tolerance time.Duration
+}
+
+// New returns the Standard Webhooks check configured with cfg. Errors
+// read "standard_webhooks: <what>" and wrap keying.ErrNeedsSecret when
+// the secret is missing.
+func New(cfg Config) (keying.Platform, error) {
+	s := &StandardWebhooks{noVerify: cfg.NoVerify, tol: keying.TimeTolerance(cfg.Tolerance)}
 	if cfg.Secret == "" {
 		if cfg.NoVerify {
 			return s, nil

@@ -36,7 +36,7 @@ func (*Module) Bill() *bill.Traits { return Bill }
 // Build returns the route's check, configured with the module's settings.
 func (m *Module) Build(r guest.Route) (keying.Platform, error) {
 	var err error
-	cfg := keying.Config{NoVerify: r.NoVerify, Tolerance: r.Tolerance}
+	cfg := Config{NoVerify: r.NoVerify, Tolerance: r.Tolerance}
 	if cfg.Secret, err = r.Secret("secret", m.Secret); err != nil {
 		return nil, err
 	}
@@ -44,7 +44,7 @@ func (m *Module) Build(r guest.Route) (keying.Platform, error) {
 	if cfg.Secret != "" && !cfg.NoVerify {
 		m.resign = resigner(cfg.Secret)
 	}
-	return Preset.New(cfg)
+	return New(cfg)
 }
 
 // UnmarshalSubdirective reads one of the platform's settings from the
