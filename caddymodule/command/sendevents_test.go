@@ -375,7 +375,7 @@ func TestSendEventsSameBody(t *testing.T) {
 			seen := map[string]string{}
 			for _, e := range platforms.SenderOf(p).Events {
 				o := sendOptions{platform: p, event: e.Name, id: "same-1", order: "o-same-1", amount: 990,
-					refund: "o-same-1-r1", refundAmount: 990, dir: keys, signType: "MD5"}
+					refund: "o-same-1-r1", refundAmount: 990, dir: keys, flags: map[string]string{"sign-type": "MD5"}}
 				first, err := buildNotification(o)
 				if err != nil {
 					t.Fatal(err)
