@@ -18,6 +18,7 @@ import (
 	"github.com/idemgate/idemgate/catchup"
 	"github.com/idemgate/idemgate/internal/cfparse"
 	"github.com/idemgate/idemgate/keying"
+	"github.com/idemgate/idemgate/platforms"
 	"github.com/idemgate/idemgate/platforms/guest"
 	"github.com/idemgate/idemgate/store"
 )
@@ -129,7 +130,9 @@ func provisionCatchUp(h *Handler, repl *caddy.Replacer) error {
 	cu, ok := h.mod.(guest.CatchUpper)
 	rd, reads := h.mod.(guest.Reader)
 	if !ok || !reads || rd.ReadAPI() == nil {
-		return fmt.Errorf("catch_up: platform %s has no API to ask for missing payments (stripe, paypal, alipay and wechatpay have)", h.Platform)
+		have := platforms.CatchUp()
+		return fmt.Errorf("catch_up: platform %s has no API to ask for missing payments (%s and %s have)", h.Platform,
+			strings.Join(have[:len(have)-1], ", "), have[len(have)-1])
 	}
 	if c.Recover == "" {
 		return errors.New("catch_up: needs `recover resend | query_route <path> | alert`")

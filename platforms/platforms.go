@@ -37,6 +37,9 @@ type entry struct {
 	preset *keying.Preset
 	bill   *bill.Traits
 	sender *keying.Sender
+	// catchUp: a route's catch_up can ask its read API for missing
+	// payments; byOrder: by order (it has no resend).
+	catchUp, byOrder bool
 }
 
 // registry is the platforms' modules, one line each.
@@ -58,6 +61,10 @@ func entryOf(m guest.Module) entry {
 	}
 	if s, ok := m.(guest.Signer); ok {
 		e.sender = s.Sender()
+	}
+	r, reads := m.(guest.Reader)
+	if c, ok := m.(guest.CatchUpper); ok && reads && r.ReadAPI() != nil {
+		e.catchUp, e.byOrder = true, !c.Resends()
 	}
 	return e
 }
@@ -113,6 +120,33 @@ func BillOf(name string) *bill.Traits {
 func SenderOf(name string) *keying.Sender {
 	_, byName := loaded()
 	return byName[name].sender
+}
+
+// CatchUp lists the names of the platforms a route's catch_up can ask for
+// missing payments (a read API), in the registry's order.
+func CatchUp() []string {
+	all, _ := loaded()
+	var names []string
+	for _, e := range all {
+		if e.catchUp {
+			names = append(names, e.preset.Name)
+		}
+	}
+	return names
+}
+
+// ByOrder lists the names of the platforms that catch_up asks by order
+// (they have no resend: `recover query_route`, the admin API's query), in
+// the registry's order.
+func ByOrder() []string {
+	all, _ := loaded()
+	var names []string
+	for _, e := range all {
+		if e.byOrder {
+			names = append(names, e.preset.Name)
+		}
+	}
+	return names
 }
 
 // Module is a new, unconfigured module of the named platform, nil when

@@ -253,3 +253,14 @@ func TestReturnIsAlipays(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestCatchUpLists: the platforms with a read API for catch_up, and those
+// of them asked by order, are told by their modules, not by a list.
+func TestCatchUpLists(t *testing.T) {
+	if got, want := CatchUp(), []string{"alipay", "wechatpay", "stripe", "paypal"}; !slices.Equal(got, want) {
+		t.Errorf("CatchUp() = %v, want %v", got, want)
+	}
+	if got, want := ByOrder(), []string{"alipay", "wechatpay"}; !slices.Equal(got, want) {
+		t.Errorf("ByOrder() = %v, want %v", got, want)
+	}
+}

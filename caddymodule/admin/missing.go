@@ -12,6 +12,7 @@ import (
 
 	"github.com/idemgate/idemgate/caddymodule/app"
 	"github.com/idemgate/idemgate/keying"
+	"github.com/idemgate/idemgate/platforms"
 	"github.com/idemgate/idemgate/store"
 )
 
@@ -107,7 +108,7 @@ func (a *AdminAPI) query(w http.ResponseWriter, r *http.Request) error {
 // could not be asked (the entry's reason says why).
 func (s *Service) Query(ctx context.Context, platform, scope string, q QueryRequest) (store.Missing, error) {
 	if platform == "" {
-		return store.Missing{}, apiError(http.StatusBadRequest, errors.New("platform is required (alipay, wechatpay)"))
+		return store.Missing{}, apiError(http.StatusBadRequest, fmt.Errorf("platform is required (%s)", strings.Join(platforms.ByOrder(), ", ")))
 	}
 	if scope == "" {
 		scope = platform
