@@ -10,7 +10,8 @@ import (
 // Preset is everything idemgate knows of one platform besides checking a
 // notification: how its sender is named, what it takes as "received",
 // when it retries, and which placeholders and pinning options a route of
-// it may use. Each platform declares one; the registry (package
+// it may use (its settings, such as merchant pinning, are its module's).
+// Each platform declares one; the registry (package
 // platforms) lists them, and nothing else names a platform: a caller
 // looks the preset up by the name a route gives and reads these values.
 // What reconciliation with its bill must allow for is not here but in
@@ -50,13 +51,6 @@ type Preset struct {
 	// part that only `secret` opens, and names that secret ("the APIv3
 	// key", WeChat Pay v3's resource).
 	SecretFor string
-	// Pins is the option of the platform's module that pins notifications
-	// to merchants ("app_id", "mchid"); "" for none.
-	Pins string
-	// Returns: the platform has a browser return (Alipay's signed GET to
-	// return_url) whose role a route declares with `return` (a setting of
-	// the platform's module).
-	Returns bool
 
 	// SignedFor is how long after its signed time a backend's own check
 	// refuses a notification sent as it is (WeChat Pay v3's

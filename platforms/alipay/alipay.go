@@ -28,7 +28,7 @@ var Preset = &keying.Preset{
 	// 一般情况下，25 小时以内完成 8 次通知（通知的间隔频率一般是：4m、10m、
 	// 10m、1h、2h、6h、15h）".
 	Schedule: keying.Schedule{4 * time.Minute, 10 * time.Minute, 10 * time.Minute, time.Hour, 2 * time.Hour, 6 * time.Hour, 15 * time.Hour},
-	Orders:   true, Extra: true, Pins: "app_id", Returns: true,
+	Orders:   true, Extra: true,
 	// Alipay's two channels: its server's notify, and the buyer's browser
 	// sent to return_url with the signed result (电脑网站支付 "同步通知"),
 	// which the shop answers with its result page or a redirect: it never

@@ -32,7 +32,7 @@ var Preset = &keying.Preset{
 	// jsapi-payment/payment-notice.html): "通知频率为
 	// 15s/15s/30s/3m/10m/20m/30m/30m/30m/60m/3h/3h/3h/6h/6h - 总计 24h4m".
 	Schedule: Schedule,
-	Orders:   true, Extra: true, SecretFor: "the APIv3 key", Pins: "mchid",
+	Orders:   true, Extra: true, SecretFor: "the APIv3 key",
 	// wechatpay-go's notify handler accepts 5 minutes.
 	SignedFor: 5 * time.Minute,
 	SignedAt:  signedAt,

@@ -31,7 +31,7 @@ var Preset = &keying.Preset{
 	// The v2 notify (pay.weixin.qq.com/wiki/doc/api/jsapi.php?chapter=9_7)
 	// publishes v3's frequencies.
 	Schedule: wechatpay.Schedule,
-	Orders:   true, Extra: true, Pins: "mchid",
+	Orders:   true, Extra: true,
 }
 
 // Bill is v3's (WeChat Pay has one bill for both API versions), but a
