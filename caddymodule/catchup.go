@@ -18,6 +18,7 @@ import (
 	"github.com/idemgate/idemgate/catchup"
 	"github.com/idemgate/idemgate/internal/cfparse"
 	"github.com/idemgate/idemgate/keying"
+	"github.com/idemgate/idemgate/platforms"
 	"github.com/idemgate/idemgate/platforms/guest"
 	"github.com/idemgate/idemgate/store"
 )
@@ -126,10 +127,12 @@ func provisionCatchUp(h *Handler, repl *caddy.Replacer) error {
 		return nil
 	}
 	c.state = new(catchUpState)
-	p := h.preset()
 	cu, ok := h.mod.(guest.CatchUpper)
-	if p.ReadAPI == nil || !ok {
-		return fmt.Errorf("catch_up: platform %s has no API to ask for missing payments (stripe, paypal, alipay and wechatpay have)", h.Platform)
+	rd, reads := h.mod.(guest.Reader)
+	if !ok || !reads || rd.ReadAPI() == nil {
+		have := platforms.CatchUp()
+		return fmt.Errorf("catch_up: platform %s has no API to ask for missing payments (%s and %s have)", h.Platform,
+			strings.Join(have[:len(have)-1], ", "), have[len(have)-1])
 	}
 	if c.Recover == "" {
 		return errors.New("catch_up: needs `recover resend | query_route <path> | alert`")
@@ -161,7 +164,7 @@ func provisionCatchUp(h *Handler, repl *caddy.Replacer) error {
 	if c.Recover == catchup.RecoverResend && cfg.Merchant == "" {
 		return errors.New("catch_up: recover resend needs where the platform resends to (Stripe: endpoint we_…; PayPal: the route's webhook_id)")
 	}
-	api, err := p.ReadAPI(cfg)
+	api, err := rd.ReadAPI()(cfg)
 	if err != nil {
 		return fmt.Errorf("catch_up: %v", err)
 	}

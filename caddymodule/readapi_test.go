@@ -57,7 +57,7 @@ func TestStripeResendThroughGate(t *testing.T) {
 	}
 	srv := httptest.NewServer(api)
 	t.Cleanup(srv.Close)
-	v, err := stripe.Preset.ReadAPI(keying.APIConfig{BaseURL: srv.URL, Key: []byte("rk_test_51GateResend000000wxyz"), Merchant: "we_gate"})
+	v, err := stripe.NewReadAPI(keying.APIConfig{BaseURL: srv.URL, Key: []byte("rk_test_51GateResend000000wxyz"), Merchant: "we_gate"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 // Helpers shared by the presets.
 
 // DefaultTolerance is how far a signed timestamp may be from Request.Now when
-// Config.Tolerance is 0.
+// the route sets no tolerance (TimeTolerance).
 const DefaultTolerance = 5 * time.Minute
 
 // maxHeaderLen bounds every signature-related header a preset reads; real
@@ -30,10 +30,11 @@ func Material(values ...string) string {
 	return string(b)
 }
 
-// TimeTolerance returns cfg's timestamp tolerance or the default.
-func (cfg Config) TimeTolerance() time.Duration {
-	if cfg.Tolerance > 0 {
-		return cfg.Tolerance
+// TimeTolerance is a route's tolerance for signed timestamps: d, or
+// DefaultTolerance when d is not positive.
+func TimeTolerance(d time.Duration) time.Duration {
+	if d > 0 {
+		return d
 	}
 	return DefaultTolerance
 }

@@ -26,16 +26,6 @@ func testCert(t testing.TB, k *rsa.PrivateKey, serial *big.Int, cn string) []byt
 
 func bigInt(n int64) *big.Int { return big.NewInt(n) }
 
-// verifyCase is a row of a preset's Verify table: req either fails with
-// an error wrapping wantErr or, wantErr nil, verifies with key.
-type verifyCase struct {
-	name    string
-	cfg     Config
-	req     *Request
-	wantErr error
-	key     string
-}
-
 // successCase is a backend answer and whether Success must take it as
 // "handled".
 type successCase struct {

@@ -3,9 +3,9 @@
 // what must not change between copies of one key, and the platform's rule for
 // what counts as a successful answer.
 //
-// A [Platform] (a preset's configured check; the presets live in the
-// platforms/ folders, one package each, listed by package platforms)
-// verifies the raw bytes of a [Request] first and only then parses it, so
+// A [Platform] (a platform's configured check, built by its package from
+// its own Config; the platforms live in the platforms/ folders, one package
+// each, listed by package platforms) verifies the raw bytes of a [Request] first and only then parses it, so
 // a key is never taken from content the platform did not sign. A [Preset]
 // describes a platform beyond that check. [Fields] gives lazy, read-only
 // access to a body as JSON, form or XML for key templates.
@@ -17,7 +17,6 @@ package keying
 import (
 	"context"
 	"crypto/sha256"
-	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"net/http"
@@ -78,18 +77,6 @@ func (r *Request) Ctx() context.Context {
 		return r.Context
 	}
 	return context.Background()
-}
-
-// TransmissionLog remembers which body each PayPal transmission id carried.
-// PayPal signs only a CRC-32 of the body, so a captured delivery's headers
-// could carry a forged body of the same CRC: a transmission id seen before
-// with another body digest is refused. The caller keeps the log (in the
-// idempotency store, for the answers' ttl); keying only asks.
-type TransmissionLog interface {
-	// Seen records that transmission id carried a body of bodyDigest (hex
-	// SHA-256) and reports conflict when id was recorded before with
-	// another digest. The same id with the same digest is no conflict.
-	Seen(ctx context.Context, id, bodyDigest string) (conflict bool, err error)
 }
 
 // Notification is what a verified request yields.
@@ -192,50 +179,8 @@ type Platform interface {
 	RetryWindow() time.Duration
 }
 
-// Config carries a preset's secrets and settings. Files are read by the
-// caller; PEM blocks arrive as bytes.
-type Config struct {
-	// Secret is the Stripe / Standard Webhooks signing secret, the WeChat
-	// Pay APIv3 key or v2 API key.
-	Secret string
-	// PublicKey is a PEM public key (Alipay's, or WeChat Pay's platform
-	// public key, which answers to PublicKeyID).
-	PublicKey   []byte
-	PublicKeyID string
-	// Certificates are PEM certificates (WeChat Pay platform certificates,
-	// PayPal's signing certificate).
-	Certificates [][]byte
-	// WebhookID is PayPal's webhook subscription id.
-	WebhookID string
-	// NoVerify runs the preset without signature checks (`verify off`).
-	NoVerify bool
-	// Tolerance for signed timestamps (WeChat Pay v3, Stripe, PayPal,
-	// Standard Webhooks); 0 means 5 minutes.
-	Tolerance time.Duration
-	// AppIDs pins Alipay notifications to these app_ids; empty accepts any.
-	AppIDs []string
-	// MchIDs pins WeChat Pay notifications to these merchants (v3: the
-	// decrypted resource's mchid, which needs Secret; v2: mch_id); empty
-	// accepts any.
-	MchIDs []string
-	// Return is what Alipay's signed browser return is on this route:
-	// "business" (the order's paid event, shared with the notify),
-	// "display" (a page, its own key, never the paid event) or "refuse"
-	// ("" too: the default, 405). See Preset.Returns.
-	Return string
-	// HTTPClient fetches PayPal certificates; nil means a client with a
-	// short timeout.
-	HTTPClient *http.Client
-	// PayPalRoots are the roots a fetched PayPal certificate must chain
-	// to; nil means the system's roots. Tests inject their own.
-	PayPalRoots *x509.CertPool
-	// TransmissionLog, when set, refuses a PayPal transmission id already
-	// seen with another body. Nil skips the check.
-	TransmissionLog TransmissionLog
-}
-
-// ErrNeedsSecret is wrapped by New when a preset's secret or key is missing
-// and NoVerify is not set.
+// ErrNeedsSecret is wrapped by a platform's constructor when its secret or
+// key is missing and it is not told to skip verification (`verify off`).
 var ErrNeedsSecret = errors.New("needs its secret or key (or `verify off`)")
 
 // Is2xx is the success rule of most webhook senders.

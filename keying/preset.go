@@ -10,7 +10,8 @@ import (
 // Preset is everything idemgate knows of one platform besides checking a
 // notification: how its sender is named, what it takes as "received",
 // when it retries, and which placeholders and pinning options a route of
-// it may use. Each platform declares one; the registry (package
+// it may use (its settings, such as merchant pinning, are its module's).
+// Each platform declares one; the registry (package
 // platforms) lists them, and nothing else names a platform: a caller
 // looks the preset up by the name a route gives and reads these values.
 // What reconciliation with its bill must allow for is not here but in
@@ -21,10 +22,6 @@ type Preset struct {
 	// Title is the platform as people name it, at the start of a sentence
 	// ("Alipay", "WeChat Pay", "The sender").
 	Title string
-	// New returns the platform configured with cfg. Errors read
-	// "<name>: <what>" and wrap ErrNeedsSecret when a secret is missing.
-	New func(cfg Config) (Platform, error)
-
 	// Ack is what the platform takes as "received, stop retrying": the
 	// answer to a notification queued for asynchronous delivery, or to a
 	// duplicate whose own answer is not at hand. Zero when the sender is
@@ -54,18 +51,7 @@ type Preset struct {
 	// part that only `secret` opens, and names that secret ("the APIv3
 	// key", WeChat Pay v3's resource).
 	SecretFor string
-	// Pins is the option that pins notifications to merchants: "app_id"
-	// (Config.AppIDs) or "mchid" (Config.MchIDs); "" for none.
-	Pins string
-	// Returns: the platform has a browser return (Alipay's signed GET to
-	// return_url) whose role a route declares with `return` (Config.Return).
-	Returns bool
 
-	// Resign, when set, signs a redelivered copy afresh with the route's
-	// signing secret at the current time (a platform that signs with a
-	// shared secret: Stripe, Standard Webhooks). Nil where the platform
-	// signs with its own private key or a certificate.
-	Resign func(secret string) Resigner
 	// SignedFor is how long after its signed time a backend's own check
 	// refuses a notification sent as it is (WeChat Pay v3's
 	// Wechatpay-Timestamp, PayPal's transmission time, as the platforms'
@@ -84,15 +70,6 @@ type Preset struct {
 	// (one with body or header conditions does not judge a Page channel).
 	// Nil: Platform.Success judges every request.
 	Channels []Channel
-
-	// Sender signs test notifications for the CLI's send and keygen; nil
-	// for a platform without a signer (generic).
-	Sender *Sender
-
-	// ReadAPI builds the client of the platform's own API that finds
-	// payments whose notification never arrived (readapi.go); nil for a
-	// platform without one.
-	ReadAPI ReadAPI
 }
 
 // Ack is an answer: status, body and the body's content type ("" to

@@ -18,8 +18,8 @@ import (
 //     merchant asks about one order (alipay.trade.query, WeChat Pay's
 //     query by out_trade_no), and only a verified answer counts.
 //
-// A platform offers either through its preset's ReadAPI; the catch-up
-// feature asks for the one it needs by type assertion. Credentials come in
+// A platform offers either through its module's ReadAPI (guest.Reader);
+// the catch-up feature asks for the one it needs by type assertion. Credentials come in
 // APIConfig and are never logged or shown.
 
 // APIConfig is what a platform's read API client is built from: the

@@ -33,9 +33,9 @@ type Sender struct {
 	// of an order is sent with its payment's --id; elsewhere each event
 	// has an id of its own and --order names the order.
 	TradeID bool
-	// Partner: it signs a service provider's (服务商) notifications too,
-	// for SendInput's SpMchID and SubMchID (WeChat Pay v3).
-	Partner bool
+	// Flags are the platform's own flags of send, beside the ones every
+	// platform takes; SendInput.Flags holds their values.
+	Flags []SendFlag
 	// Sign builds one notification of in, signed at in.Now.
 	Sign func(in SendInput) (Signed, error)
 }
@@ -46,6 +46,32 @@ type SendEvent struct {
 	Name string
 	// About says what the platform sends, for the list of events.
 	About string
+}
+
+// SendFlag is a flag of send that one platform's signer takes (a key id
+// in place of keygen's file, a signature type, a service provider's
+// merchants).
+type SendFlag struct {
+	// Name is the flag's name without the dashes, Default its value when
+	// not given, Usage its line in `send --help`.
+	Name, Default, Usage string
+	// Key: it overrides a file of keygen's, so a refused signature's hint
+	// names it when given.
+	Key bool
+	// Order: it says whose order the notification is, so the lines send
+	// prints to send it again and to refund the order repeat it, and a
+	// platform whose signer does not take it refuses it.
+	Order bool
+}
+
+// Flag is the sender's flag named name, false when it has none.
+func (s *Sender) Flag(name string) (SendFlag, bool) {
+	for _, f := range s.Flags {
+		if f.Name == name {
+			return f, true
+		}
+	}
+	return SendFlag{}, false
 }
 
 // Event is the sender's event named name, false when it has none.
@@ -91,15 +117,11 @@ type SendInput struct {
 	Refund         string
 	RefundAmount   int
 	RefundedBefore int
-	// SignType is WeChat Pay v2's MD5 or HMAC-SHA256.
-	SignType string
-	// Secret, KeyID and WebhookID are the --secret, --key-id and
-	// --webhook-id flags ("" when not given).
-	Secret, KeyID, WebhookID string
-	// SpMchID and SubMchID are --sp-mchid and --sub-mchid: a service
-	// provider's (服务商) notification for its sub-merchant (Sender.Partner),
-	// whose resource names both instead of mchid; "" for a merchant's own.
-	SpMchID, SubMchID string
+	// Secret is the --secret flag ("" when not given).
+	Secret string
+	// Flags are the values of the Sender's own Flags by name, their
+	// Default when not given.
+	Flags map[string]string
 	// Now is the signing time.
 	Now time.Time
 	// Value is flag when set, else the content of file in the key
@@ -110,6 +132,9 @@ type SendInput struct {
 	// directory.
 	PrivateKey func(file string) (*rsa.PrivateKey, error)
 }
+
+// Flag is the value of the sender's flag named name ("" when unset).
+func (in SendInput) Flag(name string) string { return in.Flags[name] }
 
 // SendEventTime is the event time written in a test body: fixed, so a
 // notification sent again with the same id has the same body.

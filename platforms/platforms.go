@@ -1,17 +1,16 @@
 // Package platforms is the one list of the platforms idemgate knows. Each
 // platform is a Caddy guest module (package guest) in the namespace
 // http.handlers.idempotency.platforms, described by a keying.Preset and,
-// where reconciliation reads its bill, a bill.Traits; everything else asks
-// this list for the preset a route names (or the bill a reconciliation
-// names) and reads it. The seven platforms of this repository are listed
+// where it has them, its powers (a bill's bill.Traits, a test signer);
+// everything else asks this list for the preset a route names (or the
+// bill a reconciliation names, the signer the CLI's send names) and reads
+// it. The seven platforms of this repository are listed
 // below in their order; a platform module built in from outside (xcaddy
 // --with) joins the list after them, with nothing here naming it.
 package platforms
 
 import (
-	"fmt"
 	"slices"
-	"strings"
 	"sync"
 
 	"github.com/caddyserver/caddy/v2"
@@ -31,22 +30,43 @@ import (
 // Default is the platform of a route that names none.
 const Default = generic.Name
 
-// entry is one platform: its preset and, when reconciliation reads its
-// bill, the bill's traits (nil otherwise).
+// entry is one platform: its preset and, when it has them, its bill's
+// traits (when reconciliation reads its bill) and its test signer (nil
+// otherwise), as its module says.
 type entry struct {
 	preset *keying.Preset
 	bill   *bill.Traits
+	sender *keying.Sender
+	// catchUp: a route's catch_up can ask its read API for missing
+	// payments; byOrder: by order (it has no resend).
+	catchUp, byOrder bool
 }
 
-// registry is the platforms, one line each.
-var registry = []entry{
-	{alipay.Preset, alipay.Bill},
-	{wechatpay.Preset, wechatpay.Bill},
-	{wechatpayv2.Preset, wechatpayv2.Bill},
-	{stripe.Preset, stripe.Bill},
-	{paypal.Preset, paypal.Bill},
-	{standardwebhooks.Preset, nil},
-	{generic.Preset, nil},
+// registry is the platforms' modules, one line each.
+var registry = []guest.Module{
+	new(alipay.Module),
+	new(wechatpay.Module),
+	new(wechatpayv2.Module),
+	new(stripe.Module),
+	new(paypal.Module),
+	new(standardwebhooks.Module),
+	new(generic.Module),
+}
+
+// entryOf is what m says of its platform.
+func entryOf(m guest.Module) entry {
+	e := entry{preset: m.Preset()}
+	if b, ok := m.(guest.Biller); ok {
+		e.bill = b.Bill()
+	}
+	if s, ok := m.(guest.Signer); ok {
+		e.sender = s.Sender()
+	}
+	r, reads := m.(guest.Reader)
+	if c, ok := m.(guest.CatchUpper); ok && reads && r.ReadAPI() != nil {
+		e.catchUp, e.byOrder = true, !c.Resends()
+	}
+	return e
 }
 
 // loaded is the registry and then the platform modules registered with
@@ -54,20 +74,19 @@ var registry = []entry{
 // taken at first use, once every package's init has registered its
 // modules.
 var loaded = sync.OnceValues(func() ([]entry, map[string]entry) {
-	all := slices.Clone(registry)
+	var all []entry
+	for _, m := range registry {
+		all = append(all, entryOf(m))
+	}
 	for _, info := range caddy.GetModules(guest.Namespace) {
-		if slices.ContainsFunc(registry, func(e entry) bool { return e.preset.Name == info.ID.Name() }) {
+		if slices.ContainsFunc(registry, func(m guest.Module) bool { return m.Preset().Name == info.ID.Name() }) {
 			continue
 		}
 		m, ok := info.New().(guest.Module)
 		if !ok || m.Preset() == nil || m.Preset().Name != info.ID.Name() {
 			continue
 		}
-		e := entry{preset: m.Preset()}
-		if b, ok := m.(guest.Biller); ok {
-			e.bill = b.Bill()
-		}
-		all = append(all, e)
+		all = append(all, entryOf(m))
 	}
 	byName := make(map[string]entry, len(all))
 	for _, e := range all {
@@ -94,6 +113,51 @@ func BillOf(name string) *bill.Traits {
 		return b
 	}
 	return nil
+}
+
+// SenderOf signs the named platform's test notifications (the CLI's send
+// and keygen), nil when there is no such platform or it has no signer.
+func SenderOf(name string) *keying.Sender {
+	_, byName := loaded()
+	return byName[name].sender
+}
+
+// CatchUp lists the names of the platforms a route's catch_up can ask for
+// missing payments (a read API), in the registry's order.
+func CatchUp() []string {
+	all, _ := loaded()
+	var names []string
+	for _, e := range all {
+		if e.catchUp {
+			names = append(names, e.preset.Name)
+		}
+	}
+	return names
+}
+
+// ByOrder lists the names of the platforms that catch_up asks by order
+// (they have no resend: `recover query_route`, the admin API's query), in
+// the registry's order.
+func ByOrder() []string {
+	all, _ := loaded()
+	var names []string
+	for _, e := range all {
+		if e.byOrder {
+			names = append(names, e.preset.Name)
+		}
+	}
+	return names
+}
+
+// Module is a new, unconfigured module of the named platform, nil when
+// there is none.
+func Module(name string) guest.Module {
+	info, err := caddy.GetModule(string(guest.ID(name)))
+	if err != nil {
+		return nil
+	}
+	m, _ := info.New().(guest.Module)
+	return m
 }
 
 // All lists the presets in the registry's order.
@@ -128,50 +192,5 @@ func Names() []string {
 		names = append(names, p.Name)
 	}
 	slices.Sort(names)
-	return names
-}
-
-// New returns the named platform configured with cfg, refusing a pinning
-// option the platform has no use for.
-func New(name string, cfg keying.Config) (keying.Platform, error) {
-	p := Lookup(name)
-	if p == nil {
-		return nil, fmt.Errorf("unknown platform %q (have %s)", name, strings.Join(Names(), ", "))
-	}
-	for _, pin := range []struct {
-		option string
-		set    bool
-	}{{"app_id", len(cfg.AppIDs) > 0}, {"mchid", len(cfg.MchIDs) > 0}} {
-		if pin.set && p.Pins != pin.option {
-			return nil, fmt.Errorf("%s: %s is for %s only", name, pin.option, strings.Join(pinnedBy(pin.option), " and "))
-		}
-	}
-	if cfg.Return != "" && !p.Returns {
-		return nil, fmt.Errorf("%s: return is for %s only (what the browser's signed return is); %s has no browser return",
-			name, strings.Join(returnedBy(), " and "), name)
-	}
-	return p.New(cfg)
-}
-
-// returnedBy names the presets with a browser return (`return`).
-func returnedBy() []string {
-	var names []string
-	for _, p := range All() {
-		if p.Returns {
-			names = append(names, p.Name)
-		}
-	}
-	slices.Sort(names)
-	return names
-}
-
-// pinnedBy names the presets that take option.
-func pinnedBy(option string) []string {
-	var names []string
-	for _, p := range All() {
-		if p.Pins == option {
-			names = append(names, p.Name)
-		}
-	}
 	return names
 }

@@ -1,7 +1,9 @@
 package platforms
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"slices"
@@ -9,7 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+
 	"github.com/idemgate/idemgate/keying"
+	"github.com/idemgate/idemgate/platforms/guest"
 )
 
 // testNow is the fixed clock of the tests.
@@ -19,11 +24,32 @@ var testNow = time.Date(2026, 3, 14, 9, 26, 53, 0, time.UTC)
 // even without verification, to decrypt.
 const wxAPIv3Key = "a7cde1f2b3c4d5e6f7a8b9c0d1e2f3a4"
 
-func mustNew(t testing.TB, name string, cfg keying.Config) keying.Platform {
+// build is the named platform's module with settings (its JSON) built for
+// a route that verifies or not (noVerify); secrets and files are the
+// settings' values as written.
+func build(name, settings string, noVerify bool) (keying.Platform, error) {
+	m := Module(name)
+	if m == nil {
+		return nil, fmt.Errorf("unknown platform %q", name)
+	}
+	if settings != "" {
+		if err := json.Unmarshal([]byte(settings), m); err != nil {
+			return nil, err
+		}
+	}
+	return m.Build(guest.Route{
+		NoVerify: noVerify,
+		Secret:   func(_, v string) (string, error) { return v, nil },
+		Resolve:  func(v string) string { return v },
+		PEM:      func(_, v string) ([]byte, error) { return []byte(v), nil },
+	})
+}
+
+func mustBuild(t testing.TB, name, settings string, noVerify bool) keying.Platform {
 	t.Helper()
-	p, err := New(name, cfg)
+	p, err := build(name, settings, noVerify)
 	if err != nil {
-		t.Fatalf("New(%q): %v", name, err)
+		t.Fatalf("build(%q): %v", name, err)
 	}
 	return p
 }
@@ -56,11 +82,11 @@ func TestNamesHasEveryPreset(t *testing.T) {
 		}
 	}
 	for _, name := range Names() {
-		if p := Lookup(name); p == nil || p.Name != name || p.Title == "" || p.New == nil {
+		if p := Lookup(name); p == nil || p.Name != name || p.Title == "" || Module(name) == nil {
 			t.Errorf("Lookup(%q) = %+v", name, p)
 		}
 	}
-	if Lookup(Default) == nil || Lookup("nope") != nil {
+	if Lookup(Default) == nil || Lookup("nope") != nil || Module("nope") != nil {
 		t.Fatal("Lookup of the default or an unknown name")
 	}
 }
@@ -71,13 +97,13 @@ func TestPresetsNeedTheirSecret(t *testing.T) {
 			continue
 		}
 		t.Run(name, func(t *testing.T) {
-			_, err := New(name, keying.Config{})
+			_, err := build(name, "", false)
 			if !errors.Is(err, keying.ErrNeedsSecret) {
-				t.Fatalf("New(%q, {}) = %v, want ErrNeedsSecret", name, err)
+				t.Fatalf("build(%q, {}) = %v, want ErrNeedsSecret", name, err)
 			}
-			p, err := New(name, keying.Config{NoVerify: true})
+			p, err := build(name, "", true)
 			if err != nil {
-				t.Fatalf("New(%q, NoVerify) = %v", name, err)
+				t.Fatalf("build(%q, NoVerify) = %v", name, err)
 			}
 			if p.Name() != name {
 				t.Fatalf("Name() = %q", p.Name())
@@ -89,54 +115,58 @@ func TestPresetsNeedTheirSecret(t *testing.T) {
 	}
 }
 
-// TestPins: app_id is Alipay's option, mchid WeChat Pay's.
-func TestPins(t *testing.T) {
-	for _, c := range []struct {
-		name string
-		cfg  keying.Config
-		want string
-	}{
-		{"stripe", keying.Config{NoVerify: true, AppIDs: []string{"1"}}, "stripe: app_id is for alipay only"},
-		{"alipay", keying.Config{NoVerify: true, MchIDs: []string{"1"}}, "alipay: mchid is for wechatpay and wechatpay_v2 only"},
-		{"alipay", keying.Config{NoVerify: true, AppIDs: []string{"1"}}, ""},
-		{"wechatpay_v2", keying.Config{NoVerify: true, MchIDs: []string{"1"}}, ""},
-	} {
-		_, err := New(c.name, c.cfg)
-		if got := fmtErr(err); got != c.want {
-			t.Errorf("New(%s, %+v) = %q, want %q", c.name, c.cfg, got, c.want)
-		}
+// takes tells whether the named platform's module takes the Caddyfile
+// subdirective line (its settings are its own: a route of another
+// platform is refused it by the handler).
+func takes(t *testing.T, name, line string) bool {
+	t.Helper()
+	m, ok := Module(name).(guest.Subdirectives)
+	if !ok {
+		return false
 	}
-	if _, err := New("nope", keying.Config{}); err == nil || !strings.Contains(err.Error(), `unknown platform "nope"`) {
-		t.Fatalf("unknown platform: %v", err)
+	d := caddyfile.NewTestDispenser(line)
+	d.Next()
+	handled, err := m.UnmarshalSubdirective(d, d.Val())
+	if err != nil {
+		t.Fatalf("%s: %s: %v", name, line, err)
 	}
+	return handled
 }
 
-func fmtErr(err error) string {
-	if err == nil {
-		return ""
+// TestPins: app_id is Alipay's option, mchid WeChat Pay's; a module that
+// takes one pins merchants (guest.Pinner).
+func TestPins(t *testing.T) {
+	pins := map[string]string{"alipay": "app_id", "wechatpay": "mchid", "wechatpay_v2": "mchid"}
+	for _, name := range Names() {
+		for _, option := range []string{"app_id", "mchid"} {
+			if got, want := takes(t, name, option+" 1"), pins[name] == option; got != want {
+				t.Errorf("%s takes %s: %v, want %v", name, option, got, want)
+			}
+		}
+		if _, ok := Module(name).(guest.Pinner); ok != (pins[name] != "") {
+			t.Errorf("%s: Pinner %v, pins %q", name, ok, pins[name])
+		}
 	}
-	return err.Error()
 }
 
 func TestSecretsStayOutOfErrors(t *testing.T) {
 	const secret = "whsec_c2VjcmV0LXNob3VsZC1uZXZlci1sZWFr" // base64 of a marker
 	const v3key = "0123456789abcdef0123456789abcdef"
 	cases := []struct {
-		name string
-		cfg  keying.Config
-		req  *keying.Request
+		name, settings, secret string
+		req                    *keying.Request
 	}{
-		{"stripe", keying.Config{Secret: secret}, &keying.Request{Method: "POST", Header: http.Header{"Stripe-Signature": {"t=1,v1=00"}}, Body: []byte(`{"id":"evt_1"}`), Now: testNow}},
-		{"standard_webhooks", keying.Config{Secret: secret}, &keying.Request{Method: "POST", Header: http.Header{"Webhook-Id": {"m"}, "Webhook-Timestamp": {"1"}, "Webhook-Signature": {"v1,AAAA"}}, Body: []byte(`{}`), Now: testNow}},
-		{"wechatpay_v2", keying.Config{Secret: v3key, MchIDs: []string{"1"}}, &keying.Request{Method: "POST", Body: []byte(`<xml><sign>00000000000000000000000000000000</sign><transaction_id>1</transaction_id></xml>`), Now: testNow}},
+		{"stripe", `{"secret":"` + secret + `"}`, secret, &keying.Request{Method: "POST", Header: http.Header{"Stripe-Signature": {"t=1,v1=00"}}, Body: []byte(`{"id":"evt_1"}`), Now: testNow}},
+		{"standard_webhooks", `{"secret":"` + secret + `"}`, secret, &keying.Request{Method: "POST", Header: http.Header{"Webhook-Id": {"m"}, "Webhook-Timestamp": {"1"}, "Webhook-Signature": {"v1,AAAA"}}, Body: []byte(`{}`), Now: testNow}},
+		{"wechatpay_v2", `{"secret":"` + v3key + `","mchid":["1"]}`, v3key, &keying.Request{Method: "POST", Body: []byte(`<xml><sign>00000000000000000000000000000000</sign><transaction_id>1</transaction_id></xml>`), Now: testNow}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := mustNew(t, c.name, c.cfg).Verify(c.req)
+			_, err := mustBuild(t, c.name, c.settings, false).Verify(c.req)
 			if err == nil {
 				t.Fatal("forged request verified")
 			}
-			if strings.Contains(err.Error(), c.cfg.Secret) || strings.Contains(err.Error(), "c2VjcmV0") {
+			if strings.Contains(err.Error(), c.secret) || strings.Contains(err.Error(), "c2VjcmV0") {
 				t.Fatalf("error leaks the secret: %v", err)
 			}
 		})
@@ -150,12 +180,12 @@ func TestErrorShape(t *testing.T) {
 			continue
 		}
 		t.Run(name, func(t *testing.T) {
-			_, err := New(name, keying.Config{})
+			_, err := build(name, "", false)
 			msg := err.Error()
 			if !strings.HasPrefix(msg, name+": ") || strings.Count(msg, name) != 1 || strings.Contains(msg, "platform "+name) {
 				t.Fatalf("New error %q is not %q once", msg, name+": …")
 			}
-			p := mustNew(t, name, keying.Config{NoVerify: true, Secret: wxAPIv3Key})
+			p := mustBuild(t, name, `{"secret":"`+wxAPIv3Key+`"}`, true)
 			_, err = p.Verify(&keying.Request{Method: http.MethodPost, Header: http.Header{}, Body: []byte("\x00"), Now: testNow})
 			if err == nil || !strings.HasPrefix(err.Error(), name+": ") {
 				t.Fatalf("Verify error %q does not start with %q", err, name+": ")
@@ -210,14 +240,26 @@ func TestBilled(t *testing.T) {
 	}
 }
 
-// TestReturnIsAlipays: `return` says what Alipay's browser return is; a
-// preset without a browser return refuses it, naming the one that has.
+// TestReturnIsAlipays: `return` says what Alipay's browser return is; only
+// a preset with a browser return takes it.
 func TestReturnIsAlipays(t *testing.T) {
-	_, err := New("stripe", keying.Config{Secret: "whsec_x", Return: "business"})
-	if err == nil || !strings.Contains(err.Error(), "return is for alipay only") {
-		t.Fatalf("stripe with return: %v, want a refusal naming alipay", err)
+	for _, name := range Names() {
+		if got, want := takes(t, name, "return display"), name == "alipay"; got != want {
+			t.Errorf("%s takes return: %v, want %v", name, got, want)
+		}
 	}
-	if _, err := New("alipay", keying.Config{NoVerify: true, Return: "display"}); err != nil {
+	if _, err := build("alipay", `{"return":"display"}`, true); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestCatchUpLists: the platforms with a read API for catch_up, and those
+// of them asked by order, are told by their modules, not by a list.
+func TestCatchUpLists(t *testing.T) {
+	if got, want := CatchUp(), []string{"alipay", "wechatpay", "stripe", "paypal"}; !slices.Equal(got, want) {
+		t.Errorf("CatchUp() = %v, want %v", got, want)
+	}
+	if got, want := ByOrder(), []string{"alipay", "wechatpay"}; !slices.Equal(got, want) {
+		t.Errorf("ByOrder() = %v, want %v", got, want)
 	}
 }

@@ -248,7 +248,7 @@ func (rc *reconciler) match(ctx context.Context, rows []bill.Row) error {
 		}
 		notified, note := ev.Amount, ""
 		if rc.bill.RefundIsTotal && row.Kind == bill.Refund {
-			notified, note = alipayRefund(o, ev)
+			notified, note = refundOfTotal(o, ev)
 		}
 		rc.classify(it, row, *ev, notified, note)
 	}
@@ -310,7 +310,8 @@ func findEvent(o *store.Order, key string) (*store.OrderEvent, *store.Order) {
 	return nil, o
 }
 
-// alipayRefund is what a refund's notification says this refund was.
+// refundOfTotal is what a refund's notification says this refund was
+// where it names the order's refunded total (bill.Traits.RefundIsTotal).
 // Alipay's refund_fee is the trade's cumulative refunded amount, which only
 // grows: the refund's own amount is its increase over the order's other
 // refunds that ran (keying.RefundIncrease, as the order state gives every
@@ -318,7 +319,7 @@ func findEvent(o *store.Order, key string) (*store.OrderEvent, *store.Order) {
 // its total as Amount) — whatever order the notifications arrived in.
 // Exact when every earlier refund of the trade ran here; one that never
 // did shows as an amount difference of the next.
-func alipayRefund(o *store.Order, ev *store.OrderEvent) (string, string) {
+func refundOfTotal(o *store.Order, ev *store.OrderEvent) (string, string) {
 	total := cmp.Or(ev.RefundedTotal, ev.Amount)
 	if total == "" {
 		return "", "the refund's notification named no refund_fee"

@@ -39,7 +39,7 @@ func TestRunWechatPayV2Partner(t *testing.T) {
 	st := store.NewMemory()
 	t.Cleanup(func() { st.Close() })
 	w := platformtest.WechatPayV2{APIKey: apiKey}
-	pl, err := wechatpayv2.Preset.New(keying.Config{Secret: apiKey, MchIDs: []string{sp}})
+	pl, err := wechatpayv2.New(wechatpayv2.Config{Secret: apiKey, MchIDs: []string{sp}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/idemgate/idemgate/caddymodule/app"
 	"github.com/idemgate/idemgate/keying"
+	"github.com/idemgate/idemgate/platforms"
 	"github.com/idemgate/idemgate/store"
 )
 
@@ -35,9 +36,9 @@ type MissingView struct {
 
 // QueryRequest is the body of POST /idempotency/query.
 type QueryRequest struct {
-	OutTradeNo string `json:"out_trade_no,omitempty"`
-	TradeNo    string `json:"trade_no,omitempty"`
-	SubMchID   string `json:"sub_mchid,omitempty"`
+	OutTradeNo  string `json:"out_trade_no,omitempty"`
+	TradeNo     string `json:"trade_no,omitempty"`
+	SubMerchant string `json:"sub_mchid,omitempty"`
 }
 
 var errNoMissingLog = errors.New("keeps no missing list")
@@ -107,7 +108,7 @@ func (a *AdminAPI) query(w http.ResponseWriter, r *http.Request) error {
 // could not be asked (the entry's reason says why).
 func (s *Service) Query(ctx context.Context, platform, scope string, q QueryRequest) (store.Missing, error) {
 	if platform == "" {
-		return store.Missing{}, apiError(http.StatusBadRequest, errors.New("platform is required (alipay, wechatpay)"))
+		return store.Missing{}, apiError(http.StatusBadRequest, fmt.Errorf("platform is required (%s)", strings.Join(platforms.ByOrder(), ", ")))
 	}
 	if scope == "" {
 		scope = platform
@@ -135,7 +136,7 @@ func (s *Service) Query(ctx context.Context, platform, scope string, q QueryRequ
 	case rt.Query == nil:
 		return store.Missing{}, apiError(http.StatusConflict, fmt.Errorf("scope %q has no catch_up block: the platform cannot be asked", scope))
 	}
-	m, err := rt.Query(ctx, keying.OrderQuery{OutTradeNo: q.OutTradeNo, TradeNo: q.TradeNo, SubMerchant: strings.TrimSpace(q.SubMchID)})
+	m, err := rt.Query(ctx, keying.OrderQuery{OutTradeNo: q.OutTradeNo, TradeNo: q.TradeNo, SubMerchant: strings.TrimSpace(q.SubMerchant)})
 	if err != nil {
 		return m, apiError(http.StatusBadGateway, err)
 	}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/caddymodule/app"
-	"github.com/idemgate/idemgate/keying"
 	"github.com/idemgate/idemgate/platforms"
 	"github.com/idemgate/idemgate/store"
 )
@@ -31,7 +30,7 @@ func TestRefusedAfterFromSignedTime(t *testing.T) {
 		{"wechatpay", http.Header{}, first.Add(5 * time.Minute)},
 	} {
 		t.Run(c.platform, func(t *testing.T) {
-			p, err := platforms.New(c.platform, keying.Config{NoVerify: true})
+			p, err := unverified(c.platform)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -7,6 +7,7 @@ import (
 	"github.com/idemgate/idemgate/caddymodule/app"
 	"github.com/idemgate/idemgate/keying"
 	"github.com/idemgate/idemgate/platforms"
+	"github.com/idemgate/idemgate/platforms/guest"
 	"github.com/idemgate/idemgate/store"
 )
 
@@ -28,7 +29,7 @@ func TestSignatureNote(t *testing.T) {
 		{"generic", app.Route{}, false, time.Time{}},
 	} {
 		t.Run(c.platform, func(t *testing.T) {
-			p, err := platforms.New(c.platform, keying.Config{NoVerify: true})
+			p, err := unverified(c.platform)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -52,4 +53,12 @@ func TestSignatureNote(t *testing.T) {
 			}
 		})
 	}
+}
+
+// unverified is the named platform, without settings, on a route with
+// `verify off`.
+func unverified(name string) (keying.Platform, error) {
+	same := func(_, v string) (string, error) { return v, nil }
+	return platforms.Module(name).Build(guest.Route{NoVerify: true, Secret: same, Resolve: func(v string) string { return v },
+		PEM: func(_, v string) ([]byte, error) { return []byte(v), nil }})
 }

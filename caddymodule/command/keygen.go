@@ -27,19 +27,19 @@ const defaultKeyDir = "idemgate-testkeys"
 var sendPlatforms = func() []string {
 	var names []string
 	for _, p := range platforms.All() {
-		if p.Sender != nil {
+		if platforms.SenderOf(p.Name) != nil {
 			names = append(names, p.Name)
 		}
 	}
 	return names
 }()
 
-// presetTable lists what col says of each preset send and keygen know, a
-// line (or more) each, for a command's help.
-func presetTable(col func(*keying.Preset) string) string {
+// presetTable lists what col says of each preset send and keygen know (of
+// its test signer), a line (or more) each, for a command's help.
+func presetTable(col func(*keying.Sender) string) string {
 	var b strings.Builder
 	for _, name := range sendPlatforms {
-		for i, line := range strings.Split(col(platforms.Lookup(name)), "\n") {
+		for i, line := range strings.Split(col(platforms.SenderOf(name)), "\n") {
 			if i > 0 {
 				name = ""
 			}
@@ -80,7 +80,7 @@ Existing files are kept unless --force is given.
 				return err
 			}
 			for _, name := range names {
-				files, err := platforms.Lookup(name).Sender.Keygen()
+				files, err := platforms.SenderOf(name).Keygen()
 				if err != nil {
 					return fmt.Errorf("%s: %v", name, err)
 				}
@@ -102,11 +102,12 @@ Existing files are kept unless --force is given.
 	return c
 }
 
-// keyFiles lists the files keygen writes for p, wrapped for a help page.
-func keyFiles(p *keying.Preset) string {
+// keyFiles lists the files keygen writes for s's platform, wrapped for a
+// help page.
+func keyFiles(s *keying.Sender) string {
 	var b strings.Builder
 	line := 0
-	for i, f := range p.Sender.Files {
+	for i, f := range s.Files {
 		switch {
 		case i == 0:
 		case line+2+len(f) > 58:

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/idemgate/idemgate/caddymodule/admin"
+	"github.com/idemgate/idemgate/platforms"
 	"github.com/idemgate/idemgate/store"
 )
 
@@ -49,7 +50,7 @@ func missingCommand() *cobra.Command {
 
 func queryCommand() *cobra.Command {
 	c := &cobra.Command{
-		Use:   "query --platform alipay|wechatpay [--scope S] [--trade-no] <out_trade_no> [--json]",
+		Use:   "query --platform " + strings.Join(platforms.ByOrder(), "|") + " [--scope S] [--trade-no] <out_trade_no> [--json]",
 		Short: "Asks the platform about one order now (catch_up): recovers it if it is paid and its payment never ran",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -59,7 +60,7 @@ func queryCommand() *cobra.Command {
 			scope, _ := fl.GetString("scope")
 			byTrade, _ := fl.GetBool("trade-no")
 			if platform == "" {
-				return fmt.Errorf("--platform is required (alipay, wechatpay)")
+				return fmt.Errorf("--platform is required (%s)", strings.Join(platforms.ByOrder(), ", "))
 			}
 			q := url.Values{"platform": {platform}}
 			if scope != "" {
@@ -82,7 +83,7 @@ func queryCommand() *cobra.Command {
 	}
 	adminFlags(c)
 	jsonFlag(c)
-	c.Flags().String("platform", "", "The route's platform: alipay or wechatpay")
+	c.Flags().String("platform", "", "The route's platform: "+strings.Join(platforms.ByOrder(), " or "))
 	c.Flags().String("scope", "", "The route's scope (default: the platform's name)")
 	c.Flags().Bool("trade-no", false, "The argument is the platform's trade_no / transaction_id, not the merchant's out_trade_no")
 	return c

@@ -15,6 +15,7 @@ import (
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
 
+	"github.com/idemgate/idemgate/platforms"
 	"github.com/idemgate/idemgate/reconcile"
 )
 
@@ -65,7 +66,13 @@ differ (the report still printed), 2 on an error.`,
 	}
 	adminFlags(c)
 	fl := c.Flags()
-	fl.String("platform", "", "The bill's platform: alipay, wechatpay, wechatpay_v2, stripe, paypal")
+	var billed []string // in the registry's order
+	for _, p := range platforms.All() {
+		if platforms.BillOf(p.Name) != nil {
+			billed = append(billed, p.Name)
+		}
+	}
+	fl.String("platform", "", "The bill's platform: "+strings.Join(billed, ", "))
 	fl.String("bill", "", "The bill's file (- for standard input)")
 	fl.String("scope", "", "The routes' scope (default: the platform's name)")
 	fl.String("merchant", "", "Alipay: the app_id of the keys (default: told from the route's app_id, the seller_id its notifications signed, or the orders the bill's rows name); WeChat Pay: the mchid (default: each row's 商户号 or 特约商户号)")

@@ -39,7 +39,7 @@ Run it twice with the same flags to see the second copy replayed: every
 run re-signs, as the platform's retries are, and sends the same body
 where the platform's retries do.
 
-` + presetTable(func(p *keying.Preset) string { return p.Sender.Summary }) + `
+` + presetTable(func(s *keying.Sender) string { return s.Summary }) + `
 
 --event picks the business event (default: the payment); --event with no
 value, or one the platform does not send, lists the platform's events:
@@ -88,11 +88,13 @@ GET, not 2xx or 3xx).
 			o.dir, _ = fl.GetString("dir")
 			o.secret, _ = fl.GetString("secret")
 			o.keyFile, _ = fl.GetString("key")
-			o.keyID, _ = fl.GetString("key-id")
-			o.webhookID, _ = fl.GetString("webhook-id")
-			o.signType, _ = fl.GetString("sign-type")
-			o.spMchID, _ = fl.GetString("sp-mchid")
-			o.subMchID, _ = fl.GetString("sub-mchid")
+			o.flags = map[string]string{}
+			for _, f := range platformFlags() {
+				o.flags[f.Name], _ = fl.GetString(f.Name)
+				if fl.Changed(f.Name) {
+					o.given = append(o.given, f.Name)
+				}
+			}
 			o.timeout, _ = fl.GetDuration("timeout")
 			return runSend(cmd.OutOrStdout(), o)
 		},
@@ -110,11 +112,9 @@ GET, not 2xx or 3xx).
 	fl.String("dir", defaultKeyDir, "Where keygen wrote the test keys")
 	fl.String("secret", "", "The signing secret / API key, instead of the file in --dir")
 	fl.String("key", "", "The PEM private key to sign with, instead of the file in --dir")
-	fl.String("key-id", "", "WeChat Pay: the Wechatpay-Serial (public key id), instead of the file in --dir")
-	fl.String("webhook-id", "", "PayPal: the webhook id, instead of the file in --dir")
-	fl.String("sign-type", "MD5", "WeChat Pay v2: MD5 or HMAC-SHA256")
-	fl.String("sp-mchid", "", "WeChat Pay service provider (服务商): the provider's merchant id; with --sub-mchid")
-	fl.String("sub-mchid", "", "WeChat Pay service provider (服务商): the sub-merchant's id, whose order it is; with --sp-mchid")
+	for _, f := range platformFlags() {
+		fl.String(f.Name, f.Default, f.Usage)
+	}
 	fl.Duration("timeout", 30*time.Second, "Time limit for the request")
 	c.MarkFlagRequired("platform")
 	c.MarkFlagRequired("url")
@@ -135,10 +135,37 @@ type sendOptions struct {
 	refundedBefore           int
 	orderGiven               bool
 	dir                      string
-	secret, keyFile, keyID   string
-	webhookID, signType      string
-	spMchID, subMchID        string // WeChat Pay service provider mode
-	timeout                  time.Duration
+	secret, keyFile          string
+	// flags are the values of the platforms' own flags (keying.SendFlag)
+	// by name, given the names of those given.
+	flags   map[string]string
+	given   []string
+	timeout time.Duration
+}
+
+// platformFlags are the flags of send that the platforms' signers take,
+// each once, in the order of the registry.
+func platformFlags() []keying.SendFlag {
+	var flags []keying.SendFlag
+	for _, name := range sendPlatforms {
+		for _, f := range platforms.SenderOf(name).Flags {
+			if !slices.ContainsFunc(flags, func(g keying.SendFlag) bool { return g.Name == f.Name }) {
+				flags = append(flags, f)
+			}
+		}
+	}
+	return flags
+}
+
+// flagOwners names the platforms whose signer takes the flag name.
+func flagOwners(name string) []string {
+	var owners []string
+	for _, p := range sendPlatforms {
+		if _, ok := platforms.SenderOf(p).Flag(name); ok {
+			owners = append(owners, p)
+		}
+	}
+	return owners
 }
 
 // notification is one signed delivery.
@@ -156,9 +183,17 @@ func runSend(w io.Writer, o sendOptions) error {
 	if !slices.Contains(sendPlatforms, o.platform) {
 		return fmt.Errorf("--platform must be one of %s, not %q", strings.Join(sendPlatforms, ", "), o.platform)
 	}
-	sender := platforms.Lookup(o.platform).Sender
-	if (o.spMchID != "" || o.subMchID != "") && !sender.Partner {
-		return fmt.Errorf("--sp-mchid and --sub-mchid are WeChat Pay's service provider (服务商) mode: --platform wechatpay, not %s", o.platform)
+	sender := platforms.SenderOf(o.platform)
+	for _, name := range o.given {
+		if _, own := sender.Flag(name); own || o.flags[name] == "" {
+			continue
+		}
+		// One that says whose order it is would be lost: refused.
+		if owners := flagOwners(name); len(owners) > 0 {
+			if f, _ := platforms.SenderOf(owners[0]).Flag(name); f.Order {
+				return fmt.Errorf("--%s is for --platform %s only, not %s (%s)", name, strings.Join(owners, " or "), o.platform, f.Usage)
+			}
+		}
 	}
 	if !o.eventGiven {
 		o.event = sender.Events[0].Name
@@ -254,7 +289,7 @@ func runSend(w io.Writer, o sendOptions) error {
 		if isRefund(o.event) && o.refundedBefore != 0 {
 			again = append(again, "--refunded-before", fmt.Sprint(o.refundedBefore))
 		}
-		again = append(again, o.partnerFlags()...)
+		again = append(again, o.orderFlags()...)
 		fmt.Fprintf(w, "(send it again: %s)\n", strings.Join(again, " "))
 		if o.event == sender.Events[0].Name && sender.RefundEvent != "" {
 			// The refund of this order: the same trade where the
@@ -272,7 +307,7 @@ func runSend(w io.Writer, o sendOptions) error {
 			if o.amount != defaultAmount {
 				refund = append(refund, "--amount", fmt.Sprint(o.amount))
 			}
-			refund = append(refund, o.partnerFlags()...)
+			refund = append(refund, o.orderFlags()...)
 			fmt.Fprintf(w, "(refund this order: %s)\n", strings.Join(refund, " "))
 		}
 	case resp.StatusCode == http.StatusUnauthorized:
@@ -285,15 +320,15 @@ func runSend(w io.Writer, o sendOptions) error {
 	return nil
 }
 
-// partnerFlags are the service provider's flags to send this order's
-// notifications again with.
-func (o sendOptions) partnerFlags() []string {
+// orderFlags are the platform's flags that say whose order it is (a
+// service provider's merchants), to send this order's notifications
+// again with.
+func (o sendOptions) orderFlags() []string {
 	var flags []string
-	if o.spMchID != "" {
-		flags = append(flags, "--sp-mchid", o.spMchID)
-	}
-	if o.subMchID != "" {
-		flags = append(flags, "--sub-mchid", o.subMchID)
+	for _, f := range platforms.SenderOf(o.platform).Flags {
+		if v := o.flags[f.Name]; f.Order && v != "" {
+			flags = append(flags, "--"+f.Name, v)
+		}
 	}
 	return flags
 }
@@ -304,9 +339,14 @@ func (o sendOptions) partnerFlags() []string {
 // passed --secret whsec_… has nothing to check there.
 func (o sendOptions) signedWith() string {
 	var flags []string
-	for _, f := range []struct{ name, v string }{{"--secret", o.secret}, {"--key", o.keyFile}, {"--key-id", o.keyID}, {"--webhook-id", o.webhookID}} {
+	for _, f := range []struct{ name, v string }{{"--secret", o.secret}, {"--key", o.keyFile}} {
 		if f.v != "" {
 			flags = append(flags, f.name)
+		}
+	}
+	for _, f := range platforms.SenderOf(o.platform).Flags {
+		if f.Key && o.flags[f.Name] != "" {
+			flags = append(flags, "--"+f.Name)
 		}
 	}
 	if len(flags) == 0 {
@@ -323,13 +363,12 @@ func (o sendOptions) signedWith() string {
 // notify_time, and so does send.
 func buildNotification(o sendOptions) (notification, error) {
 	if o.event == "" {
-		o.event = platforms.Lookup(o.platform).Sender.Events[0].Name
+		o.event = platforms.SenderOf(o.platform).Events[0].Name
 	}
 	in := keying.SendInput{Event: o.event, ID: o.id, Order: o.order, Amount: o.amount,
-		Refund: o.refund, RefundAmount: o.refundAmount, RefundedBefore: o.refundedBefore, SignType: o.signType,
-		Secret: o.secret, KeyID: o.keyID, WebhookID: o.webhookID, SpMchID: o.spMchID, SubMchID: o.subMchID, Now: time.Now(),
-		Value: o.value, PrivateKey: o.privateKey}
-	s, err := platforms.Lookup(o.platform).Sender.Sign(in)
+		Refund: o.refund, RefundAmount: o.refundAmount, RefundedBefore: o.refundedBefore,
+		Secret: o.secret, Flags: o.flags, Now: time.Now(), Value: o.value, PrivateKey: o.privateKey}
+	s, err := platforms.SenderOf(o.platform).Sign(in)
 	if err != nil {
 		return notification{}, errors.New(strings.TrimPrefix(err.Error(), "signer: "))
 	}

@@ -54,7 +54,7 @@ func TestSendWechatPayServiceProvider(t *testing.T) {
 	// The resource as send signs it, decrypted and read into the SDK's
 	// partner model.
 	n, err := buildNotification(sendOptions{platform: "wechatpay", event: "paid", id: id, order: "o-" + id, amount: 12800,
-		dir: keys, spMchID: sp, subMchID: sub})
+		dir: keys, flags: map[string]string{"sp-mchid": sp, "sub-mchid": sub}})
 	if err != nil {
 		t.Fatal(err)
 	}

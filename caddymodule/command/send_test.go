@@ -169,7 +169,7 @@ func TestSendSameBody(t *testing.T) {
 			if out, err := runIdem(t, "keygen", "--platform", p, "--dir", keys); err != nil {
 				t.Fatalf("keygen: %v\n%s", err, out)
 			}
-			o := sendOptions{platform: p, id: "same-1", order: "o-same-1", amount: 990, dir: keys, signType: "MD5"}
+			o := sendOptions{platform: p, id: "same-1", order: "o-same-1", amount: 990, dir: keys, flags: map[string]string{"sign-type": "MD5"}}
 			first, err := buildNotification(o)
 			if err != nil {
 				t.Fatal(err)

@@ -20,7 +20,7 @@ func isRefund(event string) bool { return strings.Contains(strings.ToLower(event
 // default first.
 func eventList(platform string) string {
 	var b strings.Builder
-	s := platforms.Lookup(platform).Sender
+	s := platforms.SenderOf(platform)
 	width := 0
 	for _, e := range s.Events {
 		width = max(width, len(e.Name))
@@ -40,7 +40,7 @@ func eventTable() string {
 	var b strings.Builder
 	for _, p := range sendPlatforms {
 		line, name := "", p
-		for i, e := range platforms.Lookup(p).Sender.Events {
+		for i, e := range platforms.SenderOf(p).Events {
 			if i > 0 && len(line)+len(e.Name) > 56 {
 				fmt.Fprintf(&b, "  %-18s %s,\n", name, line)
 				line, name = "", ""

@@ -247,7 +247,7 @@ func TestSendEveryEvent(t *testing.T) {
 			g := gatewaytest.StartGateway(t, "\n\thandle /notify {\n\t\tidempotency {\n\t\t\t"+c.route(keys)+
 				"\n\t\t\tstore memory\n\t\t}\n\t\treverse_proxy "+strings.TrimPrefix(srv.URL, "http://")+"\n\t}")
 			u := g.Base + "/notify"
-			sender := platforms.Lookup(c.platform).Sender
+			sender := platforms.SenderOf(c.platform)
 
 			type sent struct{ event, id, order, refund string }
 			var all []sent
@@ -343,7 +343,7 @@ func TestSendEventList(t *testing.T) {
 			if err == nil {
 				t.Fatalf("send --platform %s %v: no error", p, args)
 			}
-			for _, e := range platforms.Lookup(p).Sender.Events {
+			for _, e := range platforms.SenderOf(p).Events {
 				if !strings.Contains(err.Error(), "\n  "+e.Name+" ") {
 					t.Errorf("send --platform %s %v: %q does not list %s", p, args, err, e.Name)
 				}
@@ -373,9 +373,9 @@ func TestSendEventsSameBody(t *testing.T) {
 				t.Fatalf("keygen: %v\n%s", err, out)
 			}
 			seen := map[string]string{}
-			for _, e := range platforms.Lookup(p).Sender.Events {
+			for _, e := range platforms.SenderOf(p).Events {
 				o := sendOptions{platform: p, event: e.Name, id: "same-1", order: "o-same-1", amount: 990,
-					refund: "o-same-1-r1", refundAmount: 990, dir: keys, signType: "MD5"}
+					refund: "o-same-1-r1", refundAmount: 990, dir: keys, flags: map[string]string{"sign-type": "MD5"}}
 				first, err := buildNotification(o)
 				if err != nil {
 					t.Fatal(err)

@@ -300,7 +300,7 @@ func TestStripeRefundMoneyOnEverySurface(t *testing.T) {
 			refresh off
 		}
 	}`, "{store}", store, "{ok}", ok.Addr(), "{broken}", broken.Addr())
-		sender := platforms.Lookup("stripe").Sender
+		sender := platforms.SenderOf("stripe")
 		send := func(path, id, order, refund string, own, before, want int) {
 			t.Helper()
 			s, err := sender.Sign(keying.SendInput{Event: "charge.refunded", ID: id, Order: order, Amount: 12900, Refund: refund,

@@ -97,7 +97,7 @@ func TestPayPalStandIn(t *testing.T) {
 	if resp.StatusCode != 202 || len(got) != 1 || api.Resends("WH-E2") != 1 {
 		t.Fatalf("resend: %d, %d deliveries", resp.StatusCode, len(got))
 	}
-	p, err := paypal.Preset.New(keying.Config{WebhookID: "WH-1", Certificates: [][]byte{cert}})
+	p, err := paypal.New(paypal.Config{WebhookID: "WH-1", Certificates: [][]byte{cert}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,12 @@ import (
 
 	"github.com/idemgate/idemgate/internal/platformtest"
 	"github.com/idemgate/idemgate/keying"
-	"github.com/idemgate/idemgate/platforms"
+	"github.com/idemgate/idemgate/platforms/alipay"
+	"github.com/idemgate/idemgate/platforms/paypal"
+	"github.com/idemgate/idemgate/platforms/standardwebhooks"
+	"github.com/idemgate/idemgate/platforms/stripe"
+	"github.com/idemgate/idemgate/platforms/wechatpay"
+	"github.com/idemgate/idemgate/platforms/wechatpayv2"
 )
 
 // TestSignersVerify: what each signer builds, the matching preset accepts
@@ -31,10 +36,17 @@ func TestSignersVerify(t *testing.T) {
 	const whsec = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 	now := time.Now()
 
+	must := func(p keying.Platform, err error) keying.Platform {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
 	post := func(body []byte, h http.Header) *keying.Request {
 		return &keying.Request{Method: http.MethodPost, URL: &url.URL{Path: "/"}, Header: h, Body: body, Now: now}
 	}
-	alipay := platformtest.Alipay{Key: k}
+	ali := platformtest.Alipay{Key: k}
 	notify := platformtest.AlipayNotify("2016091800538339", "o1", "2026t1", "TRADE_SUCCESS", "9.90")
 	wx := platformtest.WechatPay{Key: k, Serial: "PUB_KEY_ID_01", APIv3Key: apiV3}
 	wxCert := platformtest.WechatPay{Key: k, Serial: platformtest.SerialHex(serial), APIv3Key: apiV3}
@@ -47,44 +59,40 @@ func TestSignersVerify(t *testing.T) {
 	swBody := []byte(`{"type":"invoice.paid"}`)
 
 	cases := []struct {
-		name, preset string
-		cfg          keying.Config
-		req          *keying.Request
-		key          string
+		name string
+		p    keying.Platform
+		req  *keying.Request
+		key  string
 	}{
-		{"alipay RSA2", "alipay", keying.Config{PublicKey: pub}, post([]byte(alipay.Body(t, notify)), nil),
+		{"alipay RSA2", must(alipay.New(alipay.Config{PublicKey: pub})), post([]byte(ali.Body(t, notify)), nil),
 			"2016091800538339:2026t1:paid"},
-		{"alipay RSA", "alipay", keying.Config{PublicKey: pub}, post([]byte(platformtest.Alipay{Key: k, SignType: "RSA"}.Body(t, notify)), nil),
+		{"alipay RSA", must(alipay.New(alipay.Config{PublicKey: pub})), post([]byte(platformtest.Alipay{Key: k, SignType: "RSA"}.Body(t, notify)), nil),
 			"2016091800538339:2026t1:paid"},
-		{"alipay GBK", "alipay", keying.Config{PublicKey: pub}, post([]byte(platformtest.Alipay{Key: k, Charset: "GBK"}.Body(t, notify)), nil),
+		{"alipay GBK", must(alipay.New(alipay.Config{PublicKey: pub})), post([]byte(platformtest.Alipay{Key: k, Charset: "GBK"}.Body(t, notify)), nil),
 			"2016091800538339:2026t1:paid"},
-		{"alipay return", "alipay", keying.Config{PublicKey: pub, Return: "business"}, &keying.Request{Method: http.MethodGet,
-			URL: &url.URL{Path: "/return", RawQuery: alipay.Query(t, platformtest.AlipayReturn("2016091800538339", "o1", "2026t1", "9.90"))}, Now: now},
+		{"alipay return", must(alipay.New(alipay.Config{PublicKey: pub, Return: "business"})), &keying.Request{Method: http.MethodGet,
+			URL: &url.URL{Path: "/return", RawQuery: ali.Query(t, platformtest.AlipayReturn("2016091800538339", "o1", "2026t1", "9.90"))}, Now: now},
 			"2016091800538339:2026t1:paid"},
-		{"wechatpay public key", "wechatpay", keying.Config{PublicKey: pub, PublicKeyID: "PUB_KEY_ID_01", Secret: apiV3},
+		{"wechatpay public key", must(wechatpay.New(wechatpay.Config{PublicKey: pub, PublicKeyID: "PUB_KEY_ID_01", Secret: apiV3})),
 			post(wx.Notification(t, wxEv)), "1230000109:4200001:paid"},
-		{"wechatpay certificate", "wechatpay", keying.Config{Certificates: [][]byte{cert}, Secret: apiV3},
+		{"wechatpay certificate", must(wechatpay.New(wechatpay.Config{Certificates: [][]byte{cert}, Secret: apiV3})),
 			post(wxCert.Notification(t, wxEv)), "1230000109:4200001:paid"},
-		{"wechatpay_v2 MD5", "wechatpay_v2", keying.Config{Secret: v2Key, MchIDs: []string{"10000100"}},
+		{"wechatpay_v2 MD5", must(wechatpayv2.New(wechatpayv2.Config{Secret: v2Key, MchIDs: []string{"10000100"}})),
 			post(v2.Body(platformtest.WechatPayV2Payment("4200002", "o2", 990)), nil), "10000100:4200002:paid"},
-		{"wechatpay_v2 HMAC-SHA256", "wechatpay_v2", keying.Config{Secret: v2Key, MchIDs: []string{"10000100"}},
+		{"wechatpay_v2 HMAC-SHA256", must(wechatpayv2.New(wechatpayv2.Config{Secret: v2Key, MchIDs: []string{"10000100"}})),
 			post(platformtest.WechatPayV2{APIKey: v2Key, SignType: "HMAC-SHA256"}.Body(platformtest.WechatPayV2Payment("4200002", "o2", 990)), nil), "10000100:4200002:paid"},
-		{"wechatpay_v2 refund", "wechatpay_v2", keying.Config{Secret: v2Key, MchIDs: []string{"10000100"}},
+		{"wechatpay_v2 refund", must(wechatpayv2.New(wechatpayv2.Config{Secret: v2Key, MchIDs: []string{"10000100"}})),
 			post(v2.Refund(t, platformtest.WechatPayV2RefundInfo("4200002", "o2", "5000", "SUCCESS", 990, 990)), nil), "10000100:4200002:refund:Ro2"},
-		{"paypal", "paypal", keying.Config{WebhookID: "WH1", Certificates: [][]byte{cert}},
+		{"paypal", must(paypal.New(paypal.Config{WebhookID: "WH1", Certificates: [][]byte{cert}})),
 			post(ppBody, pp.Header(t, ppBody, now)), "WH-1"},
-		{"stripe", "stripe", keying.Config{Secret: whsec},
+		{"stripe", must(stripe.New(stripe.Config{Secret: whsec})),
 			post(stBody, platformtest.StripeHeader(stBody, whsec, now)), "evt_1"},
-		{"standard_webhooks", "standard_webhooks", keying.Config{Secret: whsec},
+		{"standard_webhooks", must(standardwebhooks.New(standardwebhooks.Config{Secret: whsec})),
 			post(swBody, platformtest.StandardWebhooksHeader(t, whsec, "msg_1", now, swBody)), "msg_1"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			p, err := platforms.New(c.preset, c.cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			n, err := p.Verify(c.req)
+			n, err := c.p.Verify(c.req)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -96,7 +104,7 @@ func TestSignersVerify(t *testing.T) {
 
 	// A probe never verifies.
 	body := wx.Body(t, wxEv)
-	p, _ := platforms.New("wechatpay", keying.Config{PublicKey: pub, PublicKeyID: "PUB_KEY_ID_01", Secret: apiV3})
+	p := must(wechatpay.New(wechatpay.Config{PublicKey: pub, PublicKeyID: "PUB_KEY_ID_01", Secret: apiV3}))
 	probe := wx.SigntestHeader(t, body)
 	if s := probe.Get("Wechatpay-Signature"); len(s) < 19 || s[:19] != "WECHATPAY/SIGNTEST/" {
 		t.Errorf("probe signature %q", s)

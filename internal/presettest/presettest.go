@@ -69,12 +69,16 @@ func Append(r *keying.Request, extra string) *keying.Request {
 	return r
 }
 
-// MustNew is p configured with cfg.
-func MustNew(t testing.TB, p *keying.Preset, cfg keying.Config) keying.Platform {
+// New is a platform's constructor: its package's New, from its own
+// Config.
+type New[C any] func(cfg C) (keying.Platform, error)
+
+// MustNew is the platform newp builds from cfg.
+func MustNew[C any](t testing.TB, newp New[C], cfg C) keying.Platform {
 	t.Helper()
-	pl, err := p.New(cfg)
+	pl, err := newp(cfg)
 	if err != nil {
-		t.Fatalf("New(%q): %v", p.Name, err)
+		t.Fatalf("New: %v", err)
 	}
 	return pl
 }
@@ -100,21 +104,23 @@ func IsSigOrMalformed(err error) bool {
 }
 
 // VerifyCase is a row of a preset's Verify table: Req either fails with
-// an error wrapping WantErr or, WantErr nil, verifies with Key.
-type VerifyCase struct {
+// an error wrapping WantErr or, WantErr nil, verifies with Key. C is the
+// platform's Config.
+type VerifyCase[C any] struct {
 	Name    string
-	Cfg     keying.Config
+	Cfg     C
 	Req     *keying.Request
 	WantErr error
 	Key     string
 }
 
-// Verifies runs p, configured by cfg, on req and checks the outcome: an
-// error wrapping want or, want nil, success with key. It returns the
-// notification when req verified, nil when it failed as it should.
-func Verifies(t *testing.T, p *keying.Preset, cfg keying.Config, req *keying.Request, want error, key string) *keying.Notification {
+// Verifies runs the platform newp builds from cfg on req and checks the
+// outcome: an error wrapping want or, want nil, success with key. It
+// returns the notification when req verified, nil when it failed as it
+// should.
+func Verifies[C any](t *testing.T, newp New[C], cfg C, req *keying.Request, want error, key string) *keying.Notification {
 	t.Helper()
-	n, err := MustNew(t, p, cfg).Verify(req)
+	n, err := MustNew(t, newp, cfg).Verify(req)
 	WantErr(t, err, want)
 	if err != nil {
 		return nil
@@ -127,11 +133,11 @@ func Verifies(t *testing.T, p *keying.Preset, cfg keying.Config, req *keying.Req
 
 // RunVerifyCases runs each case as a subtest with Verifies; check, if not
 // nil, then looks at the notification of each case that verified.
-func RunVerifyCases(t *testing.T, p *keying.Preset, cases []VerifyCase, check func(t *testing.T, c VerifyCase, n *keying.Notification)) {
+func RunVerifyCases[C any](t *testing.T, newp New[C], cases []VerifyCase[C], check func(t *testing.T, c VerifyCase[C], n *keying.Notification)) {
 	t.Helper()
 	for _, c := range cases {
 		t.Run(c.Name, func(t *testing.T) {
-			if n := Verifies(t, p, c.Cfg, c.Req, c.WantErr, c.Key); n != nil && check != nil {
+			if n := Verifies(t, newp, c.Cfg, c.Req, c.WantErr, c.Key); n != nil && check != nil {
 				check(t, c, n)
 			}
 		})

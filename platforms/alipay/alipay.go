@@ -20,7 +20,7 @@ import (
 // Preset is Alipay's: answered `success`, notifications of an
 // order's business events, pinned by app_id, a bill in Beijing time.
 var Preset = &keying.Preset{
-	Name: "alipay", Title: "Alipay", New: newAlipay,
+	Name: "alipay", Title: "Alipay",
 	Ack: keying.Ack{Status: 200, Body: "success", ContentType: "text/plain; charset=utf-8"},
 	// Alipay, 异步通知说明 (opendocs.alipay.com/open/203/105286): "程序执
 	// 行完后必须打印输出 success … 如果商户反馈给支付宝的字符不是 success
@@ -28,7 +28,7 @@ var Preset = &keying.Preset{
 	// 一般情况下，25 小时以内完成 8 次通知（通知的间隔频率一般是：4m、10m、
 	// 10m、1h、2h、6h、15h）".
 	Schedule: keying.Schedule{4 * time.Minute, 10 * time.Minute, 10 * time.Minute, time.Hour, 2 * time.Hour, 6 * time.Hour, 15 * time.Hour},
-	Orders:   true, Extra: true, Pins: "app_id", Returns: true,
+	Orders:   true, Extra: true,
 	// Alipay's two channels: its server's notify, and the buyer's browser
 	// sent to return_url with the signed result (电脑网站支付 "同步通知"),
 	// which the shop answers with its result page or a redirect: it never
@@ -39,7 +39,6 @@ var Preset = &keying.Preset{
 		{Name: "browser return", Methods: []string{http.MethodGet, http.MethodHead},
 			Rule: "2xx or 3xx (the shop's result page or a redirect)", Success: returnSuccess, Page: true},
 	},
-	Sender: sender,
 }
 
 // Alipay verifies Alipay's asynchronous notify (a form POST) and the
@@ -108,7 +107,26 @@ const (
 	ReturnRefuse   = "refuse"
 )
 
-func newAlipay(cfg keying.Config) (keying.Platform, error) {
+// Config is what a route configures Alipay's check with. Files are read
+// by the caller; PEM blocks arrive as bytes.
+type Config struct {
+	// PublicKey is Alipay's public key (PEM).
+	PublicKey []byte
+	// AppIDs pins notifications to these app_ids; empty accepts any.
+	AppIDs []string
+	// Return is what Alipay's signed browser return is on this route:
+	// ReturnBusiness (the order's paid event, shared with the notify),
+	// ReturnDisplay (a page, its own key, never the paid event) or
+	// ReturnRefuse ("" too: the default, 405).
+	Return string
+	// NoVerify runs the check without signatures (`verify off`).
+	NoVerify bool
+}
+
+// New returns Alipay's check configured with cfg. Errors read
+// "alipay: <what>" and wrap keying.ErrNeedsSecret when the public key is
+// missing.
+func New(cfg Config) (keying.Platform, error) {
 	a := &Alipay{noVerify: cfg.NoVerify, appIDs: cfg.AppIDs, ret: cfg.Return}
 	switch cfg.Return {
 	case "":

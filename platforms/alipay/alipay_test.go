@@ -66,8 +66,8 @@ func TestAlipay(t *testing.T) {
 	k, other := platformtest.Keys(t)
 	rsa2 := platformtest.Alipay{Key: k}
 	rsa1 := platformtest.Alipay{Key: k, SignType: "RSA"}
-	cfg := keying.Config{PublicKey: platformtest.PublicKeyPEM(t, &k.PublicKey)}
-	business := keying.Config{PublicKey: cfg.PublicKey, Return: ReturnBusiness} // the return is the order's paid event
+	cfg := Config{PublicKey: platformtest.PublicKeyPEM(t, &k.PublicKey)}
+	business := Config{PublicKey: cfg.PublicKey, Return: ReturnBusiness} // the return is the order's paid event
 	der, _ := x509.MarshalPKIXPublicKey(&k.PublicKey)
 	bare := []byte(base64.StdEncoding.EncodeToString(der)) // as Alipay's console shows it
 
@@ -92,11 +92,11 @@ func TestAlipay(t *testing.T) {
 		}
 	}
 
-	cases := []presettest.VerifyCase{
+	cases := []presettest.VerifyCase[Config]{
 		{Name: "RSA2 notify", Cfg: cfg, Req: alipayPost(rsa2.Sign(t, base)), WantErr: nil, Key: wantKey},
 		{Name: "RSA (SHA1) notify", Cfg: cfg, Req: alipayPost(rsa1.Sign(t, base)), WantErr: nil, Key: wantKey},
-		{Name: "bare base64 public key", Cfg: keying.Config{PublicKey: bare}, Req: alipayPost(rsa2.Sign(t, base)), WantErr: nil, Key: wantKey},
-		{Name: "certificate as public key", Cfg: keying.Config{PublicKey: presettest.Cert(t, k, presettest.BigInt(7), "alipay")}, Req: alipayPost(rsa2.Sign(t, base)), WantErr: nil, Key: wantKey},
+		{Name: "bare base64 public key", Cfg: Config{PublicKey: bare}, Req: alipayPost(rsa2.Sign(t, base)), WantErr: nil, Key: wantKey},
+		{Name: "certificate as public key", Cfg: Config{PublicKey: presettest.Cert(t, k, presettest.BigInt(7), "alipay")}, Req: alipayPost(rsa2.Sign(t, base)), WantErr: nil, Key: wantKey},
 		{Name: "retry with later notify_time", Cfg: cfg, Req: alipayPost(rsa2.Sign(t, with(base, "notify_time", "2026-03-15 09:00:00", "notify_id", "n2"))), WantErr: nil, Key: wantKey},
 		{Name: "refund", Cfg: cfg, Req: alipayPost(rsa2.Sign(t, with(base, "trade_status", "TRADE_CLOSED", "out_biz_no", "R1", "refund_fee", "88.88"))), WantErr: nil, Key: "2016091800538339:2026031422001437971000029351:refund:R1"},
 		{Name: "empty values are not signed", Cfg: cfg, Req: alipayPost(with(rsa2.Sign(t, base), "passback_params", "")), WantErr: nil, Key: wantKey},
@@ -119,15 +119,15 @@ func TestAlipay(t *testing.T) {
 		{Name: "array name", Cfg: cfg, Req: presettest.Append(alipayPost(rsa2.Sign(t, base)), "&total_amount[]="), WantErr: keying.ErrSignature, Key: ""},
 		{Name: "semicolon separator", Cfg: cfg, Req: presettest.Append(alipayPost(rsa2.Sign(t, base)), ";total_amount=0.01"), WantErr: keying.ErrSignature, Key: ""},
 		{Name: "broken escape", Cfg: cfg, Req: presettest.Append(alipayPost(nil), "%zz"), WantErr: keying.ErrSignature, Key: ""},
-		{Name: "pinned app_id", Cfg: keying.Config{PublicKey: cfg.PublicKey, AppIDs: []string{"1", "2016091800538339"}}, Req: alipayPost(rsa2.Sign(t, base)), WantErr: nil, Key: wantKey},
-		{Name: "another app's notification", Cfg: keying.Config{PublicKey: cfg.PublicKey, AppIDs: []string{"2016000000000001"}}, Req: alipayPost(rsa2.Sign(t, base)), WantErr: keying.ErrMerchant, Key: ""},
-		{Name: "another app's, verify off", Cfg: keying.Config{NoVerify: true, AppIDs: []string{"2016000000000001"}}, Req: alipayPost(base), WantErr: keying.ErrMerchant, Key: ""},
-		{Name: "signed without app_id, pinned", Cfg: keying.Config{PublicKey: cfg.PublicKey, AppIDs: []string{"2016091800538339"}}, Req: alipayPost(rsa2.Sign(t, with(base, "app_id", "\x00"))), WantErr: keying.ErrMalformed, Key: ""},
+		{Name: "pinned app_id", Cfg: Config{PublicKey: cfg.PublicKey, AppIDs: []string{"1", "2016091800538339"}}, Req: alipayPost(rsa2.Sign(t, base)), WantErr: nil, Key: wantKey},
+		{Name: "another app's notification", Cfg: Config{PublicKey: cfg.PublicKey, AppIDs: []string{"2016000000000001"}}, Req: alipayPost(rsa2.Sign(t, base)), WantErr: keying.ErrMerchant, Key: ""},
+		{Name: "another app's, verify off", Cfg: Config{NoVerify: true, AppIDs: []string{"2016000000000001"}}, Req: alipayPost(base), WantErr: keying.ErrMerchant, Key: ""},
+		{Name: "signed without app_id, pinned", Cfg: Config{PublicKey: cfg.PublicKey, AppIDs: []string{"2016091800538339"}}, Req: alipayPost(rsa2.Sign(t, with(base, "app_id", "\x00"))), WantErr: keying.ErrMalformed, Key: ""},
 		{Name: "empty body", Cfg: cfg, Req: alipayPost(nil), WantErr: keying.ErrMalformed, Key: ""},
-		{Name: "verify off", Cfg: keying.Config{NoVerify: true}, Req: alipayPost(base), WantErr: nil, Key: wantKey},
-		{Name: "verify off still needs trade_no", Cfg: keying.Config{NoVerify: true}, Req: alipayPost(with(base, "trade_no", "\x00")), WantErr: keying.ErrMalformed, Key: ""},
+		{Name: "verify off", Cfg: Config{NoVerify: true}, Req: alipayPost(base), WantErr: nil, Key: wantKey},
+		{Name: "verify off still needs trade_no", Cfg: Config{NoVerify: true}, Req: alipayPost(with(base, "trade_no", "\x00")), WantErr: keying.ErrMalformed, Key: ""},
 	}
-	presettest.RunVerifyCases(t, Preset, cases, func(t *testing.T, _ presettest.VerifyCase, n *keying.Notification) {
+	presettest.RunVerifyCases(t, New, cases, func(t *testing.T, _ presettest.VerifyCase[Config], n *keying.Notification) {
 		if v, ok := n.Extra("out_trade_no"); !ok || v != "20260314172606001" {
 			t.Fatalf("Extra(out_trade_no) = %q, %v", v, ok)
 		}
@@ -139,7 +139,7 @@ func TestAlipay(t *testing.T) {
 
 func TestAlipayFingerprint(t *testing.T) {
 	k, _ := platformtest.Keys(t)
-	p := presettest.MustNew(t, Preset, keying.Config{PublicKey: platformtest.PublicKeyPEM(t, &k.PublicKey)})
+	p := presettest.MustNew(t, New, Config{PublicKey: platformtest.PublicKeyPEM(t, &k.PublicKey)})
 	fp := func(v url.Values) string {
 		n, err := p.Verify(alipayPost(platformtest.Alipay{Key: k}.Sign(t, v)))
 		if err != nil {
@@ -160,7 +160,7 @@ func TestAlipayFingerprint(t *testing.T) {
 }
 
 func TestAlipaySuccess(t *testing.T) {
-	presettest.CheckSuccess(t, presettest.MustNew(t, Preset, keying.Config{NoVerify: true}), http.Header{}, []presettest.SuccessCase{
+	presettest.CheckSuccess(t, presettest.MustNew(t, New, Config{NoVerify: true}), http.Header{}, []presettest.SuccessCase{
 		{Status: 200, Body: "success", Want: true},
 		{Status: 200, Body: "success\r\n", Want: true},
 		{Status: 200, Body: "  success ", Want: true},
@@ -209,8 +209,8 @@ func FuzzAlipay(f *testing.F) {
 	f.Add([]byte(""), strings.ReplaceAll(platformtest.Alipay{Key: k, SignType: "RSA"}.Sign(f, alipayReturn()).Encode(), "%2B", "+"))
 	f.Add([]byte("a=1&a=2&sign=%%"), "")
 	f.Add([]byte("sign=+++&sign_type=RSA2&app_id=1&trade_no=2"), "sign= ;")
-	verifying := presettest.MustNew(f, Preset, keying.Config{PublicKey: platformtest.PublicKeyPEM(f, &k.PublicKey), Return: ReturnBusiness})
-	open := presettest.MustNew(f, Preset, keying.Config{NoVerify: true, Return: ReturnBusiness})
+	verifying := presettest.MustNew(f, New, Config{PublicKey: platformtest.PublicKeyPEM(f, &k.PublicKey), Return: ReturnBusiness})
+	open := presettest.MustNew(f, New, Config{NoVerify: true, Return: ReturnBusiness})
 	f.Fuzz(func(t *testing.T, body []byte, query string) {
 		for _, method := range []string{http.MethodPost, http.MethodGet} {
 			r := &keying.Request{Method: method, URL: &url.URL{RawQuery: query}, Header: http.Header{}, Body: body, Now: presettest.Now}
@@ -248,5 +248,5 @@ func FuzzAlipay(f *testing.F) {
 func TestConcurrentVerify(t *testing.T) {
 	k, _ := platformtest.Keys(t)
 	pub := platformtest.PublicKeyPEM(t, &k.PublicKey)
-	presettest.ConcurrentVerify(t, presettest.MustNew(t, Preset, keying.Config{PublicKey: pub}), alipayPost(platformtest.Alipay{Key: k}.Sign(t, alipayNotify())))
+	presettest.ConcurrentVerify(t, presettest.MustNew(t, New, Config{PublicKey: pub}), alipayPost(platformtest.Alipay{Key: k}.Sign(t, alipayNotify())))
 }

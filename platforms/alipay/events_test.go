@@ -19,7 +19,7 @@ import (
 func TestAlipayEvents(t *testing.T) {
 	k, _ := platformtest.Keys(t)
 	signer := platformtest.Alipay{Key: k}
-	p := presettest.MustNew(t, Preset, keying.Config{PublicKey: platformtest.PublicKeyPEM(t, &k.PublicKey), Return: ReturnBusiness})
+	p := presettest.MustNew(t, New, Config{PublicKey: platformtest.PublicKeyPEM(t, &k.PublicKey), Return: ReturnBusiness})
 	const order = "2016091800538339:2026031422001437971000029351"
 	notify := func(status string, extra ...string) url.Values {
 		v := platformtest.AlipayNotify("2016091800538339", "o-1", "2026031422001437971000029351", status, "88.88")

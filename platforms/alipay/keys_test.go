@@ -27,7 +27,7 @@ func TestKeysAndVerifiedBy(t *testing.T) {
 			{"certificate", platformtest.CertificateValid(t, k, big.NewInt(0x2088), "Alipay", presettest.Now.Add(-time.Hour), expires),
 				keying.KeyInfo{ID: "2088", NotAfter: expires}},
 		} {
-			p, err := Preset.New(keying.Config{PublicKey: c.pem})
+			p, err := New(Config{PublicKey: c.pem})
 			if err != nil {
 				t.Fatal(err)
 			}

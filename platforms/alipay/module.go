@@ -44,7 +44,7 @@ func (*Module) Bill() *bill.Traits { return Bill }
 // Build returns the route's check, configured with the module's settings.
 func (m *Module) Build(r guest.Route) (keying.Platform, error) {
 	var err error
-	cfg := keying.Config{NoVerify: r.NoVerify, Tolerance: r.Tolerance}
+	cfg := Config{NoVerify: r.NoVerify}
 	if m.PublicKey != "" {
 		if cfg.PublicKey, err = r.PEM("public_key", m.PublicKey); err != nil {
 			return nil, err
@@ -56,7 +56,7 @@ func (m *Module) Build(r guest.Route) (keying.Platform, error) {
 	}
 	cfg.AppIDs = m.merchants
 	cfg.Return = m.Return
-	return Preset.New(cfg)
+	return New(cfg)
 }
 
 // UnmarshalSubdirective reads one of the platform's settings from the
@@ -84,11 +84,11 @@ func (m *Module) UnmarshalSubdirective(d *caddyfile.Dispenser, name string) (boo
 func (m *Module) Merchants() []string { return m.merchants }
 
 // Sender signs the platform's test notifications (send, keygen).
-func (*Module) Sender() *keying.Sender { return Preset.Sender }
+func (*Module) Sender() *keying.Sender { return sender }
 
 // ReadAPI builds the client of the platform's own API that finds
 // payments whose notification never arrived (nil until it has one).
-func (*Module) ReadAPI() keying.ReadAPI { return Preset.ReadAPI }
+func (*Module) ReadAPI() keying.ReadAPI { return NewReadAPI }
 
 // Interface guards
 var (

@@ -20,8 +20,6 @@ import (
 	"github.com/idemgate/idemgate/keying"
 )
 
-func init() { Preset.ReadAPI = NewReadAPI }
-
 // Gateway is Alipay's open API gateway, the read API's default address.
 const Gateway = "https://openapi.alipay.com/gateway.do"
 

@@ -215,8 +215,8 @@ func TestQuerySlowBounded(t *testing.T) {
 }
 
 func TestReadAPIConfig(t *testing.T) {
-	if Preset.ReadAPI == nil {
-		t.Fatal("alipay.Preset.ReadAPI is not set")
+	if new(Module).ReadAPI() == nil {
+		t.Fatal("the alipay module has no read API")
 	}
 	e := newQueryEnv(t)
 	for name, mutate := range map[string]func(*keying.APIConfig){
@@ -230,11 +230,11 @@ func TestReadAPIConfig(t *testing.T) {
 	} {
 		cfg := e.cfg
 		mutate(&cfg)
-		if _, err := Preset.ReadAPI(cfg); err == nil {
+		if _, err := NewReadAPI(cfg); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
-	c, err := Preset.ReadAPI(e.cfg)
+	c, err := NewReadAPI(e.cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

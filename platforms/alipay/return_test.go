@@ -25,7 +25,7 @@ func TestReturnSettings(t *testing.T) {
 	notify := alipayPost(signer.Sign(t, alipayNotify()))
 
 	for _, setting := range []string{"", ReturnRefuse} {
-		p := presettest.MustNew(t, Preset, keying.Config{PublicKey: pub, Return: setting})
+		p := presettest.MustNew(t, New, Config{PublicKey: pub, Return: setting})
 		_, err := p.Verify(ret)
 		var ce *keying.ChannelError
 		if !errors.Is(err, keying.ErrChannel) || !errors.As(err, &ce) {
@@ -39,7 +39,7 @@ func TestReturnSettings(t *testing.T) {
 		}
 	}
 
-	display := presettest.MustNew(t, Preset, keying.Config{PublicKey: pub, Return: ReturnDisplay})
+	display := presettest.MustNew(t, New, Config{PublicKey: pub, Return: ReturnDisplay})
 	n, err := display.Verify(ret)
 	if err != nil {
 		t.Fatal(err)
@@ -49,7 +49,7 @@ func TestReturnSettings(t *testing.T) {
 			n.Key, n.Page, n.Order, n.Event, n.Settles, n.Via)
 	}
 
-	business := presettest.MustNew(t, Preset, keying.Config{PublicKey: pub, Return: ReturnBusiness})
+	business := presettest.MustNew(t, New, Config{PublicKey: pub, Return: ReturnBusiness})
 	n, err = business.Verify(ret)
 	if err != nil {
 		t.Fatal(err)
@@ -58,14 +58,14 @@ func TestReturnSettings(t *testing.T) {
 		t.Errorf("business: key %q page %v settles %q via %q; want the paid event run via GET /alipay/return", n.Key, n.Page, n.Settles, n.Via)
 	}
 
-	for _, p := range []keying.Platform{display, business, presettest.MustNew(t, Preset, keying.Config{PublicKey: pub})} {
+	for _, p := range []keying.Platform{display, business, presettest.MustNew(t, New, Config{PublicKey: pub})} {
 		n, err := p.Verify(notify)
 		if err != nil || n.Key != order+":paid" || n.Via != "" || n.Page {
 			t.Errorf("notify: %v key %q via %q page %v; want the paid event", err, n.Key, n.Via, n.Page)
 		}
 	}
 
-	if _, err := Preset.New(keying.Config{PublicKey: pub, Return: "page"}); err == nil || !strings.Contains(err.Error(), "business, display or refuse") {
+	if _, err := New(Config{PublicKey: pub, Return: "page"}); err == nil || !strings.Contains(err.Error(), "business, display or refuse") {
 		t.Errorf("return page: %v, want the three settings named", err)
 	}
 }

@@ -17,28 +17,28 @@ func TestSettles(t *testing.T) {
 	bj := time.FixedZone("CST", 8*3600)
 	cases := []struct {
 		name    string
-		cfg     keying.Config
+		cfg     Config
 		req     *keying.Request
 		settles keying.Settlement
 		at      time.Time
 		refs    []string
 	}{
-		{"alipay notify", keying.Config{NoVerify: true}, alipayPost(alipayNotify()), keying.SettlesPayment,
+		{"alipay notify", Config{NoVerify: true}, alipayPost(alipayNotify()), keying.SettlesPayment,
 			time.Date(2026, 3, 14, 17, 26, 32, 0, bj), nil},
-		{"alipay return", keying.Config{NoVerify: true, Return: ReturnBusiness}, alipayGet(alipayReturn().Encode()), keying.SettlesPayment,
+		{"alipay return", Config{NoVerify: true, Return: ReturnBusiness}, alipayGet(alipayReturn().Encode()), keying.SettlesPayment,
 			time.Date(2026, 3, 14, 17, 26, 40, 0, bj), nil},
-		{"alipay partial refund", keying.Config{NoVerify: true},
+		{"alipay partial refund", Config{NoVerify: true},
 			alipayPost(with(alipayNotify(), "out_biz_no", "R1", "refund_fee", "8.00", "gmt_refund", "2026-03-20 10:00:01.320")), keying.SettlesRefund,
 			time.Date(2026, 3, 20, 10, 0, 1, 320e6, bj), nil},
-		{"alipay closed", keying.Config{NoVerify: true},
+		{"alipay closed", Config{NoVerify: true},
 			alipayPost(with(alipayNotify(), "trade_status", "TRADE_CLOSED", "gmt_close", "2026-03-14 18:00:00")), "",
 			time.Date(2026, 3, 14, 18, 0, 0, 0, bj), nil},
-		{"alipay unparsable time", keying.Config{NoVerify: true}, alipayPost(with(alipayNotify(), "gmt_payment", "soon")), keying.SettlesPayment,
+		{"alipay unparsable time", Config{NoVerify: true}, alipayPost(with(alipayNotify(), "gmt_payment", "soon")), keying.SettlesPayment,
 			time.Time{}, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			p := presettest.MustNew(t, Preset, c.cfg)
+			p := presettest.MustNew(t, New, c.cfg)
 			n, err := p.Verify(c.req)
 			if err != nil {
 				t.Fatal(err)

@@ -16,7 +16,6 @@ const Name = "generic"
 // route's own key.
 var Preset = &keying.Preset{
 	Name: Name, Title: Name,
-	New:         func(keying.Config) (keying.Platform, error) { return Generic{}, nil },
 	KeyRequired: true,
 }
 

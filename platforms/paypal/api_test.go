@@ -29,7 +29,7 @@ const (
 
 func readAPI(t *testing.T, base, key, webhookID string, client *http.Client, now func() time.Time) keying.EventLister {
 	t.Helper()
-	v, err := Preset.ReadAPI(keying.APIConfig{BaseURL: base, Key: []byte(key), Merchant: webhookID, HTTPClient: client, Now: now})
+	v, err := NewReadAPI(keying.APIConfig{BaseURL: base, Key: []byte(key), Merchant: webhookID, HTTPClient: client, Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +188,7 @@ func TestReadAPIResend(t *testing.T) {
 		t.Fatalf("%d deliveries, %d resends", len(bodies), api.Resends("WH-MISS"))
 	}
 	key, _ := platformtest.Keys(t)
-	p, err := newPayPal(keying.Config{WebhookID: apiWebhook,
+	p, err := New(Config{WebhookID: apiWebhook,
 		Certificates: [][]byte{platformtest.Certificate(t, key, big.NewInt(11), "messageverificationcerts.paypal.com")}})
 	if err != nil {
 		t.Fatal(err)

@@ -23,7 +23,7 @@ func TestKeysAndVerifiedBy(t *testing.T) {
 		// VerifiedBy names the one whose key signed.
 		oldCert := platformtest.CertificateValid(t, k, big.NewInt(0x0a), "messageverificationcerts.sandbox.paypal.com", presettest.Now.Add(-time.Hour), expires)
 		newCert := platformtest.CertificateValid(t, other, big.NewInt(0x0b), "messageverificationcerts.sandbox.paypal.com", presettest.Now.Add(-time.Hour), presettest.Now.Add(365*24*time.Hour))
-		p, err := Preset.New(keying.Config{WebhookID: ppWebhookID, Certificates: [][]byte{oldCert, newCert}, HTTPClient: noNetwork(t)})
+		p, err := New(Config{WebhookID: ppWebhookID, Certificates: [][]byte{oldCert, newCert}, HTTPClient: noNetwork(t)})
 		if err != nil {
 			t.Fatal(err)
 		}

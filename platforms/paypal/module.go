@@ -36,7 +36,7 @@ func (*Module) Bill() *bill.Traits { return Bill }
 // Build returns the route's check, configured with the module's settings.
 func (m *Module) Build(r guest.Route) (keying.Platform, error) {
 	var err error
-	cfg := keying.Config{NoVerify: r.NoVerify, Tolerance: r.Tolerance}
+	cfg := Config{NoVerify: r.NoVerify, Tolerance: r.Tolerance}
 	if cfg.WebhookID, err = r.Secret("webhook_id", m.WebhookID); err != nil {
 		return nil, err
 	}
@@ -47,8 +47,10 @@ func (m *Module) Build(r guest.Route) (keying.Platform, error) {
 		}
 		cfg.Certificates = append(cfg.Certificates, pem)
 	}
-	cfg.TransmissionLog = transmissionLog(r.Remember)
-	return Preset.New(cfg)
+	if r.Remember != nil {
+		cfg.TransmissionLog = transmissionLog(r.Remember)
+	}
+	return New(cfg)
 }
 
 // UnmarshalSubdirective reads one of the platform's settings from the
@@ -64,11 +66,11 @@ func (m *Module) UnmarshalSubdirective(d *caddyfile.Dispenser, name string) (boo
 }
 
 // Sender signs the platform's test notifications (send, keygen).
-func (*Module) Sender() *keying.Sender { return Preset.Sender }
+func (*Module) Sender() *keying.Sender { return sender }
 
 // ReadAPI builds the client of the platform's own API that finds
 // payments whose notification never arrived (nil until it has one).
-func (*Module) ReadAPI() keying.ReadAPI { return Preset.ReadAPI }
+func (*Module) ReadAPI() keying.ReadAPI { return NewReadAPI }
 
 // Interface guards
 var (

@@ -25,7 +25,7 @@ import (
 // Preset is PayPal's: answered 200, each event its own, a signed
 // transmission time.
 var Preset = &keying.Preset{
-	Name: "paypal", Title: "PayPal", New: newPayPal,
+	Name: "paypal", Title: "PayPal",
 	Ack: keying.Ack{Status: 200},
 	// PayPal, "Webhooks" (developer.paypal.com/api/rest/webhooks/): "PayPal
 	// retries … up to 25 times over the course of 3 days" (a non-2xx
@@ -36,9 +36,6 @@ var Preset = &keying.Preset{
 	// PayPal's verification accepts a transmission 5 minutes old.
 	SignedFor: 5 * time.Minute,
 	SignedAt:  signedAt,
-	Sender:    sender,
-	// The webhook event list and its resend (api.go).
-	ReadAPI: NewReadAPI,
 }
 
 // PayPal verifies PayPal webhook events offline (no verify-webhook-signature
@@ -58,7 +55,7 @@ var Preset = &keying.Preset{
 //   - PAYPAL-TRANSMISSION-TIME (RFC 3339) must be within the tolerance;
 //   - a pinned certificate must be within its validity at Request.Now;
 //   - a fetched certificate must chain to a trusted root
-//     (Config.PayPalRoots, else the system's) with the rest of the fetched
+//     (Config.Roots, else the system's) with the rest of the fetched
 //     bundle as intermediates, be valid at Request.Now, and name PayPal in
 //     its subject (CN messageverificationcerts….paypal.com), as PayPal's
 //     Java SDK checks;
@@ -79,7 +76,7 @@ type PayPal struct {
 	client    *http.Client
 	tol       time.Duration
 	roots     *x509.CertPool
-	txLog     keying.TransmissionLog
+	txLog     TransmissionLog
 
 	// certURLOK decides which PAYPAL-CERT-URLs may be fetched; tests
 	// replace it to reach an httptest server.
@@ -130,12 +127,39 @@ const (
 	paypalMaxIDLen = 128
 )
 
-func newPayPal(cfg keying.Config) (keying.Platform, error) {
+// Config is what a route configures PayPal's check with. Files are read
+// by the caller; PEM blocks arrive as bytes.
+type Config struct {
+	// WebhookID is the webhook subscription's id.
+	WebhookID string
+	// Certificates are PayPal's signing certificates (PEM), pinned;
+	// without them the certificate a notification names is fetched.
+	Certificates [][]byte
+	// HTTPClient fetches certificates; nil means a client with a short
+	// timeout.
+	HTTPClient *http.Client
+	// Roots are the roots a fetched certificate must chain to; nil means
+	// the system's roots. Tests inject their own.
+	Roots *x509.CertPool
+	// TransmissionLog, when set, refuses a transmission id already seen
+	// with another body. Nil skips the check.
+	TransmissionLog TransmissionLog
+	// NoVerify runs the check without signatures (`verify off`).
+	NoVerify bool
+	// Tolerance for PAYPAL-TRANSMISSION-TIME; 0 means
+	// keying.DefaultTolerance.
+	Tolerance time.Duration
+}
+
+// New returns PayPal's check configured with cfg. Errors read
+// "paypal: <what>" and wrap keying.ErrNeedsSecret when the webhook id is
+// missing.
+func New(cfg Config) (keying.Platform, error) {
 	p := &PayPal{
 		webhookID: strings.TrimSpace(cfg.WebhookID),
 		noVerify:  cfg.NoVerify,
-		tol:       cfg.TimeTolerance(),
-		roots:     cfg.PayPalRoots,
+		tol:       keying.TimeTolerance(cfg.Tolerance),
+		roots:     cfg.Roots,
 		txLog:     cfg.TransmissionLog,
 		certURLOK: paypalCertURLOK,
 		cache:     map[string]*paypalEntry{},

@@ -24,24 +24,24 @@ import (
 func TestPayPalTransmissionTime(t *testing.T) {
 	k, _ := platformtest.Keys(t)
 	cert := presettest.Cert(t, k, presettest.BigInt(3), "messageverificationcerts.sandbox.paypal.com")
-	cfg := keying.Config{WebhookID: ppWebhookID, Certificates: [][]byte{cert}, HTTPClient: noNetwork(t)}
+	cfg := Config{WebhookID: ppWebhookID, Certificates: [][]byte{cert}, HTTPClient: noNetwork(t)}
 	ev := ppEvent("WH-T", "PAYMENT.CAPTURE.COMPLETED", "1")
 	at := func(tm time.Time) *keying.Request {
 		pp := platformtest.PayPal{Key: k, WebhookID: ppWebhookID}
 		return presettest.Post(ev, pp.TransmissionHeader(t, ev, "tx-1", tm))
 	}
-	cases := []presettest.VerifyCase{
+	cases := []presettest.VerifyCase[Config]{
 		{Name: "now", Cfg: cfg, Req: at(presettest.Now), WantErr: nil, Key: "WH-T"},
 		{Name: "4m59s old", Cfg: cfg, Req: at(presettest.Now.Add(-5*time.Minute + time.Second)), WantErr: nil, Key: "WH-T"},
 		{Name: "5m1s old", Cfg: cfg, Req: at(presettest.Now.Add(-5*time.Minute - time.Second)), WantErr: keying.ErrSignature, Key: ""},
 		{Name: "a day old (captured headers replayed)", Cfg: cfg, Req: at(presettest.Now.Add(-24 * time.Hour)), WantErr: keying.ErrSignature, Key: ""},
 		{Name: "5m1s ahead", Cfg: cfg, Req: at(presettest.Now.Add(5*time.Minute + time.Second)), WantErr: keying.ErrSignature, Key: ""},
-		{Name: "within a configured tolerance", Cfg: keying.Config{WebhookID: ppWebhookID, Certificates: [][]byte{cert}, Tolerance: 15 * time.Minute}, Req: at(presettest.Now.Add(-10 * time.Minute)), WantErr: nil, Key: "WH-T"},
-		{Name: "beyond a configured tolerance", Cfg: keying.Config{WebhookID: ppWebhookID, Certificates: [][]byte{cert}, Tolerance: time.Minute}, Req: at(presettest.Now.Add(-2 * time.Minute)), WantErr: keying.ErrSignature, Key: ""},
+		{Name: "within a configured tolerance", Cfg: Config{WebhookID: ppWebhookID, Certificates: [][]byte{cert}, Tolerance: 15 * time.Minute}, Req: at(presettest.Now.Add(-10 * time.Minute)), WantErr: nil, Key: "WH-T"},
+		{Name: "beyond a configured tolerance", Cfg: Config{WebhookID: ppWebhookID, Certificates: [][]byte{cert}, Tolerance: time.Minute}, Req: at(presettest.Now.Add(-2 * time.Minute)), WantErr: keying.ErrSignature, Key: ""},
 		{Name: "not RFC 3339", Cfg: cfg, Req: presettest.Hdr(at(presettest.Now), "Paypal-Transmission-Time", "Sat Mar 14 09:26:53 2026"), WantErr: keying.ErrSignature, Key: ""},
 		{Name: "absurdly long", Cfg: cfg, Req: presettest.Hdr(at(presettest.Now), "Paypal-Transmission-Time", strings.Repeat("9", 100)), WantErr: keying.ErrSignature, Key: ""},
 	}
-	presettest.RunVerifyCases(t, Preset, cases, nil)
+	presettest.RunVerifyCases(t, New, cases, nil)
 }
 
 func TestPayPalPinnedCertificateValidity(t *testing.T) {
@@ -53,10 +53,10 @@ func TestPayPalPinnedCertificateValidity(t *testing.T) {
 	otherValid := presettest.Cert(t, other, presettest.BigInt(7), cn)
 	ev := ppEvent("WH-P", "PAYMENT.CAPTURE.COMPLETED", "1")
 	req := ppReq(t, k, ppWebhookID, "tx", ppCertURL, ev)
-	pin := func(certs ...[]byte) keying.Config {
-		return keying.Config{WebhookID: ppWebhookID, Certificates: certs, HTTPClient: noNetwork(t)}
+	pin := func(certs ...[]byte) Config {
+		return Config{WebhookID: ppWebhookID, Certificates: certs, HTTPClient: noNetwork(t)}
 	}
-	presettest.RunVerifyCases(t, Preset, []presettest.VerifyCase{
+	presettest.RunVerifyCases(t, New, []presettest.VerifyCase[Config]{
 		{Name: "valid", Cfg: pin(valid), Req: req, WantErr: nil, Key: "WH-P"},
 		{Name: "expired", Cfg: pin(expired), Req: req, WantErr: keying.ErrSignature, Key: ""},
 		{Name: "not yet valid", Cfg: pin(notYet), Req: req, WantErr: keying.ErrSignature, Key: ""},
@@ -107,13 +107,13 @@ func TestPayPalCRCForgery(t *testing.T) {
 	h := platformtest.PayPal{Key: k, WebhookID: ppWebhookID}.TransmissionHeader(t, genuine, "tx-captured", ppTxTime)
 
 	// Without a log, the forgery verifies: this is the hole.
-	p := presettest.MustNew(t, Preset, keying.Config{WebhookID: ppWebhookID, Certificates: [][]byte{cert}})
+	p := presettest.MustNew(t, New, Config{WebhookID: ppWebhookID, Certificates: [][]byte{cert}})
 	if n, err := p.Verify(presettest.Post(forged, h)); err != nil || n.Key != "WH-FORGED" {
 		t.Fatalf("precondition: forgery should verify on the signature alone: %v", err)
 	}
 
 	log := &memLog{}
-	p = presettest.MustNew(t, Preset, keying.Config{WebhookID: ppWebhookID, Certificates: [][]byte{cert}, TransmissionLog: log})
+	p = presettest.MustNew(t, New, Config{WebhookID: ppWebhookID, Certificates: [][]byte{cert}, TransmissionLog: log})
 	if _, err := p.Verify(presettest.Post(genuine, h)); err != nil {
 		t.Fatalf("genuine: %v", err)
 	}
@@ -129,7 +129,7 @@ func TestPayPalCRCForgery(t *testing.T) {
 	// Forgery first: it takes the transmission id, the genuine copy is
 	// refused for that transmission (PayPal's retry comes with a new id).
 	log2 := &memLog{}
-	p = presettest.MustNew(t, Preset, keying.Config{WebhookID: ppWebhookID, Certificates: [][]byte{cert}, TransmissionLog: log2})
+	p = presettest.MustNew(t, New, Config{WebhookID: ppWebhookID, Certificates: [][]byte{cert}, TransmissionLog: log2})
 	if _, err := p.Verify(presettest.Post(forged, h)); err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +142,7 @@ func TestPayPalCRCForgery(t *testing.T) {
 
 	// A bad signature never reaches the log; a log error is ErrUnavailable.
 	log3 := &memLog{}
-	p = presettest.MustNew(t, Preset, keying.Config{WebhookID: ppWebhookID, Certificates: [][]byte{cert}, TransmissionLog: log3})
+	p = presettest.MustNew(t, New, Config{WebhookID: ppWebhookID, Certificates: [][]byte{cert}, TransmissionLog: log3})
 	_, err = p.Verify(presettest.Post(genuine, presettest.Hdr(&keying.Request{Header: h}, "Paypal-Transmission-Sig", "AAAA").Header))
 	presettest.WantErr(t, err, keying.ErrSignature)
 	if log3.calls != 0 {
@@ -191,7 +191,7 @@ func TestPayPalFetchConcurrency(t *testing.T) {
 	ev := ppEvent("WH-C", "PAYMENT.CAPTURE.COMPLETED", "1")
 	newP := func(s *slowCertServer) *PayPal {
 		u, _ := url.Parse(s.URL)
-		p := presettest.MustNew(t, Preset, keying.Config{WebhookID: ppWebhookID, HTTPClient: s.Client(), PayPalRoots: root.Pool()}).(*PayPal)
+		p := presettest.MustNew(t, New, Config{WebhookID: ppWebhookID, HTTPClient: s.Client(), Roots: root.Pool()}).(*PayPal)
 		p.certURLOK = func(v *url.URL) bool { return v.Host == u.Host }
 		return p
 	}

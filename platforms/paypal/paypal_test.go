@@ -41,12 +41,12 @@ func ppReq(t testing.TB, k *rsa.PrivateKey, webhookID, txID, certURL string, bod
 
 func TestPayPalConfiguredCertificate(t *testing.T) {
 	k, other := platformtest.Keys(t)
-	cfg := keying.Config{WebhookID: ppWebhookID, Certificates: [][]byte{presettest.Cert(t, k, presettest.BigInt(3), "messageverificationcerts.sandbox.paypal.com")},
+	cfg := Config{WebhookID: ppWebhookID, Certificates: [][]byte{presettest.Cert(t, k, presettest.BigInt(3), "messageverificationcerts.sandbox.paypal.com")},
 		HTTPClient: noNetwork(t)}
 	ev := ppEvent("WH-2WR32451HC0233532-67976317FL4543714", "PAYMENT.CAPTURE.COMPLETED", "42311647XV020574X")
 	valid := ppReq(t, k, ppWebhookID, "69cd13f0-d67a-11e5-baa3-778b53f4ae55", ppCertURL, ev)
 	const key = "WH-2WR32451HC0233532-67976317FL4543714"
-	cases := []presettest.VerifyCase{
+	cases := []presettest.VerifyCase[Config]{
 		{Name: "valid", Cfg: cfg, Req: valid, WantErr: nil, Key: key},
 		{Name: "retry, new transmission", Cfg: cfg, Req: ppReq(t, k, ppWebhookID, "a1b2c3", ppCertURL, ev), WantErr: nil, Key: key},
 		{Name: "cert URL ignored when configured", Cfg: cfg, Req: presettest.Hdr(valid, "Paypal-Cert-Url", "http://evil.example/cert"), WantErr: nil, Key: key},
@@ -64,9 +64,9 @@ func TestPayPalConfiguredCertificate(t *testing.T) {
 		{Name: "signature not base64", Cfg: cfg, Req: presettest.Hdr(valid, "Paypal-Transmission-Sig", "%%%"), WantErr: keying.ErrSignature, Key: ""},
 		{Name: "signed non-JSON", Cfg: cfg, Req: ppReq(t, k, ppWebhookID, "x", ppCertURL, []byte("hi")), WantErr: keying.ErrMalformed, Key: ""},
 		{Name: "signed JSON without id", Cfg: cfg, Req: ppReq(t, k, ppWebhookID, "x", ppCertURL, []byte(`{"event_type":"X"}`)), WantErr: keying.ErrMalformed, Key: ""},
-		{Name: "verify off", Cfg: keying.Config{NoVerify: true}, Req: presettest.Hdr(valid, "Paypal-Transmission-Sig", ""), WantErr: nil, Key: key},
+		{Name: "verify off", Cfg: Config{NoVerify: true}, Req: presettest.Hdr(valid, "Paypal-Transmission-Sig", ""), WantErr: nil, Key: key},
 	}
-	presettest.RunVerifyCases(t, Preset, cases, func(t *testing.T, c presettest.VerifyCase, n *keying.Notification) {
+	presettest.RunVerifyCases(t, New, cases, func(t *testing.T, c presettest.VerifyCase[Config], n *keying.Notification) {
 		if c.Key == key && n.Fingerprint != `["PAYMENT.CAPTURE.COMPLETED","42311647XV020574X"]` {
 			t.Fatalf("Fingerprint = %s", n.Fingerprint)
 		}
@@ -87,7 +87,7 @@ func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 
 func TestPayPalRefusesForeignCertURLs(t *testing.T) {
 	k, _ := platformtest.Keys(t)
-	p := presettest.MustNew(t, Preset, keying.Config{WebhookID: ppWebhookID, HTTPClient: noNetwork(t)})
+	p := presettest.MustNew(t, New, Config{WebhookID: ppWebhookID, HTTPClient: noNetwork(t)})
 	ev := ppEvent("WH-1", "PAYMENT.CAPTURE.COMPLETED", "1")
 	for _, u := range []string{
 		"http://api.paypal.com/v1/notifications/certs/CERT-1",
@@ -185,7 +185,7 @@ func TestPayPalFetch(t *testing.T) {
 	srvURL, _ := url.Parse(srv.URL)
 
 	newP := func() *PayPal {
-		p := presettest.MustNew(t, Preset, keying.Config{WebhookID: ppWebhookID, HTTPClient: srv.Client(), PayPalRoots: root.Pool()}).(*PayPal)
+		p := presettest.MustNew(t, New, Config{WebhookID: ppWebhookID, HTTPClient: srv.Client(), Roots: root.Pool()}).(*PayPal)
 		p.certURLOK = func(u *url.URL) bool { return u.Scheme == "https" && u.Host == srvURL.Host }
 		return p
 	}
@@ -247,7 +247,7 @@ func TestPayPalFetch(t *testing.T) {
 		}
 	})
 	t.Run("real host check refuses the test server", func(t *testing.T) {
-		p := presettest.MustNew(t, Preset, keying.Config{WebhookID: ppWebhookID, HTTPClient: srv.Client(), PayPalRoots: root.Pool()})
+		p := presettest.MustNew(t, New, Config{WebhookID: ppWebhookID, HTTPClient: srv.Client(), Roots: root.Pool()})
 		hits.Store(0)
 		_, err := p.Verify(ppReq(t, k, ppWebhookID, "tx", certURL, ev))
 		presettest.WantErr(t, err, keying.ErrSignature)
@@ -258,7 +258,7 @@ func TestPayPalFetch(t *testing.T) {
 }
 
 func TestPayPalSuccess(t *testing.T) {
-	presettest.CheckSuccess(t, presettest.MustNew(t, Preset, keying.Config{NoVerify: true}), nil, []presettest.SuccessCase{
+	presettest.CheckSuccess(t, presettest.MustNew(t, New, Config{NoVerify: true}), nil, []presettest.SuccessCase{
 		{Status: 200, Body: "", Want: true}, {Status: 202, Body: "", Want: true}, {Status: 204, Body: "", Want: true}, {Status: 301, Body: "", Want: false}, {Status: 404, Body: "", Want: false}, {Status: 503, Body: "", Want: false},
 	})
 }
@@ -278,8 +278,8 @@ func FuzzPayPal(f *testing.F) {
 	f.Add(ev, good.Header.Get("Paypal-Transmission-Sig"), "tx", ppCertURL, "SHA256withRSA")
 	f.Add([]byte(`{"id":{}}`), "", "", "https://x.paypal.com:1/", "sha256withrsa")
 	f.Add([]byte(`null`), "AAAA", "t", "https://u@api.paypal.com/", "")
-	verifying := presettest.MustNew(f, Preset, keying.Config{WebhookID: ppWebhookID, Certificates: [][]byte{presettest.Cert(f, k, presettest.BigInt(3), "pp")}})
-	fetching := presettest.MustNew(f, Preset, keying.Config{WebhookID: ppWebhookID, HTTPClient: &http.Client{Transport: roundTripFunc(
+	verifying := presettest.MustNew(f, New, Config{WebhookID: ppWebhookID, Certificates: [][]byte{presettest.Cert(f, k, presettest.BigInt(3), "pp")}})
+	fetching := presettest.MustNew(f, New, Config{WebhookID: ppWebhookID, HTTPClient: &http.Client{Transport: roundTripFunc(
 		func(*http.Request) (*http.Response, error) { return nil, errors.New("no network in fuzzing") })}})
 	f.Fuzz(func(t *testing.T, body []byte, sig, txID, certURL, algo string) {
 		r := &keying.Request{Method: http.MethodPost, Body: body, Now: presettest.Now, Header: http.Header{
@@ -300,6 +300,6 @@ func FuzzPayPal(f *testing.F) {
 func TestConcurrentVerify(t *testing.T) {
 	k, _ := platformtest.Keys(t)
 	ppBody := ppEvent("WH-1", "PAYMENT.CAPTURE.COMPLETED", "1")
-	presettest.ConcurrentVerify(t, presettest.MustNew(t, Preset, keying.Config{WebhookID: ppWebhookID, Certificates: [][]byte{presettest.Cert(t, k, presettest.BigInt(3), "pp")}}),
+	presettest.ConcurrentVerify(t, presettest.MustNew(t, New, Config{WebhookID: ppWebhookID, Certificates: [][]byte{presettest.Cert(t, k, presettest.BigInt(3), "pp")}}),
 		ppReq(t, k, ppWebhookID, "tx", ppCertURL, ppBody))
 }

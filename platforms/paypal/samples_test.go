@@ -44,10 +44,10 @@ func TestPayPalJavaSDKSample(t *testing.T) {
 	at := func(now time.Time, b []byte) *keying.Request {
 		return &keying.Request{Method: http.MethodPost, Header: h, Body: b, Now: now}
 	}
-	pinned := keying.Config{WebhookID: webhookID, Certificates: [][]byte{leaf}}
-	presettest.RunVerifyCases(t, Preset, []presettest.VerifyCase{
+	pinned := Config{WebhookID: webhookID, Certificates: [][]byte{leaf}}
+	presettest.RunVerifyCases(t, New, []presettest.VerifyCase[Config]{
 		{Name: "pinned certificate", Cfg: pinned, Req: at(signedAt.Add(time.Minute), body), WantErr: nil, Key: key},
-		{Name: "another webhook id", Cfg: keying.Config{WebhookID: "96605875FF6516634", Certificates: [][]byte{leaf}}, Req: at(signedAt, body), WantErr: keying.ErrSignature, Key: ""},
+		{Name: "another webhook id", Cfg: Config{WebhookID: "96605875FF6516634", Certificates: [][]byte{leaf}}, Req: at(signedAt, body), WantErr: keying.ErrSignature, Key: ""},
 		{Name: "body changed", Cfg: pinned, Req: at(signedAt, bytes.Replace(body, []byte(`"value":"100"`), []byte(`"value":"900"`), 1)), WantErr: keying.ErrSignature, Key: ""},
 		{Name: "replayed an hour later", Cfg: pinned, Req: at(signedAt.Add(time.Hour), body), WantErr: keying.ErrSignature, Key: ""},
 		{Name: "pinned certificate expired (2019)", Cfg: pinned, Req: at(time.Date(2019, 4, 27, 0, 0, 0, 0, time.UTC), body), WantErr: keying.ErrSignature, Key: ""},
@@ -71,13 +71,13 @@ func TestPayPalJavaSDKSample(t *testing.T) {
 		{"fetched, no trusted root", false, keying.ErrSignature},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			cfg := keying.Config{WebhookID: webhookID, HTTPClient: srv.Client()}
+			cfg := Config{WebhookID: webhookID, HTTPClient: srv.Client()}
 			if c.roots {
-				cfg.PayPalRoots = presettest.PoolOf(ca2...)
+				cfg.Roots = presettest.PoolOf(ca2...)
 			} else {
-				cfg.PayPalRoots = presettest.PoolOf() // empty: nothing is trusted
+				cfg.Roots = presettest.PoolOf() // empty: nothing is trusted
 			}
-			p := presettest.MustNew(t, Preset, cfg).(*PayPal)
+			p := presettest.MustNew(t, New, cfg).(*PayPal)
 			p.certURLOK = func(u *url.URL) bool { return u.Host == srvURL.Host }
 			r := presettest.Hdr(at(signedAt, body), "Paypal-Cert-Url", srv.URL+"/v1/notifications/certs/CERT-sample")
 			n, err := p.Verify(r)

@@ -23,6 +23,7 @@ const (
 var sender = &keying.Sender{
 	Summary: "PAYPAL-TRANSMISSION-* headers (SHA256withRSA), events by type",
 	Files:   []string{filePrivate, fileCert, fileWebhook},
+	Flags:   []keying.SendFlag{{Name: "webhook-id", Usage: "PayPal: the webhook id, instead of the file in --dir", Key: true}},
 	Keygen: func() ([]keying.KeyFile, error) {
 		k, private, err := signer.NewRSAKey()
 		if err != nil {
@@ -51,7 +52,7 @@ var sender = &keying.Sender{
 		if p.Key, err = in.PrivateKey(filePrivate); err != nil {
 			return keying.Signed{}, err
 		}
-		if p.WebhookID, err = in.Value(in.WebhookID, fileWebhook, "--webhook-id"); err != nil {
+		if p.WebhookID, err = in.Value(in.Flag("webhook-id"), fileWebhook, "--webhook-id"); err != nil {
 			return keying.Signed{}, err
 		}
 		var body []byte

@@ -16,24 +16,24 @@ import (
 func TestSettles(t *testing.T) {
 	cases := []struct {
 		name    string
-		cfg     keying.Config
+		cfg     Config
 		req     *keying.Request
 		settles keying.Settlement
 		at      time.Time
 		refs    []string
 	}{
-		{"paypal capture", keying.Config{NoVerify: true},
+		{"paypal capture", Config{NoVerify: true},
 			presettest.Post([]byte(`{"id":"WH-1","create_time":"2026-03-14T09:26:50.000Z","event_type":"PAYMENT.CAPTURE.COMPLETED","resource":{"id":"42311647XV020574X","create_time":"2026-03-14T09:26:49Z","amount":{"currency_code":"USD","value":"7.47"}}}`), nil),
 			keying.SettlesPayment, time.Date(2026, 3, 14, 9, 26, 49, 0, time.UTC), []string{"42311647XV020574X"}},
-		{"paypal refund, event time", keying.Config{NoVerify: true},
+		{"paypal refund, event time", Config{NoVerify: true},
 			presettest.Post([]byte(`{"id":"WH-2","create_time":"2026-03-15T01:00:00Z","event_type":"PAYMENT.CAPTURE.REFUNDED","resource":{"id":"1JU08902781691411","amount":{"currency_code":"USD","value":"2.00"}}}`), nil),
 			keying.SettlesRefund, time.Date(2026, 3, 15, 1, 0, 0, 0, time.UTC), []string{"1JU08902781691411"}},
-		{"paypal plan: no money", keying.Config{NoVerify: true},
+		{"paypal plan: no money", Config{NoVerify: true},
 			presettest.Post(ppEvent("WH-3", "BILLING.PLAN.CREATED", "P-1"), nil), "", time.Time{}, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			p := presettest.MustNew(t, Preset, c.cfg)
+			p := presettest.MustNew(t, New, c.cfg)
 			n, err := p.Verify(c.req)
 			if err != nil {
 				t.Fatal(err)

@@ -26,10 +26,10 @@ func TestStandardWebhooksReferenceVector(t *testing.T) {
 			Header: http.Header{"Webhook-Id": {v["webhook-id"]}, "Webhook-Timestamp": {v["webhook-timestamp"]}, "Webhook-Signature": {sig}}}
 	}
 	bare := strings.TrimPrefix(v["secret"], "whsec_")
-	presettest.RunVerifyCases(t, Preset, []presettest.VerifyCase{
-		{Name: "reference vector", Cfg: keying.Config{Secret: v["secret"]}, Req: req(v["webhook-signature"]), WantErr: nil, Key: v["webhook-id"]},
-		{Name: "secret without whsec_", Cfg: keying.Config{Secret: bare}, Req: req(v["webhook-signature"]), WantErr: nil, Key: v["webhook-id"]},
-		{Name: "among other signatures", Cfg: keying.Config{Secret: v["secret"]}, Req: req("v1,Ceo5qEr07ixe2NLpvHk3FH9bwy/WavXrAFQ/9tdO6mc= " + v["webhook-signature"]), WantErr: nil, Key: v["webhook-id"]},
-		{Name: "another secret", Cfg: keying.Config{Secret: "whsec_" + strings.ToLower(bare)}, Req: req(v["webhook-signature"]), WantErr: keying.ErrSignature, Key: ""},
+	presettest.RunVerifyCases(t, New, []presettest.VerifyCase[Config]{
+		{Name: "reference vector", Cfg: Config{Secret: v["secret"]}, Req: req(v["webhook-signature"]), WantErr: nil, Key: v["webhook-id"]},
+		{Name: "secret without whsec_", Cfg: Config{Secret: bare}, Req: req(v["webhook-signature"]), WantErr: nil, Key: v["webhook-id"]},
+		{Name: "among other signatures", Cfg: Config{Secret: v["secret"]}, Req: req("v1,Ceo5qEr07ixe2NLpvHk3FH9bwy/WavXrAFQ/9tdO6mc= " + v["webhook-signature"]), WantErr: nil, Key: v["webhook-id"]},
+		{Name: "another secret", Cfg: Config{Secret: "whsec_" + strings.ToLower(bare)}, Req: req(v["webhook-signature"]), WantErr: keying.ErrSignature, Key: ""},
 	}, nil)
 }

@@ -20,7 +20,7 @@ import (
 // answered 200, each message its own, re-signed with the secret on
 // redelivery.
 var Preset = &keying.Preset{
-	Name: "standard_webhooks", Title: "The sender", New: newStandardWebhooks,
+	Name: "standard_webhooks", Title: "The sender",
 	Ack: keying.Ack{Status: 200},
 	// Standard Webhooks, "Retry schedule" (github.com/standard-webhooks/
 	// standard-webhooks, spec/standard-webhooks.md, Svix's schedule): the
@@ -28,18 +28,19 @@ var Preset = &keying.Preset{
 	// minutes, 2 hours, 5 hours, 10 hours and 10 hours.
 	Schedule:  keying.Schedule{5 * time.Second, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour, 5 * time.Hour, 10 * time.Hour, 10 * time.Hour},
 	OwnEvents: true,
-	Resign: func(secret string) keying.Resigner {
-		return func(hdr http.Header, body []byte, at time.Time) error {
-			sh, err := signer.StandardWebhooksHeader(secret, hdr.Get("Webhook-Id"), at, body)
-			if err != nil {
-				return err
-			}
-			hdr.Set("Webhook-Timestamp", sh.Get("Webhook-Timestamp"))
-			hdr.Set("Webhook-Signature", sh.Get("Webhook-Signature"))
-			return nil
+}
+
+// resigner signs a redelivered copy afresh with the sender's secret.
+func resigner(secret string) keying.Resigner {
+	return func(hdr http.Header, body []byte, at time.Time) error {
+		sh, err := signer.StandardWebhooksHeader(secret, hdr.Get("Webhook-Id"), at, body)
+		if err != nil {
+			return err
 		}
-	},
-	Sender: sender,
+		hdr.Set("Webhook-Timestamp", sh.Get("Webhook-Timestamp"))
+		hdr.Set("Webhook-Signature", sh.Get("Webhook-Signature"))
+		return nil
+	}
 }
 
 // StandardWebhooks verifies webhooks signed by the Standard Webhooks
@@ -60,8 +61,21 @@ type StandardWebhooks struct {
 	tol      time.Duration
 }
 
-func newStandardWebhooks(cfg keying.Config) (keying.Platform, error) {
-	s := &StandardWebhooks{noVerify: cfg.NoVerify, tol: cfg.TimeTolerance()}
+// Config is what a route configures the Standard Webhooks check with.
+type Config struct {
+	// Secret is the signing secret (whsec_<base64>).
+	Secret string
+	// NoVerify runs the check without signatures (`verify off`).
+	NoVerify bool
+	// Tolerance for webhook-timestamp; 0 means keying.DefaultTolerance.
+	Tolerance time.Duration
+}
+
+// New returns the Standard Webhooks check configured with cfg. Errors
+// read "standard_webhooks: <what>" and wrap keying.ErrNeedsSecret when
+// the secret is missing.
+func New(cfg Config) (keying.Platform, error) {
+	s := &StandardWebhooks{noVerify: cfg.NoVerify, tol: keying.TimeTolerance(cfg.Tolerance)}
 	if cfg.Secret == "" {
 		if cfg.NoVerify {
 			return s, nil

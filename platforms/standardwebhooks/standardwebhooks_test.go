@@ -24,22 +24,22 @@ func swReq(t testing.TB, secret, id string, ts time.Time, body []byte) *keying.R
 }
 
 func TestStandardWebhooks(t *testing.T) {
-	cfg := keying.Config{Secret: swSecret}
+	cfg := Config{Secret: swSecret}
 	body := []byte(`{"type":"invoice.paid","timestamp":"2026-03-14T09:26:53Z","data":{"id":"inv_1","amount":1200}}`)
 	const id = "msg_2KWPBgLlAfxdpx2AI54pPJ85f4W"
 	valid := swReq(t, swSecret, id, presettest.Now, body)
 	other := swReq(t, "whsec_"+"b3RoZXItc2VjcmV0LW90aGVyLXNlY3JldA==", id, presettest.Now, body)
 
-	cases := []presettest.VerifyCase{
+	cases := []presettest.VerifyCase[Config]{
 		{Name: "valid", Cfg: cfg, Req: valid, WantErr: nil, Key: id},
-		{Name: "secret without prefix", Cfg: keying.Config{Secret: strings.TrimPrefix(swSecret, "whsec_")}, Req: valid, WantErr: nil, Key: id},
-		{Name: "padded secret, padding written", Cfg: keying.Config{Secret: "whsec_b3RoZXItc2VjcmV0LW90aGVyLXNlY3JldA=="}, Req: other, WantErr: nil, Key: id},
-		{Name: "padded secret, padding left out", Cfg: keying.Config{Secret: "whsec_b3RoZXItc2VjcmV0LW90aGVyLXNlY3JldA"}, Req: other, WantErr: nil, Key: id},
+		{Name: "secret without prefix", Cfg: Config{Secret: strings.TrimPrefix(swSecret, "whsec_")}, Req: valid, WantErr: nil, Key: id},
+		{Name: "padded secret, padding written", Cfg: Config{Secret: "whsec_b3RoZXItc2VjcmV0LW90aGVyLXNlY3JldA=="}, Req: other, WantErr: nil, Key: id},
+		{Name: "padded secret, padding left out", Cfg: Config{Secret: "whsec_b3RoZXItc2VjcmV0LW90aGVyLXNlY3JldA"}, Req: other, WantErr: nil, Key: id},
 		{Name: "retry, re-signed", Cfg: cfg, Req: swReq(t, swSecret, id, presettest.Now.Add(-4*time.Minute), body), WantErr: nil, Key: id},
 		{Name: "another message", Cfg: cfg, Req: swReq(t, swSecret, "msg_other", presettest.Now, body), WantErr: nil, Key: "msg_other"},
 		{Name: "several signatures, one matches", Cfg: cfg, Req: presettest.Hdr(valid, "Webhook-Signature", other.Header.Get("Webhook-Signature")+" v1a,AAAA "+valid.Header.Get("Webhook-Signature")), WantErr: nil, Key: id},
 		{Name: "stale", Cfg: cfg, Req: swReq(t, swSecret, id, presettest.Now.Add(-6*time.Minute), body), WantErr: keying.ErrSignature, Key: ""},
-		{Name: "within a configured tolerance", Cfg: keying.Config{Secret: swSecret, Tolerance: 10 * time.Minute}, Req: swReq(t, swSecret, id, presettest.Now.Add(-8*time.Minute), body), WantErr: nil, Key: id},
+		{Name: "within a configured tolerance", Cfg: Config{Secret: swSecret, Tolerance: 10 * time.Minute}, Req: swReq(t, swSecret, id, presettest.Now.Add(-8*time.Minute), body), WantErr: nil, Key: id},
 		{Name: "future", Cfg: cfg, Req: swReq(t, swSecret, id, presettest.Now.Add(6*time.Minute), body), WantErr: keying.ErrSignature, Key: ""},
 		{Name: "wrong secret", Cfg: cfg, Req: other, WantErr: keying.ErrSignature, Key: ""},
 		{Name: "tampered body", Cfg: cfg, Req: presettest.WithBody(valid, []byte(strings.Replace(string(body), "1200", "1", 1))), WantErr: keying.ErrSignature, Key: ""},
@@ -50,11 +50,11 @@ func TestStandardWebhooks(t *testing.T) {
 		{Name: "no signature", Cfg: cfg, Req: presettest.Hdr(valid, "Webhook-Signature", ""), WantErr: keying.ErrSignature, Key: ""},
 		{Name: "unknown version only", Cfg: cfg, Req: presettest.Hdr(valid, "Webhook-Signature", strings.Replace(valid.Header.Get("Webhook-Signature"), "v1,", "v2,", 1)), WantErr: keying.ErrSignature, Key: ""},
 		{Name: "signature not base64", Cfg: cfg, Req: presettest.Hdr(valid, "Webhook-Signature", "v1,!!!"), WantErr: keying.ErrSignature, Key: ""},
-		{Name: "verify off", Cfg: keying.Config{NoVerify: true}, Req: presettest.Hdr(valid, "Webhook-Signature", ""), WantErr: nil, Key: id},
-		{Name: "verify off, no id", Cfg: keying.Config{NoVerify: true}, Req: presettest.Hdr(valid, "Webhook-Id", ""), WantErr: keying.ErrMalformed, Key: ""},
-		{Name: "verify off, huge id", Cfg: keying.Config{NoVerify: true}, Req: presettest.Hdr(valid, "Webhook-Id", strings.Repeat("x", 300)), WantErr: keying.ErrMalformed, Key: ""},
+		{Name: "verify off", Cfg: Config{NoVerify: true}, Req: presettest.Hdr(valid, "Webhook-Signature", ""), WantErr: nil, Key: id},
+		{Name: "verify off, no id", Cfg: Config{NoVerify: true}, Req: presettest.Hdr(valid, "Webhook-Id", ""), WantErr: keying.ErrMalformed, Key: ""},
+		{Name: "verify off, huge id", Cfg: Config{NoVerify: true}, Req: presettest.Hdr(valid, "Webhook-Id", strings.Repeat("x", 300)), WantErr: keying.ErrMalformed, Key: ""},
 	}
-	presettest.RunVerifyCases(t, Preset, cases, func(t *testing.T, c presettest.VerifyCase, n *keying.Notification) {
+	presettest.RunVerifyCases(t, New, cases, func(t *testing.T, c presettest.VerifyCase[Config], n *keying.Notification) {
 		if n.Fingerprint != keying.Digest(c.Req.Body) {
 			t.Fatalf("Fingerprint = %s, want the body digest", n.Fingerprint)
 		}
@@ -67,7 +67,7 @@ func TestStandardWebhooksAgreesWithLibrary(t *testing.T) {
 	now := time.Now()
 	r := swReq(t, swSecret, "msg_1", now, []byte(`{"a":1}`))
 	r.Now = now
-	if _, err := presettest.MustNew(t, Preset, keying.Config{Secret: swSecret}).Verify(r); err != nil {
+	if _, err := presettest.MustNew(t, New, Config{Secret: swSecret}).Verify(r); err != nil {
 		t.Fatal(err)
 	}
 	wh, _ := standardwebhooks.NewWebhook(swSecret)
@@ -77,13 +77,13 @@ func TestStandardWebhooksAgreesWithLibrary(t *testing.T) {
 }
 
 func TestStandardWebhooksSuccess(t *testing.T) {
-	presettest.CheckSuccess(t, presettest.MustNew(t, Preset, keying.Config{NoVerify: true}), nil, []presettest.SuccessCase{
+	presettest.CheckSuccess(t, presettest.MustNew(t, New, Config{NoVerify: true}), nil, []presettest.SuccessCase{
 		{Status: 200, Body: "", Want: true}, {Status: 204, Body: "", Want: true}, {Status: 299, Body: "", Want: true}, {Status: 301, Body: "", Want: false}, {Status: 410, Body: "", Want: false}, {Status: 500, Body: "", Want: false},
 	})
 }
 
 func TestStandardWebhooksConfig(t *testing.T) {
-	if _, err := Preset.New(keying.Config{Secret: "whsec_not base64!"}); err == nil {
+	if _, err := New(Config{Secret: "whsec_not base64!"}); err == nil {
 		t.Fatal("accepted a secret that is not base64")
 	} else if strings.Contains(err.Error(), "not base64!") {
 		t.Fatalf("error leaks the secret: %v", err)
@@ -95,8 +95,8 @@ func FuzzStandardWebhooks(f *testing.F) {
 	f.Add([]byte(`{}`), "msg_1", good.Header.Get("Webhook-Timestamp"), good.Header.Get("Webhook-Signature"))
 	f.Add([]byte(``), "", "-1", "v1, v1,, ,")
 	f.Add([]byte(`x`), "id", "99999999999999999999", "v1,AAAA v1a,BBBB")
-	verifying := presettest.MustNew(f, Preset, keying.Config{Secret: swSecret})
-	open := presettest.MustNew(f, Preset, keying.Config{NoVerify: true})
+	verifying := presettest.MustNew(f, New, Config{Secret: swSecret})
+	open := presettest.MustNew(f, New, Config{NoVerify: true})
 	f.Fuzz(func(t *testing.T, body []byte, id, ts, sig string) {
 		r := &keying.Request{Method: http.MethodPost, Body: body, Now: presettest.Now, Header: http.Header{
 			"Webhook-Id": {id}, "Webhook-Timestamp": {ts}, "Webhook-Signature": {sig},
@@ -112,5 +112,5 @@ func FuzzStandardWebhooks(f *testing.F) {
 // TestConcurrentVerify runs the preset from several goroutines at once
 // (meaningful under -race): a Platform is shared by all requests of a route.
 func TestConcurrentVerify(t *testing.T) {
-	presettest.ConcurrentVerify(t, presettest.MustNew(t, Preset, keying.Config{Secret: swSecret}), swReq(t, swSecret, "msg_1", presettest.Now, []byte(`{}`)))
+	presettest.ConcurrentVerify(t, presettest.MustNew(t, New, Config{Secret: swSecret}), swReq(t, swSecret, "msg_1", presettest.Now, []byte(`{}`)))
 }

@@ -28,7 +28,7 @@ const (
 // readAPI is the client NewReadAPI builds against base.
 func readAPI(t *testing.T, base, key, endpoint string, client *http.Client) keying.EventLister {
 	t.Helper()
-	v, err := Preset.ReadAPI(keying.APIConfig{BaseURL: base, Key: []byte(key), Merchant: endpoint, HTTPClient: client})
+	v, err := NewReadAPI(keying.APIConfig{BaseURL: base, Key: []byte(key), Merchant: endpoint, HTTPClient: client})
 	if err != nil {
 		t.Fatal(err)
 	}

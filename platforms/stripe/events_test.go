@@ -15,7 +15,7 @@ import (
 // carry.
 func TestPlatformEventMoney(t *testing.T) {
 	now := presettest.Now
-	stripe := presettest.MustNew(t, Preset, keying.Config{Secret: "whsec_money"})
+	stripe := presettest.MustNew(t, New, Config{Secret: "whsec_money"})
 	for _, c := range []struct {
 		amount int
 		cur    string

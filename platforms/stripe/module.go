@@ -36,15 +36,15 @@ func (*Module) Bill() *bill.Traits { return Bill }
 // Build returns the route's check, configured with the module's settings.
 func (m *Module) Build(r guest.Route) (keying.Platform, error) {
 	var err error
-	cfg := keying.Config{NoVerify: r.NoVerify, Tolerance: r.Tolerance}
+	cfg := Config{NoVerify: r.NoVerify, Tolerance: r.Tolerance}
 	if cfg.Secret, err = r.Secret("secret", m.Secret); err != nil {
 		return nil, err
 	}
 	m.resign = nil
 	if cfg.Secret != "" && !cfg.NoVerify {
-		m.resign = Preset.Resign(cfg.Secret)
+		m.resign = resigner(cfg.Secret)
 	}
-	return Preset.New(cfg)
+	return New(cfg)
 }
 
 // UnmarshalSubdirective reads one of the platform's settings from the
@@ -65,11 +65,11 @@ func (m *Module) HasSecret() bool { return m.Secret != "" }
 func (m *Module) Resigner() keying.Resigner { return m.resign }
 
 // Sender signs the platform's test notifications (send, keygen).
-func (*Module) Sender() *keying.Sender { return Preset.Sender }
+func (*Module) Sender() *keying.Sender { return sender }
 
 // ReadAPI builds the client of the platform's own API that finds
 // payments whose notification never arrived (nil until it has one).
-func (*Module) ReadAPI() keying.ReadAPI { return Preset.ReadAPI }
+func (*Module) ReadAPI() keying.ReadAPI { return NewReadAPI }
 
 // Interface guards
 var (

@@ -20,33 +20,33 @@ func TestSettles(t *testing.T) {
 	}
 	cases := []struct {
 		name    string
-		cfg     keying.Config
+		cfg     Config
 		req     *keying.Request
 		settles keying.Settlement
 		at      time.Time
 		refs    []string
 	}{
-		{"stripe charge", keying.Config{NoVerify: true},
+		{"stripe charge", Config{NoVerify: true},
 			presettest.Post(stripeBody("charge.succeeded", `{"id":"ch_1","object":"charge","amount":500,"currency":"usd","payment_intent":"pi_1"}`), nil),
 			keying.SettlesPayment, stripeAt, []string{"ch_1", "pi_1"}},
-		{"stripe payment intent, its charge", keying.Config{NoVerify: true},
+		{"stripe payment intent, its charge", Config{NoVerify: true},
 			presettest.Post(stripeBody("payment_intent.succeeded", `{"id":"pi_2","object":"payment_intent","amount":500,"currency":"usd","latest_charge":"ch_2"}`), nil),
 			keying.SettlesPayment, stripeAt, []string{"pi_2", "ch_2"}},
-		{"stripe payment intent, charges list (older API)", keying.Config{NoVerify: true},
+		{"stripe payment intent, charges list (older API)", Config{NoVerify: true},
 			presettest.Post(stripeBody("payment_intent.succeeded", `{"id":"pi_3","amount":500,"currency":"usd","charges":{"data":[{"id":"ch_3"}]}}`), nil),
 			keying.SettlesPayment, stripeAt, []string{"pi_3", "ch_3"}},
-		{"stripe refund", keying.Config{NoVerify: true},
+		{"stripe refund", Config{NoVerify: true},
 			presettest.Post(stripeBody("refund.created", `{"id":"re_1","object":"refund","amount":200,"currency":"usd","charge":"ch_1","payment_intent":"pi_1"}`), nil),
 			keying.SettlesRefund, stripeAt, []string{"re_1", "ch_1", "pi_1"}},
-		{"stripe charge refunded", keying.Config{NoVerify: true},
+		{"stripe charge refunded", Config{NoVerify: true},
 			presettest.Post(stripeBody("charge.refunded", `{"id":"ch_1","object":"charge","amount":500,"amount_refunded":200,"currency":"usd"}`), nil),
 			keying.SettlesRefund, stripeAt, []string{"ch_1"}},
-		{"stripe customer: no money", keying.Config{NoVerify: true},
+		{"stripe customer: no money", Config{NoVerify: true},
 			presettest.Post(stripeBody("customer.created", `{"id":"cus_1","object":"customer"}`), nil), "", time.Time{}, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			p := presettest.MustNew(t, Preset, c.cfg)
+			p := presettest.MustNew(t, New, c.cfg)
 			n, err := p.Verify(c.req)
 			if err != nil {
 				t.Fatal(err)
@@ -81,7 +81,7 @@ func TestChargeRefundedAmount(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			body := `{"id":"evt_1","object":"event","type":"charge.refunded","created":1773480000,"data":` + c.data + `}`
-			n, err := presettest.MustNew(t, Preset, keying.Config{NoVerify: true}).Verify(presettest.Post([]byte(body), nil))
+			n, err := presettest.MustNew(t, New, Config{NoVerify: true}).Verify(presettest.Post([]byte(body), nil))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -93,7 +93,7 @@ func TestChargeRefundedAmount(t *testing.T) {
 	// Other events keep the object's amount.
 	body := `{"id":"evt_2","object":"event","type":"refund.created","created":1773480000,"data":{"object":` +
 		`{"id":"re_1","object":"refund","amount":200,"amount_refunded":999,"currency":"usd","charge":"ch_1"}}}`
-	n, err := presettest.MustNew(t, Preset, keying.Config{NoVerify: true}).Verify(presettest.Post([]byte(body), nil))
+	n, err := presettest.MustNew(t, New, Config{NoVerify: true}).Verify(presettest.Post([]byte(body), nil))
 	if err != nil || n.Money.Amount != "2.00" {
 		t.Fatalf("refund.created: %+v %v, want 2.00", n.Money, err)
 	}

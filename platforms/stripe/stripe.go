@@ -19,7 +19,7 @@ import (
 // Preset is Stripe's: answered 200, each event its own, re-signed
 // with the endpoint's secret on redelivery.
 var Preset = &keying.Preset{
-	Name: "stripe", Title: "Stripe", New: newStripe,
+	Name: "stripe", Title: "Stripe",
 	Ack: keying.Ack{Status: 200},
 	// Stripe, "Retry behavior" (docs.stripe.com/webhooks#retries): "In live
 	// mode, Stripe attempts to deliver a given event to your webhook
@@ -28,15 +28,14 @@ var Preset = &keying.Preset{
 	// within the three days.
 	Schedule:  keying.ExpBackoff(time.Hour, 24*time.Hour, 72*time.Hour-10*time.Minute),
 	OwnEvents: true,
-	Resign: func(secret string) keying.Resigner {
-		return func(hdr http.Header, body []byte, at time.Time) error {
-			hdr.Set("Stripe-Signature", signer.StripeHeader(body, secret, at).Get("Stripe-Signature"))
-			return nil
-		}
-	},
-	Sender: sender,
-	// The event list and its retry (api.go).
-	ReadAPI: NewReadAPI,
+}
+
+// resigner signs a redelivered copy afresh with the endpoint's secret.
+func resigner(secret string) keying.Resigner {
+	return func(hdr http.Header, body []byte, at time.Time) error {
+		hdr.Set("Stripe-Signature", signer.StripeHeader(body, secret, at).Get("Stripe-Signature"))
+		return nil
+	}
 }
 
 // Stripe verifies Stripe webhook events.
@@ -56,11 +55,24 @@ type Stripe struct {
 	tol      time.Duration
 }
 
-func newStripe(cfg keying.Config) (keying.Platform, error) {
+// Config is what a route configures Stripe's check with.
+type Config struct {
+	// Secret is the endpoint's signing secret (whsec_…).
+	Secret string
+	// NoVerify runs the check without signatures (`verify off`).
+	NoVerify bool
+	// Tolerance for the signed t; 0 means keying.DefaultTolerance.
+	Tolerance time.Duration
+}
+
+// New returns Stripe's check configured with cfg. Errors read
+// "stripe: <what>" and wrap keying.ErrNeedsSecret when the secret is
+// missing.
+func New(cfg Config) (keying.Platform, error) {
 	if cfg.Secret == "" && !cfg.NoVerify {
 		return nil, keying.NeedsSecret("stripe", "secret (the endpoint's whsec_… signing secret)")
 	}
-	return &Stripe{secret: []byte(cfg.Secret), noVerify: cfg.NoVerify, tol: cfg.TimeTolerance()}, nil
+	return &Stripe{secret: []byte(cfg.Secret), noVerify: cfg.NoVerify, tol: keying.TimeTolerance(cfg.Tolerance)}, nil
 }
 
 func (*Stripe) Name() string { return "stripe" }

@@ -29,7 +29,7 @@ func stripeReq(body []byte, secret string, ts time.Time) *keying.Request {
 }
 
 func TestStripe(t *testing.T) {
-	cfg := keying.Config{Secret: stripeSecret}
+	cfg := Config{Secret: stripeSecret}
 	ev := stripeEvent("evt_1NG8Du2eZvKYlo2CUI79vXWy", "payment_intent.succeeded", "pi_3MtwBwLkdIwHu7ix28a3tqPa")
 	valid := stripeReq(ev, stripeSecret, presettest.Now)
 	const key = "evt_1NG8Du2eZvKYlo2CUI79vXWy"
@@ -39,7 +39,7 @@ func TestStripe(t *testing.T) {
 	rolled := presettest.Hdr(valid, "Stripe-Signature", valid.Header.Get("Stripe-Signature")+",v1="+hex.EncodeToString(oldSig))
 	rolledFirst := presettest.Hdr(valid, "Stripe-Signature", "t="+itoa(presettest.Now.Unix())+",v1="+hex.EncodeToString(oldSig)+","+strings.SplitN(valid.Header.Get("Stripe-Signature"), ",", 2)[1])
 
-	cases := []presettest.VerifyCase{
+	cases := []presettest.VerifyCase[Config]{
 		{Name: "valid", Cfg: cfg, Req: valid, WantErr: nil, Key: key},
 		{Name: "retry, re-signed later", Cfg: cfg, Req: stripeReq(ev, stripeSecret, presettest.Now.Add(-4*time.Minute)), WantErr: nil, Key: key},
 		{Name: "future timestamp accepted", Cfg: cfg, Req: stripeReq(ev, stripeSecret, presettest.Now.Add(10*time.Minute)), WantErr: nil, Key: key},
@@ -48,8 +48,8 @@ func TestStripe(t *testing.T) {
 		{Name: "with v0 and spaces", Cfg: cfg, Req: presettest.Hdr(valid, "Stripe-Signature", strings.ReplaceAll(valid.Header.Get("Stripe-Signature"), ",", ", ")+", v0=abcd"), WantErr: nil, Key: key},
 		{Name: "other event", Cfg: cfg, Req: stripeReq(stripeEvent("evt_2", "charge.refunded", "ch_1"), stripeSecret, presettest.Now), WantErr: nil, Key: "evt_2"},
 		{Name: "stale", Cfg: cfg, Req: stripeReq(ev, stripeSecret, presettest.Now.Add(-6*time.Minute)), WantErr: keying.ErrSignature, Key: ""},
-		{Name: "within a configured tolerance", Cfg: keying.Config{Secret: stripeSecret, Tolerance: 10 * time.Minute}, Req: stripeReq(ev, stripeSecret, presettest.Now.Add(-8*time.Minute)), WantErr: nil, Key: key},
-		{Name: "stale for a configured tolerance", Cfg: keying.Config{Secret: stripeSecret, Tolerance: time.Minute}, Req: stripeReq(ev, stripeSecret, presettest.Now.Add(-2*time.Minute)), WantErr: keying.ErrSignature, Key: ""},
+		{Name: "within a configured tolerance", Cfg: Config{Secret: stripeSecret, Tolerance: 10 * time.Minute}, Req: stripeReq(ev, stripeSecret, presettest.Now.Add(-8*time.Minute)), WantErr: nil, Key: key},
+		{Name: "stale for a configured tolerance", Cfg: Config{Secret: stripeSecret, Tolerance: time.Minute}, Req: stripeReq(ev, stripeSecret, presettest.Now.Add(-2*time.Minute)), WantErr: keying.ErrSignature, Key: ""},
 		{Name: "wrong secret", Cfg: cfg, Req: stripeReq(ev, "whsec_other", presettest.Now), WantErr: keying.ErrSignature, Key: ""},
 		{Name: "tampered body", Cfg: cfg, Req: presettest.WithBody(valid, stripeEvent("evt_1NG8Du2eZvKYlo2CUI79vXWy", "payment_intent.succeeded", "pi_other")), WantErr: keying.ErrSignature, Key: ""},
 		{Name: "tampered timestamp", Cfg: cfg, Req: presettest.Hdr(valid, "Stripe-Signature", strings.Replace(valid.Header.Get("Stripe-Signature"), "t=", "t=1", 1)), WantErr: keying.ErrSignature, Key: ""},
@@ -61,9 +61,9 @@ func TestStripe(t *testing.T) {
 		{Name: "too many signatures", Cfg: cfg, Req: presettest.Hdr(valid, "Stripe-Signature", "t=1"+strings.Repeat(",v1="+strings.Repeat("0", 64), 20)), WantErr: keying.ErrSignature, Key: ""},
 		{Name: "signed non-JSON", Cfg: cfg, Req: stripeReq([]byte("hello"), stripeSecret, presettest.Now), WantErr: keying.ErrMalformed, Key: ""},
 		{Name: "signed JSON without id", Cfg: cfg, Req: stripeReq([]byte(`{"type":"x"}`), stripeSecret, presettest.Now), WantErr: keying.ErrMalformed, Key: ""},
-		{Name: "verify off", Cfg: keying.Config{NoVerify: true}, Req: presettest.WithBody(presettest.Hdr(valid, "Stripe-Signature", ""), ev), WantErr: nil, Key: key},
+		{Name: "verify off", Cfg: Config{NoVerify: true}, Req: presettest.WithBody(presettest.Hdr(valid, "Stripe-Signature", ""), ev), WantErr: nil, Key: key},
 	}
-	presettest.RunVerifyCases(t, Preset, cases, func(t *testing.T, c presettest.VerifyCase, n *keying.Notification) {
+	presettest.RunVerifyCases(t, New, cases, func(t *testing.T, c presettest.VerifyCase[Config], n *keying.Notification) {
 		if c.Key == key && n.Fingerprint != `["payment_intent.succeeded","pi_3MtwBwLkdIwHu7ix28a3tqPa"]` {
 			t.Fatalf("Fingerprint = %s", n.Fingerprint)
 		}
@@ -79,7 +79,7 @@ func TestStripeAgreesWithStripeGo(t *testing.T) {
 	now := time.Now()
 	r := stripeReq(ev, stripeSecret, now)
 	r.Now = now
-	if _, err := presettest.MustNew(t, Preset, keying.Config{Secret: stripeSecret}).Verify(r); err != nil {
+	if _, err := presettest.MustNew(t, New, Config{Secret: stripeSecret}).Verify(r); err != nil {
 		t.Fatal(err)
 	}
 	if err := webhook.ValidatePayload(r.Body, r.Header.Get("Stripe-Signature"), stripeSecret); err != nil {
@@ -88,7 +88,7 @@ func TestStripeAgreesWithStripeGo(t *testing.T) {
 }
 
 func TestStripeSuccess(t *testing.T) {
-	presettest.CheckSuccess(t, presettest.MustNew(t, Preset, keying.Config{NoVerify: true}), nil, []presettest.SuccessCase{
+	presettest.CheckSuccess(t, presettest.MustNew(t, New, Config{NoVerify: true}), nil, []presettest.SuccessCase{
 		{Status: 200, Body: "", Want: true}, {Status: 201, Body: "", Want: true}, {Status: 204, Body: "", Want: true}, {Status: 299, Body: "", Want: true},
 		{Status: 300, Body: "", Want: false}, {Status: 302, Body: "", Want: false}, {Status: 400, Body: "", Want: false}, {Status: 500, Body: "", Want: false},
 	})
@@ -102,8 +102,8 @@ func FuzzStripe(f *testing.F) {
 	f.Add(ev, good.Header.Get("Stripe-Signature"))
 	f.Add([]byte(`{"id":1}`), "t=,v1=,v1=zz")
 	f.Add([]byte(`[]`), "t=-1,v1="+strings.Repeat("a", 64))
-	verifying := presettest.MustNew(f, Preset, keying.Config{Secret: stripeSecret})
-	open := presettest.MustNew(f, Preset, keying.Config{NoVerify: true})
+	verifying := presettest.MustNew(f, New, Config{Secret: stripeSecret})
+	open := presettest.MustNew(f, New, Config{NoVerify: true})
 	f.Fuzz(func(t *testing.T, body []byte, sig string) {
 		r := &keying.Request{Method: http.MethodPost, Header: http.Header{"Stripe-Signature": {sig}}, Body: body, Now: presettest.Now}
 		presettest.FuzzVerify(t, r, func(n *keying.Notification) {
@@ -117,7 +117,7 @@ func FuzzStripe(f *testing.F) {
 // TestStripeSignatureReasons: the log's reason tells a malformed v1
 // signature from a missing one.
 func TestStripeSignatureReasons(t *testing.T) {
-	p := presettest.MustNew(t, Preset, keying.Config{Secret: stripeSecret})
+	p := presettest.MustNew(t, New, Config{Secret: stripeSecret})
 	ev := stripeEvent("evt_1", "payment_intent.succeeded", "pi_1")
 	for header, want := range map[string]string{
 		"t=1,v1=abc":                        "v1 signature is malformed",
@@ -135,5 +135,5 @@ func TestStripeSignatureReasons(t *testing.T) {
 // TestConcurrentVerify runs the preset from several goroutines at once
 // (meaningful under -race): a Platform is shared by all requests of a route.
 func TestConcurrentVerify(t *testing.T) {
-	presettest.ConcurrentVerify(t, presettest.MustNew(t, Preset, keying.Config{Secret: stripeSecret}), stripeReq(stripeEvent("evt_1", "x", "y"), stripeSecret, presettest.Now))
+	presettest.ConcurrentVerify(t, presettest.MustNew(t, New, Config{Secret: stripeSecret}), stripeReq(stripeEvent("evt_1", "x", "y"), stripeSecret, presettest.Now))
 }

@@ -15,7 +15,7 @@ import (
 // a payment, and each outcome of a refund as that refund's own event.
 func TestWechatPayEvents(t *testing.T) {
 	k, _ := platformtest.Keys(t)
-	cfg := keying.Config{PublicKey: platformtest.PublicKeyPEM(t, &k.PublicKey), PublicKeyID: wxPubKeyID, Secret: wxAPIv3Key}
+	cfg := Config{PublicKey: platformtest.PublicKeyPEM(t, &k.PublicKey), PublicKeyID: wxPubKeyID, Secret: wxAPIv3Key}
 	const order = "1230000109:4200001"
 	refund := func(status string) string {
 		return platformtest.WechatPayRefund("4200001", "o-1", "5020", status, 300, 1000)
@@ -35,7 +35,7 @@ func TestWechatPayEvents(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			body := wxBody(t, wxEvent("EV-"+c.name, c.eventType, c.resource))
-			n, err := presettest.MustNew(t, Preset, cfg).Verify(wxRequest(t, k, wxPubKeyID, presettest.Now, "n", body))
+			n, err := presettest.MustNew(t, New, cfg).Verify(wxRequest(t, k, wxPubKeyID, presettest.Now, "n", body))
 			if c.wantErr != nil {
 				if !errors.Is(err, c.wantErr) {
 					t.Fatalf("got %v, want %v", err, c.wantErr)

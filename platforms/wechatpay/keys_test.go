@@ -22,7 +22,7 @@ func TestKeysAndVerifiedBy(t *testing.T) {
 	cert := platformtest.CertificateValid(t, other, serial, "Wechatpay", presettest.Now.Add(-time.Hour), expires)
 
 	t.Run("wechatpay", func(t *testing.T) {
-		p, err := Preset.New(keying.Config{PublicKey: platformtest.PublicKeyPEM(t, &k.PublicKey), PublicKeyID: wxPubKeyID,
+		p, err := New(Config{PublicKey: platformtest.PublicKeyPEM(t, &k.PublicKey), PublicKeyID: wxPubKeyID,
 			Certificates: [][]byte{cert}})
 		if err != nil {
 			t.Fatal(err)

@@ -22,8 +22,6 @@ import (
 	"github.com/idemgate/idemgate/keying"
 )
 
-func init() { Preset.ReadAPI = NewReadAPI }
-
 // APIServer is WeChat Pay's API, the read API's default address.
 const APIServer = "https://api.mch.weixin.qq.com"
 
@@ -108,13 +106,13 @@ func NewQuerier(cfg keying.APIConfig) (*Querier, error) {
 		return nil, fmt.Errorf("wechatpay read API: merchant private key: %v", err)
 	}
 	q.key = k
-	vc := keying.Config{}
+	vc := Config{}
 	if bytes.Contains(cfg.PlatformKey, []byte("CERTIFICATE")) {
 		vc.Certificates = [][]byte{cfg.PlatformKey}
 	} else {
 		vc.PublicKey, vc.PublicKeyID = cfg.PlatformKey, cfg.PlatformKeyID
 	}
-	p, err := newWechatPay(vc)
+	p, err := New(vc)
 	if err != nil {
 		return nil, fmt.Errorf("wechatpay read API: the platform key: %v", err)
 	}

@@ -279,8 +279,8 @@ func TestQueryPlatformCertificate(t *testing.T) {
 }
 
 func TestReadAPIConfig(t *testing.T) {
-	if Preset.ReadAPI == nil {
-		t.Fatal("wechatpay.Preset.ReadAPI is not set")
+	if new(Module).ReadAPI() == nil {
+		t.Fatal("the wechatpay module has no read API")
 	}
 	e := newQueryEnv(t)
 	for name, mutate := range map[string]func(*keying.APIConfig){
@@ -293,11 +293,11 @@ func TestReadAPIConfig(t *testing.T) {
 	} {
 		cfg := e.cfg
 		mutate(&cfg)
-		if _, err := Preset.ReadAPI(cfg); err == nil {
+		if _, err := NewReadAPI(cfg); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
-	c, err := Preset.ReadAPI(e.cfg)
+	c, err := NewReadAPI(e.cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

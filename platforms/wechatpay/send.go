@@ -50,10 +50,17 @@ var sender = &keying.Sender{
 	},
 	RefundEvent: "refund",
 	TradeID:     true,
-	Partner:     true,
+	Flags: []keying.SendFlag{
+		{Name: "key-id", Usage: "WeChat Pay: the Wechatpay-Serial (public key id), instead of the file in --dir", Key: true},
+		// A service provider's (服务商) notification for its sub-merchant,
+		// whose resource names both instead of mchid.
+		{Name: "sp-mchid", Usage: "WeChat Pay service provider (服务商): the provider's merchant id; with --sub-mchid", Order: true},
+		{Name: "sub-mchid", Usage: "WeChat Pay service provider (服务商): the sub-merchant's id, whose order it is; with --sp-mchid", Order: true},
+	},
 	Sign: func(in keying.SendInput) (keying.Signed, error) {
-		partner := in.SpMchID != "" || in.SubMchID != ""
-		if partner && (in.SpMchID == "" || in.SubMchID == "") {
+		sp, subMch := in.Flag("sp-mchid"), in.Flag("sub-mchid")
+		partner := sp != "" || subMch != ""
+		if partner && (sp == "" || subMch == "") {
 			return keying.Signed{}, errors.New("a service provider's notification names both merchants: --sp-mchid and --sub-mchid")
 		}
 		wp := signer.WechatPay{}
@@ -61,7 +68,7 @@ var sender = &keying.Sender{
 		if wp.Key, err = in.PrivateKey(filePrivate); err != nil {
 			return keying.Signed{}, err
 		}
-		if wp.Serial, err = in.Value(in.KeyID, filePublicID, "--key-id"); err != nil {
+		if wp.Serial, err = in.Value(in.Flag("key-id"), filePublicID, "--key-id"); err != nil {
 			return keying.Signed{}, err
 		}
 		if wp.APIv3Key, err = in.Value(in.Secret, fileAPIv3, "--secret"); err != nil {
@@ -73,7 +80,7 @@ var sender = &keying.Sender{
 			ev.EventType = "TRANSACTION.SUCCESS"
 			ev.Resource = signer.WechatPayTransaction(in.ID, in.Order, "SUCCESS", in.Amount)
 			if partner {
-				ev.Resource = signer.WechatPayPartnerTransaction(in.SpMchID, in.SubMchID, in.ID, in.Order, "SUCCESS", in.Amount)
+				ev.Resource = signer.WechatPayPartnerTransaction(sp, subMch, in.ID, in.Order, "SUCCESS", in.Amount)
 			}
 		case "refund", "refund_abnormal", "refund_closed":
 			status := strings.ToUpper(strings.TrimPrefix(strings.TrimPrefix(in.Event, "refund"), "_"))
@@ -88,7 +95,7 @@ var sender = &keying.Sender{
 			ev.Summary = map[string]string{"SUCCESS": "退款成功", "ABNORMAL": "退款异常", "CLOSED": "退款关闭"}[status]
 			ev.Resource = signer.WechatPayRefundResource(in.ID, in.Order, "50"+in.Nonce(20), in.Refund, status, in.RefundAmount, in.Amount)
 			if partner {
-				ev.Resource = signer.WechatPayPartnerRefundResource(in.SpMchID, in.SubMchID, in.ID, in.Order, "50"+in.Nonce(20), in.Refund, status,
+				ev.Resource = signer.WechatPayPartnerRefundResource(sp, subMch, in.ID, in.Order, "50"+in.Nonce(20), in.Refund, status,
 					in.RefundAmount, in.Amount)
 			}
 		default:

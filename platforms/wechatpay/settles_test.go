@@ -24,22 +24,22 @@ func TestSettles(t *testing.T) {
 	refundRes := platformtest.WechatPayRefund("1008450740201411110005820873", "20150806125346", "50200207182018070300011301001", "SUCCESS", 999, 999)
 	cases := []struct {
 		name    string
-		cfg     keying.Config
+		cfg     Config
 		req     *keying.Request
 		settles keying.Settlement
 		at      time.Time
 		refs    []string
 	}{
-		{"wechatpay payment", keying.Config{Secret: wxAPIv3Key, NoVerify: true}, wx("TRANSACTION.SUCCESS", wxTransaction("SUCCESS", 100)),
+		{"wechatpay payment", Config{Secret: wxAPIv3Key, NoVerify: true}, wx("TRANSACTION.SUCCESS", wxTransaction("SUCCESS", 100)),
 			keying.SettlesPayment, time.Date(2026, 3, 14, 17, 26, 32, 0, bj), nil},
-		{"wechatpay refund", keying.Config{Secret: wxAPIv3Key, NoVerify: true}, wx("REFUND.SUCCESS", refundRes),
+		{"wechatpay refund", Config{Secret: wxAPIv3Key, NoVerify: true}, wx("REFUND.SUCCESS", refundRes),
 			keying.SettlesRefund, time.Date(2026, 3, 14, 17, 30, 0, 0, bj), nil},
-		{"wechatpay refund abnormal", keying.Config{Secret: wxAPIv3Key, NoVerify: true}, wx("REFUND.ABNORMAL", refundRes),
+		{"wechatpay refund abnormal", Config{Secret: wxAPIv3Key, NoVerify: true}, wx("REFUND.ABNORMAL", refundRes),
 			"", time.Date(2026, 3, 14, 17, 30, 0, 0, bj), nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			p := presettest.MustNew(t, Preset, c.cfg)
+			p := presettest.MustNew(t, New, c.cfg)
 			n, err := p.Verify(c.req)
 			if err != nil {
 				t.Fatal(err)

@@ -26,17 +26,16 @@ import (
 // business events read from the encrypted resource, pinned by mchid, a
 // signed time the SDKs hold to 5 minutes.
 var Preset = &keying.Preset{
-	Name: "wechatpay", Title: "WeChat Pay", New: newWechatPay,
+	Name: "wechatpay", Title: "WeChat Pay",
 	Ack: keying.Ack{Status: 200},
 	// WeChat Pay API v3, 支付通知 (pay.weixin.qq.com/docs/merchant/apis/
 	// jsapi-payment/payment-notice.html): "通知频率为
 	// 15s/15s/30s/3m/10m/20m/30m/30m/30m/60m/3h/3h/3h/6h/6h - 总计 24h4m".
 	Schedule: Schedule,
-	Orders:   true, Extra: true, SecretFor: "the APIv3 key", Pins: "mchid",
+	Orders:   true, Extra: true, SecretFor: "the APIv3 key",
 	// wechatpay-go's notify handler accepts 5 minutes.
 	SignedFor: 5 * time.Minute,
 	SignedAt:  signedAt,
-	Sender:    sender,
 }
 
 // WechatPay verifies WeChat Pay API v3 notifications.
@@ -95,8 +94,31 @@ type WechatPay struct {
 	mchIDs   []string
 }
 
-func newWechatPay(cfg keying.Config) (keying.Platform, error) {
-	w := &WechatPay{keys: map[string]*rsa.PublicKey{}, noVerify: cfg.NoVerify, tol: cfg.TimeTolerance(), mchIDs: cfg.MchIDs}
+// Config is what a route configures WeChat Pay's (API v3) check with.
+// Files are read by the caller; PEM blocks arrive as bytes.
+type Config struct {
+	// Secret is the APIv3 key, which opens the encrypted resource.
+	Secret string
+	// PublicKey is WeChat Pay's platform public key (PEM), which answers
+	// to PublicKeyID (PUB_KEY_ID_…).
+	PublicKey   []byte
+	PublicKeyID string
+	// Certificates are platform certificates (PEM), the older way.
+	Certificates [][]byte
+	// MchIDs pins notifications to these merchants (the decrypted
+	// resource's mchid, which needs Secret); empty accepts any.
+	MchIDs []string
+	// NoVerify runs the check without signatures (`verify off`).
+	NoVerify bool
+	// Tolerance for Wechatpay-Timestamp; 0 means keying.DefaultTolerance.
+	Tolerance time.Duration
+}
+
+// New returns WeChat Pay's check configured with cfg. Errors read
+// "wechatpay: <what>" and wrap keying.ErrNeedsSecret when no platform key
+// is given.
+func New(cfg Config) (keying.Platform, error) {
+	w := &WechatPay{keys: map[string]*rsa.PublicKey{}, noVerify: cfg.NoVerify, tol: keying.TimeTolerance(cfg.Tolerance), mchIDs: cfg.MchIDs}
 	if len(cfg.MchIDs) > 0 && cfg.Secret == "" {
 		return nil, errors.New("wechatpay: mchid needs secret (the APIv3 key): the merchant is read from the decrypted resource")
 	}

@@ -45,14 +45,14 @@ func wxRequest(t testing.TB, k *rsa.PrivateKey, serial string, ts time.Time, non
 	return presettest.Post(body, platformtest.WechatPay{Key: k, Serial: serial}.HeaderWithNonce(t, body, ts, nonce))
 }
 
-func withMch(c keying.Config, ids ...string) keying.Config {
+func withMch(c Config, ids ...string) Config {
 	c.MchIDs = ids
 	return c
 }
 
 func TestWechatPayMchIDNeedsSecret(t *testing.T) {
 	k, _ := platformtest.Keys(t)
-	_, err := Preset.New(keying.Config{PublicKey: platformtest.PublicKeyPEM(t, &k.PublicKey), PublicKeyID: wxPubKeyID, MchIDs: []string{"1"}})
+	_, err := New(Config{PublicKey: platformtest.PublicKeyPEM(t, &k.PublicKey), PublicKeyID: wxPubKeyID, MchIDs: []string{"1"}})
 	if err == nil || !strings.Contains(err.Error(), "mchid needs secret") {
 		t.Fatalf("New = %v", err)
 	}
@@ -62,9 +62,9 @@ func TestWechatPay(t *testing.T) {
 	k, other := platformtest.Keys(t)
 	pub := platformtest.PublicKeyPEM(t, &k.PublicKey)
 	serial, _ := new(big.Int).SetString(wxSerialHex, 16)
-	byKey := keying.Config{PublicKey: pub, PublicKeyID: wxPubKeyID, Secret: wxAPIv3Key}
-	byCert := keying.Config{Certificates: [][]byte{presettest.Cert(t, other, presettest.BigInt(99), "old"), presettest.Cert(t, k, serial, "wechatpay")}, Secret: wxAPIv3Key}
-	noSecret := keying.Config{PublicKey: pub, PublicKeyID: wxPubKeyID}
+	byKey := Config{PublicKey: pub, PublicKeyID: wxPubKeyID, Secret: wxAPIv3Key}
+	byCert := Config{Certificates: [][]byte{presettest.Cert(t, other, presettest.BigInt(99), "old"), presettest.Cert(t, k, serial, "wechatpay")}, Secret: wxAPIv3Key}
+	noSecret := Config{PublicKey: pub, PublicKeyID: wxPubKeyID}
 
 	pay := wxEvent("EV-2018022511223320873", "TRANSACTION.SUCCESS", wxTransaction("SUCCESS", 100))
 	payBody := wxBody(t, pay)
@@ -82,7 +82,7 @@ func TestWechatPay(t *testing.T) {
 
 	cases := []struct {
 		name    string
-		cfg     keying.Config
+		cfg     Config
 		req     *keying.Request
 		wantErr error
 		key     string
@@ -119,21 +119,21 @@ func TestWechatPay(t *testing.T) {
 		{"signed garbage", byKey, wxRequest(t, k, wxPubKeyID, presettest.Now, "n", []byte("not json")), keying.ErrMalformed, "", ""},
 		{"signed JSON without resource", byKey, wxRequest(t, k, wxPubKeyID, presettest.Now, "n", []byte(`{"id":"EV-1"}`)), keying.ErrMalformed, "", ""},
 		{"signed JSON without id", noSecret, wxRequest(t, k, wxPubKeyID, presettest.Now, "n", []byte(`{"event_type":"X"}`)), keying.ErrMalformed, "", ""},
-		{"verify off", keying.Config{NoVerify: true, Secret: wxAPIv3Key}, presettest.Hdr(valid, "Wechatpay-Signature", ""), nil, payKey, ""},
+		{"verify off", Config{NoVerify: true, Secret: wxAPIv3Key}, presettest.Hdr(valid, "Wechatpay-Signature", ""), nil, payKey, ""},
 		{"pinned mchid", withMch(byKey, "1900000109", "1230000109"), valid, nil, payKey, ""},
 		{"pinned mchid, refund", withMch(byKey, "1230000109"), wxRequest(t, k, wxPubKeyID, presettest.Now, "n", wxBody(t, refund)), nil,
 			refundKey, ""},
 		{"another merchant's notification", withMch(byKey, "1900000109"), valid, keying.ErrMerchant, "", ""},
-		{"another merchant's, verify off", withMch(keying.Config{NoVerify: true, Secret: wxAPIv3Key}, "1900000109"), valid, keying.ErrMerchant, "", ""},
+		{"another merchant's, verify off", withMch(Config{NoVerify: true, Secret: wxAPIv3Key}, "1900000109"), valid, keying.ErrMerchant, "", ""},
 		{"resource without mchid, pinned", withMch(byKey, "1230000109"), wxRequest(t, k, wxPubKeyID, presettest.Now, "n", wxBody(t, noIDs)), keying.ErrMalformed, "", ""},
-		{"within a configured tolerance", keying.Config{PublicKey: pub, PublicKeyID: wxPubKeyID, Secret: wxAPIv3Key, Tolerance: 10 * time.Minute},
+		{"within a configured tolerance", Config{PublicKey: pub, PublicKeyID: wxPubKeyID, Secret: wxAPIv3Key, Tolerance: 10 * time.Minute},
 			wxRequest(t, k, wxPubKeyID, presettest.Now.Add(-8*time.Minute), "n", payBody), nil, payKey, ""},
-		{"beyond a configured tolerance", keying.Config{PublicKey: pub, PublicKeyID: wxPubKeyID, Secret: wxAPIv3Key, Tolerance: time.Minute},
+		{"beyond a configured tolerance", Config{PublicKey: pub, PublicKeyID: wxPubKeyID, Secret: wxAPIv3Key, Tolerance: time.Minute},
 			wxRequest(t, k, wxPubKeyID, presettest.Now.Add(-2*time.Minute), "n", payBody), keying.ErrSignature, "", ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			n := presettest.Verifies(t, Preset, c.cfg, c.req, c.wantErr, c.key)
+			n := presettest.Verifies(t, New, c.cfg, c.req, c.wantErr, c.key)
 			if n == nil {
 				return
 			}
@@ -163,18 +163,18 @@ func TestWechatPayConfig(t *testing.T) {
 	pub := platformtest.PublicKeyPEM(t, &k.PublicKey)
 	cases := []struct {
 		name string
-		cfg  keying.Config
+		cfg  Config
 		ok   bool
 	}{
-		{"public key without id", keying.Config{PublicKey: pub}, false},
-		{"short APIv3 key", keying.Config{PublicKey: pub, PublicKeyID: "X", Secret: "short"}, false},
-		{"garbage certificate", keying.Config{Certificates: [][]byte{[]byte("nope")}}, false},
-		{"garbage public key", keying.Config{PublicKey: []byte("nope"), PublicKeyID: "X"}, false},
-		{"verify off without anything", keying.Config{NoVerify: true}, true},
-		{"certificate only", keying.Config{Certificates: [][]byte{presettest.Cert(t, k, presettest.BigInt(5), "c")}}, true},
+		{"public key without id", Config{PublicKey: pub}, false},
+		{"short APIv3 key", Config{PublicKey: pub, PublicKeyID: "X", Secret: "short"}, false},
+		{"garbage certificate", Config{Certificates: [][]byte{[]byte("nope")}}, false},
+		{"garbage public key", Config{PublicKey: []byte("nope"), PublicKeyID: "X"}, false},
+		{"verify off without anything", Config{NoVerify: true}, true},
+		{"certificate only", Config{Certificates: [][]byte{presettest.Cert(t, k, presettest.BigInt(5), "c")}}, true},
 	}
 	for _, c := range cases {
-		_, err := Preset.New(c.cfg)
+		_, err := New(c.cfg)
 		if (err == nil) != c.ok {
 			t.Errorf("%s: err = %v", c.name, err)
 		}
@@ -186,7 +186,7 @@ func TestWechatPayConfig(t *testing.T) {
 
 func TestWechatPaySuccess(t *testing.T) {
 	const ok = `{"code":"SUCCESS"}`
-	presettest.CheckSuccess(t, presettest.MustNew(t, Preset, keying.Config{NoVerify: true}), http.Header{}, []presettest.SuccessCase{
+	presettest.CheckSuccess(t, presettest.MustNew(t, New, Config{NoVerify: true}), http.Header{}, []presettest.SuccessCase{
 		{Status: 200, Body: ok, Want: true}, {Status: 204, Body: ok, Want: true}, {Status: 201, Body: ok, Want: false}, {Status: 202, Body: ok, Want: false}, {Status: 400, Body: ok, Want: false}, {Status: 500, Body: ok, Want: false},
 	})
 }
@@ -198,9 +198,9 @@ func FuzzWechatPay(f *testing.F) {
 	f.Add(good.Body, good.Header.Get("Wechatpay-Signature"), good.Header.Get("Wechatpay-Timestamp"), "nonce", wxPubKeyID)
 	f.Add([]byte(`{"id":"x","resource":{"nonce":"123456789012","ciphertext":"AAAA"}}`), "WECHATPAY/SIGNTEST/abc", "0", "", "")
 	f.Add([]byte(`{"resource":null}`), "", "99999999999999999999", "n", "0")
-	verifying := presettest.MustNew(f, Preset, keying.Config{PublicKey: platformtest.PublicKeyPEM(f, &k.PublicKey), PublicKeyID: wxPubKeyID, Secret: wxAPIv3Key})
-	open := presettest.MustNew(f, Preset, keying.Config{NoVerify: true, Secret: wxAPIv3Key})
-	openNoSecret := presettest.MustNew(f, Preset, keying.Config{NoVerify: true})
+	verifying := presettest.MustNew(f, New, Config{PublicKey: platformtest.PublicKeyPEM(f, &k.PublicKey), PublicKeyID: wxPubKeyID, Secret: wxAPIv3Key})
+	open := presettest.MustNew(f, New, Config{NoVerify: true, Secret: wxAPIv3Key})
+	openNoSecret := presettest.MustNew(f, New, Config{NoVerify: true})
 	f.Fuzz(func(t *testing.T, body []byte, sig, ts, nonce, serial string) {
 		r := &keying.Request{Method: http.MethodPost, Body: body, Now: presettest.Now, Header: http.Header{
 			"Wechatpay-Signature": {sig}, "Wechatpay-Timestamp": {ts}, "Wechatpay-Nonce": {nonce}, "Wechatpay-Serial": {serial},
@@ -222,7 +222,7 @@ func TestConcurrentVerify(t *testing.T) {
 	k, _ := platformtest.Keys(t)
 	pub := platformtest.PublicKeyPEM(t, &k.PublicKey)
 	wx := wxEvent("EV-1", "TRANSACTION.SUCCESS", wxTransaction("SUCCESS", 1))
-	presettest.ConcurrentVerify(t, presettest.MustNew(t, Preset, keying.Config{PublicKey: pub, PublicKeyID: wxPubKeyID, Secret: wxAPIv3Key}),
+	presettest.ConcurrentVerify(t, presettest.MustNew(t, New, Config{PublicKey: pub, PublicKeyID: wxPubKeyID, Secret: wxAPIv3Key}),
 		wxRequest(t, k, wxPubKeyID, presettest.Now, "n", wxBody(t, wx)))
 }
 
@@ -232,7 +232,7 @@ func TestConcurrentVerify(t *testing.T) {
 // resource has no mchid") on every one of WeChat Pay's retries.
 func TestWechatPayPartner(t *testing.T) {
 	k, _ := platformtest.Keys(t)
-	byKey := keying.Config{PublicKey: platformtest.PublicKeyPEM(t, &k.PublicKey), PublicKeyID: wxPubKeyID, Secret: wxAPIv3Key}
+	byKey := Config{PublicKey: platformtest.PublicKeyPEM(t, &k.PublicKey), PublicKeyID: wxPubKeyID, Secret: wxAPIv3Key}
 	const sp, sub = platformtest.WechatPaySpMchID, platformtest.WechatPaySubMchID
 	req := func(eventType, resource string) *keying.Request {
 		return wxRequest(t, k, wxPubKeyID, presettest.Now, "n", wxBody(t, wxEvent("EV-P", eventType, resource)))
@@ -245,7 +245,7 @@ func TestWechatPayPartner(t *testing.T) {
 	refundKey := sub + ":" + wxTxID + ":refund:RP1"
 	cases := []struct {
 		name    string
-		cfg     keying.Config
+		cfg     Config
 		req     *keying.Request
 		wantErr error
 		key     string
@@ -263,7 +263,7 @@ func TestWechatPayPartner(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			n := presettest.Verifies(t, Preset, c.cfg, c.req, c.wantErr, c.key)
+			n := presettest.Verifies(t, New, c.cfg, c.req, c.wantErr, c.key)
 			if n == nil {
 				return
 			}

@@ -12,7 +12,7 @@ import (
 // or FAIL) and its refund notification, whose decrypted req_info names the
 // refund (refund_status SUCCESS, CHANGE, REFUNDCLOSE).
 func TestWechatPayV2Events(t *testing.T) {
-	cfg := keying.Config{Secret: wxV2Key, MchIDs: []string{"10000100"}}
+	cfg := Config{Secret: wxV2Key, MchIDs: []string{"10000100"}}
 	const order = "10000100:1004400740201409030005092168"
 	const refundOrder = "10000100:4200000215201811190261405420"
 	for _, c := range []struct {
@@ -31,7 +31,7 @@ func TestWechatPayV2Events(t *testing.T) {
 		{"result code unknown", "", "", wxV2XML(wxV2MD5.Sign(set(wxV2Fields(), "result_code", "MAYBE"))), keying.Money{}, keying.ErrMalformed},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			n, err := presettest.MustNew(t, Preset, cfg).Verify(v2req(c.body))
+			n, err := presettest.MustNew(t, New, cfg).Verify(v2req(c.body))
 			if c.wantErr != nil {
 				if !errors.Is(err, c.wantErr) {
 					t.Fatalf("got %v, want %v", err, c.wantErr)

@@ -39,7 +39,7 @@ func (*Module) Bill() *bill.Traits { return Bill }
 // Build returns the route's check, configured with the module's settings.
 func (m *Module) Build(r guest.Route) (keying.Platform, error) {
 	var err error
-	cfg := keying.Config{NoVerify: r.NoVerify, Tolerance: r.Tolerance}
+	cfg := Config{NoVerify: r.NoVerify}
 	if cfg.Secret, err = r.Secret("secret", m.Secret); err != nil {
 		return nil, err
 	}
@@ -48,7 +48,7 @@ func (m *Module) Build(r guest.Route) (keying.Platform, error) {
 		m.merchants = append(m.merchants, r.Resolve(id))
 	}
 	cfg.MchIDs = m.merchants
-	return Preset.New(cfg)
+	return New(cfg)
 }
 
 // UnmarshalSubdirective reads one of the platform's settings from the
@@ -70,7 +70,7 @@ func (m *Module) HasSecret() bool { return m.Secret != "" }
 func (m *Module) Merchants() []string { return m.merchants }
 
 // Sender signs the platform's test notifications (send, keygen).
-func (*Module) Sender() *keying.Sender { return Preset.Sender }
+func (*Module) Sender() *keying.Sender { return sender }
 
 // Interface guards
 var (

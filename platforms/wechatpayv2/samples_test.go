@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/idemgate/idemgate/internal/presettest"
-	"github.com/idemgate/idemgate/keying"
 )
 
 // Tests against samples signed by the platforms themselves, taken from
@@ -23,7 +22,7 @@ func TestWechatPayV2DocumentationVector(t *testing.T) {
 	if err := json.Unmarshal(presettest.ReadTestdata(t, "wechatpay_v2.json"), &v); err != nil {
 		t.Fatal(err)
 	}
-	w := presettest.MustNew(t, Preset, keying.Config{Secret: v.Key, MchIDs: []string{v.Fields["mch_id"]}}).(*WechatPayV2)
+	w := presettest.MustNew(t, New, Config{Secret: v.Key, MchIDs: []string{v.Fields["mch_id"]}}).(*WechatPayV2)
 	for name, sign := range map[string]string{"MD5": v.MD5, "HMAC-SHA256": v.HMAC} {
 		fields := map[string]string{"sign": sign}
 		for k, val := range v.Fields {

@@ -12,9 +12,9 @@ import (
 // refund's from req_info (decrypted under the merchant's key), never from
 // its unsigned envelope.
 func TestWechatPayV2MerchantRefs(t *testing.T) {
-	cfg := keying.Config{Secret: wxV2Key, MchIDs: []string{"10000100"}}
+	cfg := Config{Secret: wxV2Key, MchIDs: []string{"10000100"}}
 	refund := wxV2Refund(t, wxV2Key, "n1", wxV2RefundInfo("SUCCESS"))
-	cases := []presettest.VerifyCase{
+	cases := []presettest.VerifyCase[Config]{
 		{Name: "paid", Cfg: cfg, Req: v2req(wxV2XML(wxV2MD5.Sign(wxV2Fields()))), Key: "10000100:1004400740201409030005092168:paid"},
 		{Name: "refund", Cfg: cfg, Req: v2req(refund), Key: "10000100:4200000215201811190261405420:refund:131811191610442717309"},
 		{Name: "refund, envelope names another order", Cfg: cfg, Req: v2req(smuggle(refund, "<out_trade_no>FORGED</out_trade_no><out_refund_no>FORGED2</out_refund_no>")),
@@ -25,7 +25,7 @@ func TestWechatPayV2MerchantRefs(t *testing.T) {
 		"refund":                               {"71106718111915575302817", "131811191610442717309"},
 		"refund, envelope names another order": {"71106718111915575302817", "131811191610442717309"},
 	}
-	presettest.RunVerifyCases(t, Preset, cases, func(t *testing.T, c presettest.VerifyCase, n *keying.Notification) {
+	presettest.RunVerifyCases(t, New, cases, func(t *testing.T, c presettest.VerifyCase[Config], n *keying.Notification) {
 		if !slices.Equal(n.MerchantRefs, want[c.Name]) {
 			t.Fatalf("MerchantRefs = %q, want %q", n.MerchantRefs, want[c.Name])
 		}

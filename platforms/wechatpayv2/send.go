@@ -31,11 +31,13 @@ var sender = &keying.Sender{
 	},
 	RefundEvent: "refund",
 	TradeID:     true,
+	Flags:       []keying.SendFlag{{Name: "sign-type", Default: "MD5", Usage: "WeChat Pay v2: MD5 or HMAC-SHA256"}},
 	Sign: func(in keying.SendInput) (keying.Signed, error) {
-		if in.SignType != "MD5" && in.SignType != "HMAC-SHA256" {
-			return keying.Signed{}, fmt.Errorf("--sign-type must be MD5 or HMAC-SHA256, not %q", in.SignType)
+		signType := in.Flag("sign-type")
+		if signType != "MD5" && signType != "HMAC-SHA256" {
+			return keying.Signed{}, fmt.Errorf("--sign-type must be MD5 or HMAC-SHA256, not %q", signType)
 		}
-		v2 := signer.WechatPayV2{SignType: in.SignType}
+		v2 := signer.WechatPayV2{SignType: signType}
 		var err error
 		if v2.APIKey, err = in.Value(in.Secret, fileAPIKey, "--secret"); err != nil {
 			return keying.Signed{}, err

@@ -26,13 +26,12 @@ import (
 // Preset is WeChat Pay API v2's: answered with the SUCCESS
 // XML, an order's business events, pinned by mchid.
 var Preset = &keying.Preset{
-	Name: "wechatpay_v2", Title: "WeChat Pay", New: newWechatPayV2,
+	Name: "wechatpay_v2", Title: "WeChat Pay",
 	Ack: keying.Ack{Status: 200, Body: "<xml><return_code><![CDATA[SUCCESS]]></return_code><return_msg><![CDATA[OK]]></return_msg></xml>", ContentType: "application/xml"},
 	// The v2 notify (pay.weixin.qq.com/wiki/doc/api/jsapi.php?chapter=9_7)
 	// publishes v3's frequencies.
 	Schedule: wechatpay.Schedule,
-	Orders:   true, Extra: true, Pins: "mchid",
-	Sender: sender,
+	Orders:   true, Extra: true,
 }
 
 // Bill is v3's (WeChat Pay has one bill for both API versions), but a
@@ -107,7 +106,21 @@ type WechatPayV2 struct {
 	mchIDs    []string
 }
 
-func newWechatPayV2(cfg keying.Config) (keying.Platform, error) {
+// Config is what a route configures WeChat Pay's API v2 check with.
+type Config struct {
+	// Secret is the v2 API key (MD5 or HMAC-SHA256 signatures).
+	Secret string
+	// MchIDs pins notifications to these merchants (mch_id); empty
+	// accepts any.
+	MchIDs []string
+	// NoVerify runs the check without signatures (`verify off`).
+	NoVerify bool
+}
+
+// New returns WeChat Pay v2's check configured with cfg. Errors read
+// "wechatpay_v2: <what>" and wrap keying.ErrNeedsSecret when the API key
+// is missing.
+func New(cfg Config) (keying.Platform, error) {
 	if cfg.Secret == "" && !cfg.NoVerify {
 		return nil, keying.NeedsSecret("wechatpay_v2", "secret (the API v2 key)")
 	}

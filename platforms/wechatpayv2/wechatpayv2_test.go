@@ -59,11 +59,11 @@ func set(m map[string]string, kv ...string) map[string]string {
 }
 
 func TestWechatPayV2(t *testing.T) {
-	cfg := keying.Config{Secret: wxV2Key, MchIDs: []string{"10000100"}}
+	cfg := Config{Secret: wxV2Key, MchIDs: []string{"10000100"}}
 	base := wxV2Fields()
 	const wantKey = "10000100:1004400740201409030005092168:paid"
 	md5Signed := wxV2MD5.Sign(base)
-	cases := []presettest.VerifyCase{
+	cases := []presettest.VerifyCase[Config]{
 		{Name: "MD5", Cfg: cfg, Req: v2req(wxV2XML(md5Signed)), WantErr: nil, Key: wantKey},
 		{Name: "MD5 with sign_type", Cfg: cfg, Req: v2req(wxV2XML(wxV2MD5.Sign(set(base, "sign_type", "MD5")))), WantErr: nil, Key: wantKey},
 		{Name: "HMAC-SHA256", Cfg: cfg, Req: v2req(wxV2XML(wxV2HMAC.Sign(base))), WantErr: nil, Key: wantKey},
@@ -84,16 +84,16 @@ func TestWechatPayV2(t *testing.T) {
 		{Name: "DOCTYPE", Cfg: cfg, Req: v2req(append([]byte("<!DOCTYPE xml>"), wxV2XML(md5Signed)...)), WantErr: keying.ErrSignature, Key: ""},
 		{Name: "comment in a value", Cfg: cfg, Req: v2req([]byte(strings.Replace(string(wxV2XML(md5Signed)), "<total_fee><![CDATA[1]]>", "<total_fee><![CDATA[1]]><!-- -->", 1))), WantErr: keying.ErrSignature, Key: ""},
 		{Name: "text after the root", Cfg: cfg, Req: v2req(append(wxV2XML(md5Signed), "<total_fee>100000</total_fee>"...)), WantErr: keying.ErrSignature, Key: ""},
-		{Name: "pinned mch_id", Cfg: keying.Config{Secret: wxV2Key, MchIDs: []string{"10000100"}}, Req: v2req(wxV2XML(md5Signed)), WantErr: nil, Key: wantKey},
-		{Name: "another merchant's notification", Cfg: keying.Config{Secret: wxV2Key, MchIDs: []string{"1900000109"}}, Req: v2req(wxV2XML(md5Signed)), WantErr: keying.ErrMerchant, Key: ""},
-		{Name: "signed without mch_id, pinned", Cfg: keying.Config{Secret: wxV2Key, MchIDs: []string{"10000100"}}, Req: v2req(wxV2XML(wxV2MD5.Sign(set(base, "mch_id", "\x00", "sub_mch_id", "\x00")))), WantErr: keying.ErrMalformed, Key: ""},
+		{Name: "pinned mch_id", Cfg: Config{Secret: wxV2Key, MchIDs: []string{"10000100"}}, Req: v2req(wxV2XML(md5Signed)), WantErr: nil, Key: wantKey},
+		{Name: "another merchant's notification", Cfg: Config{Secret: wxV2Key, MchIDs: []string{"1900000109"}}, Req: v2req(wxV2XML(md5Signed)), WantErr: keying.ErrMerchant, Key: ""},
+		{Name: "signed without mch_id, pinned", Cfg: Config{Secret: wxV2Key, MchIDs: []string{"10000100"}}, Req: v2req(wxV2XML(wxV2MD5.Sign(set(base, "mch_id", "\x00", "sub_mch_id", "\x00")))), WantErr: keying.ErrMalformed, Key: ""},
 		{Name: "signed without transaction_id", Cfg: cfg, Req: v2req(wxV2XML(wxV2MD5.Sign(set(base, "transaction_id", "\x00")))), WantErr: keying.ErrMalformed, Key: ""},
 		{Name: "not XML", Cfg: cfg, Req: v2req([]byte("return_code=SUCCESS")), WantErr: keying.ErrMalformed, Key: ""},
 		{Name: "truncated XML", Cfg: cfg, Req: v2req(wxV2XML(md5Signed)[:40]), WantErr: keying.ErrMalformed, Key: ""},
 		{Name: "empty", Cfg: cfg, Req: v2req(nil), WantErr: keying.ErrMalformed, Key: ""},
-		{Name: "verify off", Cfg: keying.Config{NoVerify: true}, Req: v2req(wxV2XML(base)), WantErr: nil, Key: wantKey},
+		{Name: "verify off", Cfg: Config{NoVerify: true}, Req: v2req(wxV2XML(base)), WantErr: nil, Key: wantKey},
 	}
-	presettest.RunVerifyCases(t, Preset, cases, func(t *testing.T, c presettest.VerifyCase, n *keying.Notification) {
+	presettest.RunVerifyCases(t, New, cases, func(t *testing.T, c presettest.VerifyCase[Config], n *keying.Notification) {
 		if v, ok := n.Extra("out_trade_no"); !ok || v != "1409811653" {
 			t.Fatalf("Extra(out_trade_no) = %q, %v", v, ok)
 		}
@@ -132,21 +132,21 @@ func wxV2Refund(t testing.TB, apiKey, nonce, plain string) []byte {
 }
 
 func TestWechatPayV2Refund(t *testing.T) {
-	cfg := keying.Config{Secret: wxV2Key, MchIDs: []string{"10000100"}}
+	cfg := Config{Secret: wxV2Key, MchIDs: []string{"10000100"}}
 	const key = "10000100:4200000215201811190261405420:refund:131811191610442717309"
-	cases := []presettest.VerifyCase{
+	cases := []presettest.VerifyCase[Config]{
 		{Name: "refund", Cfg: cfg, Req: v2req(wxV2Refund(t, wxV2Key, "n1", wxV2RefundInfo("SUCCESS"))), WantErr: nil, Key: key},
 		{Name: "retry", Cfg: cfg, Req: v2req(wxV2Refund(t, wxV2Key, "n2", wxV2RefundInfo("SUCCESS"))), WantErr: nil, Key: key},
 		{Name: "new status", Cfg: cfg, Req: v2req(wxV2Refund(t, wxV2Key, "n3", wxV2RefundInfo("REFUNDCLOSE"))), WantErr: nil, Key: "10000100:4200000215201811190261405420:refund:131811191610442717309:closed"},
-		{Name: "verify off with secret", Cfg: keying.Config{Secret: wxV2Key, NoVerify: true}, Req: v2req(wxV2Refund(t, wxV2Key, "n1", wxV2RefundInfo("SUCCESS"))), WantErr: nil, Key: key},
+		{Name: "verify off with secret", Cfg: Config{Secret: wxV2Key, NoVerify: true}, Req: v2req(wxV2Refund(t, wxV2Key, "n1", wxV2RefundInfo("SUCCESS"))), WantErr: nil, Key: key},
 		{Name: "other API key", Cfg: cfg, Req: v2req(wxV2Refund(t, "ffffffffffffffffffffffffffffffff", "n1", wxV2RefundInfo("SUCCESS"))), WantErr: keying.ErrSignature, Key: ""},
 		{Name: "decrypts to something else", Cfg: cfg, Req: v2req(wxV2Refund(t, wxV2Key, "n1", "<root><a>1</a></root>")), WantErr: keying.ErrSignature, Key: ""},
 		{Name: "decrypts to garbage", Cfg: cfg, Req: v2req(wxV2Refund(t, wxV2Key, "n1", "not xml")), WantErr: keying.ErrSignature, Key: ""},
 		{Name: "req_info not base64", Cfg: cfg, Req: v2req([]byte("<xml><req_info>%%%</req_info></xml>")), WantErr: keying.ErrSignature, Key: ""},
 		{Name: "req_info not whole blocks", Cfg: cfg, Req: v2req([]byte("<xml><req_info>AAAA</req_info></xml>")), WantErr: keying.ErrSignature, Key: ""},
-		{Name: "no secret", Cfg: keying.Config{NoVerify: true}, Req: v2req(wxV2Refund(t, wxV2Key, "n1", wxV2RefundInfo("SUCCESS"))), WantErr: keying.ErrMalformed, Key: ""},
+		{Name: "no secret", Cfg: Config{NoVerify: true}, Req: v2req(wxV2Refund(t, wxV2Key, "n1", wxV2RefundInfo("SUCCESS"))), WantErr: keying.ErrMalformed, Key: ""},
 	}
-	presettest.RunVerifyCases(t, Preset, cases, func(t *testing.T, _ presettest.VerifyCase, n *keying.Notification) {
+	presettest.RunVerifyCases(t, New, cases, func(t *testing.T, _ presettest.VerifyCase[Config], n *keying.Notification) {
 		if n.Fingerprint != `["3960","3960"]` {
 			t.Fatalf("Fingerprint = %s", n.Fingerprint)
 		}
@@ -160,7 +160,7 @@ func TestWechatPayV2Refund(t *testing.T) {
 }
 
 func TestWechatPayV2Success(t *testing.T) {
-	presettest.CheckSuccess(t, presettest.MustNew(t, Preset, keying.Config{NoVerify: true}), http.Header{}, []presettest.SuccessCase{
+	presettest.CheckSuccess(t, presettest.MustNew(t, New, Config{NoVerify: true}), http.Header{}, []presettest.SuccessCase{
 		{Status: 200, Body: `<xml><return_code><![CDATA[SUCCESS]]></return_code><return_msg><![CDATA[OK]]></return_msg></xml>`, Want: true},
 		{Status: 200, Body: `<xml><return_code>SUCCESS</return_code></xml>`, Want: true},
 		{Status: 200, Body: `<xml><return_code><![CDATA[FAIL]]></return_code></xml>`, Want: false},
@@ -177,8 +177,8 @@ func FuzzWechatPayV2(f *testing.F) {
 	f.Add([]byte(`<?xml version="1.0" encoding="GBK"?><xml></xml>`))
 	f.Add(wxV2Refund(f, wxV2Key, "n", wxV2RefundInfo("SUCCESS")))
 	f.Add([]byte(`<xml><req_info>AAAAAAAAAAAAAAAAAAAAAA==</req_info></xml>`))
-	verifying := presettest.MustNew(f, Preset, keying.Config{Secret: wxV2Key, MchIDs: []string{"10000100"}})
-	open := presettest.MustNew(f, Preset, keying.Config{NoVerify: true})
+	verifying := presettest.MustNew(f, New, Config{Secret: wxV2Key, MchIDs: []string{"10000100"}})
+	open := presettest.MustNew(f, New, Config{NoVerify: true})
 	f.Fuzz(func(t *testing.T, body []byte) {
 		presettest.FuzzVerify(t, v2req(body), func(n *keying.Notification) {
 			if n.Key == "" {
@@ -213,7 +213,7 @@ func FuzzWechatPayV2(f *testing.F) {
 // TestConcurrentVerify runs the preset from several goroutines at once
 // (meaningful under -race): a Platform is shared by all requests of a route.
 func TestConcurrentVerify(t *testing.T) {
-	presettest.ConcurrentVerify(t, presettest.MustNew(t, Preset, keying.Config{Secret: wxV2Key, MchIDs: []string{"10000100"}}), v2req(wxV2XML(wxV2MD5.Sign(wxV2Fields()))))
+	presettest.ConcurrentVerify(t, presettest.MustNew(t, New, Config{Secret: wxV2Key, MchIDs: []string{"10000100"}}), v2req(wxV2XML(wxV2MD5.Sign(wxV2Fields()))))
 }
 
 // TestWechatPayV2NeedsOneMchID: a verifying route names exactly one mchid,
@@ -221,13 +221,13 @@ func TestConcurrentVerify(t *testing.T) {
 // merchant; verify off takes any number.
 func TestWechatPayV2NeedsOneMchID(t *testing.T) {
 	for _, ids := range [][]string{nil, {"10000100", "1900000109"}} {
-		_, err := Preset.New(keying.Config{Secret: wxV2Key, MchIDs: ids})
+		_, err := New(Config{Secret: wxV2Key, MchIDs: ids})
 		if err == nil || !strings.Contains(err.Error(), "name exactly one mchid") || !strings.Contains(err.Error(), "refund notification signs no merchant") {
 			t.Fatalf("New with mchid %v = %v, want the start-up error naming mchid", ids, err)
 		}
 	}
 	for _, ids := range [][]string{nil, {"10000100", "1900000109"}} {
-		if _, err := Preset.New(keying.Config{Secret: wxV2Key, NoVerify: true, MchIDs: ids}); err != nil {
+		if _, err := New(Config{Secret: wxV2Key, NoVerify: true, MchIDs: ids}); err != nil {
 			t.Fatalf("verify off, mchid %v: %v", ids, err)
 		}
 	}
@@ -242,20 +242,20 @@ func TestWechatPayV2Partner(t *testing.T) {
 	pay := v2req(wxV2MD5.Body(platformtest.WechatPayV2PartnerPayment(sub, tx, "P1", 100)))
 	info := platformtest.WechatPayV2RefundInfo(tx, "P1", "5030P1", "SUCCESS", 60, 100)
 	refund := v2req(wxV2MD5.PartnerRefund(t, sub, info))
-	pinSub := keying.Config{Secret: wxV2Key, MchIDs: []string{sub}}
-	pinSp := keying.Config{Secret: wxV2Key, MchIDs: []string{sp}}
-	cases := []presettest.VerifyCase{
+	pinSub := Config{Secret: wxV2Key, MchIDs: []string{sub}}
+	pinSp := Config{Secret: wxV2Key, MchIDs: []string{sp}}
+	cases := []presettest.VerifyCase[Config]{
 		{Name: "payment, sub-merchant's route", Cfg: pinSub, Req: pay, Key: sub + ":" + tx + ":paid"},
 		{Name: "refund, sub-merchant's route", Cfg: pinSub, Req: refund, Key: sub + ":" + tx + ":refund:RP1"},
 		{Name: "payment, service provider's route", Cfg: pinSp, Req: pay, Key: sp + ":" + tx + ":paid"},
 		{Name: "refund, service provider's route", Cfg: pinSp, Req: refund, Key: sp + ":" + tx + ":refund:RP1"},
-		{Name: "payment, verify off: sub_mch_id", Cfg: keying.Config{NoVerify: true}, Req: pay, Key: sub + ":" + tx + ":paid"},
-		{Name: "refund, verify off: sub_mch_id", Cfg: keying.Config{Secret: wxV2Key, NoVerify: true}, Req: refund, Key: sub + ":" + tx + ":refund:RP1"},
-		{Name: "payment, another merchant's route", Cfg: keying.Config{Secret: wxV2Key, MchIDs: []string{"1900000999"}}, Req: pay, WantErr: keying.ErrMerchant},
-		{Name: "refund, another merchant's route", Cfg: keying.Config{Secret: wxV2Key, MchIDs: []string{"1900000999"}}, Req: refund, WantErr: keying.ErrMerchant},
+		{Name: "payment, verify off: sub_mch_id", Cfg: Config{NoVerify: true}, Req: pay, Key: sub + ":" + tx + ":paid"},
+		{Name: "refund, verify off: sub_mch_id", Cfg: Config{Secret: wxV2Key, NoVerify: true}, Req: refund, Key: sub + ":" + tx + ":refund:RP1"},
+		{Name: "payment, another merchant's route", Cfg: Config{Secret: wxV2Key, MchIDs: []string{"1900000999"}}, Req: pay, WantErr: keying.ErrMerchant},
+		{Name: "refund, another merchant's route", Cfg: Config{Secret: wxV2Key, MchIDs: []string{"1900000999"}}, Req: refund, WantErr: keying.ErrMerchant},
 		{Name: "tampered sub_mch_id", Cfg: pinSp, Req: v2req([]byte(strings.Replace(string(pay.Body), sub, "1900000999", 1))), WantErr: keying.ErrSignature},
 	}
-	presettest.RunVerifyCases(t, Preset, cases, func(t *testing.T, c presettest.VerifyCase, n *keying.Notification) {
+	presettest.RunVerifyCases(t, New, cases, func(t *testing.T, c presettest.VerifyCase[Config], n *keying.Notification) {
 		if v, ok := n.Extra("sub_mch_id"); !ok || v != sub {
 			t.Fatalf("Extra(sub_mch_id) = %q, %v", v, ok)
 		}
@@ -268,7 +268,7 @@ func TestWechatPayV2Partner(t *testing.T) {
 // key's merchant came from the envelope, so it was a second key and the
 // backend ran the refund twice.
 func TestWechatPayV2RefundReplayedUnderAnotherEnvelope(t *testing.T) {
-	p := presettest.MustNew(t, Preset, keying.Config{Secret: wxV2Key, MchIDs: []string{"10000100"}})
+	p := presettest.MustNew(t, New, Config{Secret: wxV2Key, MchIDs: []string{"10000100"}})
 	genuine := wxV2MD5.RefundFields(t, wxV2RefundInfo("SUCCESS"), "n1")
 	var keys []string
 	for _, env := range []map[string]string{
