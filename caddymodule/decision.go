@@ -85,7 +85,7 @@ func (h *Handler) record(ctx context.Context, span spanEnder, repl *caddy.Replac
 	}
 
 	level, msg := logLevel(d, h.WarnCopies, h.warned)
-	if ce := h.logger.Check(level, msg); ce != nil {
+	if ce := h.decisions.Check(level, msg); ce != nil {
 		fields := make([]zap.Field, 0, 7)
 		fields = append(fields,
 			zap.String("platform", h.Platform),

@@ -38,7 +38,8 @@
 // replay.go the answer recorder and the replay; journal.go the journal
 // (package journal) and search's references as a forward hands them to
 // the gate, and a failed key's record read back for its events; decision.go the one place that logs, counts,
-// traces and emits what each request came to; observer.go the route's
+// traces and emits what each request came to (decisionlog.go writes its
+// log line after the answer); observer.go the route's
 // metrics, logs and events as the record, the gate's settling and the
 // delivery engine (delivery.Observer) report to them; tracing.go and alert.go
 // those outputs, package metrics (caddymodule/metrics) the Prometheus

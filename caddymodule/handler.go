@@ -168,6 +168,12 @@ type Handler struct {
 	dlv     *deliveryState // async delivery; nil for sync
 	gate    *gate.Gate     // the request path (serve.go)
 	reg     *app.Route     // this route in the registry, once provisioned
+
+	// decisions is logger with its lines written after the answer
+	// (decisionlog.go), by lines.
+	decisions *zap.Logger
+	lines     *lineQueue
+
 	// merchants: app_id and mchid as resolved (the registry's Merchants).
 	merchants []string
 	// resign signs a redelivery afresh (Stripe, Standard Webhooks: the
@@ -195,6 +201,8 @@ func (Handler) CaddyModule() caddy.ModuleInfo {
 func (h *Handler) Provision(ctx caddy.Context) (err error) {
 	defer func() { err = where(h.RouteOrigin, err) }()
 	h.logger = ctx.Logger()
+	h.lines = newLineQueue()
+	h.decisions = h.lines.logger(h.logger)
 	h.ctx = ctx
 	h.run = new(runState)
 	lr, err := loadLastRetries()

@@ -100,6 +100,7 @@ func provisionBench(b *testing.B, sc *StoreConfig) *Handler {
 // (claim trouble, the delivery engine's reports) included.
 func useLogger(h *Handler, l *zap.Logger) {
 	h.logger = l
+	h.decisions = l // written at once: the tests read them right after
 	h.obs.logger = l
 }
 

@@ -71,6 +71,9 @@ type runState struct {
 // Cleanup stops what start started and drops this handler's reference to
 // its store. Caddy calls it after a failed Provision too.
 func (h *Handler) Cleanup() error {
+	if h.lines != nil {
+		h.lines.close()
+	}
 	if h.run == nil {
 		return nil
 	}

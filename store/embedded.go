@@ -135,8 +135,13 @@ func NewEmbedded(path string, opts EmbeddedOptions) (*Embedded, error) {
 	// but rebuilt from the pages when the file opens. Written, it cost each
 	// commit a write proportional to the file's free pages: with 1M live
 	// orders a refund took 3.2 ms and 487 KB of allocations, 1.7 ms with
-	// 10k (BenchmarkScale); unwritten, 2.4 ms and 190 KB. Opening a file
-	// of 1M records takes 0.2 s instead of 1 ms.
+	// 10k (BenchmarkScale); unwritten, 2.4 ms and 190 KB. Unwritten, an
+	// open rebuilds it by walking every page of the file (bbolt checks
+	// each page and the order of its keys), reading the whole file through
+	// the memory map: BenchmarkEmbeddedOpen, docs/performance.md. So Close
+	// writes it with the last commit, and only an open after a crash
+	// walks the file, read ahead in order first (readAhead).
+	readAhead(path)
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: opts.OpenTimeout, NoSync: opts.NoSync,
 		FreelistType: bolt.FreelistMapType, NoFreelistSync: true})
 	if errors.Is(err, berrors.ErrTimeout) {
@@ -565,8 +570,8 @@ type ixCursor struct {
 	k []byte
 }
 
-// Close stops the sweeper, writes pending counts, closes the file and
-// wakes all waiters.
+// Close stops the sweeper, writes pending counts and the freelist, closes
+// the file and wakes all waiters.
 func (s *Embedded) Close() error {
 	var err error
 	s.once.Do(func() {
@@ -575,6 +580,18 @@ func (s *Embedded) Close() error {
 		close(s.closed)
 		<-s.committed
 		err = s.flush()
+		// The last commit writes the freelist, so the next open reads it
+		// rather than rebuilding it from every page of the file (see
+		// NewEmbedded): that walk is what made a restart slow, seconds at
+		// 1M keys once the file is out of the page cache. The first
+		// commit after the open drops it again; only a process that did
+		// not get here (killed, crashed) leaves the walk to the next one.
+		s.mu.Lock()
+		s.db.NoFreelistSync = false
+		if uerr := s.db.Update(func(*bolt.Tx) error { return nil }); err == nil {
+			err = mapBoltErr(uerr)
+		}
+		s.mu.Unlock()
 		if cerr := s.db.Close(); err == nil {
 			err = cerr
 		}
