@@ -121,9 +121,9 @@ for i = tonumber(ARGV[2]), tonumber(ARGV[3]) - 1 do
   local h = ARGV[1] .. ':{' .. k .. '}'
   local t = string.format('%d', ms)
   -- The record's value (record.lua): recordFields, token, notification, attempts.
-  redis.call('SET', h, cmsgpack.pack({k, 'answered', '200', false, 'success', '1', 'fp', '1', false,
+  redis.call('SET', h, cmsgpack.pack(k, 'answered', '200', false, 'success', '1', 'fp', '1', false,
     t, t, string.format('%d', ms + 3600000), t, '1', false, false, false, false, false,
-    false, false, false}), 'PX', 3600000)
+    false, false, false), 'PX', 3600000)
 end
 return 1`)
 		run(b, s, func(from, to int) {

@@ -46,9 +46,9 @@ if not st then
   -- with printf's %.17g, and Lua's tostring with %.14g (~0.5 µs each; 3–5%
   -- of a first copy's Redis CPU in a profile).
   -- No conflicts until a conflict (false: it reads as 0).
-  redis.call('SET', h, cmsgpack.pack({ARGV[4], 'in_flight', false, false, false, false,
+  redis.call('SET', h, cmsgpack.pack(ARGV[4], 'in_flight', false, false, false, false,
     ARGV[2], '1', false, now, now, string.format('%d', nowms + ttl), now, '1',
-    false, false, false, false, false, ARGV[1], false, false}), 'PX', ARGV[3])
+    false, false, false, false, false, ARGV[1], false, false), 'PX', ARGV[3])
   return {'won', now}
 end
 if st == 'failed' then

@@ -79,9 +79,9 @@ func setRecordFields(t *testing.T, c *redis.Client, h string, fields ...string) 
 		}
 		args = append(args, at+1, fields[i+1])
 	}
-	err := c.Eval(context.Background(), `local r = cmsgpack.unpack(redis.call('GET', KEYS[1]))
+	err := c.Eval(context.Background(), `local r = {cmsgpack.unpack(redis.call('GET', KEYS[1]))}
 for i = 1, #ARGV, 2 do r[tonumber(ARGV[i])] = ARGV[i + 1] end
-redis.call('SET', KEYS[1], cmsgpack.pack(r), 'KEEPTTL')
+redis.call('SET', KEYS[1], cmsgpack.pack(unpack(r)), 'KEEPTTL')
 return 1`, []string{h}, args...).Err()
 	if err != nil {
 		t.Fatal(err)

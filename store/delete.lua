@@ -10,7 +10,7 @@ local h = KEYS[1]
 local s = redis.pcall('GET', h) -- an earlier layout's hash: an error reply
 local gone = false
 if type(s) == 'string' then
-  local r = cmsgpack.unpack(s)
+  local r = {cmsgpack.unpack(s)}
   gone = r[STATE] == 'in_flight' and tonumber(r[EXPIRES]) <= now_ms() and not r[NA] and not r[NN]
 end
 local had = redis.call('HEXISTS', KEYS[4], ARGV[2]) == 1

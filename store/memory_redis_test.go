@@ -53,9 +53,9 @@ func TestRedisMemoryPerKey(t *testing.T) {
 		{"tiny_header_keyed", tiny, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			per, enc := redisMemoryPerKey(t, n, c.n, answer)
-			t.Logf("%d keys, %d-byte notification (stored in %d): %d bytes of Redis memory per answered key; a record's encoding: %s",
-				n, len(c.n.Body), len(encodeNotification(c.n)), per, enc)
+			per, one := redisMemoryPerKey(t, n, c.n, answer)
+			t.Logf("%d keys, %d-byte notification (stored in %d): %d bytes of Redis memory per answered key; a record: %s",
+				n, len(c.n.Body), len(encodeNotification(c.n)), per, one)
 			if c.budget > 0 && per > c.budget {
 				t.Errorf("%d bytes per key, contract ≤ %d", per, c.budget)
 			}
@@ -64,8 +64,8 @@ func TestRedisMemoryPerKey(t *testing.T) {
 }
 
 // redisMemoryPerKey fills a fresh Redis with n answered keys through the
-// store and returns used_memory's growth per key and the OBJECT ENCODING
-// of one record.
+// store and returns used_memory's growth per key and what one record is
+// (its OBJECT ENCODING, its value's length, its MEMORY USAGE).
 func redisMemoryPerKey(t *testing.T, n int, notif *Notification, a Answer) (int64, string) {
 	c := redistest.Start(t).Client()
 	s := NewRedis(c, RedisOptions{})
@@ -123,17 +123,21 @@ func redisMemoryPerKey(t *testing.T, n int, notif *Notification, a Answer) (int6
 	before := used()
 	fill(1, n+1)
 	per := (used() - before) / int64(n)
-	enc, err := c.ObjectEncoding(ctx, s.hashKey(key(1))).Result()
+	h := s.hashKey(key(1))
+	enc, err := c.ObjectEncoding(ctx, h).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
+	typ, _ := c.Type(ctx, h).Result()
+	size, _ := c.StrLen(ctx, h).Result()
+	usage, _ := c.MemoryUsage(ctx, h).Result()
 	// What was measured reads back as written.
 	r, err := s.Lookup(ctx, key(n/2))
 	if err != nil || r.State != StateAnswered || string(r.Body) != string(a.Body) ||
 		r.Notification == nil || len(r.Attempts) != 1 {
 		t.Fatalf("a measured key reads %+v, %v", r, err)
 	}
-	return per, enc
+	return per, fmt.Sprintf("%s (%s) of %d bytes, MEMORY USAGE %d", typ, enc, size, usage)
 }
 
 // TestRedisOldLayoutRecord: a record as the store wrote it before a

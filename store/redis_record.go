@@ -103,10 +103,24 @@ const (
 )
 
 // unpackRecord reads a record's value (record.lua): its recordWidth
-// fields, "" for a missing one.
+// fields, MessagePack strings or false ("" here) one after another. They
+// share p's memory.
 func unpackRecord(p string) ([]string, error) {
-	v, err := unpackFields(p)
-	if err != nil || len(v) != recordWidth {
+	v := make([]string, 0, recordWidth)
+	for p != "" && len(v) < recordWidth {
+		if p[0] == 0xc0 || p[0] == 0xc2 { // nil, false
+			v = append(v, "")
+			p = p[1:]
+			continue
+		}
+		l, rest, ok := msgpackString(p)
+		if !ok || l > len(rest) {
+			break
+		}
+		v = append(v, rest[:l])
+		p = rest[l:]
+	}
+	if len(v) != recordWidth || p != "" {
 		return nil, fmt.Errorf("store: malformed record (%d fields, want %d)", len(v), recordWidth)
 	}
 	return v, nil
