@@ -141,8 +141,10 @@ func (s *Redis) hashKey(key string) string {
 	return s.prefix + ":{" + escapeKey(order) + "}:" + escapeKey(event)
 }
 
-// keys are the Redis keys of key's record, journal and order state, as the
-// scripts take them. A script that does not touch the order state (order
+// keys are the Redis keys the scripts take for key: its record, the two
+// names where an earlier layout kept its journal (unused but by
+// delete.lua, which purges a record of that layout; they keep the index's
+// keys where journal.lua's index finds them) and its order state. A script that does not touch the order state (order
 // false) gets the hash's name in its place: the same slot, and no digest
 // of the order to compute (a SHA-256 and 2 allocations per call).
 func (s *Redis) keys(key string, order bool) []string {
