@@ -208,3 +208,16 @@ func TestRedisOldLayoutRecord(t *testing.T) {
 	}
 	claim(t, s, key, "fp", time.Minute, Won)
 }
+
+// TestRedisLookupMissingWaits: with WaitReplicas, a Lookup that finds no
+// record reports a write it could not see replicated as such, as one
+// that finds a record does (GET answers nil where HMGET answered a list
+// of nils: the replication check must not be lost behind "not found").
+func TestRedisLookupMissingWaits(t *testing.T) {
+	c := redistest.Start(t).Client()
+	s := NewRedis(c, RedisOptions{WaitReplicas: 1, WaitTimeout: 20 * time.Millisecond})
+	t.Cleanup(func() { s.Close() })
+	if _, err := s.Lookup(context.Background(), "nobody"); !errors.Is(err, ErrNotReplicated) {
+		t.Fatalf("Lookup of a missing key on a server without replicas: %v, want ErrNotReplicated", err)
+	}
+}

@@ -494,8 +494,8 @@ func (s *Redis) Lookup(ctx context.Context, key string) (*Record, error) {
 		})
 		if g == nil { // no server to send it to
 			err = werr
-		} else if err = g.Err(); err == nil {
-			err = werr
+		} else if err = g.Err(); (err == nil || errors.Is(err, redis.Nil)) && werr != nil {
+			err = werr // a missing record too is known once replicated
 		}
 	} else {
 		g = s.c.Get(ctx, h)
