@@ -17,17 +17,20 @@ import (
 // Redis is a Store on Redis (single, Sentinel or Cluster), shared by any
 // number of gateway instances.
 //
-// Layout: one hash per idempotency key, <prefix>:{<key>}, with the fields
-// key, state, token, status, headers, body, body_cached, fp, copies,
-// conflicts, first, last, expires, changed, and the journal's counters nf,
-// nr, ni (copies forwarded, replayed, found in flight) and na (attempts),
-// and dead ("1": Record.Dead); conflicts is absent until the first
-// conflict (0; claim.lua), dead unless the record is marked.
-// Beside it, with the same hash tag, the journal: <prefix>:{<key>}:n, the
-// notification (a string; compressed past 512 bytes, journal.go), and
-// <prefix>:{<key>}:a, the attempts (a string of length-prefixed records: a
-// list costs three times as much). Keeping the big values out of the hash
-// keeps it a small listpack.
+// Layout: one string per idempotency key, <prefix>:{<key>} (record.lua):
+// the fields key, state, status, headers, body, body_cached, fp, copies,
+// conflicts, first, last, expires, changed, the journal's counters nf,
+// nr, ni (copies forwarded, replayed, found in flight), na (attempts) and
+// nn (a notification kept), and dead ("1": Record.Dead), in recordFields'
+// order, then the claim's token, the journal's notification (compressed
+// past 512 bytes, journal.go) and its attempts (length-prefixed records),
+// as MessagePack values one after another; a missing one false
+// (conflicts until the first conflict, dead unless the record is
+// marked). One value whatever its fields' sizes: a hash with one field
+// past 64 bytes took Redis's hashtable encoding, and its journal two keys
+// more (docs/performance.md, "A key's memory"). A record of that earlier
+// layout (a hash, <prefix>:{<key>}:n and :a beside it) is refused as
+// errOldLayout, never misread; Delete purges it.
 // The key inside the braces is escaped ("%" → %25, "{" → %7B, "}" → %7D) so
 // every key, whatever its bytes, is one intact hash tag; keys without those
 // bytes stay readable. Wake-ups go to the pub/sub channel
