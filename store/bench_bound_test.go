@@ -30,9 +30,9 @@ import (
 //     write nothing, so every write of the completion goes in it.
 //
 // A replay reads the answer and counts the copy: plain (GET and HINCRBY),
-// lua (the same in a script), lua_packed_answer (a record of the store's
-// fields, written by the store, with the answer packed into one field, the
-// counters beside it) and store (the store's claim of that record). The
+// lua (the same in a script), lua_packed_answer (a hash of the store's
+// record fields, with the answer packed into one field, the
+// counters beside it) and store (the store's claim of a record it wrote). The
 // one_string cases keep the whole record in one string, its state and
 // fingerprint at the head for the script to check, and call the script as
 // the store calls its claim (4 keys, 5 arguments): one_string counts
@@ -141,8 +141,12 @@ return {'replayed', v, c, r, now}`)
 	if err := st.Complete(ctx, "bound:stored", won.Token, Answer{Status: 200, Header: answer.Header, Body: []byte("success"), BodyCached: true}, time.Hour, Journal{}); err != nil {
 		b.Fatal(err)
 	}
-	stored := st.keys("bound:stored", false)[0]
-	if err := c.HSet(ctx, stored, "rp", strings.Repeat("r", 60)).Err(); err != nil {
+	// The store's fields as a hash (its layout before a record was one
+	// value, record.lua), the answer packed into one field.
+	const stored = "bound:packed"
+	if err := c.HSet(ctx, stored, "key", "bound:stored", "state", "answered", "fp", "fp", "copies", "1",
+		"first", "1764600000000", "last", "1764600000000", "expires", "1764603600000",
+		"changed", "1764600000000", "nf", "1", "token", "", "rp", strings.Repeat("r", 60)).Err(); err != nil {
 		b.Fatal(err)
 	}
 	if err := c.Set(ctx, "bound:replay", answered, 0).Err(); err != nil {

@@ -119,10 +119,11 @@ local ms = now[1] * 1000 + math.floor(now[2] / 1000)
 for i = tonumber(ARGV[2]), tonumber(ARGV[3]) - 1 do
   local k = 'fill:' .. i
   local h = ARGV[1] .. ':{' .. k .. '}'
-  redis.call('HSET', h, 'key', k, 'state', 'answered', 'status', 200, 'body', 'success', 'body_cached', '1',
-    'fp', 'fp', 'copies', 1, 'conflicts', 0, 'first', ms, 'last', ms, 'expires', ms + 3600000,
-    'changed', ms, 'nf', 1)
-  redis.call('PEXPIRE', h, 3600000)
+  local t = string.format('%d', ms)
+  -- The record's value (record.lua): recordFields, token, notification, attempts.
+  redis.call('SET', h, cmsgpack.pack(k, 'answered', '200', false, 'success', '1', 'fp', '1', false,
+    t, t, string.format('%d', ms + 3600000), t, '1', false, false, false, false, false,
+    false, false, false), 'PX', 3600000)
 end
 return 1`)
 		run(b, s, func(from, to int) {

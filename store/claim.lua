@@ -1,54 +1,36 @@
--- Claim one idempotency key. KEYS: the key's hash, notification, attempts,
--- its order's state. ARGV: token, fingerprint, lock TTL (ms), original key,
+-- Claim one idempotency key. KEYS: the key's record, two names unused
+-- (where an earlier layout kept the notification and the attempts), its
+-- order's state. ARGV: token, fingerprint, lock TTL (ms), original key,
 -- the key's event in its order.
 -- Returns {"won", <now ms>}; {"order", <the event's stored value>} when the
 -- key has no record and its event ran in its order (nothing is written);
--- {"replayed", <what a replay needs, packed>} for an answered key's copy;
--- or {outcome, <the record's metadata in claimFields order, packed>} where
--- outcome is "in_flight" or "conflict", so a duplicate costs one round
--- trip. Packed: the fields as one MessagePack array (a missing one false),
--- one string, so the gateway reads one reply instead of one per field.
--- The HMGETs below name the fields in replayFields' and claimFields' order
--- (redis_record.go); TestClaimScriptFields holds them together.
-local h, nk, ak = KEYS[1], KEYS[2], KEYS[3]
+-- {"replayed", <the record>} for an answered key's copy; or {outcome,
+-- <the record>} where outcome is "in_flight" or "conflict" (the state as
+-- the script judged it), so a duplicate costs one round trip. The record
+-- is its value as this copy left it (record.lua), one string.
+local h = KEYS[1]
 local nowms = now_ms()
 local now = string.format('%d', nowms)
 local ttl = tonumber(ARGV[3])
-local st = redis.call('HGET', h, 'state')
+local r = load(h) -- the record (record.lua), for a key that has one
+local st = r and r[STATE]
 if st == 'answered' then
-  -- A replay, the commonest duplicate, reads only what it needs: 9 of the
-  -- record's 18 fields, in replayFields' order (redis_record.go;
-  -- TestClaimScriptFields), and this copy's time as a 10th. Reading and
-  -- packing all 18 was 45% of an uncached replay's Redis instructions.
-  -- A conflict (another fingerprint) reads the whole record below.
-  local a = redis.call('HMGET', h, 'status', 'headers', 'body', 'body_cached',
-    'fp', 'copies', 'first', 'expires', 'nr')
-  -- Not a conflict: the test below, of the fingerprint read here.
-  if not (ARGV[2] ~= '' and a[5] and a[5] ~= '' and a[5] ~= ARGV[2]) then
-    a[6] = string.format('%d', (tonumber(a[6]) or 0) + 1)
-    a[9] = string.format('%d', (tonumber(a[9]) or 0) + 1)
-    redis.call('HSET', h, 'copies', a[6], 'nr', a[9], 'last', now)
-    a[10] = now
-    return {'replayed', cmsgpack.pack(a)}
+  -- A replay, the commonest duplicate: the copy counted, and the record as
+  -- written its reply (the gateway reads replayFields of it). Packing
+  -- those apart cost more than sending the rest.
+  local fp = r[FP]
+  if not (ARGV[2] ~= '' and fp and fp ~= '' and fp ~= ARGV[2]) then
+    inc(r, COPIES)
+    inc(r, NR)
+    r[LAST] = now
+    return {'replayed', save(h, r)}
   end
 end
-local r -- the record, for a key that has one
-local stale = false -- a claim that ran out left its fields
-if st then
-  -- A copy in flight or in conflict, or a key free again: the record's
-  -- metadata in one read, in claimFields' order (redis_record.go;
-  -- TestClaimScriptFields), and its counters written back in one HSET.
-  -- Not the answer, which such a copy never gets, nor the key, which the
-  -- gateway has (each field named costs the script ~1.1k instructions,
-  -- and a missing one a scan of the whole hash).
-  r = redis.call('HMGET', h, 'state', 'fp', 'copies', 'conflicts', 'first',
-    'last', 'expires', 'changed', 'nf', 'nr', 'ni', 'na', 'nn')
-  if st == 'in_flight' and tonumber(r[7]) <= nowms then
-    -- The claim ran out: the key is free, its journal (if any) stays.
-    st = 'failed'
-    if not r[12] and not r[13] then
-      st, stale = false, true -- nothing to keep: Redis is about to expire it
-    end
+if st == 'in_flight' and tonumber(r[EXPIRES]) <= nowms then
+  -- The claim ran out: the key is free, its journal (if any) stays.
+  st = 'failed'
+  if not r[NA] and not r[NN] then
+    st = false -- nothing to keep: Redis is about to expire it
   end
 end
 if not st then
@@ -56,69 +38,46 @@ if not st then
   if ran then
     return {'order', ran}
   end
-  -- A new record. Its first write is the HSET, which Redis refuses at
-  -- maxmemory (noeviction): Redis judges memory at a script's first write
-  -- only, so a DEL first would let every later write past the limit. What
-  -- a claim that ran out left behind is cleared after it.
+  -- A new record, in one SET (which also replaces what a claim that ran
+  -- out left). It is the script's first write, which Redis refuses at
+  -- maxmemory (noeviction): Redis judges memory at a script's first
+  -- write only.
   -- Numbers go to Redis as strings: Redis formats a Lua number argument
   -- with printf's %.17g, and Lua's tostring with %.14g (~0.5 µs each; 3–5%
   -- of a first copy's Redis CPU in a profile).
-  -- No conflicts field until a conflict: a missing one reads as 0 (in the
-  -- scripts and in parseRecord, of this version and those before it), and
-  -- a listpack finds a field by a scan of those before it, so every field
-  -- written costs the claim and every later command on the hash (2.3% of
-  -- a first copy's Redis instructions). last and changed could be left
-  -- out the same way, for 1.6% more, but a gateway of an earlier version
-  -- (a rolling upgrade) would read them as 1970: a failed key's platform
-  -- retries estimated as spent.
-  redis.call('HSET', h, 'key', ARGV[4], 'state', 'in_flight', 'token', ARGV[1],
-    'fp', ARGV[2], 'copies', '1', 'first', now, 'last', now,
-    'expires', string.format('%d', nowms + ttl), 'changed', now, 'nf', '1')
-  if stale then
-    local fresh = {key = true, state = true, token = true, fp = true, copies = true,
-      first = true, last = true, expires = true, changed = true, nf = true}
-    for _, f in ipairs(redis.call('HKEYS', h)) do
-      if not fresh[f] then
-        redis.call('HDEL', h, f)
-      end
-    end
-  end
-  redis.call('DEL', nk, ak)
-  redis.call('PEXPIRE', h, ARGV[3])
+  -- No conflicts until a conflict (false: it reads as 0).
+  redis.call('SET', h, cmsgpack.pack(ARGV[4], 'in_flight', false, false, false, false,
+    ARGV[2], '1', false, now, now, string.format('%d', nowms + ttl), now, '1',
+    false, false, false, false, false, ARGV[1], false, false), 'PX', ARGV[3])
   return {'won', now}
-end
--- bump adds one to the record's field i (a counter) and returns it.
-local function bump(i)
-  r[i] = string.format('%d', (tonumber(r[i]) or 0) + 1)
-  return r[i]
 end
 if st == 'failed' then
   -- Free again: the claim wins and the history stays.
-  local f = {'state', 'in_flight', 'token', ARGV[1], 'last', now,
-    'expires', string.format('%d', nowms + ttl), 'changed', now,
-    'copies', bump(3), 'nf', bump(9)}
+  r[STATE], r[TOKEN], r[LAST], r[CHANGED] = 'in_flight', ARGV[1], now, now
+  r[EXPIRES] = string.format('%d', nowms + ttl)
+  inc(r, COPIES)
+  inc(r, NF)
   if ARGV[2] ~= '' then
-    f[#f + 1], f[#f + 2] = 'fp', ARGV[2]
+    r[FP] = ARGV[2]
   end
-  redis.call('HSET', h, unpack(f))
   -- Live again (a redelivery): only this claim's own settle may mark the
   -- key dead (release.lua).
-  redis.call('HDEL', h, 'dead')
-  keep_for(h, nk, ak, ttl)
+  r[DEAD] = false
+  save_for(h, r, ttl)
   return {'won', now}
 end
-local fp = r[2]
+local fp = r[FP]
 local outcome
 if ARGV[2] ~= '' and fp and fp ~= '' and fp ~= ARGV[2] then
-  redis.call('HSET', h, 'conflicts', bump(4))
+  inc(r, CONFLICTS)
   outcome = 'conflict'
 else
   -- In flight (an answered key's copy was replayed above).
-  r[6] = now
-  redis.call('HSET', h, 'copies', bump(3), 'ni', bump(11), 'last', now)
+  r[LAST] = now
+  inc(r, COPIES)
+  inc(r, NI)
   outcome = st
 end
--- One MessagePack array (Redis's cmsgpack, in C): packing in Lua cost
--- more than the HMGET, a number formatted per field (an uncached replay's
--- Redis CPU 43 → 34 µs, BenchmarkStoreCPU/replay).
-return {outcome, cmsgpack.pack(r)}
+-- The record as written: the gateway reads claimFields of it (not the
+-- answer, which such a copy never gets).
+return {outcome, save(h, r)}

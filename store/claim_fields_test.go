@@ -7,25 +7,46 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
-// TestClaimScriptFields: the claim script packs a duplicate's record in
-// the order its HMGETs name the fields, and the gateway unpacks it in
-// replayFields' order (a replay, with the copy's time after them) or
-// claimFields' order (any other); the lists must be one.
+// TestClaimScriptFields: record.lua names a record's fields in
+// recordFields' order (then the token, the notification and the
+// attempts), as unpackRecord reads them; the claim script answers a
+// duplicate with the record it wrote, of which Claim reads replayFields
+// (a replay) or claimFields (any other).
 func TestClaimScriptFields(t *testing.T) {
-	ms := regexp.MustCompile(`(?s)redis\.call\('HMGET', h, (.*?)\)`).FindAllStringSubmatch(claimLua, -1)
-	if len(ms) != 2 {
-		t.Fatalf("claim.lua has %d HMGETs of the record, want 2 (a replay's, the whole record's)", len(ms))
+	m := regexp.MustCompile(`(?s)\nlocal (KEY, .*?) =`).FindStringSubmatch(recordLua)
+	if m == nil {
+		t.Fatal("record.lua names no fields")
 	}
-	for i, want := range [][]string{replayFields[:len(replayFields)-1], claimFields} {
-		var got []string
-		for _, f := range strings.Split(ms[i][1], ",") {
-			got = append(got, strings.Trim(strings.TrimSpace(f), "'"))
+	var names []string // record.lua's constant → its field
+	for _, f := range strings.Split(m[1], ",") {
+		names = append(names, strings.TrimSpace(f))
+	}
+	field := func(name string) string {
+		switch name {
+		case "CACHED":
+			return "body_cached"
+		case "TOKEN", "NOTIF", "ATTS":
+			return strings.ToLower(name) + "*"
 		}
-		if !slices.Equal(got, want) {
-			t.Fatalf("claim.lua's HMGET %d reads %v, the gateway %v", i+1, got, want)
-		}
+		return strings.ToLower(name)
+	}
+	var got []string
+	for _, n := range names {
+		got = append(got, field(n))
+	}
+	want := append(slices.Clone(recordFields), "token*", "notif*", "atts*")
+	if !slices.Equal(got, want) || recordToken != len(recordFields) || recordNotif != recordToken+1 ||
+		recordAttempts != recordNotif+1 || recordWidth != len(want) {
+		t.Fatalf("record.lua's fields %v, the gateway's %v", got, want)
+	}
+	// A duplicate's reply is the record as the script wrote it, which
+	// Claim reads with unpackRecord.
+	if n := strings.Count(claimLua, ", save(h, r)}"); n != 2 {
+		t.Fatalf("claim.lua answers %d duplicates with the record it wrote, want 2 (a replay, any other)", n)
 	}
 	if replayFields[len(replayFields)-1] != "last" {
 		t.Fatalf("a replay's last field is %q, the script sends the copy's time", replayFields[len(replayFields)-1])
@@ -45,6 +66,28 @@ func TestClaimScriptFields(t *testing.T) {
 	}
 }
 
+// setRecordFields sets fields (name, value, …; recordFields' names) of
+// the record of h in place, keeping its ttl, as a test's way to age or
+// bend it.
+func setRecordFields(t *testing.T, c *redis.Client, h string, fields ...string) {
+	t.Helper()
+	args := make([]any, 0, len(fields))
+	for i := 0; i < len(fields); i += 2 {
+		at := slices.Index(recordFields, fields[i])
+		if at < 0 {
+			t.Fatalf("no record field %q", fields[i])
+		}
+		args = append(args, at+1, fields[i+1])
+	}
+	err := c.Eval(context.Background(), `local r = {cmsgpack.unpack(redis.call('GET', KEYS[1]))}
+for i = 1, #ARGV, 2 do r[tonumber(ARGV[i])] = ARGV[i + 1] end
+redis.call('SET', KEYS[1], cmsgpack.pack(unpack(r)), 'KEEPTTL')
+return 1`, []string{h}, args...).Err()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // A claim that ran out with nothing to keep leaves its fields until Redis
 // expires the hash (the script judges by the record's expires, Redis by
 // the key's TTL, a millisecond apart at most). The next claim starts a
@@ -60,10 +103,8 @@ func TestRedisClaimOverStaleRecord(t *testing.T) {
 		t.Fatalf("claim: %+v %v", old, err)
 	}
 	// Copies and a conflict while it was in flight, then it ran out.
-	if err := c.HSet(ctx, s.hashKey(key), "conflicts", "3", "last", "1000", "changed", "1000",
-		"ni", "2", "copies", "6", "expires", "1").Err(); err != nil {
-		t.Fatal(err)
-	}
+	setRecordFields(t, c, s.hashKey(key), "conflicts", "3", "last", "1000", "changed", "1000",
+		"ni", "2", "copies", "6", "expires", "1")
 	before := time.Now().Add(-time.Second)
 	won, err := s.Claim(ctx, key, "fp2", time.Minute)
 	if err != nil || won.Outcome != Won || won.Token == old.Token {

@@ -1,5 +1,5 @@
--- Complete a claim. KEYS: the key's hash, notification, attempts, its
--- order's state, or the hash's name again when the completion writes no
+-- Complete a claim. KEYS: the key's record, two names unused (see
+-- claim.lua), its order's state, or the hash's name again when the completion writes no
 -- order state. ARGV: token, status, headers, body, body_cached ("1"/"0"),
 -- ttl (ms), changed (ms), notification, attempt ("" for none); then, with
 -- an order state, the key's event in its order, the order's ttl (ms) and
@@ -13,7 +13,7 @@
 -- The wake channel is the hash's name and ":wake" (Redis.channel): one
 -- argument fewer.
 -- Returns false when the token does not hold the claim.
-local h, nk, ak = KEYS[1], KEYS[2], KEYS[3]
+local h = KEYS[1]
 local order = KEYS[4] ~= h
 -- The search entries (journal.lua's search) end KEYS, after all the rest.
 local nsr, prefix = searched(h)
@@ -27,9 +27,9 @@ else
 end
 local ttl = tonumber(ARGV[6])
 local now = now_ms()
-local settled, waited = settle(h, nk, ak, ARGV[1], now, {'state', 'answered', 'status', ARGV[2],
-    'headers', ARGV[3], 'body', ARGV[4], 'body_cached', ARGV[5],
-    'expires', string.format('%d', now + ttl), 'changed', ARGV[7]}, ARGV[8], ARGV[9], ARGV[6])
+local settled, waited = settle(h, ARGV[1], now, {STATE, 'answered', STATUS, ARGV[2],
+    HEADERS, ARGV[3], BODY, ARGV[4], CACHED, ARGV[5],
+    EXPIRES, string.format('%d', now + ttl), CHANGED, ARGV[7]}, ARGV[8], ARGV[9], ARGV[6])
 if not settled then
   return false
 end

@@ -1,8 +1,7 @@
 -- Prepended to the scripts that check a claim before they act (after
--- clock.lua).
+-- record.lua).
 
--- held: does token own the live claim of hash h at now?
-local function held(h, token, now)
-  local v = redis.call('HMGET', h, 'state', 'token', 'expires')
-  return v[1] == 'in_flight' and v[2] == token and tonumber(v[3]) > now
+-- held: does token own the live claim of record r at now?
+local function held(r, token, now)
+  return r ~= nil and r[STATE] == 'in_flight' and r[TOKEN] == token and tonumber(r[EXPIRES]) > now
 end

@@ -1,69 +1,58 @@
 -- Shared by the scripts that settle a claim (prepended to them, after
 -- clock.lua).
 
--- trim_attempts keeps the last 32 of the attempts in ak. Attempts are
--- one string of records, each behind a 2-byte big-endian length (a list
--- costs three times the memory for the usual one or two attempts).
-local function trim_attempts(ak)
-  local s = redis.call('GET', ak)
+-- trim_attempts returns the last 32 of attempts. Attempts are one string
+-- of records, each behind a 2-byte big-endian length (a list costs three
+-- times the memory for the usual one or two attempts).
+local function trim_attempts(s)
   local offs, i = {}, 1
   while i <= #s do
     table.insert(offs, i)
     i = i + 2 + s:byte(i) * 256 + s:byte(i + 1)
   end
   if #offs > 32 then
-    redis.call('SET', ak, s:sub(offs[#offs - 31]))
+    return s:sub(offs[#offs - 31])
+  end
+  return s
+end
+
+-- journal keeps notif in record r (the first one only) and appends att
+-- to its attempts; past 32 attempts the oldest is cut.
+local function journal(r, notif, att)
+  if notif ~= '' and not r[NOTIF] then
+    -- nn: the record keeps a notification, so it outlives its claim.
+    r[NOTIF], r[NN] = notif, '1'
+  end
+  if att ~= '' then
+    r[ATTS] = (r[ATTS] or '') .. att
+    if tonumber(inc(r, NA)) > 32 then
+      r[ATTS] = trim_attempts(r[ATTS])
+    end
   end
 end
 
--- settle turns the claim token holds (at now) into fields (a flat
--- field/value list for HSET), journals notif and att as journal does and
--- gives the record and its journal ttl ms (the string the caller was
--- given: Redis formats a Lua number argument with printf's %.17g); false when token
--- does not hold the claim. Its second result: whether a copy has ever
--- found the record in flight (ni), hence may wait on its wake channel. The
--- journal's counters go in the one HSET and its keys are written with
--- their lifetime (SET … PX): a first completion runs 5 commands where
--- HSET, then journal and HDEL, ran 11.
-local function settle(h, nk, ak, token, now, fields, notif, att, ttl)
-  local v = redis.call('HMGET', h, 'state', 'token', 'expires', 'na', 'nn', 'ni')
-  if v[1] ~= 'in_flight' or v[2] ~= token or tonumber(v[3]) <= now then
+-- settle turns the claim token holds (at now) into fields (a flat list of
+-- the record's field numbers and their values, record.lua), journals
+-- notif and att and gives the record ttl ms (the string the caller was
+-- given: Redis formats a Lua number argument with printf's %.17g); false
+-- when token does not hold the claim. Its second result: whether a copy
+-- has ever found the record in flight (ni), hence may wait on its wake
+-- channel. The record with its journal is one value (record.lua): one
+-- GET and one SET, where the hash and its two journal keys took five
+-- commands.
+local function settle(h, token, now, fields, notif, att, ttl)
+  local r = load(h)
+  if not r or r[STATE] ~= 'in_flight' or r[TOKEN] ~= token or tonumber(r[EXPIRES]) <= now then
     return false
   end
-  local na = tonumber(v[4]) or 0
-  if notif ~= '' and not v[5] then
-    -- nn: the record keeps a notification, so it outlives its claim.
-    fields[#fields + 1], fields[#fields + 2] = 'nn', '1'
+  for i = 1, #fields, 2 do
+    r[fields[i]] = fields[i + 1]
   end
-  if att ~= '' then
-    na = na + 1
-    fields[#fields + 1], fields[#fields + 2] = 'na', string.format('%d', na)
-  end
-  -- The token is emptied in the same HSET (an HDEL was one more command;
-  -- only a live claim's token is ever compared, see held).
-  fields[#fields + 1], fields[#fields + 2] = 'token', ''
-  redis.call('HSET', h, unpack(fields))
-  redis.call('PEXPIRE', h, ttl)
-  if notif ~= '' then
-    -- The first notification only; a later one keeps it alive.
-    if not redis.call('SET', nk, notif, 'NX', 'PX', ttl) then
-      redis.call('PEXPIRE', nk, ttl)
-    end
-  elseif v[5] then
-    redis.call('PEXPIRE', nk, ttl)
-  end
-  if na == 1 and att ~= '' then
-    redis.call('SET', ak, att, 'PX', ttl)
-  elseif na > 0 then
-    if att ~= '' then
-      redis.call('APPEND', ak, att)
-      if na > 32 then
-        trim_attempts(ak)
-      end
-    end
-    redis.call('PEXPIRE', ak, ttl)
-  end
-  return true, v[6] ~= false
+  journal(r, notif, att)
+  -- Only a live claim's token is ever compared (held).
+  r[TOKEN] = false
+  save(h, r, ttl)
+  return true, r[NI] ~= false
 end
 
 -- remember records in order state os (a hash: event → its value, see

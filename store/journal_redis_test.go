@@ -112,68 +112,6 @@ func TestRedisClusterListPages(t *testing.T) {
 	}
 }
 
-// TestRedisMemoryPerKey measures MEMORY USAGE of an answered key that
-// journals a 1KiB notification and a short answer: the hash, the
-// notification, the attempts and its list index entry (contract: ≤ 1.5KiB),
-// for a Stripe event as Stripe sends it and for one padded with
-// near-identical lines.
-func TestRedisMemoryPerKey(t *testing.T) {
-	for name, n := range map[string]*Notification{"stripe_event": stripeEventNotification(), "stripe_like_padded": stripeLikeNotification()} {
-		t.Run(name, func(t *testing.T) { testRedisMemoryPerKey(t, n) })
-	}
-}
-
-func testRedisMemoryPerKey(t *testing.T, n *Notification) {
-	s, c := redisStore(t)
-	ctx := context.Background()
-
-	const keys = 200
-	for i := range keys {
-		key := fmt.Sprintf("stripe:evt_1NG8Du2eZvKYlo2C%06d", i)
-		won, err := s.Claim(ctx, key, "3f1c2d", time.Minute)
-		if err != nil {
-			t.Fatal(err)
-		}
-		a := Answer{Status: 200, Header: http.Header{"Content-Type": {"text/plain; charset=utf-8"}}, Body: []byte("success"), BodyCached: true}
-		if err := s.Complete(ctx, key, won.Token, a, 72*time.Hour, Journal{Notification: n, Attempt: attempt(200, AttemptAnswered, "")}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var total, hash, notif, atts int64
-	for i := range keys {
-		ks := s.keys(fmt.Sprintf("stripe:evt_1NG8Du2eZvKYlo2C%06d", i), false)
-		for j, k := range ks[:3] { // the order state has a budget of its own (TestRedisMemoryPerOrder)
-			m, err := c.MemoryUsage(ctx, k).Result()
-			if err != nil {
-				t.Fatalf("MEMORY USAGE %s: %v", k, err)
-			}
-			total += m
-			switch j {
-			case 0:
-				hash += m
-			case 1:
-				notif += m
-			case 2:
-				atts += m
-			}
-		}
-	}
-	// The index: its shards' memory spread over the keys.
-	var ix int64
-	for sh := range ixShards {
-		if m, err := c.MemoryUsage(ctx, s.ixShardKey(StateAnswered, "259200000", sh)).Result(); err == nil {
-			ix += m
-		}
-	}
-	enc, _ := c.ObjectEncoding(ctx, s.keys("stripe:evt_1NG8Du2eZvKYlo2C000000", false)[0]).Result()
-	per := (total + ix) / keys
-	t.Logf("Redis memory per answered key with a %d-byte notification stored in %d bytes: %d bytes (hash %d [%s], notification %d, attempts %d, index %d)",
-		len(n.Body), len(encodeNotification(n)), per, hash/keys, enc, notif/keys, atts/keys, ix/keys)
-	if per > 1536 {
-		t.Fatalf("%d bytes per key, contract ≤ 1536", per)
-	}
-}
-
 // TestRedisIndexMixedTTLs: two routes with other ttls on one store. Each
 // settle trims its index of entries older than its own ttl; a short ttl
 // must not cut a long-lived record's entry out of the listing (it did when

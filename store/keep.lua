@@ -1,12 +1,10 @@
--- Prepended to the scripts that extend a record's life (after clock.lua).
+-- Prepended to the scripts that extend a record's life (after record.lua).
 
--- keep_for makes the record live at least ttl ms from now.
-local function keep_for(h, nk, ak, ttl)
+-- save_for writes r as h's record, live at least ttl ms from now.
+local function save_for(h, r, ttl)
   if redis.call('PTTL', h) < ttl then
-    -- As a string: Redis formats a Lua number argument with %.17g.
-    local ms = string.format('%d', ttl)
-    redis.call('PEXPIRE', h, ms)
-    redis.call('PEXPIRE', nk, ms)
-    redis.call('PEXPIRE', ak, ms)
+    save(h, r, string.format('%d', ttl))
+  else
+    save(h, r)
   end
 end

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,17 +17,20 @@ import (
 // Redis is a Store on Redis (single, Sentinel or Cluster), shared by any
 // number of gateway instances.
 //
-// Layout: one hash per idempotency key, <prefix>:{<key>}, with the fields
-// key, state, token, status, headers, body, body_cached, fp, copies,
-// conflicts, first, last, expires, changed, and the journal's counters nf,
-// nr, ni (copies forwarded, replayed, found in flight) and na (attempts),
-// and dead ("1": Record.Dead); conflicts is absent until the first
-// conflict (0; claim.lua), dead unless the record is marked.
-// Beside it, with the same hash tag, the journal: <prefix>:{<key>}:n, the
-// notification (a string; compressed past 512 bytes, journal.go), and
-// <prefix>:{<key>}:a, the attempts (a string of length-prefixed records: a
-// list costs three times as much). Keeping the big values out of the hash
-// keeps it a small listpack.
+// Layout: one string per idempotency key, <prefix>:{<key>} (record.lua):
+// the fields key, state, status, headers, body, body_cached, fp, copies,
+// conflicts, first, last, expires, changed, the journal's counters nf,
+// nr, ni (copies forwarded, replayed, found in flight), na (attempts) and
+// nn (a notification kept), and dead ("1": Record.Dead), in recordFields'
+// order, then the claim's token, the journal's notification (compressed
+// past 512 bytes, journal.go) and its attempts (length-prefixed records),
+// as MessagePack values one after another; a missing one false
+// (conflicts until the first conflict, dead unless the record is
+// marked). One value whatever its fields' sizes: a hash with one field
+// past 64 bytes took Redis's hashtable encoding, and its journal two keys
+// more (docs/performance.md, "A key's memory"). A record of that earlier
+// layout (a hash, <prefix>:{<key>}:n and :a beside it) is refused as
+// errOldLayout, never misread; Delete purges it.
 // The key inside the braces is escaped ("%" → %25, "{" → %7B, "}" → %7D) so
 // every key, whatever its bytes, is one intact hash tag; keys without those
 // bytes stay readable. Wake-ups go to the pub/sub channel
@@ -97,7 +101,8 @@ type subscription struct {
 	waiters map[*waiter]struct{}
 }
 
-// recordFields is the order in which the scripts and Lookup read a record.
+// recordFields: a record's fields, in the order its value holds them
+// (record.lua).
 var recordFields = []string{"key", "state", "status", "headers", "body",
 	"body_cached", "fp", "copies", "conflicts", "first", "last", "expires",
 	"changed", "nf", "nr", "ni", "na", "nn", "dead"}
@@ -139,8 +144,10 @@ func (s *Redis) hashKey(key string) string {
 	return s.prefix + ":{" + escapeKey(order) + "}:" + escapeKey(event)
 }
 
-// keys are the Redis keys of key's record, journal and order state, as the
-// scripts take them. A script that does not touch the order state (order
+// keys are the Redis keys the scripts take for key: its record, the two
+// names where an earlier layout kept its journal (unused but by
+// delete.lua, which purges a record of that layout; they keep the index's
+// keys where journal.lua's index finds them) and its order state. A script that does not touch the order state (order
 // false) gets the hash's name in its place: the same slot, and no digest
 // of the order to compute (a SHA-256 and 2 allocations per call).
 func (s *Redis) keys(key string, order bool) []string {
@@ -169,6 +176,10 @@ func (s *Redis) wrap(op string, err error) error {
 	}
 	if errors.Is(err, redis.ErrClosed) {
 		return ErrClosed
+	}
+	if strings.HasPrefix(err.Error(), "WRONGTYPE") || strings.Contains(err.Error(), ": WRONGTYPE") {
+		// GET, in a script or not, of a record that is a hash.
+		return fmt.Errorf("store: redis %s: %w: %w", op, errOldLayout, err)
 	}
 	return fmt.Errorf("store: redis %s: %w", op, s.permissionHint(err))
 }
@@ -235,21 +246,27 @@ func (s *Redis) Claim(ctx context.Context, key, fingerprint string, lockTTL time
 	default:
 		return ClaimResult{}, fmt.Errorf("store: redis claim: unexpected reply %q", v[0])
 	}
-	var fields []string
+	// The reply is the record as the script left it (record.lua); a
+	// replay reads replayFields of it, any other copy claimFields.
+	var rec []string
 	if len(v) == 2 {
-		fields, err = unpackFields(str(v[1]))
+		rec, err = unpackRecord(str(v[1]))
+	} else {
+		err = fmt.Errorf("store: redis claim: %s reply without its record", v[0])
 	}
 	switch {
 	case err != nil:
 	case res.Outcome == Answered: // "replayed": what a replay needs
-		res.Record, err = parseReplay(key, fields)
+		var buf [16]string
+		res.Record, err = parseReplay(key, pick(buf[:0], rec, replaySlots))
 	default:
-		res.Record, err = parseSome(key, "", claimSlots, fields)
+		var buf [16]string
+		res.Record, err = parseSome(key, "", claimSlots, pick(buf[:0], rec, claimSlots))
 		if err == nil {
 			// The script judged expiry by the server's clock when it
 			// ran; the record it returns is as of then, not as of the
 			// reply.
-			res.Record.State = State(fields[0]) // claimFields[0]
+			res.Record.State = State(rec[1])
 		}
 	}
 	if err != nil {
@@ -462,53 +479,47 @@ func (s *Redis) Renew(ctx context.Context, key, token string, lockTTL time.Durat
 	return s.casErr("renew", err)
 }
 
-// Lookup reads the record and its journal in one pipeline (one round
-// trip: the three keys share a hash tag, hence a node).
+// Lookup reads the record with its journal: one value (record.lua), one
+// GET.
 func (s *Redis) Lookup(ctx context.Context, key string) (*Record, error) {
 	if s.closed.Load() {
 		return nil, ErrClosed
 	}
-	keys := s.keys(key, false)
-	var hm *redis.SliceCmd
+	h := s.hashKey(key)
+	var g *redis.StringCmd
 	var err error
 	if s.opts.WaitReplicas > 0 {
 		// A read may see a write that a failover is about to lose: it too
 		// waits until what it read is on WaitReplicas replicas.
-		werr := s.replicated(ctx, keys[0], func(p redis.Pipeliner) redis.Cmder {
-			hm = p.HMGet(ctx, keys[0], recordFields...)
-			return hm
+		werr := s.replicated(ctx, h, func(p redis.Pipeliner) redis.Cmder {
+			g = p.Get(ctx, h)
+			return g
 		})
-		if hm == nil { // no server to send it to
+		if g == nil { // no server to send it to
 			err = werr
-		} else if err = hm.Err(); err == nil {
-			err = werr
+		} else if err = g.Err(); (err == nil || errors.Is(err, redis.Nil)) && werr != nil {
+			err = werr // a missing record too is known once replicated
 		}
 	} else {
-		hm = s.c.HMGet(ctx, keys[0], recordFields...)
-		err = hm.Err()
+		g = s.c.Get(ctx, h)
+		err = g.Err()
 	}
-	if err != nil {
-		return nil, s.wrap("lookup", err)
-	}
-	v := hm.Val()
-	if len(v) < 2 || v[1] == nil {
+	if errors.Is(err, redis.Nil) {
 		return nil, ErrNotFound
 	}
-	rec, err := parseRecord(strs(v))
 	if err != nil {
 		return nil, s.wrap("lookup", err)
 	}
-	// The journal only when there is one: a waiter's look at an
-	// in-flight claim stays one command.
-	var notif, atts string
-	if rec.AttemptCount > 0 || str(v[17]) == "1" {
-		jv, err := s.c.MGet(ctx, keys[1], keys[2]).Result()
-		if err != nil {
-			return nil, s.wrap("lookup", err)
-		}
-		notif, atts = str(jv[0]), str(jv[1])
+	v, err := unpackRecord(g.Val())
+	if err != nil {
+		return nil, s.wrap("lookup", err)
 	}
-	if str(v[1]) == string(StateInFlight) && rec.State == StateFailed && rec.AttemptCount == 0 && notif == "" {
+	rec, err := parseRecord(v[:len(recordFields)])
+	if err != nil {
+		return nil, s.wrap("lookup", err)
+	}
+	notif, atts := v[recordNotif], v[recordAttempts]
+	if v[1] == string(StateInFlight) && rec.State == StateFailed && rec.AttemptCount == 0 && notif == "" {
 		// A claim that ran out with no journal: gone (Redis expires it
 		// any moment), as the claim script sees it.
 		return nil, ErrNotFound

@@ -118,11 +118,11 @@ func (s *Redis) listIndexed(ctx context.Context, q ListQuery) (ListPage, error) 
 	consumed := 0
 	for batch := 0; consumed < len(cands) && batch < 4 && len(page.Records) < q.Limit; batch++ {
 		chunk := cands[consumed:min(len(cands), consumed+q.Limit)]
-		cmds := make([]*redis.SliceCmd, len(chunk))
+		cmds := make([]*redis.StringCmd, len(chunk))
 		_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for i, c := range chunk {
 				if q.keyMatches(c.pos.Key) {
-					cmds[i] = p.HMGet(ctx, s.hashKey(c.pos.Key), recordFields...)
+					cmds[i] = p.Get(ctx, s.hashKey(c.pos.Key))
 				}
 			}
 			return nil
@@ -136,10 +136,12 @@ func (s *Redis) listIndexed(ctx context.Context, q ListQuery) (ListPage, error) 
 			if cmds[i] == nil {
 				continue
 			}
-			v := cmds[i].Val()
+			if err := cmds[i].Err(); err != nil && !errors.Is(err, redis.Nil) {
+				return ListPage{}, s.wrap("list", err) // a record of an earlier layout: errOldLayout
+			}
 			var rec *Record
-			if len(v) > 1 && v[1] != nil {
-				if rec, err = parseRecord(strs(v)); err != nil {
+			if v := cmds[i].Val(); v != "" {
+				if rec, err = listedRecord(v); err != nil {
 					return ListPage{}, s.wrap("list", err)
 				}
 			}

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -87,6 +88,54 @@ func msgpackUint(p string, size int) (int, string, bool) {
 	return n, p[size:], true
 }
 
+// errOldLayout: a key's record is of the layout before records were one
+// value (a hash and two journal keys beside it), which this version does
+// not read: it is refused, never misread. Purging the key (Delete) drops
+// it; else it expires with its ttl.
+var errOldLayout = errors.New("record written by an earlier idemgate layout (a Redis hash; records are now one string): purge the key or let it expire")
+
+// A record's value (record.lua) holds recordFields, then these.
+const (
+	recordToken    = 19 // the live claim's token (the scripts compare it)
+	recordNotif    = 20 // the journal's notification, encoded
+	recordAttempts = 21 // its attempts, each behind a 2-byte length
+	recordWidth    = 22
+)
+
+// unpackRecord reads a record's value (record.lua): its recordWidth
+// fields, MessagePack strings or false ("" here) one after another. They
+// share p's memory.
+func unpackRecord(p string) ([]string, error) {
+	v := make([]string, 0, recordWidth)
+	for p != "" && len(v) < recordWidth {
+		if p[0] == 0xc0 || p[0] == 0xc2 { // nil, false
+			v = append(v, "")
+			p = p[1:]
+			continue
+		}
+		l, rest, ok := msgpackString(p)
+		if !ok || l > len(rest) {
+			break
+		}
+		v = append(v, rest[:l])
+		p = rest[l:]
+	}
+	if len(v) != recordWidth || p != "" {
+		return nil, fmt.Errorf("store: malformed record (%d fields, want %d)", len(v), recordWidth)
+	}
+	return v, nil
+}
+
+// listedRecord reads a record's value (record.lua) as a listing shows it:
+// without its journal.
+func listedRecord(p string) (*Record, error) {
+	v, err := unpackRecord(p)
+	if err != nil {
+		return nil, err
+	}
+	return parseRecord(v[:len(recordFields)])
+}
+
 // parseRecord reads a record's fields in recordFields order ("" for a
 // missing one).
 func parseRecord(v []string) (*Record, error) {
@@ -135,15 +184,15 @@ func parseRecord(v []string) (*Record, error) {
 	return r, nil
 }
 
-// replayFields is what the claim script reads of an answered key for a
-// replay (its reply "replayed"): what the gateway replays, in the
-// script's order; the script adds "last", the copy's time.
+// replayFields is what Claim reads of an answered key's record for a
+// replay (the claim script's reply "replayed"): what the gateway
+// replays, and "last", the copy's time.
 var replayFields = []string{"status", "headers", "body", "body_cached", "fp",
 	"copies", "first", "expires", "nr", "last"}
 
-// claimFields is what the claim script reads of a copy in flight or in
-// conflict: the record's metadata, without the answer (such a copy never
-// gets it) and the key (the gateway has it), in the script's order.
+// claimFields is what Claim reads of the record of a copy in flight or
+// in conflict: its metadata, without the answer (such a copy never gets
+// it) and the key (the gateway has it).
 var claimFields = []string{"state", "fp", "copies", "conflicts", "first",
 	"last", "expires", "changed", "nf", "nr", "ni", "na", "nn"}
 
@@ -156,6 +205,14 @@ func slotsOf(fields []string) []int {
 		at[i] = slices.Index(recordFields, f)
 	}
 	return at
+}
+
+// pick appends to dst the fields of rec (recordFields' order) at slots.
+func pick(dst, rec []string, slots []int) []string {
+	for _, at := range slots {
+		dst = append(dst, rec[at])
+	}
+	return dst
 }
 
 // parseReplay reads the claim script's "replayed" fields, in replayFields

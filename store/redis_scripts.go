@@ -30,19 +30,21 @@ var (
 	keepLua string
 	//go:embed held.lua
 	heldLua string
+	//go:embed record.lua
+	recordLua string
 
 	// The claim is the one script that makes a new record: at maxmemory
 	// it is refused (see writeScript); the others settle, renew or drop a
 	// record that exists.
 	// Each script carries only the helpers it calls: a helper is a
 	// closure the script makes anew on every call.
-	claimScript    = newWriteScript("", clockLua, keepLua, claimLua)
-	completeScript = newWriteScript("allow-oom", clockLua, journalLua, completeLua)
-	releaseScript  = newWriteScript("allow-oom", clockLua, heldLua, journalLua, releaseLua)
-	leaveScript    = newWriteScript("allow-oom", clockLua, heldLua, keepLua, journalLua, leaveLua)
-	renewScript    = newWriteScript("allow-oom", clockLua, heldLua, keepLua, renewLua)
-	deleteScript   = newWriteScript("allow-oom", clockLua, deleteLua)
-	reopenScript   = newWriteScript("allow-oom", clockLua, keepLua, journalLua, reopenLua)
+	claimScript    = newWriteScript("", clockLua, recordLua, keepLua, claimLua)
+	completeScript = newWriteScript("allow-oom", clockLua, recordLua, journalLua, completeLua)
+	releaseScript  = newWriteScript("allow-oom", clockLua, recordLua, heldLua, journalLua, releaseLua)
+	leaveScript    = newWriteScript("allow-oom", clockLua, recordLua, heldLua, keepLua, journalLua, leaveLua)
+	renewScript    = newWriteScript("allow-oom", clockLua, recordLua, heldLua, keepLua, renewLua)
+	deleteScript   = newWriteScript("allow-oom", clockLua, recordLua, deleteLua)
+	reopenScript   = newWriteScript("allow-oom", clockLua, recordLua, keepLua, journalLua, reopenLua)
 )
 
 // writeScript is one of the store's write scripts in the two forms a

@@ -1,13 +1,14 @@
--- Renew a claim. KEYS: the key's hash, notification, attempts.
--- ARGV: token, lock TTL (ms). Returns false when the token does not hold
--- the claim.
+-- Renew a claim. KEYS: the key's record, two names unused (see
+-- claim.lua). ARGV: token, lock TTL (ms). Returns false when the token
+-- does not hold the claim.
 local h = KEYS[1]
 local now = now_ms()
-if not held(h, ARGV[1], now) then
+local r = load(h)
+if not held(r, ARGV[1], now) then
   return false
 end
 local ttl = tonumber(ARGV[2])
-redis.call('HSET', h, 'expires', string.format('%d', now + ttl))
+r[EXPIRES] = string.format('%d', now + ttl)
 -- Never shorten the life of a record that keeps a journal.
-keep_for(h, KEYS[2], KEYS[3], ttl)
+save_for(h, r, ttl)
 return 1

@@ -1,5 +1,5 @@
 -- Repair an answered record's order event (RepairOrderEvent). KEYS: the
--- key's hash, its order's state (one slot: the state carries the order's
+-- key's record, its order's state (one slot: the state carries the order's
 -- hash tag). ARGV: the key's event in its order, the record's changed
 -- (ms, as Lookup read it), the order's remaining ttl (ms), the event's
 -- value (order_codec.go). The event is written only while the record is
@@ -7,8 +7,9 @@
 -- the order does not remember the event: a later write wins.
 -- Returns 1 when it wrote the event, else 0.
 local h, os = KEYS[1], KEYS[2]
-local v = redis.call('HMGET', h, 'state', 'changed', 'expires')
-if v[1] ~= 'answered' or v[2] ~= ARGV[2] or not tonumber(v[3]) or tonumber(v[3]) <= now_ms() then
+local r = load(h)
+if not r or r[STATE] ~= 'answered' or r[CHANGED] ~= ARGV[2] or not tonumber(r[EXPIRES]) or
+  tonumber(r[EXPIRES]) <= now_ms() then
   return 0
 end
 if redis.call('HSETNX', os, ARGV[1], ARGV[4]) == 0 then
