@@ -158,10 +158,14 @@ func testRedisMemoryPerKey(t *testing.T, n *Notification) {
 			}
 		}
 	}
-	// The index: its shards' memory spread over the keys.
+	// The index: its buckets' memory spread over the keys.
 	var ix int64
-	for sh := range ixShards {
-		if m, err := c.MemoryUsage(ctx, s.ixShardKey(StateAnswered, "259200000", sh)).Result(); err == nil {
+	buckets, err := c.Keys(ctx, s.prefix+":ib:*").Result()
+	if err != nil || len(buckets) == 0 {
+		t.Fatalf("index buckets %v: %v", buckets, err)
+	}
+	for _, b := range buckets {
+		if m, err := c.MemoryUsage(ctx, b).Result(); err == nil {
 			ix += m
 		}
 	}
