@@ -75,6 +75,9 @@ type Redis struct {
 	flagged  atomic.Bool      // the server reads script flags (Redis 7); see UseServerVersion
 	classes  sync.Map         // ixClassID → *ixClass (ixClassOf)
 	ifShards [ixShards]string // the in-flight list index's shard keys
+	// A page of listBuckets ends after about this many buckets or bytes
+	// of entries read (listBucketBudget, listByteBudget; tests set less).
+	pageProbes, pageBytes int
 }
 
 // RedisOptions tune the Redis store; the zero value is usable.
@@ -115,6 +118,7 @@ func NewRedis(client redis.UniversalClient, opts RedisOptions) *Redis {
 	s := &Redis{
 		c: client, prefix: opts.Prefix, opts: opts,
 		subs: make(map[string]*subscription), pongs: make(map[string]chan struct{}),
+		pageProbes: listBucketBudget, pageBytes: listByteBudget,
 	}
 	for i := range s.ifShards {
 		s.ifShards[i] = s.ixShardKey(StateInFlight, "", i)

@@ -455,7 +455,7 @@ func (s *Redis) listBuckets(ctx context.Context, q ListQuery) (ListPage, error) 
 		if len(walks) == 0 {
 			return page, nil // every class read to its end
 		}
-		if probes >= listBucketBudget || size >= listByteBudget {
+		if probes >= s.pageProbes || size >= s.pageBytes {
 			page.Next = encodeTimeCursor(horizon)
 			return page, nil
 		}
