@@ -77,6 +77,22 @@ func (q *ListQuery) keyMatches(key string) bool {
 	return strings.HasPrefix(key, q.Prefix)
 }
 
+// keyPrefix is what every key Scope and Prefix keep starts with ("" for
+// any key); false when they keep none.
+func (q *ListQuery) keyPrefix() (string, bool) {
+	if q.Scope == "" {
+		return q.Prefix, true
+	}
+	sp := q.Scope + ":"
+	switch {
+	case strings.HasPrefix(q.Prefix, sp):
+		return q.Prefix, true
+	case strings.HasPrefix(sp, q.Prefix):
+		return sp, true
+	}
+	return "", false
+}
+
 // matches applies every filter to a record in its stored state.
 func (q *ListQuery) matches(r *Record) bool {
 	if !q.keyMatches(r.Key) || r.Changed.Before(q.Since) {
