@@ -271,3 +271,41 @@ func TestRedisListOldLayoutIgnored(t *testing.T) {
 		t.Fatalf("the old sorted set holds %d members, want it left alone", n)
 	}
 }
+
+// TestRedisListBucketsCompacted: a finished bucket is written again in a
+// string of its own length (APPEND had grown it to up to twice that), by
+// the first settle two buckets on; its entries and lifetime stay.
+func TestRedisListBucketsCompacted(t *testing.T) {
+	s, c := redisStore(t)
+	ctx := ctxT(t)
+	var keys []string
+	for i := range 400 {
+		keys = append(keys, fmt.Sprintf("stripe:evt_1NG8Du2eZvKYlo2C%06d", i))
+	}
+	settleKeys(t, s, keys[:300], time.Minute, time.Millisecond, nil) // over 3 buckets or more
+	time.Sleep(3 * ixMinWidth)                                       // the next settles are two buckets on
+	settleKeys(t, s, keys[300:], time.Minute, 0, nil)
+	buckets := redisKeys(t, c, s.prefix+":ib:{answered:60000:*")
+	if len(buckets) < 3 {
+		t.Fatalf("entries in %d buckets %v, want at least 3", len(buckets), buckets)
+	}
+	if got := listAll(t, s, ListQuery{State: StateAnswered, Limit: 1000}); len(got) != len(keys) {
+		t.Fatalf("listed %d of %d keys", len(got), len(keys))
+	}
+	// The finished ones: all but the newest two (bucket numbers have as
+	// many digits: the names sort by number).
+	var entries, used int64
+	for _, b := range buckets[:len(buckets)-2] {
+		n, _ := c.StrLen(ctx, b).Result()
+		m, _ := c.MemoryUsage(ctx, b, 0).Result()
+		if pttl, _ := c.PTTL(ctx, b).Result(); pttl <= 0 {
+			t.Fatalf("bucket %s lives %v", b, pttl)
+		}
+		entries += n
+		used += m - 96 // the key's own overhead
+	}
+	t.Logf("finished buckets: %d bytes for %d bytes of entries", used, entries)
+	if used > entries*6/5 {
+		t.Fatalf("finished buckets use %d bytes for %d bytes of entries", used, entries)
+	}
+}
