@@ -332,8 +332,8 @@ func (s *Redis) settle(ctx context.Context, sc *redis.Script, key string, keys [
 	ttl time.Duration, stillHeld bool, oi *orderIx, sx *searchIx, args ...any,
 ) error {
 	c, register := s.ixClassOf(st, ttl)
-	if old := c.moved(c.bucketOf(changed)); old != nil {
-		defer s.compactBucket(ctx, old)
+	if done := c.moved(c.bucketOf(changed)); done != nil {
+		defer s.compactBucket(ctx, done)
 	}
 	ix, ifIx := c.bucketKey(c.bucketOf(changed)), s.ifShards[ixShard(key)]
 	entry := ixEntry(changed, key)
