@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -511,6 +512,13 @@ func (s *Embedded) List(ctx context.Context, q ListQuery) (ListPage, error) {
 	if err != nil {
 		return ListPage{}, err
 	}
+	if p, ok := q.keyPrefix(); !ok {
+		return ListPage{}, nil // Scope and Prefix exclude each other
+	} else if p != "" {
+		if page, ok, err := s.listPrefix(ctx, q, p, after); ok || err != nil {
+			return page, err
+		}
+	}
 	var page ListPage
 	err = s.view(ctx, func(tx *bolt.Tx, t time.Time) error {
 		buckets := [][]byte{ixBucket(q.State)}
@@ -564,6 +572,49 @@ func (s *Embedded) List(ctx context.Context, q ListQuery) (ListPage, error) {
 	}
 	return page, nil
 }
+
+// listPrefix lists the keys starting with p from the records themselves:
+// bbolt keeps them in key order, so a Seek and a walk of what matches cost
+// what the prefix finds, where the time index would be walked to its end
+// for a prefix that matches little. Past listPrefixMax keys it gives up
+// (ok false) and the caller walks the time index, where such a prefix's
+// keys are dense enough. Each page reads the matching records again.
+func (s *Embedded) listPrefix(ctx context.Context, q ListQuery, p string, after listPos) (page ListPage, ok bool, err error) {
+	err = s.view(ctx, func(tx *bolt.Tx, t time.Time) error {
+		start := bkey(p)
+		c := tx.Bucket(bucketRecords).Cursor()
+		var found []*entry
+		n := 0
+		for k, _ := c.Seek(start); k != nil && bytes.HasPrefix(k, start); k, _ = c.Next() {
+			if n++; n > listPrefixMax {
+				return nil
+			}
+			e, err := get(tx, k, t)
+			if err != nil {
+				return err
+			}
+			if e != nil && q.matches(&e.Record) && (q.Cursor == "" || listAfter(e.Changed, e.Key, after)) {
+				found = append(found, e)
+			}
+		}
+		ok = true
+		slices.SortFunc(found, func(a, b *entry) int { return listOrder(&a.Record, &b.Record) })
+		if len(found) > q.Limit {
+			found = found[:q.Limit]
+			l := found[len(found)-1]
+			page.Next = encodeListCursor(listPos{Changed: l.Changed.UnixMilli(), Key: l.Key})
+		}
+		for _, e := range found {
+			s.merge(e)
+			page.Records = append(page.Records, e.listed())
+		}
+		return nil
+	})
+	return page, ok, err
+}
+
+// listPrefixMax: a prefix matching more keys is listed from the time index.
+const listPrefixMax = 10000
 
 type ixCursor struct {
 	c *bolt.Cursor

@@ -64,30 +64,32 @@ local function remember(os, event, value, ttl)
   end
 end
 
--- index writes a settled key's list index entries in the settling script
+-- index writes a settled key's list index entry in the settling script
 -- itself, when the caller passes the index keys (a single server, where a
 -- script may touch keys of any slot; on Cluster they go in a pipeline
 -- beside it). It runs whatever the script then answers, as the pipeline
 -- did: List checks entries against their records. KEYS[1..4] are the
 -- key's own (hash, notification, attempts, order state: the hash's name
--- again for a script that leaves the order alone); KEYS[5]: the
--- state's shard, KEYS[6]: the in-flight shard, KEYS[7]: the class
--- registry (a completion's order indexes follow, complete.lua). ARGV[i]:
--- the member; then the trim bound, the in-flight member to remove, the
--- in-flight member to add and the class to name, each "" or missing for
--- none (the caller sends them up to the last one set: each argument costs
--- a script ~1.1k instructions, and they are usually all empty).
+-- again for a script that leaves the order alone); KEYS[5]: the state's
+-- time bucket (redis_list.go), KEYS[6]: the in-flight shard, KEYS[7]: the
+-- class registry (a completion's order indexes follow, complete.lua).
+-- ARGV[i]: the entry, appended to the bucket ("" for none), ARGV[i + 1]:
+-- the bucket's lifetime (ms), set when the entry creates it; then the
+-- in-flight member to remove, the in-flight member to add and the class to
+-- name, each "" or missing for none (the caller sends them up to the last
+-- one set: each argument costs a script ~1.1k instructions, and they are
+-- usually all empty). An APPEND costs the same whatever the store holds,
+-- where a ZADD into a sorted set grew with it.
 local function index(i)
   if #KEYS < 7 then
     return
   end
-  local trim, gone, kept, name = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
+  local e, gone, kept, name = ARGV[i], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
   if name and name ~= '' then
     redis.call('SADD', KEYS[7], name)
   end
-  redis.call('ZADD', KEYS[5], '0', ARGV[i])
-  if trim and trim ~= '' then
-    redis.call('ZREMRANGEBYLEX', KEYS[5], trim, '+')
+  if e ~= '' and redis.call('APPEND', KEYS[5], e) == #e then
+    redis.call('PEXPIRE', KEYS[5], ARGV[i + 1])
   end
   if gone and gone ~= '' then
     redis.call('ZREM', KEYS[6], gone)

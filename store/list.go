@@ -77,6 +77,22 @@ func (q *ListQuery) keyMatches(key string) bool {
 	return strings.HasPrefix(key, q.Prefix)
 }
 
+// keyPrefix is what every key Scope and Prefix keep starts with ("" for
+// any key); false when they keep none.
+func (q *ListQuery) keyPrefix() (string, bool) {
+	if q.Scope == "" {
+		return q.Prefix, true
+	}
+	sp := q.Scope + ":"
+	switch {
+	case strings.HasPrefix(q.Prefix, sp):
+		return q.Prefix, true
+	case strings.HasPrefix(sp, q.Prefix):
+		return sp, true
+	}
+	return "", false
+}
+
 // matches applies every filter to a record in its stored state.
 func (q *ListQuery) matches(r *Record) bool {
 	if !q.keyMatches(r.Key) || r.Changed.Before(q.Since) {
@@ -154,6 +170,38 @@ func parseIxMember(m string) (listPos, bool) {
 		}
 	}
 	return listPos{Changed: int64(^v), Key: m[17:]}, true
+}
+
+// ixEntry is a Redis time bucket's entry (redis_list.go): its length (2
+// bytes, big-endian), then the time in ms (8 bytes, big-endian) and the
+// key. Entries are appended to their bucket's string as they come.
+// A key too long for the 2-byte length is not indexed: "".
+func ixEntry(ms int64, key string) string {
+	n := 8 + len(key)
+	if n > 0xffff {
+		return ""
+	}
+	b := make([]byte, 10, 2+n)
+	binary.BigEndian.PutUint16(b, uint16(n))
+	binary.BigEndian.PutUint64(b[2:], uint64(ms))
+	return string(append(b, key...))
+}
+
+// parseIxEntries calls f on each entry of a bucket's string, in the order
+// written; it stops at the first malformed one (never misreads past it).
+func parseIxEntries(b string, f func(ms int64, key string)) {
+	for len(b) >= 2 {
+		n := int(b[0])<<8 | int(b[1])
+		if n < 8 || len(b) < 2+n {
+			return
+		}
+		var ms uint64
+		for i := 2; i < 10; i++ {
+			ms = ms<<8 | uint64(b[i])
+		}
+		f(int64(ms), b[10:2+n])
+		b = b[2+n:]
+	}
 }
 
 // ixBolt is an embedded index entry's key: inverted time, then the key.

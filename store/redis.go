@@ -37,13 +37,14 @@ import (
 // <prefix>:{<key>}:wake. On Cluster every script touches one key's hash tag
 // only, so nothing is ever CROSSSLOT.
 //
-// List indexes: sorted sets <prefix>:ix:{<state>:<ttl ms>:<shard>} for
-// answered and failed records, one class per ttl (so each is trimmed by its
-// own ttl: routes with other ttls share a store without cutting each
-// other's entries short), named in the set <prefix>:ix:classes; and
-// <prefix>:ix:{in_flight:<shard>} for claims (redis_inflight.go). 16 shards
-// each, each on its own hash tag so Cluster spreads them over its masters.
-// Members are ixMember(changed, key), all of score 0, so ZRANGE BYLEX walks
+// List indexes: time buckets <prefix>:ib:{<state>:<ttl ms>:<width>:<n>}
+// for answered and failed records (strings of entries, redis_list.go), one
+// class per ttl (so each expires with its own records: routes with other
+// ttls share a store without cutting each other's entries short), named in
+// the set <prefix>:ix:classes; and sorted sets
+// <prefix>:ix:{in_flight:<shard>} for claims (redis_inflight.go), 16 shards,
+// each on its own hash tag so Cluster spreads them over its masters, whose
+// members are ixMember(changed, key), all of score 0, so ZRANGE BYLEX walks
 // them newest first. An index entry is written by the script that settles
 // the claim on a single server, or in the same pipeline as that script on
 // Cluster (the nodes are written in parallel); List checks each entry
@@ -78,6 +79,9 @@ type Redis struct {
 	flagged  atomic.Bool      // the server reads script flags (Redis 7); see UseServerVersion
 	classes  sync.Map         // ixClassID → *ixClass (ixClassOf)
 	ifShards [ixShards]string // the in-flight list index's shard keys
+	// A page of listBuckets ends after about this many buckets or bytes
+	// of entries read (listBucketBudget, listByteBudget; tests set less).
+	pageProbes, pageBytes int
 }
 
 // RedisOptions tune the Redis store; the zero value is usable.
@@ -119,6 +123,7 @@ func NewRedis(client redis.UniversalClient, opts RedisOptions) *Redis {
 	s := &Redis{
 		c: client, prefix: opts.Prefix, opts: opts,
 		subs: make(map[string]*subscription), pongs: make(map[string]chan struct{}),
+		pageProbes: listBucketBudget, pageBytes: listByteBudget,
 	}
 	for i := range s.ifShards {
 		s.ifShards[i] = s.ixShardKey(StateInFlight, "", i)
@@ -329,8 +334,7 @@ func deadArg(j Journal) string {
 }
 
 // settle runs a settling script and writes key's list index entry with
-// it, trimming the shard of entries older than ttl (at most once a second
-// per shard from one process). On a single server the
+// it, into the time bucket of its class (redis_list.go). On a single server the
 // script writes the index itself (one command, which the autopipeliner
 // shares with other requests'); on Cluster the index shards live on other
 // nodes, and the index commands go in the same pipeline as the script (one
@@ -345,18 +349,16 @@ func (s *Redis) settle(ctx context.Context, sc *redis.Script, key string, keys [
 	ttl time.Duration, stillHeld bool, oi *orderIx, sx *searchIx, args ...any,
 ) error {
 	c, register := s.ixClassOf(st, ttl)
-	shard := ixShard(key)
-	ix, ifIx := c.shards[shard], s.ifShards[shard]
-	member := ixMember(changed, key)
-	trim := ""
-	if c.trimDue(shard, changed) {
-		trim = "[" + ixMember(changed-ttl.Milliseconds(), "")[:16]
+	if done := c.moved(c.bucketOf(changed)); done != nil {
+		defer s.compactBucket(ctx, done)
 	}
+	ix, ifIx := c.bucketKey(c.bucketOf(changed)), s.ifShards[ixShard(key)]
+	entry := ixEntry(changed, key)
 	old, written := s.ifx.settled(key)
 	held, name := "", ""
 	if stillHeld {
 		// Leave changed the record's time: its in-flight entry too.
-		held = member
+		held = ixMember(changed, key)
 	}
 	if register {
 		name = c.name
@@ -370,11 +372,11 @@ func (s *Redis) settle(ctx context.Context, sc *redis.Script, key string, keys [
 		if sx != nil {
 			keys = append(keys, sx.keys...) // last: searched (journal.lua)
 		}
-		args = append(args, member)
+		args = append(args, entry, c.bttl)
 		// The index's usually empty arguments up to the last one set
 		// (index in journal.lua): each costs the script ~1.1k
 		// instructions.
-		tail := [...]string{trim, old, held, name}
+		tail := [...]string{old, held, name}
 		n := len(tail)
 		for n > 0 && tail[n-1] == "" {
 			n--
@@ -388,9 +390,10 @@ func (s *Redis) settle(ctx context.Context, sc *redis.Script, key string, keys [
 		if name != "" {
 			p.SAdd(ctx, s.ixClassesKey(), name)
 		}
-		p.ZAdd(ctx, ix, redis.Z{Member: member})
-		if trim != "" {
-			p.ZRemRangeByLex(ctx, ix, trim, "+")
+		if entry != "" && first {
+			// APPEND is no ZADD: once, not again with a reloaded script.
+			p.Append(ctx, ix, entry)
+			p.PExpire(ctx, ix, time.Duration(c.ttl+c.width)*time.Millisecond+ixSkew)
 		}
 		if written {
 			p.ZRem(ctx, ifIx, old)
