@@ -1,56 +1,34 @@
 package caddymodule
 
 import (
-	"encoding/json"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
 
 	"github.com/idemgate/idemgate/caddymodule/admin"
+	"github.com/idemgate/idemgate/internal/gatewaytest"
 	"github.com/idemgate/idemgate/internal/platformtest"
 	"github.com/idemgate/idemgate/internal/testenv"
 	"github.com/idemgate/idemgate/platforms"
 )
 
-// alertSink collects the alerts posted to it.
+// alertSink collects the alerts posted to it (gatewaytest.AlertSink).
 type alertSink struct {
-	url    string
-	mu     sync.Mutex
-	events []alertEvent
+	*gatewaytest.AlertSink
+	url string
 }
 
 func newAlertSink(t *testing.T) *alertSink {
-	s := &alertSink{}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var e alertEvent
-		_ = json.NewDecoder(r.Body).Decode(&e)
-		s.mu.Lock()
-		s.events = append(s.events, e)
-		s.mu.Unlock()
-	}))
-	t.Cleanup(srv.Close)
-	s.url = srv.URL
-	return s
+	s := gatewaytest.NewAlertSink(t)
+	return &alertSink{AlertSink: s, url: s.URL}
 }
 
-func (s *alertSink) count(event, key string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for _, e := range s.events {
-		if e.Event == event && e.Key == key {
-			n++
-		}
-	}
-	return n
-}
+func (s *alertSink) count(event, key string) int { return s.Count(event, key) }
 
 // TestRetryBudgetAlipay: a failed Alipay notification carries the
 // platform's retry budget — after one copy, 7 retries left, the next 4
