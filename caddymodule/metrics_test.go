@@ -3,7 +3,6 @@ package caddymodule
 import (
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -11,37 +10,21 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	_ "github.com/caddyserver/caddy/v2/modules/metrics" // the admin endpoint's /metrics
+
+	"github.com/idemgate/idemgate/internal/gatewaytest"
 )
 
-// scrape reads the admin endpoint's /metrics and returns each sample's
-// value by its name and sorted labels, as written: name{a="x",b="y"}.
+// scrape reads the admin endpoint's /metrics (gatewaytest.Scrape): each
+// sample's value by its name and sorted labels, as written:
+// name{a="x",b="y"}.
 func scrape(t testing.TB, g gateway) (map[string]float64, string) {
 	t.Helper()
-	status, text := g.adminDo(t, http.MethodGet, "/metrics")
-	if status != http.StatusOK {
-		t.Fatalf("GET /metrics: %d %s", status, text)
-	}
-	samples := map[string]float64{}
-	for line := range strings.Lines(text) {
-		line = strings.TrimSpace(line)
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			t.Fatalf("sample %q: %v", line, err)
-		}
-		samples[line[:i]] = v
-	}
-	return samples, text
+	return gatewaytest.Scrape(t, g.of())
 }
 
 func wantSample(t testing.TB, samples map[string]float64, name string, want float64) {
 	t.Helper()
-	if got, ok := samples[name]; !ok || got != want {
-		t.Errorf("%s = %v (present %v), want %v", name, got, ok, want)
-	}
+	gatewaytest.WantSample(t, samples, name, want)
 }
 
 const metricsSite = `
@@ -138,9 +121,7 @@ func TestMetricsScrape(t *testing.T) {
 // every test's requests).
 func wantDelta(t testing.TB, samples, base map[string]float64, name string, want float64) {
 	t.Helper()
-	if got, ok := samples[name]; !ok || got-base[name] != want {
-		t.Errorf("%s = %v (present %v, %v before), want %v more", name, got, ok, base[name], want)
-	}
+	gatewaytest.WantDelta(t, samples, base, name, want)
 }
 
 func filter(s map[string]float64, prefix string) map[string]float64 {
