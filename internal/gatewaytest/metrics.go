@@ -73,3 +73,14 @@ func AdminPost(t testing.TB, admin, path string) string {
 	}
 	return string(b)
 }
+
+// Series are the samples of the metric name (every label set).
+func Series(s map[string]float64, name string) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range s {
+		if strings.HasPrefix(k, name+"{") || k == name {
+			out[k] = v
+		}
+	}
+	return out
+}
