@@ -14,7 +14,9 @@ import (
 
 // The deliver async suite: the real module (in this process, or the built
 // binary as separate processes), a real backend and real stores. Every
-// case asserts how many times the backend ran per key.
+// case asserts how many times the backend ran per key. The tests in this
+// process live with the engine (delivery/gateway_test.go); here are the
+// backend's helpers this package's process and durability tests share.
 
 // asyncBackend is the backend behind `deliver async`
 // (gatewaytest.AsyncBackend): it counts runs per key (the form's

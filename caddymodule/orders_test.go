@@ -18,7 +18,9 @@ import (
 // own status query), status messages (TRADE_SUCCESS, TRADE_FINISHED) and
 // time (copies after the answer's ttl). The backend counts its runs by
 // business event (X-Order, which the gateway ignores: keys come from
-// signed content).
+// signed content). The tests in this process live with the feature
+// (orders/gateway_test.go); here are the storm through two processes and
+// the helpers this package's tests share.
 
 // alipayOrderSite is Alipay's two channels and the merchant's status
 // query (gatewaytest.AlipaySite).
