@@ -17,6 +17,7 @@ import (
 	adminapi "github.com/idemgate/idemgate/caddymodule/admin"
 	"github.com/idemgate/idemgate/internal/testenv"
 
+	"github.com/idemgate/idemgate/internal/gatewaytest"
 	"github.com/idemgate/idemgate/internal/redistest"
 	"github.com/idemgate/idemgate/store"
 )
@@ -91,19 +92,11 @@ func sendAll(t *testing.T, bases []string, keys []string, workers int) []time.Du
 	return lat
 }
 
-// adminPost POSTs to a process's admin endpoint and wants 200.
+// adminPost POSTs to a process's admin endpoint and wants 200
+// (gatewaytest.AdminPost).
 func adminPost(t testing.TB, admin, path string) string {
 	t.Helper()
-	resp, err := freshClient.Post("http://"+admin+path, "application/json", nil)
-	if err != nil {
-		t.Fatalf("POST %s: %v", path, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if resp.StatusCode != 200 {
-		t.Fatalf("POST %s: %d %s", path, resp.StatusCode, b)
-	}
-	return string(b)
+	return gatewaytest.AdminPost(t, admin, path)
 }
 
 // TestAsyncBurstTwoInstances: 10,000 notifications in a burst through two
@@ -141,24 +134,22 @@ func TestAsyncBurstTwoInstances(t *testing.T) {
 	}
 	// A moment more: a key delivered twice would show now.
 	time.Sleep(500 * time.Millisecond)
-	be.mu.Lock()
-	defer be.mu.Unlock()
-	if len(be.starts) < n {
-		t.Fatalf("the backend got %d of %d deliveries within 90s", len(be.starts), n)
+	starts, hits, most := be.Starts(), be.Hits(), be.MaxInFlight()
+	if len(starts) < n {
+		t.Fatalf("the backend got %d of %d deliveries within 90s", len(starts), n)
 	}
 	twice := 0
 	for _, k := range keys {
-		if be.hits[k] != 1 {
+		if hits[k] != 1 {
 			twice++
 			if twice < 10 {
-				t.Errorf("%s: backend ran %d times, want 1", k, be.hits[k])
+				t.Errorf("%s: backend ran %d times, want 1", k, hits[k])
 			}
 		}
 	}
-	if be.maxInFlight > concurrency {
-		t.Errorf("the backend saw %d deliveries at once, want at most %d", be.maxInFlight, concurrency)
+	if most > concurrency {
+		t.Errorf("the backend saw %d deliveries at once, want at most %d", most, concurrency)
 	}
-	starts := slices.Clone(be.starts)
 	slices.SortFunc(starts, func(x, y time.Time) int { return x.Compare(y) })
 	worst := 0
 	for i, j := 0, 0; i < len(starts); i++ {
@@ -184,7 +175,7 @@ func TestAsyncBurstTwoInstances(t *testing.T) {
 	}
 	drain := starts[len(starts)-1].Sub(starts[0])
 	t.Logf("drained %d deliveries in %v (%.0f/s; rate %d/s), at most %d at once, at most %d starts in a second",
-		len(starts), drain.Round(time.Millisecond), float64(len(starts)-1)/drain.Seconds(), rate, be.maxInFlight, worst)
+		len(starts), drain.Round(time.Millisecond), float64(len(starts)-1)/drain.Seconds(), rate, most, worst)
 }
 
 // TestAsyncKilledGatewayTakenOver: a gateway is killed (SIGKILL) with
@@ -209,7 +200,7 @@ func TestAsyncKilledGatewayTakenOver(t *testing.T) {
 	var first []string
 	for len(first) < 4 {
 		select {
-		case k := <-be.arrived:
+		case k := <-be.Arrived():
 			first = append(first, k)
 		case <-time.After(10 * time.Second):
 			t.Fatalf("only %d deliveries reached the backend", len(first))

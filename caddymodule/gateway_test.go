@@ -8,12 +8,16 @@ import (
 
 	"github.com/idemgate/idemgate/caddymodule/app"
 	"github.com/idemgate/idemgate/internal/gatewaytest"
+	"github.com/idemgate/idemgate/internal/testenv"
 )
 
 // The handler's tests run the real module in this process through
 // internal/gatewaytest, which the admin API's, the console's and the CLI's
 // tests share. These are its helpers under the names this package's tests
 // have always used.
+
+// raceDetector: this test binary runs under -race, several times slower.
+const raceDetector = testenv.Race
 
 // backend is the stand-in legacy backend (gatewaytest.Backend).
 type backend struct{ *gatewaytest.Backend }

@@ -3,7 +3,6 @@ package caddymodule
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"math/big"
 	"net/http"
 	"net/url"
@@ -17,6 +16,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	_ "github.com/caddyserver/caddy/v2/modules/logging"
 
+	"github.com/idemgate/idemgate/internal/gatewaytest"
 	"github.com/idemgate/idemgate/internal/platformtest"
 )
 
@@ -46,50 +46,24 @@ type delivery struct {
 	header http.Header
 }
 
-// noRedirects is a client that shows a redirect instead of following it,
-// as the tests need to see where the browser would land.
-var noRedirects = &http.Client{
-	Timeout:       30 * time.Second,
-	Transport:     client.Transport,
-	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-}
+// noRedirects shows a redirect instead of following it
+// (gatewaytest.NoRedirects).
+var noRedirects = gatewaytest.NoRedirects
 
-// send delivers d to base; X-Order tells the counting backend which order
-// it is (the gateway ignores it: preset keys come from signed content).
+// send delivers d to base (gatewaytest.Send); X-Order tells the counting
+// backend which order it is (the gateway ignores it: preset keys come from
+// signed content).
 func send(t testing.TB, base, order string, d delivery) reply {
 	t.Helper()
-	method := d.method
-	if method == "" {
-		method = http.MethodPost
-	}
-	u := base + d.path
-	if d.query != "" {
-		u += "?" + d.query
-	}
-	var body io.Reader
-	if d.body != "" {
-		body = strings.NewReader(d.body)
-	}
-	req, err := http.NewRequest(method, u, body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range d.header {
-		req.Header[k] = v
-	}
-	if d.ctype != "" {
-		req.Header.Set("Content-Type", d.ctype)
-	}
-	req.Header.Set("X-Order", order)
-	resp, err := noRedirects.Do(req)
-	if err != nil {
-		t.Errorf("%s %s: %v", method, u, err)
-		return reply{}
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return reply{status: resp.StatusCode, body: string(b), header: resp.Header,
-		replayed: resp.Header.Get("Idempotent-Replayed") == "true"}
+	return replyOf(gatewaytest.Send(t, base, order, d.of()))
+}
+
+func (d delivery) of() gatewaytest.Delivery {
+	return gatewaytest.Delivery{Method: d.method, Path: d.path, Query: d.query, Ctype: d.ctype, Body: d.body, Header: d.header}
+}
+
+func deliveryOf(d gatewaytest.Delivery) delivery {
+	return delivery{method: d.Method, path: d.Path, query: d.Query, ctype: d.Ctype, body: d.Body, header: d.Header}
 }
 
 // answer is what the backend says.

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemgate/idemgate/internal/gatewaytest"
 	"github.com/idemgate/idemgate/internal/testenv"
 	"github.com/idemgate/idemgate/store"
 )
@@ -194,7 +195,7 @@ func TestValidateStatusQueryNeedsOnDuplicate(t *testing.T) {
 			t.Errorf("%s: validate: %v, want it refused naming %q\n%s", c.name, err, c.want, out)
 		}
 	}
-	out, err, _ := runValidate(t, t.TempDir(), docsStatusQueryRecipe(t, "127.0.0.1:9", "store memory"), 30*time.Second)
+	out, err, _ := runValidate(t, t.TempDir(), gatewaytest.StatusQueryRecipe(t, "127.0.0.1:9", "store memory"), 30*time.Second)
 	if err != nil || !strings.Contains(out, "Valid configuration") {
 		t.Fatalf("the docs' status-query recipe: %v\n%s", err, out)
 	}

@@ -72,3 +72,70 @@ func TestSummaryRefundsApart(t *testing.T) {
 		t.Errorf("the payment key's amount: %+v", rec.Amount)
 	}
 }
+
+// TestSummaryTwoCurrencies: the money at stake, per currency, in exact
+// decimals read from the signed content: two failed Alipay payments (CNY
+// 88.88 + 31.12), a failed Stripe charge (USD 9.90), a Stripe event kept
+// only in part (counted without amount). Past Alipay's retry window its
+// keys read dead and move to dead's amounts.
+func TestSummaryTwoCurrencies(t *testing.T) {
+	const secret = "whsec_summary"
+	a := gatewaytest.NewAlipayOrders(t)
+	be := gatewaytest.NewBackend(t)
+	be.SetAnswer(func(order string, n int, r *http.Request) (int, string, time.Duration) { return 503, "down", 0 })
+	g := gatewaytest.StartGateway(t, `
+	handle /notify {
+		idempotency {
+			platform alipay
+			public_key `+a.Pub+`
+			store memory
+		}
+		reverse_proxy {backend}
+	}
+	handle /stripe {
+		idempotency {
+			platform stripe
+			secret `+secret+`
+			store memory
+			journal_body 300
+		}
+		reverse_proxy {backend}
+	}`, "{backend}", be.Addr())
+	d1 := a.Notify("t-s1", "TRADE_SUCCESS")
+	p := platformtest.AlipayNotify(gatewaytest.AlipayAppID, "o-t-s2", "t-s2", "TRADE_SUCCESS", "31.12")
+	d2 := gatewaytest.Delivery{Path: "/notify", Ctype: "application/x-www-form-urlencoded; charset=utf-8", Body: a.Signer.Body(t, p)}
+	for _, d := range []gatewaytest.Delivery{d1, d2} {
+		if r := gatewaytest.Post(t, g.Base+"/notify", d.Ctype, d.Body, nil); r.Status != 503 {
+			t.Fatalf("alipay copy: %+v", r)
+		}
+	}
+	small := []byte(`{"id":"evt_s1","object":"event","type":"payment_intent.payment_failed","data":{"object":{"id":"pi_1","amount":990,"currency":"usd"}}}`)
+	big := platformtest.StripeEvent("evt_s2", "payment_intent.succeeded", "pi_2", 12345) // longer than journal_body
+	for _, b := range [][]byte{small, big} {
+		if r := gatewaytest.Post(t, g.Base+"/stripe", "application/json", string(b), platformtest.StripeHeader(b, secret, time.Now())); r.Status != 503 {
+			t.Fatalf("stripe copy: %+v", r)
+		}
+	}
+	var s SummaryView
+	g.AdminJSON(t, http.MethodGet, "/idempotency/summary", &s)
+	if s.Failed.Count != 4 || s.Failed.Amounts["CNY"] != "120.00" || s.Failed.Amounts["USD"] != "9.90" || len(s.Failed.Amounts) != 2 ||
+		s.Failed.WithoutAmount != 1 || s.Dead.Count != 0 || s.InFlight.Count != 0 {
+		t.Fatalf("summary: %+v", s)
+	}
+	var rec RecordView
+	g.AdminJSON(t, http.MethodGet, gatewaytest.KeyURI("stripe:evt_s1"), &rec)
+	if rec.Amount == nil || rec.Amount.Value != "9.90" || rec.Amount.Currency != "USD" {
+		t.Fatalf("one key's amount: %+v", rec.Amount)
+	}
+	s = SummaryView{}
+	g.AdminJSON(t, http.MethodGet, "/idempotency/summary?scope=stripe", &s)
+	if s.Failed.Count != 2 || s.Failed.Amounts["USD"] != "9.90" || len(s.Failed.Amounts) != 1 {
+		t.Fatalf("summary of scope stripe: %+v", s)
+	}
+	t.Cleanup(gatewaytest.App(t).SetClock(func() time.Time { return time.Now().Add(25*time.Hour + time.Minute) }))
+	s = SummaryView{}
+	g.AdminJSON(t, http.MethodGet, "/idempotency/summary", &s)
+	if s.Dead.Count != 2 || s.Dead.Amounts["CNY"] != "120.00" || s.Failed.Count != 2 || s.Failed.Amounts["CNY"] != "" {
+		t.Fatalf("summary past Alipay's window: %+v", s)
+	}
+}

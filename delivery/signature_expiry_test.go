@@ -1,4 +1,4 @@
-package caddymodule
+package delivery_test
 
 import (
 	"encoding/json"
@@ -42,9 +42,9 @@ func testAsyncSignatureExpires(t *testing.T, _, store string) {
 	t.Cleanup(srv.Close)
 
 	var mu sync.Mutex
-	var alerts []alertEvent
+	var alerts []gatewaytest.Alert
 	ops := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var e alertEvent
+		var e gatewaytest.Alert
 		b, _ := io.ReadAll(r.Body)
 		if json.Unmarshal(b, &e) == nil {
 			mu.Lock()
@@ -53,10 +53,10 @@ func testAsyncSignatureExpires(t *testing.T, _, store string) {
 		}
 	}))
 	t.Cleanup(ops.Close)
-	deadAlerts := func() []alertEvent {
+	deadAlerts := func() []gatewaytest.Alert {
 		mu.Lock()
 		defer mu.Unlock()
-		var out []alertEvent
+		var out []gatewaytest.Alert
 		for _, e := range alerts {
 			if e.Event == "idempotency.dead" {
 				out = append(out, e)
@@ -65,7 +65,7 @@ func testAsyncSignatureExpires(t *testing.T, _, store string) {
 		return out
 	}
 
-	g := startGateway(t, `
+	g := gatewaytest.StartGateway(t, `
 	handle /notify {
 		idempotency {
 			platform wechatpay
@@ -87,8 +87,8 @@ func testAsyncSignatureExpires(t *testing.T, _, store string) {
 	body := wx.Body(t, ev)
 	hdr := wx.Header(t, body, signed)
 	const key = "wechatpay:1230000109:4200777:paid"
-	if r := send(t, g.base, "o-exp", delivery{path: "/notify", ctype: "application/json", body: string(body), header: hdr}); r.status != 200 {
-		t.Fatalf("the notification signed 4m55s ago: got %d %q, want the ack", r.status, r.body)
+	if r := gatewaytest.Send(t, g.Base, "o-exp", gatewaytest.Delivery{Path: "/notify", Ctype: "application/json", Body: string(body), Header: hdr}); r.Status != 200 {
+		t.Fatalf("the notification signed 4m55s ago: got %d %q, want the ack", r.Status, r.Body)
 	}
 	// Down past the signature's 5 minutes (the SDK's clock: whole seconds).
 	expires := signed.Truncate(time.Second).Add(5*time.Minute + 1500*time.Millisecond)
@@ -99,9 +99,9 @@ func testAsyncSignatureExpires(t *testing.T, _, store string) {
 	be.SetDown(false)
 
 	var rec map[string]any
-	eventually(t, 10*time.Second, "the key to be dead", func() bool {
+	gatewaytest.Eventually(t, 10*time.Second, "the key to be dead", func() bool {
 		rec = nil
-		g.adminJSON(t, http.MethodGet, keyURI(key), &rec)
+		g.AdminJSON(t, http.MethodGet, gatewaytest.KeyURI(key), &rec)
 		return rec["state"] == "dead"
 	})
 	attempts, _ := rec["attempts"].([]any)
@@ -109,7 +109,7 @@ func testAsyncSignatureExpires(t *testing.T, _, store string) {
 	if msg, _ := last["error"].(string); !strings.Contains(msg, "the platform's signature expired") || last["status"] != float64(401) {
 		t.Errorf("the last attempt %v should be the SDK's 401, its error saying the platform's signature expired", last)
 	}
-	eventually(t, 5*time.Second, "the idempotency.dead alert", func() bool { return len(deadAlerts()) == 1 })
+	gatewaytest.Eventually(t, 5*time.Second, "the idempotency.dead alert", func() bool { return len(deadAlerts()) == 1 })
 	if a := deadAlerts()[0]; a.Key != key || a.Status != 401 {
 		t.Errorf("dead alert %+v, want key %s status 401", a, key)
 	}
@@ -133,7 +133,7 @@ func testAsyncSignatureExpires(t *testing.T, _, store string) {
 	// record's dead mark.
 	listed := func(state string) []string {
 		var page admin.PageView
-		g.adminJSON(t, http.MethodGet, "/idempotency/keys?state="+state, &page)
+		g.AdminJSON(t, http.MethodGet, "/idempotency/keys?state="+state, &page)
 		var keys []string
 		for _, k := range page.Keys {
 			keys = append(keys, k.Key+" "+k.State)
@@ -147,7 +147,7 @@ func testAsyncSignatureExpires(t *testing.T, _, store string) {
 		t.Errorf("?state=failed lists %v, want none (the key is dead)", got)
 	}
 	var sum admin.SummaryView
-	g.adminJSON(t, http.MethodGet, "/idempotency/summary", &sum)
+	g.AdminJSON(t, http.MethodGet, "/idempotency/summary", &sum)
 	if sum.Dead.Count != 1 || sum.Dead.Amounts["CNY"] != "9.90" || sum.Failed.Count != 0 || sum.InFlight.Count != 0 {
 		t.Errorf("summary %+v, want one dead key of CNY 9.90, nothing failed or in flight", sum)
 	}

@@ -1,4 +1,4 @@
-package caddymodule
+package orders_test
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	_ "github.com/idemgate/idemgate/caddymodule"
 	"github.com/idemgate/idemgate/internal/billtest"
 	"github.com/idemgate/idemgate/internal/gatewaytest"
 	"github.com/idemgate/idemgate/internal/redistest"
@@ -37,12 +38,13 @@ func TestOrderEventRepairedOnRead(t *testing.T) {
 		app = "2021004123456789"
 		ttl = 3 * time.Second
 	)
+	const form = "application/x-www-form-urlencoded"
 	rs := redistest.Start(t)
 	rc := rs.Client()
 	ctx := context.Background()
-	be := newFaultBackend(t)
-	be.setAct(func(string, int) faultAction { return faultAction{body: "success"} })
-	g := startGateway(t, `
+	be := gatewaytest.NewBackend(t)
+	be.SetAnswer(func(string, int, *http.Request) (int, string, time.Duration) { return 200, "success", 0 })
+	g := gatewaytest.StartGateway(t, `
 	handle /notify {
 		idempotency {
 			platform alipay
@@ -52,7 +54,7 @@ func TestOrderEventRepairedOnRead(t *testing.T) {
 			ttl `+ttl.String()+`
 		}
 		reverse_proxy {backend}
-	}`, "{redis}", rs.Addr(), "{backend}", be.addr())
+	}`, "{redis}", rs.Addr(), "{backend}", be.Addr())
 
 	type payment struct {
 		surface, trade, merchantOrder, amount string
@@ -72,8 +74,8 @@ func TestOrderEventRepairedOnRead(t *testing.T) {
 	seen := map[string]bool{}
 	var dayKey string
 	for _, p := range pays {
-		if r, err := faultSend(freshClient, http.MethodPost, g.base+"/notify", notify(p), formHeader); err != nil || r.status != 200 || r.body != "success" {
-			t.Fatalf("%s: first copy: %d %q %v, want the backend's success", p.merchantOrder, r.status, r.body, err)
+		if r := gatewaytest.Post(t, g.Base+"/notify", form, notify(p), nil); r.Status != 200 || r.Body != "success" {
+			t.Fatalf("%s: first copy: %d %q, want the backend's success", p.merchantOrder, r.Status, r.Body)
 		}
 		keys, err := rc.Keys(ctx, "*").Result()
 		if err != nil {
@@ -102,7 +104,7 @@ func TestOrderEventRepairedOnRead(t *testing.T) {
 	}
 
 	// Each surface reads its payment.
-	status, body := g.adminDo(t, http.MethodGet, "/idempotency/orders/"+orderOf(pays[0]))
+	status, body := g.AdminDo(t, http.MethodGet, "/idempotency/orders/"+orderOf(pays[0]))
 	var page struct {
 		Events []struct{ Event, Key, State, Amount string }
 	}
@@ -110,14 +112,14 @@ func TestOrderEventRepairedOnRead(t *testing.T) {
 		page.Events[0].Key != orderOf(pays[0])+":paid" || page.Events[0].State != "answered" || page.Events[0].Amount != "47.00" {
 		t.Errorf("order page: %d %s, want its answered paid event of 47.00", status, body)
 	}
-	status, body = g.adminDo(t, http.MethodGet, "/idempotency/search?q=M48")
+	status, body = g.AdminDo(t, http.MethodGet, "/idempotency/search?q=M48")
 	if status != 200 || !strings.Contains(body, orderOf(pays[1])+":paid") {
 		t.Errorf("search M48: %d %s, want its paid event", status, body)
 	}
 	bill := billtest.Bytes(func(w io.Writer) billtest.Writer {
 		return billtest.NewAlipay(w, "20881021772966100156", at.Add(-12*time.Hour), at.Add(12*time.Hour))
 	}, []billtest.Row{{Kind: billtest.Payment, Order: pays[2].trade, MerchantOrder: "M49", Amount: "49.00", Currency: "CNY", Time: at}})
-	resp, err := gatewaytest.Client.Post("http://"+g.admin+"/idempotency/reconcile?platform=alipay&items=1", "text/csv", bytes.NewReader(bill))
+	resp, err := gatewaytest.Client.Post("http://"+g.Admin+"/idempotency/reconcile?platform=alipay&items=1", "text/csv", bytes.NewReader(bill))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +153,7 @@ func TestOrderEventRepairedOnRead(t *testing.T) {
 		t.Errorf("the day list holds %d entries after the repairs, want the %d orders'", len(entries), len(pays))
 	}
 	// Reading again repairs nothing more.
-	if status, _ := g.adminDo(t, http.MethodGet, "/idempotency/orders/"+orderOf(pays[0])); status != 200 {
+	if status, _ := g.AdminDo(t, http.MethodGet, "/idempotency/orders/"+orderOf(pays[0])); status != 200 {
 		t.Errorf("order page again: %d", status)
 	}
 	if n := rc.LLen(ctx, dayKey).Val(); n != int64(len(pays)) {
@@ -160,14 +162,14 @@ func TestOrderEventRepairedOnRead(t *testing.T) {
 
 	// Past the answers' ttl only the orders remember the payments.
 	for _, p := range pays {
-		eventually(t, ttl+10*time.Second, "the answer's record to expire", func() bool {
-			status, _ := g.adminDo(t, http.MethodGet, keyURI(orderOf(p)+":paid"))
+		gatewaytest.Eventually(t, ttl+10*time.Second, "the answer's record to expire", func() bool {
+			status, _ := g.AdminDo(t, http.MethodGet, gatewaytest.KeyURI(orderOf(p)+":paid"))
 			return status == http.StatusNotFound
 		})
-		if r, err := faultSend(freshClient, http.MethodPost, g.base+"/notify", notify(p), formHeader); err != nil || r.status != 200 || r.body != "success" {
-			t.Errorf("%s: a copy past ttl: %d %q %v, want Alipay's success from the order", p.merchantOrder, r.status, r.body, err)
+		if r := gatewaytest.Post(t, g.Base+"/notify", form, notify(p), nil); r.Status != 200 || r.Body != "success" {
+			t.Errorf("%s: a copy past ttl: %d %q, want Alipay's success from the order", p.merchantOrder, r.Status, r.Body)
 		}
-		if n := be.count(p.merchantOrder); n != 1 {
+		if n := be.Count(p.merchantOrder); n != 1 {
 			t.Errorf("%s (repaired by the %s): the backend ran %d times, want once", p.merchantOrder, p.surface, n)
 		}
 	}

@@ -1,4 +1,4 @@
-package caddymodule
+package metrics_test
 
 import (
 	"bytes"
@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/idemgate/idemgate/internal/gatewaytest"
 )
 
 // reloadSite has a sync route and an async route whose backend always
@@ -41,25 +43,25 @@ const reloadSite = `
 // (what `caddy reload` sends), and no series disappears, the async
 // attempt and dead-letter series included.
 func TestMetricsSurvivePostLoad(t *testing.T) {
-	be := newBackend(t)
+	be := gatewaytest.NewBackend(t)
 	failing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "broken", http.StatusInternalServerError)
 	}))
 	t.Cleanup(failing.Close)
-	g := startGateway(t, reloadSite, "{backend}", be.addr(), "{failing}", failing.URL)
+	g := gatewaytest.StartGateway(t, reloadSite, "{backend}", be.Addr(), "{failing}", failing.URL)
 
-	notify(t, g.base, "r-1") // forwarded
-	notify(t, g.base, "r-1") // replayed
-	if r := post(t, g.base+"/async", "application/x-www-form-urlencoded", "out_trade_no=ra-1", nil); r.status != 200 {
-		t.Fatalf("async ack: %d %q", r.status, r.body)
+	gatewaytest.Notify(t, g.Base, "r-1") // forwarded
+	gatewaytest.Notify(t, g.Base, "r-1") // replayed
+	if r := gatewaytest.Post(t, g.Base+"/async", "application/x-www-form-urlencoded", "out_trade_no=ra-1", nil); r.Status != 200 {
+		t.Fatalf("async ack: %d %q", r.Status, r.Body)
 	}
 	dead := `idemgate_delivery_dead_total{platform="generic",scope="metrics-reload-async"}`
 	var before map[string]float64
-	eventually(t, 15*time.Second, "the async notification to be given up", func() bool {
-		before, _ = scrape(t, g)
+	gatewaytest.Eventually(t, 15*time.Second, "the async notification to be given up", func() bool {
+		before, _ = gatewaytest.Scrape(t, g)
 		return before[dead] == 1
 	})
-	wantSample(t, before, `idemgate_requests_total{outcome="forwarded",platform="generic",scope="metrics-reload"}`, 1)
+	gatewaytest.WantSample(t, before, `idemgate_requests_total{outcome="forwarded",platform="generic",scope="metrics-reload"}`, 1)
 	attempts := `idemgate_delivery_attempts_total{outcome="failed",platform="generic",scope="metrics-reload-async"}`
 	if before[attempts] < 2 {
 		t.Fatalf("%s = %v, want at least 2 before the reload", attempts, before[attempts])
@@ -67,17 +69,17 @@ func TestMetricsSurvivePostLoad(t *testing.T) {
 
 	// POST /load with the running config, forced as `caddy reload --force`
 	// does (an unchanged config is otherwise not loaded again).
-	status, cfg := g.adminDo(t, http.MethodGet, "/config/")
+	status, cfg := g.AdminDo(t, http.MethodGet, "/config/")
 	if status != http.StatusOK {
 		t.Fatalf("GET /config/: %d", status)
 	}
-	req, err := http.NewRequest(http.MethodPost, "http://"+g.admin+"/load", bytes.NewBufferString(cfg))
+	req, err := http.NewRequest(http.MethodPost, "http://"+g.Admin+"/load", bytes.NewBufferString(cfg))
 	if err != nil {
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Cache-Control", "must-revalidate")
-	resp, err := client.Do(req)
+	resp, err := gatewaytest.Client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,10 +88,10 @@ func TestMetricsSurvivePostLoad(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("POST /load: %d %s", resp.StatusCode, body)
 	}
-	client.CloseIdleConnections() // kept-alive connections belong to the old server
-	waitServing(t, g.base)
+	gatewaytest.Client.CloseIdleConnections() // kept-alive connections belong to the old server
+	gatewaytest.WaitServing(t, g.Base)
 
-	after, text := scrape(t, g)
+	after, text := gatewaytest.Scrape(t, g)
 	for name, v := range before {
 		if !strings.HasPrefix(name, "idemgate_") || strings.Contains(name, "_queue_") {
 			continue // Caddy's own, and gauges (they read what is, not what was)
@@ -102,17 +104,17 @@ func TestMetricsSurvivePostLoad(t *testing.T) {
 			t.Errorf("%s fell from %v to %v with the reload", name, v, got)
 		}
 	}
-	wantSample(t, after, dead, 1)
-	wantSample(t, after, attempts, before[attempts])
+	gatewaytest.WantSample(t, after, dead, 1)
+	gatewaytest.WantSample(t, after, attempts, before[attempts])
 	if n := strings.Count(text, "# TYPE idemgate_requests_total counter"); n != 1 {
 		t.Errorf("idemgate_requests_total described %d times after the reload, want 1", n)
 	}
 
-	notify(t, g.base, "r-2")
-	after, _ = scrape(t, g)
-	wantSample(t, after, `idemgate_requests_total{outcome="forwarded",platform="generic",scope="metrics-reload"}`, 2)
-	wantSample(t, after, `idemgate_requests_total{outcome="replayed",platform="generic",scope="metrics-reload"}`, 1)
-	if n := be.count("r-1") + be.count("r-2"); n != 2 {
+	gatewaytest.Notify(t, g.Base, "r-2")
+	after, _ = gatewaytest.Scrape(t, g)
+	gatewaytest.WantSample(t, after, `idemgate_requests_total{outcome="forwarded",platform="generic",scope="metrics-reload"}`, 2)
+	gatewaytest.WantSample(t, after, `idemgate_requests_total{outcome="replayed",platform="generic",scope="metrics-reload"}`, 1)
+	if n := be.Count("r-1") + be.Count("r-2"); n != 2 {
 		t.Errorf("backend ran %d times for r-1 and r-2, want 2", n)
 	}
 }

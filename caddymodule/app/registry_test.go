@@ -1,4 +1,4 @@
-package caddymodule
+package app_test
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
+	_ "github.com/idemgate/idemgate/caddymodule"
 	"github.com/idemgate/idemgate/caddymodule/metrics"
 	"github.com/idemgate/idemgate/internal/gatewaytest"
 )
@@ -18,8 +19,8 @@ import (
 // engine, its one store — one meter provider in the process, nothing in
 // the first config's app, and no goroutine of a dropped route behind.
 func TestRegistriesAcrossReloads(t *testing.T) {
-	be := newBackend(t)
-	port := freePort(t)
+	be := gatewaytest.NewBackend(t)
+	port := gatewaytest.FreePort(t)
 	config := func(i int) string {
 		return fmt.Sprintf(`{
 	admin off
@@ -51,27 +52,27 @@ http://127.0.0.1:%d {
 		}
 	}
 }
-`, t.TempDir(), port, i, be.addr(), i, be.addr())
+`, t.TempDir(), port, i, be.Addr(), i, be.Addr())
 	}
 	gatewaytest.LoadCaddyfile(t, config(0))
 	t.Cleanup(func() { caddy.Stop() })
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	waitListening(t, base)
-	if r := post(t, base+"/sync", "application/x-www-form-urlencoded", "out_trade_no=warm", nil); r.status != 200 {
-		t.Fatalf("the first config's sync route: %d %q", r.status, r.body)
+	gatewaytest.WaitListening(t, base)
+	if r := gatewaytest.Post(t, base+"/sync", "application/x-www-form-urlencoded", "out_trade_no=warm", nil); r.Status != 200 {
+		t.Fatalf("the first config's sync route: %d %q", r.Status, r.Body)
 	}
 	goroutines := runtime.NumGoroutine()
-	first := runningApp(t)
+	first := gatewaytest.App(t)
 
 	for i := 1; i <= 100; i++ {
 		gatewaytest.LoadCaddyfile(t, config(i))
 	}
-	waitServing(t, base)
-	if r := post(t, base+"/sync", "application/x-www-form-urlencoded", "out_trade_no=after", nil); r.status != 200 {
-		t.Fatalf("the last config's sync route: %d %q", r.status, r.body)
+	gatewaytest.WaitServing(t, base)
+	if r := gatewaytest.Post(t, base+"/sync", "application/x-www-form-urlencoded", "out_trade_no=after", nil); r.Status != 200 {
+		t.Fatalf("the last config's sync route: %d %q", r.Status, r.Body)
 	}
 
-	app := runningApp(t)
+	app := gatewaytest.App(t)
 	if n := len(app.ScopeNames()); n != 2 {
 		t.Errorf("%d scopes registered after 100 reloads, want the last config's 2", n)
 	}
@@ -97,12 +98,12 @@ http://127.0.0.1:%d {
 	}
 	// The metrics' collector is held by the running config's registry
 	// only (the dropped configs' registries are let go).
-	eventually(t, 5*time.Second, "the dropped configs' registries to be let go", func() bool {
+	gatewaytest.Eventually(t, 5*time.Second, "the dropped configs' registries to be let go", func() bool {
 		return metrics.Registries() <= 1
 	})
 	// Dropped engines' workers and refreshers are gone (a little slack for
 	// the HTTP server's own connection goroutines).
-	eventually(t, 10*time.Second, "the dropped routes' goroutines to end", func() bool {
+	gatewaytest.Eventually(t, 10*time.Second, "the dropped routes' goroutines to end", func() bool {
 		return runtime.NumGoroutine() <= goroutines+10
 	})
 }

@@ -1,4 +1,4 @@
-package caddymodule
+package delivery_test
 
 import (
 	"context"
@@ -44,16 +44,16 @@ func TestAsyncDeliveryKeepsCredentials(t *testing.T) {
 		io.WriteString(w, "ok")
 	}))
 	defer be.Close()
-	g := startGateway(t, asyncRoute, "{store}", "store redis "+rs.Addr(), "{backend}", strings.TrimPrefix(be.URL, "http://"),
+	g := gatewaytest.StartGateway(t, gatewaytest.AsyncRoute, "{store}", "store redis "+rs.Addr(), "{backend}", strings.TrimPrefix(be.URL, "http://"),
 		"{extra}", "retry 100ms 200ms")
 
 	auth := "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+pass))
 	hdr := http.Header{"Authorization": {auth}, "Cookie": {"session=s3cret-cookie"}}
 	form := url.Values{"out_trade_no": {"auth-1"}, "total_amount": {"9.90"}}.Encode()
-	if r := gatewaytest.Post(t, g.base+"/notify", "application/x-www-form-urlencoded", form, hdr); r.Status != 200 || r.Body != "success" {
+	if r := gatewaytest.Post(t, g.Base+"/notify", "application/x-www-form-urlencoded", form, hdr); r.Status != 200 || r.Body != "success" {
 		t.Fatalf("ack: %d %q", r.Status, r.Body)
 	}
-	waitAnswered(t, 10*time.Second, "demo:auth-1")
+	gatewaytest.WaitAnswered(t, 10*time.Second, "demo:auth-1")
 	mu.Lock()
 	if runs["auth-1"] != 1 || refused != 0 || len(cookies) != 1 || cookies[0] != "session=s3cret-cookie" {
 		t.Fatalf("backend: runs %v, refused %d, cookies %v; want one authenticated run with the cookie", runs, refused, cookies)
@@ -61,7 +61,7 @@ func TestAsyncDeliveryKeepsCredentials(t *testing.T) {
 	mu.Unlock()
 
 	// Never shown, never journaled.
-	rec := record(t, "demo:auth-1")
+	rec := gatewaytest.Record(t, "demo:auth-1")
 	if rec.Notification == nil {
 		t.Fatal("no journaled notification")
 	}
@@ -70,7 +70,7 @@ func TestAsyncDeliveryKeepsCredentials(t *testing.T) {
 			t.Errorf("the journal kept %s: %q", name, v)
 		}
 	}
-	status, body := g.adminDo(t, http.MethodGet, "/idempotency/keys/demo:auth-1?body=1")
+	status, body := g.AdminDo(t, http.MethodGet, "/idempotency/keys/demo:auth-1?body=1")
 	if status != 200 || strings.Contains(body, "s3cret") || strings.Contains(body, base64.StdEncoding.EncodeToString([]byte(user+":"+pass))) {
 		t.Fatalf("admin API: %d, shows the credentials: %s", status, body)
 	}
