@@ -1,24 +1,24 @@
--- Complete a claim. KEYS: the key's record, two names unused (see
--- claim.lua), its order's state, or the hash's name again when the completion writes no
--- order state. ARGV: token, status, headers, body, body_cached ("1"/"0"),
--- ttl (ms), changed (ms), notification, attempt ("" for none); then, with
--- an order state, the key's event in its order, the order's ttl (ms) and
--- the event's value; then, with KEYS[8] (a single server), the order's
--- reconciliation indexes (redis_order.go): KEYS[8] the day list, KEYS[9…]
--- the ref keys, ARGV[13] the day list's entry, ARGV[14] the event for the
--- refs; then the index's (see index); the search entries, if any, end
--- KEYS (see search). The order's three are not sent
--- without one (each argument costs the script ~1.1k instructions), so the
--- index's start at ARGV[10], [13] or [15].
+-- Complete a claim. KEYS: the key's record, its order's state, or the
+-- hash's name again when the completion writes no order state (then the
+-- index's three, see index). ARGV: token, status, headers, body,
+-- body_cached ("1"/"0"), ttl (ms), changed (ms), notification, attempt
+-- ("" for none); then, with an order state, the key's event in its order,
+-- the order's ttl (ms) and the event's value; then, with KEYS[6] (a single
+-- server), the order's reconciliation indexes (redis_order.go): KEYS[6]
+-- the day list, KEYS[7…] the ref keys, ARGV[13] the day list's entry,
+-- ARGV[14] the event for the refs; then the index's (see index); the
+-- search entries, if any, end KEYS (see search). The order's three are not
+-- sent without one (each argument costs the script ~1.1k instructions), so
+-- the index's start at ARGV[10], [13] or [15].
 -- The wake channel is the hash's name and ":wake" (Redis.channel): one
 -- argument fewer.
 -- Returns false when the token does not hold the claim.
 local h = KEYS[1]
-local order = KEYS[4] ~= h
+local order = KEYS[2] ~= h
 -- The search entries (journal.lua's search) end KEYS, after all the rest.
 local nsr, prefix = searched(h)
-local nk8 = #KEYS - nsr >= 8
-if nk8 then
+local oix = #KEYS - nsr >= 6
+if oix then
   index(15)
 elseif order then
   index(13)
@@ -35,11 +35,11 @@ if not settled then
 end
 if order then
   local ottl = tonumber(ARGV[11])
-  remember(KEYS[4], ARGV[10], ARGV[12], ottl)
-  if nk8 then
-    redis.call('RPUSH', KEYS[8], ARGV[13])
-    redis.call('PEXPIRE', KEYS[8], ARGV[11])
-    for i = 9, #KEYS - nsr do
+  remember(KEYS[2], ARGV[10], ARGV[12], ottl)
+  if oix then
+    redis.call('RPUSH', KEYS[6], ARGV[13])
+    redis.call('PEXPIRE', KEYS[6], ARGV[11])
+    for i = 7, #KEYS - nsr do
       redis.call('APPEND', KEYS[i], ARGV[14])
       redis.call('PEXPIRE', KEYS[i], ARGV[11])
     end

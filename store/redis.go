@@ -149,12 +149,14 @@ func (s *Redis) hashKey(key string) string {
 	return s.prefix + ":{" + escapeKey(order) + "}:" + escapeKey(event)
 }
 
-// keys are the Redis keys the scripts take for key: its record, the two
-// names where an earlier layout kept its journal (unused but by
-// delete.lua, which purges a record of that layout; they keep the index's
-// keys where journal.lua's index finds them) and its order state. A script that does not touch the order state (order
-// false) gets the hash's name in its place: the same slot, and no digest
-// of the order to compute (a SHA-256 and 2 allocations per call).
+// keys are the Redis keys the scripts take for key: its record and its
+// order state (journal.lua's index finds the index's keys after them). A
+// script that does not touch the order state (order false) gets the
+// hash's name in its place: the same slot, and no digest of the order to
+// compute (a SHA-256 and 2 allocations per call). The two names where an
+// earlier layout kept the journal went with it (each key costs a script
+// ~1.1k Redis instructions); only delete.lua, which purges a record of
+// that layout, still takes them (Delete).
 func (s *Redis) keys(key string, order bool) []string {
 	h := s.hashKey(key)
 	o := h
@@ -162,7 +164,7 @@ func (s *Redis) keys(key string, order bool) []string {
 		name, _ := OrderOf(key)
 		o = s.orderKey(name)
 	}
-	return []string{h, h + ":n", h + ":a", o}
+	return []string{h, o}
 }
 
 // channel is the pub/sub channel that wakes key's waiters. Channels are not
@@ -450,7 +452,7 @@ func (s *Redis) Release(ctx context.Context, key, token string, ttl time.Duratio
 	changed := time.Now().UnixMilli()
 	notif, att := journalArgs(j)
 	if ttl <= 0 {
-		err := s.run(ctx, s.script(releaseScript), s.keys(key, false), token, s.channel(key), 0, changed, notif, att, deadArg(j)).Err()
+		err := s.run(ctx, s.script(releaseScript), []string{s.hashKey(key)}, token, s.channel(key), 0, changed, notif, att, deadArg(j)).Err()
 		return s.casErr("release", err)
 	}
 	err := s.settle(ctx, s.script(releaseScript), key, s.keys(key, false), StateFailed, changed, ttl, false, nil,
@@ -478,7 +480,7 @@ func (s *Redis) Renew(ctx context.Context, key, token string, lockTTL time.Durat
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	err := s.run(ctx, s.script(renewScript), s.keys(key, false), token, ms(lockTTL)).Err()
+	err := s.run(ctx, s.script(renewScript), []string{s.hashKey(key)}, token, ms(lockTTL)).Err()
 	return s.casErr("renew", err)
 }
 
@@ -568,7 +570,11 @@ func (s *Redis) Delete(ctx context.Context, key string) error {
 		return ErrClosed
 	}
 	_, event := OrderOf(key)
-	err := s.run(ctx, s.script(deleteScript), s.keys(key, true), s.channel(key), event).Err()
+	// delete.lua also purges a record of the earlier layout, whose journal
+	// keys it must be given (on Cluster a script declares what it touches).
+	k := s.keys(key, true)
+	h := k[0]
+	err := s.run(ctx, s.script(deleteScript), []string{h, h + ":n", h + ":a", k[1]}, s.channel(key), event).Err()
 	if m, ok := s.ifx.settled(key); ok {
 		_ = s.c.ZRem(ctx, s.ixKey(StateInFlight, "", key), m).Err() // else List repairs it
 	}
