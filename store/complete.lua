@@ -27,12 +27,13 @@ else
 end
 local ttl = tonumber(ARGV[6])
 local now = now_ms()
-local settled, waited = settle(h, ARGV[1], now, {STATE, 'answered', STATUS, ARGV[2],
-    HEADERS, ARGV[3], BODY, ARGV[4], CACHED, ARGV[5],
-    EXPIRES, string.format('%d', now + ttl), CHANGED, ARGV[7]}, ARGV[8], ARGV[9], ARGV[6])
-if not settled then
+local r = claimed(h, ARGV[1], now)
+if not r then
   return false
 end
+r[STATE], r[STATUS], r[HEADERS], r[BODY], r[CACHED] = 'answered', ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+r[EXPIRES], r[CHANGED] = string.format('%d', now + ttl), ARGV[7]
+local waited = settle(h, r, ARGV[8], ARGV[9], ARGV[6])
 if order then
   local ottl = tonumber(ARGV[11])
   remember(KEYS[2], ARGV[10], ARGV[12], ottl)

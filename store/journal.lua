@@ -1,5 +1,10 @@
 -- Shared by the scripts that settle a claim (prepended to them, after
 -- clock.lua).
+-- A helper names the record's field numbers (record.lua) as locals of its
+-- own: a script's local that a helper names is an upvalue, which Lua
+-- makes anew, with the helper, on every call of the script (~400 Redis
+-- instructions each; journal and settle named thirteen). The numbers are
+-- the stored format's, which never changes.
 
 -- trim_attempts returns the last 32 of attempts. Attempts are one string
 -- of records, each behind a 2-byte big-endian length (a list costs three
@@ -19,40 +24,46 @@ end
 -- journal keeps notif in record r (the first one only) and appends att
 -- to its attempts; past 32 attempts the oldest is cut.
 local function journal(r, notif, att)
+  local NA, NN, NOTIF, ATTS = 17, 18, 21, 22
   if notif ~= '' and not r[NOTIF] then
     -- nn: the record keeps a notification, so it outlives its claim.
     r[NOTIF], r[NN] = notif, '1'
   end
   if att ~= '' then
     r[ATTS] = (r[ATTS] or '') .. att
-    if tonumber(inc(r, NA)) > 32 then
+    -- inc's, without reading back the number it formats.
+    local na = (tonumber(r[NA]) or 0) + 1
+    r[NA] = string.format('%d', na)
+    if na > 32 then
       r[ATTS] = trim_attempts(r[ATTS])
     end
   end
 end
 
--- settle turns the claim token holds (at now) into fields (a flat list of
--- the record's field numbers and their values, record.lua), journals
--- notif and att and gives the record ttl ms (the string the caller was
--- given: Redis formats a Lua number argument with printf's %.17g); false
--- when token does not hold the claim. Its second result: whether a copy
--- has ever found the record in flight (ni), hence may wait on its wake
--- channel. The record with its journal is one value (record.lua): one
--- GET and one SET, where the hash and its two journal keys took five
--- commands.
-local function settle(h, token, now, fields, notif, att, ttl)
+-- claimed reads h's record when token holds its claim at now; nil
+-- otherwise. The caller sets the fields it settles in it, then settles it.
+local function claimed(h, token, now)
+  local STATE, EXPIRES, TOKEN = 2, 12, 20
   local r = load(h)
-  if not r or r[STATE] ~= 'in_flight' or r[TOKEN] ~= token or tonumber(r[EXPIRES]) <= now then
-    return false
+  if r and r[STATE] == 'in_flight' and r[TOKEN] == token and tonumber(r[EXPIRES]) > now then
+    return r
   end
-  for i = 1, #fields, 2 do
-    r[fields[i]] = fields[i + 1]
-  end
+end
+
+-- settle ends the claim of record r (claimed), journals notif and att and
+-- writes r as h's record with ttl ms (the string the caller was given:
+-- Redis formats a Lua number argument with printf's %.17g). It returns
+-- whether a copy has ever found the record in flight (ni), hence may wait
+-- on its wake channel. The record with its journal is one value
+-- (record.lua): one GET and one SET, where the hash and its two journal
+-- keys took five commands.
+local function settle(h, r, notif, att, ttl)
+  local NI, TOKEN = 16, 20
   journal(r, notif, att)
   -- Only a live claim's token is ever compared (held).
   r[TOKEN] = false
   save(h, r, ttl)
-  return true, r[NI] ~= false
+  return r[NI] ~= false
 end
 
 -- remember records in order state os (a hash: event → its value, see

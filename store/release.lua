@@ -18,10 +18,14 @@ if ttl <= 0 then
   end
   -- Nothing to keep: forget the key.
   redis.call('DEL', h)
-elseif not settle(h, ARGV[1], now, {STATE, 'failed', EXPIRES, string.format('%d', now + ttl),
-    CHANGED, ARGV[4], DEAD, ARGV[7] == '1' and '1'}, ARGV[5], ARGV[6], ARGV[3]) then
-  return false
 else
+  local r = claimed(h, ARGV[1], now)
+  if not r then
+    return false
+  end
+  r[STATE], r[EXPIRES], r[CHANGED] = 'failed', string.format('%d', now + ttl), ARGV[4]
+  r[DEAD] = ARGV[7] == '1' and '1'
+  settle(h, r, ARGV[5], ARGV[6], ARGV[3])
   search(h, prefix, nsr, ARGV[3])
 end
 redis.call('PUBLISH', ARGV[2], 'r')
