@@ -6,23 +6,10 @@
 -- instructions each; journal and settle named thirteen). The numbers are
 -- the stored format's, which never changes.
 
--- trim_attempts returns the last 32 of attempts. Attempts are one string
--- of records, each behind a 2-byte big-endian length (a list costs three
--- times the memory for the usual one or two attempts).
-local function trim_attempts(s)
-  local offs, i = {}, 1
-  while i <= #s do
-    table.insert(offs, i)
-    i = i + 2 + s:byte(i) * 256 + s:byte(i + 1)
-  end
-  if #offs > 32 then
-    return s:sub(offs[#offs - 31])
-  end
-  return s
-end
-
 -- journal keeps notif in record r (the first one only) and appends att
--- to its attempts; past 32 attempts the oldest is cut.
+-- to its attempts; past 32 attempts the oldest is cut. Attempts are one
+-- string of records, each behind a 2-byte big-endian length (a list costs
+-- three times the memory for the usual one or two attempts).
 local function journal(r, notif, att)
   local NA, NN, NOTIF, ATTS = 17, 18, 21, 22
   if notif ~= '' and not r[NOTIF] then
@@ -35,7 +22,16 @@ local function journal(r, notif, att)
     local na = (tonumber(r[NA]) or 0) + 1
     r[NA] = string.format('%d', na)
     if na > 32 then
-      r[ATTS] = trim_attempts(r[ATTS])
+      -- The last 32 (in the helper itself: a helper it called would be
+      -- one more closure and upvalue a call).
+      local s, offs, i = r[ATTS], {}, 1
+      while i <= #s do
+        table.insert(offs, i)
+        i = i + 2 + s:byte(i) * 256 + s:byte(i + 1)
+      end
+      if #offs > 32 then
+        r[ATTS] = s:sub(offs[#offs - 31])
+      end
     end
   end
 end
