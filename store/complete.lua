@@ -27,13 +27,15 @@ else
 end
 local ttl = tonumber(ARGV[6])
 local now = now_ms()
-local r = claimed(h, ARGV[1], now)
-if not r then
+-- Settled as journal.lua tells.
+local r = load(h)
+if not held(r, ARGV[1], now) then
   return false
 end
 r[STATE], r[STATUS], r[HEADERS], r[BODY], r[CACHED] = 'answered', ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-r[EXPIRES], r[CHANGED] = string.format('%d', now + ttl), ARGV[7]
-local waited = settle(h, r, ARGV[8], ARGV[9], ARGV[6])
+r[EXPIRES], r[CHANGED], r[TOKEN] = string.format('%d', now + ttl), ARGV[7], false
+journal(r, ARGV[8], ARGV[9])
+save(h, r, ARGV[6])
 if order then
   local ottl = tonumber(ARGV[11])
   remember(KEYS[2], ARGV[10], ARGV[12], ottl)
@@ -55,7 +57,7 @@ end
 -- claim counted it in ni before the copy subscribed, in one script): a
 -- first copy nobody duplicated publishes nothing (PUBLISH and its call
 -- from Lua were ~2–3 µs of Redis CPU on every first copy).
-if waited then
+if r[NI] then
   redis.call('PUBLISH', h .. ':wake', 'c')
 end
 return 1

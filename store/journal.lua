@@ -3,8 +3,8 @@
 -- A helper names the record's field numbers (record.lua) as locals of its
 -- own: a script's local that a helper names is an upvalue, which Lua
 -- makes anew, with the helper, on every call of the script (~400 Redis
--- instructions each; journal and settle named thirteen). The numbers are
--- the stored format's, which never changes.
+-- instructions each; journal and a settle helper named thirteen). The
+-- numbers are the stored format's, which never changes.
 
 -- journal keeps notif in record r (the first one only) and appends att
 -- to its attempts; past 32 attempts the oldest is cut. Attempts are one
@@ -36,31 +36,15 @@ local function journal(r, notif, att)
   end
 end
 
--- claimed reads h's record when token holds its claim at now; nil
--- otherwise. The caller sets the fields it settles in it, then settles it.
-local function claimed(h, token, now)
-  local STATE, EXPIRES, TOKEN = 2, 12, 20
-  local r = load(h)
-  if r and r[STATE] == 'in_flight' and r[TOKEN] == token and tonumber(r[EXPIRES]) > now then
-    return r
-  end
-end
-
--- settle ends the claim of record r (claimed), journals notif and att and
--- writes r as h's record with ttl ms (the string the caller was given:
--- Redis formats a Lua number argument with printf's %.17g). It returns
--- whether a copy has ever found the record in flight (ni), hence may wait
--- on its wake channel. The record with its journal is one value
--- (record.lua): one GET and one SET, where the hash and its two journal
--- keys took five commands.
-local function settle(h, r, notif, att, ttl)
-  local NI, TOKEN = 16, 20
-  journal(r, notif, att)
-  -- Only a live claim's token is ever compared (held).
-  r[TOKEN] = false
-  save(h, r, ttl)
-  return r[NI] ~= false
-end
+-- A script settles a claim itself, not through a helper (whose calls of
+-- load, journal and save would be three upvalues a call): it loads the
+-- record, checks that its token holds the claim (held), sets the fields
+-- it settles, journals, clears the token (only a live claim's token is
+-- ever compared) and saves the record with its ttl (the string the
+-- script was given: Redis formats a Lua number argument with printf's
+-- %.17g). The record with its journal is one value (record.lua): one GET
+-- and one SET, where the hash and its two journal keys took five
+-- commands.
 
 -- remember records in order state os (a hash: event → its value, see
 -- order_codec.go) that event ran, keeping os at least ttl ms.

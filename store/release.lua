@@ -19,13 +19,15 @@ if ttl <= 0 then
   -- Nothing to keep: forget the key.
   redis.call('DEL', h)
 else
-  local r = claimed(h, ARGV[1], now)
-  if not r then
+  -- Settled as journal.lua tells.
+  local r = load(h)
+  if not held(r, ARGV[1], now) then
     return false
   end
   r[STATE], r[EXPIRES], r[CHANGED] = 'failed', string.format('%d', now + ttl), ARGV[4]
-  r[DEAD] = ARGV[7] == '1' and '1'
-  settle(h, r, ARGV[5], ARGV[6], ARGV[3])
+  r[DEAD], r[TOKEN] = ARGV[7] == '1' and '1', false
+  journal(r, ARGV[5], ARGV[6])
+  save(h, r, ARGV[3])
   search(h, prefix, nsr, ARGV[3])
 end
 redis.call('PUBLISH', ARGV[2], 'r')
