@@ -1,11 +1,11 @@
--- Complete a claim. KEYS: the key's record, its order's state, or the
--- hash's name again when the completion writes no order state (then the
--- index's three, see index). ARGV: token, status, headers, body,
--- body_cached ("1"/"0"), ttl (ms), changed (ms), notification, attempt
--- ("" for none); then, with an order state, the key's event in its order,
--- the order's ttl (ms) and the event's value; then, with KEYS[6] (a single
--- server), the order's reconciliation indexes (redis_order.go): KEYS[6]
--- the day list, KEYS[7…] the ref keys, ARGV[13] the day list's entry,
+-- Complete a claim. KEYS: the key's record; on a single server the
+-- index's three (see index); its order's state when the completion
+-- writes one. ARGV: token, status, headers, body, body_cached ("1"/"0"),
+-- ttl (ms), changed (ms), notification, attempt ("" for none); then, with
+-- an order state, the key's event in its order, the order's ttl (ms) and
+-- the event's value; then, with KEYS[6] (a single server), the order's
+-- reconciliation indexes (redis_order.go): KEYS[6] the day list, KEYS[7…]
+-- the ref keys, ARGV[13] the day list's entry,
 -- ARGV[14] the event for the refs; then the index's (see index); the
 -- search entries, if any, end KEYS (see search). The order's three are not
 -- sent without one (each argument costs the script ~1.1k instructions), so
@@ -14,10 +14,13 @@
 -- argument fewer.
 -- Returns false when the token does not hold the claim.
 local h = KEYS[1]
-local order = KEYS[2] ~= h
 -- The search entries (journal.lua's search) end KEYS, after all the rest.
 local nsr, prefix = searched(h)
-local oix = #KEYS - nsr >= 6
+-- The order state: KEYS[2] on Cluster (no index keys: one key without
+-- it), KEYS[5] on a single server (four without it).
+local own = #KEYS - nsr
+local order = own == 2 and KEYS[2] or own >= 5 and KEYS[5]
+local oix = own >= 6
 if oix then
   index(15)
 elseif order then
@@ -38,7 +41,7 @@ journal(r, ARGV[8], ARGV[9])
 save(h, r, ARGV[6])
 if order then
   local ottl = tonumber(ARGV[11])
-  remember(KEYS[2], ARGV[10], ARGV[12], ottl)
+  remember(order, ARGV[10], ARGV[12], ottl)
   if oix then
     redis.call('RPUSH', KEYS[6], ARGV[13])
     redis.call('PEXPIRE', KEYS[6], ARGV[11])

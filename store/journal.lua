@@ -59,11 +59,11 @@ end
 -- itself, when the caller passes the index keys (a single server, where a
 -- script may touch keys of any slot; on Cluster they go in a pipeline
 -- beside it). It runs whatever the script then answers, as the pipeline
--- did: List checks entries against their records. KEYS[1..2] are the
--- key's own (record, order state: the hash's name again for a script
--- that leaves the order alone); KEYS[3]: the state's time bucket
--- (redis_list.go), KEYS[4]: the in-flight shard, KEYS[5]: the class
--- registry (a completion's order indexes follow, complete.lua).
+-- did: List checks entries against their records. KEYS[1] is the key's
+-- record; KEYS[2]: the state's time bucket (redis_list.go), KEYS[3]: the
+-- in-flight shard, KEYS[4]: the class registry (then the order state of a
+-- script that writes one, and a completion's order indexes,
+-- complete.lua; on Cluster the order state is KEYS[2]).
 -- ARGV[i]: the entry, appended to the bucket ("" for none), ARGV[i + 1]:
 -- the bucket's lifetime (ms), set when the entry creates it; then the
 -- in-flight member to remove, the in-flight member to add and the class to
@@ -72,36 +72,36 @@ end
 -- usually all empty). An APPEND costs the same whatever the store holds,
 -- where a ZADD into a sorted set grew with it.
 local function index(i)
-  if #KEYS < 5 then
+  if #KEYS < 4 then
     return
   end
   local e, gone, kept, name = ARGV[i], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
   if name and name ~= '' then
-    redis.call('SADD', KEYS[5], name)
+    redis.call('SADD', KEYS[4], name)
   end
-  if e ~= '' and redis.call('APPEND', KEYS[3], e) == #e then
-    redis.call('PEXPIRE', KEYS[3], ARGV[i + 1])
+  if e ~= '' and redis.call('APPEND', KEYS[2], e) == #e then
+    redis.call('PEXPIRE', KEYS[2], ARGV[i + 1])
   end
   if gone and gone ~= '' then
-    redis.call('ZREM', KEYS[4], gone)
+    redis.call('ZREM', KEYS[3], gone)
   end
   if kept and kept ~= '' then
-    redis.call('ZADD', KEYS[4], '0', kept)
+    redis.call('ZADD', KEYS[3], '0', kept)
   end
 end
 
 -- searched counts the search entries (search_redis.go) at the end of
--- KEYS, after the script's own (five, and a completion's order
--- indexes): keys named <prefix>:sr:…, the prefix being the hash's. It
+-- KEYS, after the script's own (four, and a completion's order state
+-- and indexes): keys named <prefix>:sr:…, the prefix being the hash's. It
 -- returns their number and the prefix.
 local function searched(h)
-  if #KEYS < 6 then
+  if #KEYS < 5 then
     return 0, nil
   end
   local prefix = h:match('^(.*):{')
   local mark = prefix .. ':sr:'
   local n = 0
-  while #KEYS - n >= 6 and KEYS[#KEYS - n]:sub(1, #mark) == mark do
+  while #KEYS - n >= 5 and KEYS[#KEYS - n]:sub(1, #mark) == mark do
     n = n + 1
   end
   return n, prefix

@@ -149,22 +149,21 @@ func (s *Redis) hashKey(key string) string {
 	return s.prefix + ":{" + escapeKey(order) + "}:" + escapeKey(event)
 }
 
-// keys are the Redis keys the scripts take for key: its record and its
-// order state (journal.lua's index finds the index's keys after them). A
-// script that does not touch the order state (order false) gets the
-// hash's name in its place: the same slot, and no digest of the order to
-// compute (a SHA-256 and 2 allocations per call). The two names where an
-// earlier layout kept the journal went with it (each key costs a script
-// ~1.1k Redis instructions); only delete.lua, which purges a record of
-// that layout, still takes them (Delete).
+// keys are the Redis keys the scripts take for key: its record and, when
+// the script touches it (order), its order state; settle puts the index's
+// keys between them on a single server. A script that leaves the order
+// alone gets the record alone: no digest of the order to compute (a
+// SHA-256 and 2 allocations per call), and each key costs a script ~1.1k
+// Redis instructions. The two names where an earlier layout kept the
+// journal went with it; only delete.lua, which purges a record of that
+// layout, still takes them (Delete).
 func (s *Redis) keys(key string, order bool) []string {
 	h := s.hashKey(key)
-	o := h
-	if order {
-		name, _ := OrderOf(key)
-		o = s.orderKey(name)
+	if !order {
+		return []string{h}
 	}
-	return []string{h, o}
+	name, _ := OrderOf(key)
+	return []string{h, s.orderKey(name)}
 }
 
 // channel is the pub/sub channel that wakes key's waiters. Channels are not
@@ -366,7 +365,16 @@ func (s *Redis) settle(ctx context.Context, sc *redis.Script, key string, keys [
 		name = c.name
 	}
 	if _, cluster := s.c.(*redis.ClusterClient); !cluster {
-		keys = append(keys, ix, ifIx, s.ixClassesKey())
+		// The index's keys right after the record (journal.lua's index),
+		// then the order state, if any.
+		nk := len(keys) + 3
+		if oi != nil {
+			nk += len(oi.keys)
+		}
+		if sx != nil {
+			nk += len(sx.keys)
+		}
+		keys = append(append(make([]string, 0, nk), keys[0], ix, ifIx, s.ixClassesKey()), keys[1:]...)
 		if oi != nil {
 			keys = append(keys, oi.keys...)
 			args = append(args, oi.entry, oi.event)
@@ -452,7 +460,7 @@ func (s *Redis) Release(ctx context.Context, key, token string, ttl time.Duratio
 	changed := time.Now().UnixMilli()
 	notif, att := journalArgs(j)
 	if ttl <= 0 {
-		err := s.run(ctx, s.script(releaseScript), []string{s.hashKey(key)}, token, s.channel(key), 0, changed, notif, att, deadArg(j)).Err()
+		err := s.run(ctx, s.script(releaseScript), s.keys(key, false), token, s.channel(key), 0, changed, notif, att, deadArg(j)).Err()
 		return s.casErr("release", err)
 	}
 	err := s.settle(ctx, s.script(releaseScript), key, s.keys(key, false), StateFailed, changed, ttl, false, nil,
@@ -480,7 +488,7 @@ func (s *Redis) Renew(ctx context.Context, key, token string, lockTTL time.Durat
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	err := s.run(ctx, s.script(renewScript), []string{s.hashKey(key)}, token, ms(lockTTL)).Err()
+	err := s.run(ctx, s.script(renewScript), s.keys(key, false), token, ms(lockTTL)).Err()
 	return s.casErr("renew", err)
 }
 

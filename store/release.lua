@@ -1,6 +1,6 @@
 -- Release a claim: the key is free, the record stays failed for ttl.
--- KEYS: the key's record, its name again (see index; without a ttl, the
--- record alone).
+-- KEYS: the key's record, then on a single server the index's three (see
+-- index; not without a ttl).
 -- ARGV: token, wake channel, ttl (ms; 0 forgets the key), changed (ms),
 -- notification, attempt, dead ("1": the attempt ended the key's
 -- deliveries, the record is marked dead; "" clears the mark: a claim
