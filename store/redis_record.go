@@ -149,6 +149,14 @@ func parseRecord(v []string) (*Record, error) {
 		n, _ := strconv.ParseInt(v[i], 10, 64)
 		return n
 	}
+	// A claim made by a SET (newClaimRecord) carries the gateway's
+	// estimate of its end: its lock is the key's life, so while the key
+	// is here it holds.
+	lockEnd, estimate := at(11), false
+	if e := v[11]; e != "" && e[0] == '~' {
+		lockEnd, _ = strconv.ParseInt(e[1:], 10, 64)
+		estimate = true
+	}
 	r := &Record{
 		Key:         v[0],
 		State:       State(v[1]),
@@ -159,7 +167,7 @@ func parseRecord(v []string) (*Record, error) {
 		Conflicts:   at(8),
 		FirstSeen:   time.UnixMilli(at(9)),
 		LastSeen:    time.UnixMilli(at(10)),
-		ExpiresAt:   time.UnixMilli(at(11)),
+		ExpiresAt:   time.UnixMilli(lockEnd),
 		Changed:     time.UnixMilli(at(12)),
 		CopyOutcomes: CopyCounts{
 			Forwarded: at(13), Replayed: at(14), InFlight: at(15),
@@ -167,7 +175,7 @@ func parseRecord(v []string) (*Record, error) {
 		AttemptCount: at(16),
 		Dead:         v[18] == "1",
 	}
-	if r.State == StateInFlight && !time.Now().Before(r.ExpiresAt) {
+	if r.State == StateInFlight && !estimate && !time.Now().Before(r.ExpiresAt) {
 		// The claim ran out; a record still here keeps a journal and
 		// reads as failed (the scripts judge by the server's clock).
 		r.State = StateFailed
