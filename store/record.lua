@@ -21,14 +21,15 @@ local KEY, STATE, STATUS, HEADERS, BODY, CACHED, FP, COPIES, CONFLICTS,
 
 -- lock_end makes the claim end of r, a record of h in flight, a time on
 -- the server's clock. A claim the gateway made itself with SET NX (no
--- script: Redis.Claim) carries "~" and the gateway's estimate there: its
--- lock is the key's own life (PX), so it ends at now plus the key's PTTL,
--- whatever the gateway's clock said. The first script to touch the record
--- writes it so.
+-- script: redis_claim.go) carries its token marked "~" and the gateway's
+-- estimate of its end: its lock is the key's own life (PX), so it ends at
+-- now plus the key's PTTL, whatever the gateway's clock said. The first
+-- script to touch the record writes it so, the token unmarked.
 -- It returns whether it did: the record is such a claim, untouched since.
 local function lock_end(h, r, now)
-  local e = r[EXPIRES]
-  if e and string.byte(e, 1) == 126 then
+  local t = r[TOKEN]
+  if t and string.byte(t, 1) == 126 then
+    r[TOKEN] = string.sub(t, 2)
     r[EXPIRES] = string.format('%d', (now or now_ms()) + redis.call('PTTL', h))
     return true
   end

@@ -541,7 +541,7 @@ func (s *Redis) Lookup(ctx context.Context, key string) (*Record, error) {
 	if err != nil {
 		return nil, s.wrap("lookup", err)
 	}
-	rec, err := parseRecord(v[:len(recordFields)])
+	rec, err := recordOf(v)
 	if err != nil {
 		return nil, s.wrap("lookup", err)
 	}

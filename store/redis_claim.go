@@ -120,16 +120,19 @@ func (s *Redis) sendPair(ctx context.Context, a, b *redis.Cmd) error {
 
 // newClaimRecord is a new claim's record as claim.lua would write it
 // (record.lua: 22 MessagePack values, strings or false), with one
-// difference: the claim's end is "~" and the gateway's estimate. Its lock
-// is the key's own life (PX), which the first script to read the record
-// turns into a time on the server's clock (record.lua, lock_end), so a
-// gateway whose clock is off never shortens or stretches a claim. Times
-// are the gateway's: when it was first and last seen, for people.
+// difference: its token is marked "~", and its end is the gateway's
+// estimate. Its lock is the key's own life (PX), which the first script
+// to read the record writes as a time on the server's clock, unmarking
+// the token (record.lua, lock_end), so a gateway whose clock is off never
+// shortens or stretches a claim. (A gateway of an earlier version reads
+// the estimate as the claim's end, and the marked token as another's.)
+// Times are the gateway's: when it was first and last seen, for people.
 func newClaimRecord(key, fingerprint, token string, now, lockEnd int64) []byte {
 	const f = 0xc2 // false: a field not set
-	var nb, eb [24]byte
+	var nb, eb, tb [24]byte
 	ns := strconv.AppendInt(nb[:0], now, 10)
-	es := strconv.AppendInt(append(eb[:0], '~'), lockEnd, 10)
+	es := strconv.AppendInt(eb[:0], lockEnd, 10)
+	ts := append(append(tb[:0], '~'), token...)
 	b := make([]byte, 0, 96+len(key)+len(fingerprint)+len(token))
 	b = appendMsgpackStr(b, key)                   // key
 	b = appendMsgpackStr(b, string(StateInFlight)) // state
@@ -143,7 +146,7 @@ func newClaimRecord(key, fingerprint, token string, now, lockEnd int64) []byte {
 	b = appendMsgpackStr(b, ns)                    // changed
 	b = appendMsgpackStr(b, "1")                   // nf
 	b = append(b, f, f, f, f, f)                   // nr, ni, na, nn, dead
-	b = appendMsgpackStr(b, token)                 // the claim's token
+	b = appendMsgpackStr(b, ts)                    // the claim's token, marked
 	return append(b, f, f)                         // notification, attempts
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -133,7 +134,19 @@ func listedRecord(p string) (*Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	return parseRecord(v[:len(recordFields)])
+	return recordOf(v)
+}
+
+// recordOf reads an unpacked record value v (all recordWidth fields) as
+// a Record, without its journal. A claim made by a SET that no script has
+// touched (its token marked "~": newClaimRecord) holds while the key is
+// here, whatever the gateway's estimate of its end says.
+func recordOf(v []string) (*Record, error) {
+	r, err := parseRecord(v[:len(recordFields)])
+	if err == nil && v[1] == string(StateInFlight) && strings.HasPrefix(v[recordToken], "~") {
+		r.State = StateInFlight
+	}
+	return r, err
 }
 
 // parseRecord reads a record's fields in recordFields order ("" for a
@@ -149,14 +162,6 @@ func parseRecord(v []string) (*Record, error) {
 		n, _ := strconv.ParseInt(v[i], 10, 64)
 		return n
 	}
-	// A claim made by a SET (newClaimRecord) carries the gateway's
-	// estimate of its end: its lock is the key's life, so while the key
-	// is here it holds.
-	lockEnd, estimate := at(11), false
-	if e := v[11]; e != "" && e[0] == '~' {
-		lockEnd, _ = strconv.ParseInt(e[1:], 10, 64)
-		estimate = true
-	}
 	r := &Record{
 		Key:         v[0],
 		State:       State(v[1]),
@@ -167,7 +172,7 @@ func parseRecord(v []string) (*Record, error) {
 		Conflicts:   at(8),
 		FirstSeen:   time.UnixMilli(at(9)),
 		LastSeen:    time.UnixMilli(at(10)),
-		ExpiresAt:   time.UnixMilli(lockEnd),
+		ExpiresAt:   time.UnixMilli(at(11)),
 		Changed:     time.UnixMilli(at(12)),
 		CopyOutcomes: CopyCounts{
 			Forwarded: at(13), Replayed: at(14), InFlight: at(15),
@@ -175,7 +180,7 @@ func parseRecord(v []string) (*Record, error) {
 		AttemptCount: at(16),
 		Dead:         v[18] == "1",
 	}
-	if r.State == StateInFlight && !estimate && !time.Now().Before(r.ExpiresAt) {
+	if r.State == StateInFlight && !time.Now().Before(r.ExpiresAt) {
 		// The claim ran out; a record still here keeps a journal and
 		// reads as failed (the scripts judge by the server's clock).
 		r.State = StateFailed
