@@ -41,7 +41,7 @@ end
 -- GET and one SET, where the hash and its two journal keys took five
 -- commands.
 local function settle(h, token, now, fields, notif, att, ttl)
-  local r = load(h)
+  local r = load(h, now)
   if not r or r[STATE] ~= 'in_flight' or r[TOKEN] ~= token or tonumber(r[EXPIRES]) <= now then
     return false
   end

@@ -12,7 +12,7 @@ local nsr, prefix = searched(h)
 local now = now_ms()
 local ttl = tonumber(ARGV[3])
 if ttl <= 0 then
-  if not held(load(h), ARGV[1], now) then
+  if not held(load(h, now), ARGV[1], now) then
     return false
   end
   -- Nothing to keep: forget the key.

@@ -3,7 +3,7 @@
 -- does not hold the claim.
 local h = KEYS[1]
 local now = now_ms()
-local r = load(h)
+local r = load(h, now)
 if not held(r, ARGV[1], now) then
   return false
 end
