@@ -34,6 +34,10 @@ type result struct {
 	// storeOp names the store operation that failed, for its counter;
 	// verified, the label of the key that verified the notification.
 	storeOp, verified string
+	// published is the outcome act published before the answer
+	// (setOutcome), "" when none: record publishes the final one only when
+	// it differs.
+	published outcome
 }
 
 // outcome is a bounded metric label and the {idempotency.outcome} value;
@@ -67,10 +71,13 @@ func setOutcome(repl *caddy.Replacer, o outcome) { repl.Set("idempotency.outcome
 // record logs, counts and ends the span of one request's result. It
 // publishes the final outcome for handle_errors and the access log, which
 // may differ from the one published before the answer (a forward whose
-// backend then failed); a map write is cheaper than reading it back.
+// backend then failed). A first copy that ran published its final
+// outcome already: no second write (a locked map write and a boxed string).
 func (h *Handler) record(ctx context.Context, span spanEnder, repl *caddy.Replacer, start time.Time, d *result) {
 	elapsed := time.Since(start)
-	setOutcome(repl, d.outcome)
+	if d.outcome != d.published {
+		setOutcome(repl, d.outcome)
+	}
 	h.metrics.Observe(ctx, h.obs.route, metrics.Observation{Outcome: d.outcome, Elapsed: elapsed, Backend: d.backend,
 		Copies: d.copies, Verified: d.verified, StoreOp: d.storeOp})
 	h.app.Counts().Add(d.outcome)

@@ -20,10 +20,26 @@ import (
 // entry, a claim or an answer: those are the store's, written before the
 // answer is sent. A full queue writes the line on the request path rather
 // than drop it (the decision line is the audit trail), and Cleanup writes
-// what is left. (At a stop Caddy closes its log files before it cleans
-// modules up, so a line still queued then would find its file closed;
-// the writer empties the queue as it fills, long before: the HTTP server
-// stops, and the lines of its last requests are written, first.)
+// what is left: a graceful stop or a reload loses no line.
+//
+// Cleanup is the hook that can, as Caddy (v2.11: caddy.go, context.go,
+// logging.go) runs a config's end. Its log writers are not closed when
+// the config is unloaded or stopped: Logging.openLogs registers closeLogs
+// with OnCancel on its own copy of the config's Context, and the config's
+// cancel runs the OnCancel functions of the context it was made from, not
+// those; a module's OnCancel at Provision is dropped the same way, so
+// OnCancel is no hook here. The writers stay open (pooled, shared with
+// the next config naming them) until the process exits. At a graceful
+// stop (exitProcess → Stop → unsyncedStop) every app's Stop runs first,
+// the HTTP app's waiting for the requests in flight, then the config's
+// cancel calls each module's Cleanup, and only then does the process
+// exit: Cleanup's close writes the queue while the log still writes, and
+// the stop waits for it. At a reload the old config's servers are told to
+// shut down, not waited for, and its Cleanup runs: a request still
+// finishing on the old routes then writes its own line (the queue is
+// closed). An app's Stop would be too early: the apps stop in map order,
+// and the HTTP servers may still answer after it. Should a Caddy upgrade
+// close the writers before Cleanup, TestDecisionLinesAtStopAndReload fails.
 
 // lineQueueSize bounds the lines waiting: ~0.5 s of a busy gateway's
 // decisions; past it the request writes its own line.

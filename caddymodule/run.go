@@ -71,6 +71,8 @@ type runState struct {
 // Cleanup stops what start started and drops this handler's reference to
 // its store. Caddy calls it after a failed Provision too.
 func (h *Handler) Cleanup() error {
+	// The queued decision lines are written here, where Caddy's log still
+	// writes, at a stop and at a reload (decisionlog.go).
 	if h.lines != nil {
 		h.lines.close()
 	}

@@ -57,6 +57,7 @@ func (h *Handler) act(w http.ResponseWriter, r *http.Request, next caddyhttp.Han
 		setOutcome(repl, outcomeForwarded)
 		settled := resultOf(h.forward(w, r, next, o.Claim))
 		settled.key, settled.keyID, settled.verified = res.key, res.keyID, res.verified
+		settled.published = outcomeForwarded
 		if settled.outcome == outcomeBackendFailed || settled.outcome == outcomeBackendUnreachable {
 			settled.journal = journal.ReadFailed(h.store, settled.key, time.Duration(h.StoreTimeout), h.app.Now, h.retryWindow())
 		}
@@ -64,9 +65,11 @@ func (h *Handler) act(w http.ResponseWriter, r *http.Request, next caddyhttp.Han
 		return settled.err
 	case gate.Replay:
 		setOutcome(repl, res.outcome)
+		res.published = res.outcome
 		return h.replay(w, r, repl, o.Record)
 	case gate.Ack:
 		setOutcome(repl, res.outcome)
+		res.published = res.outcome
 		return writeAck(w, r, h.dlv.ack, false)
 	case gate.Pass:
 		passed := *res

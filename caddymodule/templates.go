@@ -122,22 +122,21 @@ type bodyPlaceholders struct {
 // backend may read the first, the last or all of them — another key than
 // the gateway claimed, and the backend runs twice. (Presets read their
 // signed fields strictly, keying.ErrAmbiguous.)
+//
+// The field's description is built only for the error: made on every
+// request, it was an allocation of every header- or form-keyed copy.
 func (bp *bodyPlaceholders) ambiguous(name string) error {
-	var what string
+	var what, field string
 	var n int
-	switch {
-	case strings.HasPrefix(name, "http.request.header."):
-		what = "header " + strings.TrimPrefix(name, "http.request.header.")
-		n = len(bp.req.Header.Values(strings.TrimPrefix(name, "http.request.header.")))
-	case strings.HasPrefix(name, "http.request.uri.query."):
-		what = "query field " + strings.TrimPrefix(name, "http.request.uri.query.")
-		n = len(bp.req.URL.Query()[strings.TrimPrefix(name, "http.request.uri.query.")])
-	case strings.HasPrefix(name, "idempotency.form."):
-		what = "form field " + strings.TrimPrefix(name, "idempotency.form.")
-		n = bp.n.Fields.FormCount(strings.TrimPrefix(name, "idempotency.form."))
+	if f, ok := strings.CutPrefix(name, "http.request.header."); ok {
+		what, field, n = "header", f, len(bp.req.Header.Values(f))
+	} else if f, ok := strings.CutPrefix(name, "http.request.uri.query."); ok {
+		what, field, n = "query field", f, len(bp.req.URL.Query()[f])
+	} else if f, ok := strings.CutPrefix(name, "idempotency.form."); ok {
+		what, field, n = "form field", f, bp.n.Fields.FormCount(f)
 	}
 	if n > 1 {
-		return fmt.Errorf("%s appears %d times in this request: a backend may read another value than the gateway keys on", what, n)
+		return fmt.Errorf("%s %s appears %d times in this request: a backend may read another value than the gateway keys on", what, field, n)
 	}
 	return nil
 }

@@ -78,11 +78,13 @@ func Classify(s Sent) Kind {
 // ambiguous instead. The zero value is ready.
 type SendTrace struct {
 	attempted, written atomic.Bool
+	trace              httptrace.ClientTrace // Context's: one allocation with the SendTrace
 }
 
-// Context is ctx with the trace on it, for the request that sends.
+// Context is ctx with the trace on it, for the request that sends; once
+// per SendTrace.
 func (s *SendTrace) Context(ctx context.Context) context.Context {
-	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+	s.trace = httptrace.ClientTrace{
 		GotConn: func(info httptrace.GotConnInfo) {
 			if s.written.Load() {
 				_ = info.Conn.Close()
@@ -95,7 +97,8 @@ func (s *SendTrace) Context(ctx context.Context) context.Context {
 			// request.
 			s.written.Store(true)
 		},
-	})
+	}
+	return httptrace.WithClientTrace(ctx, &s.trace)
 }
 
 // Attempted: the transport took a connection for the request.

@@ -181,6 +181,9 @@ type heldClaim struct {
 
 	ceiling time.Time          // when the backend's request is cut off
 	cut     context.CancelFunc // cuts it off
+	// note is the notification the timer's first run journals, nil once
+	// it did (or when none is kept); only the timer's runs read it.
+	note *store.Notification
 }
 
 // KeepAfter: a claim still at the backend this long journals its
@@ -197,7 +200,7 @@ const KeepAfter = 250 * time.Millisecond
 // At ceiling it calls cut, which ends the backend's request; the renewals
 // go on until the forward settles the claim (stop).
 func (g *Gate) hold(key, token string, note *store.Notification, ceiling time.Time, cut context.CancelFunc) *heldClaim {
-	c := &heldClaim{ceiling: ceiling, cut: cut}
+	c := &heldClaim{ceiling: ceiling, cut: cut, note: note}
 	every := g.LockTTL / 3
 	first := every
 	if note != nil {
@@ -218,9 +221,9 @@ func (g *Gate) hold(key, token string, note *store.Notification, ceiling time.Ti
 		op, call := "renew", func(ctx context.Context) error {
 			return g.Route.Store().Renew(ctx, key, token, g.LockTTL)
 		}
-		if n := note; n != nil {
+		if n := c.note; n != nil {
 			// Once: the later runs of this timer renew.
-			note = nil
+			c.note = nil
 			op, call = "keep", func(ctx context.Context) error {
 				return g.Route.Store().Leave(ctx, key, token, g.TTL, store.Journal{Notification: n})
 			}

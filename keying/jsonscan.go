@@ -20,7 +20,11 @@ import (
 func jsonAt(doc []byte, path string) (string, bool) {
 	v := bytes.TrimLeft(doc, " \t\r\n")
 	if path != "" {
-		for _, part := range strings.Split(path, ".") {
+		// The path's parts in place: strings.Split's slice was an
+		// allocation of every JSON-keyed request.
+		for more := true; more; {
+			var part string
+			part, path, more = strings.Cut(path, ".")
 			var ok bool
 			switch v[0] {
 			case '{':

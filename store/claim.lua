@@ -11,8 +11,18 @@ local h = KEYS[1]
 local nowms = now_ms()
 local now = string.format('%d', nowms)
 local ttl = tonumber(ARGV[3])
-local r = load(h) -- the record (record.lua), for a key that has one
+local r, set = load(h, nowms) -- the record (record.lua), for a key that has one
 local st = r and r[STATE]
+if set then
+  -- A claim made by a SET, untouched (Redis.claimBySet): its maker asked
+  -- the order in the same round trip and, when the event ran, lets the
+  -- claim go. Copies that meet it meanwhile are answered as its maker
+  -- will be, not held as in flight.
+  local ran = redis.call('HGET', KEYS[2], ARGV[5])
+  if ran then
+    return {'order', ran}
+  end
+end
 if st == 'answered' then
   -- A replay, the commonest duplicate: the copy counted, and the record as
   -- written its reply (the gateway reads replayFields of it). Packing

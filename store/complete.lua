@@ -31,7 +31,7 @@ end
 local ttl = tonumber(ARGV[6])
 local now = now_ms()
 -- Settled as journal.lua tells.
-local r = load(h)
+local r = load(h, now)
 if not held(r, ARGV[1], now) then
   return false
 end

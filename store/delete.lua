@@ -10,8 +10,11 @@ local h = KEYS[1]
 local s = redis.pcall('GET', h) -- an earlier layout's hash: an error reply
 local gone = false
 if type(s) == 'string' then
-  local r = {cmsgpack.unpack(s)}
-  gone = r[STATE] == 'in_flight' and tonumber(r[EXPIRES]) <= now_ms() and not r[NA] and not r[NN]
+  local r, now = {cmsgpack.unpack(s)}, now_ms()
+  if r[STATE] == 'in_flight' then
+    lock_end(h, r, now)
+  end
+  gone = r[STATE] == 'in_flight' and tonumber(r[EXPIRES]) <= now and not r[NA] and not r[NN]
 end
 local had = redis.call('HEXISTS', KEYS[4], ARGV[2]) == 1
 if (redis.call('EXISTS', KEYS[1], KEYS[2], KEYS[3]) == 0 or gone) and not had then

@@ -7,7 +7,7 @@
 local h = KEYS[1]
 index(7)
 local now = now_ms()
-local r = load(h)
+local r = load(h, now)
 if not held(r, ARGV[1], now) then
   return false
 end

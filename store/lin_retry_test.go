@@ -23,6 +23,7 @@ import (
 // client's connection, does not take it.
 type replyDropper struct {
 	armed atomic.Int32
+	also  []byte // another write that takes the arm (lower case), or nil
 }
 
 func (d *replyDropper) dial(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -40,7 +41,8 @@ type droppingConn struct {
 }
 
 func (c *droppingConn) Write(p []byte) (int, error) {
-	if bytes.Contains(bytes.ToLower(p), []byte("evalsha")) && c.d.armed.CompareAndSwap(1, 0) {
+	lp := bytes.ToLower(p)
+	if (bytes.Contains(lp, []byte("evalsha")) || c.d.also != nil && bytes.Contains(lp, c.d.also)) && c.d.armed.CompareAndSwap(1, 0) {
 		c.drop.Store(true)
 	}
 	return c.Conn.Write(p)
@@ -158,5 +160,45 @@ func TestLinearizableRedisWaitNoCluster(t *testing.T) {
 	}
 	if _, err := s.Lookup(ctx, "k"); err == nil || errors.Is(err, ErrNotFound) {
 		t.Errorf("Lookup without a server: %v, want a store error", err)
+	}
+}
+
+// The same for a claim that is a SET (redis_claim.go): a first copy whose
+// answer was lost with its connection claimed once, and is not re-sent
+// (a re-sent SET NX GET would hand back the claim's own record, and the
+// caller would wait on itself).
+func TestLinearizableRedisSetClaimNotResent(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	d := &replyDropper{also: []byte("$3\r\nset\r\n")}
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), Dialer: d.dial, PoolSize: 1})
+	s := NewRedis(c, RedisOptions{Prefix: "lin"})
+	s.UseServerVersion(7)
+	t.Cleanup(func() { s.Close(); c.Close() })
+	ls := &linScript{t: t, start: time.Now()}
+	ls.do(0, s, linIn{Op: opClaim, Key: "warm", TTL: time.Minute})
+	ls.do(0, s, linIn{Op: opClaim, Key: "warm", TTL: time.Minute}) // loads the claim script
+
+	sets := srv.CommandCalls("set")
+	d.armed.Store(1)
+	out := ls.do(0, s, linIn{Op: opClaim, Key: "paid", FP: "A", TTL: time.Minute})
+	if d.armed.Load() != 0 {
+		t.Fatal("the claim's answer was not dropped")
+	}
+	if !out.Unknown {
+		t.Errorf("claim whose answer was lost: %s, want an error (outcome unknown)", linOutDesc(out))
+	}
+	if got := srv.CommandCalls("set") - sets; got != 1 {
+		t.Errorf("the claim's SET ran %d times, want 1", got)
+	}
+	if out := ls.do(0, s, linIn{Op: opLookup, Key: "paid"}); !out.Found || out.Copies != 1 {
+		t.Errorf("lookup: %s, want a record with 1 copy", linOutDesc(out))
+	}
+	// A retry by the caller finds it in flight, counted as a second copy.
+	if out := ls.do(0, s, linIn{Op: opClaim, Key: "paid", FP: "A", TTL: time.Minute}); out.Outcome != InFlight {
+		t.Errorf("the caller's retry: %s, want in flight", linOutDesc(out))
+	}
+	if res := linCheck(t, "set claim not re-sent", ls.h); res != porcupine.Ok {
+		t.Errorf("history of %d operations is %s, want Ok", len(ls.h), res)
 	}
 }

@@ -104,13 +104,19 @@ func linClientOpts(addr string) *redis.Options {
 		ReadTimeout: linReadTimeout, WriteTimeout: linReadTimeout}
 }
 
-// linRedisPair is two gateway instances: two stores on two clients.
+// linRedisPair is two gateway instances: two stores on two clients. The
+// first claims a fresh key as a gateway does on Redis 7 (a SET, no script:
+// redis_claim.go), the second with the claim script every version reads,
+// so a history mixes the two on the same keys.
 func linRedisPair(t *testing.T, newClient func() redis.UniversalClient, wait int) []Store {
 	o := RedisOptions{Prefix: "lin", WaitReplicas: wait, WaitTimeout: linWaitTimeout}
 	var stores []Store
-	for range 2 {
+	for i := range 2 {
 		c := newClient()
 		s := NewRedis(c, o)
+		if i == 0 {
+			s.UseServerVersion(7)
+		}
 		t.Cleanup(func() { s.Close(); c.Close() })
 		stores = append(stores, s)
 	}

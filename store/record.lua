@@ -19,13 +19,36 @@ local KEY, STATE, STATUS, HEADERS, BODY, CACHED, FP, COPIES, CONFLICTS,
   FIRST, LAST, EXPIRES, CHANGED, NF, NR, NI, NA, NN, DEAD, TOKEN, NOTIF, ATTS =
   1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22
 
--- load reads the record of h, or nil.
-local function load(h)
+-- lock_end makes the claim end of r, a record of h in flight, a time on
+-- the server's clock. A claim the gateway made itself with SET NX (no
+-- script: redis_claim.go) carries its token marked "~" and the gateway's
+-- estimate of its end: its lock is the key's own life (PX), so it ends at
+-- now plus the key's PTTL, whatever the gateway's clock said. The first
+-- script to touch the record writes it so, the token unmarked.
+-- It returns whether it did: the record is such a claim, untouched since.
+local function lock_end(h, r, now)
+  local t = r[TOKEN]
+  if t and string.byte(t, 1) == 126 then
+    r[TOKEN] = string.sub(t, 2)
+    r[EXPIRES] = string.format('%d', (now or now_ms()) + redis.call('PTTL', h))
+    return true
+  end
+  return false
+end
+
+-- load reads the record of h, or nil; now (the server's clock, ms), when
+-- the caller has read it, spares lock_end a TIME. Its second result: the
+-- record is a claim made by a SET that no script has touched (lock_end).
+local function load(h, now)
   local s = redis.call('GET', h)
   if not s then
     return nil
   end
-  return {cmsgpack.unpack(s)}
+  local r = {cmsgpack.unpack(s)}
+  if r[STATE] == 'in_flight' then
+    return r, lock_end(h, r, now)
+  end
+  return r, false
 end
 
 -- inc adds one to the counter r[i] and returns it.

@@ -73,12 +73,14 @@ type Redis struct {
 	loopDone chan struct{}
 
 	ifx      *inFlightIx
-	direct   redis.Scripter   // the client itself, sending scripts once (see scripter)
-	piped    redis.Scripter   // through the client's autopipeliner, or nil (see scripter)
-	calls    atomic.Int32     // write scripts under way
-	flagged  atomic.Bool      // the server reads script flags (Redis 7); see UseServerVersion
-	classes  sync.Map         // ixClassID → *ixClass (ixClassOf)
-	ifShards [ixShards]string // the in-flight list index's shard keys
+	direct   redis.Scripter       // the client itself, sending scripts once (see scripter)
+	piped    redis.Scripter       // through the client's autopipeliner, or nil (see scripter)
+	ap       *redis.AutoPipeliner // the autopipeliner itself (sendPair), or nil
+	dups     atomic.Int32         // recent claims that found a record, of dupsScale (sawClaim)
+	calls    atomic.Int32         // write scripts under way
+	flagged  atomic.Bool          // the server reads script flags (Redis 7); see UseServerVersion
+	classes  sync.Map             // ixClassID → *ixClass (ixClassOf)
+	ifShards [ixShards]string     // the in-flight list index's shard keys
 	// A page of listBuckets ends after about this many buckets or bytes
 	// of entries read (listBucketBudget, listByteBudget; tests set less).
 	pageProbes, pageBytes int
@@ -133,7 +135,7 @@ func NewRedis(client redis.UniversalClient, opts RedisOptions) *Redis {
 	// context (see pipelinedScripter).
 	s.direct = onceScripter(client)
 	if ap, err := client.AsyncAutoPipeline(); err == nil {
-		s.piped = pipelinedScripter(ap)
+		s.ap, s.piped = ap, pipelinedScripter(ap)
 	}
 	return s
 }
@@ -219,6 +221,22 @@ func (s *Redis) Claim(ctx context.Context, key, fingerprint string, lockTTL time
 		return ClaimResult{}, *e
 	}
 	token := newToken()
+	if s.setClaims() {
+		if res, done, err := s.claimBySet(ctx, key, token, fingerprint, lockTTL); done || err != nil {
+			return res, err
+		}
+		// The key has a record: the script judges it, counting the copy.
+		return s.claimByScript(ctx, key, token, fingerprint, lockTTL)
+	}
+	res, err := s.claimByScript(ctx, key, token, fingerprint, lockTTL)
+	if err == nil {
+		s.sawClaim(res.Outcome != Won)
+	}
+	return res, err
+}
+
+// claimByScript claims key for token with the claim script (claim.lua).
+func (s *Redis) claimByScript(ctx context.Context, key, token, fingerprint string, lockTTL time.Duration) (ClaimResult, error) {
 	order, event := OrderOf(key)
 	v, err := s.run(ctx, s.script(claimScript), s.keys(key, true), token, fingerprint, ms(lockTTL), key, event).Slice()
 	if err != nil {
@@ -238,11 +256,7 @@ func (s *Redis) Claim(ctx context.Context, key, fingerprint string, lockTTL time
 		if len(v) < 2 {
 			return ClaimResult{}, fmt.Errorf("store: redis claim: order reply without its event")
 		}
-		ev, err := decodeOrderEvent(order, event, str(v[1]))
-		if err != nil {
-			return ClaimResult{}, s.wrap("claim", err)
-		}
-		return ClaimResult{Outcome: Answered, Record: fromOrder(key, ev)}, nil
+		return s.claimedOrder(key, order, event, str(v[1]))
 	case "replayed":
 		res.Outcome = Answered
 	case "in_flight":
@@ -279,6 +293,16 @@ func (s *Redis) Claim(ctx context.Context, key, fingerprint string, lockTTL time
 		return ClaimResult{}, s.wrap("claim", err)
 	}
 	return res, nil
+}
+
+// claimedOrder is the claim's answer for key, whose event ran in its
+// order (ran: the event's stored value) and has no record.
+func (s *Redis) claimedOrder(key, order, event, ran string) (ClaimResult, error) {
+	ev, err := decodeOrderEvent(order, event, ran)
+	if err != nil {
+		return ClaimResult{}, s.wrap("claim", err)
+	}
+	return ClaimResult{Outcome: Answered, Record: fromOrder(key, ev)}, nil
 }
 
 func (s *Redis) Complete(ctx context.Context, key, token string, a Answer, ttl time.Duration, j Journal) error {
@@ -527,7 +551,7 @@ func (s *Redis) Lookup(ctx context.Context, key string) (*Record, error) {
 	if err != nil {
 		return nil, s.wrap("lookup", err)
 	}
-	rec, err := parseRecord(v[:len(recordFields)])
+	rec, err := recordOf(v)
 	if err != nil {
 		return nil, s.wrap("lookup", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -133,7 +134,19 @@ func listedRecord(p string) (*Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	return parseRecord(v[:len(recordFields)])
+	return recordOf(v)
+}
+
+// recordOf reads an unpacked record value v (all recordWidth fields) as
+// a Record, without its journal. A claim made by a SET that no script has
+// touched (its token marked "~": newClaimRecord) holds while the key is
+// here, whatever the gateway's estimate of its end says.
+func recordOf(v []string) (*Record, error) {
+	r, err := parseRecord(v[:len(recordFields)])
+	if err == nil && v[1] == string(StateInFlight) && strings.HasPrefix(v[recordToken], "~") {
+		r.State = StateInFlight
+	}
+	return r, err
 }
 
 // parseRecord reads a record's fields in recordFields order ("" for a

@@ -13,14 +13,14 @@ local nsr, prefix = searched(h)
 local now = now_ms()
 local ttl = tonumber(ARGV[3])
 if ttl <= 0 then
-  if not held(load(h), ARGV[1], now) then
+  if not held(load(h, now), ARGV[1], now) then
     return false
   end
   -- Nothing to keep: forget the key.
   redis.call('DEL', h)
 else
   -- Settled as journal.lua tells.
-  local r = load(h)
+  local r = load(h, now)
   if not held(r, ARGV[1], now) then
     return false
   end

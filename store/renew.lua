@@ -2,7 +2,7 @@
 -- Returns false when the token does not hold the claim.
 local h = KEYS[1]
 local now = now_ms()
-local r = load(h)
+local r = load(h, now)
 if not held(r, ARGV[1], now) then
   return false
 end

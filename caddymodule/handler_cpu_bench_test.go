@@ -1,0 +1,75 @@
+package caddymodule
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+
+	"github.com/idemgate/idemgate/internal/redistest"
+)
+
+// BenchmarkHandlerCPU: the handler's first copy on Redis from 32 callers
+// at once, as `wrk -c32` drives a gateway (the autopipeliner shares round
+// trips, as under load): cpu-µs/op is the whole test process's CPU per
+// first copy (the handler, go-redis, the garbage), without Caddy's server
+// and proxy around it. header: the load script's route (a key from a
+// request header, a form body); json: a ~1 KiB Stripe event keyed on its
+// id, journaled as shipped.
+func BenchmarkHandlerCPU(b *testing.B) {
+	rs := redistest.Start(b)
+	sample, err := os.ReadFile("../keying/testdata/stripe_event.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	const id = `"evt_a1b2c3d4e5f60100000042"`
+	head, tail, ok := strings.Cut(string(sample), id)
+	if !ok {
+		b.Fatalf("stripe_event.json has no id %s", id)
+	}
+	const form = "out_trade_no=load&trade_status=TRADE_SUCCESS&total_amount=9.90"
+	for _, c := range []struct {
+		name, key, prefix string
+		req               func(n int64) *http.Request
+	}{
+		{"header", "load:{http.request.header.X-Order}", "hdr", func(n int64) *http.Request {
+			r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(form))
+			r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			r.Header.Set("X-Order", "o-"+strconv.FormatInt(n, 10))
+			return r
+		}},
+		{"json", "{idempotency.json.id}", "json", func(n int64) *http.Request {
+			r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(head+`"evt_`+strconv.FormatInt(n, 10)+`"`+tail))
+			r.Header.Set("Content-Type", "application/json")
+			return r
+		}},
+	} {
+		var seq atomic.Int64 // across the runs of b.Run: every key new
+		b.Run(c.name, func(b *testing.B) {
+			h := provisionHandler(b, &Handler{Key: c.key,
+				Store: &StoreConfig{Type: "redis", Addresses: []string{rs.Addr()}, Prefix: c.prefix}})
+			useLogger(h, zap.NewNop())
+			b.SetParallelism(16)
+			b.ReportAllocs()
+			c0 := processCPU(b)
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					r := c.req(seq.Add(1))
+					caddyhttp.NewTestReplacer(r)
+					w := httptest.NewRecorder()
+					if err := h.ServeHTTP(w, r, benchBackend); err != nil || w.Code != 200 || w.Header().Get("Idempotent-Replayed") != "" {
+						b.Errorf("got %d %v, want a first copy", w.Code, err)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64((processCPU(b)-c0).Nanoseconds())/1e3/float64(b.N), "cpu-µs/op")
+		})
+	}
+}
