@@ -1,6 +1,5 @@
--- Claim one idempotency key. KEYS: the key's record, two names unused
--- (where an earlier layout kept the notification and the attempts), its
--- order's state. ARGV: token, fingerprint, lock TTL (ms), original key,
+-- Claim one idempotency key. KEYS: the key's record, its order's state.
+-- ARGV: token, fingerprint, lock TTL (ms), original key,
 -- the key's event in its order.
 -- Returns {"won", <now ms>}; {"order", <the event's stored value>} when the
 -- key has no record and its event ran in its order (nothing is written);
@@ -19,7 +18,7 @@ if set then
   -- the order in the same round trip and, when the event ran, lets the
   -- claim go. Copies that meet it meanwhile are answered as its maker
   -- will be, not held as in flight.
-  local ran = redis.call('HGET', KEYS[4], ARGV[5])
+  local ran = redis.call('HGET', KEYS[2], ARGV[5])
   if ran then
     return {'order', ran}
   end
@@ -44,7 +43,7 @@ if st == 'in_flight' and tonumber(r[EXPIRES]) <= nowms then
   end
 end
 if not st then
-  local ran = redis.call('HGET', KEYS[4], ARGV[5])
+  local ran = redis.call('HGET', KEYS[2], ARGV[5])
   if ran then
     return {'order', ran}
   end

@@ -1,9 +1,9 @@
 -- Leave a claim to run out at its lock (an ambiguous outcome), journaling
--- the attempt; the record is kept for ttl. KEYS: the key's record, two
--- names unused (see claim.lua). ARGV: token, ttl (ms), changed (ms),
--- notification, attempt, dead ("1" marks the record dead, "" clears the
--- mark: see release.lua), then the index's (see index). Returns false
--- when the token does not hold the claim.
+-- the attempt; the record is kept for ttl. KEYS: the key's record, then
+-- on a single server the index's three (see index). ARGV: token, ttl
+-- (ms), changed (ms), notification, attempt, dead ("1" marks the record
+-- dead, "" clears the mark: see release.lua), then the index's (see
+-- index). Returns false when the token does not hold the claim.
 local h = KEYS[1]
 index(7)
 local now = now_ms()

@@ -151,20 +151,21 @@ func (s *Redis) hashKey(key string) string {
 	return s.prefix + ":{" + escapeKey(order) + "}:" + escapeKey(event)
 }
 
-// keys are the Redis keys the scripts take for key: its record, the two
-// names where an earlier layout kept its journal (unused but by
-// delete.lua, which purges a record of that layout; they keep the index's
-// keys where journal.lua's index finds them) and its order state. A script that does not touch the order state (order
-// false) gets the hash's name in its place: the same slot, and no digest
-// of the order to compute (a SHA-256 and 2 allocations per call).
+// keys are the Redis keys the scripts take for key: its record and, when
+// the script touches it (order), its order state; settle puts the index's
+// keys between them on a single server. A script that leaves the order
+// alone gets the record alone: no digest of the order to compute (a
+// SHA-256 and 2 allocations per call), and each key costs a script ~1.1k
+// Redis instructions. The two names where an earlier layout kept the
+// journal went with it; only delete.lua, which purges a record of that
+// layout, still takes them (Delete).
 func (s *Redis) keys(key string, order bool) []string {
 	h := s.hashKey(key)
-	o := h
-	if order {
-		name, _ := OrderOf(key)
-		o = s.orderKey(name)
+	if !order {
+		return []string{h}
 	}
-	return []string{h, h + ":n", h + ":a", o}
+	name, _ := OrderOf(key)
+	return []string{h, s.orderKey(name)}
 }
 
 // channel is the pub/sub channel that wakes key's waiters. Channels are not
@@ -388,7 +389,16 @@ func (s *Redis) settle(ctx context.Context, sc *redis.Script, key string, keys [
 		name = c.name
 	}
 	if _, cluster := s.c.(*redis.ClusterClient); !cluster {
-		keys = append(keys, ix, ifIx, s.ixClassesKey())
+		// The index's keys right after the record (journal.lua's index),
+		// then the order state, if any.
+		nk := len(keys) + 3
+		if oi != nil {
+			nk += len(oi.keys)
+		}
+		if sx != nil {
+			nk += len(sx.keys)
+		}
+		keys = append(append(make([]string, 0, nk), keys[0], ix, ifIx, s.ixClassesKey()), keys[1:]...)
 		if oi != nil {
 			keys = append(keys, oi.keys...)
 			args = append(args, oi.entry, oi.event)
@@ -592,7 +602,11 @@ func (s *Redis) Delete(ctx context.Context, key string) error {
 		return ErrClosed
 	}
 	_, event := OrderOf(key)
-	err := s.run(ctx, s.script(deleteScript), s.keys(key, true), s.channel(key), event).Err()
+	// delete.lua also purges a record of the earlier layout, whose journal
+	// keys it must be given (on Cluster a script declares what it touches).
+	k := s.keys(key, true)
+	h := k[0]
+	err := s.run(ctx, s.script(deleteScript), []string{h, h + ":n", h + ":a", k[1]}, s.channel(key), event).Err()
 	if m, ok := s.ifx.settled(key); ok {
 		_ = s.c.ZRem(ctx, s.ixKey(StateInFlight, "", key), m).Err() // else List repairs it
 	}

@@ -39,7 +39,7 @@ var (
 	// Each script carries only the helpers it calls: a helper is a
 	// closure the script makes anew on every call.
 	claimScript    = newWriteScript("", clockLua, recordLua, keepLua, claimLua)
-	completeScript = newWriteScript("allow-oom", clockLua, recordLua, journalLua, completeLua)
+	completeScript = newWriteScript("allow-oom", clockLua, recordLua, heldLua, journalLua, completeLua)
 	releaseScript  = newWriteScript("allow-oom", clockLua, recordLua, heldLua, journalLua, releaseLua)
 	leaveScript    = newWriteScript("allow-oom", clockLua, recordLua, heldLua, keepLua, journalLua, leaveLua)
 	renewScript    = newWriteScript("allow-oom", clockLua, recordLua, heldLua, keepLua, renewLua)

@@ -1,5 +1,6 @@
 -- Release a claim: the key is free, the record stays failed for ttl.
--- KEYS: the key's record, two names unused (see claim.lua).
+-- KEYS: the key's record, then on a single server the index's three (see
+-- index; not without a ttl).
 -- ARGV: token, wake channel, ttl (ms; 0 forgets the key), changed (ms),
 -- notification, attempt, dead ("1": the attempt ended the key's
 -- deliveries, the record is marked dead; "" clears the mark: a claim
@@ -17,10 +18,16 @@ if ttl <= 0 then
   end
   -- Nothing to keep: forget the key.
   redis.call('DEL', h)
-elseif not settle(h, ARGV[1], now, {STATE, 'failed', EXPIRES, string.format('%d', now + ttl),
-    CHANGED, ARGV[4], DEAD, ARGV[7] == '1' and '1'}, ARGV[5], ARGV[6], ARGV[3]) then
-  return false
 else
+  -- Settled as journal.lua tells.
+  local r = load(h, now)
+  if not held(r, ARGV[1], now) then
+    return false
+  end
+  r[STATE], r[EXPIRES], r[CHANGED] = 'failed', string.format('%d', now + ttl), ARGV[4]
+  r[DEAD], r[TOKEN] = ARGV[7] == '1' and '1', false
+  journal(r, ARGV[5], ARGV[6])
+  save(h, r, ARGV[3])
   search(h, prefix, nsr, ARGV[3])
 end
 redis.call('PUBLISH', ARGV[2], 'r')

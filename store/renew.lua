@@ -1,6 +1,5 @@
--- Renew a claim. KEYS: the key's record, two names unused (see
--- claim.lua). ARGV: token, lock TTL (ms). Returns false when the token
--- does not hold the claim.
+-- Renew a claim. KEYS: the key's record. ARGV: token, lock TTL (ms).
+-- Returns false when the token does not hold the claim.
 local h = KEYS[1]
 local now = now_ms()
 local r = load(h, now)
