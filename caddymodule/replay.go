@@ -12,6 +12,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
+	"github.com/idemgate/idemgate/internal/headers"
 	"github.com/idemgate/idemgate/orders"
 	"github.com/idemgate/idemgate/store"
 )
@@ -63,29 +64,17 @@ func (h *Handler) replay(w http.ResponseWriter, r *http.Request, repl *caddy.Rep
 
 // replayHeaders keeps the headers that are safe to send again to another
 // copy: not hop-by-hop, not per-response (Date), not cookies.
-// The values kept share one array, as http.Header.Clone's do: one
-// allocation, not one per header.
 func replayHeaders(h http.Header) http.Header {
-	nv := 0
-	for _, v := range h {
-		nv += len(v)
+	return headers.CloneWithout(h, notReplayed)
+}
+
+func notReplayed(name string) bool {
+	switch name {
+	case "Connection", "Keep-Alive", "Proxy-Connection", "Transfer-Encoding", "Upgrade", "Trailer",
+		"Te", "Date", "Set-Cookie", "Content-Length", "Idempotent-Replayed", "Alt-Svc":
+		return true
 	}
-	vals := make([]string, 0, nv)
-	out := make(http.Header, len(h))
-	for k, v := range h {
-		switch k {
-		case "Connection", "Keep-Alive", "Proxy-Connection", "Transfer-Encoding", "Upgrade", "Trailer",
-			"Te", "Date", "Set-Cookie", "Content-Length", "Idempotent-Replayed", "Alt-Svc":
-			continue
-		}
-		if len(v) == 0 {
-			out[k] = nil
-			continue
-		}
-		vals = append(vals, v...)
-		out[k] = vals[len(vals)-len(v) : len(vals) : len(vals)]
-	}
-	return out
+	return false
 }
 
 // teeWriter passes the backend's answer through to the client as it comes
