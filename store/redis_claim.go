@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -49,6 +50,76 @@ func (s *Redis) sawClaim(dup bool) {
 	}
 	p := s.dups.Load()
 	s.dups.Store(p + (x-p)/16)
+}
+
+// claimByScript claims key for token with the claim script (claim.lua).
+func (s *Redis) claimByScript(ctx context.Context, key, token, fingerprint string, lockTTL time.Duration) (ClaimResult, error) {
+	order, event := OrderOf(key)
+	v, err := s.run(ctx, s.script(claimScript), s.keys(key, true), token, fingerprint, ms(lockTTL), key, event).Slice()
+	if err != nil {
+		return ClaimResult{}, s.wrap("claim", err)
+	}
+	if len(v) == 0 {
+		return ClaimResult{}, fmt.Errorf("store: redis claim: empty reply")
+	}
+	var res ClaimResult
+	switch str(v[0]) {
+	case "won":
+		if len(v) > 1 {
+			s.ifx.won(key, num(v[1]))
+		}
+		return ClaimResult{Outcome: Won, Token: token}, nil
+	case "order":
+		if len(v) < 2 {
+			return ClaimResult{}, fmt.Errorf("store: redis claim: order reply without its event")
+		}
+		return s.claimedOrder(key, order, event, str(v[1]))
+	case "replayed":
+		res.Outcome = Answered
+	case "in_flight":
+		res.Outcome = InFlight
+	case "conflict":
+		res.Outcome = Conflict
+	default:
+		return ClaimResult{}, fmt.Errorf("store: redis claim: unexpected reply %q", v[0])
+	}
+	// The reply is the record as the script left it (record.lua); a
+	// replay reads replayFields of it, any other copy claimFields.
+	var rec []string
+	if len(v) == 2 {
+		rec, err = unpackRecord(str(v[1]))
+	} else {
+		err = fmt.Errorf("store: redis claim: %s reply without its record", v[0])
+	}
+	switch {
+	case err != nil:
+	case res.Outcome == Answered: // "replayed": what a replay needs
+		var buf [16]string
+		res.Record, err = parseReplay(key, pick(buf[:0], rec, replaySlots))
+	default:
+		var buf [16]string
+		res.Record, err = parseSome(key, "", claimSlots, pick(buf[:0], rec, claimSlots))
+		if err == nil {
+			// The script judged expiry by the server's clock when it
+			// ran; the record it returns is as of then, not as of the
+			// reply.
+			res.Record.State = State(rec[1])
+		}
+	}
+	if err != nil {
+		return ClaimResult{}, s.wrap("claim", err)
+	}
+	return res, nil
+}
+
+// claimedOrder is the claim's answer for key, whose event ran in its
+// order (ran: the event's stored value) and has no record.
+func (s *Redis) claimedOrder(key, order, event, ran string) (ClaimResult, error) {
+	ev, err := decodeOrderEvent(order, event, ran)
+	if err != nil {
+		return ClaimResult{}, s.wrap("claim", err)
+	}
+	return ClaimResult{Outcome: Answered, Record: fromOrder(key, ev)}, nil
 }
 
 // claimBySet tries to claim key for token with one SET NX GET, beside an
