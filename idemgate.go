@@ -83,6 +83,7 @@
 //	                         queue, order state and its indexes, leases,
 //	                         the refused and missing lists; no Caddy
 //	internal/cfparse         the Caddyfile readers the directives share
+//	internal/headers         the request path's one-pass header copies
 //	internal/signer          signs notifications as each platform does (the
 //	                         platforms' test signers build on it)
 //	internal/gatewaytest,    test support, linked into no binary: an
