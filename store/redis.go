@@ -221,14 +221,18 @@ func (s *Redis) Claim(ctx context.Context, key, fingerprint string, lockTTL time
 		return ClaimResult{}, *e
 	}
 	token := newToken()
+	// The record's and the order state's names, for either claim: a
+	// duplicate that the SET finds goes on to the script with them (the
+	// order's name is a SHA-256 of it).
+	k := s.keys(key, true)
 	if s.setClaims() {
-		if res, done, err := s.claimBySet(ctx, key, token, fingerprint, lockTTL); done || err != nil {
+		if res, done, err := s.claimBySet(ctx, key, k, token, fingerprint, lockTTL); done || err != nil {
 			return res, err
 		}
 		// The key has a record: the script judges it, counting the copy.
-		return s.claimByScript(ctx, key, token, fingerprint, lockTTL)
+		return s.claimByScript(ctx, key, k, token, fingerprint, lockTTL)
 	}
-	res, err := s.claimByScript(ctx, key, token, fingerprint, lockTTL)
+	res, err := s.claimByScript(ctx, key, k, token, fingerprint, lockTTL)
 	if err == nil {
 		s.sawClaim(res.Outcome != Won)
 	}

@@ -52,10 +52,11 @@ func (s *Redis) sawClaim(dup bool) {
 	s.dups.Store(p + (x-p)/16)
 }
 
-// claimByScript claims key for token with the claim script (claim.lua).
-func (s *Redis) claimByScript(ctx context.Context, key, token, fingerprint string, lockTTL time.Duration) (ClaimResult, error) {
+// claimByScript claims key for token with the claim script (claim.lua);
+// k is s.keys(key, true).
+func (s *Redis) claimByScript(ctx context.Context, key string, k []string, token, fingerprint string, lockTTL time.Duration) (ClaimResult, error) {
 	order, event := OrderOf(key)
-	v, err := s.run(ctx, s.script(claimScript), s.keys(key, true), token, fingerprint, ms(lockTTL), key, event).Slice()
+	v, err := s.run(ctx, s.script(claimScript), k, token, fingerprint, ms(lockTTL), key, event).Slice()
 	if err != nil {
 		return ClaimResult{}, s.wrap("claim", err)
 	}
@@ -123,14 +124,15 @@ func (s *Redis) claimedOrder(key, order, event, ran string) (ClaimResult, error)
 }
 
 // claimBySet tries to claim key for token with one SET NX GET, beside an
-// HGET of its order. done: res is the claim's outcome (won, or the event
-// ran in its order and the key has no record); otherwise the key has a
-// record, nothing was written, and the claim script is to judge it.
-func (s *Redis) claimBySet(ctx context.Context, key, token, fingerprint string, lockTTL time.Duration) (res ClaimResult, done bool, err error) {
+// HGET of its order; k is s.keys(key, true). done: res is the claim's
+// outcome (won, or the event ran in its order and the key has no record);
+// otherwise the key has a record, nothing was written, and the claim
+// script is to judge it.
+func (s *Redis) claimBySet(ctx context.Context, key string, k []string, token, fingerprint string, lockTTL time.Duration) (res ClaimResult, done bool, err error) {
 	now, lock := time.Now().UnixMilli(), ms(lockTTL)
 	order, event := OrderOf(key)
-	ask := redis.NewCmd(ctx, "hget", s.orderKey(order), event)
-	set := redis.NewCmd(ctx, "set", s.hashKey(key), newClaimRecord(key, fingerprint, token, now, now+lock), "px", lock, "nx", "get")
+	ask := redis.NewCmd(ctx, "hget", k[1], event)
+	set := redis.NewCmd(ctx, "set", k[0], newClaimRecord(key, fingerprint, token, now, now+lock), "px", lock, "nx", "get")
 	if err := s.sendPair(ctx, ask, set); err != nil {
 		return ClaimResult{}, false, s.wrap("claim", err)
 	}
@@ -170,7 +172,7 @@ func (s *Redis) claimBySet(ctx context.Context, key, token, fingerprint string, 
 // the autopipeliner when another write is under way, else as a pipeline
 // of two. An error is its caller's context's: neither command may be read.
 func (s *Redis) sendPair(ctx context.Context, a, b *redis.Cmd) error {
-	piped := s.ap != nil && s.calls.Load() >= pipelineFrom
+	piped := s.pipelining()
 	s.calls.Add(1)
 	defer s.calls.Add(-1)
 	if piped {

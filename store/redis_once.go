@@ -177,10 +177,16 @@ const pipelineFrom = 1
 // its round trip (BenchmarkScale: replay 77 → 137 µs). Neither re-sends a
 // script (onceScripter).
 func (s *Redis) scripter() redis.Scripter {
-	if s.piped != nil && s.calls.Load() >= pipelineFrom {
+	if s.pipelining() {
 		return s.piped
 	}
 	return s.direct
+}
+
+// pipelining: the next write goes through the autopipeliner (scripter,
+// sendPair).
+func (s *Redis) pipelining() bool {
+	return s.ap != nil && s.calls.Load() >= pipelineFrom
 }
 
 // pipelinedScripter sends EVAL and EVALSHA through the autopipeliner, as
