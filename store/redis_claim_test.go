@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -149,4 +150,49 @@ func TestRedisClaimFollowsTheShareOfDuplicates(t *testing.T) {
 		}
 	}
 	t.Error("after 40 first copies, a first copy still ran the claim script")
+}
+
+// newClaimRecord writes the record claim.lua writes for a new claim, value
+// for value, but for the times (the gateway's clock, not the server's) and
+// the token (marked "~" until a script touches the record): the two are
+// written apart, so they must not drift apart.
+func TestRedisSetClaimRecordIsTheScripts(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c := srv.Client()
+	s := NewRedis(c, RedisOptions{Prefix: "sr"}) // the claim script: no server version given
+	t.Cleanup(func() { s.Close() })
+	won := claim(t, s, "stripe:evt_twin", "fp", time.Minute, Won)
+	raw, err := c.Get(ctxT(t), s.hashKey("stripe:evt_twin")).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	script, err := unpackRecord(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UnixMilli()
+	set, err := unpackRecord(string(newClaimRecord("stripe:evt_twin", "fp", won.Token, now, now+60000)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	times := map[int]bool{9: true, 10: true, 11: true, 12: true} // first, last, expires, changed
+	for i := range script {
+		switch {
+		case times[i]:
+			if _, err := strconv.ParseInt(set[i], 10, 64); err != nil || script[i] == "" {
+				t.Errorf("%s: the script's %q, the SET's %q, want times in ms", recordFields[i], script[i], set[i])
+			}
+		case i == recordToken:
+			if set[i] != "~"+script[i] {
+				t.Errorf("token: the script's %q, the SET's %q, want it marked", script[i], set[i])
+			}
+		case set[i] != script[i]:
+			name := "journal"
+			if i < len(recordFields) {
+				name = recordFields[i]
+			}
+			t.Errorf("%s: the script's %q, the SET's %q", name, script[i], set[i])
+		}
+	}
 }
