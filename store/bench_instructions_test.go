@@ -76,6 +76,12 @@ func BenchmarkRedisInstructions(b *testing.B) {
 		{"first_copy", first(false)},
 		{"first_copy_journal_stripe_event", first(true)},
 		{"first_copy_order_alipay_paid", order},
+		// A storm of duplicates (or Redis 6, or wait_replicas): the claim
+		// is the script, and the completion settles value by value.
+		{"first_copy_journal_script_claim", func(b *testing.B, s *Redis) {
+			s.dups.Store(dupsScale)
+			first(true)(b, s)
+		}},
 		{"replay_uncached", func(b *testing.B, s *Redis) {
 			r, err := s.Claim(context.Background(), "stripe:evt_replayed", "fp", 30*time.Second)
 			if err == nil && r.Outcome == Won {

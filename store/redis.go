@@ -243,17 +243,23 @@ func (s *Redis) Complete(ctx context.Context, key, token string, a Answer, ttl t
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	var body []byte
-	cached := "0"
-	if a.BodyCached {
-		body, cached = a.Body, "1"
-	}
 	changed := time.Now().UnixMilli()
-	notif, att := journalArgs(j)
+	// The claim's record as its SET wrote it, when the token tells it
+	// (a SET claim's: setClaimToken), and the answered record as the
+	// script would write it from that claim: while the key holds the
+	// claim's record untouched, the script sets the answered one as it
+	// is (complete.lua). Otherwise the script takes the answer's values
+	// out of it, and the claim's own values in it (unknown here) go
+	// unread.
+	var claimed []byte
+	c, isSet := parseSetClaimToken(token)
+	if isSet {
+		claimed = newClaimRecord(key, c.fingerprint, token, c.at, c.at+c.lock)
+	}
 	// Room for what settle appends: the order indexes' two, the member
 	// and the index's four.
-	args := make([]any, 0, 19)
-	args = append(args, token, a.Status, appendHeader(nil, a.Header), body, cached, ms(ttl), changed, notif, att)
+	args := make([]any, 0, 13)
+	args = append(args, token, claimed, newAnsweredRecord(key, c, a, changed, changed+ms(ttl), j), ms(ttl))
 	var oi *orderIx
 	if a.Order != nil {
 		// The event's time is the gateway's: Lua's TIME would need a

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -130,6 +131,7 @@ func (s *Redis) claimedOrder(key, order, event, ran string) (ClaimResult, error)
 // script is to judge it.
 func (s *Redis) claimBySet(ctx context.Context, key string, k []string, token, fingerprint string, lockTTL time.Duration) (res ClaimResult, done bool, err error) {
 	now, lock := time.Now().UnixMilli(), ms(lockTTL)
+	token = setClaimToken(token, now, lock, fingerprint)
 	order, event := OrderOf(key)
 	ask := redis.NewCmd(ctx, "hget", k[1], event)
 	set := redis.NewCmd(ctx, "set", k[0], newClaimRecord(key, fingerprint, token, now, now+lock), "px", lock, "nx", "get")
@@ -221,6 +223,119 @@ func newClaimRecord(key, fingerprint, token string, now, lockEnd int64) []byte {
 	b = append(b, f, f, f, f, f)                   // nr, ni, na, nn, dead
 	b = appendMsgpackStr(b, ts)                    // the claim's token, marked
 	return append(b, f, f)                         // notification, attempts
+}
+
+// A SET claim's token carries what its record holds that its completion
+// could not otherwise know: the claim's time, its lock and its
+// fingerprint. Complete then packs the claim's record again, byte for
+// byte, and the answered record it becomes; while the key still holds
+// that claim's record, untouched, the completion script sets the answered
+// one as it is (complete.lua). The token's random part alone makes it the
+// claim's (newToken); the rest is for Complete. Tokens are the store's:
+// callers pass them back as they got them.
+//
+// <32 hex digits>.<time, ms, base 36>.<lock, ms, base 36>.<fingerprint>
+
+// setClaim is what a SET claim's token tells of its record.
+type setClaim struct {
+	at, lock    int64 // ms: the claim's time (the gateway's), its lock
+	fingerprint string
+}
+
+// maxTokenFingerprint bounds the fingerprint a token carries (a digest
+// is 64 hex digits); a claim with a longer one gets a plain token, and its
+// completion the script's value by value path.
+const maxTokenFingerprint = 128
+
+// setClaimToken is the token of a SET claim made at now (ms) for lock ms,
+// whose random part is random (newToken).
+func setClaimToken(random string, now, lock int64, fingerprint string) string {
+	if len(fingerprint) > maxTokenFingerprint {
+		return random
+	}
+	b := make([]byte, 0, len(random)+len(fingerprint)+16)
+	b = append(b, random...)
+	b = strconv.AppendInt(append(b, '.'), now, 36)
+	b = strconv.AppendInt(append(b, '.'), lock, 36)
+	return string(append(append(b, '.'), fingerprint...))
+}
+
+// parseSetClaimToken reads a SET claim's token (setClaimToken); ok is false
+// for any other token.
+func parseSetClaimToken(token string) (c setClaim, ok bool) {
+	const n = 32 // newToken's hex digits
+	if len(token) < n+6 || token[n] != '.' {
+		return setClaim{}, false
+	}
+	at, rest, ok1 := strings.Cut(token[n+1:], ".")
+	lock, fp, ok2 := strings.Cut(rest, ".")
+	if !ok1 || !ok2 {
+		return setClaim{}, false
+	}
+	var err1, err2 error
+	c.at, err1 = strconv.ParseInt(at, 36, 64)
+	c.lock, err2 = strconv.ParseInt(lock, 36, 64)
+	if err1 != nil || err2 != nil || c.at <= 0 || c.lock <= 0 {
+		return setClaim{}, false
+	}
+	c.fingerprint = fp
+	return c, true
+}
+
+// newAnsweredRecord is the record complete.lua writes when it completes
+// claim c of key (a claim its SET made, untouched: copies 1, no waiter,
+// no journal yet) with answer a and journal j at changed (ms), the key
+// kept until expires (ms, the gateway's estimate: the key's own life, on
+// the server's clock, is what ends it). For another claim (c zero) its
+// claim values are placeholders the script does not read.
+func newAnsweredRecord(key string, c setClaim, a Answer, changed, expires int64, j Journal) []byte {
+	const f = 0xc2 // false: a field not set
+	notif, att := journalArgs(j)
+	var body []byte
+	cached := "0"
+	if a.BodyCached {
+		body, cached = a.Body, "1"
+	}
+	var sb, nb, eb, cb [24]byte
+	first := strconv.AppendInt(nb[:0], c.at, 10)
+	b := make([]byte, 0, 128+len(key)+len(c.fingerprint)+len(body)+len(notif)+len(att)+64*len(a.Header))
+	b = appendMsgpackStr(b, key)                                            // key
+	b = appendMsgpackStr(b, string(StateAnswered))                          // state
+	b = appendMsgpackStr(b, strconv.AppendInt(sb[:0], int64(a.Status), 10)) // status
+	b = appendMsgpackStr(b, appendHeader(nil, a.Header))                    // headers
+	b = appendMsgpackStr(b, body)                                           // body
+	b = appendMsgpackStr(b, cached)                                         // body_cached
+	b = appendMsgpackStr(b, c.fingerprint)                                  // fp
+	b = appendMsgpackStr(b, "1")                                            // copies
+	b = append(b, f)                                                        // conflicts
+	b = appendMsgpackStr(b, first)                                          // first
+	b = appendMsgpackStr(b, first)                                          // last
+	b = appendMsgpackStr(b, strconv.AppendInt(eb[:0], expires, 10))         // expires
+	b = appendMsgpackStr(b, strconv.AppendInt(cb[:0], changed, 10))         // changed
+	b = appendMsgpackStr(b, "1")                                            // nf
+	b = append(b, f, f)                                                     // nr, ni
+	b = appendSet(b, len(att) > 0)                                          // na
+	b = appendSet(b, len(notif) > 0)                                        // nn
+	b = append(b, f, f)                                                     // dead, token
+	b = appendOrFalse(b, notif)                                             // notification
+	return appendOrFalse(b, att)                                            // attempts
+}
+
+// appendSet appends "1" when set, else false (a counter or mark the
+// scripts leave unset).
+func appendSet(b []byte, set bool) []byte {
+	if set {
+		return appendMsgpackStr(b, "1")
+	}
+	return append(b, 0xc2)
+}
+
+// appendOrFalse appends v as a MessagePack str, or false when empty.
+func appendOrFalse(b, v []byte) []byte {
+	if len(v) == 0 {
+		return append(b, 0xc2)
+	}
+	return appendMsgpackStr(b, v)
 }
 
 // appendMsgpackStr appends s as a MessagePack str, in the shortest form
