@@ -57,7 +57,7 @@ func (s *Redis) sawClaim(dup bool) {
 // k is s.keys(key, true).
 func (s *Redis) claimByScript(ctx context.Context, key string, k []string, token, fingerprint string, lockTTL time.Duration) (ClaimResult, error) {
 	order, event := OrderOf(key)
-	v, err := s.run(ctx, s.script(claimScript), k, token, fingerprint, ms(lockTTL), key, event).Slice()
+	v, err := s.run(ctx, s.script(claimScript), k, token, fingerprint, ms(lockTTL), key, event, time.Now().UnixMilli()).Slice()
 	if err != nil {
 		return ClaimResult{}, s.wrap("claim", err)
 	}

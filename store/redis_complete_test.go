@@ -2,6 +2,7 @@ package store
 
 import (
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -206,5 +207,74 @@ func TestSetClaimToken(t *testing.T) {
 		if c, ok := parseSetClaimToken(tok); ok {
 			t.Errorf("token %q read as a SET claim's: %+v", tok, c)
 		}
+	}
+}
+
+// A replay counts its copy in the record's first values and leaves the
+// journal after them as it is, byte for byte, without a clock read: when
+// it was last seen is the gateway's time, and the answer's end its key's.
+func TestRedisReplayLeavesTheJournalAsItIs(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c := srv.Client()
+	for _, version := range []int{6, 7} { // the claim a script first, or a SET
+		s := NewRedis(c, RedisOptions{Prefix: "rp" + strconv.Itoa(version)})
+		s.UseServerVersion(version)
+		ctx := ctxT(t)
+		a := Answer{Status: 200, Header: http.Header{"Content-Type": {"text/plain"}}, Body: []byte("success"), BodyCached: true}
+		j := Journal{Notification: stripeEventNotification(), Attempt: attempt(200, AttemptAnswered, "success")}
+		won := claim(t, s, "stripe:evt_replayed", "fp", time.Minute, Won)
+		if err := s.Complete(ctx, "stripe:evt_replayed", won.Token, a, time.Hour, j); err != nil {
+			t.Fatal(err)
+		}
+		claim(t, s, "stripe:evt_replayed", "fp", time.Minute, Answered) // the script loaded
+		read := func() []string {
+			t.Helper()
+			v, err := c.Get(ctx, s.hashKey("stripe:evt_replayed")).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw, err := rawValues(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return raw
+		}
+		before, clock := read(), srv.CommandCalls("time")
+		at := time.Now().UnixMilli()
+		r := claim(t, s, "stripe:evt_replayed", "fp", time.Minute, Answered)
+		if got := srv.CommandCalls("time") - clock; got != 0 {
+			t.Errorf("Redis %d: a replay read the clock %d times, want 0", version, got)
+		}
+		if r.Record.Status != 200 || string(r.Record.Body) != "success" || r.Record.Copies != 3 || r.Record.LastSeen.UnixMilli() < at {
+			t.Errorf("Redis %d: the replay's record %+v", version, r.Record)
+		}
+		after := read()
+		for i := range before {
+			switch i {
+			case 7, 14: // copies, nr: counted
+				n, _, _ := msgpackString(after[i])
+				if want := map[int]string{7: "3", 14: "2"}[i]; after[i][len(after[i])-n:] != want {
+					t.Errorf("Redis %d: %s %q after the replay, want %s", version, recordFields[i], after[i], want)
+				}
+			case 10: // last: the gateway's time
+				n, _, _ := msgpackString(after[i])
+				if ms, err := strconv.ParseInt(after[i][len(after[i])-n:], 10, 64); err != nil || ms < at {
+					t.Errorf("Redis %d: last %q after the replay, want the copy's time (>= %d)", version, after[i], at)
+				}
+			default:
+				if after[i] != before[i] {
+					t.Errorf("Redis %d: value %d changed by the replay: %q → %q", version, i, before[i], after[i])
+				}
+			}
+		}
+		if ttl := c.PTTL(ctx, s.hashKey("stripe:evt_replayed")).Val(); ttl < 59*time.Minute {
+			t.Errorf("Redis %d: the replayed key lives %v, want its ttl kept", version, ttl)
+		}
+		rec, err := s.Lookup(ctx, "stripe:evt_replayed")
+		if err != nil || rec.Notification == nil || len(rec.Attempts) != 1 || rec.CopyOutcomes.Replayed != 2 {
+			t.Errorf("Redis %d: the record after replays: %+v %v", version, rec, err)
+		}
+		s.Close()
 	}
 }
