@@ -61,6 +61,17 @@ func BenchmarkRedisInstructions(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	replay := func(b *testing.B, s *Redis) {
+		r, err := s.Claim(context.Background(), "stripe:evt_replayed", "fp", 30*time.Second)
+		if err == nil && r.Outcome == Won {
+			err = s.Complete(context.Background(), "stripe:evt_replayed", r.Token, a, time.Hour, Journal{})
+		} else if err == nil && r.Outcome != Answered {
+			b.Fatalf("replay: %+v", r)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
 	empty := redis.NewScript("return 1")
 	for _, c := range []struct {
 		name string
@@ -82,16 +93,15 @@ func BenchmarkRedisInstructions(b *testing.B) {
 			s.dups.Store(dupsScale)
 			first(true)(b, s)
 		}},
-		{"replay_uncached", func(b *testing.B, s *Redis) {
-			r, err := s.Claim(context.Background(), "stripe:evt_replayed", "fp", 30*time.Second)
-			if err == nil && r.Outcome == Won {
-				err = s.Complete(context.Background(), "stripe:evt_replayed", r.Token, a, time.Hour, Journal{})
-			} else if err == nil && r.Outcome != Answered {
-				b.Fatalf("replay: %+v", r)
-			}
-			if err != nil {
-				b.Fatal(err)
-			}
+		{"first_copy_script_claim", func(b *testing.B, s *Redis) {
+			s.dups.Store(dupsScale)
+			first(false)(b, s)
+		}},
+		{"replay_uncached", replay},
+		// A replay among first copies: the SET first, then the script.
+		{"replay_set_first", func(b *testing.B, s *Redis) {
+			s.dups.Store(0)
+			replay(b, s)
 		}},
 		{"in_flight_copy", func(b *testing.B, s *Redis) {
 			r, err := s.Claim(context.Background(), "stripe:evt_in_flight", "fp", time.Hour)

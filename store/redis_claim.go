@@ -23,18 +23,20 @@ import (
 // duplicate costs a second round trip, a first copy one.
 //
 // Counted in Redis's instructions (BenchmarkRedisInstructions), a first
-// copy costs 156k instead of 223k (191k instead of 255k journaled), and a
-// duplicate 117k instead of 103k. So while most recent claims found a
-// record (a storm of retries, a replay benchmark: past 4 in 5, where the
-// two costs meet), a claim goes straight to the script.
+// copy's claim and completion cost 84k (91k journaled: the completion sets
+// an answered record packed here too, setClaimToken) where the claim
+// script and a completion that settles value by value cost 208k (246k),
+// and a replay 93k where the script alone costs 79k. So while most recent
+// claims found a record (a storm of retries, a replay benchmark: past 9 in
+// 10, where the two costs meet), a claim goes straight to the script.
 //
 // Redis 7 only (NX with GET came with 7.0; the store tells the server's
 // version by the script flags it reads: UseServerVersion), and not with
 // WaitReplicas, whose WAIT rides with the script (replicated).
 
 // dupsScale is the fixed point of Redis.dups; setClaimsBelow is the share
-// of duplicates (4 in 5) past which a claim is a script first.
-const dupsScale, setClaimsBelow = 1024, 4 * 1024 / 5
+// of duplicates (9 in 10) past which a claim is a script first.
+const dupsScale, setClaimsBelow = 1024, 9 * 1024 / 10
 
 // setClaims reports whether a claim may be a SET (above).
 func (s *Redis) setClaims() bool {
