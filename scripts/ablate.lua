@@ -4,19 +4,10 @@
 -- first copy. ABLATE_RUN makes ids of two runs differ: wrk's LuaJIT seeds
 -- math.random the same way in every run, so ids are counted, not drawn.
 
-local f = assert(io.open(os.getenv("ABLATE_BODY"), "rb"))
-local body = f:read("*a"):gsub("%s+$", "")
-f:close()
-local id = '"evt_a1b2c3d4e5f60100000042"'
-local at = assert(body:find(id, 1, true), "no sample id in the body")
-local head, tail = body:sub(1, at - 1), body:sub(at + #id)
+local lib = dofile(os.getenv("WRK_LIB"))
+local head, tail = lib.stripe_event(os.getenv("ABLATE_BODY"))
 local run = os.getenv("ABLATE_RUN") or tostring(os.time())
-local threads = 0
-
-function setup(thread)
-  thread:set("tid", threads)
-  threads = threads + 1
-end
+lib.numbered_threads()
 
 local n = 0
 local headers = { ["Content-Type"] = "application/json" }

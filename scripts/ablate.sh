@@ -96,7 +96,7 @@ RESULTS=$WORK/results
 # load <port> <run id> <duration> <output file>: wrk with fresh ids, bounded by timeout
 # in case a server stops answering.
 load() {
-	ABLATE_BODY=$ROOT/keying/testdata/stripe_event.json ABLATE_RUN=$2 \
+	WRK_LIB=$ROOT/scripts/wrklib.lua ABLATE_BODY=$ROOT/keying/testdata/stripe_event.json ABLATE_RUN=$2 \
 		timeout 90 wrk -t"$THREADS" -c"$CONNS" -d"$3" -s "$ROOT/scripts/ablate.lua" \
 		"http://127.0.0.1:$1/" >"$4" 2>&1 || die "wrk failed ($4)"
 }

@@ -167,7 +167,7 @@ gwpids() { if [[ $1 == idem ]]; then echo "$IDEM_PID"; else echo "$NGX_PID $(cat
 RESULTS=$WORK/results
 : >"$RESULTS"
 load() { # load <port> <case> <run id> <seconds> <output>; bounded in case a server hangs
-	PEER_CASE=$2 PEER_RUN=$3 PEER_BODY=$BODY timeout 90 wrk -t"$THREADS" -c"$CONNS" -d"$4s" \
+	WRK_LIB=$ROOT/scripts/wrklib.lua PEER_CASE=$2 PEER_RUN=$3 PEER_BODY=$BODY timeout 90 wrk -t"$THREADS" -c"$CONNS" -d"$4s" \
 		-s "$ROOT/scripts/nginxgate/wrk.lua" "http://127.0.0.1:$1/" >"$5" 2>&1 || die "wrk failed ($5)"
 }
 # row <side> <row> <round>: appends "side-row round req/s gateway_us redis_us".

@@ -14,21 +14,12 @@
 local case = os.getenv("SCALE_CASE") or "json"
 local run = os.getenv("SCALE_RUN") or tostring(os.time())
 local quota = tonumber(os.getenv("SCALE_QUOTA") or "0")
-local threads = 0
-
-function setup(thread)
-  thread:set("tid", threads)
-  threads = threads + 1
-end
+local lib = dofile(os.getenv("WRK_LIB"))
+lib.numbered_threads()
 
 local head, tail
 if case == "json" or case == "jreplay" then
-  local f = assert(io.open(os.getenv("SCALE_BODY"), "rb"))
-  local body = f:read("*a"):gsub("%s+$", "")
-  f:close()
-  local id = '"evt_a1b2c3d4e5f60100000042"'
-  local at = assert(body:find(id, 1, true), "no sample id in the body")
-  head, tail = body:sub(1, at - 1), body:sub(at + #id)
+  head, tail = lib.stripe_event(os.getenv("SCALE_BODY"))
 end
 
 local n, answers = 0, 0

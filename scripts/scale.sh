@@ -183,7 +183,7 @@ gw_cpu_us() { awk -v hz="$HZ" '{ sub(/^.*\) /, ""); printf "%.0f\n", ($12 + $13)
 # wrk_run <case> <run id> <port> <seconds> <output> [quota per thread]:
 # bounded by timeout in case a server stops answering.
 wrk_run() {
-	SCALE_CASE=$1 SCALE_RUN=$2 SCALE_BODY=$BODY SCALE_QUOTA=${6:-0} SCALE_DONE=$5.done SCALE_THREADS=$THREADS \
+	WRK_LIB=$ROOT/scripts/wrklib.lua SCALE_CASE=$1 SCALE_RUN=$2 SCALE_BODY=$BODY SCALE_QUOTA=${6:-0} SCALE_DONE=$5.done SCALE_THREADS=$THREADS \
 		timeout $(($4 + 60)) wrk -t"$THREADS" -c"$CONNS" -d"$4s" -s "$LUA" "http://127.0.0.1:$3/notify" >"$5" 2>&1 ||
 		die "wrk failed on :$3 (see $5; KEEP=1 keeps it)"
 	grep -q '^SCALE_RESULT' "$5" || die "no result from wrk on :$3 (see $5; KEEP=1 keeps it)"

@@ -7,21 +7,12 @@
 -- in every run, so keys are counted, not drawn.
 local case = os.getenv("PEER_CASE")
 local run = os.getenv("PEER_RUN")
-local threads = 0
-
-function setup(thread)
-  thread:set("tid", threads)
-  threads = threads + 1
-end
+local lib = dofile(os.getenv("WRK_LIB"))
+lib.numbered_threads()
 
 local head, tail
 if case == "json" or case == "jreplay" then
-  local f = assert(io.open(os.getenv("PEER_BODY"), "rb"))
-  local body = f:read("*a"):gsub("%s+$", "")
-  f:close()
-  local id = '"evt_a1b2c3d4e5f60100000042"'
-  local at = assert(body:find(id, 1, true), "no sample id in the body")
-  head, tail = body:sub(1, at - 1), body:sub(at + #id)
+  head, tail = lib.stripe_event(os.getenv("PEER_BODY"))
 end
 
 local n = 0
