@@ -255,8 +255,8 @@ func setClaimToken(random string, now, lock int64, fingerprint string) string {
 	if len(fingerprint) > maxTokenFingerprint {
 		return random
 	}
-	b := make([]byte, 0, len(random)+len(fingerprint)+16)
-	b = append(b, random...)
+	var buf [192]byte // the token's one allocation is its string
+	b := append(buf[:0], random...)
 	b = strconv.AppendInt(append(b, '.'), now, 36)
 	b = strconv.AppendInt(append(b, '.'), lock, 36)
 	return string(append(append(b, '.'), fingerprint...))
