@@ -88,11 +88,7 @@ func renderFingerprint(repl *caddy.Replacer, bp *bodyPlaceholders, n *keying.Not
 		if bodyKeyed {
 			return "", nil
 		}
-		m := n.FingerprintOf(body)
-		if m == "" {
-			return "", nil
-		}
-		return keying.Digest([]byte(m)), nil
+		return n.FingerprintDigest(body), nil
 	}
 	out, err := repl.ReplaceFunc(tmpl, func(name string, val any) (any, error) {
 		return val, bp.ambiguous(name)

@@ -195,8 +195,27 @@ func (n *Notification) FingerprintOf(body []byte) string {
 	return n.Fingerprint
 }
 
+// FingerprintDigest is Digest of n's fingerprint material (FingerprintOf),
+// "" when it has none: a body's material is hashed again as its hex
+// digest, here on the stack rather than as strings of its own.
+func (n *Notification) FingerprintDigest(body []byte) string {
+	if !n.BodyFingerprint {
+		if n.Fingerprint == "" {
+			return ""
+		}
+		var buf [256]byte
+		return Digest(append(buf[:0], n.Fingerprint...))
+	}
+	var m [2 * sha256.Size]byte
+	sum := sha256.Sum256(body)
+	hex.Encode(m[:], sum[:])
+	return Digest(m[:])
+}
+
 // Digest is a hex SHA-256, the form fingerprints and hashed keys take.
 func Digest(b []byte) string {
 	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
+	var out [2 * sha256.Size]byte
+	hex.Encode(out[:], sum[:])
+	return string(out[:])
 }
