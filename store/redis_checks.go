@@ -341,7 +341,7 @@ func dryRun(ctx context.Context, m *redis.Client, user, key, wake, keyRule, chan
 	add("HSET", "HSET", key, "f", "v")
 	add("HDEL", "HDEL", key, "f")
 	add("HINCRBY", "HINCRBY", key, "f", 1)
-	add("SET", "SET", key, "v", "NX", "GET") // a first copy's claim (redis_claim.go): a write and a read
+	add("SET", "SET", key, "v", "PX", 1, "NX") // a first copy's claim (redis_claim.go)
 	add("APPEND", "APPEND", key, "v")
 	add("PEXPIRE", "PEXPIRE", key, 1)
 	add("ZADD", "ZADD", key, 0, "m")

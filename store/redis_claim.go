@@ -11,14 +11,14 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// A first copy's claim is one SET … NX GET, not a script. The script's
+// A first copy's claim is one SET … NX, not a script. The script's
 // fixed cost (the EVALSHA, its arguments crossing into Lua, the clock,
 // packing the record in Lua) was about a third of Redis's work for a first
 // copy; the SET writes the same record, packed here. Beside it, in the
-// same round trip, an HGET asks the key's order whether its event already
+// same round trip, an HMGET asks the key's order whether its event already
 // ran (a key of its own event, such as Stripe's, has an order too), as the
 // script does before it claims. When the key already has a record the SET
-// writes nothing and hands it back, and the claim script then judges it
+// writes nothing, and the claim script then judges the record
 // (a replay, a copy in flight, a conflict, a claim that ran out): a
 // duplicate costs a second round trip, a first copy one.
 //
@@ -30,9 +30,10 @@ import (
 // claims found a record (a storm of retries, a replay benchmark: past 9 in
 // 10, where the two costs meet), a claim goes straight to the script.
 //
-// Redis 7 only (NX with GET came with 7.0; the store tells the server's
-// version by the script flags it reads: UseServerVersion), and not with
-// WaitReplicas, whose WAIT rides with the script (replicated).
+// Redis 7 only, where it is tested (the store tells the server's version by
+// the script flags it reads: UseServerVersion; a Redis 6 keeps the claim
+// script), and not with WaitReplicas, whose WAIT rides with the script
+// (replicated).
 
 // dupsScale is the fixed point of Redis.dups; setClaimsBelow is the share
 // of duplicates (9 in 10) past which a claim is a script first.
@@ -126,8 +127,8 @@ func (s *Redis) claimedOrder(key, order, event, ran string) (ClaimResult, error)
 	return ClaimResult{Outcome: Answered, Record: fromOrder(key, ev)}, nil
 }
 
-// claimBySet tries to claim key for token with one SET NX GET, beside an
-// HGET of its order; k is s.keys(key, true). done: res is the claim's
+// claimBySet tries to claim key for token with one SET NX, beside an HMGET
+// of its order; k is s.keys(key, true). done: res is the claim's
 // outcome (won, or the event ran in its order and the key has no record);
 // otherwise the key has a record, nothing was written, and the claim
 // script is to judge it.
@@ -135,26 +136,32 @@ func (s *Redis) claimBySet(ctx context.Context, key string, k []string, token, f
 	now, lock := time.Now().UnixMilli(), ms(lockTTL)
 	token = setClaimToken(token, now, lock, fingerprint)
 	order, event := OrderOf(key)
-	ask := redis.NewCmd(ctx, "hget", k[1], event)
-	set := redis.NewCmd(ctx, "set", k[0], newClaimRecord(key, fingerprint, token, now, now+lock), "px", lock, "nx", "get")
+	// HMGET of one field, not HGET, and SET … NX without GET: a first
+	// copy's answers are then [nil] and OK, never a nil reply, which
+	// go-redis turns into an error value (its autopipeliner then tests it
+	// as one: allocations and errors.As on every first copy). The record
+	// a duplicate's SET would hand back goes unread: the claim script
+	// reads it anyway.
+	ask := redis.NewCmd(ctx, "hmget", k[1], event)
+	set := redis.NewCmd(ctx, "set", k[0], newClaimRecord(key, fingerprint, token, now, now+lock), "px", lock, "nx")
 	if err := s.sendPair(ctx, ask, set); err != nil {
 		return ClaimResult{}, false, s.wrap("claim", err)
 	}
 	var ran string
-	switch err := ask.Err(); {
-	case errors.Is(err, redis.Nil):
+	switch v, err := ask.Slice(); {
 	case err != nil:
 		return ClaimResult{}, false, s.wrap("claim", err)
-	default:
-		ran = str(ask.Val())
+	case len(v) != 1:
+		return ClaimResult{}, false, s.wrap("claim", fmt.Errorf("HMGET of one field answered %d values", len(v)))
+	case v[0] != nil:
+		ran = str(v[0])
 	}
 	switch err := set.Err(); {
-	case errors.Is(err, redis.Nil):
-	case err != nil:
-		return ClaimResult{}, false, s.wrap("claim", err)
-	default:
+	case errors.Is(err, redis.Nil): // the key has a record: nothing written
 		s.sawClaim(true)
 		return ClaimResult{}, false, nil
+	case err != nil:
+		return ClaimResult{}, false, s.wrap("claim", err)
 	}
 	s.sawClaim(false)
 	if ran != "" {
@@ -172,7 +179,7 @@ func (s *Redis) claimBySet(ctx context.Context, key string, k []string, token, f
 
 // sendPair sends a and b, commands on one slot, in one round trip as the
 // scripts go (run): never re-sent on a broken connection (where a SET that
-// ran would come back as a record in flight, this claim's own), through
+// ran would find a record, this claim's own, and take it for another's), through
 // the autopipeliner when another write is under way, else as a pipeline
 // of two. An error is its caller's context's: neither command may be read.
 func (s *Redis) sendPair(ctx context.Context, a, b *redis.Cmd) error {

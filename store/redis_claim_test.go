@@ -25,7 +25,7 @@ func TestRedisFirstCopyClaimIsNoScript(t *testing.T) {
 	claim(t, s, "warm", "", time.Minute, Won)
 	claim(t, s, "warm", "", time.Minute, InFlight)
 
-	scripts, sets, hgets := srv.ScriptCalls(), srv.CommandCalls("set"), srv.CommandCalls("hget")
+	scripts, sets, hgets := srv.ScriptCalls(), srv.CommandCalls("set"), srv.CommandCalls("hget", "hmget")
 	won := claim(t, s, "stripe:evt_A", "fp", time.Minute, Won)
 	if got := srv.ScriptCalls() - scripts; got != 0 {
 		t.Errorf("a first copy's claim ran %d scripts, want 0", got)
@@ -33,7 +33,7 @@ func TestRedisFirstCopyClaimIsNoScript(t *testing.T) {
 	if got := srv.CommandCalls("set") - sets; got != 1 {
 		t.Errorf("a first copy's claim ran %d SETs, want 1", got)
 	}
-	if got := srv.CommandCalls("hget") - hgets; got != 1 {
+	if got := srv.CommandCalls("hget", "hmget") - hgets; got != 1 {
 		t.Errorf("a first copy's claim asked its order %d times, want 1", got)
 	}
 	rec, err := s.Lookup(ctx, "stripe:evt_A")
@@ -131,11 +131,11 @@ func TestRedisClaimFollowsTheShareOfDuplicates(t *testing.T) {
 		claim(t, s, "replayed", "", time.Minute, Answered)
 	}
 	// A storm: the duplicate costs one round trip, a script.
-	// (A SET claim asks the order with an HGET; the script, finding a
+	// (A SET claim asks the order with an HMGET; the script, finding a
 	// record, does not.)
-	scripts, hgets := srv.ScriptCalls(), srv.CommandCalls("hget")
+	scripts, hgets := srv.ScriptCalls(), srv.CommandCalls("hget", "hmget")
 	claim(t, s, "replayed", "", time.Minute, Answered)
-	if ds, dh := srv.ScriptCalls()-scripts, srv.CommandCalls("hget")-hgets; ds != 1 || dh != 0 {
+	if ds, dh := srv.ScriptCalls()-scripts, srv.CommandCalls("hget", "hmget")-hgets; ds != 1 || dh != 0 {
 		t.Errorf("a duplicate in a storm of them ran %d scripts and %d HGETs, want 1 and 0 (the script alone)", ds, dh)
 	}
 	// Fresh keys again: within some 40 claims, a first copy is a SET.
