@@ -4,8 +4,9 @@
 # under a first copy (internal/loadfloor: the body read and two empty script
 # round trips through go-redis before and after the backend), the same floor
 # with Redis kept as busy as a first copy keeps it (busyfloor), and
-# idemgate with a real Redis, for unique keys (first-copy path) and one
-# repeated key (replay path). Reports requests/s, p50, p99 and the contract's ratios,
+# idemgate with a real Redis, for unique keys (first-copy path), one
+# repeated key (replay path), and the contract's ~1 KiB JSON notification
+# keyed on its id (json, against plain on the same bodies: jplain). Reports requests/s, p50, p99 and the contract's ratios,
 # checks what reached the backend, and counts Redis round trips and CPU time
 # per request (the steadiest figure when the machine is shared).
 #
@@ -61,6 +62,8 @@ TARGET_UNIQUE=0.75 # unique-key req/s ≥ 0.75 × plain (the limit here with two
 TARGET_REPLAY=1.5  # replay req/s ≥ 1.5 × plain
 TARGET_P99_MS=1    # added p99 on the first-copy path ≤ 1 ms
 TARGET_UNIQUE_CPU=60 # first copy: gateway CPU µs per request ≤ plain's + 60
+TARGET_JSON_CPU=60   # a ~1 KiB JSON first copy, journaled: ≤ plain's on the same bodies + 60
+TARGET_JSON_REDIS=30 # and Redis CPU µs per such first copy ≤ 30
 TARGET_REPLAY_CPU=45 # replay (one round trip to Redis, no in-process cache): gateway CPU µs per request ≤ respond's + 45
 
 die() { echo "load.sh: $*" >&2; exit 2; }
@@ -147,7 +150,7 @@ echo "== building (once) into $WORK"
 # -tags loadfloor: the binary also serves the floor case (internal/loadfloor).
 (cd "$ROOT" && go build -tags loadfloor -o "$WORK/idemgate" ./cmd/idemgate && go build -o "$WORK/backend" ./examples/legacy-backend) ||
 	die "build failed"
-MAIN_CASES="plain respond floor busyfloor unique replay"
+MAIN_CASES="plain respond floor busyfloor unique replay jplain json"
 CASES=$MAIN_CASES
 TREE_PAIR="unique@tree replay@tree" BASE_PAIR="unique@base replay@base"
 if [[ -n $BASE ]]; then
@@ -170,6 +173,7 @@ FLOOR_PORT=$(free_port)
 BUSY_FLOOR_PORT=$(free_port)
 UNIQUE_PORT=$(free_port)
 REPLAY_PORT=$(free_port)
+JSON_PORT=$(free_port)
 BASE_UNIQUE_PORT=$(free_port)
 BASE_REPLAY_PORT=$(free_port)
 TREE_UNIQUE_PORT=$(free_port)
@@ -270,14 +274,28 @@ http://127.0.0.1:$BUSY_FLOOR_PORT {
 }
 
 $(gateway_sites "$UNIQUE_PORT" "$REPLAY_PORT")
+
+# (d) the contract's ~1 KiB JSON notification keyed on its top-level id,
+# journaled as shipped: a fresh id per request (plain, on the same bodies,
+# is the jplain case)
+http://127.0.0.1:$JSON_PORT {
+	bind 127.0.0.1
+	idempotency {
+		platform generic
+		key {idempotency.json.id}
+		store redis 127.0.0.1:$REDIS_PORT
+		in_flight wait 5s
+	}
+	reverse_proxy 127.0.0.1:$BACKEND_PORT
+}
 EOF
 
-echo "== idemgate on :$PLAIN_PORT (plain), :$RESPOND_PORT (respond), :$FLOOR_PORT (floor), :$BUSY_FLOOR_PORT (busyfloor), :$UNIQUE_PORT (unique keys), :$REPLAY_PORT (replay)"
+echo "== idemgate on :$PLAIN_PORT (plain, jplain), :$RESPOND_PORT (respond), :$FLOOR_PORT (floor), :$BUSY_FLOOR_PORT (busyfloor), :$UNIQUE_PORT (unique keys), :$REPLAY_PORT (replay), :$JSON_PORT (json)"
 XDG_DATA_HOME="$WORK/xdg-data" XDG_CONFIG_HOME="$WORK/xdg-config" \
 	"$WORK/idemgate" run --config "$WORK/Caddyfile" --adapter caddyfile >"$WORK/caddy.log" 2>&1 &
 PIDS+=($!)
 CADDY_PID=$!
-for port in "$PLAIN_PORT" "$RESPOND_PORT" "$FLOOR_PORT" "$UNIQUE_PORT" "$REPLAY_PORT"; do
+for port in "$PLAIN_PORT" "$RESPOND_PORT" "$FLOOR_PORT" "$UNIQUE_PORT" "$REPLAY_PORT" "$JSON_PORT"; do
 	# Any HTTP answer will do: the gateway sites refuse a request without a key.
 	wait_up "idemgate on :$port" "${PIDS[-1]}" "$WORK/caddy.log" curl -sS -o /dev/null --max-time 1 "http://127.0.0.1:$port/"
 done
@@ -341,7 +359,8 @@ backend_total() { curl -fsS --max-time 5 "$BACKEND/stats" | sed -n 's/.*"total":
 # answering.
 W_THREADS=$THREADS W_CONNS=$CONNS
 run_wrk() {
-	LOAD_MODE=$1 LOAD_RUN=$2 timeout $(($(seconds "$3") + 30)) \
+	WRK_LIB=$ROOT/scripts/wrklib.lua LOAD_BODY=$ROOT/keying/testdata/stripe_event.json \
+		LOAD_MODE=$1 LOAD_RUN=$2 timeout $(($(seconds "$3") + 30)) \
 		wrk --latency -t "$W_THREADS" -c "$W_CONNS" -d "$3" -s "$LUA" "http://127.0.0.1:$4/notify" >"$5" 2>&1 ||
 		die "wrk failed on :$4 (see $5; rerun with KEEP=1)"
 }
@@ -362,6 +381,8 @@ measure() {
 	busyfloor) port=$BUSY_FLOOR_PORT mode=unique ;;
 	unique | unique-1c) port=$UNIQUE_PORT mode=unique ;;
 	replay) port=$REPLAY_PORT mode=fixed ;;
+	jplain) port=$PLAIN_PORT mode=json ;;
+	json) port=$JSON_PORT mode=json ;;
 	unique@tree) port=$TREE_UNIQUE_PORT mode=unique gw=$TREE_PID ;;
 	replay@tree) port=$TREE_REPLAY_PORT mode=fixed gw=$TREE_PID ;;
 	unique@base) port=$BASE_UNIQUE_PORT mode=unique gw=$BASE_PID ;;
@@ -382,7 +403,7 @@ measure() {
 	if [[ $(seconds "$WARMUP") -gt 0 ]]; then
 		# Unique keys: a different run id, so the run's keys are all new too.
 		local warm=$run
-		[[ $mode == unique ]] && warm=$(run_id "warm-$name" "$round")
+		[[ $mode != fixed ]] && warm=$(run_id "warm-$name" "$round")
 		run_wrk "$mode" "$warm" "$WARMUP" "$port" "$out.warmup"
 	fi
 	[[ $name != replay* ]] && reset_backend
@@ -495,7 +516,7 @@ fi
 # the replay key reached it exactly once per round.
 wrong=0
 slack=$((2 * CONNS * ROUNDS))
-for f in unique floor busyfloor; do
+for f in unique floor busyfloor json; do
 	fwd=${f}_fwd req=${f}_req bad=${f}_bad
 	delta=$((${!fwd} - ${!req}))
 	if ((delta >= 0 && delta <= slack && ${!bad} == 0)); then fwd_ok=ok; else fwd_ok=WRONG wrong=1; fi
@@ -532,6 +553,15 @@ if ((ROUNDS > 1)); then
 	printf '%-34s %s\n' "  paired by round" "$(paired unique plain)"
 fi
 check "replay CPU − respond's" "$((cpu_replay - cpu_respond))" "<=" "$TARGET_REPLAY_CPU" "$((cpu_replay - cpu_respond)) µs"
+# The contract's first figure: the ~1 KiB JSON notification, journaled,
+# against plain on the same bodies.
+cpu_jplain=$(us jplain 12 "$jplain_req") cpu_json=$(us json 12 "$json_req")
+check "JSON first copy CPU − plain's" "$((cpu_json - cpu_jplain))" "<=" "$TARGET_JSON_CPU" "$((cpu_json - cpu_jplain)) µs"
+if ((ROUNDS > 1)); then
+	printf '%-34s %s\n' "  paired by round" "$(paired json jplain)"
+fi
+redis_json=$(us json 13 "$json_req")
+check "JSON first copy Redis CPU" "$redis_json" "<=" "$TARGET_JSON_REDIS" "$redis_json µs"
 # What stands under the first copy's target: the floor (the body read and
 # two empty round trips through go-redis, nothing kept) over plain is what
 # any Go gate with a claim before the backend and an answer after pays
@@ -568,8 +598,8 @@ if command -v redis-cli >/dev/null; then
 	printf '%-34s unique %s, replay %s   (a first copy: one more round trip, its claim, no script on Redis 7; contract: at most 2 and 1 round trips; all commands, inside scripts too: %s, %s)\n' \
 		"Redis scripts per request" "$(per unique 10 "$unique_req")" "$(per replay 10 "$replay_req")" \
 		"$(per unique 11 "$unique_req")" "$(per replay 11 "$replay_req")"
-	printf '%-34s unique %s, replay %s, floor %s   (what the store costs Redis, per request; the floor: two empty scripts)\n' \
-		"Redis CPU µs per request" "$(us unique 13 "$unique_req")" "$(us replay 13 "$replay_req")" "$(us floor 13 "$floor_req")"
+	printf '%-34s unique %s, replay %s, json %s, floor %s   (what the store costs Redis, per request; the floor: two empty scripts)\n' \
+		"Redis CPU µs per request" "$(us unique 13 "$unique_req")" "$(us replay 13 "$replay_req")" "$(us json 13 "$json_req")" "$(us floor 13 "$floor_req")"
 fi
 # The floor under any gate's Redis CPU on this machine, measured on the
 # same redis-server with as many connections: one round trip of PING (no
