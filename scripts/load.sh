@@ -351,6 +351,12 @@ cpu_ticks() {
 	done | tr '\n' ' '
 }
 
+# gw_syscalls <gateway pid> prints the read and write system calls the
+# gateway process has made so far (/proc/<pid>/io): per request, how well
+# its Redis client batches (a round trip shared by more requests costs each
+# fewer), beside the CPU.
+gw_syscalls() { awk '/^sysc[rw]:/ { n += $2 } END { print n + 0 }' "/proc/$1/io" 2>/dev/null || echo 0; }
+
 reset_backend() { curl -fsS --max-time 5 -X POST "$BACKEND/reset" >/dev/null; }
 backend_total() { curl -fsS --max-time 5 "$BACKEND/stats" | sed -n 's/.*"total":\([0-9]*\).*/\1/p'; }
 
@@ -372,6 +378,7 @@ run_id() { echo "$1-r$2-$$-$(date +%s%N)"; }
 # measure <case> <round> [<duration>]: warm-up, then the measured run; appends
 # a result line: case round rps p50_ms p99_ms requests forwarded non2xx errors
 # redis_scripts redis_commands (-1: not counted) cpu_ticks_idemgate _redis _backend
+# idemgate_syscalls
 measure() {
 	local name=$1 round=$2 duration=${3:-$DURATION} port mode run out gw=$CADDY_PID
 	case $name in
@@ -407,9 +414,10 @@ measure() {
 		run_wrk "$mode" "$warm" "$WARMUP" "$port" "$out.warmup"
 	fi
 	[[ $name != replay* ]] && reset_backend
-	local prof= calls_before cpu_before
+	local prof= calls_before cpu_before sys_before
 	calls_before=($(redis_calls))
 	cpu_before=($(cpu_ticks "$gw"))
+	sys_before=$(gw_syscalls "$gw")
 	if [[ $PROFILE == 1 && $gw == "$CADDY_PID" ]]; then
 		curl -fsS --max-time $(($(seconds "$duration") + 30)) -o "$WORK/$name-$round.pprof" \
 			"http://127.0.0.1:$ADMIN_PORT/debug/pprof/profile?seconds=$(seconds "$duration")" &
@@ -420,8 +428,9 @@ measure() {
 		wait "$prof" || echo "   (CPU profile of $name failed)"
 	fi
 
-	local result forwarded scripts=-1 commands=-1 calls_after cpu_after
+	local result forwarded scripts=-1 commands=-1 calls_after cpu_after sys_after
 	cpu_after=($(cpu_ticks "$gw"))
+	sys_after=$(gw_syscalls "$gw")
 	result=$(grep '^LOAD_RESULT' "$out") || die "no result from wrk on :$port (see $out)"
 	forwarded=$(backend_total)
 	if ((${#calls_before[@]} == 2)); then
@@ -433,7 +442,8 @@ measure() {
 	awk -v n="$name" -v r="$round" -v q="$requests" -v d="$duration_us" -v p50="$p50_us" -v p99="$p99_us" \
 		-v f="$forwarded" -v s="$non2xx" -v e="$errors" -v sc="$scripts" -v c="$commands" \
 		-v cg=$((cpu_after[0] - cpu_before[0])) -v cr=$((cpu_after[1] - cpu_before[1])) -v cb=$((cpu_after[2] - cpu_before[2])) \
-		'BEGIN { printf "%s %d %.1f %.3f %.3f %d %d %d %d %d %d %d %d %d\n", n, r, q / (d / 1e6), p50 / 1000, p99 / 1000, q, f, s, e, sc, c, cg, cr, cb }' >>"$RESULTS"
+		-v sy=$((sys_after - sys_before)) \
+		'BEGIN { printf "%s %d %.1f %.3f %.3f %d %d %d %d %d %d %d %d %d %d\n", n, r, q / (d / 1e6), p50 / 1000, p99 / 1000, q, f, s, e, sc, c, cg, cr, cb, sy }' >>"$RESULTS"
 	tail -n1 "$RESULTS" | awk '{ printf "   %-11s round %d: %9.0f req/s  p50 %.3f ms  p99 %.3f ms  (%d requests, backend ran %d)\n", $1, $2, $3, $4, $5, $6, $7 }'
 }
 
@@ -528,10 +538,11 @@ printf '%-34s backend ran %s time(s) for %s requests on one key (expect %s)  %s\
 	"replay: forwarded" "$replay_fwd" "$replay_req" "$ROUNDS" "$fwd_ok"
 # CPU per request: µs of CPU time per completed request, over all rounds.
 us() { awk -v t="$(sum "$1" "$2")" -v q="$3" -v hz="$CLK_TCK" 'BEGIN { printf "%.0f", t * 1e6 / hz / q }'; }
-printf '%-34s %s\n' "CPU µs per request" "idemgate / redis-server / backend"
+printf '%-34s %s\n' "CPU µs per request" "idemgate / redis-server / backend   (idemgate's read and write system calls per request)"
 for name in $CASES; do
 	req=$(var "$name")_req
-	printf '%-34s %s / %s / %s\n' "  $name" "$(us "$name" 12 "${!req}")" "$(us "$name" 13 "${!req}")" "$(us "$name" 14 "${!req}")"
+	printf '%-34s %s / %s / %s   (%s)\n' "  $name" "$(us "$name" 12 "${!req}")" "$(us "$name" 13 "${!req}")" "$(us "$name" 14 "${!req}")" \
+		"$(awk -v s="$(sum "$name" 15)" -v q="${!req}" 'BEGIN { printf "%.1f", s / q }')"
 done
 # The contract's CPU targets: the figure that holds on a shared machine.
 cpu_plain=$(us plain 12 "$plain_req") cpu_respond=$(us respond 12 "$respond_req")
