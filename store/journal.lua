@@ -38,7 +38,7 @@ end
 
 -- A script settles a claim itself, not through a helper (whose calls of
 -- load, journal and save would be three upvalues a call): it loads the
--- record (with its clock: load(h, now), record.lua), checks that its
+-- record (with its clock: load(h, now), load.lua), checks that its
 -- token holds the claim (held), sets the fields
 -- it settles, journals, clears the token (only a live claim's token is
 -- ever compared) and saves the record with its ttl (the string the

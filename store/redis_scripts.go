@@ -32,6 +32,8 @@ var (
 	heldLua string
 	//go:embed record.lua
 	recordLua string
+	//go:embed load.lua
+	loadLua string
 
 	// The claim is the one script that makes a new record: at maxmemory
 	// it is refused (see writeScript); the others settle, renew or drop a
@@ -40,11 +42,11 @@ var (
 	// closure the script makes anew on every call.
 	claimScript    = newWriteScript("", clockLua, recordLua, keepLua, claimLua)
 	completeScript = newWriteScript("allow-oom", clockLua, recordLua, heldLua, journalLua, completeLua)
-	releaseScript  = newWriteScript("allow-oom", clockLua, recordLua, heldLua, journalLua, releaseLua)
-	leaveScript    = newWriteScript("allow-oom", clockLua, recordLua, heldLua, keepLua, journalLua, leaveLua)
-	renewScript    = newWriteScript("allow-oom", clockLua, recordLua, heldLua, keepLua, renewLua)
+	releaseScript  = newWriteScript("allow-oom", clockLua, recordLua, loadLua, heldLua, journalLua, releaseLua)
+	leaveScript    = newWriteScript("allow-oom", clockLua, recordLua, loadLua, heldLua, keepLua, journalLua, leaveLua)
+	renewScript    = newWriteScript("allow-oom", clockLua, recordLua, loadLua, heldLua, keepLua, renewLua)
 	deleteScript   = newWriteScript("allow-oom", clockLua, recordLua, deleteLua)
-	reopenScript   = newWriteScript("allow-oom", clockLua, recordLua, keepLua, journalLua, reopenLua)
+	reopenScript   = newWriteScript("allow-oom", clockLua, recordLua, loadLua, keepLua, journalLua, reopenLua)
 )
 
 // writeScript is one of the store's write scripts in the two forms a

@@ -116,7 +116,7 @@ var repairLua string
 
 // repairScript writes the event: refused at maxmemory (a repair can wait
 // for a later read; the readers show the event meanwhile).
-var repairScript = newWriteScript("", clockLua, recordLua, repairLua)
+var repairScript = newWriteScript("", clockLua, recordLua, loadLua, repairLua)
 
 // RepairOrderEvent reads key's record (Lookup), then writes the event in a
 // script on the key's hash tag (the record's hash and its order's state
