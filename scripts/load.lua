@@ -13,16 +13,12 @@
 
 local mode = os.getenv("LOAD_MODE") or "unique"
 local run = os.getenv("LOAD_RUN") or tostring(os.time())
-local next_tid = 1
-
-function setup(thread)
-  thread:set("tid", next_tid)
-  next_tid = next_tid + 1
-end
+local lib = dofile(os.getenv("WRK_LIB"))
+lib.numbered_threads()
 
 local head, tail
 if mode == "json" then
-  head, tail = dofile(os.getenv("WRK_LIB")).stripe_event(os.getenv("LOAD_BODY"))
+  head, tail = lib.stripe_event(os.getenv("LOAD_BODY"))
 end
 
 function init(args)

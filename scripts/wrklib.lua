@@ -1,4 +1,4 @@
--- Shared by the wrk scripts (ablate.lua, scale.lua, nginxgate/wrk.lua), which
+-- Shared by the wrk scripts (ablate.lua, load.lua, scale.lua, nginxgate/wrk.lua), which
 -- load it with dofile from the path their load script puts in WRK_LIB.
 local lib = {}
 
