@@ -261,8 +261,8 @@ func blackHole(t *testing.T) string {
 // TestFaultRedisBlackHole: a Redis address that accepts connections and
 // never answers, store_timeout 1s. The start is not held by it (the
 // checks give up after store_timeout, warn, and go on in the background);
-// a lone copy and 8 concurrent copies (the concurrent ones ride the
-// autopipeliner) are each answered 503 within store_timeout + 1 s, and
+// a lone copy and 8 concurrent copies (the concurrent ones share
+// batches) are each answered 503 within store_timeout + 1 s, and
 // none reaches the backend.
 func TestFaultRedisBlackHole(t *testing.T) {
 	testenv.Slow(t, "fault: a Redis that never answers, store_timeout waited out")

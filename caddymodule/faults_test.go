@@ -341,8 +341,8 @@ func TestFaultPlatformHangsUpDuringClaim(t *testing.T) {
 	rs.Pause()
 	time.AfterFunc(time.Second, resume)
 	// Another platform's copy, patient, has its claim under way first: the
-	// impatient copy's claim is then a second one at once, which goes
-	// through the autopipeliner and waits on its context.
+	// impatient copy's claim is then a second one at once, which queues
+	// behind the first's batch and waits on its context.
 	patient := make(chan reply, 1)
 	go func() {
 		r, _ := faultSend(client, http.MethodPost, base+"/notify", form(other), formHeader)

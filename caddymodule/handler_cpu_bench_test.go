@@ -15,7 +15,7 @@ import (
 )
 
 // BenchmarkHandlerCPU: the handler's first copy on Redis from 32 callers
-// at once, as `wrk -c32` drives a gateway (the autopipeliner shares round
+// at once, as `wrk -c32` drives a gateway (the store's batches share round
 // trips, as under load): cpu-µs/op is the whole test process's CPU per
 // first copy (the handler, go-redis, the garbage), without Caddy's server
 // and proxy around it. header: the load script's route (a key from a

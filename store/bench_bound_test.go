@@ -13,8 +13,8 @@ import (
 
 // BenchmarkRedisBound measures how little Redis CPU a first copy and an
 // uncached replay could cost, whatever the store's layout. The store's
-// own cost is BenchmarkStoreCPU's, on the same client and path (the
-// autopipeliner, 32 callers).
+// own cost is BenchmarkStoreCPU's, on the same client and path (Batcher, 32
+// callers).
 //
 // A first copy writes what the contract keeps: the record, the journal
 // (stripeLikeNotification's compressed form and one attempt, 631 + ~30
@@ -41,21 +41,15 @@ import (
 // its own.
 func BenchmarkRedisBound(b *testing.B) {
 	c, pid := cpuBenchRedis(b)
-	ap, err := c.AsyncAutoPipeline()
-	if err != nil {
-		b.Fatal(err)
-	}
+	batch := NewBatcher(c)
 	ctx := context.Background()
-	// send submits cmds together (one round trip when nothing else is
-	// queued) and waits for all of them.
+	// send sends cmds together, as the store does (one round trip when
+	// nothing else is under way), and waits for all of them.
 	send := func(b *testing.B, cmds ...redis.Cmder) {
-		fs := make([]redis.AutoFuture, len(cmds))
-		for i, cmd := range cmds {
-			fs[i] = ap.Submit(ctx, cmd)
-		}
-		for i, f := range fs {
-			if err := f.WaitContext(ctx); err != nil && err != redis.Nil {
-				b.Error(cmds[i].Name(), err)
+		_ = batch.Do(ctx, cmds...)
+		for _, cmd := range cmds {
+			if err := cmd.Err(); err != nil && err != redis.Nil {
+				b.Error(cmd.Name(), err)
 			}
 		}
 	}

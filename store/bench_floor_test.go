@@ -21,8 +21,8 @@ import (
 // -c32 drives a gateway: this process's CPU (the gateway's share: the
 // store's client work, go-redis, its I/O) and redis-server's. Beside the
 // store's claim + complete it runs the floor under them: two round trips
-// of an empty script through the same client and the same path (the
-// autopipeliner when calls overlap). What a first copy costs above the
+// of an empty script through the same client and the same path (a
+// shared batch, Batcher). What a first copy costs above the
 // floor is the store's own work; the floor itself is what two round trips
 // cost on this machine, whatever a gate does in them. A replay (no replay
 // cache: every duplicate a claim) is held against one empty round trip.

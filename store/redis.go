@@ -50,9 +50,9 @@ import (
 // Cluster (the nodes are written in parallel); List checks each entry
 // against its record and drops stale ones.
 //
-// Write scripts go through go-redis's autopipeliner when another is under
-// way, so concurrent requests share the connection's writes and reads, and
-// are never re-sent (see run and scripter in redis_once.go).
+// Write scripts go out in batches that concurrent requests share, each
+// sent and read by one of them (Batcher, redis_batch.go), and are never
+// re-sent (see run in redis_once.go).
 //
 // Times come from the Redis server (TIME inside the scripts), so gateway
 // instances with skewed clocks agree; expiry is PEXPIRE on the hash.
@@ -73,14 +73,13 @@ type Redis struct {
 	loopDone chan struct{}
 
 	ifx      *inFlightIx
-	direct   redis.Scripter       // the client itself, sending scripts once (see scripter)
-	piped    redis.Scripter       // through the client's autopipeliner, or nil (see scripter)
-	ap       *redis.AutoPipeliner // the autopipeliner itself (sendPair), or nil
-	dups     atomic.Int32         // recent claims that found a record, of dupsScale (sawClaim)
-	calls    atomic.Int32         // write scripts under way
-	flagged  atomic.Bool          // the server reads script flags (Redis 7); see UseServerVersion
-	classes  sync.Map             // ixClassID → *ixClass (ixClassOf)
-	ifShards [ixShards]string     // the in-flight list index's shard keys
+	direct   redis.Scripter   // the client itself, sending scripts once (replicated)
+	batched  redis.Scripter   // through batch (run)
+	batch    *Batcher         // the write commands' shared pipelines
+	dups     atomic.Int32     // recent claims that found a record, of dupsScale (sawClaim)
+	flagged  atomic.Bool      // the server reads script flags (Redis 7); see UseServerVersion
+	classes  sync.Map         // ixClassID → *ixClass (ixClassOf)
+	ifShards [ixShards]string // the in-flight list index's shard keys
 	// A page of listBuckets ends after about this many buckets or bytes
 	// of entries read (listBucketBudget, listByteBudget; tests set less).
 	pageProbes, pageBytes int
@@ -131,12 +130,9 @@ func NewRedis(client redis.UniversalClient, opts RedisOptions) *Redis {
 		s.ifShards[i] = s.ixShardKey(StateInFlight, "", i)
 	}
 	s.ifx = newInFlightIx(s)
-	// The deferred face: a caller waits for its own command with its own
-	// context (see pipelinedScripter).
 	s.direct = onceScripter(client)
-	if ap, err := client.AsyncAutoPipeline(); err == nil {
-		s.ap, s.piped = ap, pipelinedScripter(ap)
-	}
+	s.batch = NewBatcher(client)
+	s.batched = batchedScripter(client, s.batch)
 	return s
 }
 
@@ -300,8 +296,8 @@ func deadArg(j Journal) string {
 
 // settle runs a settling script and writes key's list index entry with
 // it, into the time bucket of its class (redis_list.go). On a single server the
-// script writes the index itself (one command, which the autopipeliner
-// shares with other requests'); on Cluster the index shards live on other
+// script writes the index itself (one command, in a batch shared with other
+// requests'); on Cluster the index shards live on other
 // nodes, and the index commands go in the same pipeline as the script (one
 // round trip; the nodes are written in parallel). The index entry is
 // written whatever the script answers: List checks entries against their

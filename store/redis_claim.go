@@ -138,8 +138,8 @@ func (s *Redis) claimBySet(ctx context.Context, key string, k []string, token, f
 	order, event := OrderOf(key)
 	// HMGET of one field, not HGET, and SET … NX without GET: a first
 	// copy's answers are then [nil] and OK, never a nil reply, which
-	// go-redis turns into an error value (its autopipeliner then tests it
-	// as one: allocations and errors.As on every first copy). The record
+	// go-redis turns into an error value (allocations and errors.As on
+	// every first copy). The record
 	// a duplicate's SET would hand back goes unread: the claim script
 	// reads it anyway.
 	ask := redis.NewCmd(ctx, "hmget", k[1], event)
@@ -178,28 +178,12 @@ func (s *Redis) claimBySet(ctx context.Context, key string, k []string, token, f
 }
 
 // sendPair sends a and b, commands on one slot, in one round trip as the
-// scripts go (run): never re-sent on a broken connection (where a SET that
-// ran would find a record, this claim's own, and take it for another's), through
-// the autopipeliner when another write is under way, else as a pipeline
-// of two. An error is its caller's context's: neither command may be read.
+// scripts go (run): in a batch (Batcher), never re-sent on a broken
+// connection (where a SET that ran would find a record, this claim's own,
+// and take it for another's). An error is its caller's context's: neither
+// command may be read.
 func (s *Redis) sendPair(ctx context.Context, a, b *redis.Cmd) error {
-	piped := s.pipelining()
-	s.calls.Add(1)
-	defer s.calls.Add(-1)
-	if piped {
-		fa, fb := s.ap.Submit(ctx, onceCmd{a}), s.ap.Submit(ctx, onceCmd{b})
-		for _, f := range [...]redis.AutoFuture{fa, fb} {
-			if err := f.WaitContext(ctx); err != nil && ctx.Err() != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	p := s.c.Pipeline()
-	_ = p.Process(ctx, onceCmd{a})
-	_ = p.Process(ctx, onceCmd{b})
-	_, _ = p.Exec(ctx) // each command keeps its own error
-	return nil
+	return s.batch.Do(ctx, onceCmd{a}, onceCmd{b})
 }
 
 // newClaimRecord is a new claim's record as claim.lua would write it

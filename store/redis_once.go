@@ -10,7 +10,7 @@ import (
 )
 
 // evalScripter is a redis.Scripter whose four evals go through one send
-// function (onceScripter's and pipelinedScripter's); SCRIPT EXISTS and
+// function (onceScripter's and batchedScripter's); SCRIPT EXISTS and
 // LOAD go to c unchanged.
 type evalScripter struct {
 	c    redis.Scripter
@@ -25,8 +25,7 @@ func evalCmd(ctx context.Context, name any, payload string, keys []string, args 
 	a = append(a, name, payload, len(keys))
 	for i := range keys {
 		// A *string into keys rather than a string: go-redis writes both,
-		// and reads both where it routes by the first key (Cluster, the
-		// autopipeliner's shards), while a string in an interface costs an
+		// and reads both where it routes by the first key (Cluster), while a string in an interface costs an
 		// allocation (9 of a first copy's ~165).
 		a = append(a, &keys[i])
 	}
@@ -93,10 +92,7 @@ var ErrNotReplicated = errors.New("store: redis write not acknowledged by enough
 func (s *Redis) run(ctx context.Context, sc *redis.Script, keys []string, args ...any) *redis.Cmd {
 	hkey := keys[0]
 	if s.opts.WaitReplicas <= 0 {
-		c := s.scripter()
-		s.calls.Add(1)
-		defer s.calls.Add(-1)
-		return sc.Run(ctx, c, keys, args...)
+		return sc.Run(ctx, s.batched, keys, args...)
 	}
 	exec := func(load bool) *redis.Cmd {
 		var cmd *redis.Cmd
@@ -164,41 +160,13 @@ func (s *Redis) replicated(ctx context.Context, hkey string, queue func(p redis.
 	return err
 }
 
-// pipelineFrom: with this many write scripts under way, the next one
-// goes through the autopipeliner (1 measured better than 3 for replays,
-// whose scripts are short and rarely overlap more).
-const pipelineFrom = 1
-
-// scripter returns where the next write script goes: go-redis's
-// autopipeliner when another is under way, so concurrent requests share
-// the connection's writes and reads; the client itself for a lone request,
-// since the autopipeliner's hand-offs between goroutines add some 60 µs to
-// its round trip (BenchmarkScale: replay 77 → 137 µs). Neither re-sends a
-// script (onceScripter).
-func (s *Redis) scripter() redis.Scripter {
-	if s.pipelining() {
-		return s.piped
-	}
-	return s.direct
-}
-
-// pipelining: the next write goes through the autopipeliner (scripter,
-// sendPair).
-func (s *Redis) pipelining() bool {
-	return s.ap != nil && s.calls.Load() >= pipelineFrom
-}
-
-// pipelinedScripter sends EVAL and EVALSHA through the autopipeliner, as
-// commands it never re-sends, and waits for each no longer than its
-// caller's context. The autopipeliner itself does not: a command once
-// queued waits for its batch, and a batch sent to a server that never
-// answers ends only at the connection's read time-out, the batches
-// behind it one after the other (seconds each, 10–20 s for the eighth
-// caller). A script abandoned that way may still run: its outcome is
-// unknown to the caller, as with any time-out.
-func pipelinedScripter(ap *redis.AutoPipeliner) redis.Scripter {
-	return evalScripter{c: ap, send: func(ctx context.Context, cmd *redis.Cmd) *redis.Cmd {
-		if err := ap.Submit(ctx, onceCmd{cmd}).WaitContext(ctx); err != nil && ctx.Err() != nil {
+// batchedScripter sends EVAL and EVALSHA through b, as commands it never
+// re-sends, and waits for each no longer than its caller's context: a
+// script abandoned that way may still run, its outcome unknown to the
+// caller, as with any time-out.
+func batchedScripter(c redis.Scripter, b *Batcher) redis.Scripter {
+	return evalScripter{c: c, send: func(ctx context.Context, cmd *redis.Cmd) *redis.Cmd {
+		if err := b.Do(ctx, onceCmd{cmd}); err != nil {
 			// cmd still belongs to its batch: answer with another.
 			abandoned := redis.NewCmd(ctx)
 			abandoned.SetErr(err)

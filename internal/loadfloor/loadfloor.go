@@ -21,7 +21,6 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -29,6 +28,8 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/idemgate/idemgate/store"
 )
 
 func init() {
@@ -40,8 +41,8 @@ func init() {
 // Floor is the handler: `idempotency_floor <redis address> [direct] [work <n>]`.
 type Floor struct {
 	Address string `json:"address"`
-	// Direct sends every round trip on the client itself, never through
-	// the autopipeliner (what the store did before it used one).
+	// Direct sends every round trip on the client itself, never in a
+	// shared batch (what the store did before it shared them).
 	Direct bool `json:"direct,omitempty"`
 	// Work makes each script run that many commands (EXISTS on its key)
 	// before it returns: Redis kept as busy as the store keeps it, with
@@ -51,10 +52,9 @@ type Floor struct {
 	Work int `json:"work,omitempty"`
 
 	c      *redis.Client
-	ap     *redis.AutoPipeliner
+	batch  *store.Batcher
 	script *redis.Script // empty, or busy with Work
 	args   []any         // the script's arguments after its key
-	calls  atomic.Int32
 }
 
 func (*Floor) CaddyModule() caddy.ModuleInfo {
@@ -74,11 +74,7 @@ const maxBody = 1 << 20
 func (f *Floor) Provision(caddy.Context) error {
 	// The store's client options (caddymodule's universalOptions).
 	f.c = redis.NewClient(&redis.Options{Addr: f.Address, ContextTimeoutEnabled: true, Protocol: 2})
-	ap, err := f.c.AsyncAutoPipeline()
-	if err != nil {
-		return err
-	}
-	f.ap = ap
+	f.batch = store.NewBatcher(f.c)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	f.script = empty
@@ -96,25 +92,21 @@ func (f *Floor) Cleanup() error {
 }
 
 // roundTrip runs the empty script once on key, as the store runs a write
-// script: through the autopipeliner when another is under way, else on
-// the client itself, never re-sent. Its only bound is the client's read
+// script: in a batch shared with the calls under way (store.Batcher),
+// never re-sent. Its only bound is the client's read
 // time-out: the store's deadline costs next to nothing (one timer per
 // 5 ms, caddymodule's deadlines), and the floor leaves it out.
 func (f *Floor) roundTrip(key string) error {
 	ctx := context.Background()
 	cmd := redis.NewCmd(ctx, append([]any{"evalsha", f.script.Hash(), 1, key}, f.args...)...)
 	cmd.SetFirstKeyPos(3)
-	if f.calls.Add(1) > 1 && !f.Direct {
-		err := f.ap.Submit(ctx, onceCmd{cmd}).WaitContext(ctx)
-		f.calls.Add(-1)
-		if err != nil {
+	if !f.Direct {
+		if err := f.batch.Do(ctx, onceCmd{cmd}); err != nil {
 			return err
 		}
 		return cmd.Err()
 	}
-	err := f.c.Process(ctx, onceCmd{cmd})
-	f.calls.Add(-1)
-	return err
+	return f.c.Process(ctx, onceCmd{cmd})
 }
 
 type onceCmd struct{ *redis.Cmd }

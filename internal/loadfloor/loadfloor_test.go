@@ -12,8 +12,8 @@ import (
 // TestFloor runs the floor in a real Caddy in front of a real backend and
 // redis-server: every request reaches the backend once, its body intact,
 // and costs Redis exactly two script calls (the floor load.sh measures
-// is two round trips, no more and no fewer), 64 at once (the
-// autopipeliner's path), and on the direct path; with work, each script
+// is two round trips, no more and no fewer), 64 at once (shared
+// batches), and on the direct path; with work, each script
 // runs that many commands; a body over the bound is a 413 that reaches
 // neither.
 func TestFloor(t *testing.T) {

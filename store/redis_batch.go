@@ -1,0 +1,145 @@
+package store
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Batcher sends the store's write commands (the scripts, the claim's
+// pair) in pipelines that concurrent callers share, each written and read
+// by one of those callers itself. A caller that finds no batch on the wire
+// sends its own commands at once: a lone request pays no hand-off. Callers
+// that arrive while a batch is on the wire queue theirs; the caller whose
+// batch comes back elects one of them to send the queue as the next batch,
+// and wakes the others of its own batch. Every caller is woken at most
+// once. go-redis's autopipeliner, which this replaces, also woke a flusher
+// goroutine and started a goroutine per batch (~15% of a first copy's
+// gateway CPU under load, with the scheduler's share).
+//
+// One batch is on the wire at a time, as with the autopipeliner's default:
+// Redis runs one command at a time anyway, and the queue that builds up
+// behind a batch is the next batch. Commands are never re-sent (onceCmd).
+type Batcher struct {
+	pipe redis.Pipeliner // the leader's alone (busy): reused, batch after batch
+
+	mu    sync.Mutex
+	busy  bool         // a leader holds the wire
+	queue []*batchCall // waiting for the next batch
+}
+
+// NewBatcher returns a Batcher sending on c's pipelines.
+func NewBatcher(c redis.UniversalClient) *Batcher {
+	return &Batcher{pipe: c.Pipeline()}
+}
+
+// A batchCall is one caller's commands while they wait for a batch.
+type batchCall struct {
+	ctx  context.Context
+	cmds []redis.Cmder
+	// state: callWaiting until the caller gives up (callAbandoned) or the
+	// Batcher commits to sending it a batch to lead (callLeading); only
+	// one of the two wins.
+	state atomic.Int32
+	// wake carries nil once the call's replies are in, or the batch it is
+	// to send (itself first). Buffered: the sender never blocks.
+	wake chan []*batchCall
+}
+
+const (
+	callWaiting = iota
+	callAbandoned
+	callLeading
+)
+
+// Do sends cmds in a batch and returns once their replies (or errors) are
+// in, or with ctx's error when ctx ends first: the commands may still be
+// sent and run, their outcome unknown to the caller, as with any time-out.
+// A caller elected to lead a batch sends it even when its own context has
+// just ended, since the others in it wait on it.
+func (b *Batcher) Do(ctx context.Context, cmds ...redis.Cmder) error {
+	b.mu.Lock()
+	if !b.busy {
+		b.busy = true
+		b.mu.Unlock()
+		b.lead(ctx, cmds, nil)
+		return nil
+	}
+	c := &batchCall{ctx: ctx, cmds: cmds, wake: make(chan []*batchCall, 1)}
+	b.queue = append(b.queue, c)
+	b.mu.Unlock()
+	select {
+	case batch := <-c.wake:
+		if batch != nil {
+			b.lead(nil, nil, batch)
+		}
+		return nil
+	case <-ctx.Done():
+		if c.state.CompareAndSwap(callWaiting, callAbandoned) {
+			return ctx.Err()
+		}
+		// Elected meanwhile: the batch is on its way.
+		if batch := <-c.wake; batch != nil {
+			b.lead(nil, nil, batch)
+		}
+		return nil
+	}
+}
+
+// lead sends one batch, either cmds alone (a caller that found the wire
+// free, with its own ctx) or batch's calls, hands the wire on, and wakes
+// the batch's other callers.
+func (b *Batcher) lead(ctx context.Context, cmds []redis.Cmder, batch []*batchCall) {
+	for _, cmd := range cmds {
+		_ = b.pipe.Process(ctx, cmd)
+	}
+	if batch != nil {
+		// The batch is bounded by the latest deadline among its callers:
+		// the one that gives up last.
+		ctx = batch[0].ctx
+		latest, _ := ctx.Deadline()
+		for _, c := range batch {
+			if d, ok := c.ctx.Deadline(); ok && d.After(latest) {
+				ctx, latest = c.ctx, d
+			}
+			for _, cmd := range c.cmds {
+				_ = b.pipe.Process(ctx, cmd)
+			}
+		}
+	}
+	_, _ = b.pipe.Exec(ctx) // each command keeps its own error
+	b.handOn()
+	for _, c := range batch[min(1, len(batch)):] {
+		c.wake <- nil
+	}
+}
+
+// handOn gives the wire to the first queued caller still waiting, with
+// the queue as its batch (callers that gave up left out), or frees it.
+func (b *Batcher) handOn() {
+	b.mu.Lock()
+	q := b.queue
+	b.queue = nil
+	next := -1
+	for i, c := range q {
+		if c.state.CompareAndSwap(callWaiting, callLeading) {
+			next = i
+			break
+		}
+	}
+	if next < 0 {
+		b.busy = false
+		b.mu.Unlock()
+		return
+	}
+	b.mu.Unlock()
+	batch := q[next : next+1]
+	for _, c := range q[next+1:] {
+		if c.state.Load() != callAbandoned {
+			batch = append(batch, c)
+		}
+	}
+	batch[0].wake <- batch
+}

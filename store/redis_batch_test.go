@@ -1,0 +1,203 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemgate/idemgate/internal/redistest"
+)
+
+// pipelineCounter counts the pipelines a client sends, and their
+// commands: a hook on the real client.
+type pipelineCounter struct{ pipelines, cmds atomic.Int64 }
+
+func (*pipelineCounter) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (*pipelineCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (p *pipelineCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		p.pipelines.Add(1)
+		p.cmds.Add(int64(len(cmds)))
+		return next(ctx, cmds)
+	}
+}
+
+// Concurrent callers share batches, each caller gets its own replies, and
+// a lone caller sends at once.
+func TestBatcherSharesBatches(t *testing.T) {
+	c := redistest.Start(t).Client()
+	var pc pipelineCounter
+	c.AddHook(&pc)
+	b := NewBatcher(c)
+	ctx := context.Background()
+	// The pipelines' connection and its own set-up.
+	if _, err := c.Pipelined(ctx, func(p redis.Pipeliner) error { return p.Ping(ctx).Err() }); err != nil {
+		t.Fatal(err)
+	}
+	pc.pipelines.Store(0)
+	pc.cmds.Store(0)
+
+	// Alone: one pipeline of its own two commands.
+	set, get := redis.NewCmd(ctx, "set", "alone", "v"), redis.NewStringCmd(ctx, "get", "alone")
+	if err := b.Do(ctx, onceCmd{set}, get); err != nil || set.Err() != nil || get.Val() != "v" {
+		t.Fatalf("alone: %v %v %q", err, set.Err(), get.Val())
+	}
+	if n := pc.pipelines.Load(); n != 1 {
+		t.Fatalf("alone: %d pipelines, want 1", n)
+	}
+
+	const callers, each = 64, 50
+	var wg sync.WaitGroup
+	for g := range callers {
+		wg.Go(func() {
+			for i := range each {
+				k := "k:" + strconv.Itoa(g)
+				incr := redis.NewIntCmd(ctx, "incr", k)
+				echo := redis.NewStringCmd(ctx, "echo", k+":"+strconv.Itoa(i))
+				if err := b.Do(ctx, incr, echo); err != nil {
+					t.Error(err)
+					return
+				}
+				if incr.Val() != int64(i+1) || echo.Val() != k+":"+strconv.Itoa(i) {
+					t.Errorf("%s: got %d %q, want %d and its own echo", k, incr.Val(), echo.Val(), i+1)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	p, n := pc.pipelines.Load()-1, pc.cmds.Load()-2
+	if n != callers*each*2 {
+		t.Fatalf("%d commands sent, want %d", n, callers*each*2)
+	}
+	if p >= callers*each {
+		t.Fatalf("%d pipelines for %d calls: none shared", p, callers*each)
+	}
+	t.Logf("%d calls in %d pipelines (%.1f a pipeline)", callers*each, p, float64(callers*each)/float64(p))
+}
+
+// A caller that gives up while queued returns with its context's error at
+// once, its commands are never sent, and the queue behind it still goes
+// out when the batch on the wire comes back: giving up never stalls the
+// others, and the next batch is led by a caller still waiting.
+func TestBatcherCallerGivingUpWhileQueued(t *testing.T) {
+	c := redistest.Start(t).Client()
+	b := NewBatcher(c)
+	ctx := context.Background()
+
+	// The batch on the wire: a BLPOP that blocks Redis's answer for 400ms.
+	onWire := make(chan error, 1)
+	go func() {
+		blpop := redis.NewCmd(ctx, "blpop", "batch:nothing", "0.4")
+		onWire <- b.Do(ctx, blpop)
+	}()
+	waitBusy(t, b)
+
+	// Queued behind it: callers that give up after 30ms, then one that waits.
+	var gaveUp sync.WaitGroup
+	for range 5 {
+		gaveUp.Go(func() {
+			short, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
+			defer cancel()
+			start := time.Now()
+			err := b.Do(short, redis.NewIntCmd(ctx, "incr", "batch:abandoned"))
+			if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 300*time.Millisecond {
+				t.Errorf("gave up: %v after %v, want its deadline's error at ~30ms", err, time.Since(start))
+			}
+		})
+	}
+	gaveUp.Wait()
+	patient := redis.NewIntCmd(ctx, "incr", "batch:patient")
+	if err := b.Do(ctx, patient); err != nil || patient.Val() != 1 {
+		t.Fatalf("patient caller: %v %d", err, patient.Val())
+	}
+	if err := <-onWire; err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.Get(ctx, "batch:abandoned").Result(); !errors.Is(err, redis.Nil) {
+		t.Fatalf("abandoned commands ran: batch:abandoned = %q %v", n, err)
+	}
+	// The wire is free again: a lone caller leads at once.
+	if b.busyNow() {
+		t.Fatal("the wire is still held")
+	}
+}
+
+// Under callers that give up at random moments, with Redis paused and
+// resumed meanwhile, every caller returns (no lost wake-up, no wire left
+// held), and each INCR that reported success ran.
+func TestBatcherGivingUpUnderPauses(t *testing.T) {
+	rs := redistest.Start(t)
+	c := rs.Client()
+	b := NewBatcher(c)
+	ctx := context.Background()
+	var ok, tries atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for g := range 32 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				d := time.Duration(1+(g*7+i)%20) * time.Millisecond
+				cctx, cancel := context.WithTimeout(ctx, d)
+				incr := redis.NewIntCmd(ctx, "incr", "batch:count")
+				tries.Add(1)
+				if err := b.Do(cctx, incr); err == nil && incr.Err() == nil {
+					ok.Add(1)
+				}
+				cancel()
+			}
+		})
+	}
+	for range 4 {
+		time.Sleep(100 * time.Millisecond)
+		rs.Pause()
+		time.Sleep(50 * time.Millisecond)
+		rs.Resume()
+	}
+	time.Sleep(100 * time.Millisecond)
+	close(stop)
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("callers still blocked 10s after the last resume")
+	}
+	// Commands abandoned after their batch went out may have run: the
+	// count lies between the successes and the tries.
+	n, err := c.Get(ctx, "batch:count").Int64()
+	if err != nil || n < ok.Load() || n > tries.Load() || ok.Load() == 0 {
+		t.Fatalf("count %d (%v): %d reported done, %d tried", n, err, ok.Load(), tries.Load())
+	}
+	if b.busyNow() {
+		t.Fatal("the wire is still held")
+	}
+	t.Logf("%d tries, %d done, %d ran", tries.Load(), ok.Load(), n)
+}
+
+func (b *Batcher) busyNow() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.busy
+}
+
+func waitBusy(t *testing.T, b *Batcher) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !b.busyNow(); {
+		if time.Now().After(deadline) {
+			t.Fatal("no batch went out")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
