@@ -67,26 +67,36 @@ func (b *Batcher) Do(ctx context.Context, cmds ...redis.Cmder) error {
 		b.lead(ctx, cmds, nil)
 		return nil
 	}
-	c := &batchCall{ctx: ctx, cmds: cmds, wake: make(chan []*batchCall, 1)}
+	c := callPool.Get().(*batchCall)
+	c.ctx, c.cmds = ctx, cmds
 	b.queue = append(b.queue, c)
 	b.mu.Unlock()
+	var batch []*batchCall
 	select {
-	case batch := <-c.wake:
-		if batch != nil {
-			b.lead(nil, nil, batch)
-		}
-		return nil
+	case batch = <-c.wake:
 	case <-ctx.Done():
 		if c.state.CompareAndSwap(callWaiting, callAbandoned) {
+			// Still queued, or in a batch: c is not reused.
 			return ctx.Err()
 		}
 		// Elected meanwhile: the batch is on its way.
-		if batch := <-c.wake; batch != nil {
-			b.lead(nil, nil, batch)
-		}
-		return nil
+		batch = <-c.wake
 	}
+	if batch != nil {
+		b.lead(nil, nil, batch)
+	}
+	// Nothing refers to c any more: its batch is done, and its leader
+	// sent the last message it will get.
+	c.ctx, c.cmds = nil, nil
+	c.state.Store(callWaiting)
+	callPool.Put(c)
+	return nil
 }
+
+// callPool keeps batchCalls and their channels for reuse: two
+// allocations a call. One that gave up is never put back (a batch may
+// still hold it).
+var callPool = sync.Pool{New: func() any { return &batchCall{wake: make(chan []*batchCall, 1)} }}
 
 // lead sends one batch, either cmds alone (a caller that found the wire
 // free, with its own ctx) or batch's calls, hands the wire on, and wakes
