@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,13 +25,31 @@ import (
 
 // FreePort returns a loopback port that was free a moment ago.
 func FreePort(t testing.TB) int {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	handedMu.Lock()
+	defer handedMu.Unlock()
+	for {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+		// The kernel may hand a port it just took back again: a gateway's
+		// admin endpoint and its site once got the same one, and Caddy,
+		// binding both with SO_REUSEPORT, shared it between them (a
+		// notification answered by the admin API's 404).
+		if !handed[port] {
+			handed[port] = true
+			return port
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
+
+// handed: the ports FreePort returned in this process, never returned twice.
+var (
+	handedMu sync.Mutex
+	handed   = map[int]bool{}
+)
 
 // ReservePort returns a loopback address nothing listens on (yet).
 func ReservePort(t testing.TB) string { return fmt.Sprintf("127.0.0.1:%d", FreePort(t)) }
