@@ -213,10 +213,7 @@ func (s *Redis) sendPair(ctx context.Context, a, b *redis.Cmd) error {
 // Times are the gateway's: when it was first and last seen, for people.
 func newClaimRecord(key, fingerprint, token string, now, lockEnd int64) []byte {
 	const f = 0xc2 // false: a field not set
-	var nb, eb, tb [24]byte
-	ns := strconv.AppendInt(nb[:0], now, 10)
-	es := strconv.AppendInt(eb[:0], lockEnd, 10)
-	ts := append(append(tb[:0], '~'), token...)
+	// One allocation: the times and the marked token are written in place.
 	b := make([]byte, 0, 96+len(key)+len(fingerprint)+len(token))
 	b = appendMsgpackStr(b, key)                   // key
 	b = appendMsgpackStr(b, string(StateInFlight)) // state
@@ -224,14 +221,17 @@ func newClaimRecord(key, fingerprint, token string, now, lockEnd int64) []byte {
 	b = appendMsgpackStr(b, fingerprint)           // fp
 	b = appendMsgpackStr(b, "1")                   // copies
 	b = append(b, f)                               // conflicts
-	b = appendMsgpackStr(b, ns)                    // first
-	b = appendMsgpackStr(b, ns)                    // last
-	b = appendMsgpackStr(b, es)                    // expires
-	b = appendMsgpackStr(b, ns)                    // changed
-	b = appendMsgpackStr(b, "1")                   // nf
-	b = append(b, f, f, f, f, f)                   // nr, ni, na, nn, dead
-	b = appendMsgpackStr(b, ts)                    // the claim's token, marked
-	return append(b, f, f)                         // notification, attempts
+	at := len(b)
+	b = appendMsgpackInt(b, now)           // first
+	ns := b[at:]                           // now, packed
+	b = append(b, ns...)                   // last
+	b = appendMsgpackInt(b, lockEnd)       // expires
+	b = append(b, ns...)                   // changed
+	b = appendMsgpackStr(b, "1")           // nf
+	b = append(b, f, f, f, f, f)           // nr, ni, na, nn, dead
+	b = appendMsgpackHead(b, 1+len(token)) // the claim's token, marked
+	b = append(append(b, '~'), token...)
+	return append(b, f, f) // notification, attempts
 }
 
 // A SET claim's token carries what its record holds that its completion
@@ -305,29 +305,30 @@ func newAnsweredRecord(key string, c setClaim, a Answer, changed, expires int64,
 	if a.BodyCached {
 		body, cached = a.Body, "1"
 	}
-	var sb, nb, eb, cb [24]byte
-	first := strconv.AppendInt(nb[:0], c.at, 10)
-	b := make([]byte, 0, 128+len(key)+len(c.fingerprint)+len(body)+len(notif)+len(att)+64*len(a.Header))
-	b = appendMsgpackStr(b, key)                                            // key
-	b = appendMsgpackStr(b, string(StateAnswered))                          // state
-	b = appendMsgpackStr(b, strconv.AppendInt(sb[:0], int64(a.Status), 10)) // status
-	b = appendMsgpackStr(b, appendHeader(nil, a.Header))                    // headers
-	b = appendMsgpackStr(b, body)                                           // body
-	b = appendMsgpackStr(b, cached)                                         // body_cached
-	b = appendMsgpackStr(b, c.fingerprint)                                  // fp
-	b = appendMsgpackStr(b, "1")                                            // copies
-	b = append(b, f)                                                        // conflicts
-	b = appendMsgpackStr(b, first)                                          // first
-	b = appendMsgpackStr(b, first)                                          // last
-	b = appendMsgpackStr(b, strconv.AppendInt(eb[:0], expires, 10))         // expires
-	b = appendMsgpackStr(b, strconv.AppendInt(cb[:0], changed, 10))         // changed
-	b = appendMsgpackStr(b, "1")                                            // nf
-	b = append(b, f, f)                                                     // nr, ni
-	b = appendSet(b, len(att) > 0)                                          // na
-	b = appendSet(b, len(notif) > 0)                                        // nn
-	b = append(b, f, f)                                                     // dead, token
-	b = appendOrFalse(b, notif)                                             // notification
-	return appendOrFalse(b, att)                                            // attempts
+	// One allocation: the headers and times are written in place.
+	hl := headerLen(a.Header)
+	b := make([]byte, 0, 128+len(key)+len(c.fingerprint)+len(body)+len(notif)+len(att)+hl)
+	b = appendMsgpackStr(b, key)                         // key
+	b = appendMsgpackStr(b, string(StateAnswered))       // state
+	b = appendMsgpackInt(b, int64(a.Status))             // status
+	b = appendHeader(appendMsgpackHead(b, hl), a.Header) // headers
+	b = appendMsgpackStr(b, body)                        // body
+	b = appendMsgpackStr(b, cached)                      // body_cached
+	b = appendMsgpackStr(b, c.fingerprint)               // fp
+	b = appendMsgpackStr(b, "1")                         // copies
+	b = append(b, f)                                     // conflicts
+	at := len(b)
+	b = appendMsgpackInt(b, c.at)    // first
+	b = append(b, b[at:]...)         // last
+	b = appendMsgpackInt(b, expires) // expires
+	b = appendMsgpackInt(b, changed) // changed
+	b = appendMsgpackStr(b, "1")     // nf
+	b = append(b, f, f)              // nr, ni
+	b = appendSet(b, len(att) > 0)   // na
+	b = appendSet(b, len(notif) > 0) // nn
+	b = append(b, f, f)              // dead, token
+	b = appendOrFalse(b, notif)      // notification
+	return appendOrFalse(b, att)     // attempts
 }
 
 // appendSet appends "1" when set, else false (a counter or mark the
@@ -350,7 +351,13 @@ func appendOrFalse(b, v []byte) []byte {
 // appendMsgpackStr appends s as a MessagePack str, in the shortest form
 // (as Redis's cmsgpack packs a Lua string).
 func appendMsgpackStr[T string | []byte](b []byte, s T) []byte {
-	switch n := len(s); {
+	return append(appendMsgpackHead(b, len(s)), s...)
+}
+
+// appendMsgpackHead appends the head of a MessagePack str of n bytes, in
+// the shortest form; the str's bytes follow.
+func appendMsgpackHead(b []byte, n int) []byte {
+	switch {
 	case n < 32:
 		b = append(b, 0xa0|byte(n))
 	case n <= 0xff:
@@ -360,5 +367,14 @@ func appendMsgpackStr[T string | []byte](b []byte, s T) []byte {
 	default:
 		b = append(b, 0xdb, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
 	}
-	return append(b, s...)
+	return b
+}
+
+// appendMsgpackInt appends v in decimal as a MessagePack str (as Lua's
+// tostring of an integer packs): at most 20 bytes, a fixstr.
+func appendMsgpackInt(b []byte, v int64) []byte {
+	at := len(b)
+	b = strconv.AppendInt(append(b, 0xa0), v, 10)
+	b[at] |= byte(len(b) - at - 1)
+	return b
 }
