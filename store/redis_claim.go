@@ -213,8 +213,10 @@ func (s *Redis) sendPair(ctx context.Context, a, b *redis.Cmd) error {
 // Times are the gateway's: when it was first and last seen, for people.
 func newClaimRecord(key, fingerprint, token string, now, lockEnd int64) []byte {
 	const f = 0xc2 // false: a field not set
-	// One allocation: the times and the marked token are written in place.
-	b := make([]byte, 0, 96+len(key)+len(fingerprint)+len(token))
+	// One allocation, of the record's size: the times and the marked token
+	// are written in place.
+	b := make([]byte, 0, msgpackStrLen(len(key))+msgpackStrLen(len(StateInFlight))+4+msgpackStrLen(len(fingerprint))+3+
+		3*msgpackIntLen(now)+msgpackIntLen(lockEnd)+7+msgpackStrLen(1+len(token))+2)
 	b = appendMsgpackStr(b, key)                   // key
 	b = appendMsgpackStr(b, string(StateInFlight)) // state
 	b = append(b, f, f, f, f)                      // status, headers, body, body_cached
@@ -305,9 +307,13 @@ func newAnsweredRecord(key string, c setClaim, a Answer, changed, expires int64,
 	if a.BodyCached {
 		body, cached = a.Body, "1"
 	}
-	// One allocation: the headers and times are written in place.
+	// One allocation, of the record's size: the headers and times are
+	// written in place.
 	hl := headerLen(a.Header)
-	b := make([]byte, 0, 128+len(key)+len(c.fingerprint)+len(body)+len(notif)+len(att)+hl)
+	b := make([]byte, 0, msgpackStrLen(len(key))+msgpackStrLen(len(StateAnswered))+msgpackIntLen(int64(a.Status))+
+		msgpackStrLen(hl)+msgpackStrLen(len(body))+msgpackStrLen(len(cached))+msgpackStrLen(len(c.fingerprint))+3+
+		2*msgpackIntLen(c.at)+msgpackIntLen(expires)+msgpackIntLen(changed)+6+
+		setLen(len(att) > 0)+setLen(len(notif) > 0)+orFalseLen(notif)+orFalseLen(att))
 	b = appendMsgpackStr(b, key)                         // key
 	b = appendMsgpackStr(b, string(StateAnswered))       // state
 	b = appendMsgpackInt(b, int64(a.Status))             // status
@@ -368,6 +374,42 @@ func appendMsgpackHead(b []byte, n int) []byte {
 		b = append(b, 0xdb, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
 	}
 	return b
+}
+
+// msgpackStrLen is the length of a MessagePack str of n bytes, its head
+// included (appendMsgpackStr).
+func msgpackStrLen(n int) int {
+	switch {
+	case n < 32:
+		return 1 + n
+	case n <= 0xff:
+		return 2 + n
+	case n <= 0xffff:
+		return 3 + n
+	}
+	return 5 + n
+}
+
+// msgpackIntLen is the length of v packed by appendMsgpackInt.
+func msgpackIntLen(v int64) int {
+	var d [20]byte
+	return 1 + len(strconv.AppendInt(d[:0], v, 10))
+}
+
+// setLen is the length of a mark packed by appendSet.
+func setLen(set bool) int {
+	if set {
+		return 2
+	}
+	return 1
+}
+
+// orFalseLen is the length of v packed by appendOrFalse.
+func orFalseLen(v []byte) int {
+	if len(v) == 0 {
+		return 1
+	}
+	return msgpackStrLen(len(v))
 }
 
 // appendMsgpackInt appends v in decimal as a MessagePack str (as Lua's
