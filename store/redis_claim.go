@@ -142,8 +142,12 @@ func (s *Redis) claimBySet(ctx context.Context, key string, k []string, token, f
 	// as one: allocations and errors.As on every first copy). The record
 	// a duplicate's SET would hand back goes unread: the claim script
 	// reads it anyway.
-	ask := redis.NewCmd(ctx, "hmget", k[1], event)
-	set := redis.NewCmd(ctx, "set", k[0], newClaimRecord(key, fingerprint, token, now, now+lock), "px", lock, "nx")
+	//
+	// The two commands' arguments share one array (a command keeps the
+	// slice it is given).
+	args := &[...]any{"hmget", k[1], event, "set", k[0], newClaimRecord(key, fingerprint, token, now, now+lock), "px", lock, "nx"}
+	ask := redis.NewCmd(ctx, args[:3:3]...)
+	set := redis.NewCmd(ctx, args[3:]...)
 	if err := s.sendPair(ctx, ask, set); err != nil {
 		return ClaimResult{}, false, s.wrap("claim", err)
 	}
