@@ -63,6 +63,7 @@ func TestExampleHandleErrors(t *testing.T) {
 		want string
 	}{
 		{"/notify", url.Values{"total_amount": {"9.90"}}, "400 key: {idempotency.form.out_trade_no} is empty"},
+		{"/notify", url.Values{"out_trade_no": {" \t "}}, "400 no idempotency key in this request"},
 		{"/notify", url.Values{"out_trade_no": {"<o-1>&"}}, "success"},
 		{"/down", url.Values{"out_trade_no": {"o-2"}}, "502 Bad Gateway"},
 	} {

@@ -28,7 +28,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, next caddyhttp
 	tw := newTeeWriter(w, int(h.MaxAnswer))
 	defer tw.release()
 	return h.gate.Forward(r.Context(), c, notification(r, c, h.JournalBody, h.reg), func(ctx context.Context, start time.Time) gate.Answer {
-		sent := &gate.SendTrace{}
+		sent := &tw.sent
 		err := next.ServeHTTP(tw, r.WithContext(sent.Context(ctx)))
 		var body []byte
 		if !tw.overflow {

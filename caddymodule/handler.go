@@ -151,6 +151,9 @@ type Handler struct {
 	// bodyKeyed: a generic route whose key reads the body, so its
 	// default fingerprint is off.
 	bodyKeyed bool
+	// scopedKey is Key behind the route's scope, "<scope>:<Key>": the
+	// template renderKey renders ("" without Key).
+	scopedKey string
 	storeRef  *app.StoreRef
 	storeConf StoreConfig
 	// store and settler are set by start, before started is.
@@ -371,6 +374,9 @@ func guestRoute(h *Handler, repl *caddy.Replacer) guest.Route {
 func (h *Handler) provisionPlatform(repl *caddy.Replacer) error {
 	route := guestRoute(h, repl)
 	h.bodyKeyed = h.preset().KeyRequired && keyReadsBody(h.Key)
+	if h.Key != "" {
+		h.scopedKey = h.scope() + ":" + h.Key
+	}
 	p, err := h.mod.Build(route)
 	if err != nil {
 		return err // "<preset>: <what>" already

@@ -12,6 +12,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
+	"github.com/idemgate/idemgate/gate"
 	"github.com/idemgate/idemgate/internal/headers"
 	"github.com/idemgate/idemgate/orders"
 	"github.com/idemgate/idemgate/store"
@@ -79,8 +80,10 @@ func notReplayed(name string) bool {
 
 // teeWriter passes the backend's answer through to the client as it comes
 // and keeps a copy (status, header snapshot, body up to limit) to remember.
+// It holds the forward's send trace too: one allocation for the three.
 type teeWriter struct {
-	*caddyhttp.ResponseWriterWrapper
+	caddyhttp.ResponseWriterWrapper
+	sent        gate.SendTrace
 	status      int
 	header      http.Header
 	wroteHeader bool
@@ -95,7 +98,7 @@ var answerBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 func newTeeWriter(w http.ResponseWriter, limit int) *teeWriter {
 	buf := answerBufs.Get().(*bytes.Buffer)
 	buf.Reset()
-	return &teeWriter{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, buf: buf, limit: limit}
+	return &teeWriter{ResponseWriterWrapper: caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, buf: buf, limit: limit}
 }
 
 // release returns the body buffer to the pool; the tee is not used after.

@@ -24,7 +24,7 @@ func (h *Handler) renderKeys(r *http.Request, n *keying.Notification, body []byt
 	}
 	bp := &bodyPlaceholders{n: n, platform: h.Platform, req: r}
 	repl.Map(bp.get)
-	if key, err = renderKey(repl, bp, n, h.Key, h.scope()); err != nil {
+	if key, err = renderKey(repl, bp, n, h.scopedKey, h.scope()); err != nil {
 		return "", "", err
 	}
 	repl.Set("idempotency.key", key)
@@ -38,11 +38,13 @@ func (h *Handler) renderKeys(r *http.Request, n *keying.Notification, body []byt
 const maxKeyLen = 1024
 
 // renderKey renders the key template tmpl, or takes the preset's default,
-// and puts the route's scope in front: the full key (Handler.fullKey).
+// with the route's scope in front: the full key (Handler.fullKey). tmpl
+// has the scope in front already ("<scope>:<template>", scopedKey), so
+// the key is one string, not a rendered one put behind the scope.
 // Every placeholder of a template must render non-empty: a missing order
 // id must not collapse distinct notifications onto one key.
 func renderKey(repl *caddy.Replacer, bp *bodyPlaceholders, n *keying.Notification, tmpl, scope string) (string, error) {
-	key := n.Key
+	var key string
 	if tmpl != "" {
 		var empty []string
 		out, err := repl.ReplaceFunc(tmpl, func(name string, val any) (any, error) {
@@ -60,12 +62,17 @@ func renderKey(repl *caddy.Replacer, bp *bodyPlaceholders, n *keying.Notificatio
 		if len(empty) > 0 {
 			return "", fmt.Errorf("key: %s is empty", strings.Join(empty, ", "))
 		}
+		// The scope renders as itself: letters, digits, _, - and . only.
+		if strings.TrimSpace(out[len(scope)+1:]) == "" {
+			return "", errors.New("no idempotency key in this request")
+		}
 		key = out
+	} else {
+		if strings.TrimSpace(n.Key) == "" {
+			return "", errors.New("no idempotency key in this request")
+		}
+		key = scope + ":" + n.Key
 	}
-	if strings.TrimSpace(key) == "" {
-		return "", errors.New("no idempotency key in this request")
-	}
-	key = scope + ":" + key
 	if len(key) > maxKeyLen {
 		return "", fmt.Errorf("key is longer than %d bytes", maxKeyLen)
 	}

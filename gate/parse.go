@@ -92,7 +92,7 @@ func (g *Gate) readBody(r *http.Request) ([]byte, Outcome, bool) {
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil, Outcome{}, true
 	}
-	body, err := readAll(io.LimitReader(r.Body, g.MaxBody+1), r.ContentLength)
+	body, err := readAll(r.Body, r.ContentLength, g.MaxBody)
 	if err != nil {
 		return nil, refuse(BadRequest, http.StatusBadRequest, MsgReadingBody, fmt.Errorf("reading body: %v", err)), false
 	}
@@ -107,19 +107,22 @@ func (g *Gate) readBody(r *http.Request) ([]byte, Outcome, bool) {
 	return body, Outcome{}, true
 }
 
-// readAll reads rd to its end into a buffer of the declared size (plus
-// one byte, to see a body longer than declared), or, with none declared
+// readAll reads rd to its end, but never more than limit+1 bytes (to see
+// a body longer than limit), into a buffer of the declared size (plus one
+// byte, to see a body longer than declared), or, with none declared
 // (size < 0), as io.ReadAll does. bytes.Buffer.ReadFrom wants 512 bytes
-// free before every read: a 60-byte form cost 4.5 KiB of allocations.
-func readAll(rd io.Reader, size int64) ([]byte, error) {
+// free before every read: a 60-byte form cost 4.5 KiB of allocations. A
+// body as declared fills the buffer, bounded by its size: the bound is
+// an io.LimitReader (an allocation) only for the rest.
+func readAll(rd io.Reader, size, limit int64) ([]byte, error) {
 	if size < 0 {
-		return io.ReadAll(rd)
+		return io.ReadAll(io.LimitReader(rd, limit+1))
 	}
-	b := make([]byte, size+1)
+	b := make([]byte, min(size, limit)+1)
 	n, err := io.ReadFull(rd, b)
 	switch err {
 	case nil: // longer than declared
-		rest, err := io.ReadAll(rd)
+		rest, err := io.ReadAll(io.LimitReader(rd, limit+1-int64(len(b))))
 		return append(b, rest...), err
 	case io.EOF, io.ErrUnexpectedEOF: // as declared, or shorter
 		return b[:n], nil

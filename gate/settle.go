@@ -72,7 +72,7 @@ type Backend func(ctx context.Context, start time.Time) Answer
 // backend breaks mid-answer) settles too: ambiguous. note is the
 // notification for the journal (nil: none kept).
 func (g *Gate) Forward(ctx context.Context, c Claim, note *store.Notification, send Backend) Outcome {
-	defer g.Route.Settler().Local(c.Key)() // runs after the claim is settled below
+	defer g.Route.Settler().Local(c.Key).Settled() // runs after the claim is settled below
 	start := time.Now()
 	// The backend's request outlives the platform's connection: platforms
 	// hang up after a few seconds, and a backend cut off mid-way leaves an

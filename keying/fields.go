@@ -34,6 +34,17 @@ type Fields struct {
 // NewFields returns lazy field access to r.
 func NewFields(r *Request) *Fields { return &Fields{r: r} }
 
+// NewNotification returns a notification with lazy field access to r
+// (NewFields): the two in one allocation.
+func NewNotification(r *Request) *Notification {
+	p := &struct {
+		n Notification
+		f Fields
+	}{f: Fields{r: r}}
+	p.n.Fields = &p.f
+	return &p.n
+}
+
 // JSON returns the value at a dot path ("data.object.id", "items.0.id").
 // Strings come back unquoted, numbers as written, objects and arrays as
 // compact JSON, null as "". ok is false when the path does not exist; err

@@ -86,3 +86,16 @@ func TestUnixTimestamp(t *testing.T) {
 		}
 	}
 }
+
+// NewNotification's fields read its request, as NewFields' do, and the
+// notification and its fields are one allocation.
+func TestNewNotification(t *testing.T) {
+	r := &Request{Body: []byte("out_trade_no=o-1&total_amount=9.90")}
+	n := NewNotification(r)
+	if v, ok, err := n.Fields.Form("out_trade_no"); v != "o-1" || !ok || err != nil {
+		t.Errorf("Form(out_trade_no) = %q %v %v", v, ok, err)
+	}
+	if a := testing.AllocsPerRun(100, func() { _ = NewNotification(r) }); a != 1 {
+		t.Errorf("NewNotification allocates %v times, want 1", a)
+	}
+}

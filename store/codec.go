@@ -40,6 +40,28 @@ func appendHeader(b []byte, h http.Header) []byte {
 	return b
 }
 
+// headerLen is the length of h encoded (appendHeader), counted without
+// encoding it.
+func headerLen(h http.Header) int {
+	n := uvarintLen(len(h))
+	for k, vs := range h {
+		n += uvarintLen(len(k)) + len(k) + uvarintLen(len(vs))
+		for _, v := range vs {
+			n += uvarintLen(len(v)) + len(v)
+		}
+	}
+	return n
+}
+
+// uvarintLen is the length of n as a uvarint.
+func uvarintLen(n int) int {
+	l := 1
+	for ; n >= 0x80; n >>= 7 {
+		l++
+	}
+	return l
+}
+
 func appendString(b []byte, s string) []byte {
 	b = binary.AppendUvarint(b, uint64(len(s)))
 	return append(b, s...)

@@ -230,18 +230,32 @@ const compressFrom = 512
 func encodeNotification(n *Notification) []byte {
 	sc := notificationScratch.Get().(*notificationBufs)
 	defer notificationScratch.Put(sc)
+	return slices.Clone(sc.encode(n))
+}
+
+// notificationScratch holds encodeNotification's working buffers: the
+// uncompressed form, the encoder's output (allocated at a bound of 1.2×
+// its input) and its read-back, so a request allocates only what is
+// stored; and an attempt's stored form, for newAnsweredRecord.
+var notificationScratch = sync.Pool{New: func() any { return new(notificationBufs) }}
+
+type notificationBufs struct{ raw, z, check, att []byte }
+
+// encode is n's stored form (encodeNotification), in sc's buffers: it is
+// sc's, valid until sc is used again.
+func (sc *notificationBufs) encode(n *Notification) []byte {
 	sc.raw = appendRawNotification(sc.raw[:0], n)
 	if len(sc.raw) < compressFrom {
-		return slices.Clone(sc.raw)
+		return sc.raw
 	}
 	raw := sc.raw[1:]
-	if m := s2.MaxEncodedLen(len(raw)); cap(sc.z) < m {
+	if m := 1 + s2.MaxEncodedLen(len(raw)); cap(sc.z) < m {
 		sc.z = make([]byte, m)
 	}
-	z := s2DictEncode(sc.z[:0], raw)
+	z := s2DictEncode(append(sc.z[:0], notificationS2Dict), raw)
 	sc.z = z[:0]
-	if len(z) >= len(raw) {
-		return slices.Clone(sc.raw)
+	if len(z)-1 >= len(raw) {
+		return sc.raw
 	}
 	// The block is read back before it is stored: the journal is the
 	// notification's exact bytes for a redelivery, and s2DictEncode is
@@ -251,19 +265,11 @@ func encodeNotification(n *Notification) []byte {
 	if cap(sc.check) < len(raw) {
 		sc.check = make([]byte, len(raw))
 	}
-	if back, err := notificationDict().Decode(sc.check[:len(raw)], z); err != nil || !bytes.Equal(back, raw) {
-		z = notificationDict().Encode(sc.z[:cap(sc.z)], raw)
+	if back, err := notificationDict().Decode(sc.check[:len(raw)], z[1:]); err != nil || !bytes.Equal(back, raw) {
+		z = append(z[:1], notificationDict().Encode(sc.z[1:cap(sc.z)], raw)...)
 	}
-	return append([]byte{notificationS2Dict}, z...)
+	return z
 }
-
-// notificationScratch holds encodeNotification's working buffers: the
-// uncompressed form, the encoder's output (allocated at a bound of 1.2×
-// its input) and its read-back, so a request allocates only what is
-// stored.
-var notificationScratch = sync.Pool{New: func() any { return new(notificationBufs) }}
-
-type notificationBufs struct{ raw, z, check []byte }
 
 // appendRawNotification appends a notification's stored form,
 // uncompressed, to b.
@@ -345,7 +351,11 @@ func decodeNotification(b []byte) (*Notification, error) {
 
 // encodeAttempt is an attempt's stored form.
 func encodeAttempt(a *Attempt) []byte {
-	b := make([]byte, 0, 24+len(a.Body))
+	return appendAttempt(make([]byte, 0, 24+len(a.Body)), a)
+}
+
+// appendAttempt appends an attempt's stored form (encodeAttempt) to b.
+func appendAttempt(b []byte, a *Attempt) []byte {
 	b = binary.AppendVarint(b, a.Start.UnixMilli())
 	b = binary.AppendVarint(b, a.Duration.Microseconds())
 	b = binary.AppendVarint(b, int64(a.Status))

@@ -191,3 +191,19 @@ func TestNotificationDamaged(t *testing.T) {
 		t.Errorf("only %d of %d damaged forms were refused", damaged, 4*(len(good)-1))
 	}
 }
+
+// headerLen counts what appendHeader writes, so the answered record's
+// headers go in place behind their MessagePack head (newAnsweredRecord).
+func TestHeaderLen(t *testing.T) {
+	for _, h := range []http.Header{
+		nil,
+		{},
+		{"Content-Type": {"text/plain"}},
+		{"X-Empty": nil, "X-Many": {"a", "", strings.Repeat("v", 200)}, strings.Repeat("N", 130): {"x"}},
+		{"X-Long": {strings.Repeat("v", 20000)}},
+	} {
+		if got, want := headerLen(h), len(appendHeader(nil, h)); got != want {
+			t.Errorf("headerLen(%d names) = %d, appendHeader wrote %d", len(h), got, want)
+		}
+	}
+}

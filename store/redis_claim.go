@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strconv"
@@ -142,8 +143,12 @@ func (s *Redis) claimBySet(ctx context.Context, key string, k []string, token, f
 	// every first copy). The record
 	// a duplicate's SET would hand back goes unread: the claim script
 	// reads it anyway.
-	ask := redis.NewCmd(ctx, "hmget", k[1], event)
-	set := redis.NewCmd(ctx, "set", k[0], newClaimRecord(key, fingerprint, token, now, now+lock), "px", lock, "nx")
+	//
+	// The two commands' arguments share one array (a command keeps the
+	// slice it is given).
+	args := &[...]any{"hmget", k[1], event, "set", k[0], newClaimRecord(key, fingerprint, token, now, now+lock), "px", lock, "nx"}
+	ask := redis.NewCmd(ctx, args[:3:3]...)
+	set := redis.NewCmd(ctx, args[3:]...)
 	if err := s.sendPair(ctx, ask, set); err != nil {
 		return ClaimResult{}, false, s.wrap("claim", err)
 	}
@@ -197,25 +202,27 @@ func (s *Redis) sendPair(ctx context.Context, a, b *redis.Cmd) error {
 // Times are the gateway's: when it was first and last seen, for people.
 func newClaimRecord(key, fingerprint, token string, now, lockEnd int64) []byte {
 	const f = 0xc2 // false: a field not set
-	var nb, eb, tb [24]byte
-	ns := strconv.AppendInt(nb[:0], now, 10)
-	es := strconv.AppendInt(eb[:0], lockEnd, 10)
-	ts := append(append(tb[:0], '~'), token...)
-	b := make([]byte, 0, 96+len(key)+len(fingerprint)+len(token))
+	// One allocation, of the record's size: the times and the marked token
+	// are written in place.
+	b := make([]byte, 0, msgpackStrLen(len(key))+msgpackStrLen(len(StateInFlight))+4+msgpackStrLen(len(fingerprint))+3+
+		3*msgpackIntLen(now)+msgpackIntLen(lockEnd)+7+msgpackStrLen(1+len(token))+2)
 	b = appendMsgpackStr(b, key)                   // key
 	b = appendMsgpackStr(b, string(StateInFlight)) // state
 	b = append(b, f, f, f, f)                      // status, headers, body, body_cached
 	b = appendMsgpackStr(b, fingerprint)           // fp
 	b = appendMsgpackStr(b, "1")                   // copies
 	b = append(b, f)                               // conflicts
-	b = appendMsgpackStr(b, ns)                    // first
-	b = appendMsgpackStr(b, ns)                    // last
-	b = appendMsgpackStr(b, es)                    // expires
-	b = appendMsgpackStr(b, ns)                    // changed
-	b = appendMsgpackStr(b, "1")                   // nf
-	b = append(b, f, f, f, f, f)                   // nr, ni, na, nn, dead
-	b = appendMsgpackStr(b, ts)                    // the claim's token, marked
-	return append(b, f, f)                         // notification, attempts
+	at := len(b)
+	b = appendMsgpackInt(b, now)           // first
+	ns := b[at:]                           // now, packed
+	b = append(b, ns...)                   // last
+	b = appendMsgpackInt(b, lockEnd)       // expires
+	b = append(b, ns...)                   // changed
+	b = appendMsgpackStr(b, "1")           // nf
+	b = append(b, f, f, f, f, f)           // nr, ni, na, nn, dead
+	b = appendMsgpackHead(b, 1+len(token)) // the claim's token, marked
+	b = append(append(b, '~'), token...)
+	return append(b, f, f) // notification, attempts
 }
 
 // A SET claim's token carries what its record holds that its completion
@@ -283,35 +290,54 @@ func parseSetClaimToken(token string) (c setClaim, ok bool) {
 // claim values are placeholders the script does not read.
 func newAnsweredRecord(key string, c setClaim, a Answer, changed, expires int64, j Journal) []byte {
 	const f = 0xc2 // false: a field not set
-	notif, att := journalArgs(j)
+	// The journal's values, as journalArgs makes them, are made in the
+	// notification's scratch buffers and copied into the record: the
+	// record is their one allocation.
+	sc := notificationScratch.Get().(*notificationBufs)
+	defer notificationScratch.Put(sc)
+	var notif, att []byte
+	if j.Notification != nil {
+		notif = sc.encode(j.Notification)
+	}
+	if j.Attempt != nil {
+		// Its length (two bytes), then the attempt.
+		att = appendAttempt(append(sc.att[:0], 0, 0), j.Attempt)
+		binary.BigEndian.PutUint16(att, uint16(len(att)-2))
+		sc.att = att
+	}
 	var body []byte
 	cached := "0"
 	if a.BodyCached {
 		body, cached = a.Body, "1"
 	}
-	var sb, nb, eb, cb [24]byte
-	first := strconv.AppendInt(nb[:0], c.at, 10)
-	b := make([]byte, 0, 128+len(key)+len(c.fingerprint)+len(body)+len(notif)+len(att)+64*len(a.Header))
-	b = appendMsgpackStr(b, key)                                            // key
-	b = appendMsgpackStr(b, string(StateAnswered))                          // state
-	b = appendMsgpackStr(b, strconv.AppendInt(sb[:0], int64(a.Status), 10)) // status
-	b = appendMsgpackStr(b, appendHeader(nil, a.Header))                    // headers
-	b = appendMsgpackStr(b, body)                                           // body
-	b = appendMsgpackStr(b, cached)                                         // body_cached
-	b = appendMsgpackStr(b, c.fingerprint)                                  // fp
-	b = appendMsgpackStr(b, "1")                                            // copies
-	b = append(b, f)                                                        // conflicts
-	b = appendMsgpackStr(b, first)                                          // first
-	b = appendMsgpackStr(b, first)                                          // last
-	b = appendMsgpackStr(b, strconv.AppendInt(eb[:0], expires, 10))         // expires
-	b = appendMsgpackStr(b, strconv.AppendInt(cb[:0], changed, 10))         // changed
-	b = appendMsgpackStr(b, "1")                                            // nf
-	b = append(b, f, f)                                                     // nr, ni
-	b = appendSet(b, len(att) > 0)                                          // na
-	b = appendSet(b, len(notif) > 0)                                        // nn
-	b = append(b, f, f)                                                     // dead, token
-	b = appendOrFalse(b, notif)                                             // notification
-	return appendOrFalse(b, att)                                            // attempts
+	// One allocation, of the record's size: the headers and times are
+	// written in place.
+	hl := headerLen(a.Header)
+	b := make([]byte, 0, msgpackStrLen(len(key))+msgpackStrLen(len(StateAnswered))+msgpackIntLen(int64(a.Status))+
+		msgpackStrLen(hl)+msgpackStrLen(len(body))+msgpackStrLen(len(cached))+msgpackStrLen(len(c.fingerprint))+3+
+		2*msgpackIntLen(c.at)+msgpackIntLen(expires)+msgpackIntLen(changed)+6+
+		setLen(len(att) > 0)+setLen(len(notif) > 0)+orFalseLen(notif)+orFalseLen(att))
+	b = appendMsgpackStr(b, key)                         // key
+	b = appendMsgpackStr(b, string(StateAnswered))       // state
+	b = appendMsgpackInt(b, int64(a.Status))             // status
+	b = appendHeader(appendMsgpackHead(b, hl), a.Header) // headers
+	b = appendMsgpackStr(b, body)                        // body
+	b = appendMsgpackStr(b, cached)                      // body_cached
+	b = appendMsgpackStr(b, c.fingerprint)               // fp
+	b = appendMsgpackStr(b, "1")                         // copies
+	b = append(b, f)                                     // conflicts
+	at := len(b)
+	b = appendMsgpackInt(b, c.at)    // first
+	b = append(b, b[at:]...)         // last
+	b = appendMsgpackInt(b, expires) // expires
+	b = appendMsgpackInt(b, changed) // changed
+	b = appendMsgpackStr(b, "1")     // nf
+	b = append(b, f, f)              // nr, ni
+	b = appendSet(b, len(att) > 0)   // na
+	b = appendSet(b, len(notif) > 0) // nn
+	b = append(b, f, f)              // dead, token
+	b = appendOrFalse(b, notif)      // notification
+	return appendOrFalse(b, att)     // attempts
 }
 
 // appendSet appends "1" when set, else false (a counter or mark the
@@ -334,7 +360,13 @@ func appendOrFalse(b, v []byte) []byte {
 // appendMsgpackStr appends s as a MessagePack str, in the shortest form
 // (as Redis's cmsgpack packs a Lua string).
 func appendMsgpackStr[T string | []byte](b []byte, s T) []byte {
-	switch n := len(s); {
+	return append(appendMsgpackHead(b, len(s)), s...)
+}
+
+// appendMsgpackHead appends the head of a MessagePack str of n bytes, in
+// the shortest form; the str's bytes follow.
+func appendMsgpackHead(b []byte, n int) []byte {
+	switch {
 	case n < 32:
 		b = append(b, 0xa0|byte(n))
 	case n <= 0xff:
@@ -344,5 +376,50 @@ func appendMsgpackStr[T string | []byte](b []byte, s T) []byte {
 	default:
 		b = append(b, 0xdb, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
 	}
-	return append(b, s...)
+	return b
+}
+
+// msgpackStrLen is the length of a MessagePack str of n bytes, its head
+// included (appendMsgpackStr).
+func msgpackStrLen(n int) int {
+	switch {
+	case n < 32:
+		return 1 + n
+	case n <= 0xff:
+		return 2 + n
+	case n <= 0xffff:
+		return 3 + n
+	}
+	return 5 + n
+}
+
+// msgpackIntLen is the length of v packed by appendMsgpackInt.
+func msgpackIntLen(v int64) int {
+	var d [20]byte
+	return 1 + len(strconv.AppendInt(d[:0], v, 10))
+}
+
+// setLen is the length of a mark packed by appendSet.
+func setLen(set bool) int {
+	if set {
+		return 2
+	}
+	return 1
+}
+
+// orFalseLen is the length of v packed by appendOrFalse.
+func orFalseLen(v []byte) int {
+	if len(v) == 0 {
+		return 1
+	}
+	return msgpackStrLen(len(v))
+}
+
+// appendMsgpackInt appends v in decimal as a MessagePack str (as Lua's
+// tostring of an integer packs): at most 20 bytes, a fixstr.
+func appendMsgpackInt(b []byte, v int64) []byte {
+	at := len(b)
+	b = strconv.AppendInt(append(b, 0xa0), v, 10)
+	b[at] |= byte(len(b) - at - 1)
+	return b
 }

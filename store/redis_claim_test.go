@@ -3,7 +3,9 @@ package store
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -193,6 +195,36 @@ func TestRedisSetClaimRecordIsTheScripts(t *testing.T) {
 				name = recordFields[i]
 			}
 			t.Errorf("%s: the script's %q, the SET's %q", name, script[i], set[i])
+		}
+	}
+}
+
+// The packed records are allocated at their size: one allocation, not
+// grown and not a size class above.
+func TestPackedRecordsSized(t *testing.T) {
+	long := func(n int) string { return strings.Repeat("k", n) }
+	for _, key := range []string{"", "stripe:evt_1", long(31), long(32), long(255), long(256), long(70000)} {
+		for _, fp := range []string{"", strings.Repeat("0f", 32), long(200)} {
+			for _, at := range []int64{1, 1764900000123} {
+				tok := setClaimToken(newToken(), at, 30000, fp)
+				if b := newClaimRecord(key, fp, tok, at, at+30000); len(b) != cap(b) {
+					t.Errorf("claim record (key %d, fp %d bytes): len %d, cap %d", len(key), len(fp), len(b), cap(b))
+				}
+				c, _ := parseSetClaimToken(tok)
+				for _, a := range []Answer{
+					{Status: 200},
+					{Status: 201, Header: http.Header{"Content-Type": {"text/plain"}}, Body: []byte("success"), BodyCached: true},
+					{Status: 500, Header: http.Header{"X": {long(300)}}, Body: []byte(long(70000)), BodyCached: true},
+				} {
+					for _, j := range []Journal{{}, {Notification: &Notification{Method: "POST", Body: []byte(long(40))}},
+						{Notification: &Notification{Method: "POST"}, Attempt: &Attempt{Start: time.UnixMilli(at), Outcome: AttemptAnswered, Status: 200}}} {
+						if b := newAnsweredRecord(key, c, a, at, at+3600000, j); len(b) != cap(b) {
+							t.Errorf("answered record (key %d, fp %d, body %d bytes, journal %v): len %d, cap %d",
+								len(key), len(fp), len(a.Body), j.Notification != nil, len(b), cap(b))
+						}
+					}
+				}
+			}
 		}
 	}
 }

@@ -112,6 +112,9 @@ func TestRedisPackedAnswerIsTheScripts(t *testing.T) {
 	}{
 		{"journaled", Answer{Status: 200, Header: http.Header{"Content-Type": {"text/plain"}, "X-A": {"1", "2"}}, Body: []byte("success"), BodyCached: true},
 			Journal{Notification: stripeEventNotification(), Attempt: attempt(200, AttemptAnswered, "success")}},
+		{"journaled_short", Answer{Status: 200, Body: []byte("success"), BodyCached: true}, // a notification stored raw
+			Journal{Notification: &Notification{Method: "POST", URI: "/notify", Header: http.Header{"Content-Type": {"application/x-www-form-urlencoded"}},
+				Body: []byte("out_trade_no=o-1&total_amount=9.90"), BodySize: 34}, Attempt: attempt(200, AttemptAnswered, "success")}},
 		{"bare", Answer{Status: 204}, Journal{}},
 		{"body_not_cached", Answer{Status: 200, Body: []byte("big")}, Journal{Attempt: attempt(200, AttemptAnswered, "")}},
 	} {

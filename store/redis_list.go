@@ -309,10 +309,21 @@ func (s *Redis) compactBucket(ctx context.Context, ks []string) {
 }
 
 // bucketKey is the name of bucket n.
-func (c *ixClass) bucketKey(n int64) string { return c.bucket + strconv.FormatInt(n, 10) + "}" }
+func (c *ixClass) bucketKey(n int64) string {
+	var d [20]byte // n in decimal, not a string of its own
+	return c.bucket + string(strconv.AppendInt(d[:0], n, 10)) + "}"
+}
 
-// ixShard is the list index shard key is filed in.
-func ixShard(key string) int { return int(crc32.ChecksumIEEE([]byte(key)) % ixShards) }
+// ixShard is the list index shard key is filed in: the CRC-32 (IEEE) of
+// key, computed on the string (crc32.ChecksumIEEE would take a copy of it
+// as a []byte, an allocation on every settle).
+func ixShard(key string) int {
+	crc := ^uint32(0)
+	for i := 0; i < len(key); i++ {
+		crc = crc32.IEEETable[byte(crc)^key[i]] ^ crc>>8
+	}
+	return int(^crc % ixShards)
+}
 
 // listBuckets pages through the time buckets of the state's classes
 // (answered or failed), newest first. Each class is walked from the cursor's

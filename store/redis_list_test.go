@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"hash/crc32"
 	"slices"
 	"strings"
 	"sync"
@@ -307,5 +308,14 @@ func TestRedisListBucketsCompacted(t *testing.T) {
 	t.Logf("finished buckets: %d bytes for %d bytes of entries", used, entries)
 	if used > entries*6/5 {
 		t.Fatalf("finished buckets use %d bytes for %d bytes of entries", used, entries)
+	}
+}
+
+// ixShard is crc32.ChecksumIEEE of the key, computed without a copy.
+func TestIxShardIsCRC32(t *testing.T) {
+	for _, key := range []string{"", "a", "alipay:2026120522001", "stripe:evt_a1b2c3d4e5f60100000042", strings.Repeat("k\xff", 600)} {
+		if got, want := ixShard(key), int(crc32.ChecksumIEEE([]byte(key))%ixShards); got != want {
+			t.Errorf("ixShard(%q) = %d, want %d", key, got, want)
+		}
 	}
 }

@@ -106,13 +106,22 @@ var crc16Table = func() (t [256]uint16) {
 
 // digest16 is 96 bits of SHA-256 of s, base64url.
 func digest16(s string) string {
+	d := digest16Of(s)
+	return string(d[:])
+}
+
+// digest16Of is digest16 held in an array, for a caller that builds a
+// longer string of it.
+func digest16Of(s string) (d [16]byte) {
 	sum := sha256.Sum256([]byte(s))
-	return base64.RawURLEncoding.EncodeToString(sum[:12])
+	base64.RawURLEncoding.Encode(d[:], sum[:12])
+	return d
 }
 
 // orderKey is the Redis key of an order's state (see above).
 func (s *Redis) orderKey(order string) string {
-	return s.prefix + ":{" + slotTags()[crc16(escapeKey(order))%16384] + "}o" + digest16(order)
+	d := digest16Of(order) // the name is the one string allocated
+	return s.prefix + ":{" + slotTags()[crc16(escapeKey(order))%16384] + "}o" + string(d[:])
 }
 
 // dayKey is the day index's list of scope's merchant's events filed

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 )
@@ -25,10 +26,16 @@ type Settler struct {
 
 	mu     sync.Mutex
 	kept   map[string]*kept
-	local  map[string]chan struct{} // keys at the backend from this process
+	local  map[string]localCopy // keys at the backend from this process
 	closed bool
 	stop   chan struct{}
 	wg     sync.WaitGroup
+
+	// Under mu too: copies marked again (Local) before they settled, which
+	// a duplicate awaits (woken when they settle, not the newer copy), and
+	// the last copy marked.
+	shadowed []localCopy
+	seq      uint64
 }
 
 // SettlerOptions tune a Settler; the zero value is usable.
@@ -65,27 +72,60 @@ func NewSettler(s Store, opts SettlerOptions) *Settler {
 	if opts.MaxBackoff <= 0 {
 		opts.MaxBackoff = 2 * time.Second
 	}
-	return &Settler{s: s, opts: opts, kept: make(map[string]*kept), local: make(map[string]chan struct{}),
+	return &Settler{s: s, opts: opts, kept: make(map[string]*kept), local: make(map[string]localCopy),
 		stop: make(chan struct{})}
 }
 
-// Local marks key as at the backend from this process until settled is
-// called — after its answer was completed, kept or its claim released. A
-// duplicate whose own claim fails meanwhile (the store just went down)
-// can then wait for it with AwaitLocal instead of failing: the answer is
-// about to be kept here.
-func (st *Settler) Local(key string) (settled func()) {
-	ch := make(chan struct{})
+// Local marks key as at the backend from this process until the copy's
+// Settled is called — after its answer was completed, kept or its claim
+// released. A duplicate whose own claim fails meanwhile (the store just
+// went down) can then wait for it with AwaitLocal instead of failing: the
+// answer is about to be kept here. A mark costs no allocation: the
+// channel a duplicate waits on is made by the first that waits.
+func (st *Settler) Local(key string) LocalCopy {
 	st.mu.Lock()
-	st.local[key] = ch
-	st.mu.Unlock()
-	return func() {
-		st.mu.Lock()
-		if st.local[key] == ch {
-			delete(st.local, key)
+	defer st.mu.Unlock()
+	st.seq++
+	if old, ok := st.local[key]; ok && old.wake != nil {
+		st.shadowed = append(st.shadowed, old)
+	}
+	st.local[key] = localCopy{seq: st.seq}
+	return LocalCopy{st: st, key: key, seq: st.seq}
+}
+
+// localCopy is a copy marked by Local; wake, made by the first duplicate
+// that waits for it, is closed when it settles.
+type localCopy struct {
+	seq  uint64
+	wake chan struct{}
+}
+
+// LocalCopy is a copy at the backend from this process (Local).
+type LocalCopy struct {
+	st  *Settler
+	key string
+	seq uint64
+}
+
+// Settled ends the mark: the copy's answer was completed, kept or its
+// claim released; the duplicates waiting for it wake.
+func (c LocalCopy) Settled() {
+	st := c.st
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if l, ok := st.local[c.key]; ok && l.seq == c.seq {
+		delete(st.local, c.key)
+		if l.wake != nil {
+			close(l.wake)
 		}
-		st.mu.Unlock()
-		close(ch)
+		return
+	}
+	for i, l := range st.shadowed {
+		if l.seq == c.seq {
+			close(l.wake)
+			st.shadowed = slices.Delete(st.shadowed, i, i+1)
+			return
+		}
 	}
 }
 
@@ -94,13 +134,17 @@ func (st *Settler) Local(key string) (settled func()) {
 // ended.
 func (st *Settler) AwaitLocal(ctx context.Context, key string) bool {
 	st.mu.Lock()
-	ch := st.local[key]
+	l, ok := st.local[key]
+	if ok && l.wake == nil {
+		l.wake = make(chan struct{})
+		st.local[key] = l
+	}
 	st.mu.Unlock()
-	if ch == nil {
+	if !ok {
 		return false
 	}
 	select {
-	case <-ch:
+	case <-l.wake:
 		return true
 	case <-ctx.Done():
 		return false

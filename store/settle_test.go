@@ -151,15 +151,58 @@ func TestSettlerLocal(t *testing.T) {
 		t.Fatal("AwaitLocal returned before the local copy settled")
 	case <-time.After(100 * time.Millisecond):
 	}
-	settled()
+	settled.Settled()
 	if !<-done {
 		t.Fatal("AwaitLocal = false after the local copy settled")
 	}
 	short, cancelShort := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancelShort()
-	defer st.Local("k2")()
+	defer st.Local("k2").Settled()
 	if st.AwaitLocal(short, "k2") {
 		t.Fatal("AwaitLocal = true when its context ended first")
+	}
+}
+
+// TestSettlerLocalAgain: a key marked again before its first copy settled
+// (a claim of this process that ran out while at the backend, won again):
+// a duplicate that waits for the first copy wakes when that one settles,
+// and one that waits after the second mark, when the second does.
+func TestSettlerLocalAgain(t *testing.T) {
+	st := store.NewSettler(store.NewMemory(), store.SettlerOptions{})
+	defer st.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	await := func() chan bool {
+		done := make(chan bool, 1)
+		waiting := make(chan struct{})
+		go func() { close(waiting); done <- st.AwaitLocal(ctx, "k") }()
+		<-waiting
+		time.Sleep(50 * time.Millisecond) // let it reach its wait
+		return done
+	}
+	pending := func(done chan bool, who string) {
+		t.Helper()
+		select {
+		case <-done:
+			t.Fatalf("%s woke before its copy settled", who)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	first := st.Local("k")
+	onFirst := await()
+	second := st.Local("k")
+	onSecond := await()
+	second.Settled()
+	if !<-onSecond {
+		t.Fatal("the duplicate waiting for the second copy: AwaitLocal = false after it settled")
+	}
+	pending(onFirst, "the duplicate waiting for the first copy")
+	first.Settled()
+	if !<-onFirst {
+		t.Fatal("the duplicate waiting for the first copy: AwaitLocal = false after it settled")
+	}
+	if st.AwaitLocal(ctx, "k") {
+		t.Fatal("AwaitLocal found a copy after both settled")
 	}
 }
 

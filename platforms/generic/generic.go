@@ -26,7 +26,9 @@ type Generic struct{}
 func (Generic) Name() string { return Name }
 
 func (Generic) Verify(r *keying.Request) (*keying.Notification, error) {
-	return &keying.Notification{Fields: keying.NewFields(r), BodyFingerprint: true}, nil
+	n := keying.NewNotification(r)
+	n.BodyFingerprint = true
+	return n, nil
 }
 
 func (Generic) Success(status int, _ http.Header, _ []byte) bool { return keying.Is2xx(status) }
