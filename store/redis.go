@@ -74,8 +74,8 @@ type Redis struct {
 
 	ifx      *inFlightIx
 	direct   redis.Scripter   // the client itself, sending scripts once (replicated)
-	batched  redis.Scripter   // through batch (run)
-	batch    *Batcher         // the write commands' shared pipelines
+	path     batchPath        // where write commands go (pathFor)
+	paths    sync.Map         // on Cluster: a master's address → its batchPath
 	dups     atomic.Int32     // recent claims that found a record, of dupsScale (sawClaim)
 	flagged  atomic.Bool      // the server reads script flags (Redis 7); see UseServerVersion
 	classes  sync.Map         // ixClassID → *ixClass (ixClassOf)
@@ -131,8 +131,7 @@ func NewRedis(client redis.UniversalClient, opts RedisOptions) *Redis {
 	}
 	s.ifx = newInFlightIx(s)
 	s.direct = onceScripter(client)
-	s.batch = NewBatcher(client)
-	s.batched = batchedScripter(client, s.batch)
+	s.path = newBatchPath(client)
 	return s
 }
 

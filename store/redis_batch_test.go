@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemgate/idemgate/internal/redistest"
+	"github.com/idemgate/idemgate/internal/testenv"
 )
 
 // pipelineCounter counts the pipelines a client sends, and their
@@ -200,4 +201,61 @@ func waitBusy(t *testing.T, b *Batcher) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// On Cluster a master that stops answering holds up only the commands for
+// its own slots: claims of keys on the other masters go on at once while
+// the paused master's time out.
+func TestBatchesPerClusterMaster(t *testing.T) {
+	testenv.Slow(t, "starts a Redis Cluster and pauses a master")
+	cl := redistest.StartCluster(t, 3)
+	cc := cl.Client()
+	s := NewRedis(cc, RedisOptions{})
+	defer s.Close()
+	ctx := context.Background()
+	paused := cl.Servers[0]
+	// Keys by where they live, and every master's batch warmed up.
+	var on, off []string
+	for i := 0; len(on) < 8 || len(off) < 8; i++ {
+		key := "percluster:" + strconv.Itoa(i)
+		node, err := cc.MasterForKey(ctx, s.hashKey(key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if node.Options().Addr == paused.Addr() {
+			on = append(on, key)
+		} else {
+			off = append(off, key)
+		}
+		if r, err := s.Claim(ctx, key+":warm", "fp", time.Minute); err != nil || r.Outcome != Won {
+			t.Fatalf("warm-up claim: %+v %v", r, err)
+		}
+	}
+	paused.Pause()
+	resume := paused.Resumer()
+	defer resume()
+
+	var wg sync.WaitGroup
+	for _, key := range on[:8] {
+		wg.Go(func() {
+			cctx, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			if _, err := s.Claim(cctx, key, "fp", time.Minute); err == nil {
+				t.Errorf("%s: claimed on a paused master", key)
+			}
+		})
+	}
+	time.Sleep(50 * time.Millisecond) // the paused master's batch is on the wire
+	for _, key := range off[:8] {
+		wg.Go(func() {
+			cctx, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			start := time.Now()
+			r, err := s.Claim(cctx, key, "fp", time.Minute)
+			if err != nil || r.Outcome != Won || time.Since(start) > 500*time.Millisecond {
+				t.Errorf("%s, on a master that answers: %+v %v after %v", key, r, err, time.Since(start))
+			}
+		})
+	}
+	wg.Wait()
 }

@@ -149,7 +149,7 @@ func (s *Redis) claimBySet(ctx context.Context, key string, k []string, token, f
 	args := &[...]any{"hmget", k[1], event, "set", k[0], newClaimRecord(key, fingerprint, token, now, now+lock), "px", lock, "nx"}
 	ask := redis.NewCmd(ctx, args[:3:3]...)
 	set := redis.NewCmd(ctx, args[3:]...)
-	if err := s.sendPair(ctx, ask, set); err != nil {
+	if err := s.sendPair(ctx, k[0], ask, set); err != nil {
 		return ClaimResult{}, false, s.wrap("claim", err)
 	}
 	var ran string
@@ -182,13 +182,13 @@ func (s *Redis) claimBySet(ctx context.Context, key string, k []string, token, f
 	return ClaimResult{Outcome: Won, Token: token}, true, nil
 }
 
-// sendPair sends a and b, commands on one slot, in one round trip as the
+// sendPair sends a and b, commands on hkey's slot, in one round trip as the
 // scripts go (run): in a batch (Batcher), never re-sent on a broken
 // connection (where a SET that ran would find a record, this claim's own,
 // and take it for another's). An error is its caller's context's: neither
 // command may be read.
-func (s *Redis) sendPair(ctx context.Context, a, b *redis.Cmd) error {
-	return s.batch.Do(ctx, onceCmd{a}, onceCmd{b})
+func (s *Redis) sendPair(ctx context.Context, hkey string, a, b *redis.Cmd) error {
+	return s.pathFor(ctx, hkey).batch.Do(ctx, onceCmd{a}, onceCmd{b})
 }
 
 // newClaimRecord is a new claim's record as claim.lua would write it

@@ -92,7 +92,7 @@ var ErrNotReplicated = errors.New("store: redis write not acknowledged by enough
 func (s *Redis) run(ctx context.Context, sc *redis.Script, keys []string, args ...any) *redis.Cmd {
 	hkey := keys[0]
 	if s.opts.WaitReplicas <= 0 {
-		return sc.Run(ctx, s.batched, keys, args...)
+		return sc.Run(ctx, s.pathFor(ctx, hkey).scripter, keys, args...)
 	}
 	exec := func(load bool) *redis.Cmd {
 		var cmd *redis.Cmd
@@ -158,6 +158,41 @@ func (s *Redis) replicated(ctx context.Context, hkey string, queue func(p redis.
 		err = fmt.Errorf("%w: %d of %d replicas within %v", ErrNotReplicated, n, s.opts.WaitReplicas, s.opts.WaitTimeout)
 	}
 	return err
+}
+
+// batchPath is where write commands go: a Batcher, and the scripter that
+// sends scripts through it.
+type batchPath struct {
+	batch    *Batcher
+	scripter redis.Scripter
+}
+
+func newBatchPath(c redis.UniversalClient) batchPath {
+	b := NewBatcher(c)
+	return batchPath{batch: b, scripter: batchedScripter(c, b)}
+}
+
+// pathFor is where a write command on hkey goes. On a single server (or
+// behind Sentinel) all share one Batcher. On Cluster each master has its
+// own, so a master that stops answering holds up only the commands for
+// its own slots: with one Batcher, the batch waiting on it would hold
+// every caller queued behind it. Each batch still goes through the
+// cluster client's pipeline, which follows a slot that moved.
+func (s *Redis) pathFor(ctx context.Context, hkey string) batchPath {
+	cc, ok := s.c.(*redis.ClusterClient)
+	if !ok {
+		return s.path
+	}
+	node, err := cc.MasterForKey(ctx, hkey)
+	if err != nil {
+		return s.path // the cluster pipeline routes it anyway, or fails it
+	}
+	addr := node.Options().Addr
+	if p, ok := s.paths.Load(addr); ok {
+		return p.(batchPath)
+	}
+	p, _ := s.paths.LoadOrStore(addr, newBatchPath(cc))
+	return p.(batchPath)
 }
 
 // batchedScripter sends EVAL and EVALSHA through b, as commands it never

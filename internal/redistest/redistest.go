@@ -295,8 +295,10 @@ func portFree(p int) bool {
 // Cluster is a Redis Cluster of masters without replicas.
 type Cluster struct {
 	// Addrs are the nodes' host:port.
-	Addrs  []string
-	client *redis.ClusterClient
+	Addrs []string
+	// Servers are the nodes, in Addrs' order (to pause or kill one).
+	Servers []*Server
+	client  *redis.ClusterClient
 }
 
 // Client is a ClusterClient for the cluster, closed at cleanup.
@@ -356,6 +358,7 @@ func StartClusterWith(t testing.TB, n int, opts Options) *Cluster {
 		s := startClusterNode(t, bin, filepath.Join(dir, strconv.Itoa(i)), 5*time.Second, opts)
 		servers = append(servers, s)
 		c.Addrs = append(c.Addrs, s.Addr())
+		c.Servers = append(c.Servers, s)
 	}
 	args := append([]string{"--cluster", "create"}, c.Addrs...)
 	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
