@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 
@@ -100,8 +101,29 @@ var callPool = sync.Pool{New: func() any { return &batchCall{wake: make(chan []*
 
 // lead sends one batch, either cmds alone (a caller that found the wire
 // free, with its own ctx) or batch's calls, hands the wire on, and wakes
-// the batch's other callers.
+// the batch's other callers. Should the client panic while sending, the
+// wire is handed on and the batch's callers woken all the same, each
+// command failed (its outcome unknown): no caller reads a command that
+// was never answered as a success, and none waits on a wire nobody holds.
 func (b *Batcher) lead(ctx context.Context, cmds []redis.Cmder, batch []*batchCall) {
+	sent := false
+	defer func() {
+		if !sent {
+			b.pipe.Discard()
+			for _, cmd := range cmds {
+				cmd.SetErr(errBatchPanicked)
+			}
+			for _, c := range batch {
+				for _, cmd := range c.cmds {
+					cmd.SetErr(errBatchPanicked)
+				}
+			}
+		}
+		b.handOn()
+		for _, c := range batch[min(1, len(batch)):] {
+			c.wake <- nil
+		}
+	}()
 	for _, cmd := range cmds {
 		_ = b.pipe.Process(ctx, cmd)
 	}
@@ -120,11 +142,10 @@ func (b *Batcher) lead(ctx context.Context, cmds []redis.Cmder, batch []*batchCa
 		}
 	}
 	_, _ = b.pipe.Exec(ctx) // each command keeps its own error
-	b.handOn()
-	for _, c := range batch[min(1, len(batch)):] {
-		c.wake <- nil
-	}
+	sent = true
 }
+
+var errBatchPanicked = errors.New("store: redis batch failed while being sent (a panic in the client); outcome unknown")
 
 // handOn gives the wire to the first queued caller still waiting, with
 // the queue as its batch (callers that gave up left out), or frees it.

@@ -259,3 +259,88 @@ func TestBatchesPerClusterMaster(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// panicHook panics in the pipeline that carries ECHO boom, before it is
+// sent: a client that fails in the middle of a batch.
+type panicHook struct{}
+
+func (panicHook) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (panicHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (panicHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, c := range cmds {
+			if a := c.Args(); len(a) == 2 && a[0] == "echo" && a[1] == "boom" {
+				panic("boom")
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// A leader whose client panics while sending still hands the wire on and
+// wakes its batch's other callers, each command failed, never read as an
+// answer: the INCRs queued with it did not run and report an error.
+func TestBatcherLeaderPanics(t *testing.T) {
+	c := redistest.Start(t).Client()
+	c.AddHook(panicHook{})
+	b := NewBatcher(c)
+	ctx := context.Background()
+
+	onWire := make(chan error, 1)
+	go func() { onWire <- b.Do(ctx, redis.NewCmd(ctx, "blpop", "batch:nothing", "0.3")) }()
+	waitBusy(t, b)
+	// Queued in order: the caller that will lead the next batch and
+	// panic, then two whose commands ride in it.
+	panicked := make(chan any, 1)
+	go func() {
+		defer func() { panicked <- recover() }()
+		_ = b.Do(ctx, redis.NewStringCmd(ctx, "echo", "boom"))
+	}()
+	waitQueued(t, b, 1)
+	incrs := []*redis.IntCmd{redis.NewIntCmd(ctx, "incr", "batch:after"), redis.NewIntCmd(ctx, "incr", "batch:after")}
+	var wg sync.WaitGroup
+	for i, incr := range incrs {
+		wg.Go(func() {
+			if err := b.Do(ctx, incr); err != nil {
+				t.Error(err)
+			}
+		})
+		waitQueued(t, b, 2+i)
+	}
+	if err := <-onWire; err != nil {
+		t.Fatal(err)
+	}
+	if p := <-panicked; p != "boom" {
+		t.Fatalf("the leader's panic: %v", p)
+	}
+	wg.Wait()
+	for _, incr := range incrs {
+		if !errors.Is(incr.Err(), errBatchPanicked) {
+			t.Fatalf("a command of the batch that panicked: %d %v, want errBatchPanicked", incr.Val(), incr.Err())
+		}
+	}
+	if n, err := c.Get(ctx, "batch:after").Result(); !errors.Is(err, redis.Nil) {
+		t.Fatalf("batch:after = %q %v: the panicked batch ran", n, err)
+	}
+	// The wire is free again.
+	incr := redis.NewIntCmd(ctx, "incr", "batch:after")
+	if err := b.Do(ctx, incr); err != nil || incr.Val() != 1 || b.busyNow() {
+		t.Fatalf("after the panic: %d %v, busy %v", incr.Val(), err, b.busyNow())
+	}
+}
+
+func waitQueued(t *testing.T, b *Batcher, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		b.mu.Lock()
+		q := len(b.queue)
+		b.mu.Unlock()
+		if q >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d queued, want %d", q, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
