@@ -128,14 +128,8 @@ func (b *Batcher) lead(ctx context.Context, cmds []redis.Cmder, batch []*batchCa
 		_ = b.pipe.Process(ctx, cmd)
 	}
 	if batch != nil {
-		// The batch is bounded by the latest deadline among its callers:
-		// the one that gives up last.
-		ctx = batch[0].ctx
-		latest, _ := ctx.Deadline()
+		ctx = batchContext(batch)
 		for _, c := range batch {
-			if d, ok := c.ctx.Deadline(); ok && d.After(latest) {
-				ctx, latest = c.ctx, d
-			}
 			for _, cmd := range c.cmds {
 				_ = b.pipe.Process(ctx, cmd)
 			}
@@ -143,6 +137,20 @@ func (b *Batcher) lead(ctx context.Context, cmds []redis.Cmder, batch []*batchCa
 	}
 	_, _ = b.pipe.Exec(ctx) // each command keeps its own error
 	sent = true
+}
+
+// batchContext is the context a batch is sent with: its caller's with
+// the latest deadline (the one that gives up last), or one without any
+// when a caller has none.
+func batchContext(batch []*batchCall) context.Context {
+	ctx := batch[0].ctx
+	latest, bounded := ctx.Deadline()
+	for _, c := range batch[1:] {
+		if d, ok := c.ctx.Deadline(); bounded && (!ok || d.After(latest)) {
+			ctx, latest, bounded = c.ctx, d, ok
+		}
+	}
+	return ctx
 }
 
 var errBatchPanicked = errors.New("store: redis batch failed while being sent (a panic in the client); outcome unknown")

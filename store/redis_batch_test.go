@@ -344,3 +344,26 @@ func waitQueued(t *testing.T, b *Batcher, n int) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+func TestBatchContext(t *testing.T) {
+	bg := context.Background()
+	soon, c1 := context.WithTimeout(bg, time.Second)
+	defer c1()
+	late, c2 := context.WithTimeout(bg, time.Minute)
+	defer c2()
+	call := func(ctx context.Context) *batchCall { return &batchCall{ctx: ctx} }
+	for _, c := range []struct {
+		name  string
+		batch []*batchCall
+		want  context.Context
+	}{
+		{"the latest deadline", []*batchCall{call(soon), call(late), call(soon)}, late},
+		{"the latest deadline, first", []*batchCall{call(late), call(soon)}, late},
+		{"a caller without one", []*batchCall{call(soon), call(bg), call(late)}, bg},
+		{"the leader without one", []*batchCall{call(bg), call(late)}, bg},
+	} {
+		if got := batchContext(c.batch); got != c.want {
+			t.Errorf("%s: got another context", c.name)
+		}
+	}
+}
