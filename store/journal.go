@@ -236,7 +236,7 @@ func encodeNotification(n *Notification) []byte {
 // notificationScratch holds encodeNotification's working buffers: the
 // uncompressed form, the encoder's output (allocated at a bound of 1.2×
 // its input) and its read-back, so a request allocates only what is
-// stored; and an attempt's stored form, for newAnsweredRecord.
+// stored; and an attempt's stored form (journal).
 var notificationScratch = sync.Pool{New: func() any { return new(notificationBufs) }}
 
 type notificationBufs struct{ raw, z, check, att []byte }
@@ -269,6 +269,22 @@ func (sc *notificationBufs) encode(n *Notification) []byte {
 		z = append(z[:1], notificationDict().Encode(sc.z[1:cap(sc.z)], raw)...)
 	}
 	return z
+}
+
+// journal is j's stored values in sc's buffers (valid until sc is used
+// again), nil for none: the notification's stored form, and the
+// attempt's after its length in two bytes (the scripts' arguments,
+// journalArgs; newAnsweredRecord packs them in the record).
+func (sc *notificationBufs) journal(j Journal) (notif, att []byte) {
+	if j.Notification != nil {
+		notif = sc.encode(j.Notification)
+	}
+	if j.Attempt != nil {
+		att = appendAttempt(append(sc.att[:0], 0, 0), j.Attempt)
+		binary.BigEndian.PutUint16(att, uint16(len(att)-2))
+		sc.att = att
+	}
+	return notif, att
 }
 
 // appendRawNotification appends a notification's stored form,

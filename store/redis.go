@@ -73,7 +73,6 @@ type Redis struct {
 	loopDone chan struct{}
 
 	ifx      *inFlightIx
-	direct   redis.Scripter   // the client itself, sending scripts once (replicated)
 	path     batchPath        // where write commands go (pathFor)
 	paths    sync.Map         // on Cluster: a master's address → its batchPath
 	dups     atomic.Int32     // recent claims that found a record, of dupsScale (sawClaim)
@@ -130,7 +129,6 @@ func NewRedis(client redis.UniversalClient, opts RedisOptions) *Redis {
 		s.ifShards[i] = s.ixShardKey(StateInFlight, "", i)
 	}
 	s.ifx = newInFlightIx(s)
-	s.direct = onceScripter(client)
 	s.path = newBatchPath(client)
 	return s
 }
@@ -272,16 +270,10 @@ func (s *Redis) Complete(ctx context.Context, key, token string, a Answer, ttl t
 
 // journalArgs are a journal's script arguments ("" for none).
 func journalArgs(j Journal) (notif, att []byte) {
-	notif, att = []byte{}, []byte{}
-	if j.Notification != nil {
-		notif = encodeNotification(j.Notification)
-	}
-	if j.Attempt != nil {
-		a := encodeAttempt(j.Attempt)
-		att = binary.BigEndian.AppendUint16(make([]byte, 0, 2+len(a)), uint16(len(a)))
-		att = append(att, a...)
-	}
-	return notif, att
+	sc := notificationScratch.Get().(*notificationBufs)
+	defer notificationScratch.Put(sc)
+	n, a := sc.journal(j)
+	return append([]byte{}, n...), append([]byte{}, a...)
 }
 
 // deadArg is the release and leave scripts' dead argument: "1" marks the

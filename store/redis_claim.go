@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"strconv"
@@ -290,21 +289,12 @@ func parseSetClaimToken(token string) (c setClaim, ok bool) {
 // claim values are placeholders the script does not read.
 func newAnsweredRecord(key string, c setClaim, a Answer, changed, expires int64, j Journal) []byte {
 	const f = 0xc2 // false: a field not set
-	// The journal's values, as journalArgs makes them, are made in the
-	// notification's scratch buffers and copied into the record: the
-	// record is their one allocation.
+	// The journal's values (journalArgs), made in the notification's
+	// scratch buffers and copied into the record: the record is their one
+	// allocation.
 	sc := notificationScratch.Get().(*notificationBufs)
 	defer notificationScratch.Put(sc)
-	var notif, att []byte
-	if j.Notification != nil {
-		notif = sc.encode(j.Notification)
-	}
-	if j.Attempt != nil {
-		// Its length (two bytes), then the attempt.
-		att = appendAttempt(append(sc.att[:0], 0, 0), j.Attempt)
-		binary.BigEndian.PutUint16(att, uint16(len(att)-2))
-		sc.att = att
-	}
+	notif, att := sc.journal(j)
 	var body []byte
 	cached := "0"
 	if a.BodyCached {

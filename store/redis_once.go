@@ -25,8 +25,9 @@ func evalCmd(ctx context.Context, name any, payload string, keys []string, args 
 	a = append(a, name, payload, len(keys))
 	for i := range keys {
 		// A *string into keys rather than a string: go-redis writes both,
-		// and reads both where it routes by the first key (Cluster), while a string in an interface costs an
-		// allocation (9 of a first copy's ~165).
+		// and reads both where it routes by the first key (Cluster), while
+		// a string in an interface costs an allocation (9 of a first
+		// copy's ~165).
 		a = append(a, &keys[i])
 	}
 	cmd := redis.NewCmd(ctx, append(a, args...)...)
