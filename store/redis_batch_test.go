@@ -15,12 +15,20 @@ import (
 	"github.com/idemgate/idemgate/internal/testenv"
 )
 
+// passHooks is a go-redis hook that changes nothing; the test hooks
+// below embed it and wrap pipelines alone.
+type passHooks struct{}
+
+func (passHooks) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (passHooks) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
 // pipelineCounter counts the pipelines a client sends, and their
 // commands: a hook on the real client.
-type pipelineCounter struct{ pipelines, cmds atomic.Int64 }
+type pipelineCounter struct {
+	passHooks
+	pipelines, cmds atomic.Int64
+}
 
-func (*pipelineCounter) DialHook(next redis.DialHook) redis.DialHook          { return next }
-func (*pipelineCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
 func (p *pipelineCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		p.pipelines.Add(1)
@@ -262,10 +270,8 @@ func TestBatchesPerClusterMaster(t *testing.T) {
 
 // panicHook panics in the pipeline that carries ECHO boom, before it is
 // sent: a client that fails in the middle of a batch.
-type panicHook struct{}
+type panicHook struct{ passHooks }
 
-func (panicHook) DialHook(next redis.DialHook) redis.DialHook          { return next }
-func (panicHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
 func (panicHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		for _, c := range cmds {
