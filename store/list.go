@@ -7,6 +7,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
+	"sort"
 	"strings"
 	"time"
 )
@@ -187,8 +189,161 @@ func ixEntry(ms int64, key string) string {
 	return string(append(b, key...))
 }
 
-// parseIxEntries calls f on each entry of a bucket's string, in the order
-// written; it stops at the first malformed one (never misreads past it).
+// A finished bucket is written again sorted by key (sortIxBucket, when a
+// process compacts it), so a listing by a key prefix reads of it only its
+// head and the entries near the prefix (ixFindRange):
+//
+//	0x00 0x00 'S'   never an entry's start (an entry's length is ≥ 8)
+//	n               the sorted entries (4 bytes, big-endian)
+//	end             where they end: a late settle's APPEND adds its
+//	                entry after it (the tail), in the order written
+//	m               fences (4 bytes), at most ixFences
+//	m fences        one every ixFenceEvery sorted entries (more in a
+//	                bucket of over ixFences×ixFenceEvery) from the first,
+//	                and one at the last: its offset (4 bytes), its key's
+//	                length up to ixFenceKey (1 byte), and that much of its
+//	                key, padded to ixFenceKey bytes
+//	the entries     sorted by key, then time
+//
+// A listing reads the head (ixFindHead bytes: the fences within it),
+// then, unless the prefix is past the last key or before the first, the
+// entries between the last fence before the prefix and the first after
+// it (what matches, and at most two fences' spans besides), and the tail:
+// a few small reads a bucket, whatever it holds. The fences cost under 2
+// bytes an entry (~44 bytes for a 34-byte key). A gateway of an earlier
+// version reads a sorted bucket as one whose first entry is malformed: it
+// lists nothing from it, never misreads it.
+const (
+	ixSortedMagic = "\x00\x00S"
+	ixSortedHead  = len(ixSortedMagic) + 12
+	ixFenceEvery  = 16
+	ixFences      = 64 + 1
+	ixFenceKey    = 24
+	ixFenceSize   = 4 + 1 + ixFenceKey
+	ixFindHead    = ixSortedHead + ixFences*ixFenceSize
+)
+
+// sortIxBucket is bucket b written sorted; false when it is sorted
+// already or holds no entry. A sorted bucket is never written again, even
+// with a tail: a listing reads it by the offsets in its head, which must
+// not move under it (a tail is only what a late settle appended).
+func sortIxBucket(b string) (string, bool) {
+	if strings.HasPrefix(b, ixSortedMagic) {
+		return "", false
+	}
+	var es []listPos
+	eachIxEntry(b, func(ms int64, key string) { es = append(es, listPos{Changed: ms, Key: key}) })
+	if len(es) == 0 {
+		return "", false
+	}
+	slices.SortFunc(es, func(a, b listPos) int {
+		if c := strings.Compare(a.Key, b.Key); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Changed, b.Changed)
+	})
+	es = slices.Compact(es) // an entry appended twice
+	step := max(ixFenceEvery, (len(es)+ixFences-2)/(ixFences-1))
+	m := (len(es)+step-1)/step + 1
+	start := ixSortedHead + m*ixFenceSize
+	size := start
+	for _, e := range es {
+		size += 10 + len(e.Key)
+	}
+	out := make([]byte, start, size)
+	copy(out, ixSortedMagic)
+	binary.BigEndian.PutUint32(out[3:], uint32(len(es)))
+	binary.BigEndian.PutUint32(out[7:], uint32(size))
+	binary.BigEndian.PutUint32(out[11:], uint32(m))
+	fence := func(j int, key string, at int) {
+		f := out[ixSortedHead+j*ixFenceSize:]
+		binary.BigEndian.PutUint32(f, uint32(at))
+		k := key[:min(len(key), ixFenceKey)]
+		f[4] = byte(len(k))
+		copy(f[5:], k)
+	}
+	for i, e := range es {
+		if i%step == 0 {
+			fence(i/step, e.Key, len(out))
+		}
+		if i == len(es)-1 {
+			fence(m-1, e.Key, len(out))
+		}
+		out = binary.BigEndian.AppendUint16(out, uint16(8+len(e.Key)))
+		out = binary.BigEndian.AppendUint64(out, uint64(e.Changed))
+		out = append(out, e.Key...)
+	}
+	return string(out), true
+}
+
+// ixFindRange reads a sorted bucket's head (its first ixFindHead bytes,
+// or all of a shorter bucket) for a listing by prefix p (not ""): the
+// entries that may start with p are at [from, to) (none when from == to),
+// the tail from end on. ok is false when head is not a sorted bucket's
+// whole head: the bucket is to be read whole.
+func ixFindRange(head, p string) (from, to, end int, ok bool) {
+	if !strings.HasPrefix(head, ixSortedMagic) || len(head) < ixSortedHead {
+		return 0, 0, 0, false
+	}
+	end, m := be32(head, 7), be32(head, 11)
+	fences := head[ixSortedHead:]
+	if m == 0 || m > ixFences || len(fences) < m*ixFenceSize {
+		return 0, 0, 0, false
+	}
+	// order: fence j's key against p: -1 before it, 1 after it, 0 when it
+	// starts with p, or may (a fence holds ixFenceKey bytes of a key).
+	order := func(j int) int {
+		f := fences[j*ixFenceSize:]
+		kl := int(f[4])
+		k := f[5 : 5+kl]
+		n := min(kl, len(p))
+		if c := strings.Compare(k[:n], p[:n]); c != 0 {
+			return c
+		}
+		if kl < len(p) && kl < ixFenceKey {
+			return -1 // the key is shorter than p
+		}
+		return 0
+	}
+	off := func(j int) int { return be32(fences, j*ixFenceSize) }
+	a := sort.Search(m, func(j int) bool { return order(j) >= 0 })
+	b := a + sort.Search(m-a, func(j int) bool { return order(a+j) > 0 })
+	if a == m || b == 0 {
+		return 0, 0, end, true // every key before p, or after it
+	}
+	from, to = off(max(a-1, 0)), end
+	if b < m {
+		to = off(b)
+	}
+	return from, to, end, true
+}
+
+// eachIxEntry calls f on each entry of a bucket, sorted (its sorted
+// entries, then its tail) or as written; it stops at the first malformed
+// one (never misreads past it).
+func eachIxEntry(b string, f func(ms int64, key string)) {
+	if strings.HasPrefix(b, ixSortedMagic) {
+		if len(b) < ixSortedHead {
+			return
+		}
+		end, m := be32(b, 7), be32(b, 11)
+		if m > len(b) || ixSortedHead+m*ixFenceSize > end || end > len(b) {
+			return
+		}
+		parseIxEntries(b[ixSortedHead+m*ixFenceSize:end], f)
+		b = b[end:]
+	}
+	parseIxEntries(b, f)
+}
+
+// be32 is the big-endian uint32 at b[i:].
+func be32(b string, i int) int {
+	return int(b[i])<<24 | int(b[i+1])<<16 | int(b[i+2])<<8 | int(b[i+3])
+}
+
+// parseIxEntries calls f on each entry of a string of entries, in the
+// order written; it stops at the first malformed one (never misreads past
+// it).
 func parseIxEntries(b string, f func(ms int64, key string)) {
 	for len(b) >= 2 {
 		n := int(b[0])<<8 | int(b[1])

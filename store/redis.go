@@ -38,7 +38,9 @@ import (
 // only, so nothing is ever CROSSSLOT.
 //
 // List indexes: time buckets <prefix>:ib:{<state>:<ttl ms>:<width>:<n>}
-// for answered and failed records (strings of entries, redis_list.go), one
+// for answered and failed records (strings of entries, redis_list.go,
+// written again sorted by key once finished, so a listing by a key prefix
+// or a scope reads only what matches), one
 // class per ttl (so each expires with its own records: routes with other
 // ttls share a store without cutting each other's entries short), named in
 // the set <prefix>:ix:classes; and sorted sets
@@ -82,6 +84,13 @@ type Redis struct {
 	// A page of listBuckets ends after about this many buckets or bytes
 	// of entries read (listBucketBudget, listByteBudget; tests set less).
 	pageProbes, pageBytes int
+	// Background work (the sort of finished buckets, compactBuckets):
+	// bgCtx ends with Close, which then waits for bg; bgMu orders a start
+	// (bg.Add) before Close's wait.
+	bgMu     sync.Mutex
+	bg       sync.WaitGroup
+	bgCtx    context.Context
+	bgCancel context.CancelFunc
 }
 
 // RedisOptions tune the Redis store; the zero value is usable.
@@ -130,6 +139,7 @@ func NewRedis(client redis.UniversalClient, opts RedisOptions) *Redis {
 	}
 	s.ifx = newInFlightIx(s)
 	s.path = newBatchPath(client)
+	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
 	return s
 }
 
@@ -302,7 +312,7 @@ func (s *Redis) settle(ctx context.Context, sc *redis.Script, key string, keys [
 ) error {
 	c, register := s.ixClassOf(st, ttl)
 	if done := c.moved(c.bucketOf(changed)); done != nil {
-		defer s.compactBucket(ctx, done)
+		s.compactBuckets(done)
 	}
 	ix, ifIx := c.bucketKey(c.bucketOf(changed)), s.ifShards[ixShard(key)]
 	entry := ixEntry(changed, key)

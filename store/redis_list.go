@@ -241,6 +241,10 @@ func (s *Redis) newIxClass(st State, ttl int64) *ixClass {
 // gives it the lifetime of the records it lists (ttl, the bucket's width
 // and ixSkew), so buckets expire with them and nothing is trimmed. A class
 // has at most some ixBuckets live buckets: its width grows with its ttl.
+// Once finished, a bucket is written again sorted by key (compactBuckets),
+// so a listing by a key prefix (or a scope) does a binary search in each
+// bucket (ixfind.lua): its work is some ixBuckets searches a class plus
+// the entries it finds, whatever the store holds.
 //
 // The sorted sets of an earlier layout (<prefix>:ix:{<state>:<ttl>:<shard>})
 // are not read: a record settled before the change is not listed (until it
@@ -267,8 +271,8 @@ func (c *ixClass) bucketOf(ms int64) int64 {
 
 // moved notes that this process writes bucket n; the first time it moves
 // past its newest (l), it returns the buckets it wrote that are now two or
-// more behind and not yet shrunk (l-1 and l), which compactBucket then
-// shrinks.
+// more behind and not yet sorted (l-1 and l), which compactBuckets then
+// sorts.
 func (c *ixClass) moved(n int64) []string {
 	l := c.newest.Load()
 	if n <= l || !c.newest.CompareAndSwap(l, n) {
@@ -284,28 +288,62 @@ func (c *ixClass) moved(n int64) []string {
 	return old
 }
 
-// compactScript writes a bucket again, in a string of its own length:
-// APPEND grows a string to twice its length (Redis's greedy allocation),
-// so a finished bucket held up to twice its entries' bytes (93 bytes a
-// 34-byte key's entry, against 49 once written again).
-// Another process's compaction already done, it reads the size only.
-var compactScript = redis.NewScript(`local n = redis.call('STRLEN', KEYS[1])
-if n == 0 or redis.call('MEMORY', 'USAGE', KEYS[1], 'SAMPLES', '0') < n * 1.25 + 128 then
+// A finished bucket (two widths old or more, which settles no longer
+// write) is written again by the process whose settle moved past it, in
+// the background: sorted by key (sortIxBucket), so a listing by a key
+// prefix reads only what is near it (readBuckets), and in a string of its
+// own length (APPEND grows a string to twice its length, Redis's greedy
+// allocation: a finished bucket held up to twice its entries' bytes, 93
+// bytes a 34-byte key's entry against 49 once written again). The sort
+// is the gateway's work, not Redis's: a bucket is read, sorted and written
+// back by sortedSwap only if its length is still what was read (an entry
+// appended meanwhile: it is left as it is, read whole). Another process's
+// sort already done, it reads the bucket and writes nothing.
+var sortedSwap = redis.NewScript(`if redis.call('STRLEN', KEYS[1]) ~= tonumber(ARGV[1]) then
   return 0
 end
 local t = redis.call('PTTL', KEYS[1])
 if t > 0 then
-  redis.call('SET', KEYS[1], redis.call('GET', KEYS[1]), 'PX', t)
+  redis.call('SET', KEYS[1], ARGV[2], 'PX', t)
+  return 1
 end
-return 1`)
+return 0`)
 
-// compactBucket shrinks buckets two widths old or more, which settles no longer
-// write (a late one grows it again, harmlessly): once a bucket a process,
-// after the settle that moved it on (its error is ignored, as the index's).
-func (s *Redis) compactBucket(ctx context.Context, ks []string) {
-	for _, k := range ks {
-		_ = compactScript.Run(ctx, s.c, []string{k}).Err()
+// compactTimeout bounds the background sort of the buckets a settle moved
+// past (a bucket of a fast fill may hold some hundred thousand entries).
+const compactTimeout = 30 * time.Second
+
+// compactBuckets sorts the buckets ks (compactBucket) in the background;
+// Close stops it and waits for it. Errors are ignored, as the index's: an
+// unsorted bucket is read whole.
+func (s *Redis) compactBuckets(ks []string) {
+	s.bgMu.Lock()
+	defer s.bgMu.Unlock()
+	if s.closed.Load() {
+		return
 	}
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		ctx, cancel := context.WithTimeout(s.bgCtx, compactTimeout)
+		defer cancel()
+		for _, k := range ks {
+			_ = s.compactBucket(ctx, k)
+		}
+	}()
+}
+
+// compactBucket writes bucket k again sorted, unless it is already.
+func (s *Redis) compactBucket(ctx context.Context, k string) error {
+	v, err := s.c.Get(ctx, k).Result()
+	if err != nil {
+		return err
+	}
+	sorted, ok := sortIxBucket(v)
+	if !ok {
+		return nil
+	}
+	return sortedSwap.Run(ctx, s.c, []string{k}, len(v), sorted).Err()
 }
 
 // bucketKey is the name of bucket n.
@@ -339,8 +377,9 @@ func ixShard(key string) int {
 // listBucketBudget buckets or listByteBudget bytes of entries: then its
 // cursor is the time down to which everything was read, and the next page
 // goes on from there. So the work of a page is bounded whatever the store
-// holds; a prefix that matches little costs reading the entries (some 20
-// bytes a key) in pages of up to listByteBudget, and no record reads.
+// holds. With a key prefix (or a scope) a round reads, of each sorted
+// bucket, only the entries that match (readBuckets); the newest buckets,
+// not sorted yet, are read whole.
 func (s *Redis) listBuckets(ctx context.Context, q ListQuery) (ListPage, error) {
 	after, below, err := decodeBucketCursor(q.Cursor)
 	if err != nil {
@@ -349,6 +388,10 @@ func (s *Redis) listBuckets(ctx context.Context, q ListQuery) (ListPage, error) 
 	st := q.State
 	if st == StateDead {
 		st = StateFailed
+	}
+	kp, keeps := q.keyPrefix()
+	if !keeps {
+		return ListPage{}, nil // Scope and Prefix keep no key
 	}
 	names, err := s.c.SMembers(ctx, s.ixClassesKey()).Result()
 	if err != nil {
@@ -409,32 +452,25 @@ func (s *Redis) listBuckets(ctx context.Context, q ListQuery) (ListPage, error) 
 	round := int64(8)
 	for {
 		// One round: the next buckets of every class not read to its end.
-		type get struct {
-			w   *walk
-			cmd *redis.StringCmd
-		}
-		var gets []get
-		_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for _, w := range walks {
-				for b := w.next; b > w.next-round && b >= w.last; b-- {
-					gets = append(gets, get{w, p.Get(ctx, w.c.bucketKey(b))})
-				}
+		var buckets []string
+		for _, w := range walks {
+			for b := w.next; b > w.next-round && b >= w.last; b-- {
+				buckets = append(buckets, w.c.bucketKey(b))
 			}
-			return nil
-		})
-		if err != nil && !errors.Is(err, redis.Nil) {
+		}
+		vals, err := s.readBuckets(ctx, buckets, kp)
+		if err != nil {
 			return ListPage{}, s.wrap("list", err)
 		}
-		for _, g := range gets {
-			v := g.cmd.Val()
+		for _, v := range vals {
 			size += len(v)
-			parseIxEntries(v, func(ms int64, key string) {
+			eachIxEntry(v, func(ms int64, key string) {
 				if ms >= since && isAfter(ms, key) && q.keyMatches(key) {
 					pool = append(pool, listPos{Changed: ms, Key: key})
 				}
 			})
 		}
-		probes += len(gets)
+		probes += len(buckets)
 		horizon := int64(math.MinInt64) // everything at or after it is read
 		live := walks[:0]
 		for _, w := range walks {
@@ -519,6 +555,80 @@ func (s *Redis) listBuckets(ctx context.Context, q ListQuery) (ListPage, error) 
 			return page, nil
 		}
 	}
+}
+
+// readBuckets reads buckets, one string of entries each: the whole
+// bucket, or with a key prefix kp (not "") of a sorted one its entries
+// near kp and its tail (ixFindRange): a pipeline of heads, then one of
+// what they point to (the tails, and what a head could not tell).
+func (s *Redis) readBuckets(ctx context.Context, buckets []string, kp string) ([]string, error) {
+	vals := make([]string, len(buckets))
+	if len(buckets) == 0 {
+		return vals, nil
+	}
+	if kp == "" {
+		return vals, s.getBuckets(ctx, vals, func(i int) (string, int64, int64) { return buckets[i], 0, -1 })
+	}
+	heads := make([]string, len(buckets))
+	err := s.getBuckets(ctx, heads, func(i int) (string, int64, int64) { return buckets[i], 0, int64(ixFindHead) - 1 })
+	if err != nil {
+		return nil, err
+	}
+	type read struct {
+		i        int
+		from, to int64 // to -1: to the end
+	}
+	var more []read
+	for i, h := range heads {
+		from, to, end, ok := ixFindRange(h, kp)
+		switch {
+		case h == "":
+		case !ok && len(h) < ixFindHead:
+			vals[i] = h // the whole bucket
+		case !ok:
+			more = append(more, read{i, 0, -1})
+		case len(h) < ixFindHead && end <= len(h): // the whole bucket
+			vals[i] = h[from:to] + h[end:]
+		default:
+			if from < to {
+				more = append(more, read{i, int64(from), int64(to - 1)})
+			}
+			more = append(more, read{i, int64(end), -1})
+		}
+	}
+	got := make([]string, len(more))
+	err = s.getBuckets(ctx, got, func(j int) (string, int64, int64) {
+		return buckets[more[j].i], more[j].from, more[j].to
+	})
+	for j, r := range more {
+		vals[r.i] += got[j]
+	}
+	return vals, err
+}
+
+// getBuckets reads into out[i] the bytes from..to (to -1: to the end) of
+// the bucket at(i) names, for each i of out, in one pipeline; a bucket
+// that is gone reads "".
+func (s *Redis) getBuckets(ctx context.Context, out []string, at func(i int) (key string, from, to int64)) error {
+	cmds := make([]*redis.StringCmd, len(out))
+	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := range out {
+			k, from, to := at(i)
+			if from == 0 && to == -1 {
+				cmds[i] = p.Get(ctx, k)
+			} else {
+				cmds[i] = p.GetRange(ctx, k, from, to)
+			}
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return err
+	}
+	for i, c := range cmds {
+		out[i] = c.Val()
+	}
+	return nil
 }
 
 // A page of listBuckets reads at most about this many buckets and bytes of

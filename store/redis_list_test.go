@@ -273,9 +273,10 @@ func TestRedisListOldLayoutIgnored(t *testing.T) {
 	}
 }
 
-// TestRedisListBucketsCompacted: a finished bucket is written again in a
-// string of its own length (APPEND had grown it to up to twice that), by
-// the first settle two buckets on; its entries and lifetime stay.
+// TestRedisListBucketsCompacted: a finished bucket is written again
+// (sorted) in a string of its own length (APPEND had grown it to up to
+// twice that), after the first settle two buckets on; its entries and
+// lifetime stay.
 func TestRedisListBucketsCompacted(t *testing.T) {
 	s, c := redisStore(t)
 	ctx := ctxT(t)
@@ -286,6 +287,7 @@ func TestRedisListBucketsCompacted(t *testing.T) {
 	settleKeys(t, s, keys[:300], time.Minute, time.Millisecond, nil) // over 3 buckets or more
 	time.Sleep(3 * ixMinWidth)                                       // the next settles are two buckets on
 	settleKeys(t, s, keys[300:], time.Minute, 0, nil)
+	s.bg.Wait() // the sorts the settles started
 	buckets := redisKeys(t, c, s.prefix+":ib:{answered:60000:*")
 	if len(buckets) < 3 {
 		t.Fatalf("entries in %d buckets %v, want at least 3", len(buckets), buckets)
@@ -301,6 +303,9 @@ func TestRedisListBucketsCompacted(t *testing.T) {
 		m, _ := c.MemoryUsage(ctx, b, 0).Result()
 		if pttl, _ := c.PTTL(ctx, b).Result(); pttl <= 0 {
 			t.Fatalf("bucket %s lives %v", b, pttl)
+		}
+		if v, _ := c.GetRange(ctx, b, 0, 2).Result(); v != ixSortedMagic {
+			t.Fatalf("bucket %s not sorted: starts %q", b, v)
 		}
 		entries += n
 		used += m - 96 // the key's own overhead

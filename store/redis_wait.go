@@ -183,5 +183,9 @@ func (s *Redis) Close() error {
 		<-done
 	}
 	s.wakeAll()
+	s.bgMu.Lock() // no background work starts after this
+	s.bgMu.Unlock()
+	s.bgCancel()
+	s.bg.Wait()
 	return nil
 }
