@@ -223,12 +223,13 @@ const (
 	ixFindHead    = ixSortedHead + ixFences*ixFenceSize
 )
 
-// sortIxBucket is bucket b written sorted; false when it is sorted
-// already or holds no entry. A sorted bucket is never written again, even
-// with a tail: a listing reads it by the offsets in its head, which must
-// not move under it (a tail is only what a late settle appended).
+// sortIxBucket is bucket b written sorted, its tail (if sorted already)
+// sorted in; false when it is sorted already without a tail, or holds no
+// entry. A listing that read a head before the bucket was written again
+// finds the head changed (a tail sorted in adds entries: n grows), and
+// reads the bucket whole (readBuckets).
 func sortIxBucket(b string) (string, bool) {
-	if strings.HasPrefix(b, ixSortedMagic) {
+	if strings.HasPrefix(b, ixSortedMagic) && len(b) >= ixSortedHead && be32(b, 7) == len(b) {
 		return "", false
 	}
 	var es []listPos

@@ -38,8 +38,9 @@ func randomIxKeys(r *rand.Rand, n int) []string {
 
 // TestSortIxBucket: a bucket written sorted lists the entries it listed
 // as written (duplicates once), and so does one with a tail of entries
-// appended after; a sorted bucket is not written again; and for every
-// prefix its head points to the entries that match.
+// appended after, and written again with it; a sorted bucket without a
+// tail is not written again; and for every prefix its head points to the
+// entries that match.
 func TestSortIxBucket(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for round := range 200 {
@@ -71,8 +72,9 @@ func TestSortIxBucket(t *testing.T) {
 		if got := ixEntries(withTail); !slices.Equal(got, want2) {
 			t.Fatalf("round %d: with a tail lists %v\nwant %v", round, got, want2)
 		}
-		if _, again := sortIxBucket(withTail); again {
-			t.Fatalf("round %d: a sorted bucket with a tail written again (its offsets would move)", round)
+		resorted, ok := sortIxBucket(withTail)
+		if !ok || !slices.Equal(ixEntries(resorted), want2) {
+			t.Fatalf("round %d: sorted again with its tail: %v", round, ok)
 		}
 		// Every prefix: what ixFindRange points to, and the tail, hold
 		// every entry that matches, and of the sorted entries at most two
@@ -181,7 +183,7 @@ func TestRedisIxFind(t *testing.T) {
 
 // replyBytes counts the bytes of the buckets a client reads (GET,
 // GETRANGE): of their heads (a listing by prefix reads ixFindHead bytes
-// first), and the rest.
+// first, and a sorted bucket's head again after), and the rest.
 type replyBytes struct{ heads, rest int }
 
 func (h *replyBytes) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -209,7 +211,7 @@ func (h *replyBytes) count(c redis.Cmder) {
 	if k, _ := c.Args()[1].(string); !ok || !strings.Contains(k, ":ib:{") {
 		return // not a bucket (a record)
 	}
-	if a := c.Args(); c.Name() == "getrange" && a[2] == int64(0) && a[3] == int64(ixFindHead-1) {
+	if a := c.Args(); c.Name() == "getrange" && a[2] == int64(0) && (a[3] == int64(ixFindHead-1) || a[3] == int64(ixSortedHead-1)) {
 		h.heads += len(sc.Val())
 	} else {
 		h.rest += len(sc.Val())
@@ -281,7 +283,7 @@ func TestRedisListPrefixReadsWhatItFinds(t *testing.T) {
 		list(ListQuery{Prefix: "zrare:"}, 2)
 		// Two rare entries, the tick's bucket (not sorted: read whole),
 		// and of the buckets they are in, up to two spans of 16 entries.
-		if most := 3*entry + 2*2*16*entry; h.rest > most || h.heads > len(buckets)*ixFindHead {
+		if most := 3*entry + 2*2*16*entry; h.rest > most || h.heads > len(buckets)*(ixFindHead+ixSortedHead) {
 			t.Fatalf("%d a bucket: read %d bytes past the heads (want at most %d), %d of heads", perBucket, h.rest, most, h.heads)
 		}
 		list(ListQuery{Prefix: "~"}, 0) // after every key
@@ -296,5 +298,80 @@ func TestRedisListPrefixReadsWhatItFinds(t *testing.T) {
 		if h.rest < 5*perBucket*entry {
 			t.Fatalf("%d a bucket, no prefix: read %d bytes, want every entry", perBucket, h.rest)
 		}
+	}
+}
+
+// rewriteAfterHeads writes a bucket again (as a process sorting it with
+// its tail does) right after a listing's pipeline of heads, before it
+// reads what they point to.
+type rewriteAfterHeads struct {
+	c          *redis.Client
+	bucket, to string
+	done       bool
+}
+
+func (h *rewriteAfterHeads) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *rewriteAfterHeads) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (h *rewriteAfterHeads) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		if a := cmds[0].Args(); !h.done && cmds[0].Name() == "getrange" && a[3] == int64(ixFindHead-1) {
+			h.done = true
+			if err := h.c.Set(ctx, h.bucket, h.to, time.Minute).Err(); err != nil {
+				return err
+			}
+		}
+		return err
+	}
+}
+
+// TestRedisListBucketRewrittenWhileRead: a sorted bucket with a tail,
+// written again (its tail sorted in, the offsets moved) between a
+// listing's read of its head and its read of what the head points to, is
+// read whole: every entry that matches is found, none misread at the old
+// offsets. It fails without the head read again after.
+func TestRedisListBucketRewrittenWhileRead(t *testing.T) {
+	s, c := redisStore(t)
+	ctx := ctxT(t)
+	var b strings.Builder
+	for i := range 400 {
+		b.WriteString(ixEntry(int64(i), fmt.Sprintf("order:%05d", i*2)))
+	}
+	sorted, _ := sortIxBucket(b.String())
+	var tail strings.Builder
+	for i := range 60 { // late entries, sorting in before the matches
+		tail.WriteString(ixEntry(int64(i), fmt.Sprintf("order:%05d", i*2+1)))
+	}
+	before := sorted + tail.String()
+	after, ok := sortIxBucket(before)
+	if !ok {
+		t.Fatal("the bucket with a tail is not written again")
+	}
+	const bucket = "t:rewritten"
+	if err := c.Set(ctx, bucket, before, time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	h := &rewriteAfterHeads{c: redis.NewClient(&redis.Options{Addr: c.Options().Addr}), bucket: bucket, to: after}
+	t.Cleanup(func() { h.c.Close() })
+	c.AddHook(h)
+	got, err := s.readBuckets(ctx, []string{bucket}, "order:006")
+	if err != nil || !h.done {
+		t.Fatalf("%v (rewritten: %v)", err, h.done)
+	}
+	var keys []string
+	for _, e := range ixEntries(got[0]) {
+		if strings.HasPrefix(e.Key, "order:006") {
+			keys = append(keys, e.Key)
+		}
+	}
+	slices.Sort(keys)
+	var want []string
+	for i := 600; i < 700; i += 2 {
+		want = append(want, fmt.Sprintf("order:%05d", i))
+	}
+	if !slices.Equal(keys, want) {
+		t.Fatalf("found %v\nwant %v", keys, want)
 	}
 }

@@ -297,8 +297,10 @@ func (c *ixClass) moved(n int64) []string {
 // bytes a 34-byte key's entry against 49 once written again). The sort
 // is the gateway's work, not Redis's: a bucket is read, sorted and written
 // back by sortedSwap only if its length is still what was read (an entry
-// appended meanwhile: it is left as it is, read whole). Another process's
-// sort already done, it reads the bucket and writes nothing.
+// appended meanwhile: the bucket stays as it is, its entries listed all
+// the same). A sorted bucket a late settle appended to is sorted again
+// with its tail when a process moves past it again; one already sorted
+// without a tail is read and not written.
 var sortedSwap = redis.NewScript(`if redis.call('STRLEN', KEYS[1]) ~= tonumber(ARGV[1]) then
   return 0
 end
@@ -574,9 +576,14 @@ func (s *Redis) readBuckets(ctx context.Context, buckets []string, kp string) ([
 	if err != nil {
 		return nil, err
 	}
+	// Of a sorted bucket: what its head points to, then its head again.
+	// Should the bucket have been written again meanwhile (sorted with its
+	// tail, or gone and begun anew), its head differs and the bucket is
+	// read whole: what was read at the old offsets is not used.
 	type read struct {
 		i        int
 		from, to int64 // to -1: to the end
+		check    bool  // the head again
 	}
 	var more []read
 	for i, h := range heads {
@@ -586,22 +593,41 @@ func (s *Redis) readBuckets(ctx context.Context, buckets []string, kp string) ([
 		case !ok && len(h) < ixFindHead:
 			vals[i] = h // the whole bucket
 		case !ok:
-			more = append(more, read{i, 0, -1})
+			more = append(more, read{i: i, from: 0, to: -1})
 		case len(h) < ixFindHead && end <= len(h): // the whole bucket
 			vals[i] = h[from:to] + h[end:]
 		default:
 			if from < to {
-				more = append(more, read{i, int64(from), int64(to - 1)})
+				more = append(more, read{i: i, from: int64(from), to: int64(to - 1)})
 			}
-			more = append(more, read{i, int64(end), -1})
+			more = append(more, read{i: i, from: int64(end), to: -1},
+				read{i: i, from: 0, to: int64(ixSortedHead) - 1, check: true})
 		}
 	}
 	got := make([]string, len(more))
 	err = s.getBuckets(ctx, got, func(j int) (string, int64, int64) {
 		return buckets[more[j].i], more[j].from, more[j].to
 	})
+	if err != nil {
+		return nil, err
+	}
+	var again []int
 	for j, r := range more {
-		vals[r.i] += got[j]
+		switch {
+		case !r.check:
+			vals[r.i] += got[j]
+		case got[j] != heads[r.i][:ixSortedHead]:
+			vals[r.i] = ""
+			again = append(again, r.i)
+		}
+	}
+	if len(again) == 0 {
+		return vals, nil
+	}
+	whole := make([]string, len(again))
+	err = s.getBuckets(ctx, whole, func(j int) (string, int64, int64) { return buckets[again[j]], 0, -1 })
+	for j, i := range again {
+		vals[i] = whole[j]
 	}
 	return vals, err
 }
