@@ -20,30 +20,34 @@ import (
 // first copy (the handler, go-redis, the garbage), without Caddy's server
 // and proxy around it. header: the load script's route (a key from a
 // request header, a form body); json: a ~1 KiB Stripe event keyed on its
-// id, journaled as shipped.
+// id, journaled as shipped; json_journal_off: the same with journal_body
+// off (what the journal costs).
 func BenchmarkHandlerCPU(b *testing.B) {
 	rs := redistest.Start(b)
 	head, tail := stripeSample(b)
 	const form = "out_trade_no=load&trade_status=TRADE_SUCCESS&total_amount=9.90"
+	jsonReq := func(n int64) *http.Request {
+		r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(head+`"evt_`+strconv.FormatInt(n, 10)+`"`+tail))
+		r.Header.Set("Content-Type", "application/json")
+		return r
+	}
 	for _, c := range []struct {
 		name, key, prefix string
 		req               func(n int64) *http.Request
+		journalBody       int64
 	}{
 		{"header", "load:{http.request.header.X-Order}", "hdr", func(n int64) *http.Request {
 			r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(form))
 			r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 			r.Header.Set("X-Order", "o-"+strconv.FormatInt(n, 10))
 			return r
-		}},
-		{"json", "{idempotency.json.id}", "json", func(n int64) *http.Request {
-			r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(head+`"evt_`+strconv.FormatInt(n, 10)+`"`+tail))
-			r.Header.Set("Content-Type", "application/json")
-			return r
-		}},
+		}, 0},
+		{"json", "{idempotency.json.id}", "json", jsonReq, 0},
+		{"json_journal_off", "{idempotency.json.id}", "jsonnj", jsonReq, -1},
 	} {
 		var seq atomic.Int64 // across the runs of b.Run: every key new
 		b.Run(c.name, func(b *testing.B) {
-			h := provisionHandler(b, &Handler{Key: c.key,
+			h := provisionHandler(b, &Handler{Key: c.key, JournalBody: c.journalBody,
 				Store: &StoreConfig{Type: "redis", Addresses: []string{rs.Addr()}, Prefix: c.prefix}})
 			useLogger(h, zap.NewNop())
 			b.SetParallelism(16)
