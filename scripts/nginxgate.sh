@@ -11,6 +11,9 @@
 #   jplain    a ~1 KiB Stripe event (keying/testdata) through the plain proxy
 #   jfirst    the event through the gate keyed on its "id", a fresh id each
 #   jreplay   the event with one id for the whole row
+#   hfirstnj, jfirstnj   idemgate only: hfirst and jfirst through its routes with
+#             journal_body off (the nginx gate keeps no journal), held against the
+#             nginx gate's hfirst and jfirst
 # Rows of a round are interleaved; each figure is a median over ROUNDS. Rates
 # swing on shared cores, so the figure to read is CPU µs per request from /proc:
 # the gateway's (Caddy's process; nginx's master and workers) and redis-server's.
@@ -54,6 +57,7 @@ harness_start
 
 declare -A PORT
 PORT[idem-plain]=$(port) PORT[idem-header]=$(port) PORT[idem-json]=$(port)
+PORT[idem-headernj]=$(port) PORT[idem-jsonnj]=$(port)
 PORT[nginx-plain]=$(port) PORT[nginx-header]=$(port) PORT[nginx-json]=$(port)
 
 # Each site binds 127.0.0.1: a site address alone would listen on every interface.
@@ -86,6 +90,28 @@ http://127.0.0.1:${PORT[idem-json]} {
 		scope peerjson
 		key {idempotency.json.id}
 		store redis 127.0.0.1:$RP
+	}
+	reverse_proxy 127.0.0.1:$BP
+}
+http://127.0.0.1:${PORT[idem-headernj]} {
+	bind 127.0.0.1
+	idempotency {
+		platform generic
+		scope peerheadernj
+		key {http.request.header.Idempotency-Key}
+		store redis 127.0.0.1:$RP
+		journal_body off
+	}
+	reverse_proxy 127.0.0.1:$BP
+}
+http://127.0.0.1:${PORT[idem-jsonnj]} {
+	bind 127.0.0.1
+	idempotency {
+		platform generic
+		scope peerjsonnj
+		key {idempotency.json.id}
+		store redis 127.0.0.1:$RP
+		journal_body off
 	}
 	reverse_proxy 127.0.0.1:$BP
 }
@@ -154,6 +180,14 @@ for side in idem nginx; do
 		expect "$side json: other body, same id" "$(post "$p" "$(event "$k" 999)" | cut -d' ' -f1)" 422
 	fi
 done
+k="check-nj-$$"
+first=$(post "${PORT[idem-headernj]}" "order=1&amount=9.90" "Idempotency-Key: $k")
+expect "idem header, journal off: first copy" "$first" "200 success"
+expect "idem header, journal off: replay" "$(post "${PORT[idem-headernj]}" "order=1&amount=9.90" "Idempotency-Key: $k")" "$first"
+k="evt_check_nj_$$"
+first=$(post "${PORT[idem-jsonnj]}" "$(event "$k" 100)")
+expect "idem json, journal off: first copy" "$first" "200 success"
+expect "idem json, journal off: replay" "$(post "${PORT[idem-jsonnj]}" "$(event "$k" 100)")" "$first"
 [[ $FAILED == 0 ]] || { echo "nginxgate.sh: a check failed; nothing measured" >&2; exit 1; }
 
 HZ=$(getconf CLK_TCK)
@@ -176,6 +210,7 @@ row() {
 	case $name in
 	plain) site=plain case=header ;; hfirst) site=header case=header ;; hreplay) site=header case=hreplay ;;
 	jplain) site=plain case=json ;; jfirst) site=json case=json ;; jreplay) site=json case=jreplay ;;
+	hfirstnj) site=headernj case=header ;; jfirstnj) site=jsonnj case=json ;;
 	esac
 	out=$WORK/wrk-$side-$name-$round.txt
 	# A replay row's warm-up sends its key first, so that every measured request
@@ -200,13 +235,17 @@ row() {
 		'BEGIN { printf "%s %d %.0f %.1f %.1f\n", c, r, n / d, g * 1e6 / hz / n, x * 1e6 / hz / n }' >>"$RESULTS"
 }
 
-ROWS="plain hfirst hreplay jplain jfirst jreplay"
-echo "== $ROUNDS round(s) of 12 rows, wrk -t$THREADS -c$CONNS -d${D}s, nginx workers $WORKERS, loopback, $(redis-server --version | cut -d' ' -f1-3)"
+# The *nj rows are idemgate's alone: its routes with journal_body off, the work
+# the nginx gate does (it keeps no journal).
+ROWS="plain hfirst hfirstnj hreplay jplain jfirst jfirstnj jreplay"
+echo "== $ROUNDS round(s) of 14 rows, wrk -t$THREADS -c$CONNS -d${D}s, nginx workers $WORKERS, loopback, $(redis-server --version | cut -d' ' -f1-3)"
 for round in $(seq "$ROUNDS"); do
 	# The sides take turns to go first: the machine drifts within a round.
 	if ((round % 2)); then sides="idem nginx"; else sides="nginx idem"; fi
 	for name in $ROWS; do
-		for side in $sides; do row "$side" "$name" "$round"; done
+		for side in $sides; do
+			[[ $name == *nj && $side == nginx ]] || row "$side" "$name" "$round"
+		done
 	done
 	echo "   round $round done"
 done
@@ -224,19 +263,21 @@ echo "per row, medians (req/s are noise on shared cores; CPU µs per request is 
 printf '%-16s %9s %12s %10s\n' row "req/s" "gateway µs" "Redis µs"
 for name in $ROWS; do
 	for side in idem nginx; do
+		[[ $name == *nj && $side == nginx ]] && continue
 		printf '%-16s %9s %12s %10s\n' "$side-$name" "$(col "$side-$name" 3)" "$(col "$side-$name" 4)" "$(col "$side-$name" 5)"
 	done
 done
 echo
 echo "gate cost over the side's own plain proxy, CPU µs per request (medians of paired rounds):"
 printf '%-16s %10s %10s %7s   %12s %12s %7s\n' case "idemgate" "nginx" ratio "idem+Redis" "nginx+Redis" ratio
-for pair in "hfirst plain" "hreplay plain" "jfirst jplain" "jreplay jplain"; do
-	set -- $pair
-	ig=$(over "idem-$1" "idem-$2" 0) ng=$(over "nginx-$1" "nginx-$2" 0)
-	ir=$(over "idem-$1" "idem-$2" 1) nr=$(over "nginx-$1" "nginx-$2" 1)
+for pair in "hfirst plain hfirst" "hfirstnj plain hfirst" "hreplay plain hreplay" "jfirst jplain jfirst" "jfirstnj jplain jfirst" "jreplay jplain jreplay"; do
+	set -- $pair # idemgate's row, the plain row, nginx's row
+	ig=$(over "idem-$1" "idem-$2" 0) ng=$(over "nginx-$3" "nginx-$2" 0)
+	ir=$(over "idem-$1" "idem-$2" 1) nr=$(over "nginx-$3" "nginx-$2" 1)
 	printf '%-16s %+10.1f %+10.1f %7s   %+12.1f %+12.1f %7s\n' "$1" "$ig" "$ng" "$(ratio "$ig" "$ng")" "$ir" "$nr" "$(ratio "$ir" "$nr")"
 done
-echo "(ratio: idemgate/nginx, only when both costs are positive; a negative cost is a gate cheaper than its proxy)"
+echo "(ratio: idemgate/nginx, only when both costs are positive; a negative cost is a gate cheaper than its proxy;"
+echo " *nj: idemgate with journal_body off, beside the nginx gate's same row, which keeps no journal either)"
 echo
 printf 'plain proxy alone, gateway µs: idemgate %s, nginx %s (ratio %s)\n' "$(col idem-plain 4)" "$(col nginx-plain 4)" \
 	"$(ratio "$(col idem-plain 4)" "$(col nginx-plain 4)")"
