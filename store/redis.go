@@ -84,9 +84,10 @@ type Redis struct {
 	// A page of listBuckets ends after about this many buckets or bytes
 	// of entries read (listBucketBudget, listByteBudget; tests set less).
 	pageProbes, pageBytes int
+	sortMax               int64 // ixSortMax (tests set less)
 	// Background work (the sort of finished buckets, compactBuckets):
-	// bgCtx ends with Close, which then waits for bg; bgMu orders a start
-	// (bg.Add) before Close's wait.
+	// bgCtx ends with Close, which then waits for bg (at most bgWait);
+	// bgMu orders a start (bg.Add) before Close's wait.
 	bgMu     sync.Mutex
 	bg       sync.WaitGroup
 	bgCtx    context.Context
@@ -132,7 +133,7 @@ func NewRedis(client redis.UniversalClient, opts RedisOptions) *Redis {
 	s := &Redis{
 		c: client, prefix: opts.Prefix, opts: opts,
 		subs: make(map[string]*subscription), pongs: make(map[string]chan struct{}),
-		pageProbes: listBucketBudget, pageBytes: listByteBudget,
+		pageProbes: listBucketBudget, pageBytes: listByteBudget, sortMax: ixSortMax,
 	}
 	for i := range s.ifShards {
 		s.ifShards[i] = s.ixShardKey(StateInFlight, "", i)

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemgate/idemgate/internal/redistest"
+	"github.com/idemgate/idemgate/internal/testenv"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -373,5 +375,69 @@ func TestRedisListBucketRewrittenWhileRead(t *testing.T) {
 	}
 	if !slices.Equal(keys, want) {
 		t.Fatalf("found %v\nwant %v", keys, want)
+	}
+}
+
+// TestRedisCloseBoundsBackgroundSorts: a bucket's sort waiting on a
+// server that stopped answering (SIGSTOP) holds Close no longer than
+// bgWait, whatever the client's time-out; the bucket, left unsorted,
+// still lists once the server answers again. Without the bound Close
+// waited for the client's 5 s time-out.
+func TestRedisCloseBoundsBackgroundSorts(t *testing.T) {
+	testenv.Slow(t, "pauses redis-server")
+	srv := redistest.Start(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second})
+	t.Cleanup(func() { c.Close() })
+	s := NewRedis(c, RedisOptions{})
+	settleKeys(t, s, []string{"paused:1", "paused:2"}, time.Minute, 0, nil)
+	buckets := redisKeys(t, c, s.prefix+":ib:{answered:60000:*")
+	if len(buckets) == 0 {
+		t.Fatal("no bucket written")
+	}
+	resume := srv.Resumer()
+	srv.Pause()
+	s.compactBuckets(buckets)
+	time.Sleep(100 * time.Millisecond) // its STRLEN sent, unanswered
+	start := time.Now()
+	s.Close()
+	took := time.Since(start)
+	resume()
+	if took > 2*time.Second { // bgWait is 1 s, the client's time-out 5 s
+		t.Fatalf("Close took %v with a sort waiting on a paused server, want at most ~%v", took, bgWait)
+	}
+	s2 := NewRedis(c, RedisOptions{})
+	t.Cleanup(func() { s2.Close() })
+	if got := listAll(t, s2, ListQuery{State: StateAnswered, Prefix: "paused:", Limit: 10}); len(got) != 2 {
+		t.Fatalf("listed %v after the server answered again, want both keys", got)
+	}
+}
+
+// TestRedisBucketPastSortMaxLeftAsWritten: a bucket larger than ixSortMax
+// is not read into the gateway to be sorted; it lists all the same.
+func TestRedisBucketPastSortMaxLeftAsWritten(t *testing.T) {
+	s, c := redisStore(t)
+	ctx := ctxT(t)
+	settleKeys(t, s, []string{"big:1", "big:2", "big:3"}, time.Minute, 0, nil)
+	buckets := redisKeys(t, c, s.prefix+":ib:{answered:60000:*")
+	if len(buckets) != 1 {
+		t.Fatalf("%d buckets, want 1", len(buckets))
+	}
+	n, _ := c.StrLen(ctx, buckets[0]).Result()
+	s.sortMax = n - 1
+	if err := s.compactBucket(ctx, buckets[0]); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := c.GetRange(ctx, buckets[0], 0, 2).Result(); v == ixSortedMagic {
+		t.Fatal("a bucket past ixSortMax was sorted")
+	}
+	s.sortMax = n
+	if err := s.compactBucket(ctx, buckets[0]); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := c.GetRange(ctx, buckets[0], 0, 2).Result(); v != ixSortedMagic {
+		t.Fatal("a bucket within ixSortMax was not sorted")
+	}
+	if got := listAll(t, s, ListQuery{State: StateAnswered, Prefix: "big:", Limit: 10}); len(got) != 3 {
+		t.Fatalf("listed %v", got)
 	}
 }

@@ -316,8 +316,8 @@ return 0`)
 const compactTimeout = 30 * time.Second
 
 // compactBuckets sorts the buckets ks (compactBucket) in the background;
-// Close stops it and waits for it. Errors are ignored, as the index's: an
-// unsorted bucket is read whole.
+// Close stops it and waits for it a while (bgWait). Errors are ignored, as
+// the index's: an unsorted bucket is read whole.
 func (s *Redis) compactBuckets(ks []string) {
 	s.bgMu.Lock()
 	defer s.bgMu.Unlock()
@@ -335,8 +335,16 @@ func (s *Redis) compactBuckets(ks []string) {
 	}()
 }
 
+// ixSortMax: a bucket larger than this (over a million entries, settled
+// within one width) is not sorted, so the sort's memory stays bounded; it
+// is read whole.
+const ixSortMax = 64 << 20
+
 // compactBucket writes bucket k again sorted, unless it is already.
 func (s *Redis) compactBucket(ctx context.Context, k string) error {
+	if n, err := s.c.StrLen(ctx, k).Result(); err != nil || n == 0 || n > s.sortMax {
+		return err
+	}
 	v, err := s.c.Get(ctx, k).Result()
 	if err != nil {
 		return err
@@ -687,3 +695,6 @@ func decodeBucketCursor(c string) (p listPos, below bool, err error) {
 	}
 	return listPos{Changed: v}, true, nil
 }
+
+// bgWait bounds how long Close waits for background work (compactBuckets).
+const bgWait = time.Second

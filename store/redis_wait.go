@@ -186,6 +186,15 @@ func (s *Redis) Close() error {
 	s.bgMu.Lock() // no background work starts after this
 	s.bgMu.Unlock()
 	s.bgCancel()
-	s.bg.Wait()
+	// A sort whose command waits on a server that stopped answering ends
+	// at the client's time-out, not at the cancel: it is not waited for
+	// longer than bgWait (it writes only by compare-and-set, and a client
+	// closed meanwhile fails it).
+	waited := make(chan struct{})
+	go func() { s.bg.Wait(); close(waited) }()
+	select {
+	case <-waited:
+	case <-time.After(bgWait):
+	}
 	return nil
 }
