@@ -186,16 +186,9 @@ func TestRedisIxFind(t *testing.T) {
 // replyBytes counts the bytes of the buckets a client reads (GET,
 // GETRANGE): of their heads (a listing by prefix reads ixFindHead bytes
 // first, and a sorted bucket's head again after), and the rest.
-type replyBytes struct{ heads, rest int }
-
-func (h *replyBytes) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h *replyBytes) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		err := next(ctx, cmd)
-		h.count(cmd)
-		return err
-	}
+type replyBytes struct {
+	passHooks // a listing reads buckets in pipelines only
+	heads, rest int
 }
 
 func (h *replyBytes) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
@@ -307,14 +300,11 @@ func TestRedisListPrefixReadsWhatItFinds(t *testing.T) {
 // its tail does) right after a listing's pipeline of heads, before it
 // reads what they point to.
 type rewriteAfterHeads struct {
+	passHooks
 	c          *redis.Client
 	bucket, to string
 	done       bool
 }
-
-func (h *rewriteAfterHeads) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h *rewriteAfterHeads) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
 
 func (h *rewriteAfterHeads) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
