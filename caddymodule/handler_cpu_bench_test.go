@@ -20,12 +20,18 @@ import (
 // first copy (the handler, go-redis, the garbage), without Caddy's server
 // and proxy around it. header: the load script's route (a key from a
 // request header, a form body); json: a ~1 KiB Stripe event keyed on its
-// id, journaled as shipped; json_journal_off: the same with journal_body
-// off (what the journal costs).
+// id, journaled as shipped; *_journal_off: the same with journal_body off
+// (what the journal costs).
 func BenchmarkHandlerCPU(b *testing.B) {
 	rs := redistest.Start(b)
 	head, tail := stripeSample(b)
 	const form = "out_trade_no=load&trade_status=TRADE_SUCCESS&total_amount=9.90"
+	formReq := func(n int64) *http.Request {
+		r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(form))
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		r.Header.Set("X-Order", "o-"+strconv.FormatInt(n, 10))
+		return r
+	}
 	jsonReq := func(n int64) *http.Request {
 		r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(head+`"evt_`+strconv.FormatInt(n, 10)+`"`+tail))
 		r.Header.Set("Content-Type", "application/json")
@@ -36,12 +42,8 @@ func BenchmarkHandlerCPU(b *testing.B) {
 		req               func(n int64) *http.Request
 		journalBody       int64
 	}{
-		{"header", "load:{http.request.header.X-Order}", "hdr", func(n int64) *http.Request {
-			r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(form))
-			r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-			r.Header.Set("X-Order", "o-"+strconv.FormatInt(n, 10))
-			return r
-		}, 0},
+		{"header", "load:{http.request.header.X-Order}", "hdr", formReq, 0},
+		{"header_journal_off", "load:{http.request.header.X-Order}", "hdrnj", formReq, -1},
 		{"json", "{idempotency.json.id}", "json", jsonReq, 0},
 		{"json_journal_off", "{idempotency.json.id}", "jsonnj", jsonReq, -1},
 	} {
