@@ -242,9 +242,10 @@ func (s *Redis) newIxClass(st State, ttl int64) *ixClass {
 // and ixSkew), so buckets expire with them and nothing is trimmed. A class
 // has at most some ixBuckets live buckets: its width grows with its ttl.
 // Once finished, a bucket is written again sorted by key (compactBuckets),
-// so a listing by a key prefix (or a scope) does a binary search in each
-// bucket (ixfind.lua): its work is some ixBuckets searches a class plus
-// the entries it finds, whatever the store holds.
+// so a listing by a key prefix (or a scope) reads of each bucket its head
+// and the entries near the prefix (readBuckets): its work is some
+// ixBuckets small reads a class plus the entries it finds, whatever the
+// store holds.
 //
 // The sorted sets of an earlier layout (<prefix>:ix:{<state>:<ttl>:<shard>})
 // are not read: a record settled before the change is not listed (until it

@@ -133,12 +133,12 @@ func matching(es []listPos, p string) []listPos {
 	return out
 }
 
-// TestRedisIxFind: readBuckets on a real server, against Go's own byte
-// order, on buckets as written (within a head's read and past it), sorted
-// (read whole with the head, and past it) and sorted with a tail: for
-// every prefix it reads every entry that starts with it, and of a sorted
-// bucket's sorted entries at most two fences' spans more.
-func TestRedisIxFind(t *testing.T) {
+// TestRedisReadBucketsByPrefix: readBuckets on a real server, against
+// Go's own byte order, on buckets as written (within a head's read and
+// past it), sorted (read whole with the head, and past it) and sorted
+// with a tail: for every prefix it reads every entry that starts with it,
+// and of a sorted bucket's sorted entries at most two fences' spans more.
+func TestRedisReadBucketsByPrefix(t *testing.T) {
 	s, c := redisStore(t)
 	ctx := ctxT(t)
 	r := rand.New(rand.NewPCG(3, 4))
@@ -162,12 +162,12 @@ func TestRedisIxFind(t *testing.T) {
 		}
 		step := max(ixFenceEvery, (n+ixFences-2)/(ixFences-1))
 		for _, f := range forms {
-			bucket := fmt.Sprintf("t:ixfind:%d:%s", n, f.name)
+			bucket := fmt.Sprintf("t:find:%d:%s", n, f.name)
 			if err := c.Set(ctx, bucket, f.v, time.Minute).Err(); err != nil {
 				t.Fatal(err)
 			}
 			for _, p := range ixPrefixes(raw) {
-				got, err := s.readBuckets(ctx, []string{bucket, "t:ixfind:none"}, p)
+				got, err := s.readBuckets(ctx, []string{bucket, "t:find:none"}, p)
 				if err != nil || len(got) != 2 || got[1] != "" {
 					t.Fatalf("%d keys, %s, prefix %q: %q, %v", n, f.name, p, got, err)
 				}
