@@ -187,7 +187,7 @@ func TestRedisReadBucketsByPrefix(t *testing.T) {
 // GETRANGE): of their heads (a listing by prefix reads ixFindHead bytes
 // first, and a sorted bucket's head again after), and the rest.
 type replyBytes struct {
-	passHooks // a listing reads buckets in pipelines only
+	passHooks   // a listing reads buckets in pipelines only
 	heads, rest int
 }
 
