@@ -288,8 +288,17 @@ func ixFindRange(head, p string) (from, to, end int, ok bool) {
 	}
 	end, m := be32(head, 7), be32(head, 11)
 	fences := head[ixSortedHead:]
-	if m == 0 || m > ixFences || len(fences) < m*ixFenceSize {
+	if m == 0 || m > ixFences || len(fences) < m*ixFenceSize || end < ixSortedHead+m*ixFenceSize {
 		return 0, 0, 0, false
+	}
+	// A damaged head (its fences out of order, past the entries, or a
+	// key longer than a fence holds) is not searched: read whole.
+	for j, prev := 0, ixSortedHead+m*ixFenceSize; j < m; j++ {
+		o := be32(fences, j*ixFenceSize)
+		if fences[j*ixFenceSize+4] > ixFenceKey || o < prev || o > end {
+			return 0, 0, 0, false
+		}
+		prev = o
 	}
 	// order: fence j's key against p: -1 before it, 1 after it, 0 when it
 	// starts with p, or may (a fence holds ixFenceKey bytes of a key).

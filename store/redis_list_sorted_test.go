@@ -96,6 +96,26 @@ func TestSortIxBucket(t *testing.T) {
 			}
 		}
 	}
+	// A damaged head: any byte of it set to 0x00 or 0xff, ixFindRange
+	// points at entries before the end it read (readBuckets slices a
+	// head read whole only within it) or says read it whole, and neither
+	// it nor eachIxEntry panics.
+	var b strings.Builder
+	for i := range 100 {
+		b.WriteString(ixEntry(int64(i), fmt.Sprintf("k:%03d", i)))
+	}
+	whole, _ := sortIxBucket(b.String())
+	for i := range ixSortedHead + 8*ixFenceSize {
+		for _, v := range []byte{0x00, 0xff} {
+			d := []byte(whole)
+			d[i] = v
+			from, to, end, ok := ixFindRange(string(d), "k:05")
+			if ok && (from > to || to > end || (from < to && from < ixSortedHead)) {
+				t.Fatalf("byte %d set to %#x: range %d..%d, end %d of %d bytes", i, v, from, to, end, len(d))
+			}
+			eachIxEntry(string(d), func(int64, string) {})
+		}
+	}
 	// Cut anywhere, a sorted bucket lists no entry it does not hold.
 	sorted, _ := sortIxBucket(ixEntry(1, "k:1") + ixEntry(2, "k:2"))
 	for n := range len(sorted) {
