@@ -229,7 +229,7 @@ const (
 // finds the head changed (a tail sorted in adds entries: n grows), and
 // reads the bucket whole (readBuckets).
 func sortIxBucket(b string) (string, bool) {
-	if strings.HasPrefix(b, ixSortedMagic) && len(b) >= ixSortedHead && be32(b, 7) == len(b) {
+	if end, _, ok := sortedHead(b); ok && end == len(b) {
 		return "", false
 	}
 	var es []listPos
@@ -283,10 +283,10 @@ func sortIxBucket(b string) (string, bool) {
 // the tail from end on. ok is false when head is not a sorted bucket's
 // whole head: the bucket is to be read whole.
 func ixFindRange(head, p string) (from, to, end int, ok bool) {
-	if !strings.HasPrefix(head, ixSortedMagic) || len(head) < ixSortedHead {
+	end, m, sorted := sortedHead(head)
+	if !sorted {
 		return 0, 0, 0, false
 	}
-	end, m := be32(head, 7), be32(head, 11)
 	fences := head[ixSortedHead:]
 	if m == 0 || m > ixFences || len(fences) < m*ixFenceSize || end < ixSortedHead+m*ixFenceSize {
 		return 0, 0, 0, false
@@ -333,17 +333,25 @@ func ixFindRange(head, p string) (from, to, end int, ok bool) {
 // one (never misreads past it).
 func eachIxEntry(b string, f func(ms int64, key string)) {
 	if strings.HasPrefix(b, ixSortedMagic) {
-		if len(b) < ixSortedHead {
-			return
-		}
-		end, m := be32(b, 7), be32(b, 11)
-		if m > len(b) || ixSortedHead+m*ixFenceSize > end || end > len(b) {
+		end, m, ok := sortedHead(b)
+		if !ok || m > len(b) || ixSortedHead+m*ixFenceSize > end || end > len(b) {
 			return
 		}
 		parseIxEntries(b[ixSortedHead+m*ixFenceSize:end], f)
 		b = b[end:]
 	}
 	parseIxEntries(b, f)
+}
+
+// sortedHead reads the head of a sorted bucket (or of its first bytes):
+// where its sorted entries end, and its fences; false when b does not
+// start as a sorted bucket does. Callers check the figures against what
+// they hold.
+func sortedHead(b string) (end, m int, ok bool) {
+	if !strings.HasPrefix(b, ixSortedMagic) || len(b) < ixSortedHead {
+		return 0, 0, false
+	}
+	return be32(b, 7), be32(b, 11), true
 }
 
 // be32 is the big-endian uint32 at b[i:].
