@@ -341,10 +341,21 @@ func (s *Redis) compactBuckets(ks []string) {
 // is read whole.
 const ixSortMax = 64 << 20
 
-// compactBucket writes bucket k again sorted, unless it is already.
+// compactBucket writes bucket k again sorted, unless it is already: its
+// length and head are read first (one round trip), so a bucket another
+// gateway sorted, or one too large to sort, is not read whole.
 func (s *Redis) compactBucket(ctx context.Context, k string) error {
-	if n, err := s.c.StrLen(ctx, k).Result(); err != nil || n == 0 || n > s.sortMax {
+	var size *redis.IntCmd
+	var head *redis.StringCmd
+	if _, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		size, head = p.StrLen(ctx, k), p.GetRange(ctx, k, 0, int64(ixSortedHead)-1)
+		return nil
+	}); err != nil {
 		return err
+	}
+	n := size.Val()
+	if end, _, sorted := sortedHead(head.Val()); n == 0 || n > s.sortMax || sorted && int64(end) == n {
+		return nil
 	}
 	v, err := s.c.Get(ctx, k).Result()
 	if err != nil {

@@ -451,3 +451,40 @@ func TestRedisBucketPastSortMaxLeftAsWritten(t *testing.T) {
 		t.Fatalf("listed %v", got)
 	}
 }
+
+// TestRedisSortedBucketNotReadAgain: a gateway moving past a bucket that
+// another already sorted reads its length and head, not the bucket: no
+// GET, no write. One with a tail a late settle appended is read and
+// sorted again.
+func TestRedisSortedBucketNotReadAgain(t *testing.T) {
+	s, c := redisStore(t)
+	ctx := ctxT(t)
+	settleKeys(t, s, []string{"again:1", "again:2"}, time.Minute, 0, nil)
+	buckets := redisKeys(t, c, s.prefix+":ib:{answered:60000:*")
+	if len(buckets) == 0 {
+		t.Fatal("no bucket written")
+	}
+	if err := s.compactBucket(ctx, buckets[0]); err != nil {
+		t.Fatal(err)
+	}
+	v, _ := c.Get(ctx, buckets[0]).Result()
+	entries := len(ixEntries(v))
+	h := newCountHook()
+	c.AddHook(h)
+	if err := s.compactBucket(ctx, buckets[0]); err != nil {
+		t.Fatal(err)
+	}
+	if n, w := h.count("get"), h.count("evalsha")+h.count("eval"); n != 0 || w != 0 {
+		t.Fatalf("a sorted bucket: %d GETs and %d scripts (%v), want none", n, w, h.cmds)
+	}
+	c.Append(ctx, buckets[0], ixEntry(time.Now().UnixMilli(), "again:late"))
+	h.reset()
+	if err := s.compactBucket(ctx, buckets[0]); err != nil {
+		t.Fatal(err)
+	}
+	v, _ = c.Get(ctx, buckets[0]).Result()
+	if end, _, ok := sortedHead(v); h.count("get") != 2 || !ok || end != len(v) || len(ixEntries(v)) != entries+1 {
+		t.Fatalf("a sorted bucket with a tail: %d GETs (the sort's and the test's), sorted again %v, %d entries",
+			h.count("get"), ok && end == len(v), len(ixEntries(v)))
+	}
+}
