@@ -61,8 +61,25 @@ PORT[idem-headernj]=$(port) PORT[idem-jsonnj]=$(port)
 PORT[nginx-plain]=$(port) PORT[nginx-header]=$(port) PORT[nginx-json]=$(port)
 
 # Each site binds 127.0.0.1: a site address alone would listen on every interface.
-# Scopes of their own: the two routes share one store and must not share keys.
-cat >"$WORK/gateway" <<EOF
+# Scopes of their own: the routes share one store and must not share keys.
+# gate <site> <key template> [journal_body off]: an idempotency site, scope peer<site>.
+gate() {
+	cat <<EOF
+http://127.0.0.1:${PORT[idem-$1]} {
+	bind 127.0.0.1
+	idempotency {
+		platform generic
+		scope peer$1
+		key $2
+		store redis 127.0.0.1:$RP${3:+
+		$3}
+	}
+	reverse_proxy 127.0.0.1:$BP
+}
+EOF
+}
+{
+	cat <<EOF
 {
 	admin off
 	persist_config off
@@ -73,49 +90,12 @@ http://127.0.0.1:${PORT[idem-plain]} {
 	bind 127.0.0.1
 	reverse_proxy 127.0.0.1:$BP
 }
-http://127.0.0.1:${PORT[idem-header]} {
-	bind 127.0.0.1
-	idempotency {
-		platform generic
-		scope peerheader
-		key {http.request.header.Idempotency-Key}
-		store redis 127.0.0.1:$RP
-	}
-	reverse_proxy 127.0.0.1:$BP
-}
-http://127.0.0.1:${PORT[idem-json]} {
-	bind 127.0.0.1
-	idempotency {
-		platform generic
-		scope peerjson
-		key {idempotency.json.id}
-		store redis 127.0.0.1:$RP
-	}
-	reverse_proxy 127.0.0.1:$BP
-}
-http://127.0.0.1:${PORT[idem-headernj]} {
-	bind 127.0.0.1
-	idempotency {
-		platform generic
-		scope peerheadernj
-		key {http.request.header.Idempotency-Key}
-		store redis 127.0.0.1:$RP
-		journal_body off
-	}
-	reverse_proxy 127.0.0.1:$BP
-}
-http://127.0.0.1:${PORT[idem-jsonnj]} {
-	bind 127.0.0.1
-	idempotency {
-		platform generic
-		scope peerjsonnj
-		key {idempotency.json.id}
-		store redis 127.0.0.1:$RP
-		journal_body off
-	}
-	reverse_proxy 127.0.0.1:$BP
-}
 EOF
+	gate header '{http.request.header.Idempotency-Key}'
+	gate json '{idempotency.json.id}'
+	gate headernj '{http.request.header.Idempotency-Key}' 'journal_body off'
+	gate jsonnj '{idempotency.json.id}' 'journal_body off'
+} >"$WORK/gateway"
 XDG_DATA_HOME=$WORK XDG_CONFIG_HOME=$WORK "$WORK/idemgate" run --config "$WORK/gateway" --adapter caddyfile \
 	>"$WORK/gateway.log" 2>&1 &
 IDEM_PID=$!
