@@ -111,7 +111,8 @@ type Claim struct {
 // nor its cancellation: a store call that was sent learns its outcome
 // even when the platform has hung up (the claim of a copy whose platform
 // left is still the key's claim, and its backend answer is still
-// remembered for the retry).
+// remembered for the retry). On Redis it sets no timer
+// (store.CallContext).
 func (g *Gate) storeContext() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), g.StoreTimeout)
+	return store.CallContext(g.Route.Store(), g.StoreTimeout)
 }

@@ -283,10 +283,11 @@ func TestWaitReplays(t *testing.T) {
 
 // TestStoreContext: every context ends no sooner than the time-out after
 // its call started and no later than the time-out after it returned; it
-// is done at its deadline, and not before.
+// is done at its deadline, and not before. (A store on which it is done
+// without a timer, Redis, is store.CallContext's, tested there.)
 func TestStoreContext(t *testing.T) {
 	const timeout = 40 * time.Millisecond
-	g := &Gate{Config: Config{StoreTimeout: timeout}}
+	g, _ := newTestGate(t, Config{StoreTimeout: timeout})
 	for range 2000 {
 		start := time.Now()
 		ctx, cancel := g.storeContext()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -29,6 +30,15 @@ type Batcher struct {
 	mu    sync.Mutex
 	busy  bool         // a leader holds the wire
 	queue []*batchCall // waiting for the next batch
+
+	// The deadlines of callers whose context has no Done (CallContext):
+	// one timer for all of them, armed at the earliest deadline a caller
+	// waits with (armed; zero when not armed). When it fires it closes
+	// expiry, a new one takes its place, and every caller waiting with a
+	// deadline wakes and looks at its own (Do).
+	timer  *time.Timer
+	armed  time.Time
+	expiry chan struct{}
 }
 
 // NewBatcher returns a Batcher sending on c's pipelines.
@@ -59,7 +69,9 @@ const (
 // in, or with ctx's error when ctx ends first: the commands may still be
 // sent and run, their outcome unknown to the caller, as with any time-out.
 // A caller elected to lead a batch sends it even when its own context has
-// just ended, since the others in it wait on it.
+// just ended, since the others in it wait on it. A context without Done
+// but with a deadline (CallContext) ends at its deadline all the same: the
+// Batcher's timer wakes its caller.
 func (b *Batcher) Do(ctx context.Context, cmds ...redis.Cmder) error {
 	b.mu.Lock()
 	if !b.busy {
@@ -71,17 +83,38 @@ func (b *Batcher) Do(ctx context.Context, cmds ...redis.Cmder) error {
 	c := callPool.Get().(*batchCall)
 	c.ctx, c.cmds = ctx, cmds
 	b.queue = append(b.queue, c)
+	done := ctx.Done()
+	deadline, bounded := ctx.Deadline()
+	var expiry <-chan struct{}
+	if done == nil && bounded {
+		expiry = b.watch(deadline)
+	}
 	b.mu.Unlock()
 	var batch []*batchCall
-	select {
-	case batch = <-c.wake:
-	case <-ctx.Done():
-		if c.state.CompareAndSwap(callWaiting, callAbandoned) {
-			// Still queued, or in a batch: c is not reused.
-			return ctx.Err()
+	for {
+		var gaveUp error
+		select {
+		case batch = <-c.wake:
+		case <-done:
+			gaveUp = ctx.Err()
+		case <-expiry:
+			if time.Now().Before(deadline) { // the timer fired for another
+				b.mu.Lock()
+				expiry = b.watch(deadline)
+				b.mu.Unlock()
+				continue
+			}
+			gaveUp = context.DeadlineExceeded
 		}
-		// Elected meanwhile: the batch is on its way.
-		batch = <-c.wake
+		if gaveUp != nil {
+			if c.state.CompareAndSwap(callWaiting, callAbandoned) {
+				// Still queued, or in a batch: c is not reused.
+				return gaveUp
+			}
+			// Elected meanwhile: the batch is on its way.
+			batch = <-c.wake
+		}
+		break
 	}
 	if batch != nil {
 		b.lead(nil, nil, batch)
@@ -181,4 +214,30 @@ func (b *Batcher) handOn() {
 		}
 	}
 	batch[0].wake <- batch
+}
+
+// watch returns the channel closed when the Batcher's timer next fires,
+// arming it for d when it is not armed for an earlier time; b.mu is held.
+// The timer may fire for a caller long served: the callers it wakes whose
+// deadline has not come watch again (Do).
+func (b *Batcher) watch(d time.Time) <-chan struct{} {
+	switch {
+	case b.timer == nil:
+		b.expiry = make(chan struct{})
+		b.timer = time.AfterFunc(time.Until(d), b.expire)
+		b.armed = d
+	case b.armed.IsZero() || d.Before(b.armed):
+		b.timer.Reset(time.Until(d))
+		b.armed = d
+	}
+	return b.expiry
+}
+
+// expire wakes every caller waiting with a deadline (watch).
+func (b *Batcher) expire() {
+	b.mu.Lock()
+	close(b.expiry)
+	b.expiry = make(chan struct{})
+	b.armed = time.Time{}
+	b.mu.Unlock()
 }

@@ -95,10 +95,37 @@ func TestBatcherSharesBatches(t *testing.T) {
 // once, its commands are never sent, and the queue behind it still goes
 // out when the batch on the wire comes back: giving up never stalls the
 // others, and the next batch is led by a caller still waiting.
+//
+// Both kinds of context: a timer's, and CallContext's, which has no Done
+// (the Batcher's own timer wakes its caller); beside the latter waits a
+// caller whose deadline is far, which the timer must not end.
 func TestBatcherCallerGivingUpWhileQueued(t *testing.T) {
 	c := redistest.Start(t).Client()
+	for _, kind := range bothContexts {
+		t.Run(kind.name, func(t *testing.T) { testGivingUpWhileQueued(t, c, kind.ctx) })
+	}
+}
+
+// bothContexts are the two kinds of context a caller of a Batcher may
+// bring: one with a timer, and CallContext's for Redis.
+var bothContexts = []struct {
+	name string
+	ctx  func(time.Duration) (context.Context, context.CancelFunc)
+}{
+	{"timer", func(d time.Duration) (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.Background(), d)
+	}},
+	{"deadline only", func(d time.Duration) (context.Context, context.CancelFunc) {
+		return deadlineContext{time.Now().Add(d)}, func() {}
+	}},
+}
+
+func testGivingUpWhileQueued(t *testing.T, c *redis.Client, within func(time.Duration) (context.Context, context.CancelFunc)) {
 	b := NewBatcher(c)
 	ctx := context.Background()
+	if err := c.Del(ctx, "batch:abandoned", "batch:patient", "batch:far").Err(); err != nil {
+		t.Fatal(err)
+	}
 
 	// The batch on the wire: a BLPOP that blocks Redis's answer for 400ms.
 	onWire := make(chan error, 1)
@@ -108,11 +135,19 @@ func TestBatcherCallerGivingUpWhileQueued(t *testing.T) {
 	}()
 	waitBusy(t, b)
 
-	// Queued behind it: callers that give up after 30ms, then one that waits.
+	// Queued behind it: one whose deadline is far, callers that give up
+	// after 30ms, then one that waits.
+	far := make(chan error, 1)
+	farIncr := redis.NewIntCmd(ctx, "incr", "batch:far")
+	go func() {
+		fctx, cancel := within(5 * time.Second)
+		defer cancel()
+		far <- b.Do(fctx, farIncr)
+	}()
 	var gaveUp sync.WaitGroup
 	for range 5 {
 		gaveUp.Go(func() {
-			short, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
+			short, cancel := within(30 * time.Millisecond)
 			defer cancel()
 			start := time.Now()
 			err := b.Do(short, redis.NewIntCmd(ctx, "incr", "batch:abandoned"))
@@ -129,6 +164,9 @@ func TestBatcherCallerGivingUpWhileQueued(t *testing.T) {
 	if err := <-onWire; err != nil {
 		t.Fatal(err)
 	}
+	if err := <-far; err != nil || farIncr.Val() != 1 {
+		t.Fatalf("the caller with a far deadline: %v %d, want its reply", err, farIncr.Val())
+	}
 	if n, err := c.Get(ctx, "batch:abandoned").Result(); !errors.Is(err, redis.Nil) {
 		t.Fatalf("abandoned commands ran: batch:abandoned = %q %v", n, err)
 	}
@@ -144,8 +182,17 @@ func TestBatcherCallerGivingUpWhileQueued(t *testing.T) {
 func TestBatcherGivingUpUnderPauses(t *testing.T) {
 	rs := redistest.Start(t)
 	c := rs.Client()
+	for _, kind := range bothContexts {
+		t.Run(kind.name, func(t *testing.T) { testGivingUpUnderPauses(t, rs, c, kind.ctx) })
+	}
+}
+
+func testGivingUpUnderPauses(t *testing.T, rs *redistest.Server, c *redis.Client, within func(time.Duration) (context.Context, context.CancelFunc)) {
 	b := NewBatcher(c)
 	ctx := context.Background()
+	if err := c.Del(ctx, "batch:count").Err(); err != nil {
+		t.Fatal(err)
+	}
 	var ok, tries atomic.Int64
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -158,7 +205,7 @@ func TestBatcherGivingUpUnderPauses(t *testing.T) {
 				default:
 				}
 				d := time.Duration(1+(g*7+i)%20) * time.Millisecond
-				cctx, cancel := context.WithTimeout(ctx, d)
+				cctx, cancel := within(d)
 				incr := redis.NewIntCmd(ctx, "incr", "batch:count")
 				tries.Add(1)
 				if err := b.Do(cctx, incr); err == nil && incr.Err() == nil {
