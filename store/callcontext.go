@@ -10,7 +10,7 @@ import (
 //
 // For Redis it is a context that holds its deadline and nothing else: no
 // timer. context.WithTimeout sets a timer and stops it for every call, two
-// a first copy, ~2 µs of its gateway CPU under load (BenchmarkHandlerCPU).
+// a first copy: 8 of its allocations and 720 B (BenchmarkHandlerCPU).
 // Nothing can select on its end, as its Done is nil; what waits in a Redis
 // call reads its deadline instead: go-redis sets the connection's read and
 // write deadlines from it, the dialer its own, and a Batcher wakes the
