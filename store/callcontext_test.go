@@ -46,28 +46,23 @@ func TestCallContext(t *testing.T) {
 
 // With redis-server paused (SIGSTOP), a claim with a long deadline leads
 // a batch that hangs on the wire; 16 claims with a short one queue behind
-// it. Each gives up at its own deadline, with CallContext's context (the
-// Batcher's timer wakes the queue) as with a timer's, and the long one at
+// it. Each gives up at its own deadline, with CallContext's context for
+// Redis (the Batcher's timer wakes the queue) as with a timer's
+// (bothContexts), and the long one at
 // its own. The client is configured as the gateway's is
 // (ContextTimeoutEnabled: go-redis then bounds its reads, a new
 // connection's handshake too, by the call's deadline). Once Redis is
 // back a claim goes through.
 func TestCallContextUnderPause(t *testing.T) {
 	testenv.Slow(t, "fault: redis-server paused under claims")
-	for _, kind := range []string{"timer", "call context"} {
-		t.Run(kind, func(t *testing.T) {
+	for _, kind := range bothContexts {
+		t.Run(kind.name, func(t *testing.T) {
 			rs := redistest.Start(t)
 			c := redis.NewClient(&redis.Options{Addr: rs.Addr(), ContextTimeoutEnabled: true, Protocol: 2})
 			s := NewRedis(c, RedisOptions{Prefix: "cc"})
 			t.Cleanup(func() { s.Close(); c.Close() })
-			within := func(d time.Duration) (context.Context, context.CancelFunc) {
-				if kind == "timer" {
-					return context.WithTimeout(context.Background(), d)
-				}
-				return CallContext(s, d)
-			}
 			claim := func(key string, d time.Duration) (ClaimResult, error) {
-				ctx, cancel := within(d)
+				ctx, cancel := kind.ctx(d)
 				defer cancel()
 				return s.Claim(ctx, key, "", time.Minute)
 			}
