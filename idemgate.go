@@ -77,7 +77,10 @@
 //	                         settings: signature check, default key and
 //	                         business events, success rule, ack, retry
 //	                         schedule, money, re-signer, bill parser, read
-//	                         API client, test signer for send and keygen
+//	                         API client, test signer for send and keygen;
+//	                         platforms/<name>/<name>bill (alipay, wechatpay,
+//	                         stripe, paypal) writes its bill, for tests and
+//	                         examples/bills, linked into no binary
 //	store                    the stores (embedded bbolt, memory, Redis):
 //	                         claim, complete, release, renew, journal,
 //	                         queue, order state and its indexes, leases,
@@ -91,10 +94,11 @@
 //	internal/platformapi,    platforms' signers, local stand-ins of the
 //	internal/redistest,      platforms' APIs, real redis-server processes
 //	internal/faultystore,    (Sentinel, Cluster, faults), a fault-injecting
-//	internal/billtest,       store wrapper, the platforms' bills and their
-//	internal/billcheck,      parsers' test runners, backends that verify
-//	internal/sdkbackend,     with the platforms' SDKs, the fast loop's
-//	internal/testenv         `Slow`
+//	internal/billtest,       store wrapper, a bill's rows and its writer,
+//	internal/billsample,     examples/bills, the bill parsers' test
+//	internal/billcheck,      runners, backends that verify with the
+//	internal/sdkbackend,     platforms' SDKs, the fast loop's `Slow`
+//	internal/testenv
 //	internal/loadfloor       the floor under a first copy (scripts/load.sh)
 //	examples/                runnable Caddyfiles, the stand-in legacy
 //	                         backend, the demo, the catch-up example,

@@ -93,7 +93,8 @@ replace github.com/idemgate/idemgate => ` + repo + `
 }
 
 // TestBinaryLinksNoTestCode: the shipped binary links neither the testing
-// package nor a test-support package of this module.
+// package nor a test-support package of this module (the platforms' bill
+// writers among them).
 func TestBinaryLinksNoTestCode(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "./cmd/idemgate").Output()
 	if err != nil {
@@ -102,14 +103,16 @@ func TestBinaryLinksNoTestCode(t *testing.T) {
 	for _, dep := range strings.Fields(string(out)) {
 		switch {
 		case dep == "testing",
-			strings.HasPrefix(dep, ModulePath+"/internal/") && slices.Contains(testSupport, strings.TrimPrefix(dep, ModulePath+"/internal/")):
+			strings.HasPrefix(dep, ModulePath+"/internal/") && slices.Contains(testSupport, strings.TrimPrefix(dep, ModulePath+"/internal/")),
+			strings.HasPrefix(dep, ModulePath+"/platforms/") && strings.HasSuffix(dep, "bill"):
 			t.Errorf("cmd/idemgate links %s", dep)
 		}
 	}
 }
 
 // testSupport are the internal packages only tests may import.
-var testSupport = []string{"gatewaytest", "platformtest", "redistest", "faultystore", "testenv"}
+var testSupport = []string{"gatewaytest", "platformtest", "platformapi", "redistest", "faultystore", "testenv",
+	"billtest", "billsample", "billcheck", "sdkbackend", "loadfloor"}
 
 // depVersion is the version of a dependency this module requires.
 func depVersion(t *testing.T, path string) string {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/idemgate/idemgate/internal/billtest"
 	"github.com/idemgate/idemgate/internal/gatewaytest"
+	"github.com/idemgate/idemgate/platforms/alipay/alipaybill"
 )
 
 // TestReconcileEvent: a reconciliation whose bill shows a payment that
@@ -57,7 +58,7 @@ http://127.0.0.1:`+itoa(port)+` {
 	reconcile := func(rows []billtest.Row) {
 		t.Helper()
 		bill := billtest.Bytes(func(w io.Writer) billtest.Writer {
-			return billtest.NewAlipay(w, "20881021772966100156", now.Add(-12*time.Hour), now.Add(12*time.Hour))
+			return alipaybill.NewWriter(w, "20881021772966100156", now.Add(-12*time.Hour), now.Add(12*time.Hour))
 		}, rows)
 		resp, err := gatewaytest.Client.Post("http://"+admin+"/idempotency/reconcile?platform=alipay", "text/csv", bytes.NewReader(bill))
 		if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/idemgate/idemgate/internal/billtest"
 	"github.com/idemgate/idemgate/internal/platformtest"
 	"github.com/idemgate/idemgate/internal/testenv"
+	"github.com/idemgate/idemgate/platforms/alipay/alipaybill"
 )
 
 // TestReconcileExitCodes runs the built binary's `idempotency reconcile`
@@ -89,7 +90,7 @@ http://127.0.0.1:%d {
 	}
 	write := func(name, account string, rows ...billtest.Row) string {
 		b := billtest.Bytes(func(w io.Writer) billtest.Writer {
-			return billtest.NewAlipay(w, account, now.Add(-12*time.Hour), now.Add(12*time.Hour))
+			return alipaybill.NewWriter(w, account, now.Add(-12*time.Hour), now.Add(12*time.Hour))
 		}, rows)
 		p := filepath.Join(home, name)
 		if err := os.WriteFile(p, b, 0o600); err != nil {

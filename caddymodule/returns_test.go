@@ -23,6 +23,7 @@ import (
 	"github.com/idemgate/idemgate/internal/platformtest"
 	"github.com/idemgate/idemgate/internal/sdkbackend"
 	"github.com/idemgate/idemgate/internal/testenv"
+	"github.com/idemgate/idemgate/platforms/alipay/alipaybill"
 	"github.com/idemgate/idemgate/reconcile"
 )
 
@@ -240,7 +241,7 @@ func TestAlipayReturnBusiness(t *testing.T) {
 	}
 	now := time.Now()
 	bill := billtest.Bytes(func(w io.Writer) billtest.Writer {
-		return billtest.NewAlipay(w, "20881021772966100156", now.Add(-12*time.Hour), now.Add(12*time.Hour))
+		return alipaybill.NewWriter(w, "20881021772966100156", now.Add(-12*time.Hour), now.Add(12*time.Hour))
 	}, []billtest.Row{{Kind: billtest.Payment, Order: trade, MerchantOrder: "o-" + trade, Amount: "88.88", Currency: "CNY", Time: now}})
 	resp, err := gatewaytest.Client.Post("http://"+s.admin+"/idempotency/reconcile?platform=alipay&items=1", "text/csv", bytes.NewReader(bill))
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/idemgate/idemgate/internal/gatewaytest"
 	"github.com/idemgate/idemgate/internal/redistest"
 	"github.com/idemgate/idemgate/internal/testenv"
+	"github.com/idemgate/idemgate/platforms/alipay/alipaybill"
 )
 
 // TestFaultSettleDeferredKeepsOrder: Redis (AOF) dies while an Alipay
@@ -98,7 +99,7 @@ func TestFaultSettleDeferredKeepsOrder(t *testing.T) {
 	}
 
 	bill := billtest.Bytes(func(w io.Writer) billtest.Writer {
-		return billtest.NewAlipay(w, "20881021772966100156", at.Add(-12*time.Hour), at.Add(12*time.Hour))
+		return alipaybill.NewWriter(w, "20881021772966100156", at.Add(-12*time.Hour), at.Add(12*time.Hour))
 	}, []billtest.Row{{Kind: billtest.Payment, Order: trade, MerchantOrder: "M42", Amount: "42.00", Currency: "CNY", Time: at}})
 	resp, err := gatewaytest.Client.Post("http://"+g.admin+"/idempotency/reconcile?platform=alipay&items=1", "text/csv", bytes.NewReader(bill))
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/idemgate/idemgate/internal/billtest"
 	"github.com/idemgate/idemgate/internal/redistest"
 	"github.com/idemgate/idemgate/internal/testenv"
+	"github.com/idemgate/idemgate/platforms/alipay/alipaybill"
 	"github.com/idemgate/idemgate/reconcile"
 )
 
@@ -104,7 +105,7 @@ func TestAsyncStateEverySurface(t *testing.T) {
 	}
 	now := time.Now().Truncate(time.Second)
 	bill := billtest.Bytes(func(w io.Writer) billtest.Writer {
-		return billtest.NewAlipay(w, "20881021772966100156", now.Add(-12*time.Hour), now.Add(12*time.Hour))
+		return alipaybill.NewWriter(w, "20881021772966100156", now.Add(-12*time.Hour), now.Add(12*time.Hour))
 	}, []billtest.Row{{Kind: billtest.Payment, Order: trade, MerchantOrder: "o-" + trade, Amount: "88.88", Currency: "CNY", Time: now}})
 	resp, err := freshClient.Post("http://"+admin+"/idempotency/reconcile?platform=alipay&scope=shop", "text/csv", bytes.NewReader(bill))
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/idemgate/idemgate/internal/gatewaytest"
 	"github.com/idemgate/idemgate/internal/redistest"
 	"github.com/idemgate/idemgate/internal/testenv"
+	"github.com/idemgate/idemgate/platforms/alipay/alipaybill"
 	"github.com/idemgate/idemgate/store"
 )
 
@@ -117,7 +118,7 @@ func TestOrderEventRepairedOnRead(t *testing.T) {
 		t.Errorf("search M48: %d %s, want its paid event", status, body)
 	}
 	bill := billtest.Bytes(func(w io.Writer) billtest.Writer {
-		return billtest.NewAlipay(w, "20881021772966100156", at.Add(-12*time.Hour), at.Add(12*time.Hour))
+		return alipaybill.NewWriter(w, "20881021772966100156", at.Add(-12*time.Hour), at.Add(12*time.Hour))
 	}, []billtest.Row{{Kind: billtest.Payment, Order: pays[2].trade, MerchantOrder: "M49", Amount: "49.00", Currency: "CNY", Time: at}})
 	resp, err := gatewaytest.Client.Post("http://"+g.Admin+"/idempotency/reconcile?platform=alipay&items=1", "text/csv", bytes.NewReader(bill))
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/internal/billtest"
+	"github.com/idemgate/idemgate/platforms/wechatpay/wechatpaybill"
 	"github.com/idemgate/idemgate/store"
 )
 
@@ -46,7 +47,7 @@ func TestRunAnsweredWithoutOrderEvent(t *testing.T) {
 	settle(1, true)
 	settle(2, false)
 	var b bytes.Buffer
-	w := billtest.NewWeChatPay(&b)
+	w := wechatpaybill.NewWriter(&b)
 	for _, i := range []int{1, 2} {
 		if err := w.Row(billtest.Row{Kind: billtest.Payment, Order: txn(i), MerchantOrder: fmt.Sprintf("M%d", i), Amount: "10.00",
 			Currency: "CNY", Time: day, Merchant: mch}); err != nil {

@@ -13,6 +13,8 @@ import (
 	"github.com/idemgate/idemgate/internal/billtest"
 	"github.com/idemgate/idemgate/internal/redistest"
 	"github.com/idemgate/idemgate/keying"
+	"github.com/idemgate/idemgate/platforms/alipay/alipaybill"
+	"github.com/idemgate/idemgate/platforms/stripe/stripebill"
 	"github.com/idemgate/idemgate/store"
 )
 
@@ -41,7 +43,7 @@ func BenchmarkReconcile1M(b *testing.B) {
 		row      func(i int) (billtest.Row, string, *store.OrderRun)
 	}{
 		{"alipay", func(w io.Writer) billtest.Writer {
-			return billtest.NewAlipay(w, "20881021772966100156", day, day.Add(24*time.Hour))
+			return alipaybill.NewWriter(w, "20881021772966100156", day, day.Add(24*time.Hour))
 		},
 			func(i int) (billtest.Row, string, *store.OrderRun) {
 				r, order, refund := benchRow(i, day, fmt.Sprintf("2026100322001458860%09d", i))
@@ -51,7 +53,7 @@ func BenchmarkReconcile1M(b *testing.B) {
 				}
 				return r, key, benchRun(r)
 			}},
-		{"stripe", func(w io.Writer) billtest.Writer { return billtest.NewStripe(w, true) },
+		{"stripe", func(w io.Writer) billtest.Writer { return stripebill.NewWriter(w, true) },
 			func(i int) (billtest.Row, string, *store.OrderRun) {
 				r, _, _ := benchRow(i, day, "")
 				r.Currency = "USD"

@@ -14,6 +14,7 @@ import (
 
 	"github.com/idemgate/idemgate/internal/billtest"
 	"github.com/idemgate/idemgate/keying"
+	"github.com/idemgate/idemgate/platforms/wechatpay/wechatpaybill"
 	"github.com/idemgate/idemgate/store"
 )
 
@@ -71,7 +72,7 @@ func TestRunWithoutCaddy(t *testing.T) {
 	ran(5, "8.00", day.Add(11*time.Hour))                // in no bill
 	bill := func(rows ...billtest.Row) *bytes.Buffer {
 		var b bytes.Buffer
-		w := billtest.NewWeChatPay(&b)
+		w := wechatpaybill.NewWriter(&b)
 		for _, r := range rows {
 			if err := w.Row(r); err != nil {
 				t.Fatal(err)

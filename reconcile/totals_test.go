@@ -11,6 +11,8 @@ import (
 
 	"github.com/idemgate/idemgate/internal/billtest"
 	"github.com/idemgate/idemgate/keying"
+	"github.com/idemgate/idemgate/platforms/alipay/alipaybill"
+	"github.com/idemgate/idemgate/platforms/wechatpay/wechatpaybill"
 	"github.com/idemgate/idemgate/store"
 )
 
@@ -54,7 +56,7 @@ func TestRunTotals(t *testing.T) {
 	ran(6, "paid", "30.00", at(9))
 
 	var b bytes.Buffer
-	w := billtest.NewWeChatPay(&b)
+	w := wechatpaybill.NewWriter(&b)
 	for _, r := range []billtest.Row{
 		{Kind: billtest.Payment, Order: txn(1), MerchantOrder: "M1", Amount: "100.00", Time: at(9)},
 		{Kind: billtest.Refund, Order: txn(1), MerchantOrder: "M1", Refund: "R1", Amount: "20.00", Time: at(10)},
@@ -140,7 +142,7 @@ func TestAlipayAppFromOrders(t *testing.T) {
 	}
 	bill := func(rows ...billtest.Row) *bytes.Buffer {
 		var b bytes.Buffer
-		w := billtest.NewAlipay(&b, "20881021772966100156", day, day.Add(24*time.Hour))
+		w := alipaybill.NewWriter(&b, "20881021772966100156", day, day.Add(24*time.Hour))
 		for _, r := range rows {
 			r.Kind, r.Currency, r.Time = billtest.Payment, "CNY", day.Add(10*time.Hour)
 			if err := w.Row(r); err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/idemgate/idemgate/internal/platformtest"
 	"github.com/idemgate/idemgate/internal/signer"
 	"github.com/idemgate/idemgate/keying"
+	"github.com/idemgate/idemgate/platforms/wechatpay/wechatpaybill"
 	"github.com/idemgate/idemgate/platforms/wechatpayv2"
 	"github.com/idemgate/idemgate/store"
 )
@@ -88,7 +89,7 @@ func TestRunWechatPayV2Partner(t *testing.T) {
 
 	bill := func(rows ...billtest.Row) *bytes.Buffer {
 		var b bytes.Buffer
-		bw := billtest.NewWeChatPay(&b)
+		bw := wechatpaybill.NewWriter(&b)
 		for _, r := range rows {
 			if err := bw.Row(r); err != nil {
 				t.Fatal(err)

@@ -11,6 +11,8 @@ import (
 	"github.com/idemgate/idemgate/internal/billtest"
 	"github.com/idemgate/idemgate/internal/gatewaytest"
 	"github.com/idemgate/idemgate/internal/platformtest"
+	"github.com/idemgate/idemgate/platforms/alipay/alipaybill"
+	"github.com/idemgate/idemgate/platforms/wechatpay/wechatpaybill"
 	"github.com/idemgate/idemgate/reconcile"
 )
 
@@ -79,13 +81,13 @@ func TestReconcileRefusesAnotherMerchantsBill(t *testing.T) {
 			t.Fatalf("notify: %d %s", r.Status, r.Body)
 		}
 		row := billtest.Row{Kind: billtest.Payment, Order: rcTxn(1), MerchantOrder: "M1", Merchant: sp, SubMerchant: sub, Amount: "10.00", Currency: "CNY", Time: ev.at}
-		rep := postBill(t, g, "platform=wechatpay", billOf(billtest.NewWeChatPay, row))
+		rep := postBill(t, g, "platform=wechatpay", billOf(wechatpaybill.NewWriter, row))
 		if rep.Matched.Count != 1 || rep.SettledNeverRun.Count != 0 || len(rep.Merchant) != 1 || rep.Merchant[0] != sub {
 			t.Errorf("the sub-merchant's bill: %+v", rep)
 		}
 		// Another sub-merchant of the same provider is pinned through it.
 		row.SubMerchant, row.Order = "1900000999", rcTxn(2)
-		if rep := postBill(t, g, "platform=wechatpay", billOf(billtest.NewWeChatPay, row)); rep.SettledNeverRun.Count != 1 {
+		if rep := postBill(t, g, "platform=wechatpay", billOf(wechatpaybill.NewWriter, row)); rep.SettledNeverRun.Count != 1 {
 			t.Errorf("another sub-merchant of the provider: %+v", rep)
 		}
 	})
@@ -98,7 +100,7 @@ func TestReconcileRefusesAnotherMerchantsBill(t *testing.T) {
 			t.Fatalf("notify: %d %s", r.Status, r.Body)
 		}
 		status, body := postRaw(t, g, "/idempotency/reconcile?platform=alipay", billOf(func(w io.Writer) billtest.Writer {
-			return billtest.NewAlipay(w, "20880211096256330156", rcDay, rcDay.Add(24*time.Hour))
+			return alipaybill.NewWriter(w, "20880211096256330156", rcDay, rcDay.Add(24*time.Hour))
 		}, p.row(ev)))
 		if status != 400 || !strings.Contains(body, "seller account 20880211096256330156's") || !strings.Contains(body, "seller account "+rcSeller+"0156") {
 			t.Errorf("another seller's bill: %d %s", status, body)
@@ -131,7 +133,7 @@ func TestReconcileAlipayAppFromRecords(t *testing.T) {
 	}
 	billFor := func(account string, rows ...billtest.Row) []byte {
 		return billOf(func(w io.Writer) billtest.Writer {
-			return billtest.NewAlipay(w, account, rcDay, rcDay.Add(24*time.Hour))
+			return alipaybill.NewWriter(w, account, rcDay, rcDay.Add(24*time.Hour))
 		}, rows...)
 	}
 	const appB, appC, sellerB = "2021004000000002", "2021004000000003", "2088000000000002"
@@ -203,7 +205,7 @@ func TestReconcileAlipayAppFromOrders(t *testing.T) {
 		return gatewaytest.Record(t, "alipay:"+rcAlipayApp+":"+rcTrade(1)+":paid") == nil && gatewaytest.Record(t, "alipay:"+rcAlipayApp+":"+rcTrade(2)+":paid") == nil
 	})
 	bill := billOf(func(w io.Writer) billtest.Writer {
-		return billtest.NewAlipay(w, rcSeller+"0156", rcDay, rcDay.Add(24*time.Hour))
+		return alipaybill.NewWriter(w, rcSeller+"0156", rcDay, rcDay.Add(24*time.Hour))
 	}, rows...)
 	status, body := postRaw(t, g, "/idempotency/reconcile?platform=alipay&items=1", bill)
 	var rep reconcile.Report

@@ -12,6 +12,10 @@ import (
 	"github.com/idemgate/idemgate/internal/billtest"
 	"github.com/idemgate/idemgate/internal/gatewaytest"
 	"github.com/idemgate/idemgate/internal/platformtest"
+	"github.com/idemgate/idemgate/platforms/alipay/alipaybill"
+	"github.com/idemgate/idemgate/platforms/paypal/paypalbill"
+	"github.com/idemgate/idemgate/platforms/stripe/stripebill"
+	"github.com/idemgate/idemgate/platforms/wechatpay/wechatpaybill"
 )
 
 // How each platform's notifications reach the gateway in the
@@ -118,7 +122,7 @@ func rcPlatforms() []*rcPlatform {
 			return rcRow(ev, rcTrade(ev.order), ev.refund, "CNY")
 		},
 		bill: func(w io.Writer, from, to time.Time) billtest.Writer {
-			return billtest.NewAlipay(w, "20881021772966100156", from, to)
+			return alipaybill.NewWriter(w, "20881021772966100156", from, to)
 		},
 		query: "platform=alipay",
 	}, {
@@ -164,7 +168,7 @@ func rcPlatforms() []*rcPlatform {
 			r.Merchant = rcWxMchID
 			return r
 		},
-		bill:  func(w io.Writer, _, _ time.Time) billtest.Writer { return billtest.NewWeChatPay(w) },
+		bill:  func(w io.Writer, _, _ time.Time) billtest.Writer { return wechatpaybill.NewWriter(w) },
 		query: "platform=wechatpay",
 	}, {
 		name: "stripe", currency: "USD", others: true,
@@ -203,7 +207,7 @@ func rcPlatforms() []*rcPlatform {
 			r.PaymentIntent = fmt.Sprintf("pi_%d", ev.order)
 			return r
 		},
-		bill:  func(w io.Writer, _, _ time.Time) billtest.Writer { return billtest.NewStripe(w, true) },
+		bill:  func(w io.Writer, _, _ time.Time) billtest.Writer { return stripebill.NewWriter(w, true) },
 		query: "platform=stripe",
 	}, {
 		name: "paypal", currency: "USD", others: true,
@@ -243,7 +247,7 @@ func rcPlatforms() []*rcPlatform {
 		},
 		row: func(ev rcEvent) billtest.Row { return rcRow(ev, rcCapture(ev.order), ev.refund, "USD") },
 		bill: func(w io.Writer, from, to time.Time) billtest.Writer {
-			return billtest.NewPayPal(w, "4X5Y6ZACCOUNT", from, to)
+			return paypalbill.NewWriter(w, "4X5Y6ZACCOUNT", from, to)
 		},
 		query: "platform=paypal",
 	}}

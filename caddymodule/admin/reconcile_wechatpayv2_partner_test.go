@@ -11,6 +11,7 @@ import (
 	"github.com/idemgate/idemgate/internal/gatewaytest"
 	"github.com/idemgate/idemgate/internal/platformtest"
 	"github.com/idemgate/idemgate/internal/signer"
+	"github.com/idemgate/idemgate/platforms/wechatpay/wechatpaybill"
 )
 
 // TestReconcileWechatPayV2Partner: a WeChat Pay v2 service provider's
@@ -76,7 +77,7 @@ func TestReconcileWechatPayV2Partner(t *testing.T) {
 	}
 	refund := row(subA, 1, "3.00", rcDay.Add(12*time.Hour))
 	refund.Kind, refund.Refund = billtest.Refund, "R1"
-	rep := postBill(t, g, "platform=wechatpay_v2", billOf(billtest.NewWeChatPay,
+	rep := postBill(t, g, "platform=wechatpay_v2", billOf(wechatpaybill.NewWriter,
 		row(subA, 1, "10.00", rcDay.Add(9*time.Hour)), row(subA, 2, "5.00", rcDay.Add(10*time.Hour)), refund))
 	if rep.Matched.Count != 3 || rep.SettledNeverRun.Count != 0 || rep.RunNotSettled.Count != 0 || rep.AmountDiffers.Count != 0 ||
 		len(rep.Merchant) != 1 || rep.Merchant[0] != subA {
@@ -85,7 +86,7 @@ func TestReconcileWechatPayV2Partner(t *testing.T) {
 	}
 
 	// A sub-merchant the route has never seen: refused, naming it.
-	status, body := postRaw(t, g, "/idempotency/reconcile?platform=wechatpay_v2", billOf(billtest.NewWeChatPay, row("1900000333", 7, "9.00", rcDay.Add(9*time.Hour))))
+	status, body := postRaw(t, g, "/idempotency/reconcile?platform=wechatpay_v2", billOf(wechatpaybill.NewWriter, row("1900000333", 7, "9.00", rcDay.Add(9*time.Hour))))
 	if status != 400 || !strings.Contains(body, "merchant 1900000333's") || !strings.Contains(body, "pins "+sp) || !strings.Contains(body, "not reconciled") {
 		t.Errorf("a bill of a sub-merchant never seen: %d %s", status, body)
 	}

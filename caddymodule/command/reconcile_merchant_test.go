@@ -13,6 +13,7 @@ import (
 	"github.com/idemgate/idemgate/internal/billtest"
 	"github.com/idemgate/idemgate/internal/gatewaytest"
 	"github.com/idemgate/idemgate/internal/platformtest"
+	"github.com/idemgate/idemgate/platforms/alipay/alipaybill"
 )
 
 // TestReconcileCLIPendingAndMerchant: the table shows what is pending the
@@ -48,7 +49,7 @@ func TestReconcileCLIPendingAndMerchant(t *testing.T) {
 	send(appA, 2, day.Add(24*time.Hour-2*time.Minute))
 	bill := filepath.Join(t.TempDir(), "2088102177296610_20261003_业务明细.csv")
 	b := billtest.Bytes(func(w io.Writer) billtest.Writer {
-		return billtest.NewAlipay(w, "20881021772966100156", day, day.Add(24*time.Hour))
+		return alipaybill.NewWriter(w, "20881021772966100156", day, day.Add(24*time.Hour))
 	}, []billtest.Row{paid})
 	if err := os.WriteFile(bill, b, 0o600); err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"github.com/idemgate/idemgate/internal/billtest"
 	"github.com/idemgate/idemgate/internal/gatewaytest"
 	"github.com/idemgate/idemgate/internal/platformtest"
+	"github.com/idemgate/idemgate/platforms/alipay/alipaybill"
 	"github.com/idemgate/idemgate/reconcile"
 )
 
@@ -56,7 +57,7 @@ func TestReconcileCLI(t *testing.T) {
 	}
 	write := func(name string, rows []billtest.Row) string {
 		b := billtest.Bytes(func(w io.Writer) billtest.Writer {
-			return billtest.NewAlipay(w, "20881021772966100156", now.Add(-12*time.Hour), now.Add(12*time.Hour))
+			return alipaybill.NewWriter(w, "20881021772966100156", now.Add(-12*time.Hour), now.Add(12*time.Hour))
 		}, rows)
 		p := filepath.Join(t.TempDir(), name)
 		if err := os.WriteFile(p, b, 0o600); err != nil {

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgate/idemgate/internal/billtest"
+	"github.com/idemgate/idemgate/internal/billsample"
 	"github.com/idemgate/idemgate/internal/gatewaytest"
 	"github.com/idemgate/idemgate/reconcile"
 )
@@ -72,7 +72,7 @@ func TestReconcileWalkthrough(t *testing.T) {
 				}
 			}
 			var out strings.Builder
-			if err := billtest.Samples(args, &out); err != nil {
+			if err := billsample.Samples(args, &out); err != nil {
 				t.Fatalf("%s: %v", c.line, err)
 			}
 			if got, want := strings.ReplaceAll(out.String(), dir+"/", ""), day(c.output); got != want {

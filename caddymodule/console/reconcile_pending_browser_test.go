@@ -16,6 +16,7 @@ import (
 	"github.com/idemgate/idemgate/internal/billtest"
 	"github.com/idemgate/idemgate/internal/gatewaytest"
 	"github.com/idemgate/idemgate/internal/testenv"
+	"github.com/idemgate/idemgate/platforms/alipay/alipaybill"
 )
 
 // TestConsoleReconcilePendingBrowser uploads a day's bill through the page
@@ -62,7 +63,7 @@ func TestConsoleReconcilePendingBrowser(t *testing.T) {
 	}
 	file := filepath.Join(t.TempDir(), "20881021772966100156_20261003_业务明细.csv")
 	bill := billtest.Bytes(func(w io.Writer) billtest.Writer {
-		return billtest.NewAlipay(w, "20881021772966100156", day, day.Add(24*time.Hour))
+		return alipaybill.NewWriter(w, "20881021772966100156", day, day.Add(24*time.Hour))
 	}, rows)
 	if err := os.WriteFile(file, bill, 0o600); err != nil {
 		t.Fatal(err)

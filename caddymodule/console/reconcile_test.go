@@ -18,6 +18,7 @@ import (
 	"github.com/idemgate/idemgate/internal/billtest"
 	"github.com/idemgate/idemgate/internal/gatewaytest"
 	"github.com/idemgate/idemgate/internal/testenv"
+	"github.com/idemgate/idemgate/platforms/alipay/alipaybill"
 )
 
 // reconcileSite is an Alipay route (signatures off: the console is under
@@ -62,7 +63,7 @@ func reconcileFixture(t *testing.T) (base string, bill []byte) {
 		}
 	}
 	bill = billtest.Bytes(func(w io.Writer) billtest.Writer {
-		return billtest.NewAlipay(w, "20881021772966100156", now.Add(-12*time.Hour), now.Add(12*time.Hour))
+		return alipaybill.NewWriter(w, "20881021772966100156", now.Add(-12*time.Hour), now.Add(12*time.Hour))
 	}, rows)
 	return base, bill
 }

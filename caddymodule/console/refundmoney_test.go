@@ -19,6 +19,7 @@ import (
 	"github.com/idemgate/idemgate/internal/testenv"
 	"github.com/idemgate/idemgate/keying"
 	"github.com/idemgate/idemgate/platforms"
+	"github.com/idemgate/idemgate/platforms/alipay/alipaybill"
 	"github.com/idemgate/idemgate/reconcile"
 )
 
@@ -195,7 +196,7 @@ func TestRefundMoneyOwnOnEverySurface(t *testing.T) {
 		// Reconciliation: R1's bill has its payment and first two refunds;
 		// its third, and R2's refunds, ran but are in no bill row.
 		var bill bytes.Buffer
-		w := billtest.NewAlipay(&bill, "20881021772966100156", now.Add(-2*time.Hour), now.Add(2*time.Hour))
+		w := alipaybill.NewWriter(&bill, "20881021772966100156", now.Add(-2*time.Hour), now.Add(2*time.Hour))
 		for _, r := range []billtest.Row{
 			{Kind: billtest.Payment, Order: refundTrade("R1"), MerchantOrder: "o-R1", Amount: "129.00", Currency: "CNY", Time: now},
 			{Kind: billtest.Refund, Order: refundTrade("R1"), MerchantOrder: "o-R1", Refund: "rf-1", Amount: "30.00", Currency: "CNY", Time: now},

@@ -12,6 +12,7 @@ import (
 	"github.com/idemgate/idemgate/internal/billtest"
 	"github.com/idemgate/idemgate/keying"
 	"github.com/idemgate/idemgate/keying/bill"
+	"github.com/idemgate/idemgate/platforms/wechatpay/wechatpaybill"
 )
 
 // An Alipay 业务明细 bill written by hand to the documented layout (see
@@ -156,7 +157,7 @@ func TestBillGenerated(t *testing.T) { billcheck.Generated(t, billCases) }
 func TestBillTruncatedAnywhere(t *testing.T) { billcheck.TruncatedAnywhere(t, billCases) }
 
 func TestBillOpenErrors(t *testing.T) {
-	wechat := billtest.Bytes(billtest.NewWeChatPay, []billtest.Row{
+	wechat := billtest.Bytes(wechatpaybill.NewWriter, []billtest.Row{
 		{Kind: billtest.Payment, Order: "4200000925202610030000000001", MerchantOrder: "M1", Merchant: "1900000109",
 			Amount: "6.00", Currency: "CNY", Time: billcheck.Day},
 		{Kind: billtest.Payment, Order: "4200000925202610030000000002", MerchantOrder: "M2", Merchant: "1900000109",

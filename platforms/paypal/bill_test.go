@@ -12,6 +12,7 @@ import (
 	"github.com/idemgate/idemgate/internal/billcheck"
 	"github.com/idemgate/idemgate/internal/billtest"
 	"github.com/idemgate/idemgate/keying/bill"
+	"github.com/idemgate/idemgate/platforms/stripe/stripebill"
 )
 
 // PayPal settlement reports written by hand to the documented records
@@ -154,7 +155,7 @@ func TestBillEncodings(t *testing.T) {
 
 func TestBillOpenErrors(t *testing.T) {
 	at := time.Date(2026, 10, 3, 9, 0, 0, 0, time.UTC)
-	stripe := billtest.Bytes(func(w io.Writer) billtest.Writer { return billtest.NewStripe(w, false) }, []billtest.Row{
+	stripe := billtest.Bytes(func(w io.Writer) billtest.Writer { return stripebill.NewWriter(w, false) }, []billtest.Row{
 		{Kind: billtest.Payment, Order: "ch_1", MerchantOrder: "M1", Amount: "97.00", Currency: "EUR", Time: at},
 		{Kind: billtest.Payment, Order: "ch_2", MerchantOrder: "M2", Amount: "12.50", Currency: "EUR", Time: at},
 	})

@@ -10,6 +10,7 @@ import (
 	"github.com/idemgate/idemgate/internal/billcheck"
 	"github.com/idemgate/idemgate/internal/billtest"
 	"github.com/idemgate/idemgate/keying/bill"
+	"github.com/idemgate/idemgate/platforms/paypal/paypalbill"
 )
 
 // Stripe exports written by hand to the documented columns (see
@@ -119,7 +120,7 @@ func TestBillTruncatedAnywhere(t *testing.T) { billcheck.TruncatedAnywhere(t, bi
 func TestBillOpenErrors(t *testing.T) {
 	from := time.Date(2026, 10, 3, 0, 0, 0, 0, time.UTC)
 	paypal := billtest.Bytes(func(w io.Writer) billtest.Writer {
-		return billtest.NewPayPal(w, "4X5Y6ZACCOUNT", from, from.AddDate(0, 0, 1))
+		return paypalbill.NewWriter(w, "4X5Y6ZACCOUNT", from, from.AddDate(0, 0, 1))
 	},
 		[]billtest.Row{
 			{Kind: billtest.Payment, Order: "9PX00000000000001", MerchantOrder: "M1", Amount: "25.00", Currency: "USD", Time: from},

@@ -12,6 +12,7 @@ import (
 	"github.com/idemgate/idemgate/internal/billtest"
 	"github.com/idemgate/idemgate/keying"
 	"github.com/idemgate/idemgate/keying/bill"
+	"github.com/idemgate/idemgate/platforms/alipay/alipaybill"
 )
 
 // Bills written by hand to the layouts of WeChat Pay's format page and the
@@ -165,7 +166,7 @@ func TestBillEncodings(t *testing.T) {
 
 func TestBillOpenErrors(t *testing.T) {
 	alipay := billtest.Bytes(func(w io.Writer) billtest.Writer {
-		return billtest.NewAlipay(w, "20880211096256330156", billcheck.Day, billcheck.Day.AddDate(0, 0, 1))
+		return alipaybill.NewWriter(w, "20880211096256330156", billcheck.Day, billcheck.Day.AddDate(0, 0, 1))
 	}, []billtest.Row{
 		{Kind: billtest.Payment, Order: "2026100322001458860000000001", MerchantOrder: "M1", Amount: "9.90", Currency: "CNY", Time: billcheck.Day},
 		{Kind: billtest.Payment, Order: "2026100322001458860000000002", MerchantOrder: "M2", Amount: "6.00", Currency: "CNY", Time: billcheck.Day},

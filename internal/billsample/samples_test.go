@@ -1,4 +1,4 @@
-package billtest
+package billsample
 
 import (
 	"archive/zip"
@@ -14,10 +14,11 @@ import (
 )
 
 // TestSamples: `go run ./examples/bills -platform all` writes one bill per
-// platform that reads whole with its platform's bill Format (its totals
-// agree where it has them) — the default sample of three payments and a refund, on the
-// day asked for — and an Alipay zip that holds the same 业务明细 file; bad
-// arguments are refused, saying why.
+// platform with a sample (its module's SampleBill) that reads whole with
+// its platform's bill Format (its totals agree where it has them) — the
+// default sample of three payments and a refund, on the day asked for —
+// and an Alipay zip that holds the same 业务明细 file; -account names the
+// merchant in the bill; bad arguments are refused, saying why.
 func TestSamples(t *testing.T) {
 	dir := t.TempDir()
 	var out strings.Builder
@@ -74,6 +75,21 @@ func TestSamples(t *testing.T) {
 				t.Errorf("the zip holds %s, %d bytes", zr.File[0].Name, len(inner))
 			}
 		}
+	}
+	var one strings.Builder
+	if err := Samples([]string{"-platform", "wechatpay", "-account", "1900000109", "-day", "2026-10-04", "-out", dir}, &one); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(strings.TrimSpace(one.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd, err := platforms.BillOf("wechatpay").Format.Open(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := rd.Next(); err != nil || r.Merchant != "1900000109" {
+		t.Errorf("-account: the first row %+v, %v; want the merchant 1900000109", r, err)
 	}
 	for _, c := range []struct {
 		args []string
